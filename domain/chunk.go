@@ -1,0 +1,218 @@
+package domain
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Chunk is one slice of a canonical inventory, stored as one Secret.
+type Chunk struct {
+	index int
+	count int
+	data  []byte
+}
+
+func (c Chunk) Index() int   { return c.index }
+func (c Chunk) Count() int   { return c.count }
+func (c Chunk) Data() []byte { return c.data }
+func (c Chunk) Size() int    { return len(c.data) }
+
+// EntryTooLargeError reports an entry that alone exceeds the chunk limit.
+type EntryTooLargeError struct {
+	ID    ResourceID
+	Bytes int
+	Limit int
+}
+
+func (e *EntryTooLargeError) Error() string {
+	return fmt.Sprintf("inventory entry %s needs %d bytes, over the chunk limit of %d; nothing was written", e.ID, e.Bytes, e.Limit)
+}
+
+// TooManyChunksError reports an inventory that needs more chunks than the cap allows.
+type TooManyChunksError struct {
+	Chunks int
+	Limit  int
+}
+
+func (e *TooManyChunksError) Error() string {
+	return fmt.Sprintf("inventory needs %d chunks, over the cap of %d; raise --max-chunks or shrink the composition; nothing was written", e.Chunks, e.Limit)
+}
+
+// SplitInventory splits the canonical inventory greedily into chunks of at most maxBytes.
+// The same inventory and limit always give byte-identical chunks.
+func SplitInventory(inv Inventory, maxBytes, maxChunks int) ([]Chunk, error) {
+	if maxBytes < 2 {
+		return nil, fmt.Errorf("chunk limit %d is too small", maxBytes)
+	}
+	var groups [][][]byte
+	var sizes []int
+	var cur [][]byte
+	curSize := 2
+	for i, enc := range inv.encoded {
+		if 2+len(enc) > maxBytes {
+			return nil, &EntryTooLargeError{ID: inv.entries[i].ID(), Bytes: 2 + len(enc), Limit: maxBytes}
+		}
+		add := len(enc)
+		if len(cur) > 0 {
+			add++
+		}
+		if curSize+add > maxBytes {
+			groups, sizes = append(groups, cur), append(sizes, curSize)
+			cur, curSize, add = nil, 2, len(enc)
+		}
+		cur = append(cur, enc)
+		curSize += add
+	}
+	groups, sizes = append(groups, cur), append(sizes, curSize)
+	if maxChunks > 0 && len(groups) > maxChunks {
+		return nil, &TooManyChunksError{Chunks: len(groups), Limit: maxChunks}
+	}
+	chunks := make([]Chunk, len(groups))
+	for i, g := range groups {
+		chunks[i] = Chunk{index: i, count: len(groups), data: joinArray(g, sizes[i])}
+	}
+	return chunks, nil
+}
+
+// ChunkName is "<comp-name>-<lineage>-<index>", cut to 253 characters (SPEC §3).
+func ChunkName(compName string, lineage Lineage, index int) string {
+	return boundedName(compName, "-"+lineage.String()+"-"+strconv.Itoa(index))
+}
+
+// RecoverySliceName is "<comp-name>-recovery-<first 8 of synthesis UUID>", cut like chunk names.
+func RecoverySliceName(compName, synthesisUUID string) string {
+	short := synthesisUUID
+	if len(short) > 8 {
+		short = short[:8]
+	}
+	return boundedName(compName, "-recovery-"+short)
+}
+
+func boundedName(prefix, suffix string) string {
+	if len(prefix)+len(suffix) > maxObjectName {
+		prefix = strings.TrimRight(prefix[:maxObjectName-len(suffix)], "-.")
+	}
+	return prefix + suffix
+}
+
+// ChunkSecret is the storage view of one inventory Secret, free of Kubernetes types.
+type ChunkSecret struct {
+	Namespace       string
+	Name            string
+	Type            string
+	Labels          map[string]string
+	Annotations     map[string]string
+	Data            map[string][]byte
+	ResourceVersion string
+}
+
+// Owned reports whether the Secret is ours: the managed-by label and our type.
+func (s ChunkSecret) Owned() bool {
+	return s.Labels[LabelManagedBy] == ManagedByValue && s.Type == SecretType
+}
+
+// DataSize is the sum of all data values, the quantity the API server limits.
+func (s ChunkSecret) DataSize() int {
+	n := 0
+	for _, v := range s.Data {
+		n += len(v)
+	}
+	return n
+}
+
+// Clone returns a deep copy.
+func (s ChunkSecret) Clone() ChunkSecret {
+	out := s
+	out.Labels = maps.Clone(s.Labels)
+	out.Annotations = maps.Clone(s.Annotations)
+	out.Data = make(map[string][]byte, len(s.Data))
+	for k, v := range s.Data {
+		out.Data[k] = bytes.Clone(v)
+	}
+	return out
+}
+
+// SnapshotMeta is what every chunk of one snapshot carries.
+type SnapshotMeta struct {
+	Lineage              Lineage
+	CompositionNamespace string
+	CompositionName      string
+	CompositionUID       string
+	SynthesisUUID        string
+	SynthesisTime        time.Time
+	ChunkCount           int
+	Digest               string
+}
+
+// DesiredChunkSecret is the Secret that stores chunk c of a snapshot.
+func DesiredChunkSecret(namespace string, meta SnapshotMeta, c Chunk) ChunkSecret {
+	return ChunkSecret{
+		Namespace: namespace,
+		Name:      ChunkName(meta.CompositionName, meta.Lineage, c.index),
+		Type:      SecretType,
+		Labels: map[string]string{
+			LabelManagedBy: ManagedByValue,
+			LabelLineage:   meta.Lineage.String(),
+		},
+		Annotations: map[string]string{
+			AnnotationCompositionNamespace: meta.CompositionNamespace,
+			AnnotationCompositionName:      meta.CompositionName,
+			AnnotationCompositionUID:       meta.CompositionUID,
+			AnnotationSourceSynthesisUUID:  meta.SynthesisUUID,
+			AnnotationSourceSynthesisTime:  meta.SynthesisTime.UTC().Format(time.RFC3339),
+			AnnotationChunkIndex:           strconv.Itoa(c.index),
+			AnnotationChunkCount:           strconv.Itoa(c.count),
+			AnnotationDigest:               meta.Digest,
+			AnnotationFormat:               FormatVersion,
+		},
+		Data: map[string][]byte{SecretDataKey: c.data},
+	}
+}
+
+// MatchesDesired reports whether existing already holds desired: same type and data, and the
+// same values for every label and annotation this project defines. Other keys are not compared.
+func (s ChunkSecret) MatchesDesired(desired ChunkSecret) bool {
+	if s.Type != desired.Type || len(s.Data) != len(desired.Data) {
+		return false
+	}
+	for k, v := range desired.Data {
+		if got, ok := s.Data[k]; !ok || !bytes.Equal(got, v) {
+			return false
+		}
+	}
+	for k, v := range desired.Labels {
+		if got, ok := s.Labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	for k, v := range desired.Annotations {
+		if got, ok := s.Annotations[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// MergeDesired returns existing updated to desired: our labels, annotations, type and data are
+// written; labels and annotations others added, and the resourceVersion, are preserved.
+func (s ChunkSecret) MergeDesired(desired ChunkSecret) ChunkSecret {
+	out := s.Clone()
+	out.Type = desired.Type
+	if out.Labels == nil {
+		out.Labels = map[string]string{}
+	}
+	if out.Annotations == nil {
+		out.Annotations = map[string]string{}
+	}
+	maps.Copy(out.Labels, desired.Labels)
+	maps.Copy(out.Annotations, desired.Annotations)
+	out.Data = make(map[string][]byte, len(desired.Data))
+	for k, v := range desired.Data {
+		out.Data[k] = bytes.Clone(v)
+	}
+	return out
+}

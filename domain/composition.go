@@ -1,0 +1,84 @@
+package domain
+
+import (
+	"fmt"
+	"time"
+)
+
+// CompositionRef names a Composition.
+type CompositionRef struct {
+	Namespace string
+	Name      string
+}
+
+func (r CompositionRef) String() string { return r.Namespace + "/" + r.Name }
+
+// ParseCompositionRef parses "NAMESPACE/NAME".
+func ParseCompositionRef(s string) (CompositionRef, error) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '/' {
+			if i == 0 || i == len(s)-1 {
+				break
+			}
+			return CompositionRef{Namespace: s[:i], Name: s[i+1:]}, nil
+		}
+	}
+	return CompositionRef{}, fmt.Errorf("composition %q must be NAMESPACE/NAME", s)
+}
+
+// Composition is the part of an Eno Composition this project reads (SPEC §2).
+type Composition struct {
+	Namespace       string
+	Name            string
+	UID             string
+	ResourceVersion string
+	Labels          map[string]string
+	Annotations     map[string]string
+	Deleting        bool
+	// Synthesis is the current synthesis; nil when there is none.
+	Synthesis *Synthesis
+}
+
+// Synthesis is status.currentSynthesis.
+type Synthesis struct {
+	UUID string
+	// Synthesized is zero until the synthesis has finished.
+	Synthesized time.Time
+	Ready       bool
+	Slices      []string
+}
+
+// Ref names the Composition.
+func (c Composition) Ref() CompositionRef {
+	return CompositionRef{Namespace: c.Namespace, Name: c.Name}
+}
+
+// SynthesisUUID is the current synthesis UUID, or "".
+func (c Composition) SynthesisUUID() string {
+	if c.Synthesis == nil {
+		return ""
+	}
+	return c.Synthesis.UUID
+}
+
+// Decision returns the recovery decision recorded on the Composition, if any parses.
+func (c Composition) Decision() (Decision, bool) {
+	raw, ok := c.Annotations[AnnotationDecision]
+	if !ok {
+		return Decision{}, false
+	}
+	d, err := ParseDecision(raw)
+	if err != nil {
+		return Decision{}, false
+	}
+	return d, true
+}
+
+// FinishedDecision returns the decision for the current synthesis when it is finished.
+func (c Composition) FinishedDecision() (Decision, bool) {
+	d, ok := c.Decision()
+	if !ok || c.Synthesis == nil || d.SynthesisUUID != c.Synthesis.UUID || !d.Outcome.Finished() {
+		return Decision{}, false
+	}
+	return d, true
+}

@@ -1,0 +1,97 @@
+package domain
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Outcome is a recovery decision's result (SPEC §6).
+type Outcome struct{ name string }
+
+var (
+	OutcomeNoInventory      = Outcome{"NoInventory"}
+	OutcomeInventoryInvalid = Outcome{"InventoryInvalid"}
+	OutcomeNothingToRecover = Outcome{"NothingToRecover"}
+	OutcomeRecovered        = Outcome{"Recovered"}
+	OutcomeHeldForReview    = Outcome{"HeldForReview"}
+)
+
+var outcomes = []Outcome{OutcomeNoInventory, OutcomeInventoryInvalid, OutcomeNothingToRecover, OutcomeRecovered, OutcomeHeldForReview}
+
+// ParseOutcome parses an outcome name.
+func ParseOutcome(s string) (Outcome, error) {
+	for _, o := range outcomes {
+		if o.name == s {
+			return o, nil
+		}
+	}
+	return Outcome{}, fmt.Errorf("unknown recovery outcome %q", s)
+}
+
+func (o Outcome) String() string { return o.name }
+func (o Outcome) IsZero() bool   { return o.name == "" }
+
+// Finished reports whether the decision ends recovery for its synthesis. Only HeldForReview does not.
+func (o Outcome) Finished() bool { return o.name != "" && o != OutcomeHeldForReview }
+
+func (o Outcome) MarshalText() ([]byte, error) { return []byte(o.name), nil }
+
+func (o *Outcome) UnmarshalText(b []byte) error {
+	v, err := ParseOutcome(string(b))
+	if err != nil {
+		return err
+	}
+	*o = v
+	return nil
+}
+
+// Reasons carried by decisions besides the InventoryInvalid ones.
+const (
+	ReasonSameIncarnation   = "SameIncarnation"
+	ReasonNoOrphans         = "NoOrphans"
+	ReasonRejected          = "Rejected"
+	ReasonOverDeletionGuard = "OverDeletionGuard"
+	ReasonApproved          = "Approved"
+)
+
+// Decision is the JSON of the decision annotation (SPEC §6), fields in the specified order.
+type Decision struct {
+	SynthesisUUID            string     `json:"synthesisUUID"`
+	Outcome                  Outcome    `json:"outcome"`
+	Reason                   string     `json:"reason"`
+	Message                  string     `json:"message"`
+	SourceSynthesisUUID      string     `json:"sourceSynthesisUUID"`
+	SourceSynthesisTimestamp *time.Time `json:"sourceSynthesisTimestamp"`
+	Tombstones               int        `json:"tombstones"`
+	TombstoneSlice           string     `json:"tombstoneSlice"`
+	DecidedAt                time.Time  `json:"decidedAt"`
+}
+
+// Encode renders the annotation value.
+func (d Decision) Encode() string {
+	b, err := json.Marshal(d)
+	if err != nil {
+		// Every field is a plain value; this cannot fail.
+		panic(fmt.Sprintf("encoding decision: %v", err))
+	}
+	return string(b)
+}
+
+// ParseDecision parses the annotation value.
+func ParseDecision(s string) (Decision, error) {
+	var d Decision
+	if err := json.Unmarshal([]byte(s), &d); err != nil {
+		return Decision{}, fmt.Errorf("parsing %s: %w", AnnotationDecision, err)
+	}
+	if d.SynthesisUUID == "" || d.Outcome.IsZero() {
+		return Decision{}, fmt.Errorf("parsing %s: synthesisUUID and outcome are required", AnnotationDecision)
+	}
+	return d, nil
+}
+
+// SameAs reports whether two decisions say the same thing, ignoring when they were made.
+func (d Decision) SameAs(o Decision) bool {
+	d.DecidedAt, o.DecidedAt = time.Time{}, time.Time{}
+	return d.Encode() == o.Encode()
+}

@@ -1,0 +1,169 @@
+package domain
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Tombstone asks Eno to delete a resource the previous incarnation deployed.
+type Tombstone struct {
+	Entry Entry
+}
+
+type tombstoneMeta struct {
+	Name        string            `json:"name"`
+	Namespace   string            `json:"namespace,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+type tombstoneManifest struct {
+	APIVersion string        `json:"apiVersion"`
+	Kind       string        `json:"kind"`
+	Metadata   tombstoneMeta `json:"metadata"`
+}
+
+// Manifest is the Eno manifest JSON that ResourceSlices carry with deleted: true.
+func (t Tombstone) Manifest() string {
+	b, err := json.Marshal(tombstoneManifest{
+		APIVersion: t.Entry.APIVersion(),
+		Kind:       t.Entry.Kind,
+		Metadata: tombstoneMeta{
+			Name:        t.Entry.Name,
+			Namespace:   t.Entry.Namespace,
+			Labels:      t.Entry.Labels,
+			Annotations: t.Entry.Annotations,
+		},
+	})
+	if err != nil {
+		panic(fmt.Sprintf("encoding tombstone: %v", err))
+	}
+	return string(b)
+}
+
+// Review is an operator's answer to a held recovery (SPEC §6.1).
+type Review int
+
+const (
+	ReviewNone Review = iota
+	ReviewApprove
+	ReviewReject
+)
+
+// ReviewOf reads the review annotation; a value naming another synthesis is ignored.
+func ReviewOf(c Composition) Review {
+	v := c.Annotations[AnnotationReview]
+	uuid := c.SynthesisUUID()
+	switch {
+	case uuid == "":
+		return ReviewNone
+	case v == "approve:"+uuid:
+		return ReviewApprove
+	case v == "reject:"+uuid:
+		return ReviewReject
+	}
+	return ReviewNone
+}
+
+// RecoveryInput is everything a recovery decision depends on.
+type RecoveryInput struct {
+	Composition Composition
+	// Snapshot is the selected snapshot when SnapshotErr is nil.
+	Snapshot Snapshot
+	// SnapshotErr is ErrNoInventory, an *InventoryInvalidError, or nil.
+	SnapshotErr          error
+	Synthesis            SynthesisContents
+	MaxTombstoneFraction float64
+	Now                  time.Time
+}
+
+// RecoveryPlan is the decision and the tombstones to publish (none unless Recovered).
+// Held lists what awaits review when the outcome is HeldForReview.
+type RecoveryPlan struct {
+	Decision   Decision
+	Tombstones []Tombstone
+	Held       []Tombstone
+}
+
+// PlanRecovery decides per SPEC §6. It is pure: it reads nothing and writes nothing.
+func PlanRecovery(in RecoveryInput) (RecoveryPlan, error) {
+	c := in.Composition
+	if c.Synthesis == nil {
+		return RecoveryPlan{}, fmt.Errorf("composition %s has no current synthesis", c.Ref())
+	}
+	d := Decision{SynthesisUUID: c.Synthesis.UUID, DecidedAt: in.Now.UTC().Truncate(time.Second)}
+	if in.SnapshotErr != nil {
+		var invalid *InventoryInvalidError
+		switch {
+		case errors.Is(in.SnapshotErr, ErrNoInventory):
+			d.Outcome = OutcomeNoInventory
+			d.Message = "no inventory snapshot exists for this lineage; nothing to recover"
+		case errors.As(in.SnapshotErr, &invalid):
+			d.Outcome = OutcomeInventoryInvalid
+			d.Reason = invalid.Reason.String()
+			d.Message = invalid.Error() + "; no tombstones are generated from untrusted history"
+		default:
+			return RecoveryPlan{}, fmt.Errorf("reading snapshot: %w", in.SnapshotErr)
+		}
+		return RecoveryPlan{Decision: d}, nil
+	}
+	snap := in.Snapshot
+	ts := snap.meta.SynthesisTime
+	d.SourceSynthesisUUID = snap.meta.SynthesisUUID
+	d.SourceSynthesisTimestamp = &ts
+	if snap.meta.CompositionUID == c.UID {
+		d.Outcome, d.Reason = OutcomeNothingToRecover, ReasonSameIncarnation
+		d.Message = "snapshot comes from this same composition incarnation; Eno's own synthesis diff owns cleanup"
+		return RecoveryPlan{Decision: d}, nil
+	}
+	var absent []Tombstone
+	for _, e := range snap.inventory.entries {
+		if !in.Synthesis.Covers(e.ID()) {
+			absent = append(absent, Tombstone{Entry: e})
+		}
+	}
+	if len(absent) == 0 {
+		d.Outcome, d.Reason = OutcomeNothingToRecover, ReasonNoOrphans
+		d.Message = fmt.Sprintf("all %d resources of the previous incarnation are still produced", snap.inventory.Len())
+		return RecoveryPlan{Decision: d}, nil
+	}
+	d.Tombstones = len(absent)
+	if float64(len(absent)) > in.MaxTombstoneFraction*float64(snap.inventory.Len()) {
+		switch ReviewOf(c) {
+		case ReviewApprove:
+			d.Outcome, d.Reason = OutcomeRecovered, ReasonApproved
+			d.Message = fmt.Sprintf("%d of %d resources tombstoned after approval: %s", len(absent), snap.inventory.Len(), FirstIDs(absent, 5))
+			return RecoveryPlan{Decision: d, Tombstones: absent}, nil
+		case ReviewReject:
+			d.Outcome, d.Reason, d.Tombstones = OutcomeNothingToRecover, ReasonRejected, 0
+			d.Message = fmt.Sprintf("operator rejected %d tombstones held for review", len(absent))
+			return RecoveryPlan{Decision: d}, nil
+		}
+		d.Outcome, d.Reason = OutcomeHeldForReview, ReasonOverDeletionGuard
+		d.Message = fmt.Sprintf("%d of %d resources would be deleted, over the guard of %g; set %s to approve:%s or reject:%s",
+			len(absent), snap.inventory.Len(), in.MaxTombstoneFraction, AnnotationReview, c.Synthesis.UUID, c.Synthesis.UUID)
+		return RecoveryPlan{Decision: d, Held: absent}, nil
+	}
+	d.Outcome = OutcomeRecovered
+	d.Message = fmt.Sprintf("%d of %d resources of the previous incarnation are orphaned: %s", len(absent), snap.inventory.Len(), FirstIDs(absent, 5))
+	return RecoveryPlan{Decision: d, Tombstones: absent}, nil
+}
+
+// FirstIDs lists the identities of the first n tombstones, for events and messages.
+func FirstIDs(ts []Tombstone, n int) string {
+	var b strings.Builder
+	for i, t := range ts {
+		if i == n {
+			fmt.Fprintf(&b, ", and %d more", len(ts)-n)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(t.Entry.ID().String())
+	}
+	return b.String()
+}

@@ -1,0 +1,241 @@
+package domain
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// InvalidReason says why §5 rejected a lineage's history.
+type InvalidReason struct{ name string }
+
+var (
+	ReasonMalformed          = InvalidReason{"Malformed"}
+	ReasonMixedMetadata      = InvalidReason{"MixedMetadata"}
+	ReasonAmbiguousTimestamp = InvalidReason{"AmbiguousTimestamp"}
+	ReasonMissingChunk       = InvalidReason{"MissingChunk"}
+	ReasonDigestMismatch     = InvalidReason{"DigestMismatch"}
+)
+
+func (r InvalidReason) String() string { return r.name }
+
+// ErrNoInventory means no Secret carries the lineage label.
+var ErrNoInventory = errors.New("no inventory snapshot exists for this lineage")
+
+// InventoryInvalidError is §5's refusal: the history cannot be trusted.
+type InventoryInvalidError struct {
+	Reason InvalidReason
+	Secret string // the Secret that showed the problem, when one did
+	Detail string
+}
+
+func (e *InventoryInvalidError) Error() string {
+	if e.Secret != "" {
+		return fmt.Sprintf("inventory invalid (%s): secret %s: %s", e.Reason, e.Secret, e.Detail)
+	}
+	return fmt.Sprintf("inventory invalid (%s): %s", e.Reason, e.Detail)
+}
+
+// InvalidReasonOf returns the reason when err is an InventoryInvalidError.
+func InvalidReasonOf(err error) (InvalidReason, bool) {
+	var inv *InventoryInvalidError
+	if errors.As(err, &inv) {
+		return inv.Reason, true
+	}
+	return InvalidReason{}, false
+}
+
+// Snapshot is a complete, consistent inventory read back from its chunks.
+type Snapshot struct {
+	meta      SnapshotMeta
+	chunks    []ChunkSecret // ordered by index
+	inventory Inventory
+}
+
+func (s Snapshot) Meta() SnapshotMeta     { return s.meta }
+func (s Snapshot) Inventory() Inventory   { return s.inventory }
+func (s Snapshot) Chunks() []ChunkSecret  { return slices.Clone(s.chunks) }
+func (s Snapshot) SynthesisUUID() string  { return s.meta.SynthesisUUID }
+func (s Snapshot) CompositionUID() string { return s.meta.CompositionUID }
+func (s Snapshot) Timestamp() time.Time   { return s.meta.SynthesisTime }
+
+// StoredChunk is one Secret whose snapshot annotations parsed (§5 step 1).
+type StoredChunk struct {
+	Secret ChunkSecret
+	Meta   SnapshotMeta
+	Index  int
+}
+
+var digestPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// ParseStoredChunk applies §5 step 1 to one Secret.
+func ParseStoredChunk(s ChunkSecret, now time.Time, maxChunks int) (StoredChunk, error) {
+	bad := func(format string, args ...any) (StoredChunk, error) {
+		return StoredChunk{}, &InventoryInvalidError{Reason: ReasonMalformed, Secret: s.Name, Detail: fmt.Sprintf(format, args...)}
+	}
+	if !s.Owned() {
+		return bad("not managed by %s or not of type %s; refusing to trust or touch it", ManagedByValue, SecretType)
+	}
+	a := s.Annotations
+	for _, k := range []string{AnnotationCompositionNamespace, AnnotationCompositionName, AnnotationCompositionUID,
+		AnnotationSourceSynthesisUUID, AnnotationSourceSynthesisTime, AnnotationChunkIndex, AnnotationChunkCount,
+		AnnotationDigest, AnnotationFormat} {
+		if a[k] == "" {
+			return bad("annotation %s is missing", k)
+		}
+	}
+	if a[AnnotationFormat] != FormatVersion {
+		return bad("inventory format %q is not %q", a[AnnotationFormat], FormatVersion)
+	}
+	lineage, err := NewLineage(s.Labels[LabelLineage])
+	if err != nil {
+		return bad("lineage label: %v", err)
+	}
+	ts, err := time.Parse(time.RFC3339, a[AnnotationSourceSynthesisTime])
+	if err != nil {
+		return bad("source timestamp %q is not RFC 3339", truncate(a[AnnotationSourceSynthesisTime], 64))
+	}
+	if ts.Sub(now) > MaxClockSkew*time.Second {
+		return bad("source timestamp %s is more than 5 minutes in the future", ts.UTC().Format(time.RFC3339))
+	}
+	count, err := strconv.Atoi(a[AnnotationChunkCount])
+	if err != nil || count < 1 {
+		return bad("chunk count %q is not a positive integer", truncate(a[AnnotationChunkCount], 32))
+	}
+	if count > maxChunks {
+		return bad("chunk count %d is above the cap of %d", count, maxChunks)
+	}
+	index, err := strconv.Atoi(a[AnnotationChunkIndex])
+	if err != nil || index < 0 {
+		return bad("chunk index %q is not a non-negative integer", truncate(a[AnnotationChunkIndex], 32))
+	}
+	if !digestPattern.MatchString(a[AnnotationDigest]) {
+		return bad("digest %q is not sha256:<64 hex>", truncate(a[AnnotationDigest], 80))
+	}
+	if size := s.DataSize(); size > SecretDataLimit {
+		return bad("data holds %d bytes, over the %d-byte limit", size, SecretDataLimit)
+	}
+	if _, ok := s.Data[SecretDataKey]; !ok {
+		return bad("data key %s is missing", SecretDataKey)
+	}
+	return StoredChunk{
+		Secret: s,
+		Index:  index,
+		Meta: SnapshotMeta{
+			Lineage:              lineage,
+			CompositionNamespace: a[AnnotationCompositionNamespace],
+			CompositionName:      a[AnnotationCompositionName],
+			CompositionUID:       a[AnnotationCompositionUID],
+			SynthesisUUID:        a[AnnotationSourceSynthesisUUID],
+			SynthesisTime:        ts.UTC(),
+			ChunkCount:           count,
+			Digest:               a[AnnotationDigest],
+		},
+	}, nil
+}
+
+// ReadSnapshot selects the newest trustworthy snapshot among a lineage's Secrets (SPEC §5).
+// It returns ErrNoInventory, an *InventoryInvalidError, or the snapshot. There is no
+// fallback to an older snapshot.
+func ReadSnapshot(secrets []ChunkSecret, now time.Time, maxChunks int) (Snapshot, error) {
+	if len(secrets) == 0 {
+		return Snapshot{}, ErrNoInventory
+	}
+	// Step 1: every Secret must parse. Sorted by name so errors are deterministic.
+	sorted := slices.Clone(secrets)
+	slices.SortFunc(sorted, func(a, b ChunkSecret) int { return compareStrings(a.Name, b.Name) })
+	groups := map[string][]StoredChunk{}
+	var order []string
+	for _, s := range sorted {
+		c, err := ParseStoredChunk(s, now, maxChunks)
+		if err != nil {
+			return Snapshot{}, err
+		}
+		if _, ok := groups[c.Meta.SynthesisUUID]; !ok {
+			order = append(order, c.Meta.SynthesisUUID)
+		}
+		groups[c.Meta.SynthesisUUID] = append(groups[c.Meta.SynthesisUUID], c)
+	}
+	// Step 2: the chunks of one snapshot agree on their metadata.
+	for _, uuid := range order {
+		g := groups[uuid]
+		for _, c := range g[1:] {
+			if c.Meta != g[0].Meta {
+				return Snapshot{}, &InventoryInvalidError{Reason: ReasonMixedMetadata, Secret: c.Secret.Name,
+					Detail: fmt.Sprintf("chunks of synthesis %s disagree with %s on composition, timestamp, chunk count or digest", uuid, g[0].Secret.Name)}
+			}
+		}
+	}
+	// Step 3: the newest timestamp wins; a tie between snapshots is ambiguous.
+	newest := order[0]
+	tied := false
+	for _, uuid := range order[1:] {
+		t, best := groups[uuid][0].Meta.SynthesisTime, groups[newest][0].Meta.SynthesisTime
+		switch {
+		case t.After(best):
+			newest, tied = uuid, false
+		case t.Equal(best):
+			tied = true
+		}
+	}
+	if tied {
+		return Snapshot{}, &InventoryInvalidError{Reason: ReasonAmbiguousTimestamp,
+			Detail: fmt.Sprintf("more than one snapshot has the newest source timestamp %s", groups[newest][0].Meta.SynthesisTime.Format(time.RFC3339))}
+	}
+	chosen := groups[newest]
+	meta := chosen[0].Meta
+	// Step 4: exactly the indexes 0..count-1, each once.
+	byIndex := make([]ChunkSecret, meta.ChunkCount)
+	seen := make([]bool, meta.ChunkCount)
+	for _, c := range chosen {
+		if c.Index >= meta.ChunkCount || seen[c.Index] {
+			return Snapshot{}, &InventoryInvalidError{Reason: ReasonMissingChunk, Secret: c.Secret.Name,
+				Detail: fmt.Sprintf("chunk index %d is out of range or repeated for a snapshot of %d chunks", c.Index, meta.ChunkCount)}
+		}
+		seen[c.Index], byIndex[c.Index] = true, c.Secret
+	}
+	for i, ok := range seen {
+		if !ok {
+			return Snapshot{}, &InventoryInvalidError{Reason: ReasonMissingChunk,
+				Detail: fmt.Sprintf("chunk %d of %d for synthesis %s is missing", i, meta.ChunkCount, meta.SynthesisUUID)}
+		}
+	}
+	// Step 5: every chunk decodes, and the canonical re-encoding matches the digest.
+	var entries []Entry
+	for _, s := range byIndex {
+		part, err := DecodeEntries(s.Data[SecretDataKey])
+		if err != nil {
+			return Snapshot{}, &InventoryInvalidError{Reason: ReasonMalformed, Secret: s.Name, Detail: err.Error()}
+		}
+		entries = append(entries, part...)
+	}
+	inv, err := NewInventory(entries)
+	if err != nil {
+		return Snapshot{}, &InventoryInvalidError{Reason: ReasonMalformed, Detail: err.Error()}
+	}
+	if inv.Digest() != meta.Digest {
+		return Snapshot{}, &InventoryInvalidError{Reason: ReasonDigestMismatch,
+			Detail: fmt.Sprintf("entries hash to %s, the chunks claim %s", inv.Digest(), meta.Digest)}
+	}
+	return Snapshot{meta: meta, chunks: byIndex, inventory: inv}, nil
+}
+
+// SnapshotMatches reports whether snap is the complete snapshot for this composition incarnation
+// and synthesis: the recording fast path.
+func SnapshotMatches(snap Snapshot, c Composition) bool {
+	return c.Synthesis != nil && snap.meta.CompositionUID == c.UID && snap.meta.SynthesisUUID == c.Synthesis.UUID &&
+		snap.meta.CompositionNamespace == c.Namespace && snap.meta.CompositionName == c.Name
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

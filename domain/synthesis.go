@@ -1,0 +1,174 @@
+package domain
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// ResourceSlice is the part of an Eno ResourceSlice this project reads (SPEC §2).
+type ResourceSlice struct {
+	Namespace     string
+	Name          string
+	Deleting      bool
+	SynthesisUUID string
+	Resources     []SliceResource
+}
+
+// SliceResource is one entry of spec.resources.
+type SliceResource struct {
+	Manifest string
+	Deleted  bool
+}
+
+// SliceProblem says why a synthesis's slices cannot be used.
+type SliceProblem struct{ name string }
+
+var (
+	SliceMissing        = SliceProblem{"Missing"}
+	SliceTerminating    = SliceProblem{"Terminating"}
+	SliceUnreadable     = SliceProblem{"Unreadable"}
+	SliceMalformed      = SliceProblem{"Malformed"}
+	SliceWrongSynthesis = SliceProblem{"WrongSynthesis"}
+)
+
+func (p SliceProblem) String() string { return p.name }
+
+// SliceError stops recording and recovery: the current synthesis cannot be read in full.
+// Nothing is written; the caller retries with backoff.
+type SliceError struct {
+	Slice   string
+	Problem SliceProblem
+	Detail  string
+	Err     error
+}
+
+func (e *SliceError) Error() string {
+	msg := fmt.Sprintf("resource slice %s is %s", e.Slice, e.Problem)
+	if e.Detail != "" {
+		msg += ": " + e.Detail
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *SliceError) Unwrap() error { return e.Err }
+
+// IsSliceError reports whether err stems from an unusable slice.
+func IsSliceError(err error) bool {
+	var se *SliceError
+	return errors.As(err, &se)
+}
+
+// SynthesisContents is what the current synthesis produces, patches and tombstones.
+type SynthesisContents struct {
+	inventory  Inventory
+	produced   map[ResourceID]struct{}
+	patched    map[ResourceID]struct{}
+	tombstoned map[ResourceID]struct{}
+}
+
+func (s SynthesisContents) Inventory() Inventory { return s.inventory }
+
+// Covers reports whether the synthesis produces, patches or already tombstones id.
+func (s SynthesisContents) Covers(id ResourceID) bool {
+	if _, ok := s.patched[id]; ok {
+		return true
+	}
+	_, ok := s.tombstoned[id]
+	if !ok {
+		_, ok = s.produced[id]
+	}
+	return ok
+}
+
+type manifestMeta struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name        string            `json:"name"`
+		Namespace   string            `json:"namespace"`
+		Labels      map[string]string `json:"labels"`
+		Annotations map[string]string `json:"annotations"`
+	} `json:"metadata"`
+	Patch *struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	} `json:"patch"`
+}
+
+// ReadSynthesis builds the contents of the Composition's current synthesis from its slices,
+// given in the order status.currentSynthesis.resourceSlices names them. Any terminating,
+// foreign or malformed slice is an error.
+func ReadSynthesis(c Composition, slices []ResourceSlice) (SynthesisContents, error) {
+	if c.Synthesis == nil || c.Synthesis.UUID == "" {
+		return SynthesisContents{}, fmt.Errorf("composition %s has no current synthesis", c.Ref())
+	}
+	contents := SynthesisContents{patched: map[ResourceID]struct{}{}, tombstoned: map[ResourceID]struct{}{}}
+	var entries []Entry
+	for _, s := range slices {
+		if s.Deleting {
+			return SynthesisContents{}, &SliceError{Slice: s.Name, Problem: SliceTerminating, Detail: "it is being deleted"}
+		}
+		if s.SynthesisUUID != c.Synthesis.UUID {
+			return SynthesisContents{}, &SliceError{Slice: s.Name, Problem: SliceWrongSynthesis,
+				Detail: fmt.Sprintf("spec.synthesisUUID %q is not the current synthesis %q", s.SynthesisUUID, c.Synthesis.UUID)}
+		}
+		for i, r := range s.Resources {
+			var m manifestMeta
+			if err := json.Unmarshal([]byte(r.Manifest), &m); err != nil {
+				return SynthesisContents{}, &SliceError{Slice: s.Name, Problem: SliceMalformed, Detail: fmt.Sprintf("resource %d: manifest is not a JSON object", i), Err: err}
+			}
+			if m.APIVersion == "" || m.Kind == "" || m.Metadata.Name == "" {
+				return SynthesisContents{}, &SliceError{Slice: s.Name, Problem: SliceMalformed, Detail: fmt.Sprintf("resource %d: manifest lacks apiVersion, kind or metadata.name", i)}
+			}
+			group, version := splitAPIVersion(m.APIVersion)
+			if version == "" {
+				return SynthesisContents{}, &SliceError{Slice: s.Name, Problem: SliceMalformed, Detail: fmt.Sprintf("resource %d: apiVersion %q has no version", i, m.APIVersion)}
+			}
+			isPatch := m.APIVersion == enoAPIVersion && m.Kind == patchKind
+			switch {
+			case isPatch && r.Deleted:
+				// A tombstoned Patch patches nothing and deploys nothing.
+			case isPatch:
+				if m.Patch == nil || m.Patch.APIVersion == "" || m.Patch.Kind == "" {
+					return SynthesisContents{}, &SliceError{Slice: s.Name, Problem: SliceMalformed, Detail: fmt.Sprintf("resource %d: Patch lacks patch.apiVersion or patch.kind", i)}
+				}
+				tg, _ := splitAPIVersion(m.Patch.APIVersion)
+				contents.patched[ResourceID{Group: tg, Kind: m.Patch.Kind, Namespace: m.Metadata.Namespace, Name: m.Metadata.Name}] = struct{}{}
+			case r.Deleted:
+				contents.tombstoned[ResourceID{Group: group, Kind: m.Kind, Namespace: m.Metadata.Namespace, Name: m.Metadata.Name}] = struct{}{}
+			default:
+				entries = append(entries, entryFromManifest(group, version, &m))
+			}
+		}
+	}
+	inv, err := NewInventory(entries)
+	if err != nil {
+		return SynthesisContents{}, &SliceError{Slice: "(synthesis " + c.Synthesis.UUID + ")", Problem: SliceMalformed, Err: err}
+	}
+	contents.inventory = inv
+	contents.produced = make(map[ResourceID]struct{}, len(inv.entries))
+	for _, e := range inv.entries {
+		contents.produced[e.ID()] = struct{}{}
+	}
+	return contents, nil
+}
+
+func entryFromManifest(group, version string, m *manifestMeta) Entry {
+	e := Entry{Group: group, Version: version, Kind: m.Kind, Namespace: m.Metadata.Namespace, Name: m.Metadata.Name}
+	if len(m.Metadata.Labels) > 0 {
+		e.Labels = m.Metadata.Labels
+	}
+	for _, k := range []string{AnnotationReadinessGroup, AnnotationDeletionGroup} {
+		if v, ok := m.Metadata.Annotations[k]; ok && v != "" {
+			if e.Annotations == nil {
+				e.Annotations = map[string]string{}
+			}
+			e.Annotations[k] = v
+		}
+	}
+	return e
+}

@@ -1,0 +1,15 @@
+package ports
+
+import "errors"
+
+// Adapters wrap these with %w so callers can act on them with errors.Is.
+var (
+	// ErrNotFound: the object does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: a resourceVersion precondition failed; another writer got there first.
+	ErrConflict = errors.New("conflict: the object was modified since it was read")
+	// ErrAlreadyExists: a create found the name taken.
+	ErrAlreadyExists = errors.New("already exists")
+	// ErrOutsideInventoryNamespace: a Secret write named another namespace; the store refuses it.
+	ErrOutsideInventoryNamespace = errors.New("secret is outside the inventory namespace")
+)

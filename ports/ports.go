@@ -1,0 +1,100 @@
+package ports
+
+import (
+	"context"
+	"time"
+
+	"github.com/Azure/eno-tombstone-recovery/domain"
+)
+
+// CompositionReader reads Compositions on the control plane, possibly from a cache.
+//
+//counterfeiter:generate . CompositionReader
+type CompositionReader interface {
+	GetComposition(ctx context.Context, ref domain.CompositionRef) (domain.Composition, error)
+}
+
+// CompositionGuard reads a Composition live from the API server, never from a cache.
+// The use cases call it immediately before every write.
+//
+//counterfeiter:generate . CompositionGuard
+type CompositionGuard interface {
+	LiveComposition(ctx context.Context, ref domain.CompositionRef) (domain.Composition, error)
+}
+
+// SliceReader reads the ResourceSlices of a synthesis.
+//
+//counterfeiter:generate . SliceReader
+type SliceReader interface {
+	GetSlice(ctx context.Context, namespace, name string) (domain.ResourceSlice, error)
+}
+
+// SnapshotStore holds inventory chunk Secrets in the downstream cluster's inventory namespace.
+// It never deletes.
+//
+//counterfeiter:generate . SnapshotStore
+type SnapshotStore interface {
+	// ListChunks lists every Secret carrying the lineage label, live from the API.
+	ListChunks(ctx context.Context, lineage domain.Lineage) ([]domain.ChunkSecret, error)
+	// ListCachedChunks lists our Secrets of the lineage from a cache that may be stale.
+	// Only the recording fast path uses it.
+	ListCachedChunks(ctx context.Context, lineage domain.Lineage) ([]domain.ChunkSecret, error)
+	// CreateChunk creates the Secret; ErrAlreadyExists when the name is taken.
+	CreateChunk(ctx context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error)
+	// UpdateChunk replaces the Secret if its resourceVersion still matches; ErrConflict otherwise.
+	UpdateChunk(ctx context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error)
+}
+
+// TombstoneSink publishes recovered tombstones. Publishing is idempotent: a retry for the same
+// synthesis reuses what an earlier attempt wrote. It returns where the tombstones went.
+//
+//counterfeiter:generate . TombstoneSink
+type TombstoneSink interface {
+	PublishTombstones(ctx context.Context, comp domain.Composition, tombstones []domain.Tombstone) (string, error)
+}
+
+// DecisionWriter records a decision on the Composition with comp.ResourceVersion as a
+// precondition; ErrConflict when the Composition changed since.
+//
+//counterfeiter:generate . DecisionWriter
+type DecisionWriter interface {
+	WriteDecision(ctx context.Context, comp domain.Composition, d domain.Decision) error
+}
+
+// EventRecorder tells operators what happened to a Composition.
+//
+//counterfeiter:generate . EventRecorder
+type EventRecorder interface {
+	Event(comp domain.Composition, warning bool, reason, message string)
+}
+
+// Metrics receives what the use cases measure.
+//
+//counterfeiter:generate . Metrics
+type Metrics interface {
+	// ChunkWrite counts one chunk outcome: created, updated, unchanged, conflict, alreadyExists, refused, error.
+	ChunkWrite(result string)
+	// SnapshotRecorded counts a recording pass that wrote (true) or found the snapshot unchanged (false).
+	SnapshotRecorded(written bool)
+	// DecisionMade counts a written decision.
+	DecisionMade(outcome domain.Outcome)
+	// Refusal counts a refusal: an InventoryInvalid reason, a slice problem, a foreign Secret, an ineligibility.
+	Refusal(reason string)
+	// ChunkHeadroom reports the largest chunk of a lineage's newest snapshot against the limit.
+	ChunkHeadroom(lineage domain.Lineage, largestBytes, limitBytes int)
+	// ReconcileDone observes one reconcile.
+	ReconcileDone(d time.Duration, err error)
+}
+
+// WorkQueue is the rate-limited queue the controller loop drains. client-go's
+// workqueue.TypedRateLimitingInterface[domain.CompositionRef] satisfies it.
+//
+//counterfeiter:generate . WorkQueue
+type WorkQueue interface {
+	Get() (domain.CompositionRef, bool)
+	Done(item domain.CompositionRef)
+	Forget(item domain.CompositionRef)
+	AddRateLimited(item domain.CompositionRef)
+	ShutDown()
+	ShuttingDown() bool
+}
