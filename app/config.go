@@ -1,0 +1,133 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/ports"
+)
+
+// Config holds the switches and limits of the use cases.
+type Config struct {
+	// Enabled turns the operator on. The library default is off; the binary's flag default is on.
+	Enabled bool
+	// Scope is the sharding shared with eno-reconciler.
+	Scope domain.Scope
+	// InventoryNamespace is where chunk Secrets live in the downstream cluster.
+	InventoryNamespace string
+	// MaxChunkBytes bounds one chunk's inventory.json.
+	MaxChunkBytes int
+	// MaxChunks caps the chunks of one snapshot.
+	MaxChunks int
+	// MaxTombstoneFraction is the deletion guard (SPEC §6.1); 1.0 disables it.
+	MaxTombstoneFraction float64
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// DefaultConfig is the library default: everything per SPEC, but disabled.
+func DefaultConfig() Config {
+	return Config{
+		Enabled:              false,
+		Scope:                domain.Scope{Selector: domain.Everything},
+		InventoryNamespace:   domain.DefaultInventoryNamespace,
+		MaxChunkBytes:        domain.DefaultMaxChunkBytes,
+		MaxChunks:            domain.DefaultMaxChunks,
+		MaxTombstoneFraction: domain.DefaultMaxTombstoneFraction,
+	}
+}
+
+// Validate reports the first unusable setting.
+func (c Config) Validate() error {
+	switch {
+	case c.InventoryNamespace == "":
+		return errors.New("inventory namespace must be set")
+	case c.MaxChunkBytes < 2 || c.MaxChunkBytes > domain.SecretDataLimit:
+		return fmt.Errorf("max chunk bytes %d must be between 2 and %d", c.MaxChunkBytes, domain.SecretDataLimit)
+	case c.MaxChunks < 1:
+		return fmt.Errorf("max chunks %d must be at least 1", c.MaxChunks)
+	case c.MaxTombstoneFraction < 0 || c.MaxTombstoneFraction > 1:
+		return fmt.Errorf("max tombstone fraction %g must be between 0 and 1", c.MaxTombstoneFraction)
+	}
+	return nil
+}
+
+// Deps are the adapters the use cases drive. Events and Metrics are optional.
+type Deps struct {
+	Compositions ports.CompositionReader
+	Guard        ports.CompositionGuard
+	Slices       ports.SliceReader
+	Store        ports.SnapshotStore
+	Sink         ports.TombstoneSink
+	Decisions    ports.DecisionWriter
+	Events       ports.EventRecorder
+	Metrics      ports.Metrics
+}
+
+func (d Deps) validate() error {
+	missing := []struct {
+		name string
+		nil_ bool
+	}{
+		{"Compositions", d.Compositions == nil},
+		{"Guard", d.Guard == nil},
+		{"Slices", d.Slices == nil},
+		{"Store", d.Store == nil},
+		{"Sink", d.Sink == nil},
+		{"Decisions", d.Decisions == nil},
+	}
+	for _, m := range missing {
+		if m.nil_ {
+			return fmt.Errorf("app: dependency %s is nil", m.name)
+		}
+	}
+	return nil
+}
+
+// Service runs the use cases. It starts no goroutines.
+type Service struct {
+	cfg    Config
+	policy domain.Policy
+	deps   Deps
+}
+
+// New validates the configuration and dependencies.
+func New(cfg Config, deps Deps) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("app: %w", err)
+	}
+	if err := deps.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Scope.Selector == nil {
+		cfg.Scope.Selector = domain.Everything
+	}
+	if deps.Events == nil {
+		deps.Events = noEvents{}
+	}
+	if deps.Metrics == nil {
+		deps.Metrics = noMetrics{}
+	}
+	return &Service{cfg: cfg, policy: domain.Policy{Enabled: cfg.Enabled, Scope: cfg.Scope}, deps: deps}, nil
+}
+
+// Config returns the effective configuration.
+func (s *Service) Config() Config { return s.cfg }
+
+type noEvents struct{}
+
+func (noEvents) Event(domain.Composition, bool, string, string) {}
+
+type noMetrics struct{}
+
+func (noMetrics) ChunkWrite(string)                      {}
+func (noMetrics) SnapshotRecorded(bool)                  {}
+func (noMetrics) DecisionMade(domain.Outcome)            {}
+func (noMetrics) Refusal(string)                         {}
+func (noMetrics) ChunkHeadroom(domain.Lineage, int, int) {}
+func (noMetrics) ReconcileDone(time.Duration, error)     {}

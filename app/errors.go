@@ -1,0 +1,29 @@
+package app
+
+import (
+	"fmt"
+
+	"github.com/Azure/eno-tombstone-recovery/domain"
+)
+
+// ForeignSecretError: a Secret that is not ours sits at a chunk's name. Nothing was written.
+type ForeignSecretError struct {
+	Namespace string
+	Name      string
+}
+
+func (e *ForeignSecretError) Error() string {
+	return fmt.Sprintf("secret %s/%s is not managed by %s (label %s or type %s missing); refusing to overwrite it — rename or remove it by hand",
+		e.Namespace, e.Name, domain.ManagedByValue, domain.LabelManagedBy, domain.SecretType)
+}
+
+// StaleCompositionError: the live recheck before a write found the Composition recreated,
+// resynthesized or no longer eligible. The write was not made; the next pass starts afresh.
+type StaleCompositionError struct {
+	Ref    domain.CompositionRef
+	Detail string
+}
+
+func (e *StaleCompositionError) Error() string {
+	return fmt.Sprintf("composition %s changed before the write (%s); aborted the pass", e.Ref, e.Detail)
+}

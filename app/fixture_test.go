@@ -1,0 +1,193 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/Azure/eno-tombstone-recovery/app"
+	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/ports"
+	"github.com/Azure/eno-tombstone-recovery/ports/portsfakes"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var errNotFound = ports.ErrNotFound
+
+var (
+	now       = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	synthTime = now.Add(-time.Hour)
+	oldTime   = now.Add(-48 * time.Hour)
+)
+
+const (
+	ns       = "team-a"
+	name     = "web"
+	uid      = "uid-new"
+	oldUID   = "uid-old"
+	synthID  = "11111111-aaaa-bbbb-cccc-000000000001"
+	oldSynth = "22222222-aaaa-bbbb-cccc-000000000002"
+	// chunkLimit makes the default fixture's 9 resources span 3 chunks.
+	chunkLimit = 500
+)
+
+// res describes a manifest in a slice.
+type res struct {
+	apiVersion, kind, namespace, name string
+	deleted                           bool
+	patchTarget                       [2]string // apiVersion, kind for Patches
+}
+
+func cm(n string) res { return res{apiVersion: "v1", kind: "ConfigMap", namespace: ns, name: n} }
+
+func manifest(r res) string {
+	m := map[string]any{
+		"apiVersion": r.apiVersion,
+		"kind":       r.kind,
+		"metadata": map[string]any{
+			"name": r.name, "namespace": r.namespace,
+			"labels":      map[string]string{"app": "web", "component": r.name},
+			"annotations": map[string]string{domain.AnnotationDeletionGroup: "1", "unrelated": "x"},
+		},
+	}
+	if r.patchTarget[0] != "" {
+		m["patch"] = map[string]any{"apiVersion": r.patchTarget[0], "kind": r.patchTarget[1], "ops": []any{}}
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+// resources returns n ConfigMaps named cm-00.. in order.
+func resources(n int) []res {
+	out := make([]res, n)
+	for i := range out {
+		out[i] = cm(fmt.Sprintf("cm-%02d", i))
+	}
+	return out
+}
+
+func slicesOf(uuid string, rs ...[]res) []domain.ResourceSlice {
+	out := make([]domain.ResourceSlice, len(rs))
+	for i, group := range rs {
+		s := domain.ResourceSlice{Namespace: ns, Name: fmt.Sprintf("web-slice-%d", i), SynthesisUUID: uuid}
+		for _, r := range group {
+			s.Resources = append(s.Resources, domain.SliceResource{Manifest: manifest(r), Deleted: r.deleted})
+		}
+		out[i] = s
+	}
+	return out
+}
+
+func composition(uid, uuid string, slices []domain.ResourceSlice, decided bool) domain.Composition {
+	c := domain.Composition{
+		Namespace: ns, Name: name, UID: uid, ResourceVersion: "10",
+		Annotations: map[string]string{domain.AnnotationOptIn: domain.OptInValue},
+		Synthesis:   &domain.Synthesis{UUID: uuid, Synthesized: synthTime, Ready: true},
+	}
+	for _, s := range slices {
+		c.Synthesis.Slices = append(c.Synthesis.Slices, s.Name)
+	}
+	if decided {
+		c.Annotations[domain.AnnotationDecision] = domain.Decision{SynthesisUUID: uuid, Outcome: domain.OutcomeNoInventory, DecidedAt: now}.Encode()
+	}
+	return c
+}
+
+// snapshotSecrets is what recording comp with these resources stores, as the store lists them.
+func snapshotSecrets(t *testing.T, compUID, uuid string, ts time.Time, limit int, rs []res) []domain.ChunkSecret {
+	t.Helper()
+	c := composition(compUID, uuid, slicesOf(uuid, rs), false)
+	c.Synthesis.Synthesized = ts
+	contents, err := domain.ReadSynthesis(c, slicesOf(uuid, rs))
+	require.NoError(t, err)
+	chunks, err := domain.SplitInventory(contents.Inventory(), limit, 64)
+	require.NoError(t, err)
+	meta := domain.SnapshotMeta{
+		Lineage: domain.DefaultLineage(ns, name), CompositionNamespace: ns, CompositionName: name,
+		CompositionUID: compUID, SynthesisUUID: uuid, SynthesisTime: ts,
+		ChunkCount: len(chunks), Digest: contents.Inventory().Digest(),
+	}
+	out := make([]domain.ChunkSecret, len(chunks))
+	for i, ch := range chunks {
+		out[i] = domain.DesiredChunkSecret("kube-system", meta, ch)
+		out[i].ResourceVersion = fmt.Sprint(100 + i)
+	}
+	return out
+}
+
+type fixture struct {
+	comp      domain.Composition
+	slices    []domain.ResourceSlice
+	comps     *portsfakes.FakeCompositionReader
+	guard     *portsfakes.FakeCompositionGuard
+	reader    *portsfakes.FakeSliceReader
+	store     *portsfakes.FakeSnapshotStore
+	sink      *portsfakes.FakeTombstoneSink
+	decisions *portsfakes.FakeDecisionWriter
+	events    *portsfakes.FakeEventRecorder
+	metrics   *portsfakes.FakeMetrics
+	cfg       app.Config
+}
+
+// newFixture is a healthy world: an opted-in, Ready, decided Composition whose 9 resources
+// sit in two slices, an empty inventory namespace, and a guard that sees no change.
+func newFixture(t *testing.T) *fixture {
+	f := &fixture{
+		comps: &portsfakes.FakeCompositionReader{}, guard: &portsfakes.FakeCompositionGuard{},
+		reader: &portsfakes.FakeSliceReader{}, store: &portsfakes.FakeSnapshotStore{},
+		sink: &portsfakes.FakeTombstoneSink{}, decisions: &portsfakes.FakeDecisionWriter{},
+		events: &portsfakes.FakeEventRecorder{}, metrics: &portsfakes.FakeMetrics{},
+	}
+	rs := resources(9)
+	f.setSynthesis(synthID, rs[:5], rs[5:])
+	f.comp = composition(uid, synthID, f.slices, true)
+	f.guard.LiveCompositionCalls(func(context.Context, domain.CompositionRef) (domain.Composition, error) { return f.comp, nil })
+	f.comps.GetCompositionCalls(func(context.Context, domain.CompositionRef) (domain.Composition, error) { return f.comp, nil })
+	f.store.CreateChunkCalls(func(_ context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error) { return s, nil })
+	f.store.UpdateChunkCalls(func(_ context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error) { return s, nil })
+	f.sink.PublishTombstonesCalls(func(_ context.Context, c domain.Composition, _ []domain.Tombstone) (string, error) {
+		return domain.RecoverySliceName(c.Name, c.SynthesisUUID()), nil
+	})
+	f.cfg = app.DefaultConfig()
+	f.cfg.Enabled = true
+	f.cfg.MaxChunkBytes = chunkLimit
+	f.cfg.Now = func() time.Time { return now }
+	return f
+}
+
+func (f *fixture) setSynthesis(uuid string, groups ...[]res) {
+	f.slices = slicesOf(uuid, groups...)
+	byName := map[string]domain.ResourceSlice{}
+	for _, s := range f.slices {
+		byName[s.Name] = s
+	}
+	f.reader.GetSliceCalls(func(_ context.Context, _ string, n string) (domain.ResourceSlice, error) {
+		s, ok := byName[n]
+		if !ok {
+			return domain.ResourceSlice{}, fmt.Errorf("slice %s: %w", n, errNotFound)
+		}
+		return s, nil
+	})
+}
+
+func (f *fixture) service(t *testing.T) *app.Service {
+	t.Helper()
+	svc, err := app.New(f.cfg, app.Deps{
+		Compositions: f.comps, Guard: f.guard, Slices: f.reader, Store: f.store,
+		Sink: f.sink, Decisions: f.decisions, Events: f.events, Metrics: f.metrics,
+	})
+	require.NoError(t, err)
+	return svc
+}
+
+func (f *fixture) writes() int { return f.store.CreateChunkCallCount() + f.store.UpdateChunkCallCount() }
+
+func ctx(t *testing.T) context.Context { return logr.NewContext(context.Background(), testr.New(t)) }

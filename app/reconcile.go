@@ -1,0 +1,81 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/ports"
+)
+
+// Result summarizes one reconcile.
+type Result struct {
+	// Skipped says why nothing ran, when nothing did.
+	Skipped *domain.IneligibleError
+	// Recovery is set when a recovery decision was evaluated.
+	Recovery *RecoverResult
+	// Recording is set when recording ran.
+	Recording *RecordResult
+}
+
+// Reconcile runs recovery, then recording, for one Composition: the entry point eno-reconciler
+// and the controller loop call. A Composition that no longer exists is not an error.
+func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res Result, err error) {
+	start := time.Now()
+	defer func() { s.deps.Metrics.ReconcileDone(time.Since(start), err) }()
+	log := logr.FromContextOrDiscard(ctx).WithValues("composition", ref.String())
+	ctx = logr.NewContext(ctx, log)
+
+	comp, err := s.deps.Compositions.GetComposition(ctx, ref)
+	if errors.Is(err, ports.ErrNotFound) {
+		return res, nil
+	}
+	if err != nil {
+		return res, fmt.Errorf("reading composition %s: %w", ref, err)
+	}
+
+	var contents *domain.SynthesisContents
+	rec, c, err := s.recover(ctx, comp)
+	switch ie, ineligible := isIneligible(err); {
+	case err == nil:
+		res.Recovery = &rec
+		if !rec.Plan.Decision.Outcome.Finished() {
+			return res, nil // held for review: recording waits
+		}
+		comp, contents = rec.Composition, &c
+	case ineligible && ie.Reason == domain.IneligibleDecided:
+	case ineligible:
+		s.skipped(ctx, comp, ie)
+		res.Skipped = ie
+		return res, nil
+	default:
+		return res, err
+	}
+
+	recRes, err := s.record(ctx, comp, contents)
+	if ie, ok := isIneligible(err); ok {
+		res.Skipped = ie
+		return res, nil
+	}
+	if err != nil {
+		return res, err
+	}
+	res.Recording = &recRes
+	return res, nil
+}
+
+// skipped logs why a Composition is left alone; an unusable lineage override also gets an event.
+func (s *Service) skipped(ctx context.Context, comp domain.Composition, ie *domain.IneligibleError) {
+	log := logr.FromContextOrDiscard(ctx)
+	if ie.Reason == domain.IneligibleInvalidLineage {
+		log.Info("skipping composition: invalid lineage override", "reason", ie.Detail)
+		s.deps.Metrics.Refusal(ie.Reason.String())
+		s.deps.Events.Event(comp, true, ie.Reason.String(), ie.Detail+"; no inventory is recorded or recovered")
+		return
+	}
+	log.V(2).Info("skipping composition", "reason", ie.Reason.String())
+}
