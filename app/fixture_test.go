@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -156,6 +157,12 @@ func newFixture(t *testing.T) *fixture {
 	f.sink.PublishTombstonesCalls(func(_ context.Context, c domain.Composition, _ []domain.Tombstone) (string, error) {
 		return domain.RecoverySliceName(c.Name, c.SynthesisUUID()), nil
 	})
+	// Like an API server, a written decision is what the next live read returns.
+	f.decisions.WriteDecisionCalls(func(_ context.Context, c domain.Composition, d domain.Decision) error {
+		f.comp.Annotations = maps.Clone(f.comp.Annotations)
+		f.comp.Annotations[domain.AnnotationDecision] = d.Encode()
+		return nil
+	})
 	f.cfg = app.DefaultConfig()
 	f.cfg.Enabled = true
 	f.cfg.MaxChunkBytes = chunkLimit
@@ -191,3 +198,8 @@ func (f *fixture) service(t *testing.T) *app.Service {
 func (f *fixture) writes() int { return f.store.CreateChunkCallCount() + f.store.UpdateChunkCallCount() }
 
 func ctx(t *testing.T) context.Context { return logr.NewContext(context.Background(), testr.New(t)) }
+
+const (
+	timeout = 10 * time.Second
+	tick    = 10 * time.Millisecond
+)
