@@ -1,0 +1,49 @@
+# The two commands a newcomer needs: `make demo` and `make test`.
+SHELL := /usr/bin/env bash
+GO ?= go
+GOTEST_FLAGS ?= -race -count=1
+FUZZTIME ?= 30s
+BENCHTIME ?= 1x
+
+.PHONY: all build demo test test-unit testbin generate verify bench fuzz clean
+
+all: verify test
+
+build:
+	$(GO) build -o bin/tombstone-recovery ./cmd/tombstone-recovery
+
+## demo: the whole story on the in-memory adapters, no cluster needed.
+demo:
+	$(GO) run ./cmd/tombstone-recovery demo
+
+## testbin: build etcd and kube-apiserver for the real-API-server tests (cached in bin/).
+testbin:
+	./hack/testbin.sh
+
+## test: every test, including the real API server, with the race detector and goleak.
+test: testbin
+	@echo "test: go test $(GOTEST_FLAGS) ./... (real API server tests start etcd + kube-apiserver from bin/)"
+	$(GO) test $(GOTEST_FLAGS) ./...
+
+## test-unit: the tests that need no API server.
+test-unit:
+	$(GO) test $(GOTEST_FLAGS) ./domain/... ./ports/... ./app/... ./adapters/memory/... ./adapters/contract/... ./internal/archtest/...
+
+## generate: counterfeiter fakes (counterfeiter runs from tools/go.mod, outside the main module).
+generate:
+	$(GO) generate ./ports/...
+
+## verify: fakes up to date, gofmt, vet, import direction and the eno-reconciler embedding constraints.
+verify:
+	./hack/verify.sh
+
+## bench: benchmarks with their same-run baselines; see BENCHMARKS.md.
+bench: testbin
+	$(GO) test -run='^$$' -bench=. -benchmem -count=1 ./...
+
+## fuzz: run every fuzz target for FUZZTIME each.
+fuzz:
+	./hack/fuzz.sh $(FUZZTIME)
+
+clean:
+	rm -rf bin/tombstone-recovery
