@@ -1,0 +1,67 @@
+// Command tombstone-recovery is the tombstone recovery controller for Eno.
+//
+//	tombstone-recovery run      the controller
+//	tombstone-recovery demo     the whole story on in-memory adapters
+//	tombstone-recovery inspect  snapshots, verdict and a dry run, read-only
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `usage: tombstone-recovery <command> [flags]
+
+commands:
+  run       run the controller against a control plane and a downstream cluster
+  demo      tell the whole story on in-memory adapters (no cluster needed)
+  inspect   print the snapshots of a lineage, the verdict and a dry run (never writes)
+
+Run 'tombstone-recovery <command> -h' for a command's flags.`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	err := dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tombstone-recovery: "+oneLine(err))
+		os.Exit(1)
+	}
+}
+
+var errUsage = errors.New("unknown command; run 'tombstone-recovery -h'")
+
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintln(stdout, usage)
+		if len(args) == 0 {
+			return errors.New("a command is required")
+		}
+		return nil
+	}
+	switch args[0] {
+	case "demo":
+		return runDemo(ctx, stdout)
+	case "run":
+		return runController(ctx, args[1:], stderr)
+	case "inspect":
+		return runInspect(ctx, args[1:], stdout, stderr)
+	}
+	return fmt.Errorf("%q: %w", args[0], errUsage)
+}
+
+// oneLine keeps the exit reason to a single line.
+func oneLine(err error) string {
+	msg := err.Error()
+	for i := 0; i < len(msg); i++ {
+		if msg[i] == '\n' {
+			return msg[:i]
+		}
+	}
+	return msg
+}
