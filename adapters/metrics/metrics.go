@@ -1,0 +1,162 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/ports"
+)
+
+const namespace = "eno_tombstone_recovery"
+
+var _ ports.Metrics = (*Recorder)(nil)
+
+// Recorder holds the product's collectors.
+type Recorder struct {
+	snapshots     *prometheus.CounterVec
+	chunkWrites   *prometheus.CounterVec
+	decisions     *prometheus.CounterVec
+	refusals      *prometheus.CounterVec
+	reconciles    *prometheus.HistogramVec
+	chunkBytes    *prometheus.GaugeVec
+	chunkLimit    *prometheus.GaugeVec
+	chunkHeadroom *prometheus.GaugeVec
+}
+
+// New registers the collectors on reg.
+func New(reg prometheus.Registerer) (*Recorder, error) {
+	r := &Recorder{
+		snapshots: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "snapshots_total",
+			Help: "Recording passes by result: written (at least one chunk written) or unchanged.",
+		}, []string{"result"}),
+		chunkWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "chunk_writes_total",
+			Help: "Inventory chunk Secret outcomes: created, updated, unchanged, conflict, alreadyExists, refused, error.",
+		}, []string{"result"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "decisions_total",
+			Help: "Recovery decisions written, by outcome.",
+		}, []string{"outcome"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "refusals_total",
+			Help: "Refusals by reason: InventoryInvalid reasons, slice problems, foreign Secrets, invalid lineages, held deletions.",
+		}, []string{"reason"}),
+		reconciles: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "reconcile_duration_seconds",
+			Help:    "Duration of one reconcile, by result.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}, []string{"result"}),
+		chunkBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "largest_chunk_bytes",
+			Help: "Bytes of the largest chunk of a lineage's last recorded snapshot.",
+		}, []string{"lineage"}),
+		chunkLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "chunk_limit_bytes",
+			Help: "The chunk size limit the lineage was recorded with.",
+		}, []string{"lineage"}),
+		chunkHeadroom: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "chunk_headroom_ratio",
+			Help: "1 - largest chunk bytes / limit, per lineage: how close a chunk is to the limit.",
+		}, []string{"lineage"}),
+	}
+	for _, c := range []prometheus.Collector{r.snapshots, r.chunkWrites, r.decisions, r.refusals, r.reconciles, r.chunkBytes, r.chunkLimit, r.chunkHeadroom} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+func (r *Recorder) ChunkWrite(result string) { r.chunkWrites.WithLabelValues(result).Inc() }
+
+func (r *Recorder) SnapshotRecorded(written bool) {
+	result := "unchanged"
+	if written {
+		result = "written"
+	}
+	r.snapshots.WithLabelValues(result).Inc()
+}
+
+func (r *Recorder) DecisionMade(o domain.Outcome) { r.decisions.WithLabelValues(o.String()).Inc() }
+
+func (r *Recorder) Refusal(reason string) { r.refusals.WithLabelValues(reason).Inc() }
+
+func (r *Recorder) ChunkHeadroom(l domain.Lineage, largest, limit int) {
+	r.chunkBytes.WithLabelValues(l.String()).Set(float64(largest))
+	r.chunkLimit.WithLabelValues(l.String()).Set(float64(limit))
+	if limit > 0 {
+		r.chunkHeadroom.WithLabelValues(l.String()).Set(1 - float64(largest)/float64(limit))
+	}
+}
+
+func (r *Recorder) ReconcileDone(d time.Duration, err error) {
+	result := "success"
+	if err != nil {
+		result = "error"
+	}
+	r.reconciles.WithLabelValues(result).Observe(d.Seconds())
+}
+
+// WorkqueueProvider exposes client-go workqueue metrics (depth, adds, latency, work duration,
+// unfinished work, longest running processor, retries) under the workqueue_ prefix.
+type WorkqueueProvider struct {
+	vecs queueVecs
+}
+
+type queueVecs struct {
+	depth      *prometheus.GaugeVec
+	adds       *prometheus.CounterVec
+	latency    *prometheus.HistogramVec
+	work       *prometheus.HistogramVec
+	unfinished *prometheus.GaugeVec
+	longest    *prometheus.GaugeVec
+	retries    *prometheus.CounterVec
+}
+
+var _ workqueue.MetricsProvider = (*WorkqueueProvider)(nil)
+
+// NewWorkqueueProvider registers the workqueue collectors on reg.
+func NewWorkqueueProvider(reg prometheus.Registerer) (*WorkqueueProvider, error) {
+	buckets := prometheus.ExponentialBuckets(10e-9, 10, 10)
+	v := queueVecs{
+		depth:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: "workqueue", Name: "depth", Help: "Current depth of the workqueue."}, []string{"name"}),
+		adds:       prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "workqueue", Name: "adds_total", Help: "Adds handled by the workqueue."}, []string{"name"}),
+		latency:    prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: "workqueue", Name: "queue_duration_seconds", Help: "Seconds an item waits in the workqueue.", Buckets: buckets}, []string{"name"}),
+		work:       prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: "workqueue", Name: "work_duration_seconds", Help: "Seconds processing an item takes.", Buckets: buckets}, []string{"name"}),
+		unfinished: prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: "workqueue", Name: "unfinished_work_seconds", Help: "Seconds of work in progress not yet observed by work_duration."}, []string{"name"}),
+		longest:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: "workqueue", Name: "longest_running_processor_seconds", Help: "Seconds the longest running processor has run."}, []string{"name"}),
+		retries:    prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "workqueue", Name: "retries_total", Help: "Retries handled by the workqueue."}, []string{"name"}),
+	}
+	for _, c := range []prometheus.Collector{v.depth, v.adds, v.latency, v.work, v.unfinished, v.longest, v.retries} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return &WorkqueueProvider{vecs: v}, nil
+}
+
+func (p *WorkqueueProvider) NewDepthMetric(name string) workqueue.GaugeMetric {
+	return p.vecs.depth.WithLabelValues(name)
+}
+func (p *WorkqueueProvider) NewAddsMetric(name string) workqueue.CounterMetric {
+	return p.vecs.adds.WithLabelValues(name)
+}
+func (p *WorkqueueProvider) NewLatencyMetric(name string) workqueue.HistogramMetric {
+	return p.vecs.latency.WithLabelValues(name)
+}
+func (p *WorkqueueProvider) NewWorkDurationMetric(name string) workqueue.HistogramMetric {
+	return p.vecs.work.WithLabelValues(name)
+}
+func (p *WorkqueueProvider) NewUnfinishedWorkSecondsMetric(name string) workqueue.SettableGaugeMetric {
+	return p.vecs.unfinished.WithLabelValues(name)
+}
+func (p *WorkqueueProvider) NewLongestRunningProcessorSecondsMetric(name string) workqueue.SettableGaugeMetric {
+	return p.vecs.longest.WithLabelValues(name)
+}
+func (p *WorkqueueProvider) NewRetriesMetric(name string) workqueue.CounterMetric {
+	return p.vecs.retries.WithLabelValues(name)
+}

@@ -1,0 +1,90 @@
+package metrics_test
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/Azure/eno-tombstone-recovery/adapters/metrics"
+	"github.com/Azure/eno-tombstone-recovery/domain"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func scrape(t *testing.T, reg *prometheus.Registry) string {
+	t.Helper()
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
+}
+
+func TestRecorderExposesEveryProductMetric(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	r, err := metrics.New(reg)
+	require.NoError(t, err)
+	r.SnapshotRecorded(true)
+	r.SnapshotRecorded(false)
+	r.ChunkWrite("created")
+	r.ChunkWrite("conflict")
+	r.DecisionMade(domain.OutcomeRecovered)
+	r.Refusal("MissingChunk")
+	r.ChunkHeadroom(domain.DefaultLineage("team-a", "web"), 786432, 1048576)
+	r.ReconcileDone(20*time.Millisecond, nil)
+	r.ReconcileDone(time.Second, errors.New("x"))
+
+	body := scrape(t, reg)
+	for _, want := range []string{
+		`eno_tombstone_recovery_snapshots_total{result="written"} 1`,
+		`eno_tombstone_recovery_snapshots_total{result="unchanged"} 1`,
+		`eno_tombstone_recovery_chunk_writes_total{result="created"} 1`,
+		`eno_tombstone_recovery_chunk_writes_total{result="conflict"} 1`,
+		`eno_tombstone_recovery_decisions_total{outcome="Recovered"} 1`,
+		`eno_tombstone_recovery_refusals_total{reason="MissingChunk"} 1`,
+		`eno_tombstone_recovery_largest_chunk_bytes{lineage="a6d6889313c2"} 786432`,
+		`eno_tombstone_recovery_chunk_headroom_ratio{lineage="a6d6889313c2"} 0.25`,
+		`eno_tombstone_recovery_reconcile_duration_seconds_count{result="success"} 1`,
+		`eno_tombstone_recovery_reconcile_duration_seconds_count{result="error"} 1`,
+	} {
+		assert.Contains(t, body, want)
+	}
+}
+
+func TestWorkqueueProviderFeedsQueueMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	p, err := metrics.NewWorkqueueProvider(reg)
+	require.NoError(t, err)
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "compositions", MetricsProvider: p})
+	q.Add("a")
+	q.AddRateLimited("b")
+	item, _ := q.Get()
+	q.Done(item)
+	q.ShutDown()
+	body := scrape(t, reg)
+	assert.Contains(t, body, `workqueue_adds_total{name="compositions"} 1`)
+	assert.Contains(t, body, `workqueue_retries_total{name="compositions"} 1`)
+	assert.Contains(t, body, `workqueue_depth{name="compositions"}`)
+}
+
+func TestRegisteringTwiceFails(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	_, err := metrics.New(reg)
+	require.NoError(t, err)
+	_, err = metrics.New(reg)
+	require.Error(t, err)
+}
