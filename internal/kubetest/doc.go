@@ -1,0 +1,13 @@
+// Package kubetest runs a real etcd and kube-apiserver for tests that need genuine API-server
+// semantics: resourceVersion conflicts, RBAC, validation limits such as the 1 MiB Secret cap, and
+// the status subresource of Eno's CRDs.
+//
+// Start launches both processes on free loopback ports in a temporary directory, installs minimal
+// Eno CRDs (crds/eno-crds.yaml) and hands back rest.Configs and kubeconfig files for an admin and
+// for declared least-privilege users. Packages use it from TestMain through TestMainWithEnv.
+//
+// The binaries come from the separate test/kube module (built by hack/testbin.sh, `make testbin`)
+// so that k8s.io/kubernetes never enters the main module's graph. This package imports only the
+// standard library, k8s.io/client-go, k8s.io/apimachinery and go.uber.org/goleak; it is for tests
+// only and must not be imported by production code.
+package kubetest
