@@ -1,0 +1,840 @@
+package k8s
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/ports"
+)
+
+var synthesizedAt = time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
+
+func sampleComposition(namespace, name string) domain.Composition {
+	return domain.Composition{
+		Namespace:   namespace,
+		Name:        name,
+		Labels:      map[string]string{"example.com/shard": "a"},
+		Annotations: map[string]string{domain.AnnotationOptIn: domain.OptInValue},
+		Synthesis: &domain.Synthesis{
+			UUID:        "5f0c8a4e-8e9b-4c3e-9d2a-1b7f6a0e4c21",
+			Synthesized: synthesizedAt,
+			Ready:       true,
+			Slices:      []string{name + "-slice-0", name + "-slice-1"},
+		},
+	}
+}
+
+func mustCreateComposition(t *testing.T, c clients, comp domain.Composition) domain.Composition {
+	t.Helper()
+	u, err := createComposition(testContext(t), c.dynamic, comp)
+	require.NoError(t, err)
+	got, err := compositionFromUnstructured(u)
+	require.NoError(t, err)
+	return got
+}
+
+func newCompositions(t *testing.T, dyn dynamic.Interface, informer *CompositionInformer) *Compositions {
+	t.Helper()
+	var lister cache.GenericLister
+	if informer != nil {
+		lister = informer.Lister()
+	}
+	comps, err := NewCompositions(dyn, lister)
+	require.NoError(t, err)
+	return comps
+}
+
+// startCompositionInformer runs an informer over namespace until the test ends.
+func startCompositionInformer(t *testing.T, dyn dynamic.Interface, namespace string) (*CompositionInformer, context.CancelFunc) {
+	t.Helper()
+	informer := NewCompositionInformer(dyn, CompositionScope{Namespace: namespace})
+	ctx, cancel := context.WithCancel(context.Background())
+	informer.Start(ctx)
+	stop := func() { cancel(); informer.Wait() }
+	t.Cleanup(stop)
+	require.NoError(t, informer.WaitForCacheSync(testContext(t)))
+	return informer, stop
+}
+
+func TestLiveCompositionReadsARealComposition(t *testing.T) {
+	c := admin(t)
+	ctx := testContext(t)
+	ns := newNamespace(t, c, "comp")
+	comps := newCompositions(t, c.dynamic, nil)
+
+	want := sampleComposition(ns, "web")
+	stored, err := createComposition(ctx, c.dynamic, want)
+	require.NoError(t, err)
+
+	got, err := comps.LiveComposition(ctx, want.Ref())
+	require.NoError(t, err)
+	want.UID, want.ResourceVersion = string(stored.GetUID()), stored.GetResourceVersion()
+	assert.NotEmpty(t, want.UID)
+	assert.Equal(t, want, got)
+
+	// Without a lister GetComposition is live too.
+	cached, err := comps.GetComposition(ctx, want.Ref())
+	require.NoError(t, err)
+	assert.Equal(t, want, cached)
+
+	t.Run("a pending synthesis is neither synthesized nor ready", func(t *testing.T) {
+		pending := sampleComposition(ns, "pending")
+		pending.Synthesis = &domain.Synthesis{UUID: "0a0a0a0a-pending"}
+		mustCreateComposition(t, c, pending)
+		got, err := comps.LiveComposition(ctx, pending.Ref())
+		require.NoError(t, err)
+		require.NotNil(t, got.Synthesis)
+		assert.Equal(t, domain.Synthesis{UUID: "0a0a0a0a-pending"}, *got.Synthesis)
+	})
+
+	t.Run("a Composition with no status has no synthesis", func(t *testing.T) {
+		bare := sampleComposition(ns, "bare")
+		bare.Synthesis = nil
+		mustCreateComposition(t, c, bare)
+		got, err := comps.LiveComposition(ctx, bare.Ref())
+		require.NoError(t, err)
+		assert.Nil(t, got.Synthesis)
+	})
+
+	t.Run("a Composition being deleted reads as Deleting", func(t *testing.T) {
+		doomed := sampleComposition(ns, "doomed")
+		doomed.Synthesis = nil
+		client := c.dynamic.Resource(CompositionGVR).Namespace(ns)
+		u, err := createComposition(ctx, c.dynamic, doomed)
+		require.NoError(t, err)
+		u.SetFinalizers([]string{"example.com/hold"})
+		_, err = client.Update(ctx, u, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		require.NoError(t, client.Delete(ctx, doomed.Name, metav1.DeleteOptions{}))
+
+		got, err := comps.LiveComposition(ctx, doomed.Ref())
+		require.NoError(t, err)
+		assert.True(t, got.Deleting)
+	})
+
+	t.Run("a malformed status is an error, not a guess", func(t *testing.T) {
+		bad := sampleComposition(ns, "malformed")
+		bad.Synthesis = nil
+		u, err := createComposition(ctx, c.dynamic, bad)
+		require.NoError(t, err)
+		u.Object["status"] = map[string]any{"currentSynthesis": map[string]any{"uuid": "u", "synthesized": int64(12)}}
+		_, err = c.dynamic.Resource(CompositionGVR).Namespace(ns).UpdateStatus(ctx, u, metav1.UpdateOptions{})
+		require.NoError(t, err)
+
+		_, err = comps.LiveComposition(ctx, bad.Ref())
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "composition "+ns+"/malformed is malformed")
+		assert.Contains(t, err.Error(), "synthesized")
+	})
+}
+
+func TestGetCompositionFromTheCache(t *testing.T) {
+	c := admin(t)
+	ctx := testContext(t)
+	ns := newNamespace(t, c, "cache")
+	informer, _ := startCompositionInformer(t, c.dynamic, ns)
+	comps := newCompositions(t, c.dynamic, informer)
+
+	want := mustCreateComposition(t, c, sampleComposition(ns, "web"))
+	require.Eventually(t, func() bool {
+		got, err := comps.GetComposition(ctx, want.Ref())
+		return err == nil && got.ResourceVersion == want.ResourceVersion
+	}, eventually, 20*time.Millisecond)
+	got, err := comps.GetComposition(ctx, want.Ref())
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+
+	_, err = comps.GetComposition(ctx, domain.CompositionRef{Namespace: ns, Name: "missing"})
+	require.ErrorIs(t, err, ports.ErrNotFound)
+	assert.True(t, apierrors.IsNotFound(err), "the lister's error stays in the chain: %v", err)
+}
+
+func TestAddRefHandlerSeesChanges(t *testing.T) {
+	c := admin(t)
+	ns := newNamespace(t, c, "handler")
+	informer := NewCompositionInformer(c.dynamic, CompositionScope{Namespace: ns, LabelSelector: "example.com/shard=a"})
+	refs := make(chan domain.CompositionRef, 16)
+	require.NoError(t, informer.AddRefHandler(func(r domain.CompositionRef) { refs <- r }))
+	ctx, cancel := context.WithCancel(context.Background())
+	informer.Start(ctx)
+	t.Cleanup(func() { cancel(); informer.Wait() })
+	require.NoError(t, informer.WaitForCacheSync(testContext(t)))
+
+	other := sampleComposition(ns, "other-shard")
+	other.Labels = map[string]string{"example.com/shard": "b"}
+	mustCreateComposition(t, c, other)
+	inScope := mustCreateComposition(t, c, sampleComposition(ns, "web"))
+	select {
+	case got := <-refs:
+		assert.Equal(t, inScope.Ref(), got, "only the Composition in the label selector's scope is seen")
+	case <-time.After(eventually):
+		t.Fatal("the handler saw nothing")
+	}
+}
+
+func TestLiveCompositionBypassesTheCache(t *testing.T) {
+	c := admin(t)
+	ctx := testContext(t)
+	ns := newNamespace(t, c, "guard")
+	informer, stopInformer := startCompositionInformer(t, c.dynamic, ns)
+	comps := newCompositions(t, c.dynamic, informer)
+
+	before := mustCreateComposition(t, c, sampleComposition(ns, "web"))
+	require.Eventually(t, func() bool {
+		got, err := comps.GetComposition(ctx, before.Ref())
+		return err == nil && got.ResourceVersion == before.ResourceVersion
+	}, eventually, 20*time.Millisecond)
+	// Freeze the cache, then change the object behind it.
+	stopInformer()
+
+	client := c.dynamic.Resource(CompositionGVR).Namespace(ns)
+	u, err := client.Get(ctx, before.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	u.SetAnnotations(map[string]string{domain.AnnotationOptIn: "disabled"})
+	changed, err := client.Update(ctx, u, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	cached, err := comps.GetComposition(ctx, before.Ref())
+	require.NoError(t, err)
+	assert.Equal(t, before.ResourceVersion, cached.ResourceVersion, "the frozen cache still holds the old object")
+
+	live, err := comps.LiveComposition(ctx, before.Ref())
+	require.NoError(t, err)
+	assert.Equal(t, changed.GetResourceVersion(), live.ResourceVersion)
+	assert.Equal(t, "disabled", live.Annotations[domain.AnnotationOptIn])
+}
+
+func sampleDecision(c domain.Composition) domain.Decision {
+	return domain.Decision{
+		SynthesisUUID: c.SynthesisUUID(),
+		Outcome:       domain.OutcomeNoInventory,
+		Message:       "no inventory snapshot exists for this lineage; nothing to recover",
+		DecidedAt:     time.Date(2025, 3, 14, 15, 10, 0, 0, time.UTC),
+	}
+}
+
+func TestWriteDecision(t *testing.T) {
+	c := admin(t)
+	ctx := testContext(t)
+	ns := newNamespace(t, c, "decision")
+	comps := newCompositions(t, c.dynamic, nil)
+
+	comp := mustCreateComposition(t, c, sampleComposition(ns, "web"))
+	first := sampleDecision(comp)
+	require.NoError(t, comps.WriteDecision(ctx, comp, first))
+	after, err := comps.LiveComposition(ctx, comp.Ref())
+	require.NoError(t, err)
+	assert.Equal(t, first.Encode(), after.Annotations[domain.AnnotationDecision])
+	assert.Equal(t, domain.OptInValue, after.Annotations[domain.AnnotationOptIn], "other annotations are kept")
+	assert.Equal(t, comp.Synthesis, after.Synthesis, "status is untouched")
+
+	t.Run("a stale resourceVersion is ErrConflict and changes nothing", func(t *testing.T) {
+		second := first
+		second.Outcome, second.Reason = domain.OutcomeNothingToRecover, domain.ReasonNoOrphans
+		err := comps.WriteDecision(ctx, comp, second) // comp is from before the first write
+		require.ErrorIs(t, err, ports.ErrConflict)
+		got, err := comps.LiveComposition(ctx, comp.Ref())
+		require.NoError(t, err)
+		assert.Equal(t, after.ResourceVersion, got.ResourceVersion)
+		assert.Equal(t, first.Encode(), got.Annotations[domain.AnnotationDecision])
+	})
+
+	t.Run("no resourceVersion is ErrConflict, never a blind write", func(t *testing.T) {
+		blind := after
+		blind.ResourceVersion = ""
+		require.ErrorIs(t, comps.WriteDecision(ctx, blind, first), ports.ErrConflict)
+	})
+
+	t.Run("the API server's own conflict check maps to ErrConflict", func(t *testing.T) {
+		current, err := comps.LiveComposition(ctx, comp.Ref())
+		require.NoError(t, err)
+		// Another writer slips in between the adapter's read and its update.
+		racing, err := NewCompositions(racingDynamic{Interface: c.dynamic, beforeUpdate: func() {
+			u, err := c.dynamic.Resource(CompositionGVR).Namespace(ns).Get(ctx, comp.Name, metav1.GetOptions{})
+			require.NoError(t, err)
+			u.SetLabels(map[string]string{"example.com/shard": "b"})
+			_, err = c.dynamic.Resource(CompositionGVR).Namespace(ns).Update(ctx, u, metav1.UpdateOptions{})
+			require.NoError(t, err)
+		}}, nil)
+		require.NoError(t, err)
+		err = racing.WriteDecision(ctx, current, sampleDecision(current))
+		require.ErrorIs(t, err, ports.ErrConflict)
+		assert.True(t, apierrors.IsConflict(err), "the API server's error stays in the chain: %v", err)
+	})
+
+	t.Run("a decision made for another incarnation is ErrConflict", func(t *testing.T) {
+		current, err := comps.LiveComposition(ctx, comp.Ref())
+		require.NoError(t, err)
+		previous := current
+		previous.UID = "00000000-0000-0000-0000-000000000001"
+		require.ErrorIs(t, comps.WriteDecision(ctx, previous, sampleDecision(previous)), ports.ErrConflict)
+	})
+
+	t.Run("a missing Composition is ErrNotFound", func(t *testing.T) {
+		missing := sampleComposition(ns, "missing")
+		missing.ResourceVersion = "1"
+		err := comps.WriteDecision(ctx, missing, sampleDecision(missing))
+		require.ErrorIs(t, err, ports.ErrNotFound)
+		assert.True(t, apierrors.IsNotFound(err))
+	})
+}
+
+func TestGetSlice(t *testing.T) {
+	c := admin(t)
+	ctx := testContext(t)
+	ns := newNamespace(t, c, "slices")
+	slices, err := NewSlices(c.dynamic)
+	require.NoError(t, err)
+
+	want := domain.ResourceSlice{Namespace: ns, Name: "web-abc", SynthesisUUID: "u-1", Resources: []domain.SliceResource{
+		{Manifest: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"team-a"}}`},
+		{Manifest: `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"b","namespace":"team-a"}}`, Deleted: true},
+	}}
+	_, err = createSlice(ctx, c.dynamic, want)
+	require.NoError(t, err)
+	got, err := slices.GetSlice(ctx, ns, want.Name)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+
+	_, err = slices.GetSlice(ctx, ns, "missing")
+	require.ErrorIs(t, err, ports.ErrNotFound)
+	assert.True(t, apierrors.IsNotFound(err))
+
+	bad := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": enoAPIVersion, "kind": resourceSliceKind,
+		"metadata": map[string]any{"name": "malformed", "namespace": ns},
+		"spec":     map[string]any{"synthesisUUID": "u-1", "resources": []any{map[string]any{"manifest": int64(3)}}},
+	}}
+	_, err = c.dynamic.Resource(ResourceSliceGVR).Namespace(ns).Create(ctx, bad, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = slices.GetSlice(ctx, ns, "malformed")
+	var se *domain.SliceError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, domain.SliceMalformed, se.Problem)
+}
+
+func sampleTombstones() []domain.Tombstone {
+	return []domain.Tombstone{
+		{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "web-settings",
+			Labels:      map[string]string{"app": "web"},
+			Annotations: map[string]string{domain.AnnotationDeletionGroup: "2"}}},
+		{Entry: domain.Entry{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole", Name: "web-reader"}},
+	}
+}
+
+func TestPublishTombstones(t *testing.T) {
+	c := admin(t)
+	ctx := testContext(t)
+	ns := newNamespace(t, c, "tombstones")
+	sink, err := NewTombstoneSink(c.dynamic)
+	require.NoError(t, err)
+	slices, err := NewSlices(c.dynamic)
+	require.NoError(t, err)
+	sliceClient := c.dynamic.Resource(ResourceSliceGVR).Namespace(ns)
+
+	comp := mustCreateComposition(t, c, sampleComposition(ns, "web"))
+	tombstones := sampleTombstones()
+	name, err := sink.PublishTombstones(ctx, comp, tombstones)
+	require.NoError(t, err)
+	assert.Equal(t, "web-recovery-5f0c8a4e", name)
+
+	stored, err := sliceClient.Get(ctx, name, metav1.GetOptions{})
+	require.NoError(t, err)
+	owners := stored.GetOwnerReferences()
+	require.Len(t, owners, 1)
+	assert.Equal(t, metav1.OwnerReference{APIVersion: "eno.azure.io/v1", Kind: "Composition", Name: "web",
+		UID: stored.GetOwnerReferences()[0].UID, Controller: new(bool), BlockOwnerDeletion: new(bool)}, owners[0])
+	assert.Equal(t, comp.UID, string(owners[0].UID))
+	wantSlice := domain.ResourceSlice{Namespace: ns, Name: name, SynthesisUUID: comp.SynthesisUUID(), Resources: tombstoneResources(tombstones)}
+	got, err := slices.GetSlice(ctx, ns, name)
+	require.NoError(t, err)
+	assert.Equal(t, wantSlice, got)
+
+	t.Run("publishing again reuses the slice without writing", func(t *testing.T) {
+		again, err := sink.PublishTombstones(ctx, comp, tombstones)
+		require.NoError(t, err)
+		assert.Equal(t, name, again)
+		after, err := sliceClient.Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, stored.GetResourceVersion(), after.GetResourceVersion())
+		list, err := sliceClient.List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		assert.Len(t, list.Items, 1)
+	})
+
+	t.Run("publishing different tombstones for the same synthesis updates the slice", func(t *testing.T) {
+		fewer := tombstones[:1]
+		again, err := sink.PublishTombstones(ctx, comp, fewer)
+		require.NoError(t, err)
+		assert.Equal(t, name, again)
+		got, err := slices.GetSlice(ctx, ns, name)
+		require.NoError(t, err)
+		assert.Equal(t, tombstoneResources(fewer), got.Resources)
+	})
+
+	t.Run("a slice of that name from another incarnation is refused and kept", func(t *testing.T) {
+		before, err := sliceClient.Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		recreated := comp
+		recreated.UID = "00000000-0000-0000-0000-000000000001"
+		_, err = sink.PublishTombstones(ctx, recreated, tombstones)
+		require.ErrorIs(t, err, ports.ErrAlreadyExists)
+		after, err := sliceClient.Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, before.GetResourceVersion(), after.GetResourceVersion())
+	})
+
+	t.Run("a concurrent change during reuse is ErrConflict", func(t *testing.T) {
+		racing, err := NewTombstoneSink(racingDynamic{Interface: c.dynamic, beforeUpdate: func() {
+			u, err := sliceClient.Get(ctx, name, metav1.GetOptions{})
+			require.NoError(t, err)
+			u.SetLabels(map[string]string{"example.com/touched": "yes"})
+			_, err = sliceClient.Update(ctx, u, metav1.UpdateOptions{})
+			require.NoError(t, err)
+		}})
+		require.NoError(t, err)
+		_, err = racing.PublishTombstones(ctx, comp, tombstones) // differs from what is stored: an update
+		require.ErrorIs(t, err, ports.ErrConflict)
+		assert.True(t, apierrors.IsConflict(err))
+	})
+
+	t.Run("a Composition without a synthesis is refused", func(t *testing.T) {
+		none := comp
+		none.Synthesis = nil
+		_, err := sink.PublishTombstones(ctx, none, tombstones)
+		require.Error(t, err)
+	})
+}
+
+// chunk is a Secret as the recorder writes it.
+func chunk(namespace, name string, lineage domain.Lineage, data string) domain.ChunkSecret {
+	return domain.ChunkSecret{
+		Namespace: namespace,
+		Name:      name,
+		Type:      domain.SecretType,
+		Labels:    map[string]string{domain.LabelManagedBy: domain.ManagedByValue, domain.LabelLineage: lineage.String()},
+		Annotations: map[string]string{
+			domain.AnnotationFormat:     domain.FormatVersion,
+			domain.AnnotationChunkIndex: "0",
+		},
+		Data: map[string][]byte{domain.SecretDataKey: []byte(data)},
+	}
+}
+
+func newStore(t *testing.T, kube kubernetes.Interface, namespace string) *SecretStore {
+	t.Helper()
+	store, err := NewSecretStore(kube, namespace)
+	require.NoError(t, err)
+	return store
+}
+
+func startStore(t *testing.T, store *SecretStore) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	store.Start(ctx)
+	t.Cleanup(func() { cancel(); store.Wait() })
+	require.NoError(t, store.WaitForCacheSync(testContext(t)))
+}
+
+func TestSecretStoreTypedErrors(t *testing.T) {
+	c := admin(t)
+	ctx := testContext(t)
+	ns := newNamespace(t, c, "inventory")
+	store := newStore(t, c.kube, ns)
+	lineage := domain.DefaultLineage("team-a", "web")
+
+	created, err := store.CreateChunk(ctx, chunk(ns, "web-0", lineage, `[]`))
+	require.NoError(t, err)
+	assert.NotEmpty(t, created.ResourceVersion)
+
+	_, err = store.CreateChunk(ctx, chunk(ns, "web-0", lineage, `[]`))
+	require.ErrorIs(t, err, ports.ErrAlreadyExists)
+	assert.True(t, apierrors.IsAlreadyExists(err))
+
+	next := created.Clone()
+	next.Data[domain.SecretDataKey] = []byte(`[{"version":"v1"}]`)
+	updated, err := store.UpdateChunk(ctx, next)
+	require.NoError(t, err)
+	assert.NotEqual(t, created.ResourceVersion, updated.ResourceVersion)
+
+	_, err = store.UpdateChunk(ctx, next) // still at created's resourceVersion
+	require.ErrorIs(t, err, ports.ErrConflict)
+
+	withVersion := chunk(ns, "web-1", lineage, `[]`)
+	withVersion.ResourceVersion = created.ResourceVersion
+	_, err = store.CreateChunk(ctx, withVersion)
+	require.Error(t, err, "a create carrying a resourceVersion is a caller's mistake")
+	_, err = c.kube.CoreV1().Secrets(ns).Get(ctx, "web-1", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "nothing was created")
+
+	missing := chunk(ns, "missing", lineage, `[]`)
+	missing.ResourceVersion = "1"
+	_, err = store.UpdateChunk(ctx, missing)
+	require.ErrorIs(t, err, ports.ErrNotFound)
+	assert.True(t, apierrors.IsNotFound(err))
+
+	t.Run("the API server's own conflict check maps to ErrConflict", func(t *testing.T) {
+		secrets := c.kube.CoreV1().Secrets(ns)
+		racing := newStore(t, racingKube{Interface: c.kube, beforeUpdate: func() {
+			s, err := secrets.Get(ctx, "web-0", metav1.GetOptions{})
+			require.NoError(t, err)
+			s.Annotations["example.com/touched"] = "yes"
+			_, err = secrets.Update(ctx, s, metav1.UpdateOptions{})
+			require.NoError(t, err)
+		}}, ns)
+		late := updated.Clone()
+		late.Data[domain.SecretDataKey] = []byte(`[{"version":"v2"}]`)
+		_, err := racing.UpdateChunk(ctx, late)
+		require.ErrorIs(t, err, ports.ErrConflict)
+		assert.True(t, apierrors.IsConflict(err), "the API server's error stays in the chain: %v", err)
+	})
+}
+
+func TestSecretStoreRefusals(t *testing.T) {
+	c := admin(t)
+	ctx := testContext(t)
+	ns := newNamespace(t, c, "inventory")
+	store := newStore(t, c.kube, ns)
+	lineage := domain.DefaultLineage("team-a", "web")
+	secrets := c.kube.CoreV1().Secrets(ns)
+
+	t.Run("outside the inventory namespace", func(t *testing.T) {
+		other := newNamespace(t, c, "elsewhere")
+		_, err := store.CreateChunk(ctx, chunk(other, "web-0", lineage, `[]`))
+		require.ErrorIs(t, err, ports.ErrOutsideInventoryNamespace)
+		_, err = store.CreateChunk(ctx, chunk("", "web-0", lineage, `[]`))
+		require.ErrorIs(t, err, ports.ErrOutsideInventoryNamespace)
+		list, err := c.kube.CoreV1().Secrets(other).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		assert.Empty(t, list.Items)
+	})
+
+	t.Run("without our managed-by label", func(t *testing.T) {
+		unlabelled := chunk(ns, "unlabelled", lineage, `[]`)
+		delete(unlabelled.Labels, domain.LabelManagedBy)
+		_, err := store.CreateChunk(ctx, unlabelled)
+		require.ErrorContains(t, err, domain.LabelManagedBy)
+		_, err = secrets.Get(ctx, "unlabelled", metav1.GetOptions{})
+		assert.True(t, apierrors.IsNotFound(err), "nothing was created")
+	})
+
+	t.Run("updating a stored Secret that is not ours", func(t *testing.T) {
+		foreign, err := secrets.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "foreign", Namespace: ns, Labels: map[string]string{domain.LabelLineage: lineage.String()}},
+			Type:       domain.SecretType,
+			Data:       map[string][]byte{"token": []byte("keep me")},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		takeover := chunk(ns, "foreign", lineage, `[]`)
+		takeover.ResourceVersion = foreign.ResourceVersion
+		_, err = store.UpdateChunk(ctx, takeover)
+		require.ErrorContains(t, err, "not ours")
+		after, err := secrets.Get(ctx, "foreign", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, foreign.ResourceVersion, after.ResourceVersion)
+	})
+
+	t.Run("an update keeps finalizers and owner references others set", func(t *testing.T) {
+		created, err := store.CreateChunk(ctx, chunk(ns, "kept", lineage, `[]`))
+		require.NoError(t, err)
+		s, err := secrets.Get(ctx, "kept", metav1.GetOptions{})
+		require.NoError(t, err)
+		s.Finalizers = []string{"example.com/backup"}
+		s, err = secrets.Update(ctx, s, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		next := created.Clone()
+		next.ResourceVersion = s.ResourceVersion
+		next.Data[domain.SecretDataKey] = []byte(`[{"version":"v1"}]`)
+		_, err = store.UpdateChunk(ctx, next)
+		require.NoError(t, err)
+		s, err = secrets.Get(ctx, "kept", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, []string{"example.com/backup"}, s.Finalizers)
+		assert.Equal(t, []byte(`[{"version":"v1"}]`), s.Data[domain.SecretDataKey])
+		// Let the namespace go whenever it is deleted.
+		s.Finalizers = nil
+		_, err = secrets.Update(ctx, s, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	})
+
+	_, err := NewSecretStore(c.kube, "")
+	assert.Error(t, err)
+}
+
+func TestListChunks(t *testing.T) {
+	c := admin(t)
+	ctx := testContext(t)
+	ns := newNamespace(t, c, "inventory")
+	store := newStore(t, c.kube, ns)
+	mine, other := domain.DefaultLineage("team-a", "web"), domain.DefaultLineage("team-a", "api")
+
+	ours, err := store.CreateChunk(ctx, chunk(ns, "web-0", mine, `[]`))
+	require.NoError(t, err)
+	_, err = store.CreateChunk(ctx, chunk(ns, "api-0", other, `[]`))
+	require.NoError(t, err)
+	foreign, err := c.kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "foreign", Namespace: ns, Labels: map[string]string{domain.LabelLineage: mine.String()}},
+		Type:       corev1.SecretTypeOpaque,
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	live, err := store.ListChunks(ctx, mine)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []domain.ChunkSecret{ours, chunkFromSecret(foreign)}, live, "live listing shows foreign Secrets of the lineage")
+
+	// Before the cache runs, the cached listing is a live listing of our Secrets.
+	cached, err := store.ListCachedChunks(ctx, mine)
+	require.NoError(t, err)
+	assert.Equal(t, []domain.ChunkSecret{ours}, cached)
+}
+
+func TestListCachedChunksCatchesUp(t *testing.T) {
+	c := admin(t)
+	ctx := testContext(t)
+	ns := newNamespace(t, c, "inventory")
+	store := newStore(t, c.kube, ns)
+	startStore(t, store)
+	lineage := domain.DefaultLineage("team-a", "web")
+
+	cachedHolds := func(want ...domain.ChunkSecret) func() bool {
+		return func() bool {
+			got, err := store.ListCachedChunks(ctx, lineage)
+			if err != nil || len(got) != len(want) {
+				return false
+			}
+			for i := range want {
+				if got[i].ResourceVersion != want[i].ResourceVersion {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	created, err := store.CreateChunk(ctx, chunk(ns, "web-0", lineage, `[]`))
+	require.NoError(t, err)
+	require.Eventually(t, cachedHolds(created), eventually, 20*time.Millisecond)
+
+	next := created.Clone()
+	next.Data[domain.SecretDataKey] = []byte(`[{"version":"v1"}]`)
+	updated, err := store.UpdateChunk(ctx, next)
+	require.NoError(t, err)
+	require.Eventually(t, cachedHolds(updated), eventually, 20*time.Millisecond)
+
+	got, err := store.ListCachedChunks(ctx, lineage)
+	require.NoError(t, err)
+	assert.Equal(t, []domain.ChunkSecret{updated}, got)
+
+	// What the caller gets is a copy; the cache is untouched.
+	got[0].Data[domain.SecretDataKey][0] = 'X'
+	got[0].Labels["x"] = "y"
+	again, err := store.ListCachedChunks(ctx, lineage)
+	require.NoError(t, err)
+	assert.Equal(t, []domain.ChunkSecret{updated}, again)
+
+	// Foreign Secrets of the lineage and our Secrets of other lineages stay out of the cached view.
+	_, err = c.kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "foreign", Namespace: ns, Labels: map[string]string{domain.LabelLineage: lineage.String()}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	otherLineage, err := store.CreateChunk(ctx, chunk(ns, "api-0", domain.DefaultLineage("team-a", "api"), `[]`))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		got, err := store.ListCachedChunks(ctx, domain.DefaultLineage("team-a", "api"))
+		return err == nil && len(got) == 1 && got[0].ResourceVersion == otherLineage.ResourceVersion
+	}, eventually, 20*time.Millisecond)
+	got, err = store.ListCachedChunks(ctx, lineage)
+	require.NoError(t, err)
+	assert.Equal(t, []domain.ChunkSecret{updated}, got)
+}
+
+// TestSecretStoreNeedsOnlyNamespacedRights runs the store as a user who may only get, list,
+// watch, create and update Secrets in the inventory namespace: no cluster-wide rights, no delete.
+func TestSecretStoreNeedsOnlyNamespacedRights(t *testing.T) {
+	c := admin(t)
+	ctx := testContext(t)
+	ns := newNamespace(t, c, "inventory")
+	_, err := c.kube.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "inventory-writer"},
+		Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{""}, Resources: []string{"secrets"},
+			Verbs: []string{"get", "list", "watch", "create", "update"},
+		}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = c.kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "inventory-writer"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "inventory-writer"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: inventoryWriter}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	user := clientsFor(t, env.UserConfig(inventoryWriter))
+	store := newStore(t, user.kube, ns)
+	// RBAC bindings take effect asynchronously in the authorizer's cache.
+	lineage := domain.DefaultLineage("team-a", "web")
+	require.Eventually(t, func() bool {
+		_, err := store.ListChunks(ctx, lineage)
+		return err == nil
+	}, eventually, 50*time.Millisecond)
+	startStore(t, store)
+
+	created, err := store.CreateChunk(ctx, chunk(ns, "web-0", lineage, `[]`))
+	require.NoError(t, err)
+	next := created.Clone()
+	next.Data[domain.SecretDataKey] = []byte(`[{"version":"v1"}]`)
+	updated, err := store.UpdateChunk(ctx, next)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		got, err := store.ListCachedChunks(ctx, lineage)
+		return err == nil && len(got) == 1 && got[0].ResourceVersion == updated.ResourceVersion
+	}, eventually, 20*time.Millisecond)
+}
+
+// httpConnectionGoroutines are the client's pooled connections; they end when the server stops,
+// which TestMain's goleak check covers.
+var httpConnectionGoroutines = []goleak.Option{
+	goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*ClientConn).readLoop"),
+	goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+	goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+	goleak.IgnoreAnyFunction("net/http.(*http2ClientConn).readLoop"),
+}
+
+func TestInformersStopOnCancel(t *testing.T) {
+	c := admin(t)
+	ns := newNamespace(t, c, "shutdown")
+	lineage := domain.DefaultLineage("team-a", "web")
+	store := newStore(t, c.kube, ns)
+	informer := NewCompositionInformer(c.dynamic, CompositionScope{Namespace: ns})
+	_, err := store.ListChunks(testContext(t), lineage) // open the client's connection first
+	require.NoError(t, err)
+	before := goleak.IgnoreCurrent()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	store.Start(ctx)
+	store.Start(ctx) // a second Start does nothing
+	informer.Start(ctx)
+	require.NoError(t, store.WaitForCacheSync(testContext(t)))
+	require.NoError(t, informer.WaitForCacheSync(testContext(t)))
+	_, err = store.ListCachedChunks(testContext(t), lineage)
+	require.NoError(t, err)
+
+	cancel()
+	store.Wait()
+	informer.Wait()
+	goleak.VerifyNone(t, append([]goleak.Option{before}, httpConnectionGoroutines...)...)
+
+	// A cancelled context ends a wait for a cache that never syncs.
+	never := newStore(t, c.kube, ns)
+	waitCtx, waitCancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer waitCancel()
+	err = never.WaitForCacheSync(waitCtx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+func TestStartRecorderWritesEvents(t *testing.T) {
+	c := admin(t)
+	ctx := testContext(t)
+	ns := newNamespace(t, c, "events")
+	comp := mustCreateComposition(t, c, sampleComposition(ns, "web"))
+
+	recorder, err := StartRecorder(ctx, c.kube, "")
+	require.NoError(t, err)
+	recorder.Event(comp, true, "InventoryInvalid", "chunk 1 of 2 is missing")
+
+	var got []corev1.Event
+	require.Eventually(t, func() bool {
+		list, err := c.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		got = list.Items
+		return len(got) == 1
+	}, eventually, 50*time.Millisecond)
+	recorder.Shutdown()
+
+	e := got[0]
+	assert.Equal(t, corev1.EventTypeWarning, e.Type)
+	assert.Equal(t, "InventoryInvalid", e.Reason)
+	assert.Equal(t, "chunk 1 of 2 is missing", e.Message)
+	assert.Equal(t, DefaultEventSource, e.Source.Component)
+	assert.Equal(t, corev1.ObjectReference{APIVersion: "eno.azure.io/v1", Kind: "Composition", Namespace: ns, Name: "web",
+		UID: e.InvolvedObject.UID}, e.InvolvedObject)
+	assert.Equal(t, comp.UID, string(e.InvolvedObject.UID))
+
+	_, err = StartRecorder(ctx, nil, "")
+	assert.Error(t, err)
+}
+
+// racingDynamic runs beforeUpdate just before every Update, as another writer would.
+type racingDynamic struct {
+	dynamic.Interface
+	beforeUpdate func()
+}
+
+func (r racingDynamic) Resource(gvr schema.GroupVersionResource) dynamic.NamespaceableResourceInterface {
+	return racingNamespaceable{r.Interface.Resource(gvr), r.beforeUpdate}
+}
+
+type racingNamespaceable struct {
+	dynamic.NamespaceableResourceInterface
+	beforeUpdate func()
+}
+
+func (r racingNamespaceable) Namespace(ns string) dynamic.ResourceInterface {
+	return racingResource{r.NamespaceableResourceInterface.Namespace(ns), r.beforeUpdate}
+}
+
+type racingResource struct {
+	dynamic.ResourceInterface
+	beforeUpdate func()
+}
+
+func (r racingResource) Update(ctx context.Context, obj *unstructured.Unstructured, opts metav1.UpdateOptions, sub ...string) (*unstructured.Unstructured, error) {
+	r.beforeUpdate()
+	return r.ResourceInterface.Update(ctx, obj, opts, sub...)
+}
+
+// racingKube runs beforeUpdate just before every Secret update.
+type racingKube struct {
+	kubernetes.Interface
+	beforeUpdate func()
+}
+
+func (k racingKube) CoreV1() typedcorev1.CoreV1Interface {
+	return racingCore{k.Interface.CoreV1(), k.beforeUpdate}
+}
+
+type racingCore struct {
+	typedcorev1.CoreV1Interface
+	beforeUpdate func()
+}
+
+func (c racingCore) Secrets(ns string) typedcorev1.SecretInterface {
+	return racingSecrets{c.CoreV1Interface.Secrets(ns), c.beforeUpdate}
+}
+
+type racingSecrets struct {
+	typedcorev1.SecretInterface
+	beforeUpdate func()
+}
+
+func (s racingSecrets) Update(ctx context.Context, secret *corev1.Secret, opts metav1.UpdateOptions) (*corev1.Secret, error) {
+	s.beforeUpdate()
+	return s.SecretInterface.Update(ctx, secret, opts)
+}

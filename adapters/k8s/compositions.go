@@ -1,0 +1,176 @@
+package k8s
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/go-logr/logr"
+
+	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/ports"
+)
+
+var (
+	_ ports.CompositionReader = (*Compositions)(nil)
+	_ ports.CompositionGuard  = (*Compositions)(nil)
+	_ ports.DecisionWriter    = (*Compositions)(nil)
+)
+
+// Compositions reads Eno Compositions and writes recovery decisions on them.
+type Compositions struct {
+	client dynamic.Interface
+	lister cache.GenericLister
+}
+
+// NewCompositions reads through lister when it is not nil (typically
+// CompositionInformer.Lister()), else live. LiveComposition and WriteDecision always go to the
+// API server.
+func NewCompositions(client dynamic.Interface, lister cache.GenericLister) (*Compositions, error) {
+	if client == nil {
+		return nil, errors.New("compositions: a dynamic client is required")
+	}
+	return &Compositions{client: client, lister: lister}, nil
+}
+
+// GetComposition reads from the cache when there is one. The result may be stale; writers
+// recheck with LiveComposition.
+func (c *Compositions) GetComposition(ctx context.Context, ref domain.CompositionRef) (domain.Composition, error) {
+	if c.lister == nil {
+		return c.LiveComposition(ctx, ref)
+	}
+	obj, err := c.lister.ByNamespace(ref.Namespace).Get(ref.Name)
+	if err != nil {
+		return domain.Composition{}, apiError(fmt.Sprintf("reading composition %s from the cache", ref), err)
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return domain.Composition{}, fmt.Errorf("reading composition %s from the cache: unexpected %T", ref, obj)
+	}
+	// The conversion copies what it keeps, so the cached object is never mutated.
+	return compositionFromUnstructured(u)
+}
+
+// LiveComposition reads the Composition from the API server, never from a cache.
+func (c *Compositions) LiveComposition(ctx context.Context, ref domain.CompositionRef) (domain.Composition, error) {
+	u, err := c.get(ctx, ref)
+	if err != nil {
+		return domain.Composition{}, err
+	}
+	return compositionFromUnstructured(u)
+}
+
+func (c *Compositions) get(ctx context.Context, ref domain.CompositionRef) (*unstructured.Unstructured, error) {
+	u, err := c.client.Resource(CompositionGVR).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, apiError(fmt.Sprintf("reading composition %s", ref), err)
+	}
+	return u, nil
+}
+
+// WriteDecision sets the decision annotation if the Composition still has comp.ResourceVersion.
+// The update carries that resourceVersion, so the API server rejects it with a Conflict if
+// anything changed after the check.
+func (c *Compositions) WriteDecision(ctx context.Context, comp domain.Composition, d domain.Decision) error {
+	ref := comp.Ref()
+	if comp.ResourceVersion == "" {
+		return fmt.Errorf("writing the recovery decision on composition %s: %w: no resourceVersion to use as precondition; read the composition and retry", ref, ports.ErrConflict)
+	}
+	u, err := c.get(ctx, ref)
+	if err != nil {
+		return fmt.Errorf("writing the recovery decision: %w", err)
+	}
+	if uid := string(u.GetUID()); comp.UID != "" && uid != comp.UID {
+		return fmt.Errorf("writing the recovery decision on composition %s: it was recreated (UID %s, the decision was made for %s): %w",
+			ref, uid, comp.UID, ports.ErrConflict)
+	}
+	if rv := u.GetResourceVersion(); rv != comp.ResourceVersion {
+		return fmt.Errorf("writing the recovery decision on composition %s: resourceVersion is %s, the decision was made on %s: %w",
+			ref, rv, comp.ResourceVersion, ports.ErrConflict)
+	}
+	annotations := u.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[domain.AnnotationDecision] = d.Encode()
+	u.SetAnnotations(annotations)
+	if _, err := c.client.Resource(CompositionGVR).Namespace(ref.Namespace).Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+		return apiError(fmt.Sprintf("writing the recovery decision on composition %s", ref), err)
+	}
+	logr.FromContextOrDiscard(ctx).V(1).Info("wrote recovery decision", "composition", ref.String(),
+		"synthesisUUID", d.SynthesisUUID, "outcome", d.Outcome.String())
+	return nil
+}
+
+// CompositionInformer caches Compositions for GetComposition and for the controller loop.
+type CompositionInformer struct {
+	generic informers.GenericInformer
+	run     *informerRun
+}
+
+// CompositionScope limits what a CompositionInformer caches: a namespace ("" for all) and a
+// label selector ("" for everything), the same sharding eno-reconciler uses.
+type CompositionScope struct {
+	Namespace     string
+	LabelSelector string
+	// Resync re-delivers every cached Composition to the handlers at this period; 0 disables it.
+	Resync time.Duration
+}
+
+// NewCompositionInformer builds the informer without starting it; call Start.
+func NewCompositionInformer(client dynamic.Interface, scope CompositionScope) *CompositionInformer {
+	tweak := func(o *metav1.ListOptions) { o.LabelSelector = scope.LabelSelector }
+	generic := dynamicinformer.NewFilteredDynamicInformer(client, CompositionGVR, scope.Namespace, scope.Resync,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, tweak)
+	return &CompositionInformer{
+		generic: generic,
+		run:     &informerRun{informer: generic.Informer(), what: "composition"},
+	}
+}
+
+// Informer is the underlying informer, for event handlers. Don't mutate what it returns.
+func (i *CompositionInformer) Informer() cache.SharedIndexInformer { return i.generic.Informer() }
+
+// Lister reads the cache; pass it to NewCompositions.
+func (i *CompositionInformer) Lister() cache.GenericLister { return i.generic.Lister() }
+
+// AddRefHandler calls fn with the Composition's name on every add, update and delete.
+// Register handlers before Start so none misses the initial list.
+func (i *CompositionInformer) AddRefHandler(fn func(domain.CompositionRef)) error {
+	enqueue := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		if o, ok := obj.(metav1.Object); ok {
+			fn(domain.CompositionRef{Namespace: o.GetNamespace(), Name: o.GetName()})
+		}
+	}
+	_, err := i.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	})
+	if err != nil {
+		return fmt.Errorf("adding a composition event handler: %w", err)
+	}
+	return nil
+}
+
+// Start runs the informer until ctx is cancelled. It returns at once; later calls do nothing.
+func (i *CompositionInformer) Start(ctx context.Context) { i.run.start(ctx) }
+
+// WaitForCacheSync blocks until the cache holds the initial list, or ctx ends.
+func (i *CompositionInformer) WaitForCacheSync(ctx context.Context) error {
+	return i.run.waitForCacheSync(ctx)
+}
+
+// Wait blocks until the informer started by Start has stopped.
+func (i *CompositionInformer) Wait() { i.run.wait() }

@@ -1,0 +1,143 @@
+package k8s
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/Azure/eno-tombstone-recovery/adapters/contract"
+	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/ports"
+)
+
+// TestContract runs the shared adapter contract against the real API server. Every case shares
+// one control-plane namespace, one inventory namespace and running caches, as production does.
+func TestContract(t *testing.T) {
+	c := admin(t)
+	h := &harness{
+		t:         t,
+		clients:   c,
+		namespace: newNamespace(t, c, "contract"),
+		inventory: newNamespace(t, c, "contract-inventory"),
+	}
+	store, err := NewSecretStore(c.kube, h.inventory)
+	require.NoError(t, err)
+	informer := NewCompositionInformer(c.dynamic, CompositionScope{Namespace: h.namespace})
+	ctx, cancel := context.WithCancel(context.Background())
+	store.Start(ctx)
+	informer.Start(ctx)
+	t.Cleanup(func() {
+		cancel()
+		store.Wait()
+		informer.Wait()
+	})
+	require.NoError(t, store.WaitForCacheSync(testContext(t)))
+	require.NoError(t, informer.WaitForCacheSync(testContext(t)))
+	h.store = store
+	h.compositions, err = NewCompositions(c.dynamic, informer.Lister())
+	require.NoError(t, err)
+	h.slices, err = NewSlices(c.dynamic)
+	require.NoError(t, err)
+	h.sink, err = NewTombstoneSink(c.dynamic)
+	require.NoError(t, err)
+
+	contract.Run(t, func(*testing.T) contract.Harness { return h })
+}
+
+type harness struct {
+	t            *testing.T
+	clients      clients
+	namespace    string
+	inventory    string
+	store        *SecretStore
+	compositions *Compositions
+	slices       *Slices
+	sink         *TombstoneSink
+}
+
+var _ contract.Harness = (*harness)(nil)
+
+func (h *harness) InventoryNamespace() string                 { return h.inventory }
+func (h *harness) Store() ports.SnapshotStore                 { return h.store }
+func (h *harness) Namespace() string                          { return h.namespace }
+func (h *harness) CompositionReader() ports.CompositionReader { return h.compositions }
+func (h *harness) CompositionGuard() ports.CompositionGuard   { return h.compositions }
+func (h *harness) DecisionWriter() ports.DecisionWriter       { return h.compositions }
+func (h *harness) SliceReader() ports.SliceReader             { return h.slices }
+func (h *harness) TombstoneSink() ports.TombstoneSink         { return h.sink }
+func (h *harness) Eventually(t testing.TB, cond func() bool) {
+	t.Helper()
+	require.Eventually(t, cond, eventually, 20*time.Millisecond)
+}
+
+// PutForeignSecret creates s, or replaces it whatever its resourceVersion, as another client.
+func (h *harness) PutForeignSecret(t testing.TB, s domain.ChunkSecret) domain.ChunkSecret {
+	t.Helper()
+	secrets := h.clients.kube.CoreV1().Secrets(s.Namespace)
+	want := secretFromChunk(s)
+	want.ResourceVersion = ""
+	stored, err := secrets.Create(t.Context(), want, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		var live *corev1.Secret
+		live, err = secrets.Get(t.Context(), s.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		want.ResourceVersion = live.ResourceVersion
+		stored, err = secrets.Update(t.Context(), want, metav1.UpdateOptions{})
+	}
+	require.NoError(t, err, "putting secret %s/%s", s.Namespace, s.Name)
+	return chunkFromSecret(stored)
+}
+
+func (h *harness) CreateComposition(t testing.TB, c domain.Composition) domain.Composition {
+	t.Helper()
+	u, err := createComposition(t.Context(), h.clients.dynamic, c)
+	require.NoError(t, err, "creating composition %s", c.Ref())
+	got, err := compositionFromUnstructured(u)
+	require.NoError(t, err)
+	return got
+}
+
+func (h *harness) CreateSlice(t testing.TB, s domain.ResourceSlice) {
+	t.Helper()
+	_, err := createSlice(t.Context(), h.clients.dynamic, s)
+	require.NoError(t, err, "creating resource slice %s/%s", s.Namespace, s.Name)
+}
+
+func (h *harness) ReadSlice(t testing.TB, namespace, name string) domain.ResourceSlice {
+	t.Helper()
+	u, err := h.clients.dynamic.Resource(ResourceSliceGVR).Namespace(namespace).Get(t.Context(), name, metav1.GetOptions{})
+	require.NoError(t, err, "reading resource slice %s/%s", namespace, name)
+	s, err := sliceFromUnstructured(u)
+	require.NoError(t, err)
+	return s
+}
+
+func (h *harness) ListSlices(t testing.TB, namespace string) []domain.ResourceSlice {
+	t.Helper()
+	list, err := h.clients.dynamic.Resource(ResourceSliceGVR).Namespace(namespace).List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	out := make([]domain.ResourceSlice, 0, len(list.Items))
+	for i := range list.Items {
+		s, err := sliceFromUnstructured(&list.Items[i])
+		require.NoError(t, err)
+		out = append(out, s)
+	}
+	return out
+}
+
+func (h *harness) SliceOwnerUID(t testing.TB, namespace, name string) string {
+	t.Helper()
+	u, err := h.clients.dynamic.Resource(ResourceSliceGVR).Namespace(namespace).Get(t.Context(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	for _, o := range u.GetOwnerReferences() {
+		if o.APIVersion == enoAPIVersion && o.Kind == compositionKind {
+			return string(o.UID)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,317 @@
+package k8s
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/Azure/eno-tombstone-recovery/domain"
+)
+
+// Eno's API (SPEC §2), read as unstructured.
+const (
+	enoGroup             = "eno.azure.io"
+	enoAPIVersion        = "eno.azure.io/v1"
+	compositionKind      = "Composition"
+	resourceSliceKind    = "ResourceSlice"
+	compositionsResource = "compositions"
+	slicesResource       = "resourceslices"
+)
+
+var (
+	// CompositionGVR is the resource of Eno Compositions.
+	CompositionGVR = schema.GroupVersionResource{Group: enoGroup, Version: "v1", Resource: compositionsResource}
+	// ResourceSliceGVR is the resource of Eno ResourceSlices.
+	ResourceSliceGVR = schema.GroupVersionResource{Group: enoGroup, Version: "v1", Resource: slicesResource}
+)
+
+// fieldError names a field of an object whose type or value is not what Eno's API defines.
+func fieldError(path []string, val any, want string) error {
+	return fmt.Errorf("field %s is %s, want %s", strings.Join(path, "."), describe(val), want)
+}
+
+func describe(v any) string {
+	switch v := v.(type) {
+	case string:
+		if len(v) > 64 {
+			v = v[:64] + "..."
+		}
+		return fmt.Sprintf("%q", v)
+	case nil:
+		return "null"
+	}
+	return fmt.Sprintf("a %T", v)
+}
+
+// nested returns the value at path; found is false when a step is absent or null.
+// A step that is present but not an object is an error.
+func nested(obj map[string]any, path ...string) (any, bool, error) {
+	var cur any = obj
+	for i, key := range path {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			if cur == nil {
+				return nil, false, nil
+			}
+			return nil, false, fieldError(path[:i], cur, "an object")
+		}
+		cur, ok = m[key]
+		if !ok || cur == nil {
+			return nil, false, nil
+		}
+	}
+	return cur, true, nil
+}
+
+// optString returns the string at path, "" when absent or null.
+func optString(obj map[string]any, path ...string) (string, error) {
+	v, found, err := nested(obj, path...)
+	if err != nil || !found {
+		return "", err
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", fieldError(path, v, "a string")
+	}
+	return s, nil
+}
+
+// optBool returns the bool at path, false when absent or null.
+func optBool(obj map[string]any, path ...string) (bool, error) {
+	v, found, err := nested(obj, path...)
+	if err != nil || !found {
+		return false, err
+	}
+	b, ok := v.(bool)
+	if !ok {
+		return false, fieldError(path, v, "a bool")
+	}
+	return b, nil
+}
+
+// optList returns the list at path, nil when absent or null.
+func optList(obj map[string]any, path ...string) ([]any, error) {
+	v, found, err := nested(obj, path...)
+	if err != nil || !found {
+		return nil, err
+	}
+	l, ok := v.([]any)
+	if !ok {
+		return nil, fieldError(path, v, "a list")
+	}
+	return l, nil
+}
+
+// compositionFromUnstructured reads the fields of SPEC §2. Malformed status fields are an error:
+// the caller must not guess at a synthesis.
+func compositionFromUnstructured(u *unstructured.Unstructured) (domain.Composition, error) {
+	c := domain.Composition{
+		Namespace:       u.GetNamespace(),
+		Name:            u.GetName(),
+		UID:             string(u.GetUID()),
+		ResourceVersion: u.GetResourceVersion(),
+		Labels:          maps.Clone(u.GetLabels()),
+		Annotations:     maps.Clone(u.GetAnnotations()),
+		Deleting:        u.GetDeletionTimestamp() != nil,
+	}
+	bad := func(err error) (domain.Composition, error) {
+		return domain.Composition{}, fmt.Errorf("composition %s/%s is malformed: %w", c.Namespace, c.Name, err)
+	}
+	syn, found, err := nested(u.Object, "status", "currentSynthesis")
+	if err != nil {
+		return bad(err)
+	}
+	if !found {
+		return c, nil
+	}
+	obj, ok := syn.(map[string]any)
+	if !ok {
+		return bad(fieldError([]string{"status", "currentSynthesis"}, syn, "an object"))
+	}
+	s := &domain.Synthesis{}
+	if s.UUID, err = optString(obj, "uuid"); err != nil {
+		return bad(fmt.Errorf("status.currentSynthesis: %w", err))
+	}
+	synthesized, err := optString(obj, "synthesized")
+	if err != nil {
+		return bad(fmt.Errorf("status.currentSynthesis: %w", err))
+	}
+	if synthesized != "" {
+		t, err := time.Parse(time.RFC3339, synthesized)
+		if err != nil {
+			return bad(fmt.Errorf("status.currentSynthesis.synthesized %s is not RFC 3339: %w", describe(synthesized), err))
+		}
+		s.Synthesized = t.UTC()
+	}
+	// ready is a timestamp in Eno's API; set and non-empty means Ready.
+	if v, found, _ := nested(obj, "ready"); found {
+		switch v := v.(type) {
+		case string:
+			s.Ready = v != ""
+		case bool:
+			s.Ready = v
+		default:
+			return bad(fieldError([]string{"status", "currentSynthesis", "ready"}, v, "a timestamp string"))
+		}
+	}
+	refs, err := optList(obj, "resourceSlices")
+	if err != nil {
+		return bad(fmt.Errorf("status.currentSynthesis: %w", err))
+	}
+	for i, r := range refs {
+		path := []string{"status", "currentSynthesis", fmt.Sprintf("resourceSlices[%d]", i)}
+		ref, ok := r.(map[string]any)
+		if !ok {
+			return bad(fieldError(path, r, "an object"))
+		}
+		name, err := optString(ref, "name")
+		if err != nil {
+			return bad(fmt.Errorf("%s: %w", strings.Join(path, "."), err))
+		}
+		if name == "" {
+			return bad(fmt.Errorf("%s.name is empty", strings.Join(path, ".")))
+		}
+		s.Slices = append(s.Slices, name)
+	}
+	c.Synthesis = s
+	return c, nil
+}
+
+// sliceFromUnstructured reads the fields of SPEC §2. A malformed slice is a *domain.SliceError.
+func sliceFromUnstructured(u *unstructured.Unstructured) (domain.ResourceSlice, error) {
+	s := domain.ResourceSlice{
+		Namespace: u.GetNamespace(),
+		Name:      u.GetName(),
+		Deleting:  u.GetDeletionTimestamp() != nil,
+	}
+	bad := func(err error) (domain.ResourceSlice, error) {
+		return domain.ResourceSlice{}, &domain.SliceError{Slice: s.Name, Problem: domain.SliceMalformed, Err: err}
+	}
+	var err error
+	if s.SynthesisUUID, err = optString(u.Object, "spec", "synthesisUUID"); err != nil {
+		return bad(err)
+	}
+	resources, err := optList(u.Object, "spec", "resources")
+	if err != nil {
+		return bad(err)
+	}
+	for i, r := range resources {
+		path := fmt.Sprintf("spec.resources[%d]", i)
+		obj, ok := r.(map[string]any)
+		if !ok {
+			return bad(fieldError([]string{path}, r, "an object"))
+		}
+		manifest, err := optString(obj, "manifest")
+		if err != nil {
+			return bad(fmt.Errorf("%s: %w", path, err))
+		}
+		deleted, err := optBool(obj, "deleted")
+		if err != nil {
+			return bad(fmt.Errorf("%s: %w", path, err))
+		}
+		s.Resources = append(s.Resources, domain.SliceResource{Manifest: manifest, Deleted: deleted})
+	}
+	return s, nil
+}
+
+// recoverySlice is the ResourceSlice that carries recovered tombstones, owned by the
+// Composition without blocking its deletion.
+func recoverySlice(name string, comp domain.Composition, tombstones []domain.Tombstone) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": enoAPIVersion,
+		"kind":       resourceSliceKind,
+		"spec": map[string]any{
+			"synthesisUUID": comp.SynthesisUUID(),
+			"resources":     sliceResourcesToUnstructured(tombstoneResources(tombstones)),
+		},
+	}}
+	u.SetNamespace(comp.Namespace)
+	u.SetName(name)
+	u.SetLabels(map[string]string{domain.LabelManagedBy: domain.ManagedByValue})
+	u.SetOwnerReferences([]metav1.OwnerReference{compositionOwner(comp)})
+	return u
+}
+
+func compositionOwner(comp domain.Composition) metav1.OwnerReference {
+	f := false
+	return metav1.OwnerReference{
+		APIVersion:         enoAPIVersion,
+		Kind:               compositionKind,
+		Name:               comp.Name,
+		UID:                types.UID(comp.UID),
+		Controller:         &f,
+		BlockOwnerDeletion: &f,
+	}
+}
+
+func tombstoneResources(tombstones []domain.Tombstone) []domain.SliceResource {
+	out := make([]domain.SliceResource, len(tombstones))
+	for i, t := range tombstones {
+		out[i] = domain.SliceResource{Manifest: t.Manifest(), Deleted: true}
+	}
+	return out
+}
+
+func sliceResourcesToUnstructured(rs []domain.SliceResource) []any {
+	out := make([]any, len(rs))
+	for i, r := range rs {
+		out[i] = map[string]any{"manifest": r.Manifest, "deleted": r.Deleted}
+	}
+	return out
+}
+
+// chunkFromSecret copies a Secret into the domain's view; the copy shares nothing with a cache.
+func chunkFromSecret(s *corev1.Secret) domain.ChunkSecret {
+	c := domain.ChunkSecret{
+		Namespace:       s.Namespace,
+		Name:            s.Name,
+		Type:            string(s.Type),
+		Labels:          maps.Clone(s.Labels),
+		Annotations:     maps.Clone(s.Annotations),
+		ResourceVersion: s.ResourceVersion,
+	}
+	if s.Data != nil {
+		c.Data = make(map[string][]byte, len(s.Data))
+		for k, v := range s.Data {
+			c.Data[k] = bytes.Clone(v)
+		}
+	}
+	return c
+}
+
+// secretFromChunk builds the Secret that stores c.
+func secretFromChunk(c domain.ChunkSecret) *corev1.Secret {
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:       c.Namespace,
+			Name:            c.Name,
+			ResourceVersion: c.ResourceVersion,
+		},
+		Type: corev1.SecretType(c.Type),
+	}
+	applyChunk(s, c)
+	return s
+}
+
+// applyChunk writes the fields a chunk defines onto s: type, labels, annotations and data.
+// Everything else on s (owner references, finalizers, ...) is kept.
+func applyChunk(s *corev1.Secret, c domain.ChunkSecret) {
+	s.Type = corev1.SecretType(c.Type)
+	s.Labels = maps.Clone(c.Labels)
+	s.Annotations = maps.Clone(c.Annotations)
+	s.Data = nil
+	if c.Data != nil {
+		s.Data = make(map[string][]byte, len(c.Data))
+		for k, v := range c.Data {
+			s.Data[k] = bytes.Clone(v)
+		}
+	}
+}

@@ -1,0 +1,23 @@
+package k8s
+
+import (
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/Azure/eno-tombstone-recovery/ports"
+)
+
+// apiError describes a failed API call. NotFound, Conflict and AlreadyExists become the typed
+// errors of ports; the API server's error stays in the chain for apierrors helpers.
+func apiError(what string, err error) error {
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("%s: %w: %w", what, ports.ErrNotFound, err)
+	case apierrors.IsConflict(err):
+		return fmt.Errorf("%s: %w: %w", what, ports.ErrConflict, err)
+	case apierrors.IsAlreadyExists(err):
+		return fmt.Errorf("%s: %w: %w", what, ports.ErrAlreadyExists, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

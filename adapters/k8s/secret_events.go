@@ -1,0 +1,38 @@
+package k8s
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/Azure/eno-tombstone-recovery/domain"
+)
+
+// AddRefHandler calls fn with the Composition an inventory Secret names in its annotations,
+// on every add, update and delete the cache sees, so a changed or removed chunk is
+// re-recorded promptly. Register before Start.
+func (st *SecretStore) AddRefHandler(fn func(domain.CompositionRef)) error {
+	enqueue := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		s, ok := obj.(*corev1.Secret)
+		if !ok {
+			return
+		}
+		ref := domain.CompositionRef{Namespace: s.Annotations[domain.AnnotationCompositionNamespace], Name: s.Annotations[domain.AnnotationCompositionName]}
+		if ref.Namespace != "" && ref.Name != "" {
+			fn(ref)
+		}
+	}
+	_, err := st.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	})
+	if err != nil {
+		return fmt.Errorf("adding an inventory secret event handler: %w", err)
+	}
+	return nil
+}

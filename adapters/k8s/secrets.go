@@ -1,0 +1,189 @@
+package k8s
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/go-logr/logr"
+
+	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/ports"
+)
+
+var _ ports.SnapshotStore = (*SecretStore)(nil)
+
+// lineageIndex indexes cached Secrets by their lineage label.
+const lineageIndex = "lineage"
+
+// SecretStore keeps inventory chunk Secrets in one namespace of the downstream cluster.
+// It creates and updates, never deletes, and refuses Secrets outside its namespace or
+// without our managed-by label.
+type SecretStore struct {
+	client    kubernetes.Interface
+	namespace string
+	informer  cache.SharedIndexInformer
+	run       *informerRun
+}
+
+// NewSecretStore binds the store to namespace (the inventory namespace, usually
+// domain.DefaultInventoryNamespace). Its cache of our Secrets for ListCachedChunks is built here
+// but runs only once Start is called.
+func NewSecretStore(client kubernetes.Interface, namespace string) (*SecretStore, error) {
+	if client == nil {
+		return nil, errors.New("secret store: a kubernetes client is required")
+	}
+	if namespace == "" {
+		return nil, errors.New("secret store: the inventory namespace is required")
+	}
+	managed := labels.Set{domain.LabelManagedBy: domain.ManagedByValue}.AsSelector().String()
+	informer := coreinformers.NewFilteredSecretInformer(client, namespace, 0,
+		cache.Indexers{lineageIndex: indexByLineage},
+		func(o *metav1.ListOptions) { o.LabelSelector = managed })
+	// managedFields are never read; don't keep them in memory.
+	if err := informer.SetTransform(func(obj any) (any, error) {
+		if s, ok := obj.(*corev1.Secret); ok {
+			s.ManagedFields = nil
+		}
+		return obj, nil
+	}); err != nil {
+		return nil, fmt.Errorf("secret store: %w", err)
+	}
+	return &SecretStore{
+		client:    client,
+		namespace: namespace,
+		informer:  informer,
+		run:       &informerRun{informer: informer, what: "inventory secret"},
+	}, nil
+}
+
+func indexByLineage(obj any) ([]string, error) {
+	s, ok := obj.(*corev1.Secret)
+	if !ok {
+		return nil, nil
+	}
+	if l, ok := s.Labels[domain.LabelLineage]; ok {
+		return []string{l}, nil
+	}
+	return nil, nil
+}
+
+// Namespace is the inventory namespace.
+func (st *SecretStore) Namespace() string { return st.namespace }
+
+// Start runs the Secret cache until ctx is cancelled. It returns at once; later calls do nothing.
+func (st *SecretStore) Start(ctx context.Context) { st.run.start(ctx) }
+
+// WaitForCacheSync blocks until the cache holds the initial list, or ctx ends.
+func (st *SecretStore) WaitForCacheSync(ctx context.Context) error {
+	return st.run.waitForCacheSync(ctx)
+}
+
+// Wait blocks until the cache started by Start has stopped.
+func (st *SecretStore) Wait() { st.run.wait() }
+
+// ListChunks lists every Secret of the inventory namespace with the lineage label, ours or not,
+// live from the API server: §5 must see foreign Secrets to refuse them.
+func (st *SecretStore) ListChunks(ctx context.Context, lineage domain.Lineage) ([]domain.ChunkSecret, error) {
+	selector := labels.Set{domain.LabelLineage: lineage.String()}.AsSelector().String()
+	return st.list(ctx, lineage, selector)
+}
+
+func (st *SecretStore) list(ctx context.Context, lineage domain.Lineage, selector string) ([]domain.ChunkSecret, error) {
+	list, err := st.client.CoreV1().Secrets(st.namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, apiError(fmt.Sprintf("listing inventory secrets of lineage %s in namespace %s", lineage, st.namespace), err)
+	}
+	out := make([]domain.ChunkSecret, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, chunkFromSecret(&list.Items[i]))
+	}
+	return out, nil
+}
+
+// ListCachedChunks lists our Secrets of the lineage from the cache. Until the cache has synced
+// (or when it was never started) it lists live instead: never staler than the cache would be.
+func (st *SecretStore) ListCachedChunks(ctx context.Context, lineage domain.Lineage) ([]domain.ChunkSecret, error) {
+	if !st.informer.HasSynced() {
+		selector := labels.Set{domain.LabelLineage: lineage.String(), domain.LabelManagedBy: domain.ManagedByValue}.AsSelector().String()
+		return st.list(ctx, lineage, selector)
+	}
+	objs, err := st.informer.GetIndexer().ByIndex(lineageIndex, lineage.String())
+	if err != nil {
+		return nil, fmt.Errorf("listing cached inventory secrets of lineage %s: %w", lineage, err)
+	}
+	out := make([]domain.ChunkSecret, 0, len(objs))
+	for _, obj := range objs {
+		if s, ok := obj.(*corev1.Secret); ok {
+			out = append(out, chunkFromSecret(s)) // a copy: the cache is never handed out
+		}
+	}
+	return out, nil
+}
+
+// CreateChunk creates the Secret; ports.ErrAlreadyExists when the name is taken.
+func (st *SecretStore) CreateChunk(ctx context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error) {
+	if err := st.admit("creating", s); err != nil {
+		return domain.ChunkSecret{}, err
+	}
+	// A resourceVersion on s is passed on: the API server rejects it, as it should a create
+	// prepared from a Secret the caller believed existed.
+	created, err := st.client.CoreV1().Secrets(st.namespace).Create(ctx, secretFromChunk(s), metav1.CreateOptions{})
+	if err != nil {
+		return domain.ChunkSecret{}, apiError(fmt.Sprintf("creating inventory secret %s/%s", st.namespace, s.Name), err)
+	}
+	logr.FromContextOrDiscard(ctx).V(1).Info("created inventory secret", "secret", s.Name, "lineage", s.Labels[domain.LabelLineage])
+	return chunkFromSecret(created), nil
+}
+
+// UpdateChunk replaces the Secret's type, labels, annotations and data if its resourceVersion
+// is still s.ResourceVersion (ports.ErrConflict otherwise; the API server enforces it too).
+// Other metadata (owner references, finalizers) is kept.
+func (st *SecretStore) UpdateChunk(ctx context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error) {
+	if err := st.admit("updating", s); err != nil {
+		return domain.ChunkSecret{}, err
+	}
+	what := fmt.Sprintf("updating inventory secret %s/%s", st.namespace, s.Name)
+	if s.ResourceVersion == "" {
+		return domain.ChunkSecret{}, fmt.Errorf("%s: %w: no resourceVersion to use as precondition; read the secret and retry", what, ports.ErrConflict)
+	}
+	secrets := st.client.CoreV1().Secrets(st.namespace)
+	live, err := secrets.Get(ctx, s.Name, metav1.GetOptions{})
+	if err != nil {
+		return domain.ChunkSecret{}, apiError(what, err)
+	}
+	if live.ResourceVersion != s.ResourceVersion {
+		return domain.ChunkSecret{}, fmt.Errorf("%s: resourceVersion is %s, the update was prepared from %s: %w",
+			what, live.ResourceVersion, s.ResourceVersion, ports.ErrConflict)
+	}
+	if live.Labels[domain.LabelManagedBy] != domain.ManagedByValue {
+		return domain.ChunkSecret{}, fmt.Errorf("%s: the stored secret lacks label %s=%s; it is not ours, refusing to touch it",
+			what, domain.LabelManagedBy, domain.ManagedByValue)
+	}
+	applyChunk(live, s)
+	updated, err := secrets.Update(ctx, live, metav1.UpdateOptions{})
+	if err != nil {
+		return domain.ChunkSecret{}, apiError(what, err)
+	}
+	logr.FromContextOrDiscard(ctx).V(1).Info("updated inventory secret", "secret", s.Name, "lineage", s.Labels[domain.LabelLineage])
+	return chunkFromSecret(updated), nil
+}
+
+// admit refuses writes outside the inventory namespace and of Secrets that are not ours.
+func (st *SecretStore) admit(verb string, s domain.ChunkSecret) error {
+	if s.Namespace != st.namespace {
+		return fmt.Errorf("%s inventory secret %s/%s: %w %q", verb, s.Namespace, s.Name, ports.ErrOutsideInventoryNamespace, st.namespace)
+	}
+	if s.Labels[domain.LabelManagedBy] != domain.ManagedByValue {
+		return fmt.Errorf("%s inventory secret %s/%s: it lacks label %s=%s; refusing to write a secret this controller does not manage",
+			verb, s.Namespace, s.Name, domain.LabelManagedBy, domain.ManagedByValue)
+	}
+	return nil
+}
