@@ -195,7 +195,9 @@ func (f *fixture) service(t *testing.T) *app.Service {
 	return svc
 }
 
-func (f *fixture) writes() int { return f.store.CreateChunkCallCount() + f.store.UpdateChunkCallCount() }
+func (f *fixture) writes() int {
+	return f.store.CreateChunkCallCount() + f.store.UpdateChunkCallCount()
+}
 
 func ctx(t *testing.T) context.Context { return logr.NewContext(context.Background(), testr.New(t)) }
 

@@ -84,10 +84,12 @@ func TestRecordAbortsOnTheFirstFailedWrite(t *testing.T) {
 func TestRecordLiveRecheckAbortsBeforeAnyWrite(t *testing.T) {
 	cases := map[string]func(c *domain.Composition){
 		"recreated with a new UID": func(c *domain.Composition) { c.UID = "uid-newer" },
-		"synthesis changed":        func(c *domain.Composition) { c.Synthesis = &domain.Synthesis{UUID: "other", Synthesized: now, Ready: true} },
-		"opt-in removed":           func(c *domain.Composition) { delete(c.Annotations, domain.AnnotationOptIn) },
-		"deletion started":         func(c *domain.Composition) { c.Deleting = true },
-		"no longer ready":          func(c *domain.Composition) { c.Synthesis.Ready = false },
+		"synthesis changed": func(c *domain.Composition) {
+			c.Synthesis = &domain.Synthesis{UUID: "other", Synthesized: now, Ready: true}
+		},
+		"opt-in removed":   func(c *domain.Composition) { delete(c.Annotations, domain.AnnotationOptIn) },
+		"deletion started": func(c *domain.Composition) { c.Deleting = true },
+		"no longer ready":  func(c *domain.Composition) { c.Synthesis.Ready = false },
 	}
 	for desc, mutate := range cases {
 		for _, pos := range []int{0, 2} {

@@ -10,7 +10,7 @@ echo "verify: counterfeiter fakes are up to date"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 cp -r ports/portsfakes "$tmp/before"
-go generate ./ports/... >/dev/null
+go generate ./ports/... >/dev/null 2>&1
 if ! diff -r "$tmp/before" ports/portsfakes >/dev/null; then
 	echo "verify: ports/portsfakes is stale; run 'make generate' and commit the result" >&2
 	diff -r "$tmp/before" ports/portsfakes | head -20 >&2 || true
