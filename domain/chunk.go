@@ -43,11 +43,16 @@ func (e *TooManyChunksError) Error() string {
 }
 
 // SplitInventory splits the canonical inventory greedily into chunks of at most maxBytes.
-// The same inventory and limit always give byte-identical chunks.
+// The same inventory and limit always give byte-identical chunks. maxBytes above
+// SecretDataLimit is lowered to it; maxChunks <= 0 means DefaultMaxChunks.
 func SplitInventory(inv Inventory, maxBytes, maxChunks int) ([]Chunk, error) {
 	if maxBytes < 2 {
 		return nil, fmt.Errorf("chunk limit %d is too small", maxBytes)
 	}
+	// A bigger chunk would be refused by the API server and rejected by ReadSnapshot.
+	maxBytes = min(maxBytes, SecretDataLimit)
+	// The reader applies the same cap; "no cap" would let us write what it refuses.
+	maxChunks = effectiveMaxChunks(maxChunks)
 	var groups [][][]byte
 	var sizes []int
 	var cur [][]byte
@@ -68,7 +73,7 @@ func SplitInventory(inv Inventory, maxBytes, maxChunks int) ([]Chunk, error) {
 		curSize += add
 	}
 	groups, sizes = append(groups, cur), append(sizes, curSize)
-	if maxChunks > 0 && len(groups) > maxChunks {
+	if len(groups) > maxChunks {
 		return nil, &TooManyChunksError{Chunks: len(groups), Limit: maxChunks}
 	}
 	chunks := make([]Chunk, len(groups))
@@ -76,6 +81,13 @@ func SplitInventory(inv Inventory, maxBytes, maxChunks int) ([]Chunk, error) {
 		chunks[i] = Chunk{index: i, count: len(groups), data: joinArray(g, sizes[i])}
 	}
 	return chunks, nil
+}
+
+func effectiveMaxChunks(n int) int {
+	if n <= 0 {
+		return DefaultMaxChunks
+	}
+	return n
 }
 
 // ChunkName is "<comp-name>-<lineage>-<index>", cut to 253 characters (SPEC §3).

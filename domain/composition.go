@@ -2,6 +2,7 @@ package domain
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -15,15 +16,12 @@ func (r CompositionRef) String() string { return r.Namespace + "/" + r.Name }
 
 // ParseCompositionRef parses "NAMESPACE/NAME".
 func ParseCompositionRef(s string) (CompositionRef, error) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '/' {
-			if i == 0 || i == len(s)-1 {
-				break
-			}
-			return CompositionRef{Namespace: s[:i], Name: s[i+1:]}, nil
-		}
+	ns, name, ok := strings.Cut(s, "/")
+	// Names cannot hold '/', so "a/b/c" is a typo, not the Composition "b/c".
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return CompositionRef{}, fmt.Errorf("composition %q must be NAMESPACE/NAME", s)
 	}
-	return CompositionRef{}, fmt.Errorf("composition %q must be NAMESPACE/NAME", s)
+	return CompositionRef{Namespace: ns, Name: name}, nil
 }
 
 // Composition is the part of an Eno Composition this project reads (SPEC §2).

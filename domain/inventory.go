@@ -28,7 +28,8 @@ type Inventory struct {
 
 // NewInventory sorts, validates and encodes entries. Duplicate identities are an error.
 func NewInventory(entries []Entry) (Inventory, error) {
-	sorted := slices.Clone(entries)
+	// Deep copy: the encoding and digest must not drift if the caller mutates its maps later.
+	sorted := cloneEntries(entries)
 	slices.SortFunc(sorted, func(a, b Entry) int { return compareEntries(&a, &b) })
 	inv := Inventory{entries: sorted, encoded: make([][]byte, len(sorted)), size: 2}
 	for i := range sorted {
@@ -53,8 +54,19 @@ func NewInventory(entries []Entry) (Inventory, error) {
 	return inv, nil
 }
 
-// Entries returns a copy of the entries in canonical order.
-func (inv Inventory) Entries() []Entry { return slices.Clone(inv.entries) }
+// Entries returns a deep copy of the entries in canonical order.
+func (inv Inventory) Entries() []Entry { return cloneEntries(inv.entries) }
+
+func cloneEntries(in []Entry) []Entry {
+	if in == nil {
+		return nil
+	}
+	out := make([]Entry, len(in))
+	for i, e := range in {
+		out[i] = e.clone()
+	}
+	return out
+}
 
 // Len is the number of entries.
 func (inv Inventory) Len() int { return len(inv.entries) }
@@ -99,7 +111,8 @@ func DecodeEntries(data []byte) ([]Entry, error) {
 	if err := dec.Decode(&entries); err != nil {
 		return nil, fmt.Errorf("decoding inventory chunk: %w", err)
 	}
-	if dec.More() {
+	// dec.More() misses a stray ']' or '}', so check that only whitespace follows.
+	if len(bytes.TrimLeft(data[dec.InputOffset():], " \t\r\n")) > 0 {
 		return nil, fmt.Errorf("decoding inventory chunk: trailing data after the array")
 	}
 	if entries == nil {

@@ -122,7 +122,7 @@ func PlanRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	var absent []Tombstone
 	for _, e := range snap.inventory.entries {
 		if !in.Synthesis.Covers(e.ID()) {
-			absent = append(absent, Tombstone{Entry: e})
+			absent = append(absent, Tombstone{Entry: e.clone()})
 		}
 	}
 	if len(absent) == 0 {
@@ -131,7 +131,7 @@ func PlanRecovery(in RecoveryInput) (RecoveryPlan, error) {
 		return RecoveryPlan{Decision: d}, nil
 	}
 	d.Tombstones = len(absent)
-	if float64(len(absent)) > in.MaxTombstoneFraction*float64(snap.inventory.Len()) {
+	if overDeletionGuard(len(absent), snap.inventory.Len(), in.MaxTombstoneFraction) {
 		switch ReviewOf(c) {
 		case ReviewApprove:
 			d.Outcome, d.Reason = OutcomeRecovered, ReasonApproved
@@ -150,6 +150,13 @@ func PlanRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	d.Outcome = OutcomeRecovered
 	d.Message = fmt.Sprintf("%d of %d resources of the previous incarnation are orphaned: %s", len(absent), snap.inventory.Len(), FirstIDs(absent, 5))
 	return RecoveryPlan{Decision: d, Tombstones: absent}, nil
+}
+
+// overDeletionGuard reports whether tombstones/total is strictly greater than fraction.
+// Dividing keeps the boundary exact (57/100 == 0.57, while 0.57*100 < 57 in float64),
+// and a NaN fraction holds everything rather than nothing.
+func overDeletionGuard(tombstones, total int, fraction float64) bool {
+	return !(float64(tombstones)/float64(total) <= fraction)
 }
 
 // FirstIDs lists the identities of the first n tombstones, for events and messages.

@@ -2,7 +2,9 @@ package domain
 
 import (
 	"fmt"
+	"maps"
 	"strings"
+	"unicode/utf8"
 )
 
 // ResourceID is a resource's identity across API versions: (group, kind, namespace, name).
@@ -40,6 +42,12 @@ func (e Entry) ID() ResourceID {
 	return ResourceID{Group: e.Group, Kind: e.Kind, Namespace: e.Namespace, Name: e.Name}
 }
 
+func (e Entry) clone() Entry {
+	e.Labels = maps.Clone(e.Labels)
+	e.Annotations = maps.Clone(e.Annotations)
+	return e
+}
+
 // APIVersion joins group and version the way manifests spell it.
 func (e Entry) APIVersion() string {
 	if e.Group == "" {
@@ -62,7 +70,28 @@ func (e Entry) validate() error {
 			return fmt.Errorf("entry %s carries annotation %q, which inventories do not hold", e.ID(), k)
 		}
 	}
+	// encoding/json writes invalid UTF-8 as \ufffd, which decodes to a different string: such an
+	// entry could be written but its digest would never verify on read.
+	if !e.validUTF8() {
+		return fmt.Errorf("entry %q has a string that is not valid UTF-8", e.ID().String())
+	}
 	return nil
+}
+
+func (e Entry) validUTF8() bool {
+	for _, s := range []string{e.Group, e.Version, e.Kind, e.Namespace, e.Name} {
+		if !utf8.ValidString(s) {
+			return false
+		}
+	}
+	for _, m := range []map[string]string{e.Labels, e.Annotations} {
+		for k, v := range m {
+			if !utf8.ValidString(k) || !utf8.ValidString(v) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // splitAPIVersion splits "group/version" (or "version" for the core group).

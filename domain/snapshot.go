@@ -71,7 +71,7 @@ type StoredChunk struct {
 
 var digestPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
-// ParseStoredChunk applies §5 step 1 to one Secret.
+// ParseStoredChunk applies §5 step 1 to one Secret. maxChunks <= 0 means DefaultMaxChunks.
 func ParseStoredChunk(s ChunkSecret, now time.Time, maxChunks int) (StoredChunk, error) {
 	bad := func(format string, args ...any) (StoredChunk, error) {
 		return StoredChunk{}, &InventoryInvalidError{Reason: ReasonMalformed, Secret: s.Name, Detail: fmt.Sprintf(format, args...)}
@@ -105,7 +105,7 @@ func ParseStoredChunk(s ChunkSecret, now time.Time, maxChunks int) (StoredChunk,
 	if err != nil || count < 1 {
 		return bad("chunk count %q is not a positive integer", truncate(a[AnnotationChunkCount], 32))
 	}
-	if count > maxChunks {
+	if maxChunks = effectiveMaxChunks(maxChunks); count > maxChunks {
 		return bad("chunk count %d is above the cap of %d", count, maxChunks)
 	}
 	index, err := strconv.Atoi(a[AnnotationChunkIndex])
@@ -138,6 +138,7 @@ func ParseStoredChunk(s ChunkSecret, now time.Time, maxChunks int) (StoredChunk,
 }
 
 // ReadSnapshot selects the newest trustworthy snapshot among a lineage's Secrets (SPEC §5).
+// maxChunks <= 0 means DefaultMaxChunks.
 // It returns ErrNoInventory, an *InventoryInvalidError, or the snapshot. There is no
 // fallback to an older snapshot.
 func ReadSnapshot(secrets []ChunkSecret, now time.Time, maxChunks int) (Snapshot, error) {
@@ -187,25 +188,34 @@ func ReadSnapshot(secrets []ChunkSecret, now time.Time, maxChunks int) (Snapshot
 	}
 	chosen := groups[newest]
 	meta := chosen[0].Meta
-	// Step 4: exactly the indexes 0..count-1, each once.
-	byIndex := make([]ChunkSecret, meta.ChunkCount)
-	seen := make([]bool, meta.ChunkCount)
+	// Step 4: exactly the indexes 0..count-1, each once. Sized by the chunks present, not by
+	// the claimed count, so a large count in an annotation cannot force a large allocation.
+	byIndex := make(map[int]ChunkSecret, len(chosen))
 	for _, c := range chosen {
-		if c.Index >= meta.ChunkCount || seen[c.Index] {
+		if _, dup := byIndex[c.Index]; dup || c.Index >= meta.ChunkCount {
 			return Snapshot{}, &InventoryInvalidError{Reason: ReasonMissingChunk, Secret: c.Secret.Name,
 				Detail: fmt.Sprintf("chunk index %d is out of range or repeated for a snapshot of %d chunks", c.Index, meta.ChunkCount)}
 		}
-		seen[c.Index], byIndex[c.Index] = true, c.Secret
+		byIndex[c.Index] = c.Secret
 	}
-	for i, ok := range seen {
-		if !ok {
-			return Snapshot{}, &InventoryInvalidError{Reason: ReasonMissingChunk,
-				Detail: fmt.Sprintf("chunk %d of %d for synthesis %s is missing", i, meta.ChunkCount, meta.SynthesisUUID)}
+	if len(byIndex) != meta.ChunkCount {
+		// Indexes are distinct and below count, so fewer than count means a gap.
+		missing := 0
+		for ; missing < meta.ChunkCount; missing++ {
+			if _, ok := byIndex[missing]; !ok {
+				break
+			}
 		}
+		return Snapshot{}, &InventoryInvalidError{Reason: ReasonMissingChunk,
+			Detail: fmt.Sprintf("chunk %d of %d for synthesis %s is missing", missing, meta.ChunkCount, meta.SynthesisUUID)}
+	}
+	ordered := make([]ChunkSecret, meta.ChunkCount)
+	for i, s := range byIndex {
+		ordered[i] = s
 	}
 	// Step 5: every chunk decodes, and the canonical re-encoding matches the digest.
 	var entries []Entry
-	for _, s := range byIndex {
+	for _, s := range ordered {
 		part, err := DecodeEntries(s.Data[SecretDataKey])
 		if err != nil {
 			return Snapshot{}, &InventoryInvalidError{Reason: ReasonMalformed, Secret: s.Name, Detail: err.Error()}
@@ -220,7 +230,7 @@ func ReadSnapshot(secrets []ChunkSecret, now time.Time, maxChunks int) (Snapshot
 		return Snapshot{}, &InventoryInvalidError{Reason: ReasonDigestMismatch,
 			Detail: fmt.Sprintf("entries hash to %s, the chunks claim %s", inv.Digest(), meta.Digest)}
 	}
-	return Snapshot{meta: meta, chunks: byIndex, inventory: inv}, nil
+	return Snapshot{meta: meta, chunks: ordered, inventory: inv}, nil
 }
 
 // SnapshotMatches reports whether snap is the complete snapshot for this composition incarnation

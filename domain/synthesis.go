@@ -106,6 +106,16 @@ func ReadSynthesis(c Composition, slices []ResourceSlice) (SynthesisContents, er
 	if c.Synthesis == nil || c.Synthesis.UUID == "" {
 		return SynthesisContents{}, fmt.Errorf("composition %s has no current synthesis", c.Ref())
 	}
+	// A named slice that was not passed in would make its resources look orphaned.
+	given := make(map[string]struct{}, len(slices))
+	for _, s := range slices {
+		given[s.Name] = struct{}{}
+	}
+	for _, name := range c.Synthesis.Slices {
+		if _, ok := given[name]; !ok {
+			return SynthesisContents{}, &SliceError{Slice: name, Problem: SliceMissing, Detail: "named by status.currentSynthesis.resourceSlices but not read"}
+		}
+	}
 	contents := SynthesisContents{patched: map[ResourceID]struct{}{}, tombstoned: map[ResourceID]struct{}{}}
 	var entries []Entry
 	for _, s := range slices {

@@ -1,0 +1,331 @@
+package domain_test
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/Azure/eno-tombstone-recovery/domain"
+)
+
+// snapshotOf reads back a snapshot of entries recorded by incarnation uid.
+func snapshotOf(t testing.TB, entries []domain.Entry, uid string) domain.Snapshot {
+	t.Helper()
+	inv := mustInventory(t, entries)
+	snap, err := domain.ReadSnapshot(secretsFor(t, inv, meta(inv, uid, oldSynUUID, synTime.Add(-time.Hour)), 400), now, domain.DefaultMaxChunks)
+	require.NoError(t, err)
+	return snap
+}
+
+func plan(t testing.TB, c domain.Composition, snap domain.Snapshot, contents domain.SynthesisContents, fraction float64) domain.RecoveryPlan {
+	t.Helper()
+	p, err := domain.PlanRecovery(domain.RecoveryInput{Composition: c, Snapshot: snap, Synthesis: contents,
+		MaxTombstoneFraction: fraction, Now: now})
+	require.NoError(t, err)
+	return p
+}
+
+func tombstoneIDs(ts []domain.Tombstone) []domain.ResourceID {
+	var out []domain.ResourceID
+	for _, t := range ts {
+		out = append(out, t.Entry.ID())
+	}
+	return out
+}
+
+// producing reads a synthesis producing the first k of entriesN(n).
+func producing(t testing.TB, k int) domain.SynthesisContents {
+	var ms []string
+	for _, e := range entriesN(k) {
+		ms = append(ms, manifest(e.APIVersion(), e.Kind, e.Namespace, e.Name))
+	}
+	return readSynthesis(t, ms...)
+}
+
+func TestPlanRecoveryNoInventory(t *testing.T) {
+	for _, err := range []error{domain.ErrNoInventory, fmt.Errorf("listing: %w", domain.ErrNoInventory)} {
+		p, perr := domain.PlanRecovery(domain.RecoveryInput{Composition: composition(), SnapshotErr: err, Now: now,
+			MaxTombstoneFraction: 1})
+		require.NoError(t, perr)
+		assert.Equal(t, domain.OutcomeNoInventory, p.Decision.Outcome)
+		assert.Empty(t, p.Decision.Reason)
+		assert.Empty(t, p.Tombstones)
+		assert.Zero(t, p.Decision.Tombstones)
+		assert.Equal(t, synUUID, p.Decision.SynthesisUUID)
+		assert.Nil(t, p.Decision.SourceSynthesisTimestamp)
+	}
+}
+
+func TestPlanRecoveryInventoryInvalid(t *testing.T) {
+	for _, r := range []domain.InvalidReason{domain.ReasonMalformed, domain.ReasonMixedMetadata,
+		domain.ReasonAmbiguousTimestamp, domain.ReasonMissingChunk, domain.ReasonDigestMismatch} {
+		t.Run(r.String(), func(t *testing.T) {
+			err := fmt.Errorf("reading: %w", &domain.InventoryInvalidError{Reason: r, Detail: "x"})
+			// Even with the guard disabled and nothing produced, untrusted history yields nothing.
+			p, perr := domain.PlanRecovery(domain.RecoveryInput{Composition: composition(), SnapshotErr: err,
+				Synthesis: producing(t, 0), MaxTombstoneFraction: 1, Now: now})
+			require.NoError(t, perr)
+			assert.Equal(t, domain.OutcomeInventoryInvalid, p.Decision.Outcome)
+			assert.Equal(t, r.String(), p.Decision.Reason)
+			assert.Empty(t, p.Tombstones)
+			assert.Empty(t, p.Held)
+			assert.Zero(t, p.Decision.Tombstones)
+		})
+	}
+	t.Run("from ReadSnapshot", func(t *testing.T) {
+		secrets := goldenSecrets(t)
+		_, err := domain.ReadSnapshot(secrets[:1], now, domain.DefaultMaxChunks)
+		p, perr := domain.PlanRecovery(domain.RecoveryInput{Composition: composition(), SnapshotErr: err, Now: now})
+		require.NoError(t, perr)
+		assert.Equal(t, domain.OutcomeInventoryInvalid, p.Decision.Outcome)
+		assert.Equal(t, "MissingChunk", p.Decision.Reason)
+	})
+}
+
+func TestPlanRecoveryOtherErrors(t *testing.T) {
+	boom := errors.New("apiserver unavailable")
+	_, err := domain.PlanRecovery(domain.RecoveryInput{Composition: composition(), SnapshotErr: boom, Now: now})
+	assert.ErrorIs(t, err, boom)
+
+	c := composition()
+	c.Synthesis = nil
+	_, err = domain.PlanRecovery(domain.RecoveryInput{Composition: c, SnapshotErr: domain.ErrNoInventory, Now: now})
+	assert.Error(t, err)
+}
+
+func TestPlanRecoverySameIncarnation(t *testing.T) {
+	snap := snapshotOf(t, goldenEntries(), compUID)
+	p := plan(t, composition(), snap, producing(t, 0), 1)
+	assert.Equal(t, domain.OutcomeNothingToRecover, p.Decision.Outcome)
+	assert.Equal(t, domain.ReasonSameIncarnation, p.Decision.Reason)
+	assert.Empty(t, p.Tombstones)
+	assert.Zero(t, p.Decision.Tombstones)
+	assert.Equal(t, oldSynUUID, p.Decision.SourceSynthesisUUID)
+}
+
+func TestPlanRecoveryNoOrphans(t *testing.T) {
+	snap := snapshotOf(t, goldenEntries(), oldCompUID)
+	p := plan(t, composition(), snap, readSynthesis(t, goldenManifests()...), 0)
+	assert.Equal(t, domain.OutcomeNothingToRecover, p.Decision.Outcome)
+	assert.Equal(t, domain.ReasonNoOrphans, p.Decision.Reason)
+	assert.Empty(t, p.Tombstones)
+
+	empty := snapshotOf(t, nil, oldCompUID)
+	p = plan(t, composition(), empty, producing(t, 0), 0)
+	assert.Equal(t, domain.OutcomeNothingToRecover, p.Decision.Outcome)
+	assert.Equal(t, domain.ReasonNoOrphans, p.Decision.Reason)
+}
+
+func TestPlanRecoveryRecovered(t *testing.T) {
+	entries := []domain.Entry{
+		{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "kept"},
+		{Group: "apps", Version: "v1beta1", Kind: "Deployment", Namespace: "ns", Name: "now-v1"},
+		{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "kube-system", Name: "patched"},
+		{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "Role", Namespace: "ns", Name: "already-tombstoned"},
+		{Version: "v1", Kind: "Secret", Namespace: "ns", Name: "orphan", Labels: map[string]string{"app": "web"},
+			Annotations: map[string]string{domain.AnnotationDeletionGroup: "2"}},
+		{Version: "v1", Kind: "Service", Namespace: "ns", Name: "orphan"},
+		{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole", Name: "orphan"},
+	}
+	snap := snapshotOf(t, entries, oldCompUID)
+	c := composition()
+	contents, err := domain.ReadSynthesis(c, []domain.ResourceSlice{slice(goldenSlice,
+		domain.SliceResource{Manifest: manifest("v1", "ConfigMap", "ns", "kept")},
+		domain.SliceResource{Manifest: manifest("apps/v1", "Deployment", "ns", "now-v1")},
+		domain.SliceResource{Manifest: patchManifest("apps/v1", "Deployment", "kube-system", "patched")},
+		domain.SliceResource{Manifest: manifest("rbac.authorization.k8s.io/v1", "Role", "ns", "already-tombstoned"), Deleted: true},
+	)})
+	require.NoError(t, err)
+
+	at := time.Date(2025, 6, 1, 14, 30, 15, 987654321, time.FixedZone("CEST", 2*3600))
+	p, err := domain.PlanRecovery(domain.RecoveryInput{Composition: c, Snapshot: snap, Synthesis: contents,
+		MaxTombstoneFraction: domain.DefaultMaxTombstoneFraction, Now: at})
+	require.NoError(t, err)
+	assert.Equal(t, domain.OutcomeRecovered, p.Decision.Outcome)
+	assert.Empty(t, p.Decision.Reason)
+	// Canonical order: the core group sorts first.
+	assert.Equal(t, []domain.ResourceID{
+		{Kind: "Secret", Namespace: "ns", Name: "orphan"},
+		{Kind: "Service", Namespace: "ns", Name: "orphan"},
+		{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "orphan"},
+	}, tombstoneIDs(p.Tombstones))
+	assert.Empty(t, p.Held)
+	assert.Equal(t, 3, p.Decision.Tombstones)
+	assert.Equal(t, synUUID, p.Decision.SynthesisUUID)
+	assert.Equal(t, oldSynUUID, p.Decision.SourceSynthesisUUID)
+	require.NotNil(t, p.Decision.SourceSynthesisTimestamp)
+	assert.Equal(t, synTime.Add(-time.Hour), *p.Decision.SourceSynthesisTimestamp)
+	assert.Equal(t, time.Date(2025, 6, 1, 12, 30, 15, 0, time.UTC), p.Decision.DecidedAt)
+	assert.Equal(t, time.UTC, p.Decision.DecidedAt.Location())
+	// The tombstone carries the recorded deletion metadata.
+	assert.Equal(t, entries[4], p.Tombstones[0].Entry)
+	assert.Contains(t, p.Decision.Message, "Secret/ns/orphan")
+}
+
+func TestPlanRecoveryDeletionGuard(t *testing.T) {
+	tests := []struct {
+		name     string
+		total    int
+		produced int
+		fraction float64
+		want     domain.Outcome
+	}{
+		{"under the fraction", 4, 3, 0.5, domain.OutcomeRecovered},
+		{"exactly at the fraction", 4, 2, 0.5, domain.OutcomeRecovered},
+		{"one over the fraction", 4, 1, 0.5, domain.OutcomeHeldForReview},
+		{"everything absent", 4, 0, 0.5, domain.OutcomeHeldForReview},
+		{"1.0 disables the guard", 4, 0, 1.0, domain.OutcomeRecovered},
+		{"single entry, 1.0", 1, 0, 1.0, domain.OutcomeRecovered},
+		{"single entry, default", 1, 0, 0.5, domain.OutcomeHeldForReview},
+		{"zero holds every deletion", 4, 3, 0, domain.OutcomeHeldForReview},
+		{"exactly at 0.57 of 100", 100, 43, 0.57, domain.OutcomeRecovered},
+		{"over 0.57 of 100", 100, 42, 0.57, domain.OutcomeHeldForReview},
+		{"exactly at 0.7 of 90", 90, 27, 0.7, domain.OutcomeRecovered},
+		{"exactly at 0.35 of 180", 180, 117, 0.35, domain.OutcomeRecovered},
+		{"exactly at 0.1 of 30", 30, 27, 0.1, domain.OutcomeRecovered},
+		{"NaN holds rather than passes", 4, 3, math.NaN(), domain.OutcomeHeldForReview},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			snap := snapshotOf(t, entriesN(tt.total), oldCompUID)
+			p := plan(t, composition(), snap, producing(t, tt.produced), tt.fraction)
+			absent := tt.total - tt.produced
+			assert.Equal(t, tt.want, p.Decision.Outcome)
+			assert.Equal(t, absent, p.Decision.Tombstones, "the decision counts tombstones either way")
+			if tt.want == domain.OutcomeHeldForReview {
+				assert.Equal(t, domain.ReasonOverDeletionGuard, p.Decision.Reason)
+				assert.Empty(t, p.Tombstones, "nothing is published while held")
+				assert.Len(t, p.Held, absent)
+				assert.Contains(t, p.Decision.Message, domain.AnnotationReview)
+				assert.Contains(t, p.Decision.Message, "approve:"+synUUID)
+				return
+			}
+			assert.Empty(t, p.Decision.Reason)
+			assert.Len(t, p.Tombstones, absent)
+			assert.Empty(t, p.Held)
+		})
+	}
+}
+
+func TestPlanRecoveryReview(t *testing.T) {
+	tests := []struct {
+		name    string
+		review  string
+		outcome domain.Outcome
+		reason  string
+		count   int
+	}{
+		{"no review", "", domain.OutcomeHeldForReview, domain.ReasonOverDeletionGuard, 3},
+		{"approved", "approve:" + synUUID, domain.OutcomeRecovered, domain.ReasonApproved, 3},
+		{"rejected", "reject:" + synUUID, domain.OutcomeNothingToRecover, domain.ReasonRejected, 0},
+		{"approval of another synthesis ignored", "approve:" + oldSynUUID, domain.OutcomeHeldForReview, domain.ReasonOverDeletionGuard, 3},
+		{"rejection of another synthesis ignored", "reject:" + oldSynUUID, domain.OutcomeHeldForReview, domain.ReasonOverDeletionGuard, 3},
+		{"bare approve ignored", "approve", domain.OutcomeHeldForReview, domain.ReasonOverDeletionGuard, 3},
+		{"uuid alone ignored", synUUID, domain.OutcomeHeldForReview, domain.ReasonOverDeletionGuard, 3},
+		{"padded value ignored", " approve:" + synUUID, domain.OutcomeHeldForReview, domain.ReasonOverDeletionGuard, 3},
+		{"prefix of the uuid ignored", "approve:" + synUUID[:8], domain.OutcomeHeldForReview, domain.ReasonOverDeletionGuard, 3},
+	}
+	snap := snapshotOf(t, entriesN(4), oldCompUID)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := composition()
+			if tt.review != "" {
+				c.Annotations[domain.AnnotationReview] = tt.review
+			}
+			p := plan(t, c, snap, producing(t, 1), 0.5)
+			assert.Equal(t, tt.outcome, p.Decision.Outcome)
+			assert.Equal(t, tt.reason, p.Decision.Reason)
+			assert.Equal(t, tt.count, p.Decision.Tombstones)
+			switch tt.outcome {
+			case domain.OutcomeRecovered:
+				assert.Len(t, p.Tombstones, 3)
+				assert.Empty(t, p.Held)
+			case domain.OutcomeHeldForReview:
+				assert.Empty(t, p.Tombstones)
+				assert.Len(t, p.Held, 3)
+			default:
+				assert.Empty(t, p.Tombstones)
+				assert.Empty(t, p.Held)
+			}
+		})
+	}
+	t.Run("review does not matter under the guard", func(t *testing.T) {
+		c := composition()
+		c.Annotations[domain.AnnotationReview] = "reject:" + synUUID
+		p := plan(t, c, snap, producing(t, 3), 0.5)
+		assert.Equal(t, domain.OutcomeRecovered, p.Decision.Outcome)
+		assert.Empty(t, p.Decision.Reason)
+		assert.Len(t, p.Tombstones, 1)
+	})
+}
+
+func TestReviewOf(t *testing.T) {
+	tests := []struct {
+		value string
+		uuid  string
+		want  domain.Review
+	}{
+		{"approve:" + synUUID, synUUID, domain.ReviewApprove},
+		{"reject:" + synUUID, synUUID, domain.ReviewReject},
+		{"approve:" + oldSynUUID, synUUID, domain.ReviewNone},
+		{"", synUUID, domain.ReviewNone},
+		{"approve:", "", domain.ReviewNone},
+		{"APPROVE:" + synUUID, synUUID, domain.ReviewNone},
+	}
+	for _, tt := range tests {
+		c := composition()
+		c.Synthesis.UUID = tt.uuid
+		c.Annotations[domain.AnnotationReview] = tt.value
+		assert.Equal(t, tt.want, domain.ReviewOf(c), "%q for %q", tt.value, tt.uuid)
+	}
+	c := composition()
+	c.Synthesis = nil
+	c.Annotations[domain.AnnotationReview] = "approve:"
+	assert.Equal(t, domain.ReviewNone, domain.ReviewOf(c))
+}
+
+func TestTombstoneManifest(t *testing.T) {
+	tests := []struct {
+		entry domain.Entry
+		want  string
+	}{
+		{goldenEntries()[2], `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"web-settings","namespace":"team-a",` +
+			`"labels":{"app":"web","tier":"frontend"},"annotations":{"eno.azure.io/deletion-group":"2","eno.azure.io/readiness-group":"1"}}}`},
+		{goldenEntries()[1], `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","namespace":"team-a",` +
+			`"labels":{"app":"web"},"annotations":{"eno.azure.io/deletion-group":"-1"}}}`},
+		{goldenEntries()[0], `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"web-reader"}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.entry.Kind, func(t *testing.T) {
+			m := domain.Tombstone{Entry: tt.entry}.Manifest()
+			assert.Equal(t, tt.want, m)
+			// Eno reading the tombstone back sees the same identity, already tombstoned.
+			got, err := domain.ReadSynthesis(composition(), []domain.ResourceSlice{
+				slice(goldenSlice, domain.SliceResource{Manifest: m, Deleted: true})})
+			require.NoError(t, err)
+			assert.True(t, got.Covers(tt.entry.ID()))
+			assert.Equal(t, 0, got.Inventory().Len())
+		})
+	}
+}
+
+func TestTombstonesDoNotAliasTheSnapshot(t *testing.T) {
+	snap := snapshotOf(t, goldenEntries(), oldCompUID)
+	p := plan(t, composition(), snap, producing(t, 0), 1)
+	require.Len(t, p.Tombstones, 3)
+	p.Tombstones[0].Entry.Labels["app"] = "changed"
+	assert.Equal(t, "web", snap.Inventory().Entries()[0].Labels["app"])
+}
+
+func TestFirstIDs(t *testing.T) {
+	ts := []domain.Tombstone{{Entry: goldenEntries()[2]}, {Entry: goldenEntries()[1]}, {Entry: goldenEntries()[0]}}
+	assert.Equal(t, "", domain.FirstIDs(nil, 5))
+	assert.Equal(t, "ConfigMap/team-a/web-settings, Deployment.apps/team-a/web, ClusterRole.rbac.authorization.k8s.io/web-reader", domain.FirstIDs(ts, 5))
+	assert.Equal(t, "ConfigMap/team-a/web-settings, Deployment.apps/team-a/web, ClusterRole.rbac.authorization.k8s.io/web-reader", domain.FirstIDs(ts, 3))
+	assert.Equal(t, "ConfigMap/team-a/web-settings, and 2 more", domain.FirstIDs(ts, 1))
+}

@@ -1,0 +1,189 @@
+package domain_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/Azure/eno-tombstone-recovery/domain"
+)
+
+func TestReadSynthesisGoldenAcrossSlicesWithPatchesAndTombstones(t *testing.T) {
+	m := goldenManifests()
+	c := composition()
+	c.Synthesis.Slices = []string{"s1", "s2"}
+	got, err := domain.ReadSynthesis(c, []domain.ResourceSlice{
+		slice("s1",
+			domain.SliceResource{Manifest: m[2]},
+			domain.SliceResource{Manifest: patchManifest("v1", "Service", "team-a", "kube-dns")},
+			domain.SliceResource{Manifest: manifest("v1", "Secret", "team-a", "old"), Deleted: true}),
+		slice("s2",
+			domain.SliceResource{Manifest: m[0]},
+			domain.SliceResource{Manifest: patchManifest("apps/v1", "Deployment", "kube-system", "coredns")},
+			domain.SliceResource{Manifest: m[1]}),
+	})
+	require.NoError(t, err)
+	inv := got.Inventory()
+	assert.Equal(t, goldenCanonical, string(inv.Canonical()), "patches and tombstones are not recorded")
+	assert.Equal(t, goldenDigest, inv.Digest())
+	assert.Equal(t, 3, inv.Len())
+}
+
+func TestReadSynthesisCovers(t *testing.T) {
+	got := readSynthesis(t,
+		manifest("v1", "ConfigMap", "ns", "produced"),
+		patchManifest("apps/v1", "Deployment", "kube-system", "coredns"),
+		patchManifest("v1", "Service", "", "cluster-svc"),
+	)
+	// Tombstones come in their own resources.
+	c := composition()
+	withTombstones, err := domain.ReadSynthesis(c, []domain.ResourceSlice{slice(goldenSlice,
+		domain.SliceResource{Manifest: manifest("v1", "ConfigMap", "ns", "produced")},
+		domain.SliceResource{Manifest: manifest("rbac.authorization.k8s.io/v1", "Role", "ns", "gone"), Deleted: true},
+		domain.SliceResource{Manifest: patchManifest("v1", "Secret", "ns", "unpatched"), Deleted: true},
+	)})
+	require.NoError(t, err)
+	tests := []struct {
+		name     string
+		contents domain.SynthesisContents
+		id       domain.ResourceID
+		want     bool
+	}{
+		{"produced", got, domain.ResourceID{Kind: "ConfigMap", Namespace: "ns", Name: "produced"}, true},
+		{"patch target uses the patch's group and kind", got, domain.ResourceID{Group: "apps", Kind: "Deployment", Namespace: "kube-system", Name: "coredns"}, true},
+		{"cluster-scoped patch target", got, domain.ResourceID{Kind: "Service", Name: "cluster-svc"}, true},
+		{"the Patch object itself is not a resource", got, domain.ResourceID{Group: "eno.azure.io", Kind: "Patch", Namespace: "kube-system", Name: "coredns"}, false},
+		{"other namespace", got, domain.ResourceID{Kind: "ConfigMap", Namespace: "other", Name: "produced"}, false},
+		{"other group", got, domain.ResourceID{Group: "apps", Kind: "ConfigMap", Namespace: "ns", Name: "produced"}, false},
+		{"unknown", got, domain.ResourceID{Kind: "Secret", Namespace: "ns", Name: "x"}, false},
+		{"existing tombstone", withTombstones, domain.ResourceID{Group: "rbac.authorization.k8s.io", Kind: "Role", Namespace: "ns", Name: "gone"}, true},
+		{"tombstoned Patch patches nothing", withTombstones, domain.ResourceID{Kind: "Secret", Namespace: "ns", Name: "unpatched"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, tt.contents.Covers(tt.id))
+		})
+	}
+	assert.Equal(t, 1, got.Inventory().Len(), "only the produced resource is recorded")
+	assert.Equal(t, 1, withTombstones.Inventory().Len(), "tombstones are not recorded")
+}
+
+func TestReadSynthesisEntryContents(t *testing.T) {
+	got := readSynthesis(t,
+		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"ns","labels":{},`+
+			`"annotations":{"eno.azure.io/readiness-group":"","eno.azure.io/deletion-group":"4","other":"x"}}}`,
+		`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"b","namespace":"ns","annotations":{"x":"y"}}}`,
+	)
+	entries := got.Inventory().Entries()
+	require.Len(t, entries, 2)
+	assert.Equal(t, domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "a",
+		Annotations: map[string]string{domain.AnnotationDeletionGroup: "4"}}, entries[0])
+	assert.Equal(t, domain.Entry{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "ns", Name: "b"}, entries[1])
+}
+
+func TestReadSynthesisErrors(t *testing.T) {
+	good := domain.SliceResource{Manifest: manifest("v1", "ConfigMap", "ns", "a")}
+	bad := func(m string) domain.SliceResource { return domain.SliceResource{Manifest: m} }
+	tests := []struct {
+		name    string
+		slices  []domain.ResourceSlice
+		slice   string
+		problem domain.SliceProblem
+	}{
+		{"terminating", []domain.ResourceSlice{{Name: goldenSlice, SynthesisUUID: synUUID, Deleting: true, Resources: []domain.SliceResource{good}}},
+			goldenSlice, domain.SliceTerminating},
+		{"wrong synthesis UUID", []domain.ResourceSlice{{Name: goldenSlice, SynthesisUUID: oldSynUUID, Resources: []domain.SliceResource{good}}},
+			goldenSlice, domain.SliceWrongSynthesis},
+		{"empty synthesis UUID", []domain.ResourceSlice{{Name: goldenSlice, Resources: []domain.SliceResource{good}}},
+			goldenSlice, domain.SliceWrongSynthesis},
+		{"named slice not given", nil, goldenSlice, domain.SliceMissing},
+		{"named slice replaced by another", []domain.ResourceSlice{slice("other", good)}, goldenSlice, domain.SliceMissing},
+		{"not JSON", []domain.ResourceSlice{slice(goldenSlice, good, bad("apiVersion: v1\nkind: ConfigMap"))}, goldenSlice, domain.SliceMalformed},
+		{"empty manifest", []domain.ResourceSlice{slice(goldenSlice, bad(""))}, goldenSlice, domain.SliceMalformed},
+		{"JSON array", []domain.ResourceSlice{slice(goldenSlice, bad("[]"))}, goldenSlice, domain.SliceMalformed},
+		{"JSON null", []domain.ResourceSlice{slice(goldenSlice, bad("null"))}, goldenSlice, domain.SliceMalformed},
+		{"truncated", []domain.ResourceSlice{slice(goldenSlice, bad(goldenManifests()[0][:40]))}, goldenSlice, domain.SliceMalformed},
+		{"missing apiVersion", []domain.ResourceSlice{slice(goldenSlice, bad(`{"kind":"ConfigMap","metadata":{"name":"a"}}`))}, goldenSlice, domain.SliceMalformed},
+		{"missing kind", []domain.ResourceSlice{slice(goldenSlice, bad(`{"apiVersion":"v1","metadata":{"name":"a"}}`))}, goldenSlice, domain.SliceMalformed},
+		{"missing name", []domain.ResourceSlice{slice(goldenSlice, bad(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"a"}}`))}, goldenSlice, domain.SliceMalformed},
+		{"missing metadata", []domain.ResourceSlice{slice(goldenSlice, bad(`{"apiVersion":"v1","kind":"ConfigMap"}`))}, goldenSlice, domain.SliceMalformed},
+		{"apiVersion without version", []domain.ResourceSlice{slice(goldenSlice, bad(manifest("apps/", "Deployment", "ns", "a")))}, goldenSlice, domain.SliceMalformed},
+		{"wrong type for name", []domain.ResourceSlice{slice(goldenSlice, bad(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":3}}`))}, goldenSlice, domain.SliceMalformed},
+		{"tombstone without name", []domain.ResourceSlice{slice(goldenSlice, domain.SliceResource{Manifest: `{"apiVersion":"v1","kind":"ConfigMap"}`, Deleted: true})}, goldenSlice, domain.SliceMalformed},
+		{"Patch without target", []domain.ResourceSlice{slice(goldenSlice, bad(`{"apiVersion":"eno.azure.io/v1","kind":"Patch","metadata":{"name":"a"}}`))}, goldenSlice, domain.SliceMalformed},
+		{"Patch target without kind", []domain.ResourceSlice{slice(goldenSlice, bad(`{"apiVersion":"eno.azure.io/v1","kind":"Patch","metadata":{"name":"a"},"patch":{"apiVersion":"v1"}}`))}, goldenSlice, domain.SliceMalformed},
+		{"bad resource in the second slice", []domain.ResourceSlice{slice(goldenSlice, good), slice("s2", bad("{"))}, "s2", domain.SliceMalformed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := composition()
+			if len(tt.slices) > 1 {
+				c.Synthesis.Slices = []string{tt.slices[0].Name, tt.slices[1].Name}
+			}
+			_, err := domain.ReadSynthesis(c, tt.slices)
+			var se *domain.SliceError
+			require.ErrorAs(t, err, &se)
+			assert.Equal(t, tt.problem, se.Problem, "%v", err)
+			assert.Equal(t, tt.slice, se.Slice)
+			assert.True(t, domain.IsSliceError(err))
+			assert.Contains(t, err.Error(), tt.problem.String())
+		})
+	}
+}
+
+func TestReadSynthesisDuplicateIdentity(t *testing.T) {
+	tests := map[string][][]string{
+		"same slice":             {{manifest("v1", "ConfigMap", "ns", "a"), manifest("v1", "ConfigMap", "ns", "a")}},
+		"across slices":          {{manifest("v1", "ConfigMap", "ns", "a")}, {manifest("v1", "ConfigMap", "ns", "a")}},
+		"two versions of one id": {{manifest("apps/v1", "Deployment", "ns", "a"), manifest("apps/v1beta1", "Deployment", "ns", "a")}},
+	}
+	for name, bySlice := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := composition()
+			c.Synthesis.Slices = nil
+			var slices []domain.ResourceSlice
+			for i, ms := range bySlice {
+				s := slice(string(rune('a'+i)), resources(ms...)...)
+				slices = append(slices, s)
+				c.Synthesis.Slices = append(c.Synthesis.Slices, s.Name)
+			}
+			_, err := domain.ReadSynthesis(c, slices)
+			var se *domain.SliceError
+			require.ErrorAs(t, err, &se)
+			assert.Equal(t, domain.SliceMalformed, se.Problem)
+			var dup *domain.DuplicateEntryError
+			require.ErrorAs(t, err, &dup)
+			assert.Equal(t, "a", dup.ID.Name)
+		})
+	}
+}
+
+func TestReadSynthesisNoSynthesis(t *testing.T) {
+	c := composition()
+	c.Synthesis = nil
+	_, err := domain.ReadSynthesis(c, nil)
+	assert.Error(t, err)
+	c = composition()
+	c.Synthesis.UUID = ""
+	_, err = domain.ReadSynthesis(c, []domain.ResourceSlice{{Name: goldenSlice}})
+	assert.Error(t, err)
+}
+
+func TestReadSynthesisEmpty(t *testing.T) {
+	c := composition()
+	c.Synthesis.Slices = nil
+	got, err := domain.ReadSynthesis(c, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "[]", string(got.Inventory().Canonical()))
+	assert.False(t, got.Covers(cmID))
+}
+
+func TestSliceErrorUnwrap(t *testing.T) {
+	inner := errors.New("boom")
+	err := &domain.SliceError{Slice: "s", Problem: domain.SliceUnreadable, Detail: "d", Err: inner}
+	assert.ErrorIs(t, err, inner)
+	assert.Equal(t, "resource slice s is Unreadable: d: boom", err.Error())
+	assert.False(t, domain.IsSliceError(inner))
+}
