@@ -7,10 +7,20 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
+
+	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// testEnv is the real etcd and kube-apiserver the package's tests share (inspect runs against it).
+var testEnv *kubetest.Env
+
+// TestMain starts the API server; TestMainWithEnv stops it and then runs goleak over the package.
+func TestMain(m *testing.M) {
+	kubetest.TestMainWithEnv(m, kubetest.Options{Users: []kubetest.User{{Name: inspectReader}}}, func(e *kubetest.Env) int {
+		testEnv = e
+		return m.Run()
+	})
+}
 
 func TestDemoTellsTheWholeStory(t *testing.T) {
 	var out bytes.Buffer

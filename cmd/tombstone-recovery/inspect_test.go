@@ -1,0 +1,699 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
+	"github.com/Azure/eno-tombstone-recovery/domain"
+)
+
+// inspectReader is a token user bound to nothing but get/list/watch on what inspect reads.
+const inspectReader = "inspect-reader"
+
+// lineageSeq makes lineages unique across tests and -count runs sharing one API server, so no
+// test ever sees another's Secrets in kube-system.
+var lineageSeq atomic.Int64
+
+func uniqueLineage(prefix string) string {
+	return prefix + "-" + strconv.FormatInt(lineageSeq.Add(1), 10)
+}
+
+func testCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+type testClients struct {
+	kube kubernetes.Interface
+	dyn  dynamic.Interface
+}
+
+func adminClients(t *testing.T) testClients {
+	t.Helper()
+	kube, err := kubernetes.NewForConfig(testEnv.AdminConfig())
+	require.NoError(t, err)
+	dyn, err := dynamic.NewForConfig(testEnv.AdminConfig())
+	require.NoError(t, err)
+	return testClients{kube: kube, dyn: dyn}
+}
+
+func kubeconfigOf(t *testing.T, user string) string {
+	t.Helper()
+	path, err := testEnv.Kubeconfig(user)
+	require.NoError(t, err)
+	return path
+}
+
+// inspectOK runs `inspect args...` and returns what it printed.
+func inspectOK(t *testing.T, args ...string) string {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := dispatch(testCtx(t), append([]string{"inspect"}, args...), &out, &errOut)
+	require.NoError(t, err, "stderr: %s", errOut.String())
+	return out.String()
+}
+
+func inspectJSON(t *testing.T, args ...string) inspectReport {
+	t.Helper()
+	raw := inspectOK(t, append(args, "-o", "json")...)
+	var r inspectReport
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&r), raw)
+	return r
+}
+
+// hasLine asserts that some line matches pattern, with runs of spaces written as `\s+`.
+func hasLine(t *testing.T, out, pattern string) {
+	t.Helper()
+	assert.Regexp(t, regexp.MustCompile(`(?m)`+pattern), out)
+}
+
+// webEntries is the inventory of SPEC §3.1: 460 bytes, digest sha256:ad60f5..., two chunks at 300 bytes.
+func webEntries() []domain.Entry {
+	return []domain.Entry{
+		{Version: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "web-settings",
+			Labels:      map[string]string{"app": "web", "tier": "frontend"},
+			Annotations: map[string]string{domain.AnnotationReadinessGroup: "1", domain.AnnotationDeletionGroup: "2"}},
+		{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "team-a", Name: "web",
+			Labels: map[string]string{"app": "web"}, Annotations: map[string]string{domain.AnnotationDeletionGroup: "-1"}},
+		{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole", Name: "web-reader"},
+	}
+}
+
+const webDigest = "sha256:ad60f577b0e7993930226e46802f03234a8602561918249f1b47b759e672373b"
+
+// orphans are in the recorded snapshot of the recreated fixture but no longer synthesized.
+func orphans() []domain.Entry {
+	return []domain.Entry{
+		{Version: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "web-feature-flags", Labels: map[string]string{"app": "web"}},
+		{Group: "batch", Version: "v1", Kind: "CronJob", Namespace: "team-a", Name: "web-cleanup"},
+	}
+}
+
+// storeSnapshot writes the chunks of a snapshot of entries as Secrets in kube-system (only the
+// given indexes when any are given), creating or overwriting them, and returns the chunk count.
+func storeSnapshot(t *testing.T, c testClients, meta domain.SnapshotMeta, entries []domain.Entry, maxBytes int, only ...int) int {
+	t.Helper()
+	inv, err := domain.NewInventory(entries)
+	require.NoError(t, err)
+	chunks, err := domain.SplitInventory(inv, maxBytes, 0)
+	require.NoError(t, err)
+	meta.Digest, meta.ChunkCount = inv.Digest(), len(chunks)
+	for _, ch := range chunks {
+		if len(only) > 0 && !containsInt(only, ch.Index()) {
+			continue
+		}
+		cs := domain.DesiredChunkSecret(domain.DefaultInventoryNamespace, meta, ch)
+		putSecret(t, c, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: cs.Namespace, Name: cs.Name, Labels: cs.Labels, Annotations: cs.Annotations},
+			Type:       corev1.SecretType(cs.Type),
+			Data:       cs.Data,
+		})
+	}
+	return len(chunks)
+}
+
+func containsInt(xs []int, x int) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+func putSecret(t *testing.T, c testClients, s *corev1.Secret) {
+	t.Helper()
+	ctx := testCtx(t)
+	secrets := c.kube.CoreV1().Secrets(s.Namespace)
+	_, err := secrets.Create(ctx, s, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		live, getErr := secrets.Get(ctx, s.Name, metav1.GetOptions{})
+		require.NoError(t, getErr)
+		s.ResourceVersion = live.ResourceVersion
+		_, err = secrets.Update(ctx, s, metav1.UpdateOptions{})
+	}
+	require.NoError(t, err)
+}
+
+func newNamespace(t *testing.T, c testClients) string {
+	t.Helper()
+	ns, err := c.kube.CoreV1().Namespaces().Create(testCtx(t),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "inspect-"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return ns.Name
+}
+
+func manifestOf(t *testing.T, e domain.Entry) string {
+	t.Helper()
+	meta := map[string]any{"name": e.Name}
+	if e.Namespace != "" {
+		meta["namespace"] = e.Namespace
+	}
+	if len(e.Labels) > 0 {
+		meta["labels"] = e.Labels
+	}
+	if len(e.Annotations) > 0 {
+		meta["annotations"] = e.Annotations
+	}
+	b, err := json.Marshal(map[string]any{"apiVersion": e.APIVersion(), "kind": e.Kind, "metadata": meta})
+	require.NoError(t, err)
+	return string(b)
+}
+
+// recreated is a Composition <ns>/web whose earlier incarnation (another UID) recorded a snapshot.
+type recreated struct {
+	ns, lineage         string
+	sourceUUID, nowUUID string
+	sourceTime          time.Time
+	compUID, sliceName  string
+}
+
+const (
+	recreatedSourceUUID = "11111111-0000-4000-8000-000000000001"
+	recreatedNowUUID    = "22222222-0000-4000-8000-000000000002"
+)
+
+// recreatedComposition stores a snapshot of webEntries+orphans from an old incarnation of <ns>/web
+// with lineage override `lineage`, and a new incarnation whose current synthesis produces only
+// webEntries: two tombstones out of five entries, under the default guard of 0.5.
+func recreatedComposition(t *testing.T, c testClients, lineage string) recreated {
+	t.Helper()
+	ctx := testCtx(t)
+	r := recreated{ns: newNamespace(t, c), lineage: lineage, sourceUUID: recreatedSourceUUID, nowUUID: recreatedNowUUID,
+		sourceTime: time.Now().Add(-time.Hour).UTC().Truncate(time.Second), sliceName: "web-" + recreatedNowUUID[:8]}
+	l, err := domain.NewLineage(lineage)
+	require.NoError(t, err)
+	storeSnapshot(t, c, domain.SnapshotMeta{Lineage: l, CompositionNamespace: r.ns, CompositionName: "web",
+		CompositionUID: "0ld0ld00-0000-4000-8000-000000000000", SynthesisUUID: r.sourceUUID, SynthesisTime: r.sourceTime},
+		append(webEntries(), orphans()...), domain.DefaultMaxChunkBytes)
+
+	var resources []any
+	for _, e := range webEntries() {
+		resources = append(resources, map[string]any{"manifest": manifestOf(t, e)})
+	}
+	slice := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "eno.azure.io/v1", "kind": "ResourceSlice",
+		"metadata": map[string]any{"name": r.sliceName, "namespace": r.ns},
+		"spec":     map[string]any{"synthesisUUID": r.nowUUID, "resources": resources},
+	}}
+	_, err = c.dyn.Resource(k8s.ResourceSliceGVR).Namespace(r.ns).Create(ctx, slice, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	comp := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "eno.azure.io/v1", "kind": "Composition",
+		"metadata": map[string]any{"name": "web", "namespace": r.ns, "annotations": map[string]any{
+			domain.AnnotationOptIn: domain.OptInValue, domain.AnnotationLineageOverride: lineage}},
+		"spec": map[string]any{"synthesizer": map[string]any{"name": "web"}},
+	}}
+	compositions := c.dyn.Resource(k8s.CompositionGVR).Namespace(r.ns)
+	created, err := compositions.Create(ctx, comp, metav1.CreateOptions{})
+	require.NoError(t, err)
+	synthesized := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+	created.Object["status"] = map[string]any{"currentSynthesis": map[string]any{
+		"uuid": r.nowUUID, "synthesized": synthesized, "ready": synthesized,
+		"resourceSlices": []any{map[string]any{"name": r.sliceName}},
+	}}
+	_, err = compositions.UpdateStatus(ctx, created, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	r.compUID = string(created.GetUID())
+	return r
+}
+
+// assertUntouched checks that inspect left no decision and published no tombstones.
+func (r recreated) assertUntouched(t *testing.T, c testClients) {
+	t.Helper()
+	ctx := testCtx(t)
+	comp, err := c.dyn.Resource(k8s.CompositionGVR).Namespace(r.ns).Get(ctx, "web", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.NotContains(t, comp.GetAnnotations(), domain.AnnotationDecision)
+	_, err = c.dyn.Resource(k8s.ResourceSliceGVR).Namespace(r.ns).Get(ctx, domain.RecoverySliceName("web", r.nowUUID), metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "a recovery slice exists: %v", err)
+}
+
+// assertRecoveredTable checks the table of a --composition inspect of the recreated fixture.
+func (r recreated) assertRecoveredTable(t *testing.T, out string) {
+	t.Helper()
+	hasLine(t, out, `^Lineage `+r.lineage+` in namespace kube-system`)
+	hasLine(t, out, `^Composition `+r.ns+`/web\s+uid `+r.compUID+`\s+current synthesis `+r.nowUUID+`\s+\(lineage from override`)
+	hasLine(t, out, `^`+r.sourceUUID+`\s+`+r.sourceTime.Format(time.RFC3339)+`\s+`+r.ns+`/web\s+0ld0ld00-\S+\s+1/1\s+.*\s+ok\s+complete, selected$`)
+	hasLine(t, out, `^VERDICT \(§5\): snapshot `+r.sourceUUID+` selected: .*, 5 entries, digest sha256:[0-9a-f]{64} verified$`)
+	hasLine(t, out, `^DRY RUN of recovery for `+r.ns+`/web \(nothing is written\)$`)
+	hasLine(t, out, `^\s+recovery runs now\s+yes$`)
+	hasLine(t, out, `^\s+decision\s+Recovered$`)
+	hasLine(t, out, `^TOMBSTONES \(2\)$`)
+	hasLine(t, out, `^ConfigMap\s+v1\s+team-a\s+web-feature-flags$`)
+	hasLine(t, out, `^CronJob\s+batch/v1\s+team-a\s+web-cleanup$`)
+	assert.NotRegexp(t, `(?m)^\S+\s+\S+\s+team-a\s+web-settings$`, out, "a produced resource is listed as a tombstone")
+}
+
+func TestInspectLineageWithAValidSnapshot(t *testing.T) {
+	c := adminClients(t)
+	lineage := uniqueLineage("insp-valid")
+	l, _ := domain.NewLineage(lineage)
+	ts := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
+	const uuid = "aaaaaaaa-0000-4000-8000-00000000000a"
+	require.Equal(t, 2, storeSnapshot(t, c, domain.SnapshotMeta{Lineage: l, CompositionNamespace: "team-a", CompositionName: "web",
+		CompositionUID: "uid-1", SynthesisUUID: uuid, SynthesisTime: ts}, webEntries(), 300))
+
+	out := inspectOK(t, "--lineage", lineage, "--remote-kubeconfig", kubeconfigOf(t, ""), "--max-chunk-bytes", "300")
+	t.Log("\n" + out)
+	hasLine(t, out, `^Limits: 300 B per chunk, 64 chunks per snapshot, deletion guard 0.5$`)
+	hasLine(t, out, `^SNAPSHOTS \(1\)$`)
+	hasLine(t, out, `^`+uuid+`\s+`+ts.Format(time.RFC3339)+`\s+team-a/web\s+uid-1\s+2/2\s+461 B\s+255 B / 300 B \(85%\)\s+ok\s+complete, selected$`)
+	hasLine(t, out, `^SECRETS \(2\)$`)
+	hasLine(t, out, `^web-`+lineage+`-0\s+`+uuid+`\s+0\s+206 B\s*$`)
+	hasLine(t, out, `^web-`+lineage+`-1\s+`+uuid+`\s+1\s+255 B\s*$`)
+	hasLine(t, out, `^VERDICT \(§5\): snapshot `+uuid+` selected: `+ts.Format(time.RFC3339)+`, 3 entries, digest `+webDigest+` verified$`)
+	hasLine(t, out, `^DRY RUN: not run; the control plane was not given`)
+	assert.NotContains(t, out, "PROBLEMS")
+
+	// The default limit is the API server's: the same chunks are far below it.
+	out = inspectOK(t, "--lineage", lineage, "--remote-kubeconfig", kubeconfigOf(t, ""))
+	hasLine(t, out, `\s255 B / 1024 KiB \(0%\)\s`)
+
+	// With the control plane but no Composition of that lineage, the dry run says why it did not run.
+	out = inspectOK(t, "--lineage", lineage, "--kubeconfig", kubeconfigOf(t, ""))
+	hasLine(t, out, `^DRY RUN: not run; no Composition named by the snapshots has lineage `+lineage+` \(team-a/web does not exist\); pass --composition NAMESPACE/NAME for a dry run$`)
+}
+
+func TestInspectLineageWithAHalfWrittenReplacement(t *testing.T) {
+	c := adminClients(t)
+	lineage := uniqueLineage("insp-half")
+	l, _ := domain.NewLineage(lineage)
+	old := time.Now().Add(-2 * time.Hour).UTC().Truncate(time.Second)
+	const oldUUID, newUUID = "aaaaaaaa-0000-4000-8000-0000000000a1", "bbbbbbbb-0000-4000-8000-0000000000b2"
+	meta := domain.SnapshotMeta{Lineage: l, CompositionNamespace: "team-b", CompositionName: "api", CompositionUID: "uid-b"}
+	oldMeta, newMeta := meta, meta
+	oldMeta.SynthesisUUID, oldMeta.SynthesisTime = oldUUID, old
+	newMeta.SynthesisUUID, newMeta.SynthesisTime = newUUID, old.Add(time.Hour)
+	require.Equal(t, 2, storeSnapshot(t, c, oldMeta, webEntries(), 300))
+	// The replacement crashed after its first write: chunk 0 now belongs to the new synthesis.
+	newCount := storeSnapshot(t, c, newMeta, append(webEntries(), orphans()...), 300, 0)
+	require.Greater(t, newCount, 1)
+
+	out := inspectOK(t, "--lineage", lineage, "--remote-kubeconfig", kubeconfigOf(t, ""), "--max-chunk-bytes", "300")
+	t.Log("\n" + out)
+	hasLine(t, out, `^SNAPSHOTS \(2\)$`)
+	hasLine(t, out, `^`+newUUID+`\s.*\s1/`+itoa(newCount)+`\s.*\sunchecked\s+incomplete, newest$`)
+	hasLine(t, out, `^`+oldUUID+`\s.*\s1/2\s.*\sunchecked\s+incomplete, older$`)
+	hasLine(t, out, `^api-`+lineage+`-0\s+`+newUUID+`\s+0\s`)
+	hasLine(t, out, `^api-`+lineage+`-1\s+`+oldUUID+`\s+1\s`)
+	hasLine(t, out, `^  snapshot `+oldUUID+`: missing chunk index 0$`)
+	hasLine(t, out, `^VERDICT \(§5\): InventoryInvalid \(MissingChunk\): chunk 1 of `+itoa(newCount)+` for synthesis `+newUUID+` is missing$`)
+	hasLine(t, out, `^  recovery generates no tombstones from this history$`)
+
+	r := inspectJSON(t, "--lineage", lineage, "--remote-kubeconfig", kubeconfigOf(t, ""), "--max-chunk-bytes", "300")
+	assert.Equal(t, "InventoryInvalid", r.Verdict.Outcome)
+	assert.Equal(t, "MissingChunk", r.Verdict.Reason)
+	require.Len(t, r.Snapshots, 2)
+	assert.Equal(t, []string{newUUID, oldUUID}, []string{r.Snapshots[0].SynthesisUUID, r.Snapshots[1].SynthesisUUID})
+	assert.False(t, r.Snapshots[0].Complete)
+	assert.Equal(t, "newest", r.Snapshots[0].Role)
+}
+
+func TestInspectLineageWithAForeignSecret(t *testing.T) {
+	c := adminClients(t)
+	lineage := uniqueLineage("insp-foreign")
+	impostor := lineage + "-impostor"
+	l, _ := domain.NewLineage(lineage)
+	const uuid = "cccccccc-0000-4000-8000-00000000000c"
+	storeSnapshot(t, c, domain.SnapshotMeta{Lineage: l, CompositionNamespace: "team-a", CompositionName: "web",
+		CompositionUID: "uid-1", SynthesisUUID: uuid, SynthesisTime: time.Now().Add(-time.Hour).UTC().Truncate(time.Second)},
+		webEntries(), domain.DefaultMaxChunkBytes)
+	// Someone else's Secret carrying our lineage label: §5 refuses to trust the lineage at all.
+	putSecret(t, c, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: impostor, Labels: map[string]string{domain.LabelLineage: lineage}},
+		Data:       map[string][]byte{"password": []byte("hunter2")},
+	})
+
+	out := inspectOK(t, "--lineage", lineage, "--remote-kubeconfig", kubeconfigOf(t, ""))
+	t.Log("\n" + out)
+	hasLine(t, out, `^`+uuid+`\s.*\s1/1\s.*\sok\s+complete, newest$`)
+	hasLine(t, out, `^SECRETS \(2\)$`)
+	hasLine(t, out, `^`+impostor+`\s+-\s+-\s+7 B\s+rejected by §5 step 1 \(Malformed\): not managed by eno-tombstone-recovery`)
+	hasLine(t, out, `^VERDICT \(§5\): InventoryInvalid \(Malformed\): not managed by`)
+	hasLine(t, out, `^  secret: `+impostor+`$`)
+	assert.NotContains(t, out, "hunter2", "secret data must never be printed")
+
+	r := inspectJSON(t, "--lineage", lineage, "--remote-kubeconfig", kubeconfigOf(t, ""))
+	assert.Equal(t, "Malformed", r.Verdict.Reason)
+	assert.Equal(t, impostor, r.Verdict.Secret)
+	require.Len(t, r.RejectedSecrets, 1)
+	assert.Equal(t, rejectedSecret{Secret: impostor, Bytes: 7, Reason: "Malformed",
+		Detail: "not managed by eno-tombstone-recovery or not of type eno.azure.io/inventory-snapshot; refusing to trust or touch it"}, r.RejectedSecrets[0])
+}
+
+func TestInspectLineageWithNoSecrets(t *testing.T) {
+	lineage := uniqueLineage("insp-none")
+	out := inspectOK(t, "--lineage", lineage, "--remote-kubeconfig", kubeconfigOf(t, ""))
+	t.Log("\n" + out)
+	hasLine(t, out, `^SNAPSHOTS \(0\)$`)
+	hasLine(t, out, `^SECRETS \(0\)$`)
+	hasLine(t, out, `^VERDICT \(§5\): NoInventory: no Secret in kube-system carries eno.azure.io/inventory-lineage=`+lineage+`$`)
+
+	r := inspectJSON(t, "--lineage", lineage, "--remote-kubeconfig", kubeconfigOf(t, ""))
+	assert.Equal(t, "NoInventory", r.Verdict.Outcome)
+	assert.Empty(t, r.Snapshots)
+	assert.Nil(t, r.DryRun)
+}
+
+func TestInspectCompositionWithALineageOverride(t *testing.T) {
+	c := adminClients(t)
+	r := recreatedComposition(t, c, uniqueLineage("insp-override"))
+	admin := kubeconfigOf(t, "")
+
+	out := inspectOK(t, "--composition", r.ns+"/web", "--kubeconfig", admin)
+	t.Log("\n" + out)
+	r.assertRecoveredTable(t, out)
+	// The default lineage of <ns>/web holds nothing; the override is what was read.
+	assert.NotContains(t, out, domain.DefaultLineage(r.ns, "web").String())
+
+	// A stricter guard holds the same two deletions for review and lists them all.
+	out = inspectOK(t, "--composition", r.ns+"/web", "--kubeconfig", admin, "--max-tombstone-fraction", "0.3")
+	t.Log("\n" + out)
+	hasLine(t, out, `^\s+decision\s+HeldForReview \(OverDeletionGuard\)$`)
+	hasLine(t, out, `^\s+message\s+2 of 5 resources would be deleted, over the guard of 0.3; set eno.azure.io/tombstone-recovery-review to approve:`+r.nowUUID)
+	hasLine(t, out, `^HELD FOR REVIEW \(2\)$`)
+	hasLine(t, out, `^ConfigMap\s+v1\s+team-a\s+web-feature-flags$`)
+	assert.NotContains(t, out, "TOMBSTONES (")
+
+	r.assertUntouched(t, c)
+}
+
+func TestInspectJSONIsAStableDocument(t *testing.T) {
+	c := adminClients(t)
+	r := recreatedComposition(t, c, uniqueLineage("insp-json"))
+	admin := kubeconfigOf(t, "")
+
+	raw := inspectOK(t, "--composition", r.ns+"/web", "--kubeconfig", admin, "-o", "json")
+	t.Log("\n" + raw)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal([]byte(raw), &doc), raw)
+	for _, key := range []string{"lineage", "inventoryNamespace", "inspectedAt", "limits", "composition", "snapshots", "rejectedSecrets", "verdict", "dryRun"} {
+		assert.Contains(t, doc, key)
+	}
+	assert.Equal(t, []any{}, doc["rejectedSecrets"], "empty lists are [] for scripts, not null")
+	verdict := doc["verdict"].(map[string]any)
+	assert.Equal(t, "Selected", verdict["outcome"])
+	assert.Equal(t, r.sourceUUID, verdict["synthesisUUID"])
+
+	rep := inspectJSON(t, "--composition", r.ns+"/web", "--kubeconfig", admin)
+	assert.Equal(t, r.lineage, rep.Lineage)
+	require.NotNil(t, rep.Composition)
+	assert.Equal(t, compositionReport{Namespace: r.ns, Name: "web", UID: r.compUID, SynthesisUUID: r.nowUUID, LineageSource: "override"}, *rep.Composition)
+	require.Len(t, rep.Snapshots, 1)
+	s := rep.Snapshots[0]
+	assert.Equal(t, "selected", s.Role)
+	assert.Equal(t, checkOK, s.Digest.Check)
+	assert.Equal(t, s.Digest.Claimed, s.Digest.Computed)
+	assert.Equal(t, 5, s.Entries)
+	assert.Equal(t, []chunkReport{{Secret: "web-" + r.lineage + "-0", Index: 0, Bytes: s.TotalBytes}}, s.Chunks)
+	require.NotNil(t, rep.DryRun)
+	require.NotNil(t, rep.DryRun.Decision)
+	assert.True(t, rep.DryRun.WouldRun)
+	assert.Equal(t, domain.OutcomeRecovered, rep.DryRun.Decision.Outcome)
+	assert.Equal(t, 2, rep.DryRun.Decision.Tombstones)
+	assert.Equal(t, r.sourceUUID, rep.DryRun.Decision.SourceSynthesisUUID)
+	require.Len(t, rep.DryRun.Tombstones, 2)
+	assert.Equal(t, tombstoneReport{Version: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "web-feature-flags",
+		Manifest: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"web-feature-flags","namespace":"team-a","labels":{"app":"web"}}}`},
+		rep.DryRun.Tombstones[0])
+	assert.Equal(t, "CronJob", rep.DryRun.Tombstones[1].Kind)
+	assert.Empty(t, rep.DryRun.HeldForReview)
+
+	// --lineage with the control plane dry-runs the Composition the snapshot names.
+	byLineage := inspectJSON(t, "--lineage", r.lineage, "--kubeconfig", admin)
+	require.NotNil(t, byLineage.DryRun)
+	assert.Equal(t, r.ns+"/web", byLineage.DryRun.Composition)
+	require.NotNil(t, byLineage.DryRun.Decision)
+	assert.Equal(t, domain.OutcomeRecovered, byLineage.DryRun.Decision.Outcome)
+	assert.Nil(t, byLineage.Composition)
+
+	r.assertUntouched(t, c)
+}
+
+func TestInspectReportsWhyRecoveryWouldNotRun(t *testing.T) {
+	c := adminClients(t)
+	r := recreatedComposition(t, c, uniqueLineage("insp-decided"))
+	ctx := testCtx(t)
+	compositions := c.dyn.Resource(k8s.CompositionGVR).Namespace(r.ns)
+	comp, err := compositions.Get(ctx, "web", metav1.GetOptions{})
+	require.NoError(t, err)
+	decided := domain.Decision{SynthesisUUID: r.nowUUID, Outcome: domain.OutcomeRecovered, Tombstones: 2,
+		TombstoneSlice: "web-recovery-22222222", DecidedAt: time.Now().UTC().Truncate(time.Second)}
+	ann := comp.GetAnnotations()
+	ann[domain.AnnotationDecision] = decided.Encode()
+	comp.SetAnnotations(ann)
+	_, err = compositions.Update(ctx, comp, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	out := inspectOK(t, "--composition", r.ns+"/web", "--kubeconfig", kubeconfigOf(t, ""))
+	t.Log("\n" + out)
+	hasLine(t, out, `^\s+recovery runs now\s+no \(AlreadyDecided\); the plan below is what it would decide$`)
+	hasLine(t, out, `^\s+recorded decision\s+Recovered for synthesis `+r.nowUUID+`, 2 tombstones in ResourceSlice web-recovery-22222222$`)
+
+	// A Composition not synthesized yet: recovery would not run and there is nothing to plan.
+	fresh := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "eno.azure.io/v1", "kind": "Composition",
+		"metadata": map[string]any{"name": "fresh", "namespace": r.ns, "annotations": map[string]any{domain.AnnotationOptIn: domain.OptInValue}},
+	}}
+	_, err = compositions.Create(ctx, fresh, metav1.CreateOptions{})
+	require.NoError(t, err)
+	out = inspectOK(t, "--composition", r.ns+"/fresh", "--kubeconfig", kubeconfigOf(t, ""))
+	hasLine(t, out, `^Lineage `+domain.DefaultLineage(r.ns, "fresh").String()+` in namespace kube-system`)
+	hasLine(t, out, `\(lineage from default: sha256 of "`+r.ns+`/fresh"\)$`)
+	hasLine(t, out, `^VERDICT \(§5\): NoInventory`)
+	hasLine(t, out, `^\s+current synthesis\s+-$`)
+	hasLine(t, out, `^\s+recovery runs now\s+no \(NotSynthesized\)`)
+	hasLine(t, out, `^\s+decision\s+none: the composition has no current synthesis yet$`)
+}
+
+func TestInspectCompositionErrors(t *testing.T) {
+	c := adminClients(t)
+	admin := kubeconfigOf(t, "")
+	ns := newNamespace(t, c)
+
+	var out, errOut bytes.Buffer
+	err := dispatch(testCtx(t), []string{"inspect", "--composition", ns + "/gone", "--kubeconfig", admin}, &out, &errOut)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "composition "+ns+"/gone does not exist")
+	assert.Contains(t, err.Error(), "--lineage")
+	assert.Contains(t, err.Error(), domain.DefaultLineage(ns, "gone").String())
+
+	bad := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "eno.azure.io/v1", "kind": "Composition",
+		"metadata": map[string]any{"name": "bad", "namespace": ns, "annotations": map[string]any{domain.AnnotationLineageOverride: "Not_A_Label"}},
+	}}
+	_, err = c.dyn.Resource(k8s.CompositionGVR).Namespace(ns).Create(testCtx(t), bad, metav1.CreateOptions{})
+	require.NoError(t, err)
+	err = dispatch(testCtx(t), []string{"inspect", "--composition", ns + "/bad", "--kubeconfig", admin}, &out, &errOut)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `lineage override "Not_A_Label" is invalid`)
+	assert.Contains(t, err.Error(), "recording and recovery skip it")
+	assert.Empty(t, out.String())
+}
+
+// TestInspectRunsAsAReadOnlyUser proves inspect needs no write permission: a user bound only to
+// get/list/watch gets the full report, dry run included.
+func TestInspectRunsAsAReadOnlyUser(t *testing.T) {
+	c := adminClients(t)
+	ctx := testCtx(t)
+	r := recreatedComposition(t, c, uniqueLineage("insp-rbac"))
+	readVerbs := []string{"get", "list", "watch"}
+	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: inspectReader}}
+	clusterRole, err := c.kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "inspect-reader-"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"eno.azure.io"}, Resources: []string{"compositions", "resourceslices"}, Verbs: readVerbs}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = c.kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "inspect-reader-"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole.Name},
+		Subjects:   subject,
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	role, err := c.kube.RbacV1().Roles("kube-system").Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "inspect-reader-"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: readVerbs}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = c.kube.RbacV1().RoleBindings("kube-system").Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "inspect-reader-"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   subject,
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	reader, err := kubernetes.NewForConfig(testEnv.UserConfig(inspectReader))
+	require.NoError(t, err)
+	// The authorizer learns of new bindings through its cache: wait until the grant is visible.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, err := reader.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{Limit: 1})
+		if err == nil {
+			break
+		}
+		require.True(t, apierrors.IsForbidden(err), "listing as %s: %v", inspectReader, err)
+		require.True(t, time.Now().Before(deadline), "the read-only grant never took effect: %v", err)
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The user really cannot write: a create of a Secret and an update of the Composition are refused.
+	_, err = reader.CoreV1().Secrets("kube-system").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "insp-rbac-probe"}}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsForbidden(err), "the reader can create secrets: %v", err)
+	readerDyn, err := dynamic.NewForConfig(testEnv.UserConfig(inspectReader))
+	require.NoError(t, err)
+	comp, err := readerDyn.Resource(k8s.CompositionGVR).Namespace(r.ns).Get(ctx, "web", metav1.GetOptions{})
+	require.NoError(t, err)
+	_, err = readerDyn.Resource(k8s.CompositionGVR).Namespace(r.ns).Update(ctx, comp, metav1.UpdateOptions{})
+	require.True(t, apierrors.IsForbidden(err), "the reader can update compositions: %v", err)
+
+	out := inspectOK(t, "--composition", r.ns+"/web", "--kubeconfig", kubeconfigOf(t, inspectReader))
+	t.Log("\n" + out)
+	r.assertRecoveredTable(t, out)
+	r.assertUntouched(t, c)
+}
+
+// requestLog records every request inspect sends, through rest.Config.Wrap.
+type requestLog struct {
+	mu   sync.Mutex
+	reqs []*http.Request
+}
+
+type loggingTransport struct {
+	log  *requestLog
+	next http.RoundTripper
+}
+
+func (l loggingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	l.log.mu.Lock()
+	l.log.reqs = append(l.log.reqs, req.Clone(req.Context()))
+	l.log.mu.Unlock()
+	return l.next.RoundTrip(req)
+}
+
+func TestInspectSendsOnlyReads(t *testing.T) {
+	c := adminClients(t)
+	r := recreatedComposition(t, c, uniqueLineage("insp-verbs"))
+	admin := kubeconfigOf(t, "")
+	log := &requestLog{}
+	in := inspector{now: time.Now, wrap: func(rt http.RoundTripper) http.RoundTripper { return loggingTransport{log: log, next: rt} }}
+
+	// Admin credentials: any write inspect attempted would succeed, so only the log can catch it.
+	for _, args := range [][]string{
+		{"--composition", r.ns + "/web", "--kubeconfig", admin},
+		{"--composition", r.ns + "/web", "--kubeconfig", admin, "--remote-kubeconfig", admin, "-o", "json"},
+		{"--lineage", r.lineage, "--kubeconfig", admin},
+		{"--lineage", r.lineage, "--remote-kubeconfig", admin},
+	} {
+		var out, errOut bytes.Buffer
+		require.NoError(t, in.run(testCtx(t), args, &out, &errOut), "%v: %s", args, errOut.String())
+	}
+
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	seen := map[string]bool{}
+	for _, req := range log.reqs {
+		call := req.Method + " " + req.URL.Path
+		assert.Equal(t, http.MethodGet, req.Method, "inspect sent %s", call)
+		assert.NotEqual(t, "true", req.URL.Query().Get("watch"), "inspect watched: %s", req.URL)
+		seen[call] = true
+	}
+	for _, want := range []string{
+		"GET /version",
+		"GET /api/v1/namespaces/kube-system/secrets",
+		"GET /apis/eno.azure.io/v1/namespaces/" + r.ns + "/compositions/web",
+		"GET /apis/eno.azure.io/v1/namespaces/" + r.ns + "/resourceslices/" + r.sliceName,
+	} {
+		assert.True(t, seen[want], "inspect never sent %s; it sent %v", want, seen)
+	}
+	r.assertUntouched(t, c)
+}
+
+func TestInspectRejectsBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "pass --composition NAMESPACE/NAME or --lineage L"},
+		{[]string{"--composition", "a/b", "--lineage", "x"}, "not both"},
+		{[]string{"--composition", "web"}, `--composition: composition "web" must be NAMESPACE/NAME`},
+		{[]string{"--composition", "a/b/c"}, "must be NAMESPACE/NAME"},
+		{[]string{"--lineage", "Bad_Lineage"}, `--lineage: lineage override "Bad_Lineage" is invalid`},
+		{[]string{"--lineage", "x", "-o", "yaml"}, `-o must be table or json, got "yaml"`},
+		{[]string{"--lineage", "x", "--max-chunk-bytes", "0"}, "--max-chunk-bytes must be between 2 and 1048576, got 0"},
+		{[]string{"--lineage", "x", "--max-chunk-bytes", "2000000"}, "--max-chunk-bytes must be between 2 and 1048576"},
+		{[]string{"--lineage", "x", "--max-chunks", "0"}, "--max-chunks must be at least 1"},
+		{[]string{"--lineage", "x", "--max-tombstone-fraction", "1.5"}, "--max-tombstone-fraction must be between 0 and 1"},
+		{[]string{"--lineage", "x", "--max-tombstone-fraction", "NaN"}, "--max-tombstone-fraction must be between 0 and 1"},
+		{[]string{"--lineage", "x", "--inventory-namespace", ""}, "--inventory-namespace must not be empty"},
+		{[]string{"--lineage", "x", "extra"}, `unexpected arguments ["extra"]`},
+		{[]string{"--no-such-flag"}, "inspect: flag provided but not defined: -no-such-flag"},
+	} {
+		var out, errOut bytes.Buffer
+		err := dispatch(context.Background(), append([]string{"inspect"}, tc.args...), &out, &errOut)
+		require.Error(t, err, "%v", tc.args)
+		assert.Contains(t, err.Error(), tc.want, "%v", tc.args)
+		assert.Empty(t, out.String(), "%v printed a report", tc.args)
+	}
+
+	var out, errOut bytes.Buffer
+	require.Error(t, dispatch(context.Background(), []string{"inspect", "--no-such-flag"}, &out, &errOut))
+	assert.Empty(t, errOut.String(), "a flag error is one line from main, not a usage dump")
+	require.NoError(t, dispatch(context.Background(), []string{"inspect", "-h"}, &out, &errOut))
+	assert.Contains(t, errOut.String(), "usage: tombstone-recovery inspect (--composition NAMESPACE/NAME | --lineage L)")
+	assert.Contains(t, errOut.String(), "-remote-kubeconfig")
+}
+
+func TestInspectReportsAnUnreachableCluster(t *testing.T) {
+	path := t.TempDir() + "/unreachable.kubeconfig"
+	require.NoError(t, os.WriteFile(path, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600))
+	var out, errOut bytes.Buffer
+	err := dispatch(testCtx(t), []string{"inspect", "--lineage", "x", "--remote-kubeconfig", path}, &out, &errOut)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the downstream cluster is unreachable")
+	assert.NotContains(t, oneLine(err), "\n")
+}
+
+func TestInspectSizes(t *testing.T) {
+	assert.Equal(t, "206 B", sizeOf(206))
+	assert.Equal(t, "1023 B", sizeOf(1023))
+	assert.Equal(t, "3.5 KiB", sizeOf(3584))
+	assert.Equal(t, "812 KiB", sizeOf(812*1024))
+	assert.Equal(t, "1024 KiB", sizeOf(domain.DefaultMaxChunkBytes))
+	assert.Equal(t, "79%", percent(812*1024, domain.DefaultMaxChunkBytes))
+	assert.Equal(t, "85%", percent(255, 300))
+	assert.Equal(t, "a b c  d", clean("a\tb\nc\x1b\u0085d"))
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
