@@ -1,0 +1,434 @@
+package resilience_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
+	"github.com/Azure/eno-tombstone-recovery/app"
+	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
+	"github.com/Azure/eno-tombstone-recovery/ports"
+)
+
+const (
+	// inventoryNamespace is where every test keeps its chunk Secrets. Tests never share a lineage:
+	// each works in its own generated namespace, and the lineage hashes namespace/name.
+	inventoryNamespace = domain.DefaultInventoryNamespace
+	// workloadNamespace is the downstream namespace the synthesized ConfigMaps name.
+	workloadNamespace = "workloads"
+	// eventually bounds every wait for the controller or the API server; the machine is shared.
+	eventually = 60 * time.Second
+	poll       = 25 * time.Millisecond
+)
+
+var (
+	compositionGVR = kubetest.CompositionResource
+	sliceGVR       = kubetest.ResourceSliceResource
+)
+
+// cluster is a pair of clients for one identity.
+type cluster struct {
+	dyn  dynamic.Interface
+	kube kubernetes.Interface
+}
+
+func clusterFor(t *testing.T, cfg *rest.Config) cluster {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(cfg)
+	require.NoError(t, err)
+	kube, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	return cluster{dyn: dyn, kube: kube}
+}
+
+func admin(t *testing.T) cluster { return clusterFor(t, env.AdminConfig()) }
+
+// testContext ends with the test, or after d.
+func testContext(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newNamespace creates a namespace under a generated name; nothing is cleaned up, the server is
+// discarded at the end.
+func newNamespace(t *testing.T, c cluster, prefix string) string {
+	t.Helper()
+	ns, err := c.kube.CoreV1().Namespaces().Create(testContext(t, eventually),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return ns.Name
+}
+
+// resource is one ConfigMap a synthesis produces downstream.
+type resource struct {
+	Name   string
+	Labels map[string]string
+}
+
+func (r resource) id() string {
+	return domain.ResourceID{Kind: "ConfigMap", Namespace: workloadNamespace, Name: r.Name}.String()
+}
+
+// manifest is the Eno manifest of r. Its data never enters an inventory.
+func (r resource) manifest() string {
+	meta := map[string]any{"name": r.Name, "namespace": workloadNamespace}
+	if len(r.Labels) > 0 {
+		meta["labels"] = r.Labels
+	}
+	b, _ := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": map[string]string{"key": "value"}})
+	return string(b)
+}
+
+func resources(names ...string) []resource {
+	out := make([]resource, len(names))
+	for i, n := range names {
+		out[i] = resource{Name: n}
+	}
+	return out
+}
+
+// numbered is prefix-00 .. prefix-(n-2) plus "shared", which every synthesis of a scenario
+// produces, so no recovery tombstones everything.
+func numbered(prefix string, n int) []resource {
+	names := make([]string, 0, n)
+	for i := range n - 1 {
+		names = append(names, fmt.Sprintf("%s-%02d", prefix, i))
+	}
+	return resources(append(names, "shared")...)
+}
+
+// synthesis is one synthesis as Eno would publish it: slices first, then the status.
+type synthesis struct {
+	UUID      string
+	At        time.Time
+	Resources []resource
+	// PerSlice spreads the resources over slices of at most this many (0: one slice).
+	PerSlice int
+	slices   []string
+}
+
+// synthesisClock hands out strictly increasing synthesis timestamps, second precision, in the
+// past (a snapshot more than 5 minutes ahead of the reader's clock would be refused).
+var synthesisClock atomic.Int64
+
+func newSynthesis(rs []resource) *synthesis {
+	base := time.Now().UTC().Truncate(time.Second).Add(-2 * time.Hour)
+	return &synthesis{
+		UUID:      string(uuid.NewUUID()),
+		At:        base.Add(time.Duration(synthesisClock.Add(1)) * time.Second),
+		Resources: rs,
+	}
+}
+
+func (s *synthesis) ids() []string { return idsOf(s.Resources) }
+
+func idsOf(rs []resource) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.id()
+	}
+	sort.Strings(out)
+	return out
+}
+
+// minus is the sorted IDs of a that b does not produce: what recovery must tombstone.
+func minus(a, b []string) []string {
+	out := []string{}
+	for _, id := range a {
+		if !slices.Contains(b, id) {
+			out = append(out, id)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// nameSlices names the synthesis's ResourceSlices for composition comp and returns how the
+// resources spread over them.
+func (s *synthesis) nameSlices(comp string) [][]resource {
+	per := s.PerSlice
+	if per <= 0 {
+		per = max(len(s.Resources), 1)
+	}
+	s.slices = nil
+	var out [][]resource
+	for i := 0; i == 0 || i*per < len(s.Resources); i++ {
+		s.slices = append(s.slices, fmt.Sprintf("%s-%s-%d", comp, s.UUID[:8], i))
+		out = append(out, s.Resources[i*per:min((i+1)*per, len(s.Resources))])
+	}
+	return out
+}
+
+// publishSlices creates the synthesis's ResourceSlices in ns for composition comp.
+func publishSlices(ctx context.Context, c cluster, ns, comp string, s *synthesis) error {
+	for i, chunk := range s.nameSlices(comp) {
+		items := make([]any, len(chunk))
+		for j, r := range chunk {
+			items[j] = map[string]any{"manifest": r.manifest()}
+		}
+		name := s.slices[i]
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "eno.azure.io/v1",
+			"kind":       "ResourceSlice",
+			"spec":       map[string]any{"synthesisUUID": s.UUID, "resources": items},
+		}}
+		u.SetNamespace(ns)
+		u.SetName(name)
+		if _, err := c.dyn.Resource(sliceGVR).Namespace(ns).Create(ctx, u, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating slice %s/%s: %w", ns, name, err)
+		}
+	}
+	return nil
+}
+
+// setStatus points the Composition's current synthesis at s, Ready, through the status
+// subresource. A merge patch carries no resourceVersion, so controllers writing annotations at
+// the same time never make it conflict.
+func setStatus(ctx context.Context, c cluster, ns, comp string, s *synthesis) error {
+	refs := make([]any, len(s.slices))
+	for i, n := range s.slices {
+		refs[i] = map[string]any{"name": n}
+	}
+	patch, _ := json.Marshal(map[string]any{"status": map[string]any{"currentSynthesis": map[string]any{
+		"uuid":           s.UUID,
+		"synthesized":    s.At.Format(time.RFC3339),
+		"ready":          s.At.Add(time.Second).Format(time.RFC3339),
+		"resourceSlices": refs,
+	}}})
+	_, err := c.dyn.Resource(compositionGVR).Namespace(ns).Patch(ctx, comp, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil {
+		return fmt.Errorf("setting the synthesis of composition %s/%s: %w", ns, comp, err)
+	}
+	return nil
+}
+
+// resynthesize publishes s for an existing Composition: slices, then status.
+func resynthesize(ctx context.Context, c cluster, ns, comp string, s *synthesis) error {
+	if err := publishSlices(ctx, c, ns, comp, s); err != nil {
+		return err
+	}
+	return setStatus(ctx, c, ns, comp, s)
+}
+
+// createComposition creates an opted-in Composition and, when s is set, publishes s. It
+// returns the new UID.
+func createComposition(ctx context.Context, c cluster, ns, name string, s *synthesis) (string, error) {
+	return createCompositionWith(ctx, c, ns, name, map[string]string{domain.AnnotationOptIn: domain.OptInValue}, s)
+}
+
+// createCompositionWith creates a Composition with the given annotations.
+func createCompositionWith(ctx context.Context, c cluster, ns, name string, annotations map[string]string, s *synthesis) (string, error) {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "eno.azure.io/v1",
+		"kind":       "Composition",
+		"spec":       map[string]any{"synthesizer": map[string]any{"name": "resilience"}},
+	}}
+	u.SetNamespace(ns)
+	u.SetName(name)
+	u.SetAnnotations(annotations)
+	created, err := c.dyn.Resource(compositionGVR).Namespace(ns).Create(ctx, u, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("creating composition %s/%s: %w", ns, name, err)
+	}
+	if s != nil {
+		if err := resynthesize(ctx, c, ns, name, s); err != nil {
+			return "", err
+		}
+	}
+	return string(created.GetUID()), nil
+}
+
+// deleteComposition deletes the Composition (orphaning: nothing downstream is touched) and waits
+// until it is gone. Its slices stay: no garbage collector runs here.
+func deleteComposition(ctx context.Context, c cluster, ns, name string) error {
+	client := c.dyn.Resource(compositionGVR).Namespace(ns)
+	if err := client.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		return fmt.Errorf("deleting composition %s/%s: %w", ns, name, err)
+	}
+	return wait.PollUntilContextTimeout(ctx, poll, eventually, true, func(ctx context.Context) (bool, error) {
+		_, err := client.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
+}
+
+// recreateComposition deletes and recreates the Composition with s: a new incarnation (UID) of
+// the same lineage.
+func recreateComposition(ctx context.Context, c cluster, ns, name string, s *synthesis) (string, error) {
+	if err := deleteComposition(ctx, c, ns, name); err != nil {
+		return "", err
+	}
+	return createComposition(ctx, c, ns, name, s)
+}
+
+// liveComposition reads the Composition through the adapter, live.
+func liveComposition(ctx context.Context, c cluster, ref domain.CompositionRef) (domain.Composition, error) {
+	comps, err := k8s.NewCompositions(c.dyn, nil)
+	if err != nil {
+		return domain.Composition{}, err
+	}
+	return comps.LiveComposition(ctx, ref)
+}
+
+// readSnapshot applies SPEC §5 to the lineage's Secrets as they are in the API server now.
+func readSnapshot(ctx context.Context, c cluster, lineage domain.Lineage) (domain.Snapshot, error) {
+	store, err := k8s.NewSecretStore(c.kube, inventoryNamespace)
+	if err != nil {
+		return domain.Snapshot{}, err
+	}
+	secrets, err := store.ListChunks(ctx, lineage)
+	if err != nil {
+		return domain.Snapshot{}, fmt.Errorf("listing chunks: %w", err)
+	}
+	return domain.ReadSnapshot(secrets, time.Now(), domain.DefaultMaxChunks)
+}
+
+// snapshotIDs lists the identities a snapshot holds, sorted.
+func snapshotIDs(s domain.Snapshot) []string {
+	entries := s.Inventory().Entries()
+	out := make([]string, len(entries))
+	for i, e := range entries {
+		out[i] = e.ID().String()
+	}
+	sort.Strings(out)
+	return out
+}
+
+// describeSnapshot names what §5 reads: NoInventory, InventoryInvalid(<reason>) or the UUID.
+func describeSnapshot(s domain.Snapshot, err error) string {
+	if err == nil {
+		return "snapshot of synthesis " + s.SynthesisUUID()
+	}
+	if reason, ok := domain.InvalidReasonOf(err); ok {
+		return "InventoryInvalid(" + reason.String() + ")"
+	}
+	return err.Error()
+}
+
+// tombstoneSliceIDs reads a recovery slice: the identities it tombstones, sorted, and the
+// synthesis it belongs to. Every resource must be a tombstone.
+func tombstoneSliceIDs(ctx context.Context, c cluster, ns, name string) ([]string, string, error) {
+	u, err := c.dyn.Resource(sliceGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, "", err
+	}
+	return tombstonesOf(u)
+}
+
+func tombstonesOf(u *unstructured.Unstructured) ([]string, string, error) {
+	uuid, _, _ := unstructured.NestedString(u.Object, "spec", "synthesisUUID")
+	items, _, err := unstructured.NestedSlice(u.Object, "spec", "resources")
+	if err != nil {
+		return nil, "", err
+	}
+	out := []string{}
+	for i, it := range items {
+		m, _ := it.(map[string]any)
+		if deleted, _ := m["deleted"].(bool); !deleted {
+			return nil, "", fmt.Errorf("slice %s resource %d is not a tombstone", u.GetName(), i)
+		}
+		manifest, _ := m["manifest"].(string)
+		var obj struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+			Metadata   struct {
+				Name      string `json:"name"`
+				Namespace string `json:"namespace"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal([]byte(manifest), &obj); err != nil {
+			return nil, "", fmt.Errorf("slice %s resource %d: %w", u.GetName(), i, err)
+		}
+		group := ""
+		if g, _, ok := strings.Cut(obj.APIVersion, "/"); ok {
+			group = g
+		}
+		out = append(out, domain.ResourceID{Group: group, Kind: obj.Kind, Namespace: obj.Metadata.Namespace, Name: obj.Metadata.Name}.String())
+	}
+	sort.Strings(out)
+	return out, uuid, nil
+}
+
+// serviceOptions configures an in-process Service over the real Kubernetes adapters.
+type serviceOptions struct {
+	maxChunkBytes int
+	// wrap decorate the adapters, e.g. to simulate a crash.
+	wrapStore     func(ports.SnapshotStore) ports.SnapshotStore
+	wrapSink      func(ports.TombstoneSink) ports.TombstoneSink
+	wrapDecisions func(ports.DecisionWriter) ports.DecisionWriter
+}
+
+// newService wires app.Service as cmd/tombstone-recovery does, without caches: every
+// Composition read is live and ListCachedChunks lists live (the Secret cache is never started).
+// The deletion guard is off: the scenarios drop most resources on purpose.
+func newService(t *testing.T, cfg *rest.Config, o serviceOptions) *app.Service {
+	t.Helper()
+	c := clusterFor(t, cfg)
+	comps, err := k8s.NewCompositions(c.dyn, nil)
+	require.NoError(t, err)
+	sl, err := k8s.NewSlices(c.dyn)
+	require.NoError(t, err)
+	sink, err := k8s.NewTombstoneSink(c.dyn)
+	require.NoError(t, err)
+	store, err := k8s.NewSecretStore(c.kube, inventoryNamespace)
+	require.NoError(t, err)
+
+	deps := app.Deps{Compositions: comps, Guard: comps, Slices: sl, Store: store, Sink: sink, Decisions: comps}
+	if o.wrapStore != nil {
+		deps.Store = o.wrapStore(deps.Store)
+	}
+	if o.wrapSink != nil {
+		deps.Sink = o.wrapSink(deps.Sink)
+	}
+	if o.wrapDecisions != nil {
+		deps.Decisions = o.wrapDecisions(deps.Decisions)
+	}
+	svcCfg := app.DefaultConfig()
+	svcCfg.Enabled = true
+	svcCfg.MaxTombstoneFraction = 1
+	if o.maxChunkBytes > 0 {
+		svcCfg.MaxChunkBytes = o.maxChunkBytes
+	}
+	svc, err := app.New(svcCfg, deps)
+	require.NoError(t, err)
+	return svc
+}
+
+// chunkCount is how many chunks an inventory of rs takes at maxBytes: the scenarios assert
+// their shapes with it, so a drift in entry sizes fails loudly instead of testing less.
+func chunkCount(t *testing.T, rs []resource, maxBytes int) int {
+	t.Helper()
+	entries := make([]domain.Entry, len(rs))
+	for i, r := range rs {
+		entries[i] = domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: workloadNamespace, Name: r.Name, Labels: r.Labels}
+	}
+	inv, err := domain.NewInventory(entries)
+	require.NoError(t, err)
+	chunks, err := domain.SplitInventory(inv, maxBytes, domain.DefaultMaxChunks)
+	require.NoError(t, err)
+	return len(chunks)
+}

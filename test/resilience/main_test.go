@@ -1,0 +1,216 @@
+package resilience_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
+)
+
+const (
+	module = "github.com/Azure/eno-tombstone-recovery"
+
+	// controllerUser is the static-token identity the deploy/ RBAC binds: the controller's
+	// ServiceAccount eno-system/eno-tombstone-recovery.
+	controllerUser = "system:serviceaccount:eno-system:eno-tombstone-recovery"
+)
+
+var (
+	// env is the real etcd and kube-apiserver every test of the package shares.
+	env *kubetest.Env
+	// repoRoot is the main module's root, where deploy/ and cmd/ live.
+	repoRoot string
+	// controllerBinary is `tombstone-recovery`, built once by TestMain (with -race under -race).
+	controllerBinary string
+)
+
+// deployManifests are the files whose RBAC the controller runs under in these tests.
+var deployManifests = []string{"deploy/controller.yaml", "deploy/control-plane-rbac.yaml", "deploy/downstream-rbac.yaml"}
+
+// TestMain starts the API server, applies the RBAC of deploy/, builds the controller binary, runs
+// the tests, stops everything and checks for leaked goroutines (kubetest.TestMainWithEnv).
+func TestMain(m *testing.M) {
+	kubetest.TestMainWithEnv(m, kubetest.Options{Users: []kubetest.User{{
+		Name:   controllerUser,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:eno-system"},
+	}}}, func(e *kubetest.Env) int {
+		env = e
+		root, err := findRepoRoot()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
+			return 1
+		}
+		repoRoot = root
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if err := applyDeployRBAC(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: applying deploy/ RBAC: %v\n", err)
+			return 1
+		}
+		dir, err := os.MkdirTemp("", "resilience-bin-")
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		began := time.Now()
+		if controllerBinary, err = buildController(ctx, dir); err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: building the controller: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(os.Stderr, "resilience: built %s (race=%v) in %.1fs\n", controllerBinary, raceEnabled, time.Since(began).Seconds())
+		return m.Run()
+	})
+}
+
+// findRepoRoot walks up from the working directory to the go.mod that declares the main module.
+func findRepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil {
+			sc := bufio.NewScanner(bytes.NewReader(data))
+			for sc.Scan() {
+				if strings.TrimSpace(sc.Text()) == "module "+module {
+					return dir, nil
+				}
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod of %s above the working directory", module)
+		}
+		dir = parent
+	}
+}
+
+// buildController builds cmd/tombstone-recovery into dir. A build failure fails the package.
+func buildController(ctx context.Context, dir string) (string, error) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	out := filepath.Join(dir, "tombstone-recovery")
+	args := []string{"build", "-o", out}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	args = append(args, "./cmd/tombstone-recovery")
+	cmd := exec.CommandContext(ctx, goBin, args...)
+	cmd.Dir = repoRoot
+	var output bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &output, &output
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, output.String())
+	}
+	return out, nil
+}
+
+// manifestResources maps the kinds deploy/ holds to their resources. A kind missing here fails
+// the apply, so a new kind in deploy/ is noticed; workloads are listed as skipped on purpose.
+var manifestResources = map[string]schema.GroupVersionResource{
+	"Namespace":          {Version: "v1", Resource: "namespaces"},
+	"ServiceAccount":     {Version: "v1", Resource: "serviceaccounts"},
+	"ClusterRole":        {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
+	"ClusterRoleBinding": {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
+	"Role":               {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
+	"RoleBinding":        {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
+}
+
+// skippedKinds need a kubelet or an image; the tests run the controller themselves.
+var skippedKinds = map[string]bool{"Deployment": true}
+
+// readManifests decodes the multi-document YAML files of deploy/.
+func readManifests(files ...string) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, f := range files {
+		data, err := os.ReadFile(filepath.Join(repoRoot, f))
+		if err != nil {
+			return nil, err
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for {
+			var obj map[string]any
+			if err := dec.Decode(&obj); err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				return nil, fmt.Errorf("decoding %s: %w", f, err)
+			}
+			if len(obj) > 0 {
+				out = append(out, &unstructured.Unstructured{Object: obj})
+			}
+		}
+	}
+	return out, nil
+}
+
+// applyDeployRBAC creates the namespace, ServiceAccount and RBAC of deploy/ and waits until the
+// controller's identity is authorized by them.
+func applyDeployRBAC(ctx context.Context) error {
+	objs, err := readManifests(deployManifests...)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(env.AdminConfig())
+	if err != nil {
+		return err
+	}
+	for _, obj := range objs {
+		kind := obj.GetKind()
+		if skippedKinds[kind] {
+			continue
+		}
+		gvr, ok := manifestResources[kind]
+		if !ok {
+			return fmt.Errorf("deploy/ holds a %s, which these tests do not know how to apply", kind)
+		}
+		var client dynamic.ResourceInterface = dyn.Resource(gvr)
+		if ns := obj.GetNamespace(); ns != "" {
+			client = dyn.Resource(gvr).Namespace(ns)
+		}
+		if _, err := client.Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating %s %s: %w", kind, obj.GetName(), err)
+		}
+	}
+	// RBAC is served from the API server's informer caches; wait until the bindings took effect.
+	kube, err := kubernetes.NewForConfig(env.UserConfig(controllerUser))
+	if err != nil {
+		return err
+	}
+	for {
+		_, err := kube.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{Limit: 1})
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsForbidden(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the deploy/ RBAC never took effect: %w", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
