@@ -5,7 +5,7 @@ GOTEST_FLAGS ?= -race -count=1
 FUZZTIME ?= 30s
 BENCHTIME ?= 1x
 
-.PHONY: all build demo test test-unit testbin generate verify bench fuzz clean
+.PHONY: all build demo test test-unit testbin generate verify bench fuzz mutation clean
 
 all: verify test
 
@@ -44,6 +44,10 @@ bench: testbin
 ## fuzz: run every fuzz target for FUZZTIME each.
 fuzz:
 	./hack/fuzz.sh $(FUZZTIME)
+
+## mutation: remove each safety rule of hack/mutations.txt in a private copy; every mutant must be killed.
+mutation:
+	$(GO) run ./hack/mutate
 
 clean:
 	rm -rf bin/tombstone-recovery
