@@ -39,5 +39,64 @@ func (o *logOptions) build(w io.Writer) (logr.Logger, func(), error) {
 	}
 	core := zapcore.NewCore(enc, zapcore.AddSync(w), zap.NewAtomicLevelAt(zapcore.Level(-o.verbosity)))
 	z := zap.New(core)
-	return zapr.NewLogger(z), func() { _ = z.Sync() }, nil
+	return logr.New(&uniqueKeys{sink: zapr.NewLogger(z).GetSink()}), func() { _ = z.Sync() }, nil
+}
+
+// uniqueKeys keeps each key once per line (the last value wins, at its first position).
+// Reconcile, the use cases and the adapters each add "composition" so that every entry point
+// logs it; zap would write every copy, and a JSON object with repeated keys is read
+// differently by different log pipelines.
+type uniqueKeys struct {
+	sink   logr.LogSink
+	values []any
+}
+
+var _ logr.LogSink = (*uniqueKeys)(nil)
+
+// Init does nothing: zapr.NewLogger initialised the sink, and no caller is logged.
+func (u *uniqueKeys) Init(logr.RuntimeInfo) {}
+
+func (u *uniqueKeys) Enabled(level int) bool { return u.sink.Enabled(level) }
+
+func (u *uniqueKeys) Info(level int, msg string, kv ...any) {
+	u.sink.Info(level, msg, mergeKeys(u.values, kv)...)
+}
+
+func (u *uniqueKeys) Error(err error, msg string, kv ...any) {
+	u.sink.Error(err, msg, mergeKeys(u.values, kv)...)
+}
+
+func (u *uniqueKeys) WithValues(kv ...any) logr.LogSink {
+	return &uniqueKeys{sink: u.sink, values: mergeKeys(u.values, kv)}
+}
+
+func (u *uniqueKeys) WithName(name string) logr.LogSink {
+	return &uniqueKeys{sink: u.sink.WithName(name), values: u.values}
+}
+
+// mergeKeys returns a new list of base then kv with repeated string keys folded. A dangling
+// key keeps a placeholder value so that later pairs stay aligned.
+func mergeKeys(base, kv []any) []any {
+	if len(kv) == 0 {
+		return base
+	}
+	out := make([]any, 0, len(base)+len(kv)+1)
+	at := make(map[string]int, (len(base)+len(kv))/2)
+	for _, pairs := range [][]any{base, kv} {
+		for i := 0; i < len(pairs); i += 2 {
+			var v any = "(MISSING)"
+			if i+1 < len(pairs) {
+				v = pairs[i+1]
+			}
+			if k, ok := pairs[i].(string); ok {
+				if j, seen := at[k]; seen {
+					out[j+1] = v
+					continue
+				}
+				at[k] = len(out)
+			}
+			out = append(out, pairs[i], v)
+		}
+	}
+	return out
 }

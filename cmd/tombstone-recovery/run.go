@@ -52,7 +52,8 @@ type runOptions struct {
 func parseRunFlags(args []string, stderr io.Writer) (runOptions, error) {
 	var o runOptions
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// Errors come back to main, which prints them as one line; only -h prints the flags.
+	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the control plane (default: in-cluster, then $KUBECONFIG)")
 	fs.StringVar(&o.remoteKubeconfig, "remote-kubeconfig", "", "kubeconfig of the downstream cluster that holds the inventory (default: the control plane)")
 	fs.BoolVar(&o.enabled, "enabled", true, "record and recover; false leaves every Composition alone")
@@ -73,13 +74,19 @@ func parseRunFlags(args []string, stderr io.Writer) (runOptions, error) {
 	fs.DurationVar(&o.resync, "resync-period", 10*time.Minute, "re-deliver every cached Composition this often")
 	o.logging.bind(fs)
 	if err := fs.Parse(args); err != nil {
-		return o, err
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
+			fmt.Fprintln(stderr, "usage: tombstone-recovery run [flags]")
+			fs.PrintDefaults()
+			return o, err
+		}
+		return o, fmt.Errorf("run: %w", err)
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("run: unexpected arguments %q", fs.Args())
 	}
-	if o.workers < 1 {
-		return o, fmt.Errorf("run: --workers must be at least 1, got %d", o.workers)
+	if err := o.validate(); err != nil {
+		return o, err
 	}
 	if o.leaderElectionNamespace == "" {
 		o.leaderElectionNamespace = os.Getenv("POD_NAMESPACE")
@@ -88,6 +95,30 @@ func parseRunFlags(args []string, stderr io.Writer) (runOptions, error) {
 		o.leaderElectionNamespace = "kube-system"
 	}
 	return o, nil
+}
+
+// validate rejects bad flag values before any cluster is contacted.
+func (o runOptions) validate() error {
+	switch {
+	case o.workers < 1:
+		return fmt.Errorf("run: --workers must be at least 1, got %d", o.workers)
+	case o.inventoryNamespace == "":
+		return errors.New("run: --inventory-namespace must not be empty")
+	case o.maxChunkBytes < 2 || o.maxChunkBytes > domain.SecretDataLimit:
+		return fmt.Errorf("run: --max-chunk-bytes must be between 2 and %d, got %d", domain.SecretDataLimit, o.maxChunkBytes)
+	case o.maxChunks < 1:
+		return fmt.Errorf("run: --max-chunks must be at least 1, got %d", o.maxChunks)
+	case !(o.maxTombstoneFraction >= 0 && o.maxTombstoneFraction <= 1): // also rejects NaN
+		return fmt.Errorf("run: --max-tombstone-fraction must be between 0 and 1, got %g", o.maxTombstoneFraction)
+	case !(o.qps > 0) || o.burst < 1:
+		return fmt.Errorf("run: --kube-api-qps must be positive and --kube-api-burst at least 1, got %g and %d", o.qps, o.burst)
+	case o.resync < 0:
+		return fmt.Errorf("run: --resync-period must not be negative, got %s", o.resync)
+	}
+	if _, err := k8s.NewLabelMatcher(o.compositionSelector); err != nil {
+		return fmt.Errorf("run: --composition-label-selector: %w", err)
+	}
+	return nil
 }
 
 // loadRESTConfig: an explicit path, else in-cluster, else $KUBECONFIG / ~/.kube/config.
@@ -257,15 +288,15 @@ func (w *wiring) run(ctx context.Context) error {
 
 	serveErr := make(chan error, 2)
 	for _, s := range []struct {
-		addr    string
-		handler http.Handler
-	}{{w.opts.metricsAddr, promhttp.HandlerFor(w.registry, promhttp.HandlerOpts{})}, {w.opts.healthAddr, w.probes()}} {
+		what, addr string
+		handler    http.Handler
+	}{{"metrics", w.opts.metricsAddr, promhttp.HandlerFor(w.registry, promhttp.HandlerOpts{})}, {"probes", w.opts.healthAddr, w.probes()}} {
 		if s.addr == "0" || s.addr == "" {
 			continue
 		}
 		ln, err := net.Listen("tcp", s.addr)
 		if err != nil {
-			return fmt.Errorf("listening on %s: %w", s.addr, err)
+			return fmt.Errorf("listening for %s on %s: %w", s.what, s.addr, err)
 		}
 		srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
 		bg.Add(2)
@@ -282,7 +313,7 @@ func (w *wiring) run(ctx context.Context) error {
 			defer done()
 			_ = srv.Shutdown(shutdownCtx)
 		}()
-		log.Info("serving", "address", ln.Addr().String())
+		log.Info("serving", "server", s.what, "address", ln.Addr().String())
 	}
 
 	w.informer.Start(ctx)
@@ -294,10 +325,10 @@ func (w *wiring) run(ctx context.Context) error {
 		w.store.Wait()
 	}()
 	if err := w.informer.WaitForCacheSync(ctx); err != nil {
-		return fmt.Errorf("syncing the composition cache: %w", err)
+		return stoppedOr(ctx, log, fmt.Errorf("syncing the composition cache: %w", err))
 	}
 	if err := w.store.WaitForCacheSync(ctx); err != nil {
-		return fmt.Errorf("syncing the inventory secret cache: %w", err)
+		return stoppedOr(ctx, log, fmt.Errorf("syncing the inventory secret cache: %w", err))
 	}
 	w.ready.Store(true)
 	log.Info("caches synced", "workers", w.opts.workers, "inventoryNamespace", w.opts.inventoryNamespace)
@@ -321,6 +352,15 @@ func (w *wiring) run(ctx context.Context) error {
 	return nil
 }
 
+// stoppedOr is nil when a signal ended the wait (a SIGTERM during startup is a clean stop), else err.
+func stoppedOr(ctx context.Context, log logr.Logger, err error) error {
+	if ctx.Err() != nil {
+		log.Info("stopped before the caches synced")
+		return nil
+	}
+	return err
+}
+
 func (w *wiring) elect(ctx context.Context, lost chan struct{}) {
 	host, _ := os.Hostname()
 	identity := host + "_" + string(uuid.NewUUID())
@@ -330,7 +370,28 @@ func (w *wiring) elect(ctx context.Context, lost chan struct{}) {
 		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
 	}
 	log := logr.FromContextOrDiscard(ctx)
-	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+
+	// The elector runs OnStartedLeading in a goroutine it does not wait for, and releases the
+	// Lease as soon as its context ends. So it gets its own context, ended only once the workers
+	// have drained: no successor starts while this process still writes, and the process does
+	// not exit mid-reconcile.
+	electCtx, stopElecting := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopElecting()
+	var (
+		mu       sync.Mutex
+		stopping bool
+		leading  sync.WaitGroup
+	)
+	drain := func() {
+		mu.Lock()
+		stopping = true
+		mu.Unlock()
+		leading.Wait()
+	}
+	stopOnSignal := context.AfterFunc(ctx, func() { drain(); stopElecting() })
+	defer stopOnSignal()
+
+	leaderelection.RunOrDie(electCtx, leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		ReleaseOnCancel: true,
 		LeaseDuration:   15 * time.Second,
@@ -338,13 +399,28 @@ func (w *wiring) elect(ctx context.Context, lost chan struct{}) {
 		RetryPeriod:     2 * time.Second,
 		Name:            w.opts.leaderElectionID,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
+			OnStartedLeading: func(leaderCtx context.Context) {
+				mu.Lock()
+				if stopping {
+					mu.Unlock()
+					return
+				}
+				leading.Add(1)
+				mu.Unlock()
+				defer leading.Done()
+				// Workers stop on SIGTERM or when leadership is lost, whichever comes first.
+				runCtx, cancel := context.WithCancel(leaderCtx)
+				defer cancel()
+				stop := context.AfterFunc(ctx, cancel)
+				defer stop()
 				log.Info("became leader", "identity", identity)
-				w.controller.Run(ctx)
+				w.controller.Run(runCtx)
 			},
 			OnStoppedLeading: func() { close(lost) },
 		},
 	})
+	// Leadership lost: wait for the workers before run returns.
+	drain()
 }
 
 func (w *wiring) probes() http.Handler {

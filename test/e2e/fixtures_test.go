@@ -1,0 +1,252 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/uuid"
+
+	"github.com/Azure/eno-tombstone-recovery/domain"
+)
+
+// Exact strings of SPEC §3, spelled out here rather than taken from domain so that a changed
+// constant fails these tests.
+const (
+	optInAnnotation    = "eno.azure.io/tombstone-recovery"
+	decisionAnnotation = "eno.azure.io/tombstone-recovery-decision"
+	secretType         = "eno.azure.io/inventory-snapshot"
+	managedByLabel     = "app.kubernetes.io/managed-by"
+	managedByValue     = "eno-tombstone-recovery"
+	lineageLabel       = "eno.azure.io/inventory-lineage"
+	dataKey            = "inventory.json"
+	readinessGroup     = "eno.azure.io/readiness-group"
+	deletionGroup      = "eno.azure.io/deletion-group"
+)
+
+var (
+	compositionGVR = schema.GroupVersionResource{Group: "eno.azure.io", Version: "v1", Resource: "compositions"}
+	sliceGVR       = schema.GroupVersionResource{Group: "eno.azure.io", Version: "v1", Resource: "resourceslices"}
+)
+
+// object renders one manifest as Eno's synthesizer stores it in a slice: a JSON string.
+func object(apiVersion, kind, namespace, name string, labels, annotations map[string]string, extra map[string]any) string {
+	meta := map[string]any{"name": name}
+	if namespace != "" {
+		meta["namespace"] = namespace
+	}
+	if labels != nil {
+		meta["labels"] = labels
+	}
+	if annotations != nil {
+		meta["annotations"] = annotations
+	}
+	obj := map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": meta}
+	for k, v := range extra {
+		obj[k] = v
+	}
+	b, err := json.Marshal(obj)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// patchOf is an Eno Patch of a resource Eno does not own.
+func patchOf(targetAPIVersion, targetKind, namespace, name string) string {
+	return object("eno.azure.io/v1", "Patch", namespace, name, nil, nil, map[string]any{
+		"patch": map[string]any{"apiVersion": targetAPIVersion, "kind": targetKind, "ops": []any{}},
+	})
+}
+
+type resource struct {
+	manifest string
+	deleted  bool
+}
+
+// synthesis is one synthesis as Eno publishes it: slices, then status.currentSynthesis.
+type synthesis struct {
+	uuid        string
+	synthesized time.Time
+	slices      [][]resource
+}
+
+func newSynthesis(synthesized time.Time, slices ...[]resource) synthesis {
+	return synthesis{uuid: string(uuid.NewUUID()), synthesized: synthesized.UTC().Truncate(time.Second), slices: slices}
+}
+
+func (s synthesis) sliceName(comp string, i int) string {
+	return comp + "-" + s.uuid[:8] + "-" + strconv.Itoa(i)
+}
+
+// createComposition creates an opted-in Composition with no status yet.
+func createComposition(t *testing.T, c clients, namespace, name string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "eno.azure.io/v1",
+		"kind":       "Composition",
+		"spec":       map[string]any{"synthesizer": map[string]any{"name": "e2e"}},
+	}}
+	u.SetNamespace(namespace)
+	u.SetName(name)
+	u.SetAnnotations(map[string]string{optInAnnotation: "enabled"})
+	created, err := c.dyn.Resource(compositionGVR).Namespace(namespace).Create(testContext(t), u, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return created
+}
+
+// publish creates the synthesis's slices, then sets status.currentSynthesis through the
+// status subresource, as Eno does.
+func publish(t *testing.T, c clients, comp *unstructured.Unstructured, syn synthesis) *unstructured.Unstructured {
+	t.Helper()
+	ctx := testContext(t)
+	ns, name := comp.GetNamespace(), comp.GetName()
+	var refs []any
+	for i, resources := range syn.slices {
+		items := make([]any, len(resources))
+		for j, r := range resources {
+			item := map[string]any{"manifest": r.manifest}
+			if r.deleted {
+				item["deleted"] = true
+			}
+			items[j] = item
+		}
+		slice := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "eno.azure.io/v1",
+			"kind":       "ResourceSlice",
+			"spec":       map[string]any{"synthesisUUID": syn.uuid, "resources": items},
+		}}
+		slice.SetNamespace(ns)
+		slice.SetName(syn.sliceName(name, i))
+		_, err := c.dyn.Resource(sliceGVR).Namespace(ns).Create(ctx, slice, metav1.CreateOptions{})
+		require.NoError(t, err)
+		refs = append(refs, map[string]any{"name": slice.GetName()})
+	}
+	client := c.dyn.Resource(compositionGVR).Namespace(ns)
+	for {
+		cur, err := client.Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		cur.Object["status"] = map[string]any{"currentSynthesis": map[string]any{
+			"uuid":           syn.uuid,
+			"synthesized":    syn.synthesized.Format(time.RFC3339),
+			"ready":          syn.synthesized.Add(30 * time.Second).Format(time.RFC3339),
+			"resourceSlices": refs,
+		}}
+		updated, err := client.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			continue // the controller wrote a decision meanwhile
+		}
+		require.NoError(t, err)
+		return updated
+	}
+}
+
+// waitForDecision waits for the decision annotation of the given synthesis.
+func waitForDecision(t *testing.T, c clients, namespace, name, synthesisUUID string) domain.Decision {
+	t.Helper()
+	var d domain.Decision
+	waitFor(t, fmt.Sprintf("decision for synthesis %s on %s/%s", synthesisUUID, namespace, name), func(ctx context.Context) error {
+		u, err := c.dyn.Resource(compositionGVR).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		raw, ok := u.GetAnnotations()[decisionAnnotation]
+		if !ok {
+			return errors.New("no decision annotation yet")
+		}
+		if d, err = domain.ParseDecision(raw); err != nil {
+			return err
+		}
+		if d.SynthesisUUID != synthesisUUID {
+			return fmt.Errorf("decision is for synthesis %s", d.SynthesisUUID)
+		}
+		return nil
+	})
+	return d
+}
+
+// listInventory lists a lineage's Secrets, ordered by chunk index.
+func listInventory(ctx context.Context, c clients, namespace, lineage string) ([]corev1.Secret, error) {
+	list, err := c.kube.CoreV1().Secrets(namespace).List(ctx, metav1.ListOptions{LabelSelector: lineageLabel + "=" + lineage})
+	if err != nil {
+		return nil, err
+	}
+	items := list.Items
+	slices.SortFunc(items, func(a, b corev1.Secret) int {
+		ai, _ := strconv.Atoi(a.Annotations["eno.azure.io/inventory-chunk-index"])
+		bi, _ := strconv.Atoi(b.Annotations["eno.azure.io/inventory-chunk-index"])
+		return ai - bi
+	})
+	return items, nil
+}
+
+func chunkSecrets(secrets []corev1.Secret) []domain.ChunkSecret {
+	out := make([]domain.ChunkSecret, len(secrets))
+	for i, s := range secrets {
+		out[i] = domain.ChunkSecret{
+			Namespace: s.Namespace, Name: s.Name, Type: string(s.Type),
+			Labels: s.Labels, Annotations: s.Annotations, Data: s.Data, ResourceVersion: s.ResourceVersion,
+		}
+	}
+	return out
+}
+
+// waitForSnapshot waits until the lineage's Secrets read (SPEC §5) as a valid snapshot of the
+// given Composition UID and synthesis, and returns it with the Secrets.
+func waitForSnapshot(t *testing.T, c clients, namespace, lineage, compUID, synthesisUUID string) (domain.Snapshot, []corev1.Secret) {
+	t.Helper()
+	var snap domain.Snapshot
+	var secrets []corev1.Secret
+	waitFor(t, fmt.Sprintf("snapshot of synthesis %s in lineage %s", synthesisUUID, lineage), func(ctx context.Context) error {
+		var err error
+		if secrets, err = listInventory(ctx, c, namespace, lineage); err != nil {
+			return err
+		}
+		if snap, err = domain.ReadSnapshot(chunkSecrets(secrets), time.Now(), 0); err != nil {
+			return err
+		}
+		if m := snap.Meta(); m.CompositionUID != compUID || m.SynthesisUUID != synthesisUUID {
+			return fmt.Errorf("snapshot is of composition UID %s, synthesis %s", m.CompositionUID, m.SynthesisUUID)
+		}
+		return nil
+	})
+	return snap, secrets
+}
+
+// waitForEvent waits for an event with reason on the Composition and returns it.
+func waitForEvent(t *testing.T, c clients, namespace, name, reason string) corev1.Event {
+	t.Helper()
+	var found corev1.Event
+	waitFor(t, fmt.Sprintf("event %s on %s/%s", reason, namespace, name), func(ctx context.Context) error {
+		list, err := c.kube.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+		if err != nil {
+			return err
+		}
+		var reasons []string
+		for _, e := range list.Items {
+			if e.Reason == reason && e.InvolvedObject.Kind == "Composition" {
+				found = e
+				return nil
+			}
+			reasons = append(reasons, e.Reason)
+		}
+		return fmt.Errorf("events so far: %v", reasons)
+	})
+	return found
+}
+
+// lineageOf is the default lineage of a Composition (SPEC §3).
+func lineageOf(namespace, name string) string {
+	return domain.DefaultLineage(namespace, name).String()
+}

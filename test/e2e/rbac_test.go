@@ -1,0 +1,177 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+)
+
+// applyRBAC creates every object of a deploy/ RBAC manifest through the typed RBAC client.
+func applyRBAC(t *testing.T, kube kubernetes.Interface, file string) {
+	t.Helper()
+	ctx := testContext(t)
+	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", file))
+	require.NoError(t, err)
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	rbac := kube.RbacV1()
+	applied := 0
+	for {
+		var doc map[string]any
+		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+			break
+		} else {
+			require.NoError(t, err, "decoding %s", file)
+		}
+		if len(doc) == 0 {
+			continue
+		}
+		conv := runtime.DefaultUnstructuredConverter
+		kind, _ := doc["kind"].(string)
+		switch kind {
+		case "ClusterRole":
+			var o rbacv1.ClusterRole
+			require.NoError(t, conv.FromUnstructured(doc, &o))
+			_, err = rbac.ClusterRoles().Create(ctx, &o, metav1.CreateOptions{})
+		case "ClusterRoleBinding":
+			var o rbacv1.ClusterRoleBinding
+			require.NoError(t, conv.FromUnstructured(doc, &o))
+			_, err = rbac.ClusterRoleBindings().Create(ctx, &o, metav1.CreateOptions{})
+		case "Role":
+			var o rbacv1.Role
+			require.NoError(t, conv.FromUnstructured(doc, &o))
+			_, err = rbac.Roles(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+		case "RoleBinding":
+			var o rbacv1.RoleBinding
+			require.NoError(t, conv.FromUnstructured(doc, &o))
+			_, err = rbac.RoleBindings(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+		default:
+			t.Fatalf("%s holds a %q; this test applies RBAC kinds only", file, kind)
+		}
+		if !apierrors.IsAlreadyExists(err) { // from an earlier run under -count
+			require.NoError(t, err, "creating %s from %s", kind, file)
+		}
+		applied++
+	}
+	require.NotZero(t, applied, "%s holds no objects", file)
+}
+
+// TestLeastPrivilege runs the binary as the ServiceAccount identity bound only to deploy/'s
+// RBAC: the whole lifecycle works, with leader election, and requests beyond it are denied.
+func TestLeastPrivilege(t *testing.T) {
+	c := admin(t)
+	ctx := testContext(t)
+	ensureNamespace(t, c, "eno-system")
+	applyRBAC(t, c.kube, "control-plane-rbac.yaml")
+	applyRBAC(t, c.kube, "downstream-rbac.yaml")
+	ns := newNamespace(t, c, "least-privilege")
+	user := clientsFor(t, env.UserConfig(controllerUser))
+
+	// The RBAC authorizer reads bindings through an informer; wait until they apply.
+	waitFor(t, "deploy/ RBAC to take effect", func(ctx context.Context) error {
+		if _, err := user.dyn.Resource(compositionGVR).Namespace(ns).List(ctx, metav1.ListOptions{}); err != nil {
+			return err
+		}
+		if _, err := user.kube.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+			return err
+		}
+		if _, err := user.kube.CoordinationV1().Leases("eno-system").Get(ctx, "rbac-probe", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("lease get: %v", err)
+		}
+		return nil
+	})
+
+	ctl := startController(t, controllerUser, "--composition-namespace="+ns,
+		"--leader-elect", "--leader-election-namespace=eno-system")
+
+	const name = "api"
+	lineage := lineageOf(ns, name)
+	comp := createComposition(t, c, ns, name)
+	first := newSynthesis(time.Now().Add(-10*time.Minute), []resource{
+		{manifest: object("v1", "ConfigMap", ns, "api-config", map[string]string{"app": "api"}, nil, nil)},
+		{manifest: object("apps/v1", "Deployment", ns, "api", map[string]string{"app": "api"}, nil, nil)},
+		{manifest: object("v1", "Service", ns, "api", nil, nil, nil)},
+	})
+	publish(t, c, comp, first)
+	d := waitForDecision(t, c, ns, name, first.uuid)
+	assert.Equal(t, "NoInventory", d.Outcome.String())
+	_, secrets := waitForSnapshot(t, c, "kube-system", lineage, string(comp.GetUID()), first.uuid)
+	require.Len(t, secrets, 1)
+
+	lease, err := c.kube.CoordinationV1().Leases("eno-system").Get(ctx, "eno-tombstone-recovery", metav1.GetOptions{})
+	require.NoError(t, err, "the leader's Lease")
+	require.NotNil(t, lease.Spec.HolderIdentity)
+	assert.NotEmpty(t, *lease.Spec.HolderIdentity)
+
+	// Recovery needs the rest of the grant: create the tombstone slice, write the decision.
+	require.NoError(t, c.dyn.Resource(compositionGVR).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}))
+	waitFor(t, "the composition to be gone", func(ctx context.Context) error {
+		_, err := c.dyn.Resource(compositionGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there: %v", err)
+	})
+	recreated := createComposition(t, c, ns, name)
+	second := newSynthesis(time.Now().Add(-5*time.Minute), []resource{
+		{manifest: object("v1", "ConfigMap", ns, "api-config", map[string]string{"app": "api"}, nil, nil)},
+		{manifest: object("apps/v1", "Deployment", ns, "api", map[string]string{"app": "api"}, nil, nil)},
+	})
+	publish(t, c, recreated, second)
+	d = waitForDecision(t, c, ns, name, second.uuid)
+	assert.Equal(t, "Recovered", d.Outcome.String())
+	assert.Equal(t, 1, d.Tombstones)
+	_, err = c.dyn.Resource(sliceGVR).Namespace(ns).Get(ctx, d.TombstoneSlice, metav1.GetOptions{})
+	require.NoError(t, err, "tombstone slice %q", d.TombstoneSlice)
+	waitForSnapshot(t, c, "kube-system", lineage, string(recreated.GetUID()), second.uuid)
+	waitForEvent(t, c, ns, name, "Recovered")
+
+	// Requests beyond the grant are denied.
+	_, err = c.kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "not-yours"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	denied := map[string]error{
+		"delete an inventory secret in kube-system": user.kube.CoreV1().Secrets("kube-system").Delete(ctx, secrets[0].Name, metav1.DeleteOptions{}),
+		"list configmaps in kube-system": func() error {
+			_, err := user.kube.CoreV1().ConfigMaps("kube-system").List(ctx, metav1.ListOptions{})
+			return err
+		}(),
+		"get a secret in another namespace": func() error {
+			_, err := user.kube.CoreV1().Secrets(ns).Get(ctx, "not-yours", metav1.GetOptions{})
+			return err
+		}(),
+		"list secrets in all namespaces": func() error {
+			_, err := user.kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
+			return err
+		}(),
+		"delete a composition": user.dyn.Resource(compositionGVR).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}),
+	}
+	for what, err := range denied {
+		assert.True(t, apierrors.IsForbidden(err), "%s: got %v, want Forbidden", what, err)
+	}
+
+	ctl.stop(t)
+	// Nothing the binary did needed more than deploy/ grants.
+	assert.NotContains(t, strings.ToLower(ctl.stderr()), "forbidden")
+	// ReleaseOnCancel hands the Lease back on SIGTERM.
+	lease, err = c.kube.CoordinationV1().Leases("eno-system").Get(ctx, "eno-tombstone-recovery", metav1.GetOptions{})
+	require.NoError(t, err)
+	if lease.Spec.HolderIdentity != nil {
+		assert.Empty(t, *lease.Spec.HolderIdentity, "the Lease is released on SIGTERM")
+	}
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package e2e
+
+import "syscall"
+
+func childSysProcAttr() *syscall.SysProcAttr { return nil }
