@@ -1,0 +1,330 @@
+package reliability_test
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/Azure/eno-tombstone-recovery/adapters/memory"
+	"github.com/Azure/eno-tombstone-recovery/app"
+	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/ports"
+)
+
+const (
+	// concurrentChunkBytes spreads each synthesis's 8 resources over 3 chunks, so replacements
+	// take several writes and racing instances can interleave inside one.
+	concurrentChunkBytes = 512
+	// publications is how many syntheses the synthesizer publishes while the controllers run;
+	// every recreateEvery-th one recreates the Composition instead.
+	publications  = 90
+	recreateEvery = 4
+	// maxPassesPerInstance bounds an instance's loop should the synthesizer stall.
+	maxPassesPerInstance = 20000
+	// stableRounds bounds the quiescent passes that must converge.
+	stableRounds = 10
+)
+
+var concurrentRefs = []domain.CompositionRef{
+	{Namespace: "team-c", Name: "alpha"},
+	{Namespace: "team-c", Name: "beta"},
+	{Namespace: "team-d", Name: "alpha"},
+}
+
+// generation is what synthesis number g of a Composition produces: six resources every
+// synthesis keeps and two that the next synthesis drops. A recreation therefore orphans 2 of
+// the 8 resources the old snapshot lists, under the deletion guard's default of one half.
+func generation(g int) []string {
+	out := []string{"keep-0", "keep-1", "keep-2", "keep-3", "keep-4", "keep-5"}
+	return append(out, fmt.Sprintf("gen-%03d-a", g), fmt.Sprintf("gen-%03d-b", g))
+}
+
+func TestConcurrentControllers(t *testing.T) {
+	for _, instances := range []int{2, 4, 8} {
+		t.Run(fmt.Sprintf("%d instances", instances), func(t *testing.T) {
+			runConcurrentControllers(t, instances)
+		})
+	}
+}
+
+// outcomes tallies what the instances' passes returned.
+type outcomes struct {
+	mu                                       sync.Mutex
+	ok, conflict, alreadyExists, stale, gone int
+	unexpected                               []string
+}
+
+func (o *outcomes) add(err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var stale *app.StaleCompositionError
+	switch {
+	case err == nil:
+		o.ok++
+	case errors.Is(err, ports.ErrConflict):
+		o.conflict++
+	case errors.Is(err, ports.ErrAlreadyExists):
+		o.alreadyExists++
+	case errors.As(err, &stale):
+		o.stale++
+	case errors.Is(err, ports.ErrNotFound):
+		// The synthesizer deleted the Composition to recreate it between the recheck and a write.
+		o.gone++
+	default:
+		o.unexpected = append(o.unexpected, err.Error())
+	}
+}
+
+func runConcurrentControllers(t *testing.T, instances int) {
+	w := newWorld(t, concurrentChunkBytes, domain.DefaultMaxTombstoneFraction)
+	w.yield = true
+	ctx := t.Context() // discards logs: thousands of passes would drown a failure's output
+
+	latest := map[domain.CompositionRef]domain.Composition{}
+	for i, ref := range concurrentRefs {
+		latest[ref] = w.create(ref, true, generation(i)...)
+	}
+
+	svcs := make([]*app.Service, instances)
+	for i := range svcs {
+		svcs[i] = w.service()
+	}
+
+	var (
+		passes      atomic.Int64
+		hot         atomic.Int64 // the Composition published last: half of all passes go there
+		running     atomic.Int64
+		synthDone   atomic.Bool
+		res         outcomes
+		recreations int
+		publishErrs []error
+		wg          sync.WaitGroup
+	)
+	for id, svc := range svcs {
+		running.Add(1)
+		wg.Go(func() {
+			defer running.Add(-1)
+			for i := 0; i < maxPassesPerInstance && !synthDone.Load(); i++ {
+				ref := concurrentRefs[(id+i)%len(concurrentRefs)]
+				if i%2 == 0 {
+					ref = concurrentRefs[hot.Load()]
+				}
+				_, err := svc.Reconcile(ctx, ref)
+				res.add(err)
+				passes.Add(1)
+				runtime.Gosched()
+			}
+		})
+	}
+	// The synthesizer: new slices and a new status.currentSynthesis, sometimes a whole new
+	// incarnation. After each it yields until the instances made a few passes, so every
+	// synthesis meets the controllers before the next replaces it.
+	wg.Go(func() {
+		defer synthDone.Store(true)
+		for p := range publications {
+			ref := concurrentRefs[p%len(concurrentRefs)]
+			hot.Store(int64(p % len(concurrentRefs)))
+			gen := len(concurrentRefs) + p
+			if p%recreateEvery == recreateEvery-1 {
+				latest[ref] = w.recreate(ref, true, generation(gen)...)
+				recreations++
+			} else {
+				comp, err := w.resynthesize(ref, true, generation(gen)...)
+				if err != nil {
+					publishErrs = append(publishErrs, err)
+					return
+				}
+				latest[ref] = comp
+			}
+			target := passes.Load() + int64(2*instances)
+			for passes.Load() < target && running.Load() > 0 {
+				runtime.Gosched()
+			}
+		}
+	})
+	wg.Wait()
+	require.Empty(t, publishErrs)
+	require.Empty(t, res.unexpected, "only conflicts, AlreadyExists, stale-Composition aborts and writes to a deleted Composition are expected")
+	racing := w.audit.report()
+
+	// Quiescent: every instance passes over every Composition until a round writes nothing.
+	stable := false
+	for round := 0; round < stableRounds && !stable; round++ {
+		before, failed := w.audit.writes(), 0
+		for _, svc := range svcs {
+			for _, ref := range concurrentRefs {
+				if _, err := svc.Reconcile(ctx, ref); err != nil {
+					t.Logf("quiescent round %d: %v", round, err)
+					failed++
+				}
+			}
+		}
+		stable = failed == 0 && w.audit.writes() == before
+	}
+	require.True(t, stable, "the controllers did not converge within %d quiescent rounds", stableRounds)
+	final := w.audit.report()
+
+	// The end state is each Composition's newest synthesis, recorded completely and consistently.
+	for _, ref := range concurrentRefs {
+		live := w.live(ref)
+		require.Equal(t, latest[ref].UID, live.UID, "%s", ref)
+		require.Equal(t, latest[ref].SynthesisUUID(), live.SynthesisUUID(), "%s", ref)
+		lineage, err := domain.LineageOf(live)
+		require.NoError(t, err)
+		snap, err := w.readSnapshot(lineage)
+		require.NoError(t, err, "%s", ref)
+		assert.True(t, domain.SnapshotMatches(snap, live), "%s: snapshot of %s/%s, composition %s/%s",
+			ref, snap.CompositionUID(), snap.SynthesisUUID(), live.UID, live.SynthesisUUID())
+		var got []string
+		for _, e := range snap.Inventory().Entries() {
+			got = append(got, e.Name)
+		}
+		want := generation(len(concurrentRefs) + lastPublication(ref))
+		sort.Strings(want)
+		assert.Equal(t, want, got, "%s", ref)
+		_, decided := live.FinishedDecision()
+		assert.True(t, decided, "%s: its newest synthesis has a finished decision", ref)
+	}
+
+	// Every Secret update carried the resourceVersion its instance had read.
+	assert.Empty(t, final.unguarded)
+
+	// No duplicate decisions: one finished decision per incarnation and synthesis, ever.
+	for key, n := range w.audit.finishedDecisions() {
+		assert.Equal(t, 1, n, "composition %s synthesis %s has %d finished decisions", key[0], key[1], n)
+	}
+
+	// Every tombstone slice belongs to the Recovered decision of its own synthesis.
+	recovered := 0
+	for _, d := range final.decisions {
+		if d.Decision.Outcome == domain.OutcomeRecovered {
+			recovered++
+		}
+	}
+	recovery := w.recoverySlices()
+	for _, s := range recovery {
+		owner := w.cluster.SliceOwner(s.Namespace, s.Name)
+		var matches []domain.Decision
+		for _, d := range final.decisions {
+			if d.UID == owner && d.Decision.SynthesisUUID == s.SynthesisUUID && d.Decision.Outcome == domain.OutcomeRecovered {
+				matches = append(matches, d.Decision)
+			}
+		}
+		if assert.Len(t, matches, 1, "tombstone slice %s/%s (synthesis %s, owner %s) has no Recovered decision of its own", s.Namespace, s.Name, s.SynthesisUUID, owner) {
+			assert.Equal(t, s.Name, matches[0].TombstoneSlice)
+			assert.Equal(t, len(s.Resources), matches[0].Tombstones, "slice %s holds what its decision counted", s.Name)
+		}
+	}
+	assert.Positive(t, recovered, "recreations under way produced recoveries")
+	assert.Len(t, recovery, recovered)
+
+	byOutcome := map[string]int{}
+	for _, d := range final.decisions {
+		byOutcome[d.Decision.Outcome.String()]++
+	}
+	t.Logf("%d instances: %d racing passes (%d ok, %d conflicts, %d AlreadyExists, %d stale aborts, %d writes to a deleted Composition); %d publications, %d recreations",
+		instances, passes.Load(), res.ok, res.conflict, res.alreadyExists, res.stale, res.gone, publications, recreations)
+	t.Logf("store while racing: %d creates, %d updates, %d update conflicts, %d AlreadyExists; decisions: %d written (%d while racing), %d conflicts, by outcome %v; %d publications of tombstones into %d recovery slices",
+		racing.creates, racing.updates, racing.chunkConflicts, racing.alreadyExists,
+		len(final.decisions), len(racing.decisions), final.decisionConflicts, byOutcome, len(final.publishes), len(recovery))
+}
+
+// lastPublication is the index of the last publication for ref.
+func lastPublication(ref domain.CompositionRef) int {
+	last := -1
+	for p := range publications {
+		if concurrentRefs[p%len(concurrentRefs)] == ref {
+			last = p
+		}
+	}
+	return last
+}
+
+// TestSynthesisChangesMidReplacement changes the Composition under a recording pass, right
+// before chunk write k: that write was already rechecked and lands, the recheck before the next
+// one sees the change and stops the pass. What is left reads as InventoryInvalid or as one
+// complete snapshot, and the following passes converge on the newest synthesis.
+func TestSynthesisChangesMidReplacement(t *testing.T) {
+	for _, change := range []string{"resynthesized", "recreated"} {
+		for k := range 3 {
+			t.Run(fmt.Sprintf("%s before chunk write %d", change, k), func(t *testing.T) {
+				ctx := logr.NewContext(t.Context(), testr.New(t))
+				w := newWorld(t, crashChunkBytes, 1.0)
+				oldNames, newNames, newest := names("old", 8), names("new", 8), []string{"shared", "fresh"}
+				w.create(crashRef, true, oldNames...)
+				_, err := w.service().Reconcile(ctx, crashRef)
+				require.NoError(t, err)
+				second, err := w.resynthesize(crashRef, true, newNames...)
+				require.NoError(t, err)
+
+				var third domain.Composition
+				chunkWrites := 0
+				w.cluster.SetBeforeWrite(func(op, _ string) error {
+					if op != memory.OpCreateChunk && op != memory.OpUpdateChunk {
+						return nil
+					}
+					if chunkWrites == k {
+						if change == "recreated" {
+							third = w.recreate(crashRef, true, newest...)
+						} else {
+							var resynthErr error
+							third, resynthErr = w.resynthesize(crashRef, true, newest...)
+							require.NoError(t, resynthErr)
+						}
+					}
+					chunkWrites++
+					return nil
+				})
+				_, err = w.service().Reconcile(ctx, crashRef)
+				w.cluster.SetBeforeWrite(nil)
+				if k < 2 {
+					var stale *app.StaleCompositionError
+					require.ErrorAs(t, err, &stale, "the recheck before the next chunk write stops the pass")
+					assert.Equal(t, k+1, chunkWrites, "no write after the change was seen")
+					_, err := w.readSnapshot(crashLineage)
+					reason, _ := domain.InvalidReasonOf(err)
+					assert.Equal(t, domain.ReasonMissingChunk, reason, "the half-written snapshot reads as invalid")
+				} else {
+					require.NoError(t, err, "a change after the last recheck is seen by the next pass")
+					assert.Equal(t, 3, chunkWrites)
+					snap, err := w.readSnapshot(crashLineage)
+					require.NoError(t, err)
+					assert.Equal(t, second.SynthesisUUID(), snap.SynthesisUUID())
+				}
+
+				// The newest synthesis decides from what was left, then records itself.
+				for range 3 {
+					_, err = w.service().Reconcile(ctx, crashRef)
+					require.NoError(t, err)
+				}
+				live := w.live(crashRef)
+				require.Equal(t, third.SynthesisUUID(), live.SynthesisUUID())
+				d, ok := live.FinishedDecision()
+				require.True(t, ok)
+				switch {
+				case k < 2:
+					assert.Equal(t, domain.OutcomeInventoryInvalid, d.Outcome)
+				case change == "recreated":
+					require.Equal(t, domain.OutcomeRecovered, d.Outcome)
+					require.Len(t, w.recoverySlices(), 1)
+					assert.Equal(t, cmIDs(crashRef.Namespace, minus(newNames, newest)...), tombstoneIDs(t, w.recoverySlices()[0]))
+				default:
+					assert.Equal(t, domain.OutcomeNothingToRecover, d.Outcome)
+				}
+				snap, err := w.readSnapshot(crashLineage)
+				require.NoError(t, err)
+				assert.True(t, domain.SnapshotMatches(snap, live))
+				assert.Empty(t, w.audit.report().unguarded)
+			})
+		}
+	}
+}
