@@ -38,15 +38,15 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 		return res, fmt.Errorf("reading composition %s: %w", ref, err)
 	}
 
-	var contents *domain.SynthesisContents
-	rec, c, err := s.recover(ctx, comp)
+	var reads *liveReads
+	rec, r, err := s.recover(ctx, comp)
 	switch ie, ineligible := isIneligible(err); {
 	case err == nil:
 		res.Recovery = &rec
 		if !rec.Plan.Decision.Outcome.Finished() {
 			return res, nil // held for review: recording waits
 		}
-		comp, contents = rec.Composition, &c
+		comp, reads = rec.Composition, &r
 	case ineligible && ie.Reason == domain.IneligibleDecided:
 	case ineligible:
 		s.skipped(ctx, comp, ie)
@@ -56,7 +56,7 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 		return res, err
 	}
 
-	recRes, err := s.record(ctx, comp, contents)
+	recRes, err := s.record(ctx, comp, reads)
 	if ie, ok := isIneligible(err); ok {
 		res.Skipped = ie
 		return res, nil

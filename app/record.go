@@ -30,7 +30,8 @@ func (s *Service) Record(ctx context.Context, comp domain.Composition) (RecordRe
 	return s.record(ctx, comp, nil)
 }
 
-func (s *Service) record(ctx context.Context, comp domain.Composition, contents *domain.SynthesisContents) (RecordResult, error) {
+// record reuses prior, recovery's live reads of this reconcile, when it is not nil.
+func (s *Service) record(ctx context.Context, comp domain.Composition, prior *liveReads) (RecordResult, error) {
 	if err := s.policy.CheckRecording(comp); err != nil {
 		return RecordResult{}, err
 	}
@@ -47,13 +48,16 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, contents 
 		}
 	}
 
-	if contents == nil {
+	var contents domain.SynthesisContents
+	if prior != nil {
+		contents = prior.contents
+	} else {
 		c, err := s.readSynthesis(ctx, comp)
 		if err != nil {
 			s.refuse(comp, "Slice"+problemOf(err), err)
 			return res, fmt.Errorf("recording %s: %w", comp.Ref(), err)
 		}
-		contents = &c
+		contents = c
 	}
 	inv := contents.Inventory()
 	chunks, err := domain.SplitInventory(inv, s.cfg.MaxChunkBytes, s.cfg.MaxChunks)
@@ -73,8 +77,10 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, contents 
 	}
 	res.Chunks, res.Digest = len(chunks), inv.Digest()
 
-	existing, err := s.deps.Store.ListChunks(ctx, lineage)
-	if err != nil {
+	var existing []domain.ChunkSecret
+	if prior != nil {
+		existing = prior.secrets
+	} else if existing, err = s.deps.Store.ListChunks(ctx, lineage); err != nil {
 		return res, fmt.Errorf("recording %s: listing inventory secrets: %w", comp.Ref(), err)
 	}
 	byName := make(map[string]domain.ChunkSecret, len(existing))

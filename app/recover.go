@@ -28,20 +28,29 @@ func (s *Service) Plan(ctx context.Context, comp domain.Composition) (domain.Rec
 	return plan, err
 }
 
-func (s *Service) plan(ctx context.Context, comp domain.Composition) (domain.RecoveryPlan, domain.SynthesisContents, error) {
+// liveReads is what recovery read live; recording in the same reconcile reuses it rather than
+// reading the slices and listing the lineage's Secrets a second time. Every write still follows
+// its own live recheck, and creates and updates are guarded by the API server (AlreadyExists,
+// resourceVersion), so a Secret that changed since the list aborts the pass as before.
+type liveReads struct {
+	contents domain.SynthesisContents
+	secrets  []domain.ChunkSecret
+}
+
+func (s *Service) plan(ctx context.Context, comp domain.Composition) (domain.RecoveryPlan, liveReads, error) {
 	lineage, err := domain.LineageOf(comp)
 	if err != nil {
-		return domain.RecoveryPlan{}, domain.SynthesisContents{}, err
+		return domain.RecoveryPlan{}, liveReads{}, err
 	}
 	secrets, err := s.deps.Store.ListChunks(ctx, lineage)
 	if err != nil {
-		return domain.RecoveryPlan{}, domain.SynthesisContents{}, fmt.Errorf("listing inventory secrets of lineage %s: %w", lineage, err)
+		return domain.RecoveryPlan{}, liveReads{}, fmt.Errorf("listing inventory secrets of lineage %s: %w", lineage, err)
 	}
 	now := s.cfg.Now()
 	snap, snapErr := domain.ReadSnapshot(secrets, now, s.cfg.MaxChunks)
 	contents, err := s.readSynthesis(ctx, comp)
 	if err != nil {
-		return domain.RecoveryPlan{}, domain.SynthesisContents{}, err
+		return domain.RecoveryPlan{}, liveReads{}, err
 	}
 	plan, err := domain.PlanRecovery(domain.RecoveryInput{
 		Composition:          comp,
@@ -51,7 +60,7 @@ func (s *Service) plan(ctx context.Context, comp domain.Composition) (domain.Rec
 		MaxTombstoneFraction: s.cfg.MaxTombstoneFraction,
 		Now:                  now,
 	})
-	return plan, contents, err
+	return plan, liveReads{contents: contents, secrets: secrets}, err
 }
 
 // Recover decides recovery for the Composition's current synthesis (SPEC §6) and writes the
@@ -62,49 +71,49 @@ func (s *Service) Recover(ctx context.Context, comp domain.Composition) (Recover
 	return res, err
 }
 
-func (s *Service) recover(ctx context.Context, comp domain.Composition) (RecoverResult, domain.SynthesisContents, error) {
+func (s *Service) recover(ctx context.Context, comp domain.Composition) (RecoverResult, liveReads, error) {
 	if err := s.policy.CheckRecovery(comp); err != nil {
-		return RecoverResult{}, domain.SynthesisContents{}, err
+		return RecoverResult{}, liveReads{}, err
 	}
 	log := logr.FromContextOrDiscard(ctx).WithValues("composition", comp.Ref().String(), "synthesisUUID", comp.SynthesisUUID())
-	plan, contents, err := s.plan(ctx, comp)
+	plan, reads, err := s.plan(ctx, comp)
 	if err != nil {
 		if domain.IsSliceError(err) {
 			s.refuse(comp, "Slice"+problemOf(err), err)
 		}
-		return RecoverResult{}, contents, fmt.Errorf("recovering %s: %w", comp.Ref(), err)
+		return RecoverResult{}, reads, fmt.Errorf("recovering %s: %w", comp.Ref(), err)
 	}
 	d := plan.Decision
 	res := RecoverResult{Plan: plan, Composition: comp}
 
 	// A held decision already on record is not rewritten: only its time would change.
 	if prev, ok := comp.Decision(); ok && d.Outcome == domain.OutcomeHeldForReview && prev.SynthesisUUID == d.SynthesisUUID && prev.SameAs(d) {
-		return res, contents, nil
+		return res, reads, nil
 	}
 	if len(plan.Tombstones) > 0 {
 		live, err := s.recheck(ctx, comp, s.policy.CheckRecovery)
 		if err != nil {
-			return res, contents, fmt.Errorf("recovering %s: %w", comp.Ref(), err)
+			return res, reads, fmt.Errorf("recovering %s: %w", comp.Ref(), err)
 		}
 		where, err := s.deps.Sink.PublishTombstones(ctx, live, plan.Tombstones)
 		if err != nil {
-			return res, contents, fmt.Errorf("recovering %s: publishing %d tombstones: %w", comp.Ref(), len(plan.Tombstones), err)
+			return res, reads, fmt.Errorf("recovering %s: publishing %d tombstones: %w", comp.Ref(), len(plan.Tombstones), err)
 		}
 		d.TombstoneSlice = where
 	}
 	live, err := s.recheck(ctx, comp, s.policy.CheckRecovery)
 	if err != nil {
-		return res, contents, fmt.Errorf("recovering %s: %w", comp.Ref(), err)
+		return res, reads, fmt.Errorf("recovering %s: %w", comp.Ref(), err)
 	}
 	if err := s.deps.Decisions.WriteDecision(ctx, live, d); err != nil {
-		return res, contents, fmt.Errorf("recovering %s: writing decision %s: %w", comp.Ref(), d.Outcome, err)
+		return res, reads, fmt.Errorf("recovering %s: writing decision %s: %w", comp.Ref(), d.Outcome, err)
 	}
 	res.Plan.Decision, res.Written = d, true
 	res.Composition = withDecision(live, d)
 	s.deps.Metrics.DecisionMade(d.Outcome)
 	s.announce(comp, plan, d)
 	log.Info("recovery decided", "outcome", d.Outcome.String(), "reason", d.Reason, "tombstones", d.Tombstones, "tombstoneSlice", d.TombstoneSlice)
-	return res, contents, nil
+	return res, reads, nil
 }
 
 func (s *Service) announce(comp domain.Composition, plan domain.RecoveryPlan, d domain.Decision) {

@@ -84,7 +84,7 @@ func (c *Compositions) WriteDecision(ctx context.Context, comp domain.Compositio
 	if comp.ResourceVersion == "" {
 		return fmt.Errorf("writing the recovery decision on composition %s: %w: no resourceVersion to use as precondition; read the composition and retry", ref, ports.ErrConflict)
 	}
-	u, err := c.get(ctx, ref)
+	u, err := c.atVersion(ctx, ref, comp.ResourceVersion)
 	if err != nil {
 		return fmt.Errorf("writing the recovery decision: %w", err)
 	}
@@ -108,6 +108,22 @@ func (c *Compositions) WriteDecision(ctx context.Context, comp domain.Compositio
 	logr.FromContextOrDiscard(ctx).V(1).Info("wrote recovery decision", "composition", ref.String(),
 		"synthesisUUID", d.SynthesisUUID, "outcome", d.Outcome.String())
 	return nil
+}
+
+// atVersion returns the Composition to modify: a copy of the cached object when the cache
+// holds exactly resourceVersion rv (a resourceVersion names one version of one object, so
+// this saves a GET the live recheck before the write has just made), else the live object. The
+// update carries that resourceVersion and UID, so the API server still rejects it if anything
+// changed since.
+func (c *Compositions) atVersion(ctx context.Context, ref domain.CompositionRef, rv string) (*unstructured.Unstructured, error) {
+	if c.lister != nil {
+		if obj, err := c.lister.ByNamespace(ref.Namespace).Get(ref.Name); err == nil {
+			if u, ok := obj.(*unstructured.Unstructured); ok && u.GetResourceVersion() == rv {
+				return u.DeepCopy(), nil
+			}
+		}
+	}
+	return c.get(ctx, ref)
 }
 
 // CompositionInformer caches Compositions for GetComposition and for the controller loop.

@@ -155,7 +155,7 @@ func (st *SecretStore) UpdateChunk(ctx context.Context, s domain.ChunkSecret) (d
 		return domain.ChunkSecret{}, fmt.Errorf("%s: %w: no resourceVersion to use as precondition; read the secret and retry", what, ports.ErrConflict)
 	}
 	secrets := st.client.CoreV1().Secrets(st.namespace)
-	live, err := secrets.Get(ctx, s.Name, metav1.GetOptions{})
+	live, err := st.atVersion(ctx, s.Name, s.ResourceVersion)
 	if err != nil {
 		return domain.ChunkSecret{}, apiError(what, err)
 	}
@@ -174,6 +174,21 @@ func (st *SecretStore) UpdateChunk(ctx context.Context, s domain.ChunkSecret) (d
 	}
 	logr.FromContextOrDiscard(ctx).V(1).Info("updated inventory secret", "secret", s.Name, "lineage", s.Labels[domain.LabelLineage])
 	return chunkFromSecret(updated), nil
+}
+
+// atVersion returns the Secret to modify: a copy of the cached object when the cache holds
+// exactly resourceVersion rv (a resourceVersion names one version of one object, so this saves
+// a GET), else the live object. The update carries that resourceVersion, so the API server
+// still rejects it if anything changed since.
+func (st *SecretStore) atVersion(ctx context.Context, name, rv string) (*corev1.Secret, error) {
+	if st.informer.HasSynced() {
+		if obj, ok, err := st.informer.GetIndexer().GetByKey(st.namespace + "/" + name); err == nil && ok {
+			if cached, ok := obj.(*corev1.Secret); ok && cached.ResourceVersion == rv {
+				return cached.DeepCopy(), nil
+			}
+		}
+	}
+	return st.client.CoreV1().Secrets(st.namespace).Get(ctx, name, metav1.GetOptions{})
 }
 
 // admit refuses writes outside the inventory namespace and of Secrets that are not ours.

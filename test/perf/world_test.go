@@ -1,0 +1,326 @@
+package perf
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
+	"github.com/Azure/eno-tombstone-recovery/app"
+	"github.com/Azure/eno-tombstone-recovery/domain"
+)
+
+const (
+	enoAPIVersion = "eno.azure.io/v1"
+	// binaryQPS and binaryBurst are `tombstone-recovery run`'s --kube-api-qps and --kube-api-burst defaults.
+	binaryQPS   = 50
+	binaryBurst = 100
+	// eventually bounds how long a cache or the event broadcaster may lag.
+	eventually = 30 * time.Second
+)
+
+// synthesizedAt is every synthesis's time; second precision, as Eno writes it.
+var synthesizedAt = time.Now().UTC().Add(-time.Hour).Truncate(time.Second)
+
+// admin is the setup client: never counted, and fast (setup is not what is measured).
+type admin struct {
+	dyn  dynamic.Interface
+	kube kubernetes.Interface
+}
+
+func newAdmin(t testing.TB) admin {
+	t.Helper()
+	cfg := env.AdminConfig()
+	cfg.QPS, cfg.Burst = 5000, 10000
+	dyn, err := dynamic.NewForConfig(cfg)
+	require.NoError(t, err)
+	kube, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	return admin{dyn: dyn, kube: kube}
+}
+
+func (a admin) namespace(t testing.TB, prefix string) string {
+	t.Helper()
+	ns, err := a.kube.CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return ns.Name
+}
+
+// manifest is resource i of a synthesis: mostly ConfigMaps, every 10th a Deployment, every 50th
+// a ClusterRole, each with labels and a deletion group as Eno manifests carry them.
+func manifest(namespace string, i int) string {
+	m := map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{
+			"name": fmt.Sprintf("res-%04d", i), "namespace": namespace,
+			"labels":      map[string]string{"app.kubernetes.io/name": "perf", "app.kubernetes.io/instance": fmt.Sprintf("i%04d", i)},
+			"annotations": map[string]string{domain.AnnotationDeletionGroup: fmt.Sprint(i % 3)},
+		},
+		"data": map[string]string{"key": "value"},
+	}
+	switch {
+	case i%50 == 49:
+		m["apiVersion"], m["kind"] = "rbac.authorization.k8s.io/v1", "ClusterRole"
+		delete(m["metadata"].(map[string]any), "namespace")
+		delete(m, "data")
+	case i%10 == 9:
+		m["apiVersion"], m["kind"] = "apps/v1", "Deployment"
+		delete(m, "data")
+		m["spec"] = map[string]any{"replicas": 1}
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+// synthesis is one synthesis of a Composition as Eno's synthesizer publishes it.
+type synthesis struct {
+	uuid      string
+	resources int // res-0000 .. res-<resources-1>
+	perSlice  int // resources per ResourceSlice
+}
+
+func (s synthesis) sliceNames(comp string) []string {
+	n := max(1, (s.resources+s.perSlice-1)/s.perSlice)
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%s-%d", comp, s.uuid[:8], i)
+	}
+	return out
+}
+
+// domainSlices is the synthesis as the domain reads it.
+func (s synthesis) domainSlices(namespace, comp string) []domain.ResourceSlice {
+	names := s.sliceNames(comp)
+	out := make([]domain.ResourceSlice, len(names))
+	for i, name := range names {
+		out[i] = domain.ResourceSlice{Namespace: namespace, Name: name, SynthesisUUID: s.uuid}
+		for r := i * s.perSlice; r < min(s.resources, (i+1)*s.perSlice); r++ {
+			out[i].Resources = append(out[i].Resources, domain.SliceResource{Manifest: manifest(namespace, r)})
+		}
+	}
+	return out
+}
+
+// chunks is how many chunks recording this synthesis makes with maxChunkBytes.
+func (s synthesis) chunks(t testing.TB, namespace, comp string, maxChunkBytes int) int {
+	t.Helper()
+	c := domain.Composition{Namespace: namespace, Name: comp, Synthesis: &domain.Synthesis{
+		UUID: s.uuid, Synthesized: synthesizedAt, Ready: true, Slices: s.sliceNames(comp),
+	}}
+	contents, err := domain.ReadSynthesis(c, s.domainSlices(namespace, comp))
+	require.NoError(t, err)
+	chunks, err := domain.SplitInventory(contents.Inventory(), maxChunkBytes, domain.DefaultMaxChunks)
+	require.NoError(t, err)
+	return len(chunks)
+}
+
+// resourcesForChunks is a resource count whose inventory makes exactly n chunks of
+// maxChunkBytes: the middle of the range of counts that do.
+func resourcesForChunks(t testing.TB, n, maxChunkBytes int) int {
+	t.Helper()
+	var fits []int
+	for r := 1; r < 2000; r++ {
+		got := synthesis{uuid: "00000000-probe", resources: r, perSlice: r}.chunks(t, "probe-ns-xxxxx", "probe", maxChunkBytes)
+		if got == n {
+			fits = append(fits, r)
+		}
+		if got > n {
+			break
+		}
+	}
+	require.NotEmpty(t, fits, "no resource count makes %d chunks of %d bytes", n, maxChunkBytes)
+	return fits[len(fits)/2]
+}
+
+// createSlices creates the synthesis's ResourceSlices, as the synthesizer would.
+func (a admin) createSlices(ctx context.Context, namespace, comp string, s synthesis) error {
+	for _, sl := range s.domainSlices(namespace, comp) {
+		resources := make([]any, len(sl.Resources))
+		for i, r := range sl.Resources {
+			resources[i] = map[string]any{"manifest": r.Manifest, "deleted": r.Deleted}
+		}
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": enoAPIVersion, "kind": "ResourceSlice",
+			"spec": map[string]any{"synthesisUUID": s.uuid, "resources": resources},
+		}}
+		u.SetNamespace(namespace)
+		u.SetName(sl.Name)
+		if _, err := a.dyn.Resource(k8s.ResourceSliceGVR).Namespace(namespace).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating slice %s: %w", sl.Name, err)
+		}
+	}
+	return nil
+}
+
+func currentSynthesis(comp string, s synthesis) map[string]any {
+	refs := []any{}
+	for _, n := range s.sliceNames(comp) {
+		refs = append(refs, map[string]any{"name": n})
+	}
+	return map[string]any{"currentSynthesis": map[string]any{
+		"uuid":           s.uuid,
+		"synthesized":    synthesizedAt.Format(time.RFC3339),
+		"ready":          synthesizedAt.Add(time.Minute).Format(time.RFC3339),
+		"resourceSlices": refs,
+	}}
+}
+
+// createComposition creates an opted-in Composition with its slices and a Ready synthesis, and
+// returns it as stored.
+func (a admin) createComposition(ctx context.Context, namespace, name string, s synthesis) (*unstructured.Unstructured, error) {
+	if err := a.createSlices(ctx, namespace, name, s); err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": enoAPIVersion, "kind": "Composition",
+		"spec": map[string]any{"synthesizer": map[string]any{"name": "perf"}},
+	}}
+	u.SetNamespace(namespace)
+	u.SetName(name)
+	u.SetAnnotations(map[string]string{domain.AnnotationOptIn: domain.OptInValue})
+	client := a.dyn.Resource(k8s.CompositionGVR).Namespace(namespace)
+	created, err := client.Create(ctx, u, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("creating composition %s/%s: %w", namespace, name, err)
+	}
+	created.Object["status"] = currentSynthesis(name, s)
+	return client.UpdateStatus(ctx, created, metav1.UpdateOptions{})
+}
+
+// resynthesize publishes a new synthesis of an existing Composition.
+func (a admin) resynthesize(ctx context.Context, namespace, name string, s synthesis) (*unstructured.Unstructured, error) {
+	if err := a.createSlices(ctx, namespace, name, s); err != nil {
+		return nil, err
+	}
+	client := a.dyn.Resource(k8s.CompositionGVR).Namespace(namespace)
+	u, err := client.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	u.Object["status"] = currentSynthesis(name, s)
+	return client.UpdateStatus(ctx, u, metav1.UpdateOptions{})
+}
+
+// controller is the binary's wiring (cmd/tombstone-recovery/run.go) built in-process, with
+// every client counted: informers, adapters, the event recorder, the service. The tests call
+// Service.Reconcile, the unit of work of the controller's workers.
+type controller struct {
+	svc      *app.Service
+	informer *k8s.CompositionInformer
+	store    *k8s.SecretStore
+	counter  *Counter
+}
+
+func startController(t testing.TB, namespace, inventoryNamespace string, maxChunkBytes int) *controller {
+	t.Helper()
+	counter := NewCounter()
+	cfg := func() *rest.Config {
+		c := env.AdminConfig()
+		c.QPS, c.Burst = binaryQPS, binaryBurst
+		c.UserAgent = "eno-tombstone-recovery"
+		return counter.Wrap(c)
+	}
+	cp, err := kubernetes.NewForConfig(cfg())
+	require.NoError(t, err)
+	remote, err := kubernetes.NewForConfig(cfg())
+	require.NoError(t, err)
+	dyn, err := dynamic.NewForConfig(cfg())
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	informer := k8s.NewCompositionInformer(dyn, k8s.CompositionScope{Namespace: namespace})
+	comps, err := k8s.NewCompositions(dyn, informer.Lister())
+	require.NoError(t, err)
+	slices, err := k8s.NewSlices(dyn)
+	require.NoError(t, err)
+	sink, err := k8s.NewTombstoneSink(dyn)
+	require.NoError(t, err)
+	store, err := k8s.NewSecretStore(remote, inventoryNamespace)
+	require.NoError(t, err)
+	recorder, err := k8s.StartRecorder(ctx, cp, "")
+	require.NoError(t, err)
+	informer.Start(ctx)
+	store.Start(ctx)
+	t.Cleanup(func() {
+		cancel()
+		recorder.Shutdown()
+		informer.Wait()
+		store.Wait()
+	})
+	require.NoError(t, informer.WaitForCacheSync(ctx))
+	require.NoError(t, store.WaitForCacheSync(ctx))
+
+	c := app.DefaultConfig()
+	c.Enabled = true
+	c.Scope = domain.Scope{Namespace: namespace, Selector: domain.Everything}
+	c.InventoryNamespace = inventoryNamespace
+	c.MaxChunkBytes = maxChunkBytes
+	svc, err := app.New(c, app.Deps{
+		Compositions: comps, Guard: comps, Slices: slices, Store: store,
+		Sink: sink, Decisions: comps, Events: recorder,
+	})
+	require.NoError(t, err)
+	return &controller{svc: svc, informer: informer, store: store, counter: counter}
+}
+
+// waitCached waits until the Composition cache holds resourceVersion rv of ref (or later).
+func (c *controller) waitCached(t testing.TB, ref domain.CompositionRef, rv string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		obj, err := c.informer.Lister().ByNamespace(ref.Namespace).Get(ref.Name)
+		if err != nil {
+			return false
+		}
+		got := obj.(*unstructured.Unstructured).GetResourceVersion()
+		return len(got) > len(rv) || (len(got) == len(rv) && got >= rv)
+	}, eventually, 5*time.Millisecond, "the composition cache never saw %s at resourceVersion %s", ref, rv)
+}
+
+// waitSettled waits until both caches reflect what the last reconcile wrote (the decision and a
+// complete snapshot), so the next reconcile of ref is the steady state. It reads caches only.
+func (c *controller) waitSettled(t testing.TB, ref domain.CompositionRef) {
+	t.Helper()
+	ctx := context.Background()
+	require.Eventually(t, func() bool {
+		obj, err := c.informer.Lister().ByNamespace(ref.Namespace).Get(ref.Name)
+		if err != nil {
+			return false
+		}
+		u := obj.(*unstructured.Unstructured)
+		uuid, _, _ := unstructured.NestedString(u.Object, "status", "currentSynthesis", "uuid")
+		d, err := domain.ParseDecision(u.GetAnnotations()[domain.AnnotationDecision])
+		if err != nil || d.SynthesisUUID != uuid {
+			return false
+		}
+		comp := domain.Composition{Namespace: ref.Namespace, Name: ref.Name, UID: string(u.GetUID()), Synthesis: &domain.Synthesis{UUID: uuid}}
+		cached, err := c.store.ListCachedChunks(ctx, domain.DefaultLineage(ref.Namespace, ref.Name))
+		if err != nil {
+			return false
+		}
+		snap, err := domain.ReadSnapshot(cached, time.Now(), domain.DefaultMaxChunks)
+		return err == nil && domain.SnapshotMatches(snap, comp)
+	}, eventually, 5*time.Millisecond, "the caches never settled for %s", ref)
+}
+
+// reconcile runs one Reconcile and returns the requests it made, waiting for the asynchronous
+// event writes it caused (wantEvents of them) before taking the count.
+func (c *controller) reconcile(t testing.TB, ref domain.CompositionRef, wantEvents int) (app.Result, Counts) {
+	t.Helper()
+	before := c.counter.Snapshot()
+	res, err := c.svc.Reconcile(context.Background(), ref)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return c.counter.Snapshot().Sub(before).Events() >= wantEvents },
+		eventually, time.Millisecond, "the reconcile of %s should emit %d events", ref, wantEvents)
+	return res, c.counter.Snapshot().Sub(before)
+}
