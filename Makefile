@@ -5,7 +5,7 @@ GOTEST_FLAGS ?= -race -count=1
 FUZZTIME ?= 30s
 BENCHTIME ?= 1x
 
-.PHONY: all build demo test test-unit testbin generate verify bench fuzz mutation clean
+.PHONY: all build demo test test-unit testbin generate verify bench scale fuzz mutation clean
 
 all: verify test
 
@@ -37,9 +37,14 @@ generate:
 verify:
 	./hack/verify.sh
 
-## bench: benchmarks with their same-run baselines; see BENCHMARKS.md.
+## bench: benchmarks with their same-run baselines, then the scale run; see BENCHMARKS.md.
 bench: testbin
 	$(GO) test -run='^$$' -bench=. -benchmem -count=1 ./...
+	$(MAKE) scale
+
+## scale: the real binary records 1,000 Compositions from scratch at --kube-api-qps=50 (3-4 minutes).
+scale: testbin
+	ENO_SCALE=1 $(GO) test -count=1 -timeout=60m -run='^TestScale$$' -v ./test/perf/
 
 ## fuzz: run every fuzz target for FUZZTIME each.
 fuzz:
