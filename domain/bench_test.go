@@ -52,9 +52,10 @@ func benchEntries(n int) []Entry {
 			ns = "team-" + benchWords[(i/11)%len(benchWords)]
 		}
 		// 60 characters, unique by the index at the end.
-		prefix := fmt.Sprintf("%s-%s-%s-westeurope-prod-%08x-", app, comp, strings.ToLower(k.kind), rng.Uint32())
+		hash := strconv.FormatUint(uint64(rng.Uint32())|1<<32, 16)[1:] // 8 hex digits
+		prefix := app + "-" + comp + "-" + strings.ToLower(k.kind) + "-westeurope-prod-" + hash + "-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
 		suffix := strconv.Itoa(i)
-		name := (prefix + strings.Repeat("x", 60))[:60-len(suffix)] + suffix
+		name := prefix[:60-len(suffix)] + suffix
 		out[i] = Entry{
 			Group: k.group, Version: k.version, Kind: k.kind, Namespace: ns, Name: name,
 			Labels: map[string]string{

@@ -53,32 +53,34 @@ func SplitInventory(inv Inventory, maxBytes, maxChunks int) ([]Chunk, error) {
 	maxBytes = min(maxBytes, SecretDataLimit)
 	// The reader applies the same cap; "no cap" would let us write what it refuses.
 	maxChunks = effectiveMaxChunks(maxChunks)
-	var groups [][][]byte
-	var sizes []int
-	var cur [][]byte
-	curSize := 2
-	for i, enc := range inv.encoded {
-		if 2+len(enc) > maxBytes {
-			return nil, &EntryTooLargeError{ID: inv.entries[i].ID(), Bytes: 2 + len(enc), Limit: maxBytes}
+	// Chunk k holds entries bounds[k] to bounds[k+1]-1. Entries a to b-1 take
+	// starts[b]-starts[a]-1 bytes with their commas, plus 2 for the brackets.
+	n, starts := len(inv.entries), inv.starts
+	bounds := []int{0}
+	for i := range n {
+		if size := 1 + starts[i+1] - starts[i]; size > maxBytes {
+			return nil, &EntryTooLargeError{ID: inv.entries[i].ID(), Bytes: size, Limit: maxBytes}
 		}
-		add := len(enc)
-		if len(cur) > 0 {
-			add++
+		if first := bounds[len(bounds)-1]; i > first && 1+starts[i+1]-starts[first] > maxBytes {
+			bounds = append(bounds, i)
 		}
-		if curSize+add > maxBytes {
-			groups, sizes = append(groups, cur), append(sizes, curSize)
-			cur, curSize, add = nil, 2, len(enc)
-		}
-		cur = append(cur, enc)
-		curSize += add
 	}
-	groups, sizes = append(groups, cur), append(sizes, curSize)
-	if len(groups) > maxChunks {
-		return nil, &TooManyChunksError{Chunks: len(groups), Limit: maxChunks}
+	bounds = append(bounds, n)
+	count := len(bounds) - 1
+	if count > maxChunks {
+		return nil, &TooManyChunksError{Chunks: count, Limit: maxChunks}
 	}
-	chunks := make([]Chunk, len(groups))
-	for i, g := range groups {
-		chunks[i] = Chunk{index: i, count: len(groups), data: joinArray(g, sizes[i])}
+	chunks := make([]Chunk, count)
+	for k := range chunks {
+		data := []byte("[]")
+		if a, b := bounds[k], bounds[k+1]; b > a {
+			// Its own copy: a chunk's data ends up in a Secret that callers may change.
+			data = make([]byte, 0, 1+starts[b]-starts[a])
+			data = append(data, '[')
+			data = append(data, inv.canonical[starts[a]:starts[b]-1]...)
+			data = append(data, ']')
+		}
+		chunks[k] = Chunk{index: k, count: count, data: data}
 	}
 	return chunks, nil
 }

@@ -120,9 +120,9 @@ func PlanRecovery(in RecoveryInput) (RecoveryPlan, error) {
 		return RecoveryPlan{Decision: d}, nil
 	}
 	var absent []Tombstone
-	for _, e := range snap.inventory.entries {
+	for i, e := range snap.inventory.entries {
 		if !in.Synthesis.Covers(e.ID()) {
-			absent = append(absent, Tombstone{Entry: e.clone()})
+			absent = append(absent, Tombstone{Entry: snap.inventory.entry(i)})
 		}
 	}
 	if len(absent) == 0 {

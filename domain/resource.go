@@ -2,9 +2,7 @@ package domain
 
 import (
 	"fmt"
-	"maps"
 	"strings"
-	"unicode/utf8"
 )
 
 // ResourceID is a resource's identity across API versions: (group, kind, namespace, name).
@@ -42,12 +40,6 @@ func (e Entry) ID() ResourceID {
 	return ResourceID{Group: e.Group, Kind: e.Kind, Namespace: e.Namespace, Name: e.Name}
 }
 
-func (e Entry) clone() Entry {
-	e.Labels = maps.Clone(e.Labels)
-	e.Annotations = maps.Clone(e.Annotations)
-	return e
-}
-
 // APIVersion joins group and version the way manifests spell it.
 func (e Entry) APIVersion() string {
 	if e.Group == "" {
@@ -56,7 +48,23 @@ func (e Entry) APIVersion() string {
 	return e.Group + "/" + e.Version
 }
 
-func (e Entry) validate() error {
+// validateFields checks what an inventory entry must hold. Strings must also be valid UTF-8
+// (encoding/json writes invalid UTF-8 as \ufffd, which decodes to a different string, so the
+// digest would never verify on read); the encoder checks that as it scans each string, and
+// decoded JSON is valid UTF-8 by construction.
+func (e Entry) validateFields() error {
+	if err := e.validateRequired(); err != nil {
+		return err
+	}
+	for k := range e.Annotations {
+		if err := e.checkAnnotationKey(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e Entry) validateRequired() error {
 	switch {
 	case e.Version == "":
 		return fmt.Errorf("entry %s has no version", e.ID())
@@ -65,33 +73,18 @@ func (e Entry) validate() error {
 	case e.Name == "":
 		return fmt.Errorf("entry %s has no name", e.ID())
 	}
-	for k := range e.Annotations {
-		if k != AnnotationReadinessGroup && k != AnnotationDeletionGroup {
-			return fmt.Errorf("entry %s carries annotation %q, which inventories do not hold", e.ID(), k)
-		}
-	}
-	// encoding/json writes invalid UTF-8 as \ufffd, which decodes to a different string: such an
-	// entry could be written but its digest would never verify on read.
-	if !e.validUTF8() {
-		return fmt.Errorf("entry %q has a string that is not valid UTF-8", e.ID().String())
+	return nil
+}
+
+func (e Entry) checkAnnotationKey(k string) error {
+	if k != AnnotationReadinessGroup && k != AnnotationDeletionGroup {
+		return fmt.Errorf("entry %s carries annotation %q, which inventories do not hold", e.ID(), k)
 	}
 	return nil
 }
 
-func (e Entry) validUTF8() bool {
-	for _, s := range []string{e.Group, e.Version, e.Kind, e.Namespace, e.Name} {
-		if !utf8.ValidString(s) {
-			return false
-		}
-	}
-	for _, m := range []map[string]string{e.Labels, e.Annotations} {
-		for k, v := range m {
-			if !utf8.ValidString(k) || !utf8.ValidString(v) {
-				return false
-			}
-		}
-	}
-	return true
+func (e Entry) invalidUTF8Error() error {
+	return fmt.Errorf("entry %q has a string that is not valid UTF-8", e.ID().String())
 }
 
 // splitAPIVersion splits "group/version" (or "version" for the core group).

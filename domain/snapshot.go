@@ -214,15 +214,13 @@ func ReadSnapshot(secrets []ChunkSecret, now time.Time, maxChunks int) (Snapshot
 		ordered[i] = s
 	}
 	// Step 5: every chunk decodes, and the canonical re-encoding matches the digest.
-	var entries []Entry
+	var parts inventoryParts
 	for _, s := range ordered {
-		part, err := DecodeEntries(s.Data[SecretDataKey])
-		if err != nil {
+		if err := parts.addChunk(s.Data[SecretDataKey]); err != nil {
 			return Snapshot{}, &InventoryInvalidError{Reason: ReasonMalformed, Secret: s.Name, Detail: err.Error()}
 		}
-		entries = append(entries, part...)
 	}
-	inv, err := NewInventory(entries)
+	inv, err := parts.build(false)
 	if err != nil {
 		return Snapshot{}, &InventoryInvalidError{Reason: ReasonMalformed, Detail: err.Error()}
 	}
