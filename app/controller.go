@@ -55,8 +55,9 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(ref)
+	// Reconcile adds the Composition to the logger it passes on.
 	log := logr.FromContextOrDiscard(ctx).WithValues("composition", ref.String())
-	if _, err := c.svc.Reconcile(logr.NewContext(ctx, log), ref); err != nil {
+	if _, err := c.svc.Reconcile(ctx, ref); err != nil {
 		if ctx.Err() == nil {
 			log.Error(err, "reconcile failed; retrying with backoff")
 		}

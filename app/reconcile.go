@@ -27,8 +27,7 @@ type Result struct {
 func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res Result, err error) {
 	start := time.Now()
 	defer func() { s.deps.Metrics.ReconcileDone(time.Since(start), err) }()
-	log := logr.FromContextOrDiscard(ctx).WithValues("composition", ref.String())
-	ctx = logr.NewContext(ctx, log)
+	ctx = withComposition(ctx, ref)
 
 	comp, err := s.deps.Compositions.GetComposition(ctx, ref)
 	if errors.Is(err, ports.ErrNotFound) {
@@ -78,4 +77,10 @@ func (s *Service) skipped(ctx context.Context, comp domain.Composition, ie *doma
 		return
 	}
 	log.V(2).Info("skipping composition", "reason", ie.Reason.String())
+}
+
+// withComposition adds the Composition to the context's logger once, at the entry point, so
+// that every line below carries it exactly once.
+func withComposition(ctx context.Context, ref domain.CompositionRef) context.Context {
+	return logr.NewContext(ctx, logr.FromContextOrDiscard(ctx).WithValues("composition", ref.String()))
 }

@@ -27,7 +27,7 @@ type RecordResult struct {
 // *domain.IneligibleError when the Composition is not eligible, and aborts with no further
 // writes on the first conflict, foreign Secret, or changed Composition.
 func (s *Service) Record(ctx context.Context, comp domain.Composition) (RecordResult, error) {
-	return s.record(ctx, comp, nil)
+	return s.record(withComposition(ctx, comp.Ref()), comp, nil)
 }
 
 // record reuses prior, recovery's live reads of this reconcile, when it is not nil.
@@ -36,7 +36,7 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 		return RecordResult{}, err
 	}
 	lineage, _ := domain.LineageOf(comp) // validated by CheckRecording
-	log := logr.FromContextOrDiscard(ctx).WithValues("composition", comp.Ref().String(), "lineage", lineage.String(), "synthesisUUID", comp.SynthesisUUID())
+	log := logr.FromContextOrDiscard(ctx).WithValues("lineage", lineage.String(), "synthesisUUID", comp.SynthesisUUID())
 	res := RecordResult{Lineage: lineage}
 
 	// Fast path: the cache already holds this incarnation's snapshot of this synthesis.

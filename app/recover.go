@@ -67,7 +67,7 @@ func (s *Service) plan(ctx context.Context, comp domain.Composition) (domain.Rec
 // decision. Tombstones are published before the decision, so a decision never points at
 // nothing; both writes follow a live recheck of the Composition.
 func (s *Service) Recover(ctx context.Context, comp domain.Composition) (RecoverResult, error) {
-	res, _, err := s.recover(ctx, comp)
+	res, _, err := s.recover(withComposition(ctx, comp.Ref()), comp)
 	return res, err
 }
 
@@ -75,7 +75,7 @@ func (s *Service) recover(ctx context.Context, comp domain.Composition) (Recover
 	if err := s.policy.CheckRecovery(comp); err != nil {
 		return RecoverResult{}, liveReads{}, err
 	}
-	log := logr.FromContextOrDiscard(ctx).WithValues("composition", comp.Ref().String(), "synthesisUUID", comp.SynthesisUUID())
+	log := logr.FromContextOrDiscard(ctx).WithValues("synthesisUUID", comp.SynthesisUUID())
 	plan, reads, err := s.plan(ctx, comp)
 	if err != nil {
 		if domain.IsSliceError(err) {

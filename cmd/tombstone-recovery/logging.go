@@ -43,9 +43,9 @@ func (o *logOptions) build(w io.Writer) (logr.Logger, func(), error) {
 }
 
 // uniqueKeys keeps each key once per line (the last value wins, at its first position).
-// Reconcile, the use cases and the adapters each add "composition" so that every entry point
-// logs it; zap would write every copy, and a JSON object with repeated keys is read
-// differently by different log pipelines.
+// app adds "composition" once per entry point, but adapters log it too on their own lines;
+// zap would write every copy, and a JSON object with repeated keys is read differently by
+// different log pipelines.
 type uniqueKeys struct {
 	sink   logr.LogSink
 	values []any
