@@ -43,7 +43,7 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 	case err == nil:
 		res.Recovery = &rec
 		if !rec.Plan.Decision.Outcome.Finished() {
-			return res, nil // held for review: recording waits
+			return res, nil // held for review: recording waits (CheckRecording refuses it too)
 		}
 		comp, reads = rec.Composition, &r
 	case ineligible && ie.Reason == domain.IneligibleDecided:

@@ -26,10 +26,17 @@ type mutation struct {
 
 func main() {
 	list := flag.String("list", "hack/mutations.txt", "mutations: file<TAB>old<TAB>new<TAB>rule, one per line")
+	only := flag.String("only", "", "run only the mutations of files whose path contains this")
 	flag.Parse()
-	muts, err := readMutations(*list)
+	all, err := readMutations(*list)
 	if err != nil {
 		fail(err)
+	}
+	var muts []mutation
+	for _, m := range all {
+		if strings.Contains(m.file, *only) {
+			muts = append(muts, m)
+		}
 	}
 	work, err := os.MkdirTemp("", "mutate-")
 	if err != nil {
@@ -94,7 +101,7 @@ func readMutations(path string) ([]mutation, error) {
 		if len(parts) != 4 {
 			return nil, fmt.Errorf("%s:%d: want file<TAB>old<TAB>new<TAB>rule", path, n)
 		}
-		unescape := func(s string) string { return strings.ReplaceAll(s, `\n`, "\n") }
+		unescape := func(s string) string { return strings.NewReplacer(`\n`, "\n", `\t`, "\t").Replace(s) }
 		out = append(out, mutation{line: n, file: parts[0], old: unescape(parts[1]), nu: unescape(parts[2]), why: parts[3]})
 	}
 	return out, sc.Err()
