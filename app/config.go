@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
@@ -48,7 +49,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("max chunk bytes %d must be between 2 and %d", c.MaxChunkBytes, domain.SecretDataLimit)
 	case c.MaxChunks < 1:
 		return fmt.Errorf("max chunks %d must be at least 1", c.MaxChunks)
-	case c.MaxTombstoneFraction < 0 || c.MaxTombstoneFraction > 1:
+	case math.IsNaN(c.MaxTombstoneFraction) || c.MaxTombstoneFraction < 0 || c.MaxTombstoneFraction > 1:
 		return fmt.Errorf("max tombstone fraction %g must be between 0 and 1", c.MaxTombstoneFraction)
 	}
 	return nil

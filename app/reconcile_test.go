@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -72,10 +73,18 @@ func TestNewRefusesNilDependenciesAndBadConfig(t *testing.T) {
 	f := newFixture(t)
 	_, err := app.New(f.cfg, app.Deps{})
 	require.Error(t, err)
-	bad := f.cfg
-	bad.MaxChunkBytes = domain.SecretDataLimit + 1
-	_, err = app.New(bad, app.Deps{Compositions: f.comps, Guard: f.guard, Slices: f.reader, Store: f.store, Sink: f.sink, Decisions: f.decisions})
-	require.Error(t, err)
+	for desc, mutate := range map[string]func(c *app.Config){
+		"chunk limit over the Secret limit": func(c *app.Config) { c.MaxChunkBytes = domain.SecretDataLimit + 1 },
+		"no inventory namespace":            func(c *app.Config) { c.InventoryNamespace = "" },
+		"no chunks":                         func(c *app.Config) { c.MaxChunks = 0 },
+		"fraction over 1":                   func(c *app.Config) { c.MaxTombstoneFraction = 1.5 },
+		"NaN fraction":                      func(c *app.Config) { c.MaxTombstoneFraction = math.NaN() },
+	} {
+		bad := f.cfg
+		mutate(&bad)
+		_, err = app.New(bad, app.Deps{Compositions: f.comps, Guard: f.guard, Slices: f.reader, Store: f.store, Sink: f.sink, Decisions: f.decisions})
+		require.Error(t, err, desc)
+	}
 }
 
 func TestControllerForgetsSuccessAndRequeuesFailure(t *testing.T) {

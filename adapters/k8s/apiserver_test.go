@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
@@ -40,9 +41,9 @@ func sampleComposition(namespace, name string) domain.Composition {
 	}
 }
 
-func mustCreateComposition(t *testing.T, c clients, comp domain.Composition) domain.Composition {
+func mustCreateComposition(t *testing.T, c kubetest.Clients, comp domain.Composition) domain.Composition {
 	t.Helper()
-	u, err := createComposition(testContext(t), c.dynamic, comp)
+	u, err := kubetest.CreateComposition(testContext(t), c.Dynamic, comp)
 	require.NoError(t, err)
 	got, err := compositionFromUnstructured(u)
 	require.NoError(t, err)
@@ -73,13 +74,13 @@ func startCompositionInformer(t *testing.T, dyn dynamic.Interface, namespace str
 }
 
 func TestLiveCompositionReadsARealComposition(t *testing.T) {
-	c := admin(t)
+	c := env.AdminClients(t)
 	ctx := testContext(t)
-	ns := newNamespace(t, c, "comp")
-	comps := newCompositions(t, c.dynamic, nil)
+	ns := c.NewNamespace(t, "comp")
+	comps := newCompositions(t, c.Dynamic, nil)
 
 	want := sampleComposition(ns, "web")
-	stored, err := createComposition(ctx, c.dynamic, want)
+	stored, err := kubetest.CreateComposition(ctx, c.Dynamic, want)
 	require.NoError(t, err)
 
 	got, err := comps.LiveComposition(ctx, want.Ref())
@@ -115,8 +116,8 @@ func TestLiveCompositionReadsARealComposition(t *testing.T) {
 	t.Run("a Composition being deleted reads as Deleting", func(t *testing.T) {
 		doomed := sampleComposition(ns, "doomed")
 		doomed.Synthesis = nil
-		client := c.dynamic.Resource(CompositionGVR).Namespace(ns)
-		u, err := createComposition(ctx, c.dynamic, doomed)
+		client := c.Dynamic.Resource(CompositionGVR).Namespace(ns)
+		u, err := kubetest.CreateComposition(ctx, c.Dynamic, doomed)
 		require.NoError(t, err)
 		u.SetFinalizers([]string{"example.com/hold"})
 		_, err = client.Update(ctx, u, metav1.UpdateOptions{})
@@ -131,10 +132,10 @@ func TestLiveCompositionReadsARealComposition(t *testing.T) {
 	t.Run("a malformed status is an error, not a guess", func(t *testing.T) {
 		bad := sampleComposition(ns, "malformed")
 		bad.Synthesis = nil
-		u, err := createComposition(ctx, c.dynamic, bad)
+		u, err := kubetest.CreateComposition(ctx, c.Dynamic, bad)
 		require.NoError(t, err)
 		u.Object["status"] = map[string]any{"currentSynthesis": map[string]any{"uuid": "u", "synthesized": int64(12)}}
-		_, err = c.dynamic.Resource(CompositionGVR).Namespace(ns).UpdateStatus(ctx, u, metav1.UpdateOptions{})
+		_, err = c.Dynamic.Resource(CompositionGVR).Namespace(ns).UpdateStatus(ctx, u, metav1.UpdateOptions{})
 		require.NoError(t, err)
 
 		_, err = comps.LiveComposition(ctx, bad.Ref())
@@ -145,11 +146,11 @@ func TestLiveCompositionReadsARealComposition(t *testing.T) {
 }
 
 func TestGetCompositionFromTheCache(t *testing.T) {
-	c := admin(t)
+	c := env.AdminClients(t)
 	ctx := testContext(t)
-	ns := newNamespace(t, c, "cache")
-	informer, _ := startCompositionInformer(t, c.dynamic, ns)
-	comps := newCompositions(t, c.dynamic, informer)
+	ns := c.NewNamespace(t, "cache")
+	informer, _ := startCompositionInformer(t, c.Dynamic, ns)
+	comps := newCompositions(t, c.Dynamic, informer)
 
 	want := mustCreateComposition(t, c, sampleComposition(ns, "web"))
 	require.Eventually(t, func() bool {
@@ -166,9 +167,9 @@ func TestGetCompositionFromTheCache(t *testing.T) {
 }
 
 func TestAddRefHandlerSeesChanges(t *testing.T) {
-	c := admin(t)
-	ns := newNamespace(t, c, "handler")
-	informer := NewCompositionInformer(c.dynamic, CompositionScope{Namespace: ns, LabelSelector: "example.com/shard=a"})
+	c := env.AdminClients(t)
+	ns := c.NewNamespace(t, "handler")
+	informer := NewCompositionInformer(c.Dynamic, CompositionScope{Namespace: ns, LabelSelector: "example.com/shard=a"})
 	refs := make(chan domain.CompositionRef, 16)
 	require.NoError(t, informer.AddRefHandler(func(r domain.CompositionRef) { refs <- r }))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -189,11 +190,11 @@ func TestAddRefHandlerSeesChanges(t *testing.T) {
 }
 
 func TestLiveCompositionBypassesTheCache(t *testing.T) {
-	c := admin(t)
+	c := env.AdminClients(t)
 	ctx := testContext(t)
-	ns := newNamespace(t, c, "guard")
-	informer, stopInformer := startCompositionInformer(t, c.dynamic, ns)
-	comps := newCompositions(t, c.dynamic, informer)
+	ns := c.NewNamespace(t, "guard")
+	informer, stopInformer := startCompositionInformer(t, c.Dynamic, ns)
+	comps := newCompositions(t, c.Dynamic, informer)
 
 	before := mustCreateComposition(t, c, sampleComposition(ns, "web"))
 	require.Eventually(t, func() bool {
@@ -203,7 +204,7 @@ func TestLiveCompositionBypassesTheCache(t *testing.T) {
 	// Freeze the cache, then change the object behind it.
 	stopInformer()
 
-	client := c.dynamic.Resource(CompositionGVR).Namespace(ns)
+	client := c.Dynamic.Resource(CompositionGVR).Namespace(ns)
 	u, err := client.Get(ctx, before.Name, metav1.GetOptions{})
 	require.NoError(t, err)
 	u.SetAnnotations(map[string]string{domain.AnnotationOptIn: "disabled"})
@@ -230,10 +231,10 @@ func sampleDecision(c domain.Composition) domain.Decision {
 }
 
 func TestWriteDecision(t *testing.T) {
-	c := admin(t)
+	c := env.AdminClients(t)
 	ctx := testContext(t)
-	ns := newNamespace(t, c, "decision")
-	comps := newCompositions(t, c.dynamic, nil)
+	ns := c.NewNamespace(t, "decision")
+	comps := newCompositions(t, c.Dynamic, nil)
 
 	comp := mustCreateComposition(t, c, sampleComposition(ns, "web"))
 	first := sampleDecision(comp)
@@ -265,11 +266,11 @@ func TestWriteDecision(t *testing.T) {
 		current, err := comps.LiveComposition(ctx, comp.Ref())
 		require.NoError(t, err)
 		// Another writer slips in between the adapter's read and its update.
-		racing, err := NewCompositions(racingDynamic{Interface: c.dynamic, beforeUpdate: func() {
-			u, err := c.dynamic.Resource(CompositionGVR).Namespace(ns).Get(ctx, comp.Name, metav1.GetOptions{})
+		racing, err := NewCompositions(racingDynamic{Interface: c.Dynamic, beforeUpdate: func() {
+			u, err := c.Dynamic.Resource(CompositionGVR).Namespace(ns).Get(ctx, comp.Name, metav1.GetOptions{})
 			require.NoError(t, err)
 			u.SetLabels(map[string]string{"example.com/shard": "b"})
-			_, err = c.dynamic.Resource(CompositionGVR).Namespace(ns).Update(ctx, u, metav1.UpdateOptions{})
+			_, err = c.Dynamic.Resource(CompositionGVR).Namespace(ns).Update(ctx, u, metav1.UpdateOptions{})
 			require.NoError(t, err)
 		}}, nil)
 		require.NoError(t, err)
@@ -296,17 +297,17 @@ func TestWriteDecision(t *testing.T) {
 }
 
 func TestGetSlice(t *testing.T) {
-	c := admin(t)
+	c := env.AdminClients(t)
 	ctx := testContext(t)
-	ns := newNamespace(t, c, "slices")
-	slices, err := NewSlices(c.dynamic)
+	ns := c.NewNamespace(t, "slices")
+	slices, err := NewSlices(c.Dynamic)
 	require.NoError(t, err)
 
 	want := domain.ResourceSlice{Namespace: ns, Name: "web-abc", SynthesisUUID: "u-1", Resources: []domain.SliceResource{
 		{Manifest: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"team-a"}}`},
 		{Manifest: `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"b","namespace":"team-a"}}`, Deleted: true},
 	}}
-	_, err = createSlice(ctx, c.dynamic, want)
+	_, err = kubetest.CreateSlice(ctx, c.Dynamic, want)
 	require.NoError(t, err)
 	got, err := slices.GetSlice(ctx, ns, want.Name)
 	require.NoError(t, err)
@@ -321,7 +322,7 @@ func TestGetSlice(t *testing.T) {
 		"metadata": map[string]any{"name": "malformed", "namespace": ns},
 		"spec":     map[string]any{"synthesisUUID": "u-1", "resources": []any{map[string]any{"manifest": int64(3)}}},
 	}}
-	_, err = c.dynamic.Resource(ResourceSliceGVR).Namespace(ns).Create(ctx, bad, metav1.CreateOptions{})
+	_, err = c.Dynamic.Resource(ResourceSliceGVR).Namespace(ns).Create(ctx, bad, metav1.CreateOptions{})
 	require.NoError(t, err)
 	_, err = slices.GetSlice(ctx, ns, "malformed")
 	var se *domain.SliceError
@@ -339,14 +340,14 @@ func sampleTombstones() []domain.Tombstone {
 }
 
 func TestPublishTombstones(t *testing.T) {
-	c := admin(t)
+	c := env.AdminClients(t)
 	ctx := testContext(t)
-	ns := newNamespace(t, c, "tombstones")
-	sink, err := NewTombstoneSink(c.dynamic)
+	ns := c.NewNamespace(t, "tombstones")
+	sink, err := NewTombstoneSink(c.Dynamic)
 	require.NoError(t, err)
-	slices, err := NewSlices(c.dynamic)
+	slices, err := NewSlices(c.Dynamic)
 	require.NoError(t, err)
-	sliceClient := c.dynamic.Resource(ResourceSliceGVR).Namespace(ns)
+	sliceClient := c.Dynamic.Resource(ResourceSliceGVR).Namespace(ns)
 
 	comp := mustCreateComposition(t, c, sampleComposition(ns, "web"))
 	tombstones := sampleTombstones()
@@ -401,7 +402,7 @@ func TestPublishTombstones(t *testing.T) {
 	})
 
 	t.Run("a concurrent change during reuse is ErrConflict", func(t *testing.T) {
-		racing, err := NewTombstoneSink(racingDynamic{Interface: c.dynamic, beforeUpdate: func() {
+		racing, err := NewTombstoneSink(racingDynamic{Interface: c.Dynamic, beforeUpdate: func() {
 			u, err := sliceClient.Get(ctx, name, metav1.GetOptions{})
 			require.NoError(t, err)
 			u.SetLabels(map[string]string{"example.com/touched": "yes"})
@@ -453,10 +454,10 @@ func startStore(t *testing.T, store *SecretStore) {
 }
 
 func TestSecretStoreTypedErrors(t *testing.T) {
-	c := admin(t)
+	c := env.AdminClients(t)
 	ctx := testContext(t)
-	ns := newNamespace(t, c, "inventory")
-	store := newStore(t, c.kube, ns)
+	ns := c.NewNamespace(t, "inventory")
+	store := newStore(t, c.Kube, ns)
 	lineage := domain.DefaultLineage("team-a", "web")
 
 	created, err := store.CreateChunk(ctx, chunk(ns, "web-0", lineage, `[]`))
@@ -480,7 +481,7 @@ func TestSecretStoreTypedErrors(t *testing.T) {
 	withVersion.ResourceVersion = created.ResourceVersion
 	_, err = store.CreateChunk(ctx, withVersion)
 	require.Error(t, err, "a create carrying a resourceVersion is a caller's mistake")
-	_, err = c.kube.CoreV1().Secrets(ns).Get(ctx, "web-1", metav1.GetOptions{})
+	_, err = c.Kube.CoreV1().Secrets(ns).Get(ctx, "web-1", metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "nothing was created")
 
 	missing := chunk(ns, "missing", lineage, `[]`)
@@ -490,8 +491,8 @@ func TestSecretStoreTypedErrors(t *testing.T) {
 	assert.True(t, apierrors.IsNotFound(err))
 
 	t.Run("the API server's own conflict check maps to ErrConflict", func(t *testing.T) {
-		secrets := c.kube.CoreV1().Secrets(ns)
-		racing := newStore(t, racingKube{Interface: c.kube, beforeUpdate: func() {
+		secrets := c.Kube.CoreV1().Secrets(ns)
+		racing := newStore(t, racingKube{Interface: c.Kube, beforeUpdate: func() {
 			s, err := secrets.Get(ctx, "web-0", metav1.GetOptions{})
 			require.NoError(t, err)
 			s.Annotations["example.com/touched"] = "yes"
@@ -507,20 +508,20 @@ func TestSecretStoreTypedErrors(t *testing.T) {
 }
 
 func TestSecretStoreRefusals(t *testing.T) {
-	c := admin(t)
+	c := env.AdminClients(t)
 	ctx := testContext(t)
-	ns := newNamespace(t, c, "inventory")
-	store := newStore(t, c.kube, ns)
+	ns := c.NewNamespace(t, "inventory")
+	store := newStore(t, c.Kube, ns)
 	lineage := domain.DefaultLineage("team-a", "web")
-	secrets := c.kube.CoreV1().Secrets(ns)
+	secrets := c.Kube.CoreV1().Secrets(ns)
 
 	t.Run("outside the inventory namespace", func(t *testing.T) {
-		other := newNamespace(t, c, "elsewhere")
+		other := c.NewNamespace(t, "elsewhere")
 		_, err := store.CreateChunk(ctx, chunk(other, "web-0", lineage, `[]`))
 		require.ErrorIs(t, err, ports.ErrOutsideInventoryNamespace)
 		_, err = store.CreateChunk(ctx, chunk("", "web-0", lineage, `[]`))
 		require.ErrorIs(t, err, ports.ErrOutsideInventoryNamespace)
-		list, err := c.kube.CoreV1().Secrets(other).List(ctx, metav1.ListOptions{})
+		list, err := c.Kube.CoreV1().Secrets(other).List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
 		assert.Empty(t, list.Items)
 	})
@@ -573,22 +574,22 @@ func TestSecretStoreRefusals(t *testing.T) {
 		require.NoError(t, err)
 	})
 
-	_, err := NewSecretStore(c.kube, "")
+	_, err := NewSecretStore(c.Kube, "")
 	assert.Error(t, err)
 }
 
 func TestListChunks(t *testing.T) {
-	c := admin(t)
+	c := env.AdminClients(t)
 	ctx := testContext(t)
-	ns := newNamespace(t, c, "inventory")
-	store := newStore(t, c.kube, ns)
+	ns := c.NewNamespace(t, "inventory")
+	store := newStore(t, c.Kube, ns)
 	mine, other := domain.DefaultLineage("team-a", "web"), domain.DefaultLineage("team-a", "api")
 
 	ours, err := store.CreateChunk(ctx, chunk(ns, "web-0", mine, `[]`))
 	require.NoError(t, err)
 	_, err = store.CreateChunk(ctx, chunk(ns, "api-0", other, `[]`))
 	require.NoError(t, err)
-	foreign, err := c.kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+	foreign, err := c.Kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "foreign", Namespace: ns, Labels: map[string]string{domain.LabelLineage: mine.String()}},
 		Type:       corev1.SecretTypeOpaque,
 	}, metav1.CreateOptions{})
@@ -605,10 +606,10 @@ func TestListChunks(t *testing.T) {
 }
 
 func TestListCachedChunksCatchesUp(t *testing.T) {
-	c := admin(t)
+	c := env.AdminClients(t)
 	ctx := testContext(t)
-	ns := newNamespace(t, c, "inventory")
-	store := newStore(t, c.kube, ns)
+	ns := c.NewNamespace(t, "inventory")
+	store := newStore(t, c.Kube, ns)
 	startStore(t, store)
 	lineage := domain.DefaultLineage("team-a", "web")
 
@@ -648,7 +649,7 @@ func TestListCachedChunksCatchesUp(t *testing.T) {
 	assert.Equal(t, []domain.ChunkSecret{updated}, again)
 
 	// Foreign Secrets of the lineage and our Secrets of other lineages stay out of the cached view.
-	_, err = c.kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+	_, err = c.Kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "foreign", Namespace: ns, Labels: map[string]string{domain.LabelLineage: lineage.String()}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -666,10 +667,10 @@ func TestListCachedChunksCatchesUp(t *testing.T) {
 // TestSecretStoreNeedsOnlyNamespacedRights runs the store as a user who may only get, list,
 // watch, create and update Secrets in the inventory namespace: no cluster-wide rights, no delete.
 func TestSecretStoreNeedsOnlyNamespacedRights(t *testing.T) {
-	c := admin(t)
+	c := env.AdminClients(t)
 	ctx := testContext(t)
-	ns := newNamespace(t, c, "inventory")
-	_, err := c.kube.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
+	ns := c.NewNamespace(t, "inventory")
+	_, err := c.Kube.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: "inventory-writer"},
 		Rules: []rbacv1.PolicyRule{{
 			APIGroups: []string{""}, Resources: []string{"secrets"},
@@ -677,15 +678,15 @@ func TestSecretStoreNeedsOnlyNamespacedRights(t *testing.T) {
 		}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	_, err = c.kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+	_, err = c.Kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "inventory-writer"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "inventory-writer"},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: inventoryWriter}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	user := clientsFor(t, env.UserConfig(inventoryWriter))
-	store := newStore(t, user.kube, ns)
+	user := kubetest.NewClients(t, env.UserConfig(inventoryWriter))
+	store := newStore(t, user.Kube, ns)
 	// RBAC bindings take effect asynchronously in the authorizer's cache.
 	lineage := domain.DefaultLineage("team-a", "web")
 	require.Eventually(t, func() bool {
@@ -716,11 +717,11 @@ var httpConnectionGoroutines = []goleak.Option{
 }
 
 func TestInformersStopOnCancel(t *testing.T) {
-	c := admin(t)
-	ns := newNamespace(t, c, "shutdown")
+	c := env.AdminClients(t)
+	ns := c.NewNamespace(t, "shutdown")
 	lineage := domain.DefaultLineage("team-a", "web")
-	store := newStore(t, c.kube, ns)
-	informer := NewCompositionInformer(c.dynamic, CompositionScope{Namespace: ns})
+	store := newStore(t, c.Kube, ns)
+	informer := NewCompositionInformer(c.Dynamic, CompositionScope{Namespace: ns})
 	_, err := store.ListChunks(testContext(t), lineage) // open the client's connection first
 	require.NoError(t, err)
 	before := goleak.IgnoreCurrent()
@@ -740,7 +741,7 @@ func TestInformersStopOnCancel(t *testing.T) {
 	goleak.VerifyNone(t, append([]goleak.Option{before}, httpConnectionGoroutines...)...)
 
 	// A cancelled context ends a wait for a cache that never syncs.
-	never := newStore(t, c.kube, ns)
+	never := newStore(t, c.Kube, ns)
 	waitCtx, waitCancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer waitCancel()
 	err = never.WaitForCacheSync(waitCtx)
@@ -748,18 +749,18 @@ func TestInformersStopOnCancel(t *testing.T) {
 }
 
 func TestStartRecorderWritesEvents(t *testing.T) {
-	c := admin(t)
+	c := env.AdminClients(t)
 	ctx := testContext(t)
-	ns := newNamespace(t, c, "events")
+	ns := c.NewNamespace(t, "events")
 	comp := mustCreateComposition(t, c, sampleComposition(ns, "web"))
 
-	recorder, err := StartRecorder(ctx, c.kube, "")
+	recorder, err := StartRecorder(ctx, c.Kube, "")
 	require.NoError(t, err)
 	recorder.Event(comp, true, "InventoryInvalid", "chunk 1 of 2 is missing")
 
 	var got []corev1.Event
 	require.Eventually(t, func() bool {
-		list, err := c.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		list, err := c.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false
 		}

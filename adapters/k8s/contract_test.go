@@ -12,22 +12,23 @@ import (
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/contract"
 	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
 // TestContract runs the shared adapter contract against the real API server. Every case shares
 // one control-plane namespace, one inventory namespace and running caches, as production does.
 func TestContract(t *testing.T) {
-	c := admin(t)
+	c := env.AdminClients(t)
 	h := &harness{
 		t:         t,
 		clients:   c,
-		namespace: newNamespace(t, c, "contract"),
-		inventory: newNamespace(t, c, "contract-inventory"),
+		namespace: c.NewNamespace(t, "contract"),
+		inventory: c.NewNamespace(t, "contract-inventory"),
 	}
-	store, err := NewSecretStore(c.kube, h.inventory)
+	store, err := NewSecretStore(c.Kube, h.inventory)
 	require.NoError(t, err)
-	informer := NewCompositionInformer(c.dynamic, CompositionScope{Namespace: h.namespace})
+	informer := NewCompositionInformer(c.Dynamic, CompositionScope{Namespace: h.namespace})
 	ctx, cancel := context.WithCancel(context.Background())
 	store.Start(ctx)
 	informer.Start(ctx)
@@ -39,11 +40,11 @@ func TestContract(t *testing.T) {
 	require.NoError(t, store.WaitForCacheSync(testContext(t)))
 	require.NoError(t, informer.WaitForCacheSync(testContext(t)))
 	h.store = store
-	h.compositions, err = NewCompositions(c.dynamic, informer.Lister())
+	h.compositions, err = NewCompositions(c.Dynamic, informer.Lister())
 	require.NoError(t, err)
-	h.slices, err = NewSlices(c.dynamic)
+	h.slices, err = NewSlices(c.Dynamic)
 	require.NoError(t, err)
-	h.sink, err = NewTombstoneSink(c.dynamic)
+	h.sink, err = NewTombstoneSink(c.Dynamic)
 	require.NoError(t, err)
 
 	contract.Run(t, func(*testing.T) contract.Harness { return h })
@@ -51,7 +52,7 @@ func TestContract(t *testing.T) {
 
 type harness struct {
 	t            *testing.T
-	clients      clients
+	clients      kubetest.Clients
 	namespace    string
 	inventory    string
 	store        *SecretStore
@@ -78,7 +79,7 @@ func (h *harness) Eventually(t testing.TB, cond func() bool) {
 // PutForeignSecret creates s, or replaces it whatever its resourceVersion, as another client.
 func (h *harness) PutForeignSecret(t testing.TB, s domain.ChunkSecret) domain.ChunkSecret {
 	t.Helper()
-	secrets := h.clients.kube.CoreV1().Secrets(s.Namespace)
+	secrets := h.clients.Kube.CoreV1().Secrets(s.Namespace)
 	want := secretFromChunk(s)
 	want.ResourceVersion = ""
 	stored, err := secrets.Create(t.Context(), want, metav1.CreateOptions{})
@@ -95,7 +96,7 @@ func (h *harness) PutForeignSecret(t testing.TB, s domain.ChunkSecret) domain.Ch
 
 func (h *harness) CreateComposition(t testing.TB, c domain.Composition) domain.Composition {
 	t.Helper()
-	u, err := createComposition(t.Context(), h.clients.dynamic, c)
+	u, err := kubetest.CreateComposition(t.Context(), h.clients.Dynamic, c)
 	require.NoError(t, err, "creating composition %s", c.Ref())
 	got, err := compositionFromUnstructured(u)
 	require.NoError(t, err)
@@ -104,13 +105,13 @@ func (h *harness) CreateComposition(t testing.TB, c domain.Composition) domain.C
 
 func (h *harness) CreateSlice(t testing.TB, s domain.ResourceSlice) {
 	t.Helper()
-	_, err := createSlice(t.Context(), h.clients.dynamic, s)
+	_, err := kubetest.CreateSlice(t.Context(), h.clients.Dynamic, s)
 	require.NoError(t, err, "creating resource slice %s/%s", s.Namespace, s.Name)
 }
 
 func (h *harness) ReadSlice(t testing.TB, namespace, name string) domain.ResourceSlice {
 	t.Helper()
-	u, err := h.clients.dynamic.Resource(ResourceSliceGVR).Namespace(namespace).Get(t.Context(), name, metav1.GetOptions{})
+	u, err := h.clients.Dynamic.Resource(ResourceSliceGVR).Namespace(namespace).Get(t.Context(), name, metav1.GetOptions{})
 	require.NoError(t, err, "reading resource slice %s/%s", namespace, name)
 	s, err := sliceFromUnstructured(u)
 	require.NoError(t, err)
@@ -119,7 +120,7 @@ func (h *harness) ReadSlice(t testing.TB, namespace, name string) domain.Resourc
 
 func (h *harness) ListSlices(t testing.TB, namespace string) []domain.ResourceSlice {
 	t.Helper()
-	list, err := h.clients.dynamic.Resource(ResourceSliceGVR).Namespace(namespace).List(t.Context(), metav1.ListOptions{})
+	list, err := h.clients.Dynamic.Resource(ResourceSliceGVR).Namespace(namespace).List(t.Context(), metav1.ListOptions{})
 	require.NoError(t, err)
 	out := make([]domain.ResourceSlice, 0, len(list.Items))
 	for i := range list.Items {
@@ -132,7 +133,7 @@ func (h *harness) ListSlices(t testing.TB, namespace string) []domain.ResourceSl
 
 func (h *harness) SliceOwnerUID(t testing.TB, namespace, name string) string {
 	t.Helper()
-	u, err := h.clients.dynamic.Resource(ResourceSliceGVR).Namespace(namespace).Get(t.Context(), name, metav1.GetOptions{})
+	u, err := h.clients.Dynamic.Resource(ResourceSliceGVR).Namespace(namespace).Get(t.Context(), name, metav1.GetOptions{})
 	require.NoError(t, err)
 	for _, o := range u.GetOwnerReferences() {
 		if o.APIVersion == enoAPIVersion && o.Kind == compositionKind {

@@ -40,12 +40,9 @@ var errInspectWrites = errors.New("inspect never writes")
 
 // inspectOptions are the flags of `inspect`.
 type inspectOptions struct {
-	composition, lineage         string
-	kubeconfig, remoteKubeconfig string
-	inventoryNamespace           string
-	maxChunkBytes, maxChunks     int
-	maxTombstoneFraction         float64
-	output                       string
+	clusterFlags
+	composition, lineage string
+	output               string
 
 	ref        *domain.CompositionRef // set by --composition
 	lineageArg domain.Lineage         // set by --lineage
@@ -72,12 +69,12 @@ flags:
 	}
 	fs.StringVar(&o.composition, "composition", "", "inspect this Composition's lineage (resolves its lineage override on the control plane) and dry-run its recovery")
 	fs.StringVar(&o.lineage, "lineage", "", "inspect this lineage directly")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the control plane; used with --composition (default: in-cluster, then $KUBECONFIG) or when given")
-	fs.StringVar(&o.remoteKubeconfig, "remote-kubeconfig", "", "kubeconfig of the downstream cluster that holds the inventory (default: the control plane)")
-	fs.StringVar(&o.inventoryNamespace, "inventory-namespace", domain.DefaultInventoryNamespace, "downstream namespace of the inventory Secrets")
-	fs.IntVar(&o.maxChunkBytes, "max-chunk-bytes", domain.DefaultMaxChunkBytes, "the chunk size limit the sizes are compared against")
-	fs.IntVar(&o.maxChunks, "max-chunks", domain.DefaultMaxChunks, "most chunk Secrets one snapshot may use (§5 rejects more)")
-	fs.Float64Var(&o.maxTombstoneFraction, "max-tombstone-fraction", domain.DefaultMaxTombstoneFraction, "deletion guard of the dry run (1 disables)")
+	o.clusterFlags.bind(fs, clusterFlagHelp{
+		kubeconfig:           "kubeconfig of the control plane; used with --composition (default: in-cluster, then $KUBECONFIG) or when given",
+		maxChunkBytes:        "the chunk size limit the sizes are compared against",
+		maxChunks:            "most chunk Secrets one snapshot may use (§5 rejects more)",
+		maxTombstoneFraction: "deletion guard of the dry run (1 disables)",
+	})
 	fs.StringVar(&o.output, "o", "table", "output format: table or json")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -102,14 +99,9 @@ func (o *inspectOptions) validate(rest []string) error {
 		return errors.New("pass either --composition or --lineage, not both")
 	case o.output != "table" && o.output != "json":
 		return fmt.Errorf("-o must be table or json, got %q", o.output)
-	case o.inventoryNamespace == "":
-		return errors.New("--inventory-namespace must not be empty")
-	case o.maxChunkBytes < 2 || o.maxChunkBytes > domain.SecretDataLimit:
-		return fmt.Errorf("--max-chunk-bytes must be between 2 and %d, got %d", domain.SecretDataLimit, o.maxChunkBytes)
-	case o.maxChunks < 1:
-		return fmt.Errorf("--max-chunks must be at least 1, got %d", o.maxChunks)
-	case !(o.maxTombstoneFraction >= 0 && o.maxTombstoneFraction <= 1): // also refuses NaN
-		return fmt.Errorf("--max-tombstone-fraction must be between 0 and 1, got %g", o.maxTombstoneFraction)
+	}
+	if err := o.clusterFlags.check(); err != nil {
+		return err
 	}
 	if o.composition != "" {
 		ref, err := domain.ParseCompositionRef(o.composition)
@@ -334,10 +326,7 @@ func findLineageComposition(ctx context.Context, comps *k8s.Compositions, lineag
 func dryRun(ctx context.Context, o inspectOptions, comps *k8s.Compositions, sl *k8s.Slices, store readOnlyStore, comp domain.Composition, now time.Time) (*dryRunReport, error) {
 	cfg := app.DefaultConfig()
 	cfg.Enabled = true
-	cfg.InventoryNamespace = o.inventoryNamespace
-	cfg.MaxChunkBytes = o.maxChunkBytes
-	cfg.MaxChunks = o.maxChunks
-	cfg.MaxTombstoneFraction = o.maxTombstoneFraction
+	o.clusterFlags.configure(&cfg)
 	cfg.Now = func() time.Time { return now }
 	svc, err := app.New(cfg, app.Deps{
 		Compositions: comps, Guard: comps, Slices: sl, Store: store,

@@ -26,6 +26,7 @@ import (
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
 	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 )
 
 // inspectReader is a token user bound to nothing but get/list/watch on what inspect reads.
@@ -39,26 +40,8 @@ func uniqueLineage(prefix string) string {
 	return prefix + "-" + strconv.FormatInt(lineageSeq.Add(1), 10)
 }
 
-func testCtx(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-type testClients struct {
-	kube kubernetes.Interface
-	dyn  dynamic.Interface
-}
-
-func adminClients(t *testing.T) testClients {
-	t.Helper()
-	kube, err := kubernetes.NewForConfig(testEnv.AdminConfig())
-	require.NoError(t, err)
-	dyn, err := dynamic.NewForConfig(testEnv.AdminConfig())
-	require.NoError(t, err)
-	return testClients{kube: kube, dyn: dyn}
-}
+// testCtx bounds one test's calls to the API server.
+func testCtx(t *testing.T) context.Context { return kubetest.Context(t, 2*time.Minute) }
 
 func kubeconfigOf(t *testing.T, user string) string {
 	t.Helper()
@@ -116,7 +99,7 @@ func orphans() []domain.Entry {
 
 // storeSnapshot writes the chunks of a snapshot of entries as Secrets in kube-system (only the
 // given indexes when any are given), creating or overwriting them, and returns the chunk count.
-func storeSnapshot(t *testing.T, c testClients, meta domain.SnapshotMeta, entries []domain.Entry, maxBytes int, only ...int) int {
+func storeSnapshot(t *testing.T, c kubetest.Clients, meta domain.SnapshotMeta, entries []domain.Entry, maxBytes int, only ...int) int {
 	t.Helper()
 	inv, err := domain.NewInventory(entries)
 	require.NoError(t, err)
@@ -146,10 +129,10 @@ func containsInt(xs []int, x int) bool {
 	return false
 }
 
-func putSecret(t *testing.T, c testClients, s *corev1.Secret) {
+func putSecret(t *testing.T, c kubetest.Clients, s *corev1.Secret) {
 	t.Helper()
 	ctx := testCtx(t)
-	secrets := c.kube.CoreV1().Secrets(s.Namespace)
+	secrets := c.Kube.CoreV1().Secrets(s.Namespace)
 	_, err := secrets.Create(ctx, s, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		live, getErr := secrets.Get(ctx, s.Name, metav1.GetOptions{})
@@ -158,14 +141,6 @@ func putSecret(t *testing.T, c testClients, s *corev1.Secret) {
 		_, err = secrets.Update(ctx, s, metav1.UpdateOptions{})
 	}
 	require.NoError(t, err)
-}
-
-func newNamespace(t *testing.T, c testClients) string {
-	t.Helper()
-	ns, err := c.kube.CoreV1().Namespaces().Create(testCtx(t),
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "inspect-"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	return ns.Name
 }
 
 func manifestOf(t *testing.T, e domain.Entry) string {
@@ -201,10 +176,10 @@ const (
 // recreatedComposition stores a snapshot of webEntries+orphans from an old incarnation of <ns>/web
 // with lineage override `lineage`, and a new incarnation whose current synthesis produces only
 // webEntries: two tombstones out of five entries, under the default guard of 0.5.
-func recreatedComposition(t *testing.T, c testClients, lineage string) recreated {
+func recreatedComposition(t *testing.T, c kubetest.Clients, lineage string) recreated {
 	t.Helper()
 	ctx := testCtx(t)
-	r := recreated{ns: newNamespace(t, c), lineage: lineage, sourceUUID: recreatedSourceUUID, nowUUID: recreatedNowUUID,
+	r := recreated{ns: c.NewNamespace(t, "inspect"), lineage: lineage, sourceUUID: recreatedSourceUUID, nowUUID: recreatedNowUUID,
 		sourceTime: time.Now().Add(-time.Hour).UTC().Truncate(time.Second), sliceName: "web-" + recreatedNowUUID[:8]}
 	l, err := domain.NewLineage(lineage)
 	require.NoError(t, err)
@@ -212,46 +187,31 @@ func recreatedComposition(t *testing.T, c testClients, lineage string) recreated
 		CompositionUID: "0ld0ld00-0000-4000-8000-000000000000", SynthesisUUID: r.sourceUUID, SynthesisTime: r.sourceTime},
 		append(webEntries(), orphans()...), domain.DefaultMaxChunkBytes)
 
-	var resources []any
+	slice := domain.ResourceSlice{Namespace: r.ns, Name: r.sliceName, SynthesisUUID: r.nowUUID}
 	for _, e := range webEntries() {
-		resources = append(resources, map[string]any{"manifest": manifestOf(t, e)})
+		slice.Resources = append(slice.Resources, domain.SliceResource{Manifest: manifestOf(t, e)})
 	}
-	slice := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "eno.azure.io/v1", "kind": "ResourceSlice",
-		"metadata": map[string]any{"name": r.sliceName, "namespace": r.ns},
-		"spec":     map[string]any{"synthesisUUID": r.nowUUID, "resources": resources},
-	}}
-	_, err = c.dyn.Resource(k8s.ResourceSliceGVR).Namespace(r.ns).Create(ctx, slice, metav1.CreateOptions{})
+	_, err = kubetest.CreateSlice(ctx, c.Dynamic, slice)
 	require.NoError(t, err)
 
-	comp := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "eno.azure.io/v1", "kind": "Composition",
-		"metadata": map[string]any{"name": "web", "namespace": r.ns, "annotations": map[string]any{
-			domain.AnnotationOptIn: domain.OptInValue, domain.AnnotationLineageOverride: lineage}},
-		"spec": map[string]any{"synthesizer": map[string]any{"name": "web"}},
-	}}
-	compositions := c.dyn.Resource(k8s.CompositionGVR).Namespace(r.ns)
-	created, err := compositions.Create(ctx, comp, metav1.CreateOptions{})
-	require.NoError(t, err)
-	synthesized := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
-	created.Object["status"] = map[string]any{"currentSynthesis": map[string]any{
-		"uuid": r.nowUUID, "synthesized": synthesized, "ready": synthesized,
-		"resourceSlices": []any{map[string]any{"name": r.sliceName}},
-	}}
-	_, err = compositions.UpdateStatus(ctx, created, metav1.UpdateOptions{})
+	created, err := kubetest.CreateComposition(ctx, c.Dynamic, domain.Composition{
+		Namespace: r.ns, Name: "web",
+		Annotations: map[string]string{domain.AnnotationOptIn: domain.OptInValue, domain.AnnotationLineageOverride: lineage},
+		Synthesis:   &domain.Synthesis{UUID: r.nowUUID, Synthesized: time.Now().Add(-time.Minute), Ready: true, Slices: []string{r.sliceName}},
+	})
 	require.NoError(t, err)
 	r.compUID = string(created.GetUID())
 	return r
 }
 
 // assertUntouched checks that inspect left no decision and published no tombstones.
-func (r recreated) assertUntouched(t *testing.T, c testClients) {
+func (r recreated) assertUntouched(t *testing.T, c kubetest.Clients) {
 	t.Helper()
 	ctx := testCtx(t)
-	comp, err := c.dyn.Resource(k8s.CompositionGVR).Namespace(r.ns).Get(ctx, "web", metav1.GetOptions{})
+	comp, err := c.Dynamic.Resource(k8s.CompositionGVR).Namespace(r.ns).Get(ctx, "web", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.NotContains(t, comp.GetAnnotations(), domain.AnnotationDecision)
-	_, err = c.dyn.Resource(k8s.ResourceSliceGVR).Namespace(r.ns).Get(ctx, domain.RecoverySliceName("web", r.nowUUID), metav1.GetOptions{})
+	_, err = c.Dynamic.Resource(k8s.ResourceSliceGVR).Namespace(r.ns).Get(ctx, domain.RecoverySliceName("web", r.nowUUID), metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "a recovery slice exists: %v", err)
 }
 
@@ -272,7 +232,7 @@ func (r recreated) assertRecoveredTable(t *testing.T, out string) {
 }
 
 func TestInspectLineageWithAValidSnapshot(t *testing.T) {
-	c := adminClients(t)
+	c := testEnv.AdminClients(t)
 	lineage := uniqueLineage("insp-valid")
 	l, _ := domain.NewLineage(lineage)
 	ts := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
@@ -302,7 +262,7 @@ func TestInspectLineageWithAValidSnapshot(t *testing.T) {
 }
 
 func TestInspectLineageWithAHalfWrittenReplacement(t *testing.T) {
-	c := adminClients(t)
+	c := testEnv.AdminClients(t)
 	lineage := uniqueLineage("insp-half")
 	l, _ := domain.NewLineage(lineage)
 	old := time.Now().Add(-2 * time.Hour).UTC().Truncate(time.Second)
@@ -337,7 +297,7 @@ func TestInspectLineageWithAHalfWrittenReplacement(t *testing.T) {
 }
 
 func TestInspectLineageWithAForeignSecret(t *testing.T) {
-	c := adminClients(t)
+	c := testEnv.AdminClients(t)
 	lineage := uniqueLineage("insp-foreign")
 	impostor := lineage + "-impostor"
 	l, _ := domain.NewLineage(lineage)
@@ -383,7 +343,7 @@ func TestInspectLineageWithNoSecrets(t *testing.T) {
 }
 
 func TestInspectCompositionWithALineageOverride(t *testing.T) {
-	c := adminClients(t)
+	c := testEnv.AdminClients(t)
 	r := recreatedComposition(t, c, uniqueLineage("insp-override"))
 	admin := kubeconfigOf(t, "")
 
@@ -406,7 +366,7 @@ func TestInspectCompositionWithALineageOverride(t *testing.T) {
 }
 
 func TestInspectJSONIsAStableDocument(t *testing.T) {
-	c := adminClients(t)
+	c := testEnv.AdminClients(t)
 	r := recreatedComposition(t, c, uniqueLineage("insp-json"))
 	admin := kubeconfigOf(t, "")
 
@@ -458,10 +418,10 @@ func TestInspectJSONIsAStableDocument(t *testing.T) {
 }
 
 func TestInspectReportsWhyRecoveryWouldNotRun(t *testing.T) {
-	c := adminClients(t)
+	c := testEnv.AdminClients(t)
 	r := recreatedComposition(t, c, uniqueLineage("insp-decided"))
 	ctx := testCtx(t)
-	compositions := c.dyn.Resource(k8s.CompositionGVR).Namespace(r.ns)
+	compositions := c.Dynamic.Resource(k8s.CompositionGVR).Namespace(r.ns)
 	comp, err := compositions.Get(ctx, "web", metav1.GetOptions{})
 	require.NoError(t, err)
 	decided := domain.Decision{SynthesisUUID: r.nowUUID, Outcome: domain.OutcomeRecovered, Tombstones: 2,
@@ -494,9 +454,9 @@ func TestInspectReportsWhyRecoveryWouldNotRun(t *testing.T) {
 }
 
 func TestInspectCompositionErrors(t *testing.T) {
-	c := adminClients(t)
+	c := testEnv.AdminClients(t)
 	admin := kubeconfigOf(t, "")
-	ns := newNamespace(t, c)
+	ns := c.NewNamespace(t, "inspect")
 
 	var out, errOut bytes.Buffer
 	err := dispatch(testCtx(t), []string{"inspect", "--composition", ns + "/gone", "--kubeconfig", admin}, &out, &errOut)
@@ -509,7 +469,7 @@ func TestInspectCompositionErrors(t *testing.T) {
 		"apiVersion": "eno.azure.io/v1", "kind": "Composition",
 		"metadata": map[string]any{"name": "bad", "namespace": ns, "annotations": map[string]any{domain.AnnotationLineageOverride: "Not_A_Label"}},
 	}}
-	_, err = c.dyn.Resource(k8s.CompositionGVR).Namespace(ns).Create(testCtx(t), bad, metav1.CreateOptions{})
+	_, err = c.Dynamic.Resource(k8s.CompositionGVR).Namespace(ns).Create(testCtx(t), bad, metav1.CreateOptions{})
 	require.NoError(t, err)
 	err = dispatch(testCtx(t), []string{"inspect", "--composition", ns + "/bad", "--kubeconfig", admin}, &out, &errOut)
 	require.Error(t, err)
@@ -521,28 +481,28 @@ func TestInspectCompositionErrors(t *testing.T) {
 // TestInspectRunsAsAReadOnlyUser proves inspect needs no write permission: a user bound only to
 // get/list/watch gets the full report, dry run included.
 func TestInspectRunsAsAReadOnlyUser(t *testing.T) {
-	c := adminClients(t)
+	c := testEnv.AdminClients(t)
 	ctx := testCtx(t)
 	r := recreatedComposition(t, c, uniqueLineage("insp-rbac"))
 	readVerbs := []string{"get", "list", "watch"}
 	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: inspectReader}}
-	clusterRole, err := c.kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+	clusterRole, err := c.Kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "inspect-reader-"},
 		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"eno.azure.io"}, Resources: []string{"compositions", "resourceslices"}, Verbs: readVerbs}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	_, err = c.kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+	_, err = c.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "inspect-reader-"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole.Name},
 		Subjects:   subject,
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	role, err := c.kube.RbacV1().Roles("kube-system").Create(ctx, &rbacv1.Role{
+	role, err := c.Kube.RbacV1().Roles("kube-system").Create(ctx, &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "inspect-reader-"},
 		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: readVerbs}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	_, err = c.kube.RbacV1().RoleBindings("kube-system").Create(ctx, &rbacv1.RoleBinding{
+	_, err = c.Kube.RbacV1().RoleBindings("kube-system").Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "inspect-reader-"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
 		Subjects:   subject,
@@ -597,7 +557,7 @@ func (l loggingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 func TestInspectSendsOnlyReads(t *testing.T) {
-	c := adminClients(t)
+	c := testEnv.AdminClients(t)
 	r := recreatedComposition(t, c, uniqueLineage("insp-verbs"))
 	admin := kubeconfigOf(t, "")
 	log := &requestLog{}

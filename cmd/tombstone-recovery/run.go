@@ -34,12 +34,10 @@ import (
 )
 
 type runOptions struct {
-	kubeconfig, remoteKubeconfig              string
+	clusterFlags
 	enabled                                   bool
 	compositionNamespace, compositionSelector string
-	inventoryNamespace                        string
-	maxChunkBytes, maxChunks, workers         int
-	maxTombstoneFraction                      float64
+	workers                                   int
 	leaderElect                               bool
 	leaderElectionNamespace, leaderElectionID string
 	metricsAddr, healthAddr                   string
@@ -54,15 +52,15 @@ func parseRunFlags(args []string, stderr io.Writer) (runOptions, error) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	// Errors come back to main, which prints them as one line; only -h prints the flags.
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the control plane (default: in-cluster, then $KUBECONFIG)")
-	fs.StringVar(&o.remoteKubeconfig, "remote-kubeconfig", "", "kubeconfig of the downstream cluster that holds the inventory (default: the control plane)")
+	o.clusterFlags.bind(fs, clusterFlagHelp{
+		kubeconfig:           "kubeconfig of the control plane (default: in-cluster, then $KUBECONFIG)",
+		maxChunkBytes:        "largest inventory.json of one chunk Secret",
+		maxChunks:            "most chunk Secrets one snapshot may use",
+		maxTombstoneFraction: "hold recoveries that would delete more than this fraction of a snapshot for review (1 disables)",
+	})
 	fs.BoolVar(&o.enabled, "enabled", true, "record and recover; false leaves every Composition alone")
 	fs.StringVar(&o.compositionNamespace, "composition-namespace", "", "only Compositions in this namespace (default: all)")
 	fs.StringVar(&o.compositionSelector, "composition-label-selector", "", "only Compositions matching this label selector (default: everything)")
-	fs.StringVar(&o.inventoryNamespace, "inventory-namespace", domain.DefaultInventoryNamespace, "downstream namespace of the inventory Secrets")
-	fs.IntVar(&o.maxChunkBytes, "max-chunk-bytes", domain.DefaultMaxChunkBytes, "largest inventory.json of one chunk Secret")
-	fs.IntVar(&o.maxChunks, "max-chunks", domain.DefaultMaxChunks, "most chunk Secrets one snapshot may use")
-	fs.Float64Var(&o.maxTombstoneFraction, "max-tombstone-fraction", domain.DefaultMaxTombstoneFraction, "hold recoveries that would delete more than this fraction of a snapshot for review (1 disables)")
 	fs.IntVar(&o.workers, "workers", 2, "concurrent reconciles")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader with a Lease before reconciling")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: $POD_NAMESPACE, else kube-system)")
@@ -99,17 +97,13 @@ func parseRunFlags(args []string, stderr io.Writer) (runOptions, error) {
 
 // validate rejects bad flag values before any cluster is contacted.
 func (o runOptions) validate() error {
-	switch {
-	case o.workers < 1:
+	if o.workers < 1 {
 		return fmt.Errorf("run: --workers must be at least 1, got %d", o.workers)
-	case o.inventoryNamespace == "":
-		return errors.New("run: --inventory-namespace must not be empty")
-	case o.maxChunkBytes < 2 || o.maxChunkBytes > domain.SecretDataLimit:
-		return fmt.Errorf("run: --max-chunk-bytes must be between 2 and %d, got %d", domain.SecretDataLimit, o.maxChunkBytes)
-	case o.maxChunks < 1:
-		return fmt.Errorf("run: --max-chunks must be at least 1, got %d", o.maxChunks)
-	case !(o.maxTombstoneFraction >= 0 && o.maxTombstoneFraction <= 1): // also rejects NaN
-		return fmt.Errorf("run: --max-tombstone-fraction must be between 0 and 1, got %g", o.maxTombstoneFraction)
+	}
+	if err := o.clusterFlags.check(); err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	switch {
 	case !(o.qps > 0) || o.burst < 1:
 		return fmt.Errorf("run: --kube-api-qps must be positive and --kube-api-burst at least 1, got %g and %d", o.qps, o.burst)
 	case o.resync < 0:
@@ -249,10 +243,7 @@ func newWiring(ctx context.Context, o runOptions, cpConfig, remoteConfig *rest.C
 	cfg := app.DefaultConfig()
 	cfg.Enabled = o.enabled
 	cfg.Scope = domain.Scope{Namespace: o.compositionNamespace, Selector: matcher}
-	cfg.InventoryNamespace = o.inventoryNamespace
-	cfg.MaxChunkBytes = o.maxChunkBytes
-	cfg.MaxChunks = o.maxChunks
-	cfg.MaxTombstoneFraction = o.maxTombstoneFraction
+	o.clusterFlags.configure(&cfg)
 	if w.svc, err = app.New(cfg, app.Deps{
 		Compositions: comps, Guard: comps, Slices: slices, Store: w.store,
 		Sink: sink, Decisions: comps, Events: w.recorder, Metrics: m,

@@ -27,7 +27,7 @@ type binaries struct {
 func locateBinaries() (binaries, error) {
 	dir := os.Getenv(binDirEnv)
 	if dir == "" {
-		root, err := repoRoot()
+		root, err := RepoRoot()
 		if err != nil {
 			return binaries{}, fmt.Errorf("kubetest: %w; set %s to the directory holding etcd and kube-apiserver", err, binDirEnv)
 		}
@@ -48,10 +48,10 @@ func locateBinaries() (binaries, error) {
 	return b, nil
 }
 
-// repoRoot walks up to the directory whose go.mod declares the main module. It starts from the
+// RepoRoot walks up to the directory whose go.mod declares the main module. It starts from the
 // working directory (go test runs in the package directory) and falls back to this source file's
 // directory. It skips go.mod files of nested modules such as test/kube and tools.
-func repoRoot() (string, error) {
+func RepoRoot() (string, error) {
 	var starts []string
 	if wd, err := os.Getwd(); err == nil {
 		starts = append(starts, wd)

@@ -39,20 +39,30 @@ var (
 
 // parseCRDs decodes the embedded multi-document YAML.
 func parseCRDs() ([]*unstructured.Unstructured, error) {
-	decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(enoCRDs), 4096)
-	var crds []*unstructured.Unstructured
+	crds, err := DecodeManifests(enoCRDs)
+	if err != nil {
+		return nil, fmt.Errorf("decoding crds/eno-crds.yaml: %w", err)
+	}
+	return crds, nil
+}
+
+// DecodeManifests decodes multi-document YAML (or JSON), such as the files of deploy/, skipping
+// empty documents.
+func DecodeManifests(data []byte) ([]*unstructured.Unstructured, error) {
+	decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var objs []*unstructured.Unstructured
 	for {
 		var obj map[string]any
 		if err := decoder.Decode(&obj); err != nil {
 			if errors.Is(err, io.EOF) {
-				return crds, nil
+				return objs, nil
 			}
-			return nil, fmt.Errorf("decoding crds/eno-crds.yaml: %w", err)
+			return nil, err
 		}
 		if len(obj) == 0 {
 			continue
 		}
-		crds = append(crds, &unstructured.Unstructured{Object: obj})
+		objs = append(objs, &unstructured.Unstructured{Object: obj})
 	}
 }
 

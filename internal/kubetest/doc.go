@@ -6,8 +6,15 @@
 // Eno CRDs (crds/eno-crds.yaml) and hands back rest.Configs and kubeconfig files for an admin and
 // for declared least-privilege users. Packages use it from TestMain through TestMainWithEnv.
 //
+// It also holds what the packages testing against it share: Clients for an identity, a namespace
+// and a context per test (clients.go); Compositions, their status.currentSynthesis and
+// ResourceSlices written as Eno writes them (fixtures.go); and building cmd/tombstone-recovery
+// and running it as a child process (StartBuild, RaceEnabled, ChildEnv, ChildSysProcAttr,
+// FreePorts, WriteKubeconfig).
+//
 // The binaries come from the separate test/kube module (built by hack/testbin.sh, `make testbin`)
 // so that k8s.io/kubernetes never enters the main module's graph. This package imports only the
-// standard library, k8s.io/client-go, k8s.io/apimachinery and go.uber.org/goleak; it is for tests
-// only and must not be imported by production code.
+// standard library, k8s.io/client-go, k8s.io/apimachinery, k8s.io/api, testify's require,
+// go.uber.org/goleak and the project's domain; it is for tests only and must not be imported by
+// production code.
 package kubetest

@@ -124,7 +124,7 @@ func start(ctx context.Context, opts Options, bins binaries) (_ *Env, err error)
 		}
 	}()
 
-	ports, err := freePorts(3)
+	ports, err := FreePorts(3)
 	if err != nil {
 		return nil, fmt.Errorf("kubetest: %w", err)
 	}
@@ -355,7 +355,7 @@ func (e *Env) Kubeconfig(user string) (string, error) {
 		}
 	}
 	path := filepath.Join(e.dir, c.kubecf)
-	if err := writeKubeconfig(path, e.host, e.caData, c.user.Name, c.token); err != nil {
+	if err := WriteKubeconfig(path, e.host, e.caData, c.user.Name, c.token); err != nil {
 		return "", fmt.Errorf("kubetest: kubeconfig for %q: %w", c.user.Name, err)
 	}
 	return path, nil

@@ -72,10 +72,10 @@ func writeServiceAccountKeys(privatePath, publicPath string) error {
 	return nil
 }
 
-// freePorts returns n distinct free TCP ports on 127.0.0.1. All listeners are held open until
+// FreePorts returns n distinct free TCP ports on 127.0.0.1. All listeners are held open until
 // every port is chosen, so the ports differ; another process may still take one before the
-// child binds it, which Start handles by retrying.
-func freePorts(n int) ([]int, error) {
+// child binds it, so callers retry on "address already in use" (Start does).
+func FreePorts(n int) ([]int, error) {
 	listeners := make([]net.Listener, 0, n)
 	defer func() {
 		for _, l := range listeners {

@@ -27,11 +27,11 @@ type kubeconfigNamed struct {
 
 type kubeconfigCluster struct {
 	Server                   string `json:"server"`
-	CertificateAuthorityData []byte `json:"certificate-authority-data"` // base64 by encoding/json, as kubeconfig expects
+	CertificateAuthorityData []byte `json:"certificate-authority-data,omitempty"` // base64 by encoding/json, as kubeconfig expects
 }
 
 type kubeconfigUser struct {
-	Token string `json:"token"`
+	Token string `json:"token,omitempty"`
 }
 
 type kubeconfigContext struct {
@@ -40,8 +40,10 @@ type kubeconfigContext struct {
 	Namespace string `json:"namespace,omitempty"`
 }
 
-// writeKubeconfig writes a kubeconfig for one token user of the server at host.
-func writeKubeconfig(path, host string, caData []byte, userName, token string) error {
+// WriteKubeconfig writes a kubeconfig for one token user of the server at host, trusting the
+// PEM certificates caData (none: the system's roots, or plain HTTP). An empty token sends no
+// credentials, for a proxy that adds its own.
+func WriteKubeconfig(path, host string, caData []byte, userName, token string) error {
 	const cluster, context = "kubetest", "kubetest"
 	cfg := kubeconfigFile{
 		APIVersion:     "v1",

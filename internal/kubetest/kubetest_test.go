@@ -325,7 +325,7 @@ func TestStartRejectsBadUsers(t *testing.T) {
 }
 
 func TestRepoRootHoldsMainModule(t *testing.T) {
-	root, err := repoRoot()
+	root, err := RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +347,7 @@ func TestEmbeddedCRDs(t *testing.T) {
 		t.Fatalf("embedded CRDs = %s, want %s", got, want)
 	}
 	// deploy/crds documents this file as the single copy.
-	root, err := repoRoot()
+	root, err := RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,8 +34,8 @@ func launch(name, binary string, args []string, logPath string) (*process, error
 	cmd := exec.Command(binary, args...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
-	cmd.Env = childEnv()
-	cmd.SysProcAttr = childSysProcAttr()
+	cmd.Env = ChildEnv()
+	cmd.SysProcAttr = ChildSysProcAttr()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s (%s): %w", name, binary, err)
 	}
@@ -47,14 +47,15 @@ func launch(name, binary string, args []string, logPath string) (*process, error
 	return p, nil
 }
 
-// childEnv drops proxy settings so loopback traffic between the two processes is never sent
-// through a proxy.
-func childEnv() []string {
+// ChildEnv is the environment of a child process: without proxy settings, so loopback traffic is
+// never sent through a proxy, and without KUBECONFIG or POD_NAMESPACE, so a binary under test
+// goes only by its flags.
+func ChildEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		key, _, _ := strings.Cut(kv, "=")
 		switch strings.ToUpper(key) {
-		case "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY":
+		case "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "KUBECONFIG", "POD_NAMESPACE":
 			continue
 		}
 		env = append(env, kv)

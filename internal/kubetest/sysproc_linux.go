@@ -2,8 +2,9 @@ package kubetest
 
 import "syscall"
 
-// childSysProcAttr makes the kernel kill a child if the test process dies without calling Stop
-// (a panic, a -timeout, a SIGKILL), so no etcd or kube-apiserver outlives its test run.
-func childSysProcAttr() *syscall.SysProcAttr {
+// ChildSysProcAttr makes the kernel kill a child if the test process dies without stopping it
+// (a panic, a -timeout, a SIGKILL), so no etcd, kube-apiserver or binary under test outlives its
+// test run.
+func ChildSysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }

@@ -4,5 +4,5 @@ package kubetest
 
 import "syscall"
 
-// childSysProcAttr has no parent-death signal outside Linux; Stop remains the way to end children.
-func childSysProcAttr() *syscall.SysProcAttr { return nil }
+// ChildSysProcAttr has no parent-death signal outside Linux; stopping children is up to the caller.
+func ChildSysProcAttr() *syscall.SysProcAttr { return nil }

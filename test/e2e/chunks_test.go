@@ -67,9 +67,9 @@ func assertChunks(t *testing.T, secrets []corev1.Secret, inv domain.Inventory, c
 // namespace: a chunk of exactly the limit, several chunks, an empty inventory, and an entry
 // over the limit.
 func TestChunkSizes(t *testing.T) {
-	c := admin(t)
-	ns := newNamespace(t, c, "chunks")
-	inventoryNS := newNamespace(t, c, "inventory")
+	c := env.AdminClients(t)
+	ns := c.NewNamespace(t, "chunks")
+	inventoryNS := c.NewNamespace(t, "inventory")
 	ctl := startController(t, "", "--composition-namespace="+ns, "--inventory-namespace="+inventoryNS,
 		"--max-chunk-bytes="+strconv.Itoa(chunkLimit))
 	at := time.Now().Add(-time.Minute)
@@ -143,7 +143,7 @@ func TestChunkSizes(t *testing.T) {
 		assert.Equal(t, "NoInventory", waitForDecision(t, c, ns, "huge", syn.uuid).Outcome.String())
 		refused := waitForEvent(t, c, ns, "huge", "InventoryTooLarge")
 		assert.Equal(t, "Warning", refused.Type)
-		list, err := c.kube.CoreV1().Secrets(inventoryNS).List(testContext(t), metav1.ListOptions{LabelSelector: lineageLabel + "=" + lineageOf(ns, "huge")})
+		list, err := c.Kube.CoreV1().Secrets(inventoryNS).List(testContext(t), metav1.ListOptions{LabelSelector: lineageLabel + "=" + lineageOf(ns, "huge")})
 		require.NoError(t, err)
 		assert.Empty(t, list.Items, "nothing is written when an entry exceeds the limit")
 	})

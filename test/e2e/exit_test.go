@@ -19,6 +19,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 )
 
 // runToExit runs the binary to completion (bounded by exitWithin) and returns its exit code
@@ -30,8 +32,8 @@ func runToExit(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	var out, errOut bytes.Buffer
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Stdout, cmd.Stderr = &out, &errOut
-	cmd.Env = childEnv()
-	cmd.SysProcAttr = childSysProcAttr()
+	cmd.Env = kubetest.ChildEnv()
+	cmd.SysProcAttr = kubetest.ChildSysProcAttr()
 	err := cmd.Run()
 	require.NoError(t, ctx.Err(), "tombstone-recovery %s did not exit within %s; stderr:\n%s", strings.Join(args, " "), exitWithin, errOut.String())
 	var exit *exec.ExitError

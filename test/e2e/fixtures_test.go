@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 )
 
 // Exact strings of SPEC §3, spelled out here rather than taken from domain so that a changed
@@ -91,58 +92,36 @@ func (s synthesis) sliceName(comp string, i int) string {
 }
 
 // createComposition creates an opted-in Composition with no status yet.
-func createComposition(t *testing.T, c clients, namespace, name string) *unstructured.Unstructured {
+func createComposition(t *testing.T, c kubetest.Clients, namespace, name string) *unstructured.Unstructured {
 	t.Helper()
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "eno.azure.io/v1",
-		"kind":       "Composition",
-		"spec":       map[string]any{"synthesizer": map[string]any{"name": "e2e"}},
-	}}
-	u.SetNamespace(namespace)
-	u.SetName(name)
-	u.SetAnnotations(map[string]string{optInAnnotation: "enabled"})
-	created, err := c.dyn.Resource(compositionGVR).Namespace(namespace).Create(testContext(t), u, metav1.CreateOptions{})
+	created, err := kubetest.CreateComposition(testContext(t), c.Dynamic, domain.Composition{
+		Namespace: namespace, Name: name, Annotations: map[string]string{optInAnnotation: "enabled"},
+	})
 	require.NoError(t, err)
 	return created
 }
 
 // publish creates the synthesis's slices, then sets status.currentSynthesis through the
 // status subresource, as Eno does.
-func publish(t *testing.T, c clients, comp *unstructured.Unstructured, syn synthesis) *unstructured.Unstructured {
+func publish(t *testing.T, c kubetest.Clients, comp *unstructured.Unstructured, syn synthesis) *unstructured.Unstructured {
 	t.Helper()
 	ctx := testContext(t)
 	ns, name := comp.GetNamespace(), comp.GetName()
-	var refs []any
+	status := domain.Synthesis{UUID: syn.uuid, Synthesized: syn.synthesized, Ready: true}
 	for i, resources := range syn.slices {
-		items := make([]any, len(resources))
-		for j, r := range resources {
-			item := map[string]any{"manifest": r.manifest}
-			if r.deleted {
-				item["deleted"] = true
-			}
-			items[j] = item
+		slice := domain.ResourceSlice{Namespace: ns, Name: syn.sliceName(name, i), SynthesisUUID: syn.uuid}
+		for _, r := range resources {
+			slice.Resources = append(slice.Resources, domain.SliceResource{Manifest: r.manifest, Deleted: r.deleted})
 		}
-		slice := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "eno.azure.io/v1",
-			"kind":       "ResourceSlice",
-			"spec":       map[string]any{"synthesisUUID": syn.uuid, "resources": items},
-		}}
-		slice.SetNamespace(ns)
-		slice.SetName(syn.sliceName(name, i))
-		_, err := c.dyn.Resource(sliceGVR).Namespace(ns).Create(ctx, slice, metav1.CreateOptions{})
+		_, err := kubetest.CreateSlice(ctx, c.Dynamic, slice)
 		require.NoError(t, err)
-		refs = append(refs, map[string]any{"name": slice.GetName()})
+		status.Slices = append(status.Slices, slice.Name)
 	}
-	client := c.dyn.Resource(compositionGVR).Namespace(ns)
+	client := c.Dynamic.Resource(compositionGVR).Namespace(ns)
 	for {
 		cur, err := client.Get(ctx, name, metav1.GetOptions{})
 		require.NoError(t, err)
-		cur.Object["status"] = map[string]any{"currentSynthesis": map[string]any{
-			"uuid":           syn.uuid,
-			"synthesized":    syn.synthesized.Format(time.RFC3339),
-			"ready":          syn.synthesized.Add(30 * time.Second).Format(time.RFC3339),
-			"resourceSlices": refs,
-		}}
+		cur.Object["status"] = kubetest.CompositionStatus(status)
 		updated, err := client.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) {
 			continue // the controller wrote a decision meanwhile
@@ -153,11 +132,11 @@ func publish(t *testing.T, c clients, comp *unstructured.Unstructured, syn synth
 }
 
 // waitForDecision waits for the decision annotation of the given synthesis.
-func waitForDecision(t *testing.T, c clients, namespace, name, synthesisUUID string) domain.Decision {
+func waitForDecision(t *testing.T, c kubetest.Clients, namespace, name, synthesisUUID string) domain.Decision {
 	t.Helper()
 	var d domain.Decision
 	waitFor(t, fmt.Sprintf("decision for synthesis %s on %s/%s", synthesisUUID, namespace, name), func(ctx context.Context) error {
-		u, err := c.dyn.Resource(compositionGVR).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+		u, err := c.Dynamic.Resource(compositionGVR).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -177,8 +156,8 @@ func waitForDecision(t *testing.T, c clients, namespace, name, synthesisUUID str
 }
 
 // listInventory lists a lineage's Secrets, ordered by chunk index.
-func listInventory(ctx context.Context, c clients, namespace, lineage string) ([]corev1.Secret, error) {
-	list, err := c.kube.CoreV1().Secrets(namespace).List(ctx, metav1.ListOptions{LabelSelector: lineageLabel + "=" + lineage})
+func listInventory(ctx context.Context, c kubetest.Clients, namespace, lineage string) ([]corev1.Secret, error) {
+	list, err := c.Kube.CoreV1().Secrets(namespace).List(ctx, metav1.ListOptions{LabelSelector: lineageLabel + "=" + lineage})
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +183,7 @@ func chunkSecrets(secrets []corev1.Secret) []domain.ChunkSecret {
 
 // waitForSnapshot waits until the lineage's Secrets read (SPEC §5) as a valid snapshot of the
 // given Composition UID and synthesis, and returns it with the Secrets.
-func waitForSnapshot(t *testing.T, c clients, namespace, lineage, compUID, synthesisUUID string) (domain.Snapshot, []corev1.Secret) {
+func waitForSnapshot(t *testing.T, c kubetest.Clients, namespace, lineage, compUID, synthesisUUID string) (domain.Snapshot, []corev1.Secret) {
 	t.Helper()
 	var snap domain.Snapshot
 	var secrets []corev1.Secret
@@ -225,11 +204,11 @@ func waitForSnapshot(t *testing.T, c clients, namespace, lineage, compUID, synth
 }
 
 // waitForEvent waits for an event with reason on the Composition and returns it.
-func waitForEvent(t *testing.T, c clients, namespace, name, reason string) corev1.Event {
+func waitForEvent(t *testing.T, c kubetest.Clients, namespace, name, reason string) corev1.Event {
 	t.Helper()
 	var found corev1.Event
 	waitFor(t, fmt.Sprintf("event %s on %s/%s", reason, namespace, name), func(ctx context.Context) error {
-		list, err := c.kube.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+		list, err := c.Kube.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
 		if err != nil {
 			return err
 		}

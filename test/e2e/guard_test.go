@@ -45,22 +45,22 @@ func (s *interleavingStore) UpdateChunk(ctx context.Context, chunk domain.ChunkS
 // another writer between read and write is not overwritten, and the next pass converges while
 // keeping the other writer's annotation.
 func TestResourceVersionGuard(t *testing.T) {
-	c := admin(t)
+	c := env.AdminClients(t)
 	ctx := testContext(t)
-	ns := newNamespace(t, c, "guard")
-	inventoryNS := newNamespace(t, c, "guard-inventory")
-	other := admin(t) // a separate client: another writer
+	ns := c.NewNamespace(t, "guard")
+	inventoryNS := c.NewNamespace(t, "guard-inventory")
+	other := env.AdminClients(t) // a separate client: another writer
 
-	comps, err := k8s.NewCompositions(c.dyn, nil)
+	comps, err := k8s.NewCompositions(c.Dynamic, nil)
 	require.NoError(t, err)
-	slices, err := k8s.NewSlices(c.dyn)
+	slices, err := k8s.NewSlices(c.Dynamic)
 	require.NoError(t, err)
-	sink, err := k8s.NewTombstoneSink(c.dyn)
+	sink, err := k8s.NewTombstoneSink(c.Dynamic)
 	require.NoError(t, err)
-	secretStore, err := k8s.NewSecretStore(c.kube, inventoryNS)
+	secretStore, err := k8s.NewSecretStore(c.Kube, inventoryNS)
 	require.NoError(t, err)
 	store := &interleavingStore{SecretStore: secretStore, other: func(ctx context.Context, name string) error {
-		s, err := other.kube.CoreV1().Secrets(inventoryNS).Get(ctx, name, metav1.GetOptions{})
+		s, err := other.Kube.CoreV1().Secrets(inventoryNS).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -68,7 +68,7 @@ func TestResourceVersionGuard(t *testing.T) {
 			s.Annotations = map[string]string{}
 		}
 		s.Annotations[foreignAnnotation] = "2026-11-30T12:00:00Z"
-		_, err = other.kube.CoreV1().Secrets(inventoryNS).Update(ctx, s, metav1.UpdateOptions{})
+		_, err = other.Kube.CoreV1().Secrets(inventoryNS).Update(ctx, s, metav1.UpdateOptions{})
 		return err
 	}}
 	cfg := app.DefaultConfig()

@@ -50,14 +50,14 @@ func exampleSynthesis(at time.Time) synthesis {
 }
 
 func TestLifecycleRecordsThenRecoversAfterRecreation(t *testing.T) {
-	c := admin(t)
+	c := env.AdminClients(t)
 	ctx := testContext(t)
 	const ns, name = "team-a", "web"
 	ensureNamespace(t, c, ns)
 	// The SPEC example fixes the names; clear what an earlier run under -count left.
-	err := c.dyn.Resource(compositionGVR).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{})
+	err := c.Dynamic.Resource(compositionGVR).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{})
 	require.True(t, err == nil || apierrors.IsNotFound(err), "%v", err)
-	require.NoError(t, c.kube.CoreV1().Secrets("kube-system").DeleteCollection(ctx, metav1.DeleteOptions{},
+	require.NoError(t, c.Kube.CoreV1().Secrets("kube-system").DeleteCollection(ctx, metav1.DeleteOptions{},
 		metav1.ListOptions{LabelSelector: lineageLabel + "=" + exampleLineage}))
 	ctl := startController(t, "", "--composition-namespace="+ns)
 
@@ -94,14 +94,14 @@ func TestLifecycleRecordsThenRecoversAfterRecreation(t *testing.T) {
 
 	// Decision first, then the Secret: with one etcd, resourceVersions are its revisions, and
 	// nothing writes the Composition after its decision.
-	decided, err := c.dyn.Resource(compositionGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	decided, err := c.Dynamic.Resource(compositionGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Less(t, revision(t, decided.GetResourceVersion()), revision(t, s.ResourceVersion),
 		"the inventory Secret was written before the decision")
 
 	// Delete (orphaning) and recreate: a new UID whose synthesis drops the Deployment, patches
 	// the ClusterRole instead of producing it, and adds a Service.
-	client := c.dyn.Resource(compositionGVR).Namespace(ns)
+	client := c.Dynamic.Resource(compositionGVR).Namespace(ns)
 	require.NoError(t, client.Delete(ctx, name, metav1.DeleteOptions{}))
 	waitFor(t, "the first composition to be gone", func(ctx context.Context) error {
 		_, err := client.Get(ctx, name, metav1.GetOptions{})
@@ -129,7 +129,7 @@ func TestLifecycleRecordsThenRecoversAfterRecreation(t *testing.T) {
 		assert.True(t, first.synthesized.Equal(*d.SourceSynthesisTimestamp), "source timestamp %s", d.SourceSynthesisTimestamp)
 	}
 
-	slice, err := c.dyn.Resource(sliceGVR).Namespace(ns).Get(ctx, sliceName, metav1.GetOptions{})
+	slice, err := c.Dynamic.Resource(sliceGVR).Namespace(ns).Get(ctx, sliceName, metav1.GetOptions{})
 	require.NoError(t, err, "the decision names tombstone slice %s", sliceName)
 	assertOwnedBy(t, slice, recreated)
 	uuid, _, _ := unstructured.NestedString(slice.Object, "spec", "synthesisUUID")

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,9 +22,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 )
@@ -63,7 +59,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	// The build runs while the API server starts.
-	build, err := startBuild(dir)
+	build, err := kubetest.StartBuild(dir, kubetest.RaceEnabled)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: building tombstone-recovery: %v\n", err)
 		os.RemoveAll(dir)
@@ -81,75 +77,13 @@ func TestMain(m *testing.M) {
 	})
 }
 
-// startBuild starts `go build` of the binary into dir; the returned func waits for it.
-func startBuild(dir string) (func() (string, error), error) {
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		return nil, err
-	}
-	out := filepath.Join(dir, "tombstone-recovery")
-	args := []string{"build", "-o", out}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	args = append(args, "github.com/Azure/eno-tombstone-recovery/cmd/tombstone-recovery")
-	logPath := filepath.Join(dir, "build.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	defer logFile.Close()
-	cmd := exec.Command(gobin, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = childSysProcAttr()
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	return func() (string, error) {
-		if err := cmd.Wait(); err != nil {
-			log, _ := os.ReadFile(logPath)
-			return "", fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, log)
-		}
-		return out, nil
-	}, nil
-}
-
-func testContext(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-type clients struct {
-	kube kubernetes.Interface
-	dyn  dynamic.Interface
-}
-
-func clientsFor(t *testing.T, cfg *rest.Config) clients {
-	t.Helper()
-	kube, err := kubernetes.NewForConfig(cfg)
-	require.NoError(t, err)
-	dyn, err := dynamic.NewForConfig(cfg)
-	require.NoError(t, err)
-	return clients{kube: kube, dyn: dyn}
-}
-
-func admin(t *testing.T) clients { return clientsFor(t, env.AdminConfig()) }
-
-// newNamespace creates a namespace with a generated name; the server is discarded at the end.
-func newNamespace(t *testing.T, c clients, prefix string) string {
-	t.Helper()
-	ns, err := c.kube.CoreV1().Namespaces().Create(testContext(t),
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	return ns.Name
-}
+// testContext bounds one test's calls to the API server.
+func testContext(t *testing.T) context.Context { return kubetest.Context(t, 3*time.Minute) }
 
 // ensureNamespace creates a namespace with a fixed name (the SPEC example's team-a, eno-system).
-func ensureNamespace(t *testing.T, c clients, name string) {
+func ensureNamespace(t *testing.T, c kubetest.Clients, name string) {
 	t.Helper()
-	_, err := c.kube.CoreV1().Namespaces().Create(testContext(t),
+	_, err := c.Kube.CoreV1().Namespaces().Create(testContext(t),
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	if !apierrors.IsAlreadyExists(err) {
 		require.NoError(t, err)
@@ -200,7 +134,8 @@ func launchController(t *testing.T, user, probe string, args ...string) *control
 	require.NoError(t, err)
 	dir := t.TempDir()
 	for attempt := 1; ; attempt++ {
-		ports := freePorts(t, 2)
+		ports, err := kubetest.FreePorts(2)
+		require.NoError(t, err)
 		c := &controller{
 			stdoutPath: filepath.Join(dir, fmt.Sprintf("stdout-%d.log", attempt)),
 			stderrPath: filepath.Join(dir, fmt.Sprintf("stderr-%d.log", attempt)),
@@ -216,7 +151,7 @@ func launchController(t *testing.T, user, probe string, args ...string) *control
 		}, args...)
 		c.start(t, full)
 		t.Cleanup(func() { c.cleanup(t) })
-		err := c.waitProbe(probe)
+		err = c.waitProbe(probe)
 		if err == nil {
 			return c
 		}
@@ -238,8 +173,8 @@ func (c *controller) start(t *testing.T, args []string) {
 	defer stderr.Close()
 	c.cmd = exec.Command(binary, args...)
 	c.cmd.Stdout, c.cmd.Stderr = stdout, stderr
-	c.cmd.Env = childEnv()
-	c.cmd.SysProcAttr = childSysProcAttr()
+	c.cmd.Env = kubetest.ChildEnv()
+	c.cmd.SysProcAttr = kubetest.ChildSysProcAttr()
 	require.NoError(t, c.cmd.Start())
 	go func() {
 		c.waitErr = c.cmd.Wait()
@@ -375,40 +310,6 @@ func uniqueKeysObject(line []byte) error {
 		return errors.New("trailing data after the object")
 	}
 	return nil
-}
-
-// childEnv drops proxy settings so loopback traffic never goes through a proxy, and any
-// kubeconfig or namespace hints so only the flags count.
-func childEnv() []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		key, _, _ := strings.Cut(kv, "=")
-		switch strings.ToUpper(key) {
-		case "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "KUBECONFIG", "POD_NAMESPACE":
-			continue
-		}
-		out = append(out, kv)
-	}
-	return out
-}
-
-// freePorts returns n distinct loopback ports that were free a moment ago.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	var listeners []net.Listener
-	defer func() {
-		for _, l := range listeners {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
 }
 
 // httpGet fetches url without keep-alives, so no connection outlives the call (goleak).

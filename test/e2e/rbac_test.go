@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,8 +16,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 )
 
 // applyRBAC creates every object of a deploy/ RBAC manifest through the typed RBAC client.
@@ -29,19 +27,12 @@ func applyRBAC(t *testing.T, kube kubernetes.Interface, file string) {
 	ctx := testContext(t)
 	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", file))
 	require.NoError(t, err)
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	objs, err := kubetest.DecodeManifests(data)
+	require.NoError(t, err, "decoding %s", file)
 	rbac := kube.RbacV1()
 	applied := 0
-	for {
-		var doc map[string]any
-		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
-			break
-		} else {
-			require.NoError(t, err, "decoding %s", file)
-		}
-		if len(doc) == 0 {
-			continue
-		}
+	for _, obj := range objs {
+		doc := obj.Object
 		conv := runtime.DefaultUnstructuredConverter
 		kind, _ := doc["kind"].(string)
 		switch kind {
@@ -75,23 +66,23 @@ func applyRBAC(t *testing.T, kube kubernetes.Interface, file string) {
 // TestLeastPrivilege runs the binary as the ServiceAccount identity bound only to deploy/'s
 // RBAC: the whole lifecycle works, with leader election, and requests beyond it are denied.
 func TestLeastPrivilege(t *testing.T) {
-	c := admin(t)
+	c := env.AdminClients(t)
 	ctx := testContext(t)
 	ensureNamespace(t, c, "eno-system")
-	applyRBAC(t, c.kube, "control-plane-rbac.yaml")
-	applyRBAC(t, c.kube, "downstream-rbac.yaml")
-	ns := newNamespace(t, c, "least-privilege")
-	user := clientsFor(t, env.UserConfig(controllerUser))
+	applyRBAC(t, c.Kube, "control-plane-rbac.yaml")
+	applyRBAC(t, c.Kube, "downstream-rbac.yaml")
+	ns := c.NewNamespace(t, "least-privilege")
+	user := kubetest.NewClients(t, env.UserConfig(controllerUser))
 
 	// The RBAC authorizer reads bindings through an informer; wait until they apply.
 	waitFor(t, "deploy/ RBAC to take effect", func(ctx context.Context) error {
-		if _, err := user.dyn.Resource(compositionGVR).Namespace(ns).List(ctx, metav1.ListOptions{}); err != nil {
+		if _, err := user.Dynamic.Resource(compositionGVR).Namespace(ns).List(ctx, metav1.ListOptions{}); err != nil {
 			return err
 		}
-		if _, err := user.kube.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		if _, err := user.Kube.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
 			return err
 		}
-		if _, err := user.kube.CoordinationV1().Leases("eno-system").Get(ctx, "rbac-probe", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		if _, err := user.Kube.CoordinationV1().Leases("eno-system").Get(ctx, "rbac-probe", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("lease get: %v", err)
 		}
 		return nil
@@ -114,15 +105,15 @@ func TestLeastPrivilege(t *testing.T) {
 	_, secrets := waitForSnapshot(t, c, "kube-system", lineage, string(comp.GetUID()), first.uuid)
 	require.Len(t, secrets, 1)
 
-	lease, err := c.kube.CoordinationV1().Leases("eno-system").Get(ctx, "eno-tombstone-recovery", metav1.GetOptions{})
+	lease, err := c.Kube.CoordinationV1().Leases("eno-system").Get(ctx, "eno-tombstone-recovery", metav1.GetOptions{})
 	require.NoError(t, err, "the leader's Lease")
 	require.NotNil(t, lease.Spec.HolderIdentity)
 	assert.NotEmpty(t, *lease.Spec.HolderIdentity)
 
 	// Recovery needs the rest of the grant: create the tombstone slice, write the decision.
-	require.NoError(t, c.dyn.Resource(compositionGVR).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}))
+	require.NoError(t, c.Dynamic.Resource(compositionGVR).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}))
 	waitFor(t, "the composition to be gone", func(ctx context.Context) error {
-		_, err := c.dyn.Resource(compositionGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		_, err := c.Dynamic.Resource(compositionGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -137,29 +128,29 @@ func TestLeastPrivilege(t *testing.T) {
 	d = waitForDecision(t, c, ns, name, second.uuid)
 	assert.Equal(t, "Recovered", d.Outcome.String())
 	assert.Equal(t, 1, d.Tombstones)
-	_, err = c.dyn.Resource(sliceGVR).Namespace(ns).Get(ctx, d.TombstoneSlice, metav1.GetOptions{})
+	_, err = c.Dynamic.Resource(sliceGVR).Namespace(ns).Get(ctx, d.TombstoneSlice, metav1.GetOptions{})
 	require.NoError(t, err, "tombstone slice %q", d.TombstoneSlice)
 	waitForSnapshot(t, c, "kube-system", lineage, string(recreated.GetUID()), second.uuid)
 	waitForEvent(t, c, ns, name, "Recovered")
 
 	// Requests beyond the grant are denied.
-	_, err = c.kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "not-yours"}}, metav1.CreateOptions{})
+	_, err = c.Kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "not-yours"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	denied := map[string]error{
-		"delete an inventory secret in kube-system": user.kube.CoreV1().Secrets("kube-system").Delete(ctx, secrets[0].Name, metav1.DeleteOptions{}),
+		"delete an inventory secret in kube-system": user.Kube.CoreV1().Secrets("kube-system").Delete(ctx, secrets[0].Name, metav1.DeleteOptions{}),
 		"list configmaps in kube-system": func() error {
-			_, err := user.kube.CoreV1().ConfigMaps("kube-system").List(ctx, metav1.ListOptions{})
+			_, err := user.Kube.CoreV1().ConfigMaps("kube-system").List(ctx, metav1.ListOptions{})
 			return err
 		}(),
 		"get a secret in another namespace": func() error {
-			_, err := user.kube.CoreV1().Secrets(ns).Get(ctx, "not-yours", metav1.GetOptions{})
+			_, err := user.Kube.CoreV1().Secrets(ns).Get(ctx, "not-yours", metav1.GetOptions{})
 			return err
 		}(),
 		"list secrets in all namespaces": func() error {
-			_, err := user.kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
+			_, err := user.Kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
 			return err
 		}(),
-		"delete a composition": user.dyn.Resource(compositionGVR).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}),
+		"delete a composition": user.Dynamic.Resource(compositionGVR).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}),
 	}
 	for what, err := range denied {
 		assert.True(t, apierrors.IsForbidden(err), "%s: got %v, want Forbidden", what, err)
@@ -169,7 +160,7 @@ func TestLeastPrivilege(t *testing.T) {
 	// Nothing the binary did needed more than deploy/ grants.
 	assert.NotContains(t, strings.ToLower(ctl.stderr()), "forbidden")
 	// ReleaseOnCancel hands the Lease back on SIGTERM.
-	lease, err = c.kube.CoordinationV1().Leases("eno-system").Get(ctx, "eno-tombstone-recovery", metav1.GetOptions{})
+	lease, err = c.Kube.CoordinationV1().Leases("eno-system").Get(ctx, "eno-tombstone-recovery", metav1.GetOptions{})
 	require.NoError(t, err)
 	if lease.Spec.HolderIdentity != nil {
 		assert.Empty(t, *lease.Spec.HolderIdentity, "the Lease is released on SIGTERM")

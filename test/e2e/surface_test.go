@@ -18,8 +18,8 @@ import (
 // TestOperatorSurface checks what an operator watches on a running binary: probes, metrics
 // after a pass, and events on the Composition. It stops the binary with SIGINT.
 func TestOperatorSurface(t *testing.T) {
-	c := admin(t)
-	ns := newNamespace(t, c, "surface")
+	c := env.AdminClients(t)
+	ns := c.NewNamespace(t, "surface")
 	ctl := startController(t, "", "--composition-namespace="+ns)
 
 	for _, path := range []string{"/healthz", "/readyz"} {

@@ -84,7 +84,7 @@ func TestAPICostOfOneReconcile(t *testing.T) {
 	for _, n := range []int{1, 3, 8} {
 		t.Run(fmt.Sprintf("%d chunks", n), func(t *testing.T) {
 			ctx := context.Background()
-			ns, inv := a.namespace(t, "cost"), a.namespace(t, "inventory")
+			ns, inv := a.NewNamespace(t, "cost"), a.NewNamespace(t, "inventory")
 			c := startController(t, ns, inv, costChunkBytes)
 			ref := domain.CompositionRef{Namespace: ns, Name: "web"}
 
@@ -142,7 +142,7 @@ func TestAPICostOfOneReconcile(t *testing.T) {
 				c.waitSettled(t, ref)
 				// Deleted without cascading (the Composition owns nothing here) and recreated with a
 				// synthesis that drops a quarter of the resources: under the deletion guard.
-				require.NoError(t, a.dyn.Resource(k8s.CompositionGVR).Namespace(ns).Delete(ctx, ref.Name, metav1.DeleteOptions{}))
+				require.NoError(t, a.Dynamic.Resource(k8s.CompositionGVR).Namespace(ns).Delete(ctx, ref.Name, metav1.DeleteOptions{}))
 				smaller := synthesis{uuid: uuidFor(3), resources: first.resources * 3 / 4, perSlice: first.perSlice}
 				n2 := smaller.chunks(t, ns, ref.Name, costChunkBytes)
 				s2 := len(smaller.sliceNames(ref.Name))
@@ -169,7 +169,7 @@ func BenchmarkReconcileAPICost(b *testing.B) {
 	a := newAdmin(b)
 	b.Run("steady-state", func(b *testing.B) {
 		ctx := context.Background()
-		ns, inv := a.namespace(b, "bench"), a.namespace(b, "inventory")
+		ns, inv := a.NewNamespace(b, "bench"), a.NewNamespace(b, "inventory")
 		c := startController(b, ns, inv, costChunkBytes)
 		ref := domain.CompositionRef{Namespace: ns, Name: "web"}
 		u, err := a.createComposition(ctx, ns, ref.Name, costSynthesis(b, 3, 1))
@@ -191,7 +191,7 @@ func BenchmarkReconcileAPICost(b *testing.B) {
 	for _, n := range []int{1, 3, 8} {
 		b.Run(fmt.Sprintf("new-synthesis/chunks=%d", n), func(b *testing.B) {
 			ctx := context.Background()
-			ns, inv := a.namespace(b, "bench"), a.namespace(b, "inventory")
+			ns, inv := a.NewNamespace(b, "bench"), a.NewNamespace(b, "inventory")
 			c := startController(b, ns, inv, costChunkBytes)
 			syn := costSynthesis(b, n, 1)
 			s := len(syn.sliceNames("web"))

@@ -1,7 +1,6 @@
 package perf
 
 import (
-	"encoding/json"
 	"errors"
 	"io"
 	"log"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -17,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/rest"
+
+	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 )
 
 // countingProxy is a plain-HTTP reverse proxy on loopback in front of the API server that
@@ -81,16 +81,8 @@ func (p *countingProxy) Close() {
 // adds its own.
 func (p *countingProxy) Kubeconfig(t testing.TB, dir string) string {
 	t.Helper()
-	kc := map[string]any{
-		"apiVersion": "v1", "kind": "Config", "current-context": "perf",
-		"clusters": []any{map[string]any{"name": "perf", "cluster": map[string]any{"server": p.URL}}},
-		"users":    []any{map[string]any{"name": "perf", "user": map[string]any{}}},
-		"contexts": []any{map[string]any{"name": "perf", "context": map[string]any{"cluster": "perf", "user": "perf"}}},
-	}
-	data, err := json.Marshal(kc)
-	require.NoError(t, err)
 	path := filepath.Join(dir, "proxy.kubeconfig")
-	require.NoError(t, os.WriteFile(path, data, 0o600))
+	require.NoError(t, kubetest.WriteKubeconfig(path, p.URL, nil, "perf", ""))
 	return path
 }
 

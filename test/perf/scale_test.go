@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
 	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 )
 
 // Scale parameters; ENO_SCALE_COMPOSITIONS overrides the count for a quicker trial.
@@ -70,14 +70,14 @@ func TestScale(t *testing.T) {
 	a := newAdmin(t)
 	dir := t.TempDir()
 
-	bin := filepath.Join(dir, "tombstone-recovery")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/tombstone-recovery")
-	build.Dir = filepath.Join("..", "..")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
+	// Without -race even under it: the run measures the binary as it ships.
+	build, err := kubetest.StartBuild(dir, false)
+	require.NoError(t, err)
+	bin, err := build()
+	require.NoError(t, err)
 
 	// Setup through the fast admin client; nothing of it is counted.
-	ns, inv := a.namespace(t, "scale"), a.namespace(t, "scale-inventory")
+	ns, inv := a.NewNamespace(t, "scale"), a.NewNamespace(t, "scale-inventory")
 	type want struct {
 		name          string
 		uuid          string
@@ -129,7 +129,9 @@ func TestScale(t *testing.T) {
 	logFile, err := os.Create(logPath)
 	require.NoError(t, err)
 	defer logFile.Close()
-	metricsAddr := freeAddr(t)
+	ports, err := kubetest.FreePorts(1)
+	require.NoError(t, err)
+	metricsAddr := "127.0.0.1:" + strconv.Itoa(ports[0])
 	cmd := exec.Command(bin, "run",
 		"--kubeconfig="+kubeconfig,
 		"--composition-namespace="+ns,
@@ -140,7 +142,7 @@ func TestScale(t *testing.T) {
 		"--health-probe-bind-address=0",
 	)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = childSysProcAttr()
+	cmd.SysProcAttr = kubetest.ChildSysProcAttr()
 	started := time.Now()
 	require.NoError(t, cmd.Start())
 	exited := make(chan error, 1)
@@ -269,10 +271,10 @@ func TestScale(t *testing.T) {
 func verifyScale(t *testing.T, a admin, ns, inv string, n int) int {
 	t.Helper()
 	ctx := context.Background()
-	comps, err := a.dyn.Resource(k8s.CompositionGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
+	comps, err := a.Dynamic.Resource(k8s.CompositionGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	require.Len(t, comps.Items, n)
-	secrets, err := a.kube.CoreV1().Secrets(inv).List(ctx, metav1.ListOptions{})
+	secrets, err := a.Kube.CoreV1().Secrets(inv).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	byLineage := map[string][]domain.ChunkSecret{}
 	bytes := 0
@@ -299,16 +301,6 @@ func verifyScale(t *testing.T, a admin, ns, inv string, n int) int {
 	}
 	require.Zero(t, bad, "compositions without a decision and a complete snapshot")
 	return bytes
-}
-
-// freeAddr is a loopback address with a port free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
 }
 
 // scrape reads the named samples (without labels) from a Prometheus text endpoint.

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -18,6 +17,7 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
 	"github.com/Azure/eno-tombstone-recovery/app"
 	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 )
 
 const (
@@ -33,28 +33,13 @@ const (
 var synthesizedAt = time.Now().UTC().Add(-time.Hour).Truncate(time.Second)
 
 // admin is the setup client: never counted, and fast (setup is not what is measured).
-type admin struct {
-	dyn  dynamic.Interface
-	kube kubernetes.Interface
-}
+type admin struct{ kubetest.Clients }
 
 func newAdmin(t testing.TB) admin {
 	t.Helper()
 	cfg := env.AdminConfig()
 	cfg.QPS, cfg.Burst = 5000, 10000
-	dyn, err := dynamic.NewForConfig(cfg)
-	require.NoError(t, err)
-	kube, err := kubernetes.NewForConfig(cfg)
-	require.NoError(t, err)
-	return admin{dyn: dyn, kube: kube}
-}
-
-func (a admin) namespace(t testing.TB, prefix string) string {
-	t.Helper()
-	ns, err := a.kube.CoreV1().Namespaces().Create(context.Background(),
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	return ns.Name
+	return admin{kubetest.NewClients(t, cfg)}
 }
 
 // manifest is resource i of a synthesis: mostly ConfigMaps, every 10th a Deployment, every 50th
@@ -146,34 +131,16 @@ func resourcesForChunks(t testing.TB, n, maxChunkBytes int) int {
 // createSlices creates the synthesis's ResourceSlices, as the synthesizer would.
 func (a admin) createSlices(ctx context.Context, namespace, comp string, s synthesis) error {
 	for _, sl := range s.domainSlices(namespace, comp) {
-		resources := make([]any, len(sl.Resources))
-		for i, r := range sl.Resources {
-			resources[i] = map[string]any{"manifest": r.Manifest, "deleted": r.Deleted}
-		}
-		u := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": enoAPIVersion, "kind": "ResourceSlice",
-			"spec": map[string]any{"synthesisUUID": s.uuid, "resources": resources},
-		}}
-		u.SetNamespace(namespace)
-		u.SetName(sl.Name)
-		if _, err := a.dyn.Resource(k8s.ResourceSliceGVR).Namespace(namespace).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		if _, err := kubetest.CreateSlice(ctx, a.Dynamic, sl); err != nil {
 			return fmt.Errorf("creating slice %s: %w", sl.Name, err)
 		}
 	}
 	return nil
 }
 
-func currentSynthesis(comp string, s synthesis) map[string]any {
-	refs := []any{}
-	for _, n := range s.sliceNames(comp) {
-		refs = append(refs, map[string]any{"name": n})
-	}
-	return map[string]any{"currentSynthesis": map[string]any{
-		"uuid":           s.uuid,
-		"synthesized":    synthesizedAt.Format(time.RFC3339),
-		"ready":          synthesizedAt.Add(time.Minute).Format(time.RFC3339),
-		"resourceSlices": refs,
-	}}
+// status is the synthesis as status.currentSynthesis of Composition comp: Ready.
+func (s synthesis) status(comp string) domain.Synthesis {
+	return domain.Synthesis{UUID: s.uuid, Synthesized: synthesizedAt, Ready: true, Slices: s.sliceNames(comp)}
 }
 
 // createComposition creates an opted-in Composition with its slices and a Ready synthesis, and
@@ -182,20 +149,16 @@ func (a admin) createComposition(ctx context.Context, namespace, name string, s 
 	if err := a.createSlices(ctx, namespace, name, s); err != nil {
 		return nil, err
 	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": enoAPIVersion, "kind": "Composition",
-		"spec": map[string]any{"synthesizer": map[string]any{"name": "perf"}},
-	}}
-	u.SetNamespace(namespace)
-	u.SetName(name)
-	u.SetAnnotations(map[string]string{domain.AnnotationOptIn: domain.OptInValue})
-	client := a.dyn.Resource(k8s.CompositionGVR).Namespace(namespace)
-	created, err := client.Create(ctx, u, metav1.CreateOptions{})
+	status := s.status(name)
+	u, err := kubetest.CreateComposition(ctx, a.Dynamic, domain.Composition{
+		Namespace: namespace, Name: name,
+		Annotations: map[string]string{domain.AnnotationOptIn: domain.OptInValue},
+		Synthesis:   &status,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("creating composition %s/%s: %w", namespace, name, err)
 	}
-	created.Object["status"] = currentSynthesis(name, s)
-	return client.UpdateStatus(ctx, created, metav1.UpdateOptions{})
+	return u, nil
 }
 
 // resynthesize publishes a new synthesis of an existing Composition.
@@ -203,12 +166,12 @@ func (a admin) resynthesize(ctx context.Context, namespace, name string, s synth
 	if err := a.createSlices(ctx, namespace, name, s); err != nil {
 		return nil, err
 	}
-	client := a.dyn.Resource(k8s.CompositionGVR).Namespace(namespace)
+	client := a.Dynamic.Resource(k8s.CompositionGVR).Namespace(namespace)
 	u, err := client.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}
-	u.Object["status"] = currentSynthesis(name, s)
+	u.Object["status"] = kubetest.CompositionStatus(s.status(name))
 	return client.UpdateStatus(ctx, u, metav1.UpdateOptions{})
 }
 

@@ -12,15 +12,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
@@ -45,41 +42,6 @@ var (
 	compositionGVR = kubetest.CompositionResource
 	sliceGVR       = kubetest.ResourceSliceResource
 )
-
-// cluster is a pair of clients for one identity.
-type cluster struct {
-	dyn  dynamic.Interface
-	kube kubernetes.Interface
-}
-
-func clusterFor(t *testing.T, cfg *rest.Config) cluster {
-	t.Helper()
-	dyn, err := dynamic.NewForConfig(cfg)
-	require.NoError(t, err)
-	kube, err := kubernetes.NewForConfig(cfg)
-	require.NoError(t, err)
-	return cluster{dyn: dyn, kube: kube}
-}
-
-func admin(t *testing.T) cluster { return clusterFor(t, env.AdminConfig()) }
-
-// testContext ends with the test, or after d.
-func testContext(t *testing.T, d time.Duration) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// newNamespace creates a namespace under a generated name; nothing is cleaned up, the server is
-// discarded at the end.
-func newNamespace(t *testing.T, c cluster, prefix string) string {
-	t.Helper()
-	ns, err := c.kube.CoreV1().Namespaces().Create(testContext(t, eventually),
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	return ns.Name
-}
 
 // resource is one ConfigMap a synthesis produces downstream.
 type resource struct {
@@ -182,22 +144,14 @@ func (s *synthesis) nameSlices(comp string) [][]resource {
 }
 
 // publishSlices creates the synthesis's ResourceSlices in ns for composition comp.
-func publishSlices(ctx context.Context, c cluster, ns, comp string, s *synthesis) error {
+func publishSlices(ctx context.Context, c kubetest.Clients, ns, comp string, s *synthesis) error {
 	for i, chunk := range s.nameSlices(comp) {
-		items := make([]any, len(chunk))
-		for j, r := range chunk {
-			items[j] = map[string]any{"manifest": r.manifest()}
+		slice := domain.ResourceSlice{Namespace: ns, Name: s.slices[i], SynthesisUUID: s.UUID}
+		for _, r := range chunk {
+			slice.Resources = append(slice.Resources, domain.SliceResource{Manifest: r.manifest()})
 		}
-		name := s.slices[i]
-		u := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "eno.azure.io/v1",
-			"kind":       "ResourceSlice",
-			"spec":       map[string]any{"synthesisUUID": s.UUID, "resources": items},
-		}}
-		u.SetNamespace(ns)
-		u.SetName(name)
-		if _, err := c.dyn.Resource(sliceGVR).Namespace(ns).Create(ctx, u, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating slice %s/%s: %w", ns, name, err)
+		if _, err := kubetest.CreateSlice(ctx, c.Dynamic, slice); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating slice %s/%s: %w", ns, slice.Name, err)
 		}
 	}
 	return nil
@@ -206,18 +160,11 @@ func publishSlices(ctx context.Context, c cluster, ns, comp string, s *synthesis
 // setStatus points the Composition's current synthesis at s, Ready, through the status
 // subresource. A merge patch carries no resourceVersion, so controllers writing annotations at
 // the same time never make it conflict.
-func setStatus(ctx context.Context, c cluster, ns, comp string, s *synthesis) error {
-	refs := make([]any, len(s.slices))
-	for i, n := range s.slices {
-		refs[i] = map[string]any{"name": n}
-	}
-	patch, _ := json.Marshal(map[string]any{"status": map[string]any{"currentSynthesis": map[string]any{
-		"uuid":           s.UUID,
-		"synthesized":    s.At.Format(time.RFC3339),
-		"ready":          s.At.Add(time.Second).Format(time.RFC3339),
-		"resourceSlices": refs,
-	}}})
-	_, err := c.dyn.Resource(compositionGVR).Namespace(ns).Patch(ctx, comp, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+func setStatus(ctx context.Context, c kubetest.Clients, ns, comp string, s *synthesis) error {
+	patch, _ := json.Marshal(map[string]any{"status": kubetest.CompositionStatus(domain.Synthesis{
+		UUID: s.UUID, Synthesized: s.At, Ready: true, Slices: s.slices,
+	})})
+	_, err := c.Dynamic.Resource(compositionGVR).Namespace(ns).Patch(ctx, comp, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 	if err != nil {
 		return fmt.Errorf("setting the synthesis of composition %s/%s: %w", ns, comp, err)
 	}
@@ -225,7 +172,7 @@ func setStatus(ctx context.Context, c cluster, ns, comp string, s *synthesis) er
 }
 
 // resynthesize publishes s for an existing Composition: slices, then status.
-func resynthesize(ctx context.Context, c cluster, ns, comp string, s *synthesis) error {
+func resynthesize(ctx context.Context, c kubetest.Clients, ns, comp string, s *synthesis) error {
 	if err := publishSlices(ctx, c, ns, comp, s); err != nil {
 		return err
 	}
@@ -234,21 +181,13 @@ func resynthesize(ctx context.Context, c cluster, ns, comp string, s *synthesis)
 
 // createComposition creates an opted-in Composition and, when s is set, publishes s. It
 // returns the new UID.
-func createComposition(ctx context.Context, c cluster, ns, name string, s *synthesis) (string, error) {
+func createComposition(ctx context.Context, c kubetest.Clients, ns, name string, s *synthesis) (string, error) {
 	return createCompositionWith(ctx, c, ns, name, map[string]string{domain.AnnotationOptIn: domain.OptInValue}, s)
 }
 
 // createCompositionWith creates a Composition with the given annotations.
-func createCompositionWith(ctx context.Context, c cluster, ns, name string, annotations map[string]string, s *synthesis) (string, error) {
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "eno.azure.io/v1",
-		"kind":       "Composition",
-		"spec":       map[string]any{"synthesizer": map[string]any{"name": "resilience"}},
-	}}
-	u.SetNamespace(ns)
-	u.SetName(name)
-	u.SetAnnotations(annotations)
-	created, err := c.dyn.Resource(compositionGVR).Namespace(ns).Create(ctx, u, metav1.CreateOptions{})
+func createCompositionWith(ctx context.Context, c kubetest.Clients, ns, name string, annotations map[string]string, s *synthesis) (string, error) {
+	created, err := kubetest.CreateComposition(ctx, c.Dynamic, domain.Composition{Namespace: ns, Name: name, Annotations: annotations})
 	if err != nil {
 		return "", fmt.Errorf("creating composition %s/%s: %w", ns, name, err)
 	}
@@ -262,8 +201,8 @@ func createCompositionWith(ctx context.Context, c cluster, ns, name string, anno
 
 // deleteComposition deletes the Composition (orphaning: nothing downstream is touched) and waits
 // until it is gone. Its slices stay: no garbage collector runs here.
-func deleteComposition(ctx context.Context, c cluster, ns, name string) error {
-	client := c.dyn.Resource(compositionGVR).Namespace(ns)
+func deleteComposition(ctx context.Context, c kubetest.Clients, ns, name string) error {
+	client := c.Dynamic.Resource(compositionGVR).Namespace(ns)
 	if err := client.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		return fmt.Errorf("deleting composition %s/%s: %w", ns, name, err)
 	}
@@ -278,7 +217,7 @@ func deleteComposition(ctx context.Context, c cluster, ns, name string) error {
 
 // recreateComposition deletes and recreates the Composition with s: a new incarnation (UID) of
 // the same lineage.
-func recreateComposition(ctx context.Context, c cluster, ns, name string, s *synthesis) (string, error) {
+func recreateComposition(ctx context.Context, c kubetest.Clients, ns, name string, s *synthesis) (string, error) {
 	if err := deleteComposition(ctx, c, ns, name); err != nil {
 		return "", err
 	}
@@ -286,8 +225,8 @@ func recreateComposition(ctx context.Context, c cluster, ns, name string, s *syn
 }
 
 // liveComposition reads the Composition through the adapter, live.
-func liveComposition(ctx context.Context, c cluster, ref domain.CompositionRef) (domain.Composition, error) {
-	comps, err := k8s.NewCompositions(c.dyn, nil)
+func liveComposition(ctx context.Context, c kubetest.Clients, ref domain.CompositionRef) (domain.Composition, error) {
+	comps, err := k8s.NewCompositions(c.Dynamic, nil)
 	if err != nil {
 		return domain.Composition{}, err
 	}
@@ -295,8 +234,8 @@ func liveComposition(ctx context.Context, c cluster, ref domain.CompositionRef) 
 }
 
 // readSnapshot applies SPEC §5 to the lineage's Secrets as they are in the API server now.
-func readSnapshot(ctx context.Context, c cluster, lineage domain.Lineage) (domain.Snapshot, error) {
-	store, err := k8s.NewSecretStore(c.kube, inventoryNamespace)
+func readSnapshot(ctx context.Context, c kubetest.Clients, lineage domain.Lineage) (domain.Snapshot, error) {
+	store, err := k8s.NewSecretStore(c.Kube, inventoryNamespace)
 	if err != nil {
 		return domain.Snapshot{}, err
 	}
@@ -331,8 +270,8 @@ func describeSnapshot(s domain.Snapshot, err error) string {
 
 // tombstoneSliceIDs reads a recovery slice: the identities it tombstones, sorted, and the
 // synthesis it belongs to. Every resource must be a tombstone.
-func tombstoneSliceIDs(ctx context.Context, c cluster, ns, name string) ([]string, string, error) {
-	u, err := c.dyn.Resource(sliceGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+func tombstoneSliceIDs(ctx context.Context, c kubetest.Clients, ns, name string) ([]string, string, error) {
+	u, err := c.Dynamic.Resource(sliceGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, "", err
 	}
@@ -387,14 +326,14 @@ type serviceOptions struct {
 // The deletion guard is off: the scenarios drop most resources on purpose.
 func newService(t *testing.T, cfg *rest.Config, o serviceOptions) *app.Service {
 	t.Helper()
-	c := clusterFor(t, cfg)
-	comps, err := k8s.NewCompositions(c.dyn, nil)
+	c := kubetest.NewClients(t, cfg)
+	comps, err := k8s.NewCompositions(c.Dynamic, nil)
 	require.NoError(t, err)
-	sl, err := k8s.NewSlices(c.dyn)
+	sl, err := k8s.NewSlices(c.Dynamic)
 	require.NoError(t, err)
-	sink, err := k8s.NewTombstoneSink(c.dyn)
+	sink, err := k8s.NewTombstoneSink(c.Dynamic)
 	require.NoError(t, err)
-	store, err := k8s.NewSecretStore(c.kube, inventoryNamespace)
+	store, err := k8s.NewSecretStore(c.Kube, inventoryNamespace)
 	require.NoError(t, err)
 
 	deps := app.Deps{Compositions: comps, Guard: comps, Slices: sl, Store: store, Sink: sink, Decisions: comps}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/Azure/eno-tombstone-recovery/app"
 	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
@@ -183,7 +184,7 @@ func TestCrashPointsCoverEveryWritePosition(t *testing.T) {
 
 // crashed is the state a crash left in the API server.
 type crashed struct {
-	c          cluster
+	c          kubetest.Clients
 	ns         string
 	ref        domain.CompositionRef
 	lineage    domain.Lineage
@@ -196,8 +197,8 @@ type crashed struct {
 // pass until it dies at p. It checks which writes were attempted and what §5 reads afterwards.
 func crash(t *testing.T, ctx context.Context, p crashPoint) crashed {
 	t.Helper()
-	c := admin(t)
-	ns := newNamespace(t, c, "crash")
+	c := env.AdminClients(t)
+	ns := c.NewNamespace(t, "crash")
 	s := crashed{
 		c: c, ns: ns,
 		ref:     domain.CompositionRef{Namespace: ns, Name: "web"},
@@ -274,7 +275,7 @@ func TestCrashConsistencyOfSnapshotReplacement(t *testing.T) {
 	for _, p := range crashPoints {
 		t.Run(p.String(), func(t *testing.T) {
 			t.Run("restart", func(t *testing.T) {
-				ctx := testContext(t, 2*time.Minute)
+				ctx := kubetest.Context(t, 2*time.Minute)
 				s := crash(t, ctx, p)
 				recreated := newSynthesis(resources("shared", "recreated-00"))
 				require.NoError(t, publishSlices(ctx, s.c, s.ns, "web", recreated))
@@ -317,7 +318,7 @@ func TestCrashConsistencyOfSnapshotReplacement(t *testing.T) {
 			})
 
 			t.Run("recreate", func(t *testing.T) {
-				ctx := testContext(t, 2*time.Minute)
+				ctx := kubetest.Context(t, 2*time.Minute)
 				s := crash(t, ctx, p)
 				recreated := newSynthesis(resources("shared", "recreated-00"))
 				uid, err := recreateComposition(ctx, s.c, s.ns, "web", recreated)
@@ -344,7 +345,7 @@ func TestCrashConsistencyOfSnapshotReplacement(t *testing.T) {
 				} else {
 					assert.Equal(t, domain.ReasonMissingChunk.String(), d.Reason)
 					assert.Empty(t, d.TombstoneSlice)
-					_, err := s.c.dyn.Resource(sliceGVR).Namespace(s.ns).Get(ctx, sliceName, metav1.GetOptions{})
+					_, err := s.c.Dynamic.Resource(sliceGVR).Namespace(s.ns).Get(ctx, sliceName, metav1.GetOptions{})
 					assert.True(t, apierrors.IsNotFound(err), "no tombstone slice from untrusted history: %v", err)
 				}
 

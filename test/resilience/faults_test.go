@@ -21,6 +21,7 @@ import (
 
 	"github.com/Azure/eno-tombstone-recovery/app"
 	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 )
 
 // faultKind is what the injecting transport does to one request.
@@ -170,7 +171,7 @@ func statusResponse(req *http.Request, code int, reason string, header http.Head
 // snapshot (1 chunk) is complete. Its next pass recovers (publishes tombstones, writes the
 // decision) and replaces the snapshot with 3 chunks: every kind of write a reconcile makes.
 type faultScenario struct {
-	c                   cluster
+	c                   kubetest.Clients
 	ns                  string
 	ref                 domain.CompositionRef
 	lineage             domain.Lineage
@@ -181,8 +182,8 @@ type faultScenario struct {
 
 func prepareFaultScenario(t *testing.T, ctx context.Context) *faultScenario {
 	t.Helper()
-	c := admin(t)
-	ns := newNamespace(t, c, "fault")
+	c := env.AdminClients(t)
+	ns := c.NewNamespace(t, "fault")
 	s := &faultScenario{
 		c: c, ns: ns,
 		ref:       domain.CompositionRef{Namespace: ns, Name: "web"},
@@ -306,7 +307,7 @@ func TestAPIFaultsAtEveryCallSite(t *testing.T) {
 	svc := newService(t, injectorConfig(injector), serviceOptions{maxChunkBytes: crashChunkBytes})
 
 	// The probe pass lists the call sites in order.
-	ctx := testContext(t, 2*time.Minute)
+	ctx := kubetest.Context(t, 2*time.Minute)
 	probe := prepareFaultScenario(t, ctx)
 	injector.arm(nil)
 	_, err := svc.Reconcile(ctx, probe.ref)
@@ -339,7 +340,7 @@ func TestAPIFaultsAtEveryCallSite(t *testing.T) {
 	var summary []string
 	for _, fc := range faultCases(visits) {
 		t.Run(fc.String(), func(t *testing.T) {
-			ctx := testContext(t, 2*time.Minute)
+			ctx := kubetest.Context(t, 2*time.Minute)
 			s := prepareFaultScenario(t, ctx)
 			plan := fc.fault
 			injector.arm(&plan)
@@ -416,7 +417,7 @@ func (q *observedQueue) state() ([]int, int) {
 // TestControllerRequeuesAFailingItemWithBackoff runs app.Controller over a real rate-limited
 // workqueue while the API server fails three Secret updates in a row.
 func TestControllerRequeuesAFailingItemWithBackoff(t *testing.T) {
-	ctx := testContext(t, 2*time.Minute)
+	ctx := kubetest.Context(t, 2*time.Minute)
 	s := prepareFaultScenario(t, ctx)
 	injector := &faultInjector{}
 	svc := newService(t, injectorConfig(injector), serviceOptions{maxChunkBytes: crashChunkBytes})

@@ -1,17 +1,10 @@
 package resilience_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,20 +12,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 )
 
-const (
-	module = "github.com/Azure/eno-tombstone-recovery"
-
-	// controllerUser is the static-token identity the deploy/ RBAC binds: the controller's
-	// ServiceAccount eno-system/eno-tombstone-recovery.
-	controllerUser = "system:serviceaccount:eno-system:eno-tombstone-recovery"
-)
+// controllerUser is the static-token identity the deploy/ RBAC binds: the controller's
+// ServiceAccount eno-system/eno-tombstone-recovery.
+const controllerUser = "system:serviceaccount:eno-system:eno-tombstone-recovery"
 
 var (
 	// env is the real etcd and kube-apiserver every test of the package shares.
@@ -54,7 +42,7 @@ func TestMain(m *testing.M) {
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:eno-system"},
 	}}}, func(e *kubetest.Env) int {
 		env = e
-		root, err := findRepoRoot()
+		root, err := kubetest.RepoRoot()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
 			return 1
@@ -73,58 +61,17 @@ func TestMain(m *testing.M) {
 		}
 		defer os.RemoveAll(dir)
 		began := time.Now()
-		if controllerBinary, err = buildController(ctx, dir); err != nil {
+		build, err := kubetest.StartBuild(dir, kubetest.RaceEnabled)
+		if err == nil {
+			controllerBinary, err = build()
+		}
+		if err != nil {
 			fmt.Fprintf(os.Stderr, "FAIL: building the controller: %v\n", err)
 			return 1
 		}
-		fmt.Fprintf(os.Stderr, "resilience: built %s (race=%v) in %.1fs\n", controllerBinary, raceEnabled, time.Since(began).Seconds())
+		fmt.Fprintf(os.Stderr, "resilience: built %s (race=%v) in %.1fs\n", controllerBinary, kubetest.RaceEnabled, time.Since(began).Seconds())
 		return m.Run()
 	})
-}
-
-// findRepoRoot walks up from the working directory to the go.mod that declares the main module.
-func findRepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil {
-			sc := bufio.NewScanner(bytes.NewReader(data))
-			for sc.Scan() {
-				if strings.TrimSpace(sc.Text()) == "module "+module {
-					return dir, nil
-				}
-			}
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod of %s above the working directory", module)
-		}
-		dir = parent
-	}
-}
-
-// buildController builds cmd/tombstone-recovery into dir. A build failure fails the package.
-func buildController(ctx context.Context, dir string) (string, error) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	out := filepath.Join(dir, "tombstone-recovery")
-	args := []string{"build", "-o", out}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	args = append(args, "./cmd/tombstone-recovery")
-	cmd := exec.CommandContext(ctx, goBin, args...)
-	cmd.Dir = repoRoot
-	var output bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &output, &output
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, output.String())
-	}
-	return out, nil
 }
 
 // manifestResources maps the kinds deploy/ holds to their resources. A kind missing here fails
@@ -149,19 +96,11 @@ func readManifests(files ...string) ([]*unstructured.Unstructured, error) {
 		if err != nil {
 			return nil, err
 		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-		for {
-			var obj map[string]any
-			if err := dec.Decode(&obj); err != nil {
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				return nil, fmt.Errorf("decoding %s: %w", f, err)
-			}
-			if len(obj) > 0 {
-				out = append(out, &unstructured.Unstructured{Object: obj})
-			}
+		objs, err := kubetest.DecodeManifests(data)
+		if err != nil {
+			return nil, fmt.Errorf("decoding %s: %w", f, err)
 		}
+		out = append(out, objs...)
 	}
 	return out, nil
 }

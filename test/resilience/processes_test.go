@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -34,6 +33,7 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 )
 
 // apiProxy sits between the controller processes and the API server and records every request
@@ -110,24 +110,6 @@ func (p *apiProxy) all() []call {
 	return append([]call(nil), p.calls...)
 }
 
-// writeKubeconfig writes a kubeconfig for a token user of the server at host (JSON is YAML).
-func writeKubeconfig(t *testing.T, host string, caPEM []byte, user, token string) string {
-	t.Helper()
-	cfg := map[string]any{
-		"apiVersion":      "v1",
-		"kind":            "Config",
-		"clusters":        []any{map[string]any{"name": "c", "cluster": map[string]any{"server": host, "certificate-authority-data": caPEM}}},
-		"users":           []any{map[string]any{"name": user, "user": map[string]any{"token": token}}},
-		"contexts":        []any{map[string]any{"name": "c", "context": map[string]any{"cluster": "c", "user": user}}},
-		"current-context": "c",
-	}
-	data, err := json.Marshal(cfg)
-	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	require.NoError(t, os.WriteFile(path, data, 0o600))
-	return path
-}
-
 // controllerProcess is one `tombstone-recovery run`, its output in a file.
 type controllerProcess struct {
 	name    string
@@ -145,14 +127,8 @@ func startControllerProcess(t *testing.T, name string, args ...string) *controll
 	defer out.Close() // the child has its own descriptor
 	p.cmd = exec.Command(controllerBinary, append([]string{"run"}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = out, out
-	p.cmd.SysProcAttr = childSysProcAttr()
-	for _, kv := range os.Environ() {
-		switch k, _, _ := strings.Cut(kv, "="); strings.ToUpper(k) {
-		case "KUBECONFIG", "POD_NAMESPACE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY":
-			continue
-		}
-		p.cmd.Env = append(p.cmd.Env, kv)
-	}
+	p.cmd.SysProcAttr = kubetest.ChildSysProcAttr()
+	p.cmd.Env = kubetest.ChildEnv()
 	require.NoError(t, p.cmd.Start())
 	go func() {
 		p.waitErr = p.cmd.Wait()
@@ -229,9 +205,9 @@ type decisionWatch struct {
 	problems    []string
 }
 
-func watchDecisions(t *testing.T, ctx context.Context, c cluster, ns string) *decisionWatch {
+func watchDecisions(t *testing.T, ctx context.Context, c kubetest.Clients, ns string) *decisionWatch {
 	t.Helper()
-	client := c.dyn.Resource(compositionGVR).Namespace(ns)
+	client := c.Dynamic.Resource(compositionGVR).Namespace(ns)
 	list, err := client.List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	require.Empty(t, list.Items, "the watch starts before any Composition exists")
@@ -301,9 +277,9 @@ func TestTwoControllerProcessesWhileSynthesesChange(t *testing.T) {
 		recreateRound = 3
 		maxChunkBytes = 600
 	)
-	ctx := testContext(t, 3*time.Minute)
-	c := admin(t)
-	ns := newNamespace(t, c, "racing")
+	ctx := kubetest.Context(t, 3*time.Minute)
+	c := env.AdminClients(t)
+	ns := c.NewNamespace(t, "racing")
 	marker := newMarker(t)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
@@ -332,7 +308,8 @@ func TestTwoControllerProcessesWhileSynthesesChange(t *testing.T) {
 	}
 
 	proxy := startProxy(t)
-	kubeconfig := writeKubeconfig(t, proxy.srv.URL, proxy.caPEM, controllerUser, env.UserConfig(controllerUser).BearerToken)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, kubetest.WriteKubeconfig(kubeconfig, proxy.srv.URL, proxy.caPEM, controllerUser, env.UserConfig(controllerUser).BearerToken))
 	decisions := watchDecisions(t, ctx, c, ns)
 	args := []string{
 		"--kubeconfig=" + kubeconfig,
@@ -475,7 +452,7 @@ func TestTwoControllerProcessesWhileSynthesesChange(t *testing.T) {
 	t.Logf("decisions written: %v (%d transitions)", outcomes, len(transitions))
 
 	// Every tombstone slice is named by a Recovered decision of its owner and synthesis.
-	list, err := c.dyn.Resource(sliceGVR).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: domain.LabelManagedBy + "=" + domain.ManagedByValue})
+	list, err := c.Dynamic.Resource(sliceGVR).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: domain.LabelManagedBy + "=" + domain.ManagedByValue})
 	require.NoError(t, err)
 	for i := range list.Items {
 		s := &list.Items[i]
@@ -506,7 +483,7 @@ func TestTwoControllerProcessesWhileSynthesesChange(t *testing.T) {
 }
 
 // waitForDecision waits until the Composition's current synthesis has a finished decision.
-func waitForDecision(t *testing.T, ctx context.Context, c cluster, ns string, cc *churnComposition) {
+func waitForDecision(t *testing.T, ctx context.Context, c kubetest.Clients, ns string, cc *churnComposition) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		live, err := liveComposition(ctx, c, domain.CompositionRef{Namespace: ns, Name: cc.name})
@@ -520,7 +497,7 @@ func waitForDecision(t *testing.T, ctx context.Context, c cluster, ns string, cc
 
 // quiesce waits until every Composition has a finished decision and a complete snapshot of its
 // newest synthesis.
-func quiesce(t *testing.T, ctx context.Context, c cluster, ns string, comps []*churnComposition) {
+func quiesce(t *testing.T, ctx context.Context, c kubetest.Clients, ns string, comps []*churnComposition) {
 	t.Helper()
 	for _, cc := range comps {
 		var last string

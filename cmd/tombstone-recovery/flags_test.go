@@ -1,0 +1,46 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestClusterFlagsAreCheckedAlikeByRunAndInspect: a bad shared flag is refused by both commands
+// with the same one-line message, before any cluster is contacted (no kubeconfig is given).
+func TestClusterFlagsAreCheckedAlikeByRunAndInspect(t *testing.T) {
+	for _, tc := range []struct {
+		flag string
+		want string
+	}{
+		{"--inventory-namespace=", "--inventory-namespace must not be empty"},
+		{"--max-chunk-bytes=1", "--max-chunk-bytes must be between 2 and 1048576, got 1"},
+		{"--max-chunk-bytes=1048577", "--max-chunk-bytes must be between 2 and 1048576, got 1048577"},
+		{"--max-chunks=0", "--max-chunks must be at least 1, got 0"},
+		{"--max-tombstone-fraction=-0.1", "--max-tombstone-fraction must be between 0 and 1, got -0.1"},
+		{"--max-tombstone-fraction=NaN", "--max-tombstone-fraction must be between 0 and 1, got NaN"},
+	} {
+		for cmd, args := range map[string][]string{
+			"run":     {"run", tc.flag},
+			"inspect": {"inspect", "--lineage", "x", tc.flag},
+		} {
+			var out, errOut bytes.Buffer
+			err := dispatch(context.Background(), args, &out, &errOut)
+			require.Error(t, err, "%v", args)
+			assert.Equal(t, cmd+": "+tc.want, err.Error(), "%v", args)
+		}
+	}
+}
+
+func TestClusterFlagsKeepTheirDefaults(t *testing.T) {
+	run, err := parseRunFlags(nil, &bytes.Buffer{})
+	require.NoError(t, err)
+	inspect, err := parseInspectFlags([]string{"--lineage", "x"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	want := clusterFlags{inventoryNamespace: "kube-system", maxChunkBytes: 1048576, maxChunks: 64, maxTombstoneFraction: 0.5}
+	assert.Equal(t, want, run.clusterFlags)
+	assert.Equal(t, want, inspect.clusterFlags)
+}

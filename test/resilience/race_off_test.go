@@ -1,5 +1,0 @@
-//go:build !race
-
-package resilience_test
-
-const raceEnabled = false
