@@ -51,7 +51,7 @@ func TestSplitPacksChunksFull(t *testing.T) {
 				t.Errorf("%d chunks for %d bytes; want %d or %d", len(chunks), len(canonical), least, least+1)
 			}
 			// Walk the canonical bytes along the chunks: "[" + inner0 + "," + inner1 ... + "]".
-			at := 0
+			at, fullest, emptiest := 0, 0, limit
 			for i, c := range chunks {
 				data := c.Data()
 				if c.Index() != i || c.Count() != len(chunks) {
@@ -60,8 +60,11 @@ func TestSplitPacksChunksFull(t *testing.T) {
 				if len(data) > limit {
 					t.Errorf("chunk %d holds %d bytes, over the limit of %d", i, len(data), limit)
 				}
-				if i < len(chunks)-1 && len(data)*100 < limit*99 {
-					t.Errorf("chunk %d holds %d bytes, under 99%% of the limit of %d", i, len(data), limit)
+				if i < len(chunks)-1 {
+					if len(data)*100 < limit*99 {
+						t.Errorf("chunk %d holds %d bytes, under 99%% of the limit of %d", i, len(data), limit)
+					}
+					fullest, emptiest = max(fullest, len(data)), min(emptiest, len(data))
 				}
 				if len(data) < 2 || data[0] != '[' || data[len(data)-1] != ']' {
 					t.Fatalf("chunk %d is not a JSON array: %.40q", i, data)
@@ -78,6 +81,10 @@ func TestSplitPacksChunksFull(t *testing.T) {
 			}
 			if !bytes.Equal(canonical[at:], []byte("]")) {
 				t.Errorf("the chunks joined stop at byte %d of %d", at, len(canonical))
+			}
+			if len(chunks) > 1 {
+				t.Logf("full chunks hold %d to %d bytes (%.2f%% to %.2f%% of the limit)",
+					emptiest, fullest, 100*float64(emptiest)/limit, 100*float64(fullest)/limit)
 			}
 		})
 	}
