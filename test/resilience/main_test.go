@@ -35,7 +35,7 @@ var (
 var deployManifests = []string{"deploy/controller.yaml", "deploy/control-plane-rbac.yaml", "deploy/downstream-rbac.yaml"}
 
 // TestMain starts the API server, applies the RBAC of deploy/, builds the controller binary, runs
-// the tests, stops everything and checks for leaked goroutines (kubetest.TestMainWithEnv).
+// the tests, stops everything and checks for leaked goroutines with goleak (kubetest.TestMainWithEnv).
 func TestMain(m *testing.M) {
 	kubetest.TestMainWithEnv(m, kubetest.Options{Users: []kubetest.User{{
 		Name:   controllerUser,
