@@ -45,7 +45,7 @@ func runDemo(ctx context.Context, out io.Writer) error {
 			return err
 		}
 	}
-	d.say("\nThe end: one recovery, three refusals that deleted nothing, one held deletion approved by an operator.")
+	d.say("\nThe end: one recovery, two refusals that deleted nothing, and one held deletion an operator approved.")
 	return nil
 }
 
