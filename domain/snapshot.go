@@ -101,14 +101,14 @@ func ParseStoredChunk(s ChunkSecret, now time.Time, maxChunks int) (StoredChunk,
 	if ts.Sub(now) > MaxClockSkew*time.Second {
 		return bad("source timestamp %s is more than 5 minutes in the future", ts.UTC().Format(time.RFC3339))
 	}
-	count, err := strconv.Atoi(a[AnnotationChunkCount])
+	count, err := canonicalInt(a[AnnotationChunkCount])
 	if err != nil || count < 1 {
 		return bad("chunk count %q is not a positive integer", truncate(a[AnnotationChunkCount], 32))
 	}
 	if maxChunks = effectiveMaxChunks(maxChunks); count > maxChunks {
 		return bad("chunk count %d is above the cap of %d", count, maxChunks)
 	}
-	index, err := strconv.Atoi(a[AnnotationChunkIndex])
+	index, err := canonicalInt(a[AnnotationChunkIndex])
 	if err != nil || index < 0 {
 		return bad("chunk index %q is not a non-negative integer", truncate(a[AnnotationChunkIndex], 32))
 	}
@@ -246,4 +246,14 @@ func compareStrings(a, b string) int {
 		return 1
 	}
 	return 0
+}
+
+// canonicalInt parses a decimal integer only in the form this package writes (strconv.Itoa):
+// "+2" or "02" is not a chunk number we wrote, so it is Malformed, not silently accepted.
+func canonicalInt(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err == nil && strconv.Itoa(n) != s {
+		return 0, fmt.Errorf("%q is not a canonical decimal integer", s)
+	}
+	return n, err
 }

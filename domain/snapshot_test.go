@@ -255,6 +255,17 @@ func TestParseStoredChunk(t *testing.T) {
 		Digest:               goldenDigest,
 	}, c.Meta)
 	assert.Equal(t, time.UTC, c.Meta.SynthesisTime.Location())
+
+	// Chunk numbers are accepted only as this package writes them.
+	for _, bad := range []struct{ key, value string }{
+		{domain.AnnotationChunkCount, "+1"}, {domain.AnnotationChunkCount, "01"},
+		{domain.AnnotationChunkIndex, "+0"}, {domain.AnnotationChunkIndex, "00"}, {domain.AnnotationChunkIndex, "-0"},
+	} {
+		s := oneChunk(t)
+		s.Annotations[bad.key] = bad.value
+		_, err := domain.ParseStoredChunk(s, now, domain.DefaultMaxChunks)
+		assert.Equal(t, domain.ReasonMalformed, invalidReason(t, err), "%s=%q", bad.key, bad.value)
+	}
 }
 
 func TestReadSnapshotMixedMetadata(t *testing.T) {
