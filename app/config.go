@@ -1,7 +1,6 @@
 package app
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -40,17 +39,44 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports the first unusable setting.
+// Setting names one field of Config, so that callers can report a refusal in their own terms
+// (the binary names its flag).
+type Setting struct{ name string }
+
+var (
+	SettingInventoryNamespace   = Setting{"inventory namespace"}
+	SettingMaxChunkBytes        = Setting{"max chunk bytes"}
+	SettingMaxChunks            = Setting{"max chunks"}
+	SettingMaxTombstoneFraction = Setting{"max tombstone fraction"}
+)
+
+func (s Setting) String() string { return s.name }
+
+// SettingError is Validate's refusal: which setting, the rule it breaks, and the value given.
+type SettingError struct {
+	Setting Setting
+	Rule    string // e.g. "must be at least 1"
+	Got     string // the value, "" when there is nothing to show
+}
+
+func (e *SettingError) Error() string {
+	if e.Got == "" {
+		return e.Setting.name + " " + e.Rule
+	}
+	return e.Setting.name + " " + e.Rule + ", got " + e.Got
+}
+
+// Validate reports the first unusable setting as a *SettingError.
 func (c Config) Validate() error {
 	switch {
 	case c.InventoryNamespace == "":
-		return errors.New("inventory namespace must be set")
+		return &SettingError{Setting: SettingInventoryNamespace, Rule: "must not be empty"}
 	case c.MaxChunkBytes < 2 || c.MaxChunkBytes > domain.SecretDataLimit:
-		return fmt.Errorf("max chunk bytes %d must be between 2 and %d", c.MaxChunkBytes, domain.SecretDataLimit)
+		return &SettingError{Setting: SettingMaxChunkBytes, Rule: fmt.Sprintf("must be between 2 and %d", domain.SecretDataLimit), Got: fmt.Sprint(c.MaxChunkBytes)}
 	case c.MaxChunks < 1:
-		return fmt.Errorf("max chunks %d must be at least 1", c.MaxChunks)
+		return &SettingError{Setting: SettingMaxChunks, Rule: "must be at least 1", Got: fmt.Sprint(c.MaxChunks)}
 	case math.IsNaN(c.MaxTombstoneFraction) || c.MaxTombstoneFraction < 0 || c.MaxTombstoneFraction > 1:
-		return fmt.Errorf("max tombstone fraction %g must be between 0 and 1", c.MaxTombstoneFraction)
+		return &SettingError{Setting: SettingMaxTombstoneFraction, Rule: "must be between 0 and 1", Got: fmt.Sprintf("%g", c.MaxTombstoneFraction)}
 	}
 	return nil
 }

@@ -73,17 +73,22 @@ func TestNewRefusesNilDependenciesAndBadConfig(t *testing.T) {
 	f := newFixture(t)
 	_, err := app.New(f.cfg, app.Deps{})
 	require.Error(t, err)
-	for desc, mutate := range map[string]func(c *app.Config){
-		"chunk limit over the Secret limit": func(c *app.Config) { c.MaxChunkBytes = domain.SecretDataLimit + 1 },
-		"no inventory namespace":            func(c *app.Config) { c.InventoryNamespace = "" },
-		"no chunks":                         func(c *app.Config) { c.MaxChunks = 0 },
-		"fraction over 1":                   func(c *app.Config) { c.MaxTombstoneFraction = 1.5 },
-		"NaN fraction":                      func(c *app.Config) { c.MaxTombstoneFraction = math.NaN() },
+	for _, tc := range []struct {
+		mutate  func(c *app.Config)
+		setting app.Setting
+	}{
+		{func(c *app.Config) { c.MaxChunkBytes = domain.SecretDataLimit + 1 }, app.SettingMaxChunkBytes},
+		{func(c *app.Config) { c.InventoryNamespace = "" }, app.SettingInventoryNamespace},
+		{func(c *app.Config) { c.MaxChunks = 0 }, app.SettingMaxChunks},
+		{func(c *app.Config) { c.MaxTombstoneFraction = 1.5 }, app.SettingMaxTombstoneFraction},
+		{func(c *app.Config) { c.MaxTombstoneFraction = math.NaN() }, app.SettingMaxTombstoneFraction},
 	} {
 		bad := f.cfg
-		mutate(&bad)
+		tc.mutate(&bad)
 		_, err = app.New(bad, app.Deps{Compositions: f.comps, Guard: f.guard, Slices: f.reader, Store: f.store, Sink: f.sink, Decisions: f.decisions})
-		require.Error(t, err, desc)
+		var se *app.SettingError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, tc.setting, se.Setting)
 	}
 }
 

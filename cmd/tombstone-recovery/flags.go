@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"flag"
-	"fmt"
 
 	"github.com/Azure/eno-tombstone-recovery/app"
 	"github.com/Azure/eno-tombstone-recovery/domain"
@@ -33,20 +32,28 @@ func (f *clusterFlags) bind(fs *flag.FlagSet, help clusterFlagHelp) {
 	fs.Float64Var(&f.maxTombstoneFraction, "max-tombstone-fraction", domain.DefaultMaxTombstoneFraction, help.maxTombstoneFraction)
 }
 
-// check refuses, naming the flag, what app.Config.Validate would refuse only later and without
-// naming it; it also refuses a NaN fraction, which Validate's comparisons let through.
+// settingFlags names the flag behind each setting app.Config.Validate checks.
+var settingFlags = map[app.Setting]string{
+	app.SettingInventoryNamespace:   "--inventory-namespace",
+	app.SettingMaxChunkBytes:        "--max-chunk-bytes",
+	app.SettingMaxChunks:            "--max-chunks",
+	app.SettingMaxTombstoneFraction: "--max-tombstone-fraction",
+}
+
+// check applies app.Config.Validate's rules before any cluster is contacted, naming the flag.
 func (f clusterFlags) check() error {
-	switch {
-	case f.inventoryNamespace == "":
-		return errors.New("--inventory-namespace must not be empty")
-	case f.maxChunkBytes < 2 || f.maxChunkBytes > domain.SecretDataLimit:
-		return fmt.Errorf("--max-chunk-bytes must be between 2 and %d, got %d", domain.SecretDataLimit, f.maxChunkBytes)
-	case f.maxChunks < 1:
-		return fmt.Errorf("--max-chunks must be at least 1, got %d", f.maxChunks)
-	case !(f.maxTombstoneFraction >= 0 && f.maxTombstoneFraction <= 1): // also refuses NaN
-		return fmt.Errorf("--max-tombstone-fraction must be between 0 and 1, got %g", f.maxTombstoneFraction)
+	cfg := app.DefaultConfig()
+	f.configure(&cfg)
+	err := cfg.Validate()
+	var se *app.SettingError
+	if !errors.As(err, &se) {
+		return err
 	}
-	return nil
+	msg := settingFlags[se.Setting] + " " + se.Rule
+	if se.Got != "" {
+		msg += ", got " + se.Got
+	}
+	return errors.New(msg)
 }
 
 // configure sets the inventory namespace and limits of cfg.
