@@ -46,6 +46,23 @@ func parseCRDs() ([]*unstructured.Unstructured, error) {
 	return crds, nil
 }
 
+// parseOptionCRDs decodes Options.CRDs, or the embedded CRDs when it is empty.
+func parseOptionCRDs(data []byte) ([]*unstructured.Unstructured, error) {
+	if len(data) == 0 {
+		return parseCRDs()
+	}
+	crds, err := DecodeManifests(data)
+	if err != nil {
+		return nil, fmt.Errorf("decoding Options.CRDs: %w", err)
+	}
+	for _, crd := range crds {
+		if crd.GetKind() != "CustomResourceDefinition" {
+			return nil, fmt.Errorf("%s %q in Options.CRDs is not a CustomResourceDefinition", crd.GetKind(), crd.GetName())
+		}
+	}
+	return crds, nil
+}
+
 // DecodeManifests decodes multi-document YAML (or JSON), such as the files of deploy/, skipping
 // empty documents.
 func DecodeManifests(data []byte) ([]*unstructured.Unstructured, error) {
@@ -66,10 +83,10 @@ func DecodeManifests(data []byte) ([]*unstructured.Unstructured, error) {
 	}
 }
 
-// installCRDs creates the Eno CRDs through the apiextensions API and waits until each is
-// Established and its resource answers a list.
-func (e *Env) installCRDs(ctx context.Context) error {
-	crds, err := parseCRDs()
+// installCRDs creates the Eno CRDs (the embedded ones unless data is set) through the
+// apiextensions API and waits until each is Established and Eno's resources answer a list.
+func (e *Env) installCRDs(ctx context.Context, data []byte) error {
+	crds, err := parseOptionCRDs(data)
 	if err != nil {
 		return fmt.Errorf("kubetest: %w", err)
 	}

@@ -3,8 +3,9 @@
 // the status subresource of Eno's CRDs.
 //
 // Start launches both processes on free loopback ports in a temporary directory, installs minimal
-// Eno CRDs (crds/eno-crds.yaml) and hands back rest.Configs and kubeconfig files for an admin and
-// for declared least-privilege users. Packages use it from TestMain through TestMainWithEnv.
+// Eno CRDs (crds/eno-crds.yaml; Options.CRDs replaces them, e.g. with Eno's real CRDs for
+// test/eno) and hands back rest.Configs and kubeconfig files for an admin and for declared
+// least-privilege users. Packages use it from TestMain through TestMainWithEnv.
 //
 // It also holds what the packages testing against it share: Clients for an identity, a namespace
 // and a context per test (clients.go); Compositions, their status.currentSynthesis and

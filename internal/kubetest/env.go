@@ -35,6 +35,11 @@ type Options struct {
 	// Users are extra static-token users. They get no RBAC bindings: tests grant what they need,
 	// which keeps least-privilege checks meaningful.
 	Users []User
+
+	// CRDs, when set, replaces the minimal Eno CRDs of crds/eno-crds.yaml with these
+	// (multi-document YAML), for instance Eno's own CRDs from its source tree. They must include
+	// compositions and resourceslices of eno.azure.io.
+	CRDs []byte
 }
 
 // User is a static-token identity. Every user is also in system:authenticated.
@@ -190,7 +195,7 @@ func start(ctx context.Context, opts Options, bins binaries) (_ *Env, err error)
 	if err := e.waitForNamespaces(ctx, "default", "kube-system"); err != nil {
 		return nil, err
 	}
-	if err := e.installCRDs(ctx); err != nil {
+	if err := e.installCRDs(ctx, opts.CRDs); err != nil {
 		return nil, err
 	}
 	return e, nil

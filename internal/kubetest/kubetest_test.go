@@ -387,3 +387,18 @@ func TestStartErrorCarriesProcessOutput(t *testing.T) {
 		}
 	}
 }
+
+func TestOptionCRDs(t *testing.T) {
+	embedded, err := parseOptionCRDs(nil)
+	if err != nil || len(embedded) != 2 {
+		t.Fatalf("no Options.CRDs: got %d CRDs, %v; want the 2 embedded ones", len(embedded), err)
+	}
+	crd := "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: widgets.example.com\n"
+	got, err := parseOptionCRDs([]byte(crd + "---\n" + crd))
+	if err != nil || len(got) != 2 || got[0].GetName() != "widgets.example.com" {
+		t.Fatalf("Options.CRDs: got %v, %v; want its two documents", got, err)
+	}
+	if _, err := parseOptionCRDs([]byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n")); err == nil {
+		t.Fatal("Options.CRDs holding a ConfigMap: got no error")
+	}
+}
