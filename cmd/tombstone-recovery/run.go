@@ -10,27 +10,19 @@ import (
 	"net/http"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/uuid"
-	"k8s.io/client-go/dynamic"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
-	"github.com/Azure/eno-tombstone-recovery/adapters/metrics"
-	"github.com/Azure/eno-tombstone-recovery/app"
-	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/runnable"
 )
 
 type runOptions struct {
@@ -162,126 +154,74 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 			return fmt.Errorf("loading the downstream kubeconfig: %w", err)
 		}
 	}
-	for _, c := range []*rest.Config{cpConfig, remoteConfig} {
-		c.QPS, c.Burst = float32(o.qps), o.burst
-		c.UserAgent = "eno-tombstone-recovery"
+	for _, c := range []struct {
+		name string
+		cfg  *rest.Config
+	}{{"the control plane", cpConfig}, {"the downstream cluster", remoteConfig}} {
+		client, err := kubernetes.NewForConfig(c.cfg)
+		if err != nil {
+			return fmt.Errorf("%s client: %w", c.name, err)
+		}
+		if err := checkReachable(ctx, c.name, client); err != nil {
+			return err
+		}
 	}
-	w, err := newWiring(ctx, o, cpConfig, remoteConfig)
+
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	selector, err := labels.Parse(o.compositionSelector)
 	if err != nil {
+		return fmt.Errorf("run: --composition-label-selector: %w", err)
+	}
+	resync := o.resync
+	if resync == 0 {
+		resync = -1 // the flag's 0 means never
+	}
+	fraction := o.maxTombstoneFraction
+	ctl := runnable.New(runnable.Options{
+		ControlPlane:         cpConfig,
+		Downstream:           remoteConfig,
+		QPS:                  float32(o.qps),
+		Burst:                o.burst,
+		CompositionNamespace: o.compositionNamespace,
+		CompositionSelector:  selector,
+		Enabled:              o.enabled,
+		InventoryNamespace:   o.inventoryNamespace,
+		MaxChunkBytes:        o.maxChunkBytes,
+		MaxChunks:            o.maxChunks,
+		MaxTombstoneFraction: &fraction,
+		Workers:              o.workers,
+		ResyncPeriod:         resync,
+		LeaderElection: runnable.LeaderElection{
+			Disabled:   !o.leaderElect,
+			Namespace:  o.leaderElectionNamespace,
+			Name:       o.leaderElectionID,
+			StopOnLoss: true,
+		},
+		Logger:              log,
+		Registerer:          registry,
+		WorkqueueRegisterer: registry,
+	})
+	if err := ctl.Err(); err != nil {
 		return err
 	}
-	return w.run(ctx)
+	return serveAndRun(ctx, o, registry, ctl)
 }
 
-// wiring holds everything `run` builds; nothing starts until run.
-type wiring struct {
-	opts       runOptions
-	cp         kubernetes.Interface
-	remote     kubernetes.Interface
-	informer   *k8s.CompositionInformer
-	store      *k8s.SecretStore
-	svc        *app.Service
-	queue      workqueue.TypedRateLimitingInterface[domain.CompositionRef]
-	registry   *prometheus.Registry
-	recorder   *k8s.Recorder
-	dynamic    dynamic.Interface
-	ready      atomic.Bool
-	controller *app.Controller
-}
-
-func newWiring(ctx context.Context, o runOptions, cpConfig, remoteConfig *rest.Config) (*wiring, error) {
-	w := &wiring{opts: o, registry: prometheus.NewRegistry()}
-	var err error
-	if w.cp, err = kubernetes.NewForConfig(cpConfig); err != nil {
-		return nil, fmt.Errorf("control plane client: %w", err)
-	}
-	if w.remote, err = kubernetes.NewForConfig(remoteConfig); err != nil {
-		return nil, fmt.Errorf("downstream client: %w", err)
-	}
-	if w.dynamic, err = dynamic.NewForConfig(cpConfig); err != nil {
-		return nil, fmt.Errorf("control plane dynamic client: %w", err)
-	}
-	if err := checkReachable(ctx, "the control plane", w.cp); err != nil {
-		return nil, err
-	}
-	if err := checkReachable(ctx, "the downstream cluster", w.remote); err != nil {
-		return nil, err
-	}
-	matcher, err := k8s.NewLabelMatcher(o.compositionSelector)
-	if err != nil {
-		return nil, fmt.Errorf("--composition-label-selector: %w", err)
-	}
-	w.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m, err := metrics.New(w.registry)
-	if err != nil {
-		return nil, err
-	}
-	wqp, err := metrics.NewWorkqueueProvider(w.registry)
-	if err != nil {
-		return nil, err
-	}
-
-	w.informer = k8s.NewCompositionInformer(w.dynamic, k8s.CompositionScope{Namespace: o.compositionNamespace, LabelSelector: o.compositionSelector, Resync: o.resync})
-	comps, err := k8s.NewCompositions(w.dynamic, w.informer.Lister())
-	if err != nil {
-		return nil, err
-	}
-	slices, err := k8s.NewSlices(w.dynamic)
-	if err != nil {
-		return nil, err
-	}
-	sink, err := k8s.NewTombstoneSink(w.dynamic)
-	if err != nil {
-		return nil, err
-	}
-	if w.store, err = k8s.NewSecretStore(w.remote, o.inventoryNamespace); err != nil {
-		return nil, err
-	}
-	if w.recorder, err = k8s.StartRecorder(ctx, w.cp, ""); err != nil {
-		return nil, err
-	}
-	cfg := app.DefaultConfig()
-	cfg.Enabled = o.enabled
-	cfg.Scope = domain.Scope{Namespace: o.compositionNamespace, Selector: matcher}
-	o.clusterFlags.configure(&cfg)
-	if w.svc, err = app.New(cfg, app.Deps{
-		Compositions: comps, Guard: comps, Slices: slices, Store: w.store,
-		Sink: sink, Decisions: comps, Events: w.recorder, Metrics: m,
-	}); err != nil {
-		w.recorder.Shutdown()
-		return nil, err
-	}
-	w.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[domain.CompositionRef](),
-		workqueue.TypedRateLimitingQueueConfig[domain.CompositionRef]{Name: "compositions", MetricsProvider: wqp})
-	if w.controller, err = app.NewController(w.svc, w.queue, o.workers); err != nil {
-		w.recorder.Shutdown()
-		return nil, err
-	}
-	if err := w.informer.AddRefHandler(func(r domain.CompositionRef) { w.queue.Add(r) }); err != nil {
-		return nil, err
-	}
-	if err := w.store.AddRefHandler(func(r domain.CompositionRef) { w.queue.Add(r) }); err != nil {
-		return nil, err
-	}
-	return w, nil
-}
-
-// run serves probes and metrics, fills the caches, and reconciles (as leader, when elected)
-// until ctx is cancelled; then it drains the workers and stops everything it started.
-func (w *wiring) run(ctx context.Context) error {
+// serveAndRun serves probes and metrics and runs the controller until ctx is cancelled; then
+// it stops the servers.
+func serveAndRun(ctx context.Context, o runOptions, registry *prometheus.Registry, ctl *runnable.Controller) error {
 	log := logr.FromContextOrDiscard(ctx)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var bg sync.WaitGroup
 	defer bg.Wait()
-	defer w.recorder.Shutdown()
-	defer w.queue.ShutDown()
 
 	serveErr := make(chan error, 2)
 	for _, s := range []struct {
 		what, addr string
 		handler    http.Handler
-	}{{"metrics", w.opts.metricsAddr, promhttp.HandlerFor(w.registry, promhttp.HandlerOpts{})}, {"probes", w.opts.healthAddr, w.probes()}} {
+	}{{"metrics", o.metricsAddr, promhttp.HandlerFor(registry, promhttp.HandlerOpts{})}, {"probes", o.healthAddr, probes(ctl)}} {
 		if s.addr == "0" || s.addr == "" {
 			continue
 		}
@@ -307,118 +247,29 @@ func (w *wiring) run(ctx context.Context) error {
 		log.Info("serving", "server", s.what, "address", ln.Addr().String())
 	}
 
-	w.informer.Start(ctx)
-	w.store.Start(ctx)
-	bg.Add(1)
-	go func() {
-		defer bg.Done()
-		w.informer.Wait()
-		w.store.Wait()
-	}()
-	if err := w.informer.WaitForCacheSync(ctx); err != nil {
-		return stoppedOr(ctx, log, fmt.Errorf("syncing the composition cache: %w", err))
+	err := ctl.Start(ctx)
+	if errors.Is(err, runnable.ErrLeadershipLost) {
+		return errors.New("lost leadership; exiting so a new leader takes over")
 	}
-	if err := w.store.WaitForCacheSync(ctx); err != nil {
-		return stoppedOr(ctx, log, fmt.Errorf("syncing the inventory secret cache: %w", err))
-	}
-	w.ready.Store(true)
-	log.Info("caches synced", "workers", w.opts.workers, "inventoryNamespace", w.opts.inventoryNamespace)
-
-	lost := make(chan struct{})
-	if w.opts.leaderElect {
-		w.elect(ctx, lost)
-	} else {
-		w.controller.Run(ctx)
+	if err != nil {
+		return err
 	}
 	select {
 	case err := <-serveErr:
 		return err
-	case <-lost:
-		if ctx.Err() == nil {
-			return errors.New("lost leadership; exiting so a new leader takes over")
-		}
 	default:
 	}
-	log.Info("stopped after draining")
+	if ctl.ReadyzCheck(nil) == nil {
+		log.Info("stopped after draining")
+	}
 	return nil
 }
 
-// stoppedOr is nil when a signal ended the wait (a SIGTERM during startup is a clean stop), else err.
-func stoppedOr(ctx context.Context, log logr.Logger, err error) error {
-	if ctx.Err() != nil {
-		log.Info("stopped before the caches synced")
-		return nil
-	}
-	return err
-}
-
-func (w *wiring) elect(ctx context.Context, lost chan struct{}) {
-	host, _ := os.Hostname()
-	identity := host + "_" + string(uuid.NewUUID())
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: w.opts.leaderElectionNamespace, Name: w.opts.leaderElectionID},
-		Client:     w.cp.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
-	}
-	log := logr.FromContextOrDiscard(ctx)
-
-	// The elector runs OnStartedLeading in a goroutine it does not wait for, and releases the
-	// Lease as soon as its context ends. So it gets its own context, ended only once the workers
-	// have drained: no successor starts while this process still writes, and the process does
-	// not exit mid-reconcile.
-	electCtx, stopElecting := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopElecting()
-	var (
-		mu       sync.Mutex
-		stopping bool
-		leading  sync.WaitGroup
-	)
-	drain := func() {
-		mu.Lock()
-		stopping = true
-		mu.Unlock()
-		leading.Wait()
-	}
-	stopOnSignal := context.AfterFunc(ctx, func() { drain(); stopElecting() })
-	defer stopOnSignal()
-
-	leaderelection.RunOrDie(electCtx, leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		ReleaseOnCancel: true,
-		LeaseDuration:   15 * time.Second,
-		RenewDeadline:   10 * time.Second,
-		RetryPeriod:     2 * time.Second,
-		Name:            w.opts.leaderElectionID,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(leaderCtx context.Context) {
-				mu.Lock()
-				if stopping {
-					mu.Unlock()
-					return
-				}
-				leading.Add(1)
-				mu.Unlock()
-				defer leading.Done()
-				// Workers stop on SIGTERM or when leadership is lost, whichever comes first.
-				runCtx, cancel := context.WithCancel(leaderCtx)
-				defer cancel()
-				stop := context.AfterFunc(ctx, cancel)
-				defer stop()
-				log.Info("became leader", "identity", identity)
-				w.controller.Run(runCtx)
-			},
-			OnStoppedLeading: func() { close(lost) },
-		},
-	})
-	// Leadership lost: wait for the workers before run returns.
-	drain()
-}
-
-func (w *wiring) probes() http.Handler {
+func probes(ctl *runnable.Controller) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(rw, "ok") })
-	mux.HandleFunc("/readyz", func(rw http.ResponseWriter, _ *http.Request) {
-		if !w.ready.Load() {
+	mux.HandleFunc("/readyz", func(rw http.ResponseWriter, r *http.Request) {
+		if err := ctl.ReadyzCheck(r); err != nil {
 			http.Error(rw, "caches not synced", http.StatusServiceUnavailable)
 			return
 		}
