@@ -5,7 +5,7 @@ GOTEST_FLAGS ?= -race -count=1
 FUZZTIME ?= 30s
 BENCHTIME ?= 1x
 
-.PHONY: all build demo test test-unit testbin generate verify bench scale fuzz mutation clean
+.PHONY: all build demo test test-unit test-eno testbin generate verify bench scale fuzz mutation clean
 
 all: verify test
 
@@ -24,6 +24,26 @@ testbin:
 test: testbin
 	@echo "test: go test $(GOTEST_FLAGS) ./... (real API server tests start etcd + kube-apiserver from bin/)"
 	$(GO) test $(GOTEST_FLAGS) ./...
+
+## test-eno: the acceptance test next to stock Eno built from ENO_SRC (SPEC §10), e.g.
+##   make test-eno ENO_SRC=../shared/third_party/eno-v0.2.17.tar.gz
+## ENO_SRC is Eno's source: a directory or a .tar.gz. ENO_TEST_FLAGS adds go test flags (-run=...);
+## ENO_MEASURE=1 adds the latency measurement, ENO_SHOW_LOGS=1 prints every process's log tail.
+ENO_SRC ?=
+ENO_TEST_FLAGS ?=
+test-eno:
+	@if [[ -z "$(ENO_SRC)" ]]; then \
+		echo "test-eno: ENO_SRC is not set. It is Eno's source (github.com/Azure/eno v0.2.17), a directory or a .tar.gz:" >&2; \
+		echo "  make test-eno ENO_SRC=../shared/third_party/eno-v0.2.17.tar.gz" >&2; \
+		echo "  or: git clone --branch v0.2.17 https://github.com/Azure/eno ../eno && make test-eno ENO_SRC=../eno" >&2; \
+		exit 1; \
+	fi
+	$(MAKE) testbin
+	$(MAKE) build
+	@eno_dir="$$(./hack/eno-build.sh "$(ENO_SRC)")" && \
+	echo "test-eno: go test -race -count=1 -tags eno -timeout 40m ./test/eno/... (Eno from $$eno_dir)" && \
+	ENO_DIR="$$eno_dir" TOMBSTONE_RECOVERY_BIN="$(CURDIR)/bin/tombstone-recovery" \
+		$(GO) test -race -count=1 -tags eno -timeout 40m -v $(ENO_TEST_FLAGS) ./test/eno/...
 
 ## test-unit: the tests that need no API server.
 test-unit:

@@ -28,6 +28,8 @@ fi
 
 echo "verify: go vet"
 go vet ./... || fail=1
+# test/eno compiles only with the build tag eno (make test-eno); vet it too.
+go vet -tags eno ./test/eno/... || fail=1
 
 echo "verify: import direction and eno-reconciler embedding constraints"
 go test -count=1 ./internal/archtest/ || fail=1

@@ -1,0 +1,28 @@
+//go:build eno
+
+// Package eno is the acceptance test of SPEC §10: the recovery controller next to stock Eno
+// v0.2.17 (eno-controller, eno-reconciler and its executor, built from Eno's source by
+// hack/eno-build.sh) on the real etcd and kube-apiserver of internal/kubetest, with Eno's own
+// CRDs. It holds tests only and compiles only with the build tag eno: run it with
+// `make test-eno ENO_SRC=<Eno's source: a directory or a .tar.gz>`.
+//
+// What stands in for a real cluster, and why it is faithful enough:
+//   - There is no kubelet. eno-controller creates a synthesizer Pod per synthesis and the Pod
+//     stays Pending; a stand-in (kubelet_test.go) runs Eno's executor once per Pod, with the
+//     Pod's executor container environment and the admin kubeconfig, as the container would.
+//     The executor runs the Synthesizer's command (a local shell script here) with the KRM
+//     ResourceList on stdin and reads the ResourceList it prints. The stand-in never updates the
+//     Pod's status, so a failed executor shows as a synthesis timeout (eno-controller's
+//     --pod-timeout, 30 s) instead of a fast cancel.
+//   - There is no controller-manager, hence no garbage collection: only what Eno deletes goes
+//     away, which is exactly what the scenarios assert on.
+//   - The control plane and the downstream cluster are one API server.
+//
+// Each scenario works in its own namespace, with an eno-reconciler (and, in the standalone
+// mode, a `tombstone-recovery run`) limited to that namespace; eno-controller and the stand-in
+// are shared. Every scenario runs twice: with the standalone binary next to stock
+// eno-reconciler, and with eno-reconciler built with the recovery controller wired in
+// (hack/eno-wire.sh). Every process is stopped by its PID; logs are kept in files and their
+// tails printed when a test fails (ENO_SHOW_LOGS=1 prints them always). ENO_MEASURE=1 adds
+// TestMeasureRecovery.
+package eno

@@ -1,0 +1,578 @@
+//go:build eno
+
+package eno
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
+)
+
+// The annotations and names of SPEC §3 and §6, and Eno's own annotations (§6.2).
+const (
+	optInAnnotation            = "eno.azure.io/tombstone-recovery"
+	decisionAnnotation         = "eno.azure.io/tombstone-recovery-decision"
+	reviewAnnotation           = "eno.azure.io/tombstone-recovery-review"
+	deletionStrategyAnnotation = "eno.azure.io/deletion-strategy"
+	forceResynthesis           = "eno.azure.io/force-resynthesis"
+	inventoryNamespace         = "kube-system"
+	sourceSynthesisAnnotation  = "eno.azure.io/source-synthesis-uuid"
+	compositionUIDAnnotation   = "eno.azure.io/composition-uid"
+	chunkCountAnnotation       = "eno.azure.io/inventory-chunk-count"
+)
+
+const (
+	// waitLong bounds every wait for Eno or the controller: a synthesis, a reconcile, a
+	// deletion. Generous for two busy cores.
+	waitLong  = 3 * time.Minute
+	pollEvery = 250 * time.Millisecond
+	// observeFor is how long a scenario watches that something does NOT happen (a deletion, a
+	// further synthesis). A bounded observation, never an assertion of speed.
+	observeFor = 20 * time.Second
+)
+
+// mode is how the recovery controller runs next to Eno.
+type mode struct {
+	name  string
+	wired bool // inside eno-reconciler (hack/eno-wire.sh) instead of the standalone binary
+}
+
+var modes = []mode{{name: "standalone"}, {name: "wired", wired: true}}
+
+// forEachMode runs f once per mode as a subtest.
+func forEachMode(t *testing.T, f func(t *testing.T, m mode)) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) { f(t, m) })
+	}
+}
+
+// settings configure the recovery controller of one scenario.
+type settings struct {
+	// recovery runs the recovery controller (standalone: the binary; wired: always inside).
+	recovery bool
+	// maxChunkBytes and maxTombstoneFraction override the defaults when set.
+	maxChunkBytes        int
+	maxTombstoneFraction string
+}
+
+// scenario is one namespace with its own eno-reconciler and, in the standalone mode, its own
+// tombstone-recovery, both limited to that namespace.
+type scenario struct {
+	t          *testing.T
+	mode       mode
+	ns         string
+	reconciler *process
+	recovery   *process // standalone only
+	procs      []*process
+	// controllerLogFrom is where eno-controller's log stood when the scenario began.
+	controllerLogFrom int64
+}
+
+func newScenario(t *testing.T, m mode, st settings) *scenario {
+	t.Helper()
+	if m.wired && bins.wired == "" {
+		t.Fatalf("no wired eno-reconciler: hack/eno-wire.sh was not found when hack/eno-build.sh ran, so %s/bin/eno-reconciler-wired was not built", os.Getenv(enoDirEnv))
+	}
+	s := &scenario{t: t, mode: m, controllerLogFrom: enoController.logSize()}
+	s.ns = admin.NewNamespace(t, "eno")
+	dir := t.TempDir()
+	t.Cleanup(s.finish)
+
+	reconcilerBin := bins.reconciler
+	args := []string{"--metrics-addr=0", "--health-probe-addr=0", "--composition-namespace=" + s.ns}
+	var extraEnv []string
+	if m.wired {
+		reconcilerBin = bins.wired
+		wiredArgs, wiredEnv, err := wiredSettings(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args, extraEnv = append(args, wiredArgs...), wiredEnv
+	}
+	var err error
+	s.reconciler, err = startProcess("eno-reconciler", reconcilerBin, args,
+		append(extraEnv, "KUBECONFIG="+adminKubeconfig), filepath.Join(dir, "eno-reconciler.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.procs = append(s.procs, s.reconciler)
+
+	if !m.wired && st.recovery {
+		args := []string{"run",
+			"--kubeconfig=" + adminKubeconfig,
+			"--metrics-bind-address=0",
+			"--health-probe-bind-address=0",
+			"--composition-namespace=" + s.ns,
+		}
+		if st.maxChunkBytes > 0 {
+			args = append(args, "--max-chunk-bytes="+strconv.Itoa(st.maxChunkBytes))
+		}
+		if st.maxTombstoneFraction != "" {
+			args = append(args, "--max-tombstone-fraction="+st.maxTombstoneFraction)
+		}
+		s.recovery, err = startProcess("tombstone-recovery", bins.recovery, args, nil, filepath.Join(dir, "tombstone-recovery.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.procs = append(s.procs, s.recovery)
+	}
+	t.Logf("scenario in namespace %s (%s): eno-reconciler pid %d%s", s.ns, m.name, s.reconciler.pid(), s.recoveryPID())
+	return s
+}
+
+func (s *scenario) recoveryPID() string {
+	if s.recovery == nil {
+		return ""
+	}
+	return fmt.Sprintf(", tombstone-recovery pid %d", s.recovery.pid())
+}
+
+// wiredSettings maps settings onto the wired eno-reconciler's command line and environment.
+func wiredSettings(st settings) (args, extraEnv []string, err error) {
+	if st.maxChunkBytes > 0 || st.maxTombstoneFraction != "" {
+		return nil, nil, fmt.Errorf("the wired eno-reconciler offers no way to set max chunk bytes (%d) or the max tombstone fraction (%q)",
+			st.maxChunkBytes, st.maxTombstoneFraction)
+	}
+	return nil, nil, nil
+}
+
+// finish stops the scenario's processes by PID and checks every log of the scenario for a
+// panic: eno-controller's since the scenario began, eno-reconciler's, tombstone-recovery's
+// and the executors' for this namespace (SPEC §10: Eno never panics).
+func (s *scenario) finish() {
+	t := s.t
+	for _, p := range s.procs {
+		err := p.stop()
+		// The standalone binary promises exit 0 on SIGTERM after draining (SPEC §9).
+		if p == s.recovery && err != nil {
+			t.Errorf("tombstone-recovery (pid %d) did not exit 0 on SIGTERM: %v", p.pid(), err)
+		}
+	}
+	logs := map[string]string{"eno-controller": enoController.logSince(s.controllerLogFrom)}
+	for _, p := range s.procs {
+		logs[p.name] = p.log()
+	}
+	for _, run := range standIn.runsIn(s.ns) {
+		if run.LogPath != "" {
+			logs["executor "+run.Pod] = readFile(run.LogPath)
+		}
+	}
+	for name, log := range logs {
+		if lines := panicLines(log, 10); len(lines) > 0 {
+			t.Errorf("%s logged a panic:\n%s", name, strings.Join(lines, "\n"))
+		}
+	}
+	if t.Failed() || os.Getenv(showLogsEnv) != "" {
+		s.printLogs()
+	}
+}
+
+// printLogs prints the tails of the scenario's logs.
+func (s *scenario) printLogs() {
+	t := s.t
+	t.Logf("--- eno-controller (pid %d) during the scenario, last 80 lines ---\n%s", enoController.pid(), tailLines(enoController.logSince(s.controllerLogFrom), 80))
+	for _, p := range s.procs {
+		t.Logf("--- %s (pid %d, %v), last 80 lines ---\n%s", p.name, p.pid(), p.waitErr, p.tail(80))
+	}
+	for _, run := range standIn.runsIn(s.ns) {
+		t.Logf("--- executor for %s/%s synthesis %s (pod %s): %v, last 15 lines ---\n%s",
+			run.CompositionNamespace, run.CompositionName, run.SynthesisUUID, run.Pod, run.Err, tailLines(readFile(run.LogPath), 15))
+	}
+	if comps, err := admin.Dynamic.Resource(kubetest.CompositionResource).Namespace(s.ns).List(context.Background(), metav1.ListOptions{}); err == nil {
+		for _, c := range comps.Items {
+			meta, _ := json.Marshal(map[string]any{"annotations": c.GetAnnotations(), "uid": c.GetUID(), "finalizers": c.GetFinalizers()})
+			status, _ := json.Marshal(c.Object["status"])
+			t.Logf("--- Composition %s/%s ---\nmetadata: %s\nstatus: %s", s.ns, c.GetName(), meta, status)
+		}
+	}
+	if slices, err := admin.Dynamic.Resource(kubetest.ResourceSliceResource).Namespace(s.ns).List(context.Background(), metav1.ListOptions{}); err == nil {
+		for _, sl := range slices.Items {
+			spec, _ := json.Marshal(sl.Object["spec"])
+			t.Logf("--- ResourceSlice %s/%s (owners %d, finalizers %v, deleting %v) ---\n%s", s.ns, sl.GetName(), len(sl.GetOwnerReferences()), sl.GetFinalizers(), sl.GetDeletionTimestamp() != nil, spec)
+		}
+	}
+}
+
+// checkProcesses fails the test at once if a process of the scenario, or eno-controller, died.
+func (s *scenario) checkProcesses() {
+	s.t.Helper()
+	for _, p := range append([]*process{enoController}, s.procs...) {
+		if err := p.unexpectedExit(); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+}
+
+// waitFor polls check until it returns nil, failing the test with the last error after
+// timeout, or at once if a process died.
+func (s *scenario) waitFor(what string, timeout time.Duration, check func(ctx context.Context) error) {
+	s.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		s.checkProcesses()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := check(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("%s: not within %s; last: %v", what, timeout, err)
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
+// holdsFor polls check for d and fails the test as soon as it returns an error: something
+// that must not happen for a while.
+func (s *scenario) holdsFor(what string, d time.Duration, check func(ctx context.Context) error) {
+	s.t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		s.checkProcesses()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := check(ctx)
+		cancel()
+		if err != nil {
+			s.t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
+func (s *scenario) ctx() context.Context { return kubetest.Context(s.t, time.Minute) }
+
+// --- Compositions ---
+
+// createComposition creates a Composition synthesized by synth.
+func (s *scenario) createComposition(name, synth string, annotations map[string]string) *unstructured.Unstructured {
+	s.t.Helper()
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "eno.azure.io/v1",
+		"kind":       "Composition",
+		"metadata":   map[string]any{"name": name, "namespace": s.ns},
+		"spec":       map[string]any{"synthesizer": map[string]any{"name": synth}},
+	}}
+	if len(annotations) > 0 {
+		u.SetAnnotations(annotations)
+	}
+	created, err := admin.Dynamic.Resource(kubetest.CompositionResource).Namespace(s.ns).Create(s.ctx(), u, metav1.CreateOptions{})
+	if err != nil {
+		s.t.Fatalf("creating Composition %s/%s: %v", s.ns, name, err)
+	}
+	return created
+}
+
+func (s *scenario) getComposition(ctx context.Context, name string) (*unstructured.Unstructured, error) {
+	return admin.Dynamic.Resource(kubetest.CompositionResource).Namespace(s.ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+// synthesis is what the scenarios read of status.currentSynthesis and inFlightSynthesis.
+type synthesis struct {
+	UUID        string
+	Synthesized bool
+	Ready       bool
+	Slices      []string
+	InFlight    string // UUID of the in-flight synthesis, "" when none
+}
+
+func currentSynthesis(u *unstructured.Unstructured) synthesis {
+	var syn synthesis
+	syn.UUID, _, _ = unstructured.NestedString(u.Object, "status", "currentSynthesis", "uuid")
+	_, syn.Synthesized, _ = unstructured.NestedString(u.Object, "status", "currentSynthesis", "synthesized")
+	_, syn.Ready, _ = unstructured.NestedString(u.Object, "status", "currentSynthesis", "ready")
+	refs, _, _ := unstructured.NestedSlice(u.Object, "status", "currentSynthesis", "resourceSlices")
+	for _, r := range refs {
+		if m, ok := r.(map[string]any); ok {
+			name, _ := m["name"].(string)
+			syn.Slices = append(syn.Slices, name)
+		}
+	}
+	syn.InFlight, _, _ = unstructured.NestedString(u.Object, "status", "inFlightSynthesis", "uuid")
+	return syn
+}
+
+// waitReady waits until the Composition's current synthesis is Ready with nothing in flight,
+// and, unless after is "", is another synthesis than after. It returns the synthesis.
+func (s *scenario) waitReady(name, after string) synthesis {
+	s.t.Helper()
+	var syn synthesis
+	s.waitFor(fmt.Sprintf("Composition %s/%s ready on a synthesis other than %q", s.ns, name, after), waitLong, func(ctx context.Context) error {
+		u, err := s.getComposition(ctx, name)
+		if err != nil {
+			return err
+		}
+		syn = currentSynthesis(u)
+		switch {
+		case syn.UUID == "" || !syn.Synthesized:
+			return fmt.Errorf("not synthesized yet: %+v", syn)
+		case after != "" && syn.UUID == after:
+			return fmt.Errorf("still on synthesis %s", after)
+		case syn.InFlight != "":
+			return fmt.Errorf("synthesis %s in flight", syn.InFlight)
+		case !syn.Ready:
+			return fmt.Errorf("synthesis %s not ready", syn.UUID)
+		}
+		return nil
+	})
+	return syn
+}
+
+// decision is the recovery decision annotation (SPEC §6).
+type decision struct {
+	SynthesisUUID       string `json:"synthesisUUID"`
+	Outcome             string `json:"outcome"`
+	Reason              string `json:"reason"`
+	Message             string `json:"message"`
+	SourceSynthesisUUID string `json:"sourceSynthesisUUID"`
+	Tombstones          int    `json:"tombstones"`
+	TombstoneSlice      string `json:"tombstoneSlice"`
+	RecoveredFrom       string `json:"recoveredFrom"`
+}
+
+func readDecision(u *unstructured.Unstructured) (decision, bool, error) {
+	raw, ok := u.GetAnnotations()[decisionAnnotation]
+	if !ok {
+		return decision{}, false, nil
+	}
+	var d decision
+	if err := json.Unmarshal([]byte(raw), &d); err != nil {
+		return decision{}, true, fmt.Errorf("decision annotation %q: %w", raw, err)
+	}
+	return d, true, nil
+}
+
+// waitDecision waits until the Composition carries a decision for synthesisUUID ("" for any)
+// whose outcome is one of outcomes, and returns it. Another outcome for that synthesis fails
+// at once, except a HeldForReview while waiting for something else (a review may follow).
+func (s *scenario) waitDecision(name, synthesisUUID string, outcomes ...string) decision {
+	s.t.Helper()
+	var d decision
+	var terminal error
+	s.waitFor(fmt.Sprintf("decision %v for %s/%s synthesis %q", outcomes, s.ns, name, synthesisUUID), waitLong, func(ctx context.Context) error {
+		u, err := s.getComposition(ctx, name)
+		if err != nil {
+			return err
+		}
+		var ok bool
+		if d, ok, err = readDecision(u); err != nil || !ok {
+			return fmt.Errorf("no decision yet (%v)", err)
+		}
+		if synthesisUUID != "" && d.SynthesisUUID != synthesisUUID {
+			return fmt.Errorf("decision is for synthesis %s: %+v", d.SynthesisUUID, d)
+		}
+		for _, o := range outcomes {
+			if d.Outcome == o {
+				return nil
+			}
+		}
+		if d.Outcome != "HeldForReview" {
+			terminal = fmt.Errorf("decision %+v, want outcome %v", d, outcomes)
+			return nil
+		}
+		return fmt.Errorf("decision %+v", d)
+	})
+	if terminal != nil {
+		s.t.Fatal(terminal)
+	}
+	return d
+}
+
+// setSynthesizer points the Composition at another Synthesizer (a spec change: Eno
+// resynthesizes at once).
+func (s *scenario) setSynthesizer(name, synth string) {
+	s.t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u, err := s.getComposition(s.ctx(), name)
+		if err != nil {
+			return err
+		}
+		if err := unstructured.SetNestedField(u.Object, synth, "spec", "synthesizer", "name"); err != nil {
+			return err
+		}
+		_, err = admin.Dynamic.Resource(kubetest.CompositionResource).Namespace(s.ns).Update(s.ctx(), u, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		s.t.Fatalf("pointing Composition %s/%s at %s: %v", s.ns, name, synth, err)
+	}
+}
+
+// annotate sets one annotation on the Composition with a merge patch.
+func (s *scenario) annotate(name, key, value string) {
+	s.t.Helper()
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
+	if _, err := admin.Dynamic.Resource(kubetest.CompositionResource).Namespace(s.ns).Patch(s.ctx(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		s.t.Fatalf("annotating Composition %s/%s with %s=%s: %v", s.ns, name, key, value, err)
+	}
+}
+
+// deleteComposition deletes the Composition and waits until Eno has let it go (its cleanup
+// finalizer removed once the deletion is reconciled).
+func (s *scenario) deleteComposition(name string) {
+	s.t.Helper()
+	if err := admin.Dynamic.Resource(kubetest.CompositionResource).Namespace(s.ns).Delete(s.ctx(), name, metav1.DeleteOptions{}); err != nil {
+		s.t.Fatalf("deleting Composition %s/%s: %v", s.ns, name, err)
+	}
+	s.waitFor(fmt.Sprintf("Composition %s/%s gone", s.ns, name), waitLong, func(ctx context.Context) error {
+		u, err := s.getComposition(ctx, name)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("still there (finalizers %v, status %v)", u.GetFinalizers(), u.Object["status"])
+	})
+}
+
+// --- downstream objects ---
+
+// configMapUID returns the UID of a ConfigMap of the scenario's namespace, "" if it is absent.
+func (s *scenario) configMapUID(ctx context.Context, name string) (types.UID, error) {
+	cm, err := admin.Kube.CoreV1().ConfigMaps(s.ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if cm.DeletionTimestamp != nil {
+		return "", nil
+	}
+	return cm.UID, nil
+}
+
+// waitConfigMaps waits until each named ConfigMap exists and returns their UIDs.
+func (s *scenario) waitConfigMaps(names ...string) map[string]types.UID {
+	s.t.Helper()
+	uids := map[string]types.UID{}
+	for _, name := range names {
+		s.waitFor(fmt.Sprintf("ConfigMap %s/%s deployed by Eno", s.ns, name), waitLong, func(ctx context.Context) error {
+			uid, err := s.configMapUID(ctx, name)
+			if err == nil && uid == "" {
+				err = fmt.Errorf("not found")
+			}
+			uids[name] = uid
+			return err
+		})
+	}
+	return uids
+}
+
+// waitConfigMapGone waits until Eno has deleted the ConfigMap.
+func (s *scenario) waitConfigMapGone(name string) time.Time {
+	s.t.Helper()
+	s.waitFor(fmt.Sprintf("ConfigMap %s/%s deleted", s.ns, name), waitLong, func(ctx context.Context) error {
+		uid, err := s.configMapUID(ctx, name)
+		if err == nil && uid != "" {
+			err = fmt.Errorf("still there (uid %s)", uid)
+		}
+		return err
+	})
+	return time.Now()
+}
+
+// requireUnchanged asserts that each ConfigMap still exists with the same UID.
+func (s *scenario) requireUnchanged(uids map[string]types.UID) {
+	s.t.Helper()
+	for name, want := range uids {
+		got, err := s.configMapUID(s.ctx(), name)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		if got != want {
+			s.t.Fatalf("ConfigMap %s/%s: uid %q, want %q (untouched)", s.ns, name, got, want)
+		}
+	}
+}
+
+// requireDeletedByEno asserts that eno-reconciler's log records deleting the ConfigMap.
+func (s *scenario) requireDeletedByEno(name string) {
+	s.t.Helper()
+	for _, line := range strings.Split(s.reconciler.log(), "\n") {
+		if strings.Contains(line, `"msg":"deleted resource"`) && strings.Contains(line, `"resourceName":"`+name+`"`) &&
+			strings.Contains(line, `"resourceNamespace":"`+s.ns+`"`) {
+			return
+		}
+	}
+	s.t.Fatalf("eno-reconciler's log has no \"deleted resource\" line for ConfigMap %s/%s", s.ns, name)
+}
+
+// --- inventory ---
+
+// lineage is the default lineage of SPEC §3: 12 hex characters of sha256("<namespace>/<name>").
+func lineage(namespace, name string) string {
+	sum := sha256.Sum256([]byte(namespace + "/" + name))
+	return hex.EncodeToString(sum[:])[:12]
+}
+
+// chunkName is the inventory Secret of one chunk (no cut needed for these short names).
+func (s *scenario) chunkName(comp string, index int) string {
+	return fmt.Sprintf("%s-%s-%d", comp, lineage(s.ns, comp), index)
+}
+
+// waitRecorded waits until the snapshot of the Composition's synthesis is in kube-system:
+// chunk 0 recorded from that Composition UID and synthesis, with chunks chunks in all.
+func (s *scenario) waitRecorded(comp string, uid types.UID, synthesisUUID string, chunks int) {
+	s.t.Helper()
+	s.waitFor(fmt.Sprintf("inventory of %s/%s synthesis %s recorded", s.ns, comp, synthesisUUID), waitLong, func(ctx context.Context) error {
+		for i := 0; i < chunks; i++ {
+			secret, err := admin.Kube.CoreV1().Secrets(inventoryNamespace).Get(ctx, s.chunkName(comp, i), metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			a := secret.Annotations
+			if a[sourceSynthesisAnnotation] != synthesisUUID || a[compositionUIDAnnotation] != string(uid) || a[chunkCountAnnotation] != strconv.Itoa(chunks) {
+				return fmt.Errorf("Secret %s has %s=%q, %s=%q, %s=%q", secret.Name,
+					sourceSynthesisAnnotation, a[sourceSynthesisAnnotation], compositionUIDAnnotation, a[compositionUIDAnnotation], chunkCountAnnotation, a[chunkCountAnnotation])
+			}
+		}
+		return nil
+	})
+}
+
+// recoverySlices lists the ResourceSlices of the namespace named like a recovery slice of comp.
+func (s *scenario) recoverySlices(ctx context.Context, comp string) ([]string, error) {
+	list, err := admin.Dynamic.Resource(kubetest.ResourceSliceResource).Namespace(s.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, sl := range list.Items {
+		if strings.HasPrefix(sl.GetName(), comp+"-recovery-") {
+			names = append(names, sl.GetName())
+		}
+	}
+	return names, nil
+}
+
+// syntheses returns the distinct synthesis UUIDs the executor ran for the Composition since
+// the given time, in order.
+func (s *scenario) syntheses(comp string, since time.Time) []string {
+	var uuids []string
+	seen := map[string]bool{}
+	for _, run := range standIn.runsFor(s.ns, comp, since) {
+		if !seen[run.SynthesisUUID] {
+			seen[run.SynthesisUUID] = true
+			uuids = append(uuids, run.SynthesisUUID)
+		}
+	}
+	return uuids
+}
