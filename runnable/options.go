@@ -69,6 +69,11 @@ type Options struct {
 	// nil means Registerer under the prefix eno_tombstone_recovery_, because controller-runtime's
 	// registry already holds workqueue_* families with other labels.
 	WorkqueueRegisterer prometheus.Registerer
+
+	// Getenv, when set (to os.Getenv, say), lets the ENO_TOMBSTONE_RECOVERY_* variables (Env*)
+	// override the fields they name: settings for an operator of a process whose flags are not
+	// ours. nil reads no environment.
+	Getenv func(string) string
 }
 
 // LeaderElection configures the Lease that lets one replica reconcile at a time.
@@ -137,6 +142,12 @@ type settings struct {
 }
 
 func (o Options) resolve() (settings, error) {
+	if o.Getenv != nil {
+		var err error
+		if o, err = o.fromEnvironment(o.Getenv); err != nil {
+			return settings{}, fmt.Errorf("tombstone recovery: %w", err)
+		}
+	}
 	s := settings{Options: o, selector: selectorString(o.CompositionSelector)}
 	if o.ControlPlane == nil {
 		return s, errors.New("tombstone recovery: the control plane rest.Config is required")
@@ -172,6 +183,9 @@ func (o Options) resolve() (settings, error) {
 		cfg.MaxTombstoneFraction = *o.MaxTombstoneFraction
 	}
 	if err := cfg.Validate(); err != nil {
+		if named := withEnvName(err, o.Getenv); named != err {
+			return s, named
+		}
 		return s, fmt.Errorf("tombstone recovery: %w", err)
 	}
 	s.config = cfg

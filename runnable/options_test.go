@@ -1,0 +1,155 @@
+package runnable
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
+
+	"github.com/Azure/eno-tombstone-recovery/domain"
+)
+
+// The structural interfaces of controller-runtime's manager (SPEC §8.2): Runnable and
+// LeaderElectionRunnable, spelled out so that this module needs no controller-runtime.
+var _ interface {
+	Start(context.Context) error
+	NeedLeaderElection() bool
+} = (*Controller)(nil)
+
+var cluster = &rest.Config{Host: "https://127.0.0.1:1"}
+
+func TestResolveDefaults(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", "")
+	s, err := Options{ControlPlane: cluster}.resolve()
+	require.NoError(t, err)
+	assert.False(t, s.config.Enabled, "the library default is off (SPEC §4)")
+	assert.Same(t, cluster, s.Downstream, "the downstream defaults to the control plane")
+	assert.Equal(t, domain.DefaultInventoryNamespace, s.config.InventoryNamespace)
+	assert.Equal(t, domain.DefaultMaxChunkBytes, s.config.MaxChunkBytes)
+	assert.Equal(t, domain.DefaultMaxChunks, s.config.MaxChunks)
+	assert.Equal(t, domain.DefaultMaxTombstoneFraction, s.config.MaxTombstoneFraction)
+	assert.Equal(t, 2, s.Workers)
+	assert.Equal(t, 10*time.Minute, s.ResyncPeriod)
+	assert.False(t, s.LeaderElection.Disabled, "a Lease of its own by default")
+	assert.Equal(t, "kube-system", s.LeaderElection.Namespace)
+	assert.Equal(t, "eno-tombstone-recovery", s.LeaderElection.Name)
+	assert.Equal(t, []time.Duration{15 * time.Second, 10 * time.Second, 2 * time.Second},
+		[]time.Duration{s.LeaderElection.LeaseDuration, s.LeaderElection.RenewDeadline, s.LeaderElection.RetryPeriod})
+	assert.True(t, s.config.Scope.Contains(domain.Composition{Namespace: "any", Labels: map[string]string{"a": "b"}}))
+}
+
+func TestResolveExplicitValues(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", "eno-system")
+	zero := 0.0
+	sel, err := labels.Parse("shard=a")
+	require.NoError(t, err)
+	s, err := Options{
+		ControlPlane: cluster, Enabled: true, CompositionNamespace: "team-a", CompositionSelector: sel,
+		InventoryNamespace: "inv", MaxChunkBytes: 100, MaxChunks: 3, MaxTombstoneFraction: &zero,
+		Workers: 5, ResyncPeriod: -1,
+	}.resolve()
+	require.NoError(t, err)
+	assert.True(t, s.config.Enabled)
+	assert.Equal(t, "inv", s.config.InventoryNamespace)
+	assert.Equal(t, 100, s.config.MaxChunkBytes)
+	assert.Equal(t, 3, s.config.MaxChunks)
+	assert.Equal(t, 0.0, s.config.MaxTombstoneFraction, "0 is a setting (hold every recovery), not the default")
+	assert.Equal(t, 5, s.Workers)
+	assert.Equal(t, time.Duration(0), s.ResyncPeriod, "negative: the informer never resyncs")
+	assert.Equal(t, "eno-system", s.LeaderElection.Namespace, "$POD_NAMESPACE, as eno-reconciler's own election")
+	assert.Equal(t, "shard=a", s.selector)
+	assert.True(t, s.config.Scope.Contains(domain.Composition{Namespace: "team-a", Labels: map[string]string{"shard": "a"}}))
+	assert.False(t, s.config.Scope.Contains(domain.Composition{Namespace: "team-a", Labels: map[string]string{"shard": "b"}}))
+	assert.False(t, s.config.Scope.Contains(domain.Composition{Namespace: "team-b", Labels: map[string]string{"shard": "a"}}))
+}
+
+func TestDefaultLeaseNameFollowsTheShard(t *testing.T) {
+	a, err := labels.Parse("shard=a")
+	require.NoError(t, err)
+	a2, err := labels.Parse("shard = a")
+	require.NoError(t, err)
+	b, err := labels.Parse("shard=b")
+	require.NoError(t, err)
+
+	assert.Equal(t, "eno-tombstone-recovery", DefaultLeaseName("", nil))
+	assert.Equal(t, "eno-tombstone-recovery", DefaultLeaseName("", labels.Everything()))
+	// Replicas that differ only by --resource-filter parse the same selector: one Lease.
+	assert.Equal(t, DefaultLeaseName("", a), DefaultLeaseName("", a2))
+	names := map[string]bool{}
+	for _, n := range []string{DefaultLeaseName("", a), DefaultLeaseName("", b), DefaultLeaseName("team-a", nil), DefaultLeaseName("team-a", a)} {
+		assert.Regexp(t, `^eno-tombstone-recovery-[0-9a-f]{10}$`, n)
+		names[n] = true
+	}
+	assert.Len(t, names, 4, "each shard elects its own leader")
+}
+
+func TestResolveEnvironment(t *testing.T) {
+	vars := map[string]string{
+		EnvEnabled:                 "false",
+		EnvInventoryNamespace:      "inv",
+		EnvMaxChunkBytes:           "2048",
+		EnvMaxChunks:               "7",
+		EnvMaxTombstoneFraction:    "1",
+		EnvWorkers:                 "3",
+		EnvLeaderElect:             "false",
+		EnvLeaderElectionNamespace: "leases",
+	}
+	s, err := Options{ControlPlane: cluster, Enabled: true, Getenv: func(k string) string { return vars[k] }}.resolve()
+	require.NoError(t, err)
+	assert.False(t, s.config.Enabled, "the operator's variable wins over the compiled-in value")
+	assert.Equal(t, "inv", s.config.InventoryNamespace)
+	assert.Equal(t, 2048, s.config.MaxChunkBytes)
+	assert.Equal(t, 7, s.config.MaxChunks)
+	assert.Equal(t, 1.0, s.config.MaxTombstoneFraction)
+	assert.Equal(t, 3, s.Workers)
+	assert.True(t, s.LeaderElection.Disabled)
+	assert.Equal(t, "leases", s.LeaderElection.Namespace)
+
+	s, err = Options{ControlPlane: cluster, Enabled: true, MaxChunks: 9, Getenv: func(string) string { return "" }}.resolve()
+	require.NoError(t, err)
+	assert.True(t, s.config.Enabled, "unset variables change nothing")
+	assert.Equal(t, 9, s.config.MaxChunks)
+}
+
+func TestRefusals(t *testing.T) {
+	env := func(k, v string) func(string) string {
+		return func(name string) string {
+			if name == k {
+				return v
+			}
+			return ""
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"no control plane", Options{}, "control plane rest.Config is required"},
+		{"bad fraction", Options{ControlPlane: cluster, MaxTombstoneFraction: ptr(1.5)}, "max tombstone fraction must be between 0 and 1, got 1.5"},
+		{"negative chunks", Options{ControlPlane: cluster, MaxChunks: -1}, "max chunks must be at least 1"},
+		{"chunk bytes over the Secret limit", Options{ControlPlane: cluster, MaxChunkBytes: domain.SecretDataLimit + 1}, "max chunk bytes must be between"},
+		{"negative workers", Options{ControlPlane: cluster, Workers: -1}, "Workers must not be negative"},
+		{"negative QPS", Options{ControlPlane: cluster, QPS: -1}, "QPS and Burst must not be negative"},
+		{"a selector of nothing", Options{ControlPlane: cluster, CompositionSelector: labels.Nothing()}, "selects nothing"},
+		{"lease timings", Options{ControlPlane: cluster, LeaderElection: LeaderElection{LeaseDuration: time.Second, RenewDeadline: 2 * time.Second}}, "LeaseDuration > RenewDeadline"},
+		{"variable not a number", Options{ControlPlane: cluster, Getenv: env(EnvMaxChunks, "many")}, `ENO_TOMBSTONE_RECOVERY_MAX_CHUNKS="many": want an integer`},
+		{"variable not a boolean", Options{ControlPlane: cluster, Getenv: env(EnvEnabled, "yes please")}, "ENO_TOMBSTONE_RECOVERY_ENABLED"},
+		{"variable out of range, named", Options{ControlPlane: cluster, Getenv: env(EnvMaxTombstoneFraction, "2")}, "ENO_TOMBSTONE_RECOVERY_MAX_TOMBSTONE_FRACTION must be between 0 and 1, got 2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := New(tc.opts)
+			require.Error(t, c.Err())
+			assert.Contains(t, c.Err().Error(), tc.want)
+			// Start fails at once with the same reason, contacting nothing.
+			assert.Equal(t, c.Err(), c.Start(t.Context()))
+			assert.False(t, c.NeedLeaderElection())
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
