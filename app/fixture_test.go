@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -75,10 +76,13 @@ func resources(n int) []res {
 	return out
 }
 
-func slicesOf(uuid string, rs ...[]res) []domain.ResourceSlice {
+// slicesOf is a synthesis's slices as stock Eno writes them: spec.synthesisUUID is the synthesis
+// current when the executor wrote them, "" on a first synthesis (SPEC §2); membership comes from
+// the Composition's resourceSlices alone. The synthesis UUID callers name is for the reader.
+func slicesOf(_ string, rs ...[]res) []domain.ResourceSlice {
 	out := make([]domain.ResourceSlice, len(rs))
 	for i, group := range rs {
-		s := domain.ResourceSlice{Namespace: ns, Name: fmt.Sprintf("web-slice-%d", i), SynthesisUUID: uuid}
+		s := domain.ResourceSlice{Namespace: ns, Name: fmt.Sprintf("web-slice-%d", i)}
 		for _, r := range group {
 			s.Resources = append(s.Resources, domain.SliceResource{Manifest: manifest(r), Deleted: r.deleted})
 		}
@@ -154,8 +158,20 @@ func newFixture(t *testing.T) *fixture {
 	f.comps.GetCompositionCalls(func(context.Context, domain.CompositionRef) (domain.Composition, error) { return f.comp, nil })
 	f.store.CreateChunkCalls(func(_ context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error) { return s, nil })
 	f.store.UpdateChunkCalls(func(_ context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error) { return s, nil })
-	f.sink.PublishTombstonesCalls(func(_ context.Context, c domain.Composition, _ []domain.Tombstone) (string, error) {
+	f.sink.PublishTombstonesCalls(func(_ context.Context, c domain.Composition, _ domain.Handoff) (string, error) {
 		return domain.RecoverySliceName(c.Name, c.SynthesisUUID()), nil
+	})
+	// Like Eno's API server: the commit names the slice in the synthesis, the forced
+	// resynthesis sets the annotation.
+	f.sink.CommitTombstonesCalls(func(_ context.Context, _ domain.Composition, slice string) error {
+		f.comp.Synthesis = &domain.Synthesis{UUID: f.comp.Synthesis.UUID, Synthesized: f.comp.Synthesis.Synthesized,
+			Slices: append(slices.Clone(f.comp.Synthesis.Slices), slice)}
+		return nil
+	})
+	f.sink.RequestResynthesisCalls(func(_ context.Context, c domain.Composition) error {
+		f.comp.Annotations = maps.Clone(f.comp.Annotations)
+		f.comp.Annotations[domain.AnnotationForceResynthesis] = c.SynthesisUUID()
+		return nil
 	})
 	// Like an API server, a written decision is what the next live read returns.
 	f.decisions.WriteDecisionCalls(func(_ context.Context, c domain.Composition, d domain.Decision) error {

@@ -47,6 +47,9 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 		}
 		comp, reads = rec.Composition, &r
 	case ineligible && ie.Reason == domain.IneligibleDecided:
+		if err := s.resumeHandoff(ctx, comp); err != nil {
+			return res, err
+		}
 	case ineligible:
 		s.skipped(ctx, comp, ie)
 		res.Skipped = ie

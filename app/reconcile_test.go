@@ -18,16 +18,43 @@ import (
 
 func TestReconcileDecidesThenRecordsReadingSlicesOnce(t *testing.T) {
 	rs := resources(9)
-	f := recoveryFixture(t, rs, rs[:7])
+	f := recoveryFixture(t, rs, rs[:8], rs[8:])
 	f.comp.Synthesis.Ready = true
 	res, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
 	require.NoError(t, err)
 	require.NotNil(t, res.Recovery)
 	require.NotNil(t, res.Recording)
-	assert.Equal(t, domain.OutcomeRecovered, res.Recovery.Plan.Decision.Outcome)
-	assert.Equal(t, 1, f.reader.GetSliceCallCount(), "the slices of one synthesis are read once per reconcile")
+	assert.Equal(t, domain.OutcomeNothingToRecover, res.Recovery.Plan.Decision.Outcome)
+	assert.Equal(t, 2, f.reader.GetSliceCallCount(), "the slices of one synthesis are read once per reconcile")
 	assert.Equal(t, 3, res.Recording.Chunks)
 	assert.Equal(t, 3, f.store.UpdateChunkCallCount(), "the old incarnation's chunks are replaced after the decision")
+}
+
+// A synthesis decided Recovered is never recorded: Eno clears its Ready on the commit, and a
+// reading taken before Eno reacts would record a snapshot without the orphans (SPEC §6.2).
+func TestReconcileNeverRecordsARecoveredSynthesis(t *testing.T) {
+	rs := resources(9)
+	f := recoveryFixture(t, rs, rs[:7])
+	f.comp.Synthesis.Ready = true
+	res, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
+	require.NoError(t, err)
+	require.NotNil(t, res.Recovery)
+	assert.Equal(t, domain.OutcomeRecovered, res.Recovery.Plan.Decision.Outcome)
+	assert.Nil(t, res.Recording)
+	require.NotNil(t, res.Skipped)
+	assert.Equal(t, domain.IneligibleNotReady, res.Skipped.Reason, "the fake clears Ready on the commit, as Eno does")
+	assert.Zero(t, f.writes())
+
+	// The next reconcile, with the decision on record and the synthesis still Ready in a stale
+	// read, records nothing either.
+	f.comp.Synthesis.Ready = true
+	res, err = f.service(t).Reconcile(ctx(t), f.comp.Ref())
+	require.NoError(t, err)
+	assert.Nil(t, res.Recording)
+	require.NotNil(t, res.Skipped)
+	assert.Equal(t, domain.IneligibleRecovered, res.Skipped.Reason)
+	assert.Zero(t, f.writes())
+	assert.Equal(t, 1, f.decisions.WriteDecisionCallCount())
 }
 
 func TestReconcileMissingCompositionIsNotAnError(t *testing.T) {

@@ -163,7 +163,6 @@ func TestRecordRefusesUnusableSlices(t *testing.T) {
 			f.reader.GetSliceReturns(domain.ResourceSlice{}, errors.New("500 internal error"))
 		}, domain.SliceUnreadable},
 		{"terminating", bad(func(s *domain.ResourceSlice) { s.Deleting = true }), domain.SliceTerminating},
-		{"another synthesis", bad(func(s *domain.ResourceSlice) { s.SynthesisUUID = oldSynth }), domain.SliceWrongSynthesis},
 		{"manifest not JSON", bad(func(s *domain.ResourceSlice) { s.Resources[0].Manifest = "{not json" }), domain.SliceMalformed},
 		{"manifest without kind", bad(func(s *domain.ResourceSlice) { s.Resources[0].Manifest = `{"apiVersion":"v1","metadata":{"name":"x"}}` }), domain.SliceMalformed},
 		{"manifest without name", bad(func(s *domain.ResourceSlice) { s.Resources[0].Manifest = `{"apiVersion":"v1","kind":"ConfigMap"}` }), domain.SliceMalformed},

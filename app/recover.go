@@ -8,6 +8,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
 // heldEventLimit is how many held tombstones an event lists (SPEC §6.1).
@@ -21,8 +22,9 @@ type RecoverResult struct {
 	Composition domain.Composition
 }
 
-// Plan computes what recovery would decide now, without writing anything: the dry run used by
-// inspect, and the in-process API eno-reconciler folds into its own reconciliation.
+// Plan computes what recovery would decide now, without writing anything: the dry run that
+// inspect shows. Stock Eno has no hook that could consume it; tombstones reach Eno only
+// through the hand-off (SPEC §6.2).
 func (s *Service) Plan(ctx context.Context, comp domain.Composition) (domain.RecoveryPlan, error) {
 	plan, _, err := s.plan(ctx, comp)
 	return plan, err
@@ -75,7 +77,14 @@ func (s *Service) recover(ctx context.Context, comp domain.Composition) (Recover
 	if err := s.policy.CheckRecovery(comp); err != nil {
 		return RecoverResult{}, liveReads{}, err
 	}
-	log := logr.FromContextOrDiscard(ctx).WithValues("synthesisUUID", comp.SynthesisUUID())
+	ctx = logr.NewContext(ctx, logr.FromContextOrDiscard(ctx).WithValues("synthesisUUID", comp.SynthesisUUID()))
+	// Past the commit point of an earlier pass: finish that hand-off, never plan again.
+	if slice, ok := comp.CommittedRecoverySlice(); ok {
+		res, resumed, err := s.resume(ctx, comp, slice)
+		if resumed || err != nil {
+			return res, liveReads{}, err
+		}
+	}
 	plan, reads, err := s.plan(ctx, comp)
 	if err != nil {
 		if domain.IsSliceError(err) {
@@ -91,29 +100,181 @@ func (s *Service) recover(ctx context.Context, comp domain.Composition) (Recover
 		return res, reads, nil
 	}
 	if len(plan.Tombstones) > 0 {
-		live, err := s.recheck(ctx, comp, s.policy.CheckRecovery)
-		if err != nil {
-			return res, reads, fmt.Errorf("recovering %s: %w", comp.Ref(), err)
-		}
-		where, err := s.deps.Sink.PublishTombstones(ctx, live, plan.Tombstones)
-		if err != nil {
-			return res, reads, fmt.Errorf("recovering %s: publishing %d tombstones: %w", comp.Ref(), len(plan.Tombstones), err)
-		}
-		d.TombstoneSlice = where
+		res, err := s.handOff(ctx, comp, plan)
+		return res, reads, err
 	}
-	live, err := s.recheck(ctx, comp, s.policy.CheckRecovery)
+	live, err := s.recheck(ctx, comp, s.planStillHolds(comp))
 	if err != nil {
 		return res, reads, fmt.Errorf("recovering %s: %w", comp.Ref(), err)
 	}
-	if err := s.deps.Decisions.WriteDecision(ctx, live, d); err != nil {
-		return res, reads, fmt.Errorf("recovering %s: writing decision %s: %w", comp.Ref(), d.Outcome, err)
+	if err := s.decide(ctx, live, plan, d); err != nil {
+		return res, reads, err
 	}
 	res.Plan.Decision, res.Written = d, true
 	res.Composition = withDecision(live, d)
-	s.deps.Metrics.DecisionMade(d.Outcome)
-	s.announce(comp, plan, d)
-	log.Info("recovery decided", "outcome", d.Outcome.String(), "reason", d.Reason, "tombstones", d.Tombstones, "tombstoneSlice", d.TombstoneSlice)
 	return res, reads, nil
+}
+
+// planStillHolds is the recheck before each write of a recovery: the run conditions, and every
+// input of the plan computed from read (SPEC §6, "Decide from what is live").
+func (s *Service) planStillHolds(read domain.Composition) func(domain.Composition) error {
+	return func(live domain.Composition) error {
+		if err := s.policy.CheckRecovery(live); err != nil {
+			return err
+		}
+		if why := domain.ChangedPlanInput(read, live); why != "" {
+			return errors.New(why)
+		}
+		return nil
+	}
+}
+
+// decide writes the decision on the live Composition and tells operators about it.
+func (s *Service) decide(ctx context.Context, live domain.Composition, plan domain.RecoveryPlan, d domain.Decision) error {
+	if err := s.deps.Decisions.WriteDecision(ctx, live, d); err != nil {
+		return fmt.Errorf("recovering %s: writing decision %s: %w", live.Ref(), d.Outcome, err)
+	}
+	s.deps.Metrics.DecisionMade(d.Outcome)
+	s.announce(live, plan, d)
+	logr.FromContextOrDiscard(ctx).Info("recovery decided", "outcome", d.Outcome.String(), "reason", d.Reason,
+		"tombstones", d.Tombstones, "tombstoneSlice", d.TombstoneSlice, "recoveredFrom", d.RecoveredFrom)
+	return nil
+}
+
+// handOff hands the plan's tombstones to Eno (SPEC §6.2): publish the slice, append it to the
+// synthesis (the commit point), then finish. Each step follows a live recheck; a crash before
+// the commit point leaves nothing committed, and the next reconcile plans again.
+func (s *Service) handOff(ctx context.Context, comp domain.Composition, plan domain.RecoveryPlan) (RecoverResult, error) {
+	res := RecoverResult{Plan: plan, Composition: comp}
+	h, err := domain.NewHandoff(plan)
+	if err != nil {
+		return res, err
+	}
+	fail := func(step string, err error) (RecoverResult, error) {
+		if errors.Is(err, ports.ErrSynthesisMoved) {
+			err = &StaleCompositionError{Ref: comp.Ref(), Detail: err.Error()}
+		}
+		return res, fmt.Errorf("recovering %s: %s %d tombstones: %w", comp.Ref(), step, len(h.Resources), err)
+	}
+	live, err := s.recheck(ctx, comp, s.readyToCommit(comp))
+	if err != nil {
+		return fail("publishing", err)
+	}
+	slice, err := s.deps.Sink.PublishTombstones(ctx, live, h)
+	if err != nil {
+		return fail("publishing", err)
+	}
+	if live, err = s.recheck(ctx, comp, s.readyToCommit(comp)); err != nil {
+		return fail("committing", err)
+	}
+	if err := s.deps.Sink.CommitTombstones(ctx, live, slice); err != nil {
+		return fail("committing", err)
+	}
+	return s.finishHandoff(ctx, comp, plan, slice, h)
+}
+
+// readyToCommit adds to planStillHolds what the commit point tests: no synthesis in flight.
+func (s *Service) readyToCommit(read domain.Composition) func(domain.Composition) error {
+	holds := s.planStillHolds(read)
+	return func(live domain.Composition) error {
+		if live.InFlightSynthesis != "" {
+			return fmt.Errorf("synthesis %s is in flight: %w", live.InFlightSynthesis, ports.ErrSynthesisMoved)
+		}
+		return holds(live)
+	}
+}
+
+// finishHandoff runs the steps after the commit point: the Recovered decision (step 3), then
+// the slice check and the forced resynthesis (steps 4 and 5).
+func (s *Service) finishHandoff(ctx context.Context, comp domain.Composition, plan domain.RecoveryPlan, slice string, h domain.Handoff) (RecoverResult, error) {
+	d := h.DecisionFor(slice)
+	res := RecoverResult{Plan: plan, Composition: comp}
+	res.Plan.Decision = d
+	// After the commit point the plan is fixed: only the incarnation and synthesis matter.
+	live, err := s.recheck(ctx, comp, s.policy.CheckRecovery)
+	if err != nil {
+		return res, fmt.Errorf("recovering %s: %w", comp.Ref(), err)
+	}
+	if err := s.decide(ctx, live, plan, d); err != nil {
+		return res, err
+	}
+	res.Written = true
+	res.Composition = withDecision(live, d)
+	if err := s.completeHandoff(ctx, res.Composition, slice, h); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// resume finishes a hand-off whose slice the synthesis already names (SPEC §6.2): it writes
+// Recovered from the slice's content. A slice of that name that is not this controller's for
+// this synthesis is not a hand-off: resumed is false and recovery plans as usual.
+func (s *Service) resume(ctx context.Context, comp domain.Composition, slice string) (res RecoverResult, resumed bool, err error) {
+	sl, err := s.deps.Slices.GetSlice(ctx, comp.Namespace, slice)
+	if err != nil {
+		return res, false, fmt.Errorf("recovering %s: reading recovery slice %s that synthesis %s names: %w", comp.Ref(), slice, comp.SynthesisUUID(), err)
+	}
+	h, err := domain.HandoffFromSlice(comp, sl)
+	if err != nil {
+		logr.FromContextOrDiscard(ctx).Info("a slice with a recovery slice's name is not this controller's hand-off; planning as usual", "slice", slice, "reason", err.Error())
+		return res, false, nil
+	}
+	logr.FromContextOrDiscard(ctx).Info("resuming a committed hand-off", "slice", slice)
+	plan := domain.RecoveryPlan{Decision: h.DecisionFor(slice)}
+	res, err = s.finishHandoff(ctx, comp, plan, slice, h)
+	return res, true, err
+}
+
+// completeHandoff runs steps 4 and 5 of SPEC §6.2 for a Composition whose current synthesis is
+// decided Recovered: re-read the slice and create it again if it is gone, then ask Eno for a
+// new synthesis, which carries the tombstones into Eno's own state. Once the annotation names
+// this synthesis both steps are done.
+func (s *Service) completeHandoff(ctx context.Context, comp domain.Composition, slice string, h domain.Handoff) error {
+	uuid := comp.SynthesisUUID()
+	if comp.Annotations[domain.AnnotationForceResynthesis] == uuid {
+		return nil
+	}
+	live, err := s.recheck(ctx, comp, s.policy.CheckHandoff)
+	if err != nil {
+		return fmt.Errorf("handing tombstones to Eno for %s: %w", comp.Ref(), err)
+	}
+	if live.Annotations[domain.AnnotationForceResynthesis] == uuid {
+		return nil
+	}
+	if err := s.deps.Sink.EnsureTombstones(ctx, live, slice, h); err != nil {
+		if !errors.Is(err, ports.ErrNotFound) {
+			return fmt.Errorf("handing tombstones to Eno for %s: checking slice %s: %w", comp.Ref(), slice, err)
+		}
+		// Its content is known only to the pass that published it; Eno moves on without it.
+		s.deps.Events.Event(live, true, "RecoverySliceLost", fmt.Sprintf("recovery slice %s is gone and its content is unknown; its tombstones are not handed to Eno", slice))
+	}
+	if live, err = s.recheck(ctx, comp, s.policy.CheckHandoff); err != nil {
+		return fmt.Errorf("handing tombstones to Eno for %s: %w", comp.Ref(), err)
+	}
+	if err := s.deps.Sink.RequestResynthesis(ctx, live); err != nil {
+		return fmt.Errorf("handing tombstones to Eno for %s: requesting a resynthesis: %w", comp.Ref(), err)
+	}
+	logr.FromContextOrDiscard(ctx).Info("asked Eno for a new synthesis carrying the tombstones", "slice", slice)
+	return nil
+}
+
+// resumeHandoff runs steps 4 and 5 for a Composition already decided Recovered, for a pass
+// that stopped after the decision.
+func (s *Service) resumeHandoff(ctx context.Context, comp domain.Composition) error {
+	d, ok := comp.FinishedDecision()
+	if !ok || d.Outcome != domain.OutcomeRecovered || d.TombstoneSlice == "" || comp.Annotations[domain.AnnotationForceResynthesis] == d.SynthesisUUID {
+		return nil
+	}
+	if s.policy.CheckHandoff(comp) != nil {
+		return nil
+	}
+	var h domain.Handoff
+	if sl, err := s.deps.Slices.GetSlice(ctx, comp.Namespace, d.TombstoneSlice); err == nil {
+		h, _ = domain.HandoffFromSlice(comp, sl)
+	} else if !errors.Is(err, ports.ErrNotFound) {
+		return fmt.Errorf("handing tombstones to Eno for %s: reading slice %s: %w", comp.Ref(), d.TombstoneSlice, err)
+	}
+	return s.completeHandoff(ctx, comp, d.TombstoneSlice, h)
 }
 
 func (s *Service) announce(comp domain.Composition, plan domain.RecoveryPlan, d domain.Decision) {

@@ -50,25 +50,50 @@ func TestRecoverPublishesTombstonesForOrphansThenWritesTheDecision(t *testing.T)
 	f := recoveryFixture(t, rs, rs[:6], []res{patch, tomb})
 	f.cfg.MaxTombstoneFraction = 1
 
-	// One shared log shows publish happens before the decision.
+	// One shared log shows the order of the hand-off (SPEC §6.2): publish, commit, decision,
+	// slice check, forced resynthesis.
 	var order []string
-	f.sink.PublishTombstonesCalls(func(_ context.Context, c domain.Composition, _ []domain.Tombstone) (string, error) {
+	publish, commit, resynth := f.sink.PublishTombstonesStub, f.sink.CommitTombstonesStub, f.sink.RequestResynthesisStub
+	f.sink.PublishTombstonesCalls(func(ctx context.Context, c domain.Composition, h domain.Handoff) (string, error) {
 		order = append(order, "publish")
-		return domain.RecoverySliceName(c.Name, c.SynthesisUUID()), nil
+		return publish(ctx, c, h)
 	})
-	f.decisions.WriteDecisionCalls(func(context.Context, domain.Composition, domain.Decision) error {
+	f.sink.CommitTombstonesCalls(func(ctx context.Context, c domain.Composition, slice string) error {
+		order = append(order, "commit")
+		return commit(ctx, c, slice)
+	})
+	write := f.decisions.WriteDecisionStub
+	f.decisions.WriteDecisionCalls(func(ctx context.Context, c domain.Composition, d domain.Decision) error {
 		order = append(order, "decision")
+		return write(ctx, c, d)
+	})
+	f.sink.EnsureTombstonesCalls(func(context.Context, domain.Composition, string, domain.Handoff) error {
+		order = append(order, "ensure")
 		return nil
+	})
+	f.sink.RequestResynthesisCalls(func(ctx context.Context, c domain.Composition) error {
+		order = append(order, "resynthesize")
+		return resynth(ctx, c)
 	})
 
 	res, err := f.service(t).Recover(ctx(t), f.comp)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"publish", "decision"}, order)
+	assert.Equal(t, []string{"publish", "commit", "decision", "ensure", "resynthesize"}, order)
 
-	_, _, published := f.sink.PublishTombstonesArgsForCall(0)
+	published := res.Plan.Tombstones
 	assert.Equal(t, []string{"ConfigMap/team-a/cm-06", "ConfigMap/team-a/cm-07"}, tombstoneIDs(published))
 	assert.Equal(t, map[string]string{"app": "web", "component": "cm-06"}, published[0].Entry.Labels)
 	assert.Equal(t, map[string]string{domain.AnnotationDeletionGroup: "1"}, published[0].Entry.Annotations)
+	_, _, h := f.sink.PublishTombstonesArgsForCall(0)
+	require.Len(t, h.Resources, 2)
+	assert.Equal(t, domain.SliceResource{Manifest: published[0].Manifest(), Deleted: true}, h.Resources[0])
+	_, _, committed := f.sink.CommitTombstonesArgsForCall(0)
+	assert.Equal(t, "web-recovery-11111111", committed)
+	_, _, ensured, eh := f.sink.EnsureTombstonesArgsForCall(0)
+	assert.Equal(t, "web-recovery-11111111", ensured)
+	assert.Equal(t, h, eh, "a slice that is gone is recreated with the same content")
+	_, resynthesized := f.sink.RequestResynthesisArgsForCall(0)
+	assert.Equal(t, synthID, resynthesized.SynthesisUUID(), "force-resynthesis names the decided synthesis")
 
 	d := writtenDecision(t, f)
 	assert.Equal(t, domain.OutcomeRecovered, d.Outcome)
@@ -76,8 +101,9 @@ func TestRecoverPublishesTombstonesForOrphansThenWritesTheDecision(t *testing.T)
 	assert.Equal(t, "web-recovery-11111111", d.TombstoneSlice)
 	assert.Equal(t, oldSynth, d.SourceSynthesisUUID)
 	assert.Equal(t, synthID, d.SynthesisUUID)
+	assert.Equal(t, oldSynth, d.RecoveredFrom)
 	assert.True(t, res.Written)
-	assert.Equal(t, 2, f.guard.LiveCompositionCallCount(), "a live recheck before the publish and before the decision")
+	assert.Equal(t, 5, f.guard.LiveCompositionCallCount(), "a live recheck before each of the five steps")
 }
 
 func TestRecoverOutcomesWithoutTombstones(t *testing.T) {
@@ -206,8 +232,8 @@ func TestRecoverDeletionGuard(t *testing.T) {
 		assert.Equal(t, domain.OutcomeRecovered, d.Outcome)
 		assert.Equal(t, domain.ReasonApproved, d.Reason)
 		require.Equal(t, 1, f.sink.PublishTombstonesCallCount())
-		_, _, ts := f.sink.PublishTombstonesArgsForCall(0)
-		assert.Len(t, ts, 6)
+		_, _, h := f.sink.PublishTombstonesArgsForCall(0)
+		assert.Len(t, h.Resources, 6)
 	})
 	t.Run("rejected", func(t *testing.T) {
 		f := held(t, "reject:"+synthID)
@@ -253,23 +279,21 @@ func TestRecoverLiveRecheckGuardsBothWrites(t *testing.T) {
 		"opt-in removed": func(c domain.Composition) domain.Composition { c.Annotations = nil; return c },
 	}
 	for desc, change := range changes {
-		for _, at := range []string{"publish", "decision"} {
-			t.Run(desc+"/before "+at, func(t *testing.T) {
+		for at, step := range []string{"publish", "commit", "decision"} {
+			t.Run(desc+"/before "+step, func(t *testing.T) {
 				f := recoveryFixture(t, rs, rs[:7])
 				f.guard.LiveCompositionStub = nil
-				if at == "publish" {
-					f.guard.LiveCompositionReturns(change(f.comp), nil)
-				} else {
-					f.guard.LiveCompositionReturnsOnCall(0, f.comp, nil)
-					f.guard.LiveCompositionReturnsOnCall(1, change(f.comp), nil)
+				for i := range at {
+					f.guard.LiveCompositionReturnsOnCall(i, f.comp, nil)
 				}
+				f.guard.LiveCompositionReturnsOnCall(at, change(f.comp), nil)
 				_, err := f.service(t).Recover(ctx(t), f.comp)
 				var stale *app.StaleCompositionError
 				require.ErrorAs(t, err, &stale)
 				assert.Zero(t, f.decisions.WriteDecisionCallCount())
-				if at == "publish" {
-					assert.Zero(t, f.sink.PublishTombstonesCallCount())
-				}
+				assert.Equal(t, min(at, 1), f.sink.PublishTombstonesCallCount())
+				assert.Equal(t, max(at-1, 0), f.sink.CommitTombstonesCallCount())
+				assert.Zero(t, f.sink.RequestResynthesisCallCount())
 			})
 		}
 	}

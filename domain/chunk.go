@@ -106,6 +106,18 @@ func RecoverySliceName(compName, synthesisUUID string) string {
 	return boundedName(compName, "-recovery-"+short)
 }
 
+// RecoverySliceNames are the names a synthesis's recovery slice may have, in the order they
+// are tried (SPEC §6.2): RecoverySliceName, then "<comp-name>-recovery-<whole UUID>" for when
+// the short name holds another synthesis's slice.
+func RecoverySliceNames(compName, synthesisUUID string) []string {
+	short := RecoverySliceName(compName, synthesisUUID)
+	long := boundedName(compName, "-recovery-"+synthesisUUID)
+	if long == short {
+		return []string{short}
+	}
+	return []string{short, long}
+}
+
 func boundedName(prefix, suffix string) string {
 	if len(prefix)+len(suffix) > maxObjectName {
 		prefix = strings.TrimRight(prefix[:maxObjectName-len(suffix)], "-.")

@@ -2,6 +2,7 @@ package domain
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -35,6 +36,8 @@ type Composition struct {
 	Deleting        bool
 	// Synthesis is the current synthesis; nil when there is none.
 	Synthesis *Synthesis
+	// InFlightSynthesis is the UUID of status.inFlightSynthesis, "" when none is in flight.
+	InFlightSynthesis string
 }
 
 // Synthesis is status.currentSynthesis.
@@ -70,6 +73,11 @@ func (c Composition) Decision() (Decision, bool) {
 		return Decision{}, false
 	}
 	return d, true
+}
+
+// NamesSlice reports whether the current synthesis names the slice in its resourceSlices.
+func (c Composition) NamesSlice(name string) bool {
+	return c.Synthesis != nil && slices.Contains(c.Synthesis.Slices, name)
 }
 
 // FinishedDecision returns the decision for the current synthesis when it is finished.

@@ -53,6 +53,7 @@ const (
 	ReasonRejected          = "Rejected"
 	ReasonOverDeletionGuard = "OverDeletionGuard"
 	ReasonApproved          = "Approved"
+	ReasonAlreadyDecided    = "AlreadyDecided"
 )
 
 // Decision is the JSON of the decision annotation (SPEC §6), fields in the specified order.
@@ -66,6 +67,25 @@ type Decision struct {
 	Tombstones               int        `json:"tombstones"`
 	TombstoneSlice           string     `json:"tombstoneSlice"`
 	DecidedAt                time.Time  `json:"decidedAt"`
+	// RecoveredFrom is the source synthesis UUID this incarnation has recovered from, or chose
+	// not to (SPEC §6, AlreadyDecided); it is carried over by decisions that do not set it.
+	RecoveredFrom string `json:"recoveredFrom"`
+}
+
+// SetsRecoveredFrom reports whether a decision of this outcome and reason records its source
+// in recoveredFrom: Recovered, and NothingToRecover for NoOrphans, Rejected and AlreadyDecided.
+func (d Decision) SetsRecoveredFrom() bool {
+	if d.Outcome == OutcomeRecovered {
+		return true
+	}
+	if d.Outcome != OutcomeNothingToRecover {
+		return false
+	}
+	switch d.Reason {
+	case ReasonNoOrphans, ReasonRejected, ReasonAlreadyDecided:
+		return true
+	}
+	return false
 }
 
 // Encode renders the annotation value.

@@ -20,15 +20,15 @@ func TestDecisionEncodeKeyOrder(t *testing.T) {
 		{"recovered", domain.Decision{
 			SynthesisUUID: synUUID, Outcome: domain.OutcomeRecovered, Reason: domain.ReasonApproved,
 			Message: "3 of 4 <resources> & more", SourceSynthesisUUID: oldSynUUID, SourceSynthesisTimestamp: &src,
-			Tombstones: 3, TombstoneSlice: "web-recovery-11111111", DecidedAt: now,
+			Tombstones: 3, TombstoneSlice: "web-recovery-11111111", DecidedAt: now, RecoveredFrom: oldSynUUID,
 		}, `{"synthesisUUID":"11111111-2222-3333-4444-555555555555","outcome":"Recovered","reason":"Approved",` +
 			`"message":"3 of 4 \u003cresources\u003e \u0026 more","sourceSynthesisUUID":"00000000-aaaa-bbbb-cccc-dddddddddddd",` +
 			`"sourceSynthesisTimestamp":"2025-06-01T10:00:00Z","tombstones":3,"tombstoneSlice":"web-recovery-11111111",` +
-			`"decidedAt":"2025-06-01T12:00:00Z"}`},
+			`"decidedAt":"2025-06-01T12:00:00Z","recoveredFrom":"00000000-aaaa-bbbb-cccc-dddddddddddd"}`},
 		{"no inventory keeps every key", domain.Decision{
 			SynthesisUUID: synUUID, Outcome: domain.OutcomeNoInventory, DecidedAt: now,
 		}, `{"synthesisUUID":"11111111-2222-3333-4444-555555555555","outcome":"NoInventory","reason":"","message":"",` +
-			`"sourceSynthesisUUID":"","sourceSynthesisTimestamp":null,"tombstones":0,"tombstoneSlice":"","decidedAt":"2025-06-01T12:00:00Z"}`},
+			`"sourceSynthesisUUID":"","sourceSynthesisTimestamp":null,"tombstones":0,"tombstoneSlice":"","decidedAt":"2025-06-01T12:00:00Z","recoveredFrom":""}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

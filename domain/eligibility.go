@@ -41,6 +41,7 @@ var (
 	IneligibleNotReady       = IneligibleReason{"NotReady"}
 	IneligibleAwaitsDecision = IneligibleReason{"AwaitingDecision"}
 	IneligibleDecided        = IneligibleReason{"AlreadyDecided"}
+	IneligibleRecovered      = IneligibleReason{"Recovered"}
 )
 
 func (r IneligibleReason) String() string { return r.name }
@@ -96,7 +97,9 @@ func (p Policy) CheckRecovery(c Composition) error {
 	return nil
 }
 
-// CheckRecording applies SPEC §4: the synthesis is Ready and its recovery decision is finished.
+// CheckRecording applies SPEC §4: the synthesis is Ready and its recovery decision is finished
+// and not Recovered. A synthesis decided Recovered is never recorded: Eno's next synthesis,
+// which carries the tombstones, is (SPEC §6.2).
 func (p Policy) CheckRecording(c Composition) error {
 	if err := p.base(c); err != nil {
 		return err
@@ -104,10 +107,45 @@ func (p Policy) CheckRecording(c Composition) error {
 	if !c.Synthesis.Ready {
 		return &IneligibleError{Reason: IneligibleNotReady}
 	}
-	if _, ok := c.FinishedDecision(); !ok {
+	d, ok := c.FinishedDecision()
+	if !ok {
 		return &IneligibleError{Reason: IneligibleAwaitsDecision}
 	}
+	if d.Outcome == OutcomeRecovered {
+		return &IneligibleError{Reason: IneligibleRecovered, Detail: "tombstones were handed to Eno; the next synthesis is recorded"}
+	}
 	return nil
+}
+
+// CheckHandoff applies the run conditions that still hold once a Recovered decision is written:
+// steps 4 and 5 of the hand-off (SPEC §6.2) follow it.
+func (p Policy) CheckHandoff(c Composition) error {
+	return p.base(c)
+}
+
+// ChangedPlanInput names the first input of a recovery plan that differs between the
+// Composition the plan was computed from and the live one, or returns "" when none does
+// (SPEC §6, "Decide from what is live"): the lineage, the review annotation and the
+// recoveredFrom of the decision on record. UID, synthesis and the run conditions are checked
+// by the caller's recheck.
+func ChangedPlanInput(read, live Composition) string {
+	rl, rerr := LineageOf(read)
+	ll, lerr := LineageOf(live)
+	if (rerr == nil) != (lerr == nil) || rl != ll {
+		return "its lineage changed"
+	}
+	if read.Annotations[AnnotationReview] != live.Annotations[AnnotationReview] {
+		return "its review annotation changed"
+	}
+	if recoveredFromOf(read) != recoveredFromOf(live) {
+		return "the recoveredFrom of its decision changed"
+	}
+	return ""
+}
+
+func recoveredFromOf(c Composition) string {
+	d, _ := c.Decision()
+	return d.RecoveredFrom
 }
 
 // SameIncarnation reports whether live is still the Composition and synthesis that was read.

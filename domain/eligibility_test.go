@@ -104,7 +104,7 @@ func TestCheckRecovery(t *testing.T) {
 }
 
 func TestCheckRecording(t *testing.T) {
-	finished := withDecision(domain.OutcomeRecovered, synUUID)
+	finished := withDecision(domain.OutcomeNoInventory, synUUID)
 	for _, tt := range baseIneligible {
 		t.Run(tt.name, func(t *testing.T) {
 			p, c := policy(), composition()
@@ -127,6 +127,8 @@ func TestCheckRecording(t *testing.T) {
 		{"no decision", func(*domain.Composition) {}, domain.IneligibleAwaitsDecision},
 		{"held for review is not finished", withDecision(domain.OutcomeHeldForReview, synUUID), domain.IneligibleAwaitsDecision},
 		{"decision for another synthesis", withDecision(domain.OutcomeRecovered, oldSynUUID), domain.IneligibleAwaitsDecision},
+		// Eno's next synthesis carries the tombstones and is recorded once Ready (SPEC §6.2).
+		{"a synthesis decided Recovered is never recorded", withDecision(domain.OutcomeRecovered, synUUID), domain.IneligibleRecovered},
 		{"unparseable decision", func(c *domain.Composition) { c.Annotations[domain.AnnotationDecision] = "nope" }, domain.IneligibleAwaitsDecision},
 		{"decision with unknown outcome", func(c *domain.Composition) {
 			c.Annotations[domain.AnnotationDecision] = `{"synthesisUUID":"` + synUUID + `","outcome":"Done"}`
@@ -139,7 +141,7 @@ func TestCheckRecording(t *testing.T) {
 			check(t, policy().CheckRecording(c), tt.want)
 		})
 	}
-	for _, o := range []domain.Outcome{domain.OutcomeNoInventory, domain.OutcomeInventoryInvalid, domain.OutcomeNothingToRecover, domain.OutcomeRecovered} {
+	for _, o := range []domain.Outcome{domain.OutcomeNoInventory, domain.OutcomeInventoryInvalid, domain.OutcomeNothingToRecover} {
 		t.Run("eligible after "+o.String(), func(t *testing.T) {
 			c := composition()
 			withDecision(o, synUUID)(&c)

@@ -110,8 +110,9 @@ func composition() domain.Composition {
 	}
 }
 
+// slice is a slice as stock Eno writes it on a first synthesis: spec.synthesisUUID is "" (SPEC §2).
 func slice(name string, res ...domain.SliceResource) domain.ResourceSlice {
-	return domain.ResourceSlice{Namespace: "team-a", Name: name, SynthesisUUID: synUUID, Resources: res}
+	return domain.ResourceSlice{Namespace: "team-a", Name: name, Resources: res}
 }
 
 func readSynthesis(t testing.TB, manifests ...string) domain.SynthesisContents {

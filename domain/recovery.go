@@ -94,6 +94,28 @@ func PlanRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	if c.Synthesis == nil {
 		return RecoveryPlan{}, fmt.Errorf("composition %s has no current synthesis", c.Ref())
 	}
+	plan, err := planRecovery(in)
+	if err != nil {
+		return RecoveryPlan{}, err
+	}
+	plan.Decision.RecoveredFrom = recoveredFrom(c, plan.Decision)
+	return plan, nil
+}
+
+// recoveredFrom is the decision's source when its outcome records one, else the value carried
+// by the decision it replaces on this Composition (SPEC §6, AlreadyDecided).
+func recoveredFrom(c Composition, d Decision) string {
+	if d.SetsRecoveredFrom() {
+		return d.SourceSynthesisUUID
+	}
+	if prev, ok := c.Decision(); ok {
+		return prev.RecoveredFrom
+	}
+	return ""
+}
+
+func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
+	c := in.Composition
 	d := Decision{SynthesisUUID: c.Synthesis.UUID, DecidedAt: in.Now.UTC().Truncate(time.Second)}
 	if in.SnapshotErr != nil {
 		var invalid *InventoryInvalidError
@@ -117,6 +139,12 @@ func PlanRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	if snap.meta.CompositionUID == c.UID {
 		d.Outcome, d.Reason = OutcomeNothingToRecover, ReasonSameIncarnation
 		d.Message = "snapshot comes from this same composition incarnation; Eno's own synthesis diff owns cleanup"
+		return RecoveryPlan{Decision: d}, nil
+	}
+	if prev, ok := c.Decision(); ok && prev.RecoveredFrom != "" && prev.RecoveredFrom == snap.meta.SynthesisUUID {
+		d.Outcome, d.Reason = OutcomeNothingToRecover, ReasonAlreadyDecided
+		d.Message = fmt.Sprintf("recovery from snapshot %s was already decided for this incarnation (synthesis %s); Eno's own synthesis diff owns cleanup since",
+			snap.meta.SynthesisUUID, prev.SynthesisUUID)
 		return RecoveryPlan{Decision: d}, nil
 	}
 	var absent []Tombstone

@@ -329,3 +329,115 @@ func TestFirstIDs(t *testing.T) {
 	assert.Equal(t, "ConfigMap/team-a/web-settings, Deployment.apps/team-a/web, ClusterRole.rbac.authorization.k8s.io/web-reader", domain.FirstIDs(ts, 3))
 	assert.Equal(t, "ConfigMap/team-a/web-settings, and 2 more", domain.FirstIDs(ts, 1))
 }
+
+// One recovery per incarnation from one source (SPEC §6, AlreadyDecided): Eno drops a tombstone
+// once it is reconciled, so a later synthesis of the same incarnation must not recover again.
+func TestPlanRecoveryAlreadyDecided(t *testing.T) {
+	snap := snapshotOf(t, entriesN(4), "uid-old")
+	prior := func(outcome domain.Outcome, reason, recoveredFrom string) func(*domain.Composition) {
+		return func(c *domain.Composition) {
+			c.Annotations[domain.AnnotationDecision] = domain.Decision{SynthesisUUID: "earlier-synthesis", Outcome: outcome,
+				Reason: reason, RecoveredFrom: recoveredFrom, DecidedAt: now}.Encode()
+		}
+	}
+	tests := []struct {
+		name          string
+		prior         func(*domain.Composition)
+		review        string
+		want          domain.Outcome
+		reason        string
+		recoveredFrom string
+	}{
+		{"no decision before: recovers", nil, "", domain.OutcomeRecovered, "", oldSynUUID},
+		{"an earlier Recovered from this source", prior(domain.OutcomeRecovered, "", oldSynUUID), "", domain.OutcomeNothingToRecover, domain.ReasonAlreadyDecided, oldSynUUID},
+		{"an earlier NoOrphans from this source", prior(domain.OutcomeNothingToRecover, domain.ReasonNoOrphans, oldSynUUID), "", domain.OutcomeNothingToRecover, domain.ReasonAlreadyDecided, oldSynUUID},
+		{"an earlier AlreadyDecided from this source", prior(domain.OutcomeNothingToRecover, domain.ReasonAlreadyDecided, oldSynUUID), "", domain.OutcomeNothingToRecover, domain.ReasonAlreadyDecided, oldSynUUID},
+		{"an earlier recovery from another source", prior(domain.OutcomeRecovered, "", "another-source"), "", domain.OutcomeRecovered, "", oldSynUUID},
+		{"a refusal in between carries recoveredFrom, so it still blocks", prior(domain.OutcomeInventoryInvalid, domain.ReasonMissingChunk.String(), oldSynUUID), "", domain.OutcomeNothingToRecover, domain.ReasonAlreadyDecided, oldSynUUID},
+		{"an earlier refusal without recoveredFrom never blocks", prior(domain.OutcomeInventoryInvalid, domain.ReasonMalformed.String(), ""), "", domain.OutcomeRecovered, "", oldSynUUID},
+		// Ordered before the guard (SPEC §6 order of evaluation): no review is asked for.
+		{"already decided comes before the deletion guard", prior(domain.OutcomeRecovered, "", oldSynUUID), "", domain.OutcomeNothingToRecover, domain.ReasonAlreadyDecided, oldSynUUID},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := composition()
+			if tt.prior != nil {
+				tt.prior(&c)
+			}
+			p := plan(t, c, snap, producing(t, 3), 1)
+			assert.Equal(t, tt.want, p.Decision.Outcome)
+			assert.Equal(t, tt.reason, p.Decision.Reason)
+			assert.Equal(t, tt.recoveredFrom, p.Decision.RecoveredFrom)
+			if tt.want != domain.OutcomeRecovered {
+				assert.Empty(t, p.Tombstones)
+				assert.Zero(t, p.Decision.Tombstones)
+			}
+		})
+	}
+	t.Run("the guard would hold, but the source was already decided", func(t *testing.T) {
+		c := composition()
+		prior(domain.OutcomeRecovered, "", oldSynUUID)(&c)
+		p := plan(t, c, snap, producing(t, 0), 0.1)
+		assert.Equal(t, domain.OutcomeNothingToRecover, p.Decision.Outcome)
+		assert.Equal(t, domain.ReasonAlreadyDecided, p.Decision.Reason)
+		assert.Empty(t, p.Held)
+	})
+	t.Run("SameIncarnation comes first and carries recoveredFrom", func(t *testing.T) {
+		c := composition()
+		prior(domain.OutcomeRecovered, "", "an-older-source")(&c)
+		p := plan(t, c, snapshotOf(t, entriesN(4), c.UID), producing(t, 0), 1)
+		assert.Equal(t, domain.ReasonSameIncarnation, p.Decision.Reason)
+		assert.Equal(t, "an-older-source", p.Decision.RecoveredFrom)
+	})
+}
+
+// Which decisions record their source in recoveredFrom (SPEC §6).
+func TestDecisionSetsRecoveredFrom(t *testing.T) {
+	tests := []struct {
+		outcome domain.Outcome
+		reason  string
+		want    bool
+	}{
+		{domain.OutcomeRecovered, "", true},
+		{domain.OutcomeRecovered, domain.ReasonApproved, true},
+		{domain.OutcomeNothingToRecover, domain.ReasonNoOrphans, true},
+		{domain.OutcomeNothingToRecover, domain.ReasonRejected, true},
+		{domain.OutcomeNothingToRecover, domain.ReasonAlreadyDecided, true},
+		{domain.OutcomeNothingToRecover, domain.ReasonSameIncarnation, false},
+		{domain.OutcomeNothingToRecover, "Unverified", false},
+		{domain.OutcomeInventoryInvalid, "SharedLineage", false},
+		{domain.OutcomeInventoryInvalid, domain.ReasonMissingChunk.String(), false},
+		{domain.OutcomeHeldForReview, domain.ReasonOverDeletionGuard, false},
+		{domain.OutcomeNoInventory, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.outcome.String()+"/"+tt.reason, func(t *testing.T) {
+			assert.Equal(t, tt.want, domain.Decision{Outcome: tt.outcome, Reason: tt.reason}.SetsRecoveredFrom())
+		})
+	}
+}
+
+func TestChangedPlanInput(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*domain.Composition)
+		want   string
+	}{
+		{"nothing", func(*domain.Composition) {}, ""},
+		{"an unrelated annotation", func(c *domain.Composition) { c.Annotations["x"] = "y" }, ""},
+		{"lineage override added", func(c *domain.Composition) { c.Annotations[domain.AnnotationLineageOverride] = "fresh-start" }, "its lineage changed"},
+		{"lineage override made invalid", func(c *domain.Composition) { c.Annotations[domain.AnnotationLineageOverride] = "Not_A_Label" }, "its lineage changed"},
+		{"review set", func(c *domain.Composition) { c.Annotations[domain.AnnotationReview] = "reject:" + synUUID }, "its review annotation changed"},
+		{"recoveredFrom changed", func(c *domain.Composition) {
+			c.Annotations[domain.AnnotationDecision] = domain.Decision{SynthesisUUID: "s", Outcome: domain.OutcomeRecovered, RecoveredFrom: "src"}.Encode()
+		}, "the recoveredFrom of its decision changed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			read := composition()
+			live := composition()
+			tt.mutate(&live)
+			assert.Equal(t, tt.want, domain.ChangedPlanInput(read, live))
+		})
+	}
+}

@@ -8,11 +8,15 @@ import (
 
 // ResourceSlice is the part of an Eno ResourceSlice this project reads (SPEC §2).
 type ResourceSlice struct {
-	Namespace     string
-	Name          string
-	Deleting      bool
+	Namespace string
+	Name      string
+	Deleting  bool
+	// SynthesisUUID is spec.synthesisUUID. Eno's own stamp says nothing about membership
+	// (SPEC §2); this controller sets it on its recovery slices to recognise them (§6.2).
 	SynthesisUUID string
-	Resources     []SliceResource
+	// Annotations are read only on recovery slices, where they carry the hand-off's decision.
+	Annotations map[string]string
+	Resources   []SliceResource
 }
 
 // SliceResource is one entry of spec.resources.
@@ -25,11 +29,10 @@ type SliceResource struct {
 type SliceProblem struct{ name string }
 
 var (
-	SliceMissing        = SliceProblem{"Missing"}
-	SliceTerminating    = SliceProblem{"Terminating"}
-	SliceUnreadable     = SliceProblem{"Unreadable"}
-	SliceMalformed      = SliceProblem{"Malformed"}
-	SliceWrongSynthesis = SliceProblem{"WrongSynthesis"}
+	SliceMissing     = SliceProblem{"Missing"}
+	SliceTerminating = SliceProblem{"Terminating"}
+	SliceUnreadable  = SliceProblem{"Unreadable"}
+	SliceMalformed   = SliceProblem{"Malformed"}
 )
 
 func (p SliceProblem) String() string { return p.name }
@@ -100,8 +103,10 @@ type manifestMeta struct {
 }
 
 // ReadSynthesis builds the contents of the Composition's current synthesis from its slices,
-// given in the order status.currentSynthesis.resourceSlices names them. Any terminating,
-// foreign or malformed slice is an error.
+// given in the order status.currentSynthesis.resourceSlices names them. Any terminating or
+// malformed slice is an error. Membership is decided by that list alone: stock Eno stamps
+// spec.synthesisUUID with the synthesis current when its executor wrote the slice ("" on a
+// first synthesis, the previous UUID after that), so the stamp is not checked (SPEC §2).
 func ReadSynthesis(c Composition, slices []ResourceSlice) (SynthesisContents, error) {
 	if c.Synthesis == nil || c.Synthesis.UUID == "" {
 		return SynthesisContents{}, fmt.Errorf("composition %s has no current synthesis", c.Ref())
@@ -122,10 +127,6 @@ func ReadSynthesis(c Composition, slices []ResourceSlice) (SynthesisContents, er
 		if s.Deleting {
 			return SynthesisContents{}, &SliceError{Slice: s.Name, Problem: SliceTerminating, Detail: "it is being deleted"}
 		}
-		if s.SynthesisUUID != c.Synthesis.UUID {
-			return SynthesisContents{}, &SliceError{Slice: s.Name, Problem: SliceWrongSynthesis,
-				Detail: fmt.Sprintf("spec.synthesisUUID %q is not the current synthesis %q", s.SynthesisUUID, c.Synthesis.UUID)}
-		}
 		for i, r := range s.Resources {
 			var m manifestMeta
 			if err := json.Unmarshal([]byte(r.Manifest), &m); err != nil {
@@ -140,9 +141,8 @@ func ReadSynthesis(c Composition, slices []ResourceSlice) (SynthesisContents, er
 			}
 			isPatch := m.APIVersion == enoAPIVersion && m.Kind == patchKind
 			switch {
-			case isPatch && r.Deleted:
-				// A tombstoned Patch patches nothing and deploys nothing.
 			case isPatch:
+				// A tombstoned Patch still names its target: when in doubt, keep (SPEC §6).
 				if m.Patch == nil || m.Patch.APIVersion == "" || m.Patch.Kind == "" {
 					return SynthesisContents{}, &SliceError{Slice: s.Name, Problem: SliceMalformed, Detail: fmt.Sprintf("resource %d: Patch lacks patch.apiVersion or patch.kind", i)}
 				}

@@ -10,6 +10,9 @@ var (
 	ErrConflict = errors.New("conflict: the object was modified since it was read")
 	// ErrAlreadyExists: a create found the name taken.
 	ErrAlreadyExists = errors.New("already exists")
+	// ErrSynthesisMoved: a hand-off step found the Composition's synthesis changed, or one in
+	// flight; nothing was committed and the next reconcile decides again.
+	ErrSynthesisMoved = errors.New("the composition's synthesis moved on")
 	// ErrOutsideInventoryNamespace: a Secret write named another namespace; the store refuses it.
 	ErrOutsideInventoryNamespace = errors.New("secret is outside the inventory namespace")
 )

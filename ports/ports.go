@@ -45,12 +45,25 @@ type SnapshotStore interface {
 	UpdateChunk(ctx context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error)
 }
 
-// TombstoneSink publishes recovered tombstones. Publishing is idempotent: a retry for the same
-// synthesis reuses what an earlier attempt wrote. It returns where the tombstones went.
+// TombstoneSink hands recovered tombstones to Eno in the idempotent steps of SPEC §6.2. The
+// use case rechecks the Composition live before each call and passes that live object.
 //
 //counterfeiter:generate . TombstoneSink
 type TombstoneSink interface {
-	PublishTombstones(ctx context.Context, comp domain.Composition, tombstones []domain.Tombstone) (string, error)
+	// PublishTombstones (step 1) creates the recovery slice of comp's current synthesis, owned
+	// by comp as its controller and carrying Eno's finalizer, or rewrites it to h while the
+	// synthesis does not name it yet. It returns the slice's name.
+	PublishTombstones(ctx context.Context, comp domain.Composition, h domain.Handoff) (string, error)
+	// CommitTombstones (step 2, the commit point) appends the slice to comp's current
+	// synthesis, guarded by its UUID, no in-flight synthesis and the slice list comp holds.
+	// Already named: nothing to do. ErrSynthesisMoved when the Composition moved on.
+	CommitTombstones(ctx context.Context, comp domain.Composition, slice string) error
+	// EnsureTombstones (step 4) re-reads the slice live and creates it again from h when it is
+	// gone. With an empty h (the content is unknown) a missing slice wraps ErrNotFound.
+	EnsureTombstones(ctx context.Context, comp domain.Composition, slice string, h domain.Handoff) error
+	// RequestResynthesis (step 5) sets Eno's force-resynthesis annotation to comp's current
+	// synthesis UUID, with comp.ResourceVersion as precondition (ErrConflict otherwise).
+	RequestResynthesis(ctx context.Context, comp domain.Composition) error
 }
 
 // DecisionWriter records a decision on the Composition with comp.ResourceVersion as a

@@ -36,8 +36,14 @@ type Harness interface {
 	ReadSlice(t testing.TB, namespace, name string) domain.ResourceSlice
 	// ListSlices lists a namespace's slices live.
 	ListSlices(t testing.TB, namespace string) []domain.ResourceSlice
-	// SliceOwnerUID is the UID of the Composition owning the slice, "" when it has no owner.
+	// SliceOwnerUID is the UID of the Composition controlling the slice, "" when none does.
 	SliceOwnerUID(t testing.TB, namespace, name string) string
+	// RemoveSlice makes the slice gone at once, as Eno's cleanup does once it released its
+	// finalizer; it fails t when the slice is absent.
+	RemoveSlice(t testing.TB, namespace, name string)
+	// SetSynthesis replaces the Composition's status as Eno would (a new synthesis, or one in
+	// flight) and returns the Composition as stored.
+	SetSynthesis(t testing.TB, ref domain.CompositionRef, s *domain.Synthesis, inFlight string) domain.Composition
 
 	// Eventually fails t unless cond turns true within the adapter's cache lag.
 	// An adapter without caches checks cond once.

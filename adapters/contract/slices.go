@@ -1,7 +1,9 @@
 package contract
 
 import (
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -41,31 +43,38 @@ func RunSliceReader(t *testing.T, newHarness NewHarness) {
 	})
 }
 
-// RunTombstoneSink checks ports.TombstoneSink.
+// RunTombstoneSink checks ports.TombstoneSink: the hand-off steps of SPEC §6.2.
 func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
-	t.Run("PublishTombstones writes the recovery slice owned by the Composition", func(t *testing.T) {
+	t.Run("PublishTombstones writes the recovery slice controlled by the Composition", func(t *testing.T) {
 		h := newHarness(t)
 		comp := h.CreateComposition(t, sampleComposition(h))
-		tombstones := sampleTombstones()
+		handoff := sampleHandoff(comp)
 
-		name, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, tombstones)
+		name, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
 		require.NoError(t, err)
 		assert.Equal(t, domain.RecoverySliceName(comp.Name, comp.SynthesisUUID()), name)
-		assertTombstoneSlice(t, h, comp, name, tombstones)
+		assertRecoverySlice(t, h, comp, name, handoff)
 		assert.Equal(t, comp.UID, h.SliceOwnerUID(t, comp.Namespace, name))
 	})
 
-	t.Run("PublishTombstones again for the same synthesis reuses the slice", func(t *testing.T) {
+	t.Run("PublishTombstones again reuses the slice, and rewrites it to a new plan before the commit", func(t *testing.T) {
 		h := newHarness(t)
 		comp := h.CreateComposition(t, sampleComposition(h))
-		tombstones := sampleTombstones()
+		handoff := sampleHandoff(comp)
 
-		first, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, tombstones)
+		first, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
 		require.NoError(t, err)
-		second, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, tombstones)
+		second, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
 		require.NoError(t, err)
 		assert.Equal(t, first, second)
-		assertTombstoneSlice(t, h, comp, first, tombstones)
+		assertRecoverySlice(t, h, comp, first, handoff)
+
+		smaller := handoff
+		smaller.Resources = handoff.Resources[:1]
+		third, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, smaller)
+		require.NoError(t, err)
+		assert.Equal(t, first, third)
+		assertRecoverySlice(t, h, comp, first, smaller)
 
 		var ours []string
 		for _, s := range h.ListSlices(t, comp.Namespace) {
@@ -76,7 +85,7 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 		assert.Equal(t, []string{first}, ours, "one slice per synthesis")
 	})
 
-	t.Run("PublishTombstones never overwrites a slice of another synthesis", func(t *testing.T) {
+	t.Run("PublishTombstones falls back to the whole UUID and never overwrites another synthesis's slice", func(t *testing.T) {
 		h := newHarness(t)
 		comp := h.CreateComposition(t, sampleComposition(h))
 		// Another synthesis whose UUID shares the first 8 characters maps to the same name.
@@ -89,9 +98,109 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 		}
 		h.CreateSlice(t, taken)
 
-		_, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, sampleTombstones())
-		require.Error(t, err)
+		name, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, sampleHandoff(comp))
+		require.NoError(t, err)
+		assert.Equal(t, domain.RecoverySliceNames(comp.Name, comp.SynthesisUUID())[1], name)
+		assertRecoverySlice(t, h, comp, name, sampleHandoff(comp))
 		assert.Equal(t, taken, h.ReadSlice(t, taken.Namespace, taken.Name))
+	})
+
+	t.Run("CommitTombstones appends the slice once", func(t *testing.T) {
+		h := newHarness(t)
+		comp := h.CreateComposition(t, sampleComposition(h))
+		name, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, sampleHandoff(comp))
+		require.NoError(t, err)
+
+		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, name))
+		live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
+		require.NoError(t, err)
+		assert.Equal(t, append(comp.Synthesis.Slices, name), live.Synthesis.Slices)
+
+		// Idempotent, even from the Composition read before the append.
+		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, name))
+		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), live, name))
+		live, err = h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
+		require.NoError(t, err)
+		assert.Equal(t, append(comp.Synthesis.Slices, name), live.Synthesis.Slices)
+
+		// Committed: a later publish leaves the slice as the synthesis names it.
+		again, err := h.TombstoneSink().PublishTombstones(t.Context(), live, domain.Handoff{Decision: sampleHandoff(comp).Decision, Resources: sampleHandoff(comp).Resources[:1]})
+		require.NoError(t, err)
+		assert.Equal(t, name, again)
+		assertRecoverySlice(t, h, comp, name, sampleHandoff(comp))
+	})
+
+	t.Run("CommitTombstones adds the whole list to a synthesis that has none", func(t *testing.T) {
+		h := newHarness(t)
+		c := sampleComposition(h)
+		c.Synthesis.Slices = nil // an empty synthesis has no resourceSlices key at all
+		comp := h.CreateComposition(t, c)
+		name, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, sampleHandoff(comp))
+		require.NoError(t, err)
+
+		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, name))
+		live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
+		require.NoError(t, err)
+		assert.Equal(t, []string{name}, live.Synthesis.Slices)
+	})
+
+	t.Run("CommitTombstones refuses once the Composition moved on", func(t *testing.T) {
+		for _, tt := range []struct {
+			name   string
+			change func(s *domain.Synthesis) (*domain.Synthesis, string)
+		}{
+			{"a new synthesis", func(s *domain.Synthesis) (*domain.Synthesis, string) { s.UUID = uniqueUUID(); return s, "" }},
+			{"a synthesis in flight", func(s *domain.Synthesis) (*domain.Synthesis, string) { return s, uniqueUUID() }},
+			{"another slice appended", func(s *domain.Synthesis) (*domain.Synthesis, string) {
+				s.Slices = append(s.Slices, "someone-else")
+				return s, ""
+			}},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				h := newHarness(t)
+				comp := h.CreateComposition(t, sampleComposition(h))
+				name, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, sampleHandoff(comp))
+				require.NoError(t, err)
+				syn := *comp.Synthesis
+				syn.Slices = slices.Clone(comp.Synthesis.Slices)
+				moved, inFlight := tt.change(&syn)
+				stored := h.SetSynthesis(t, comp.Ref(), moved, inFlight)
+
+				err = h.TombstoneSink().CommitTombstones(t.Context(), comp, name)
+				require.ErrorIs(t, err, ports.ErrSynthesisMoved)
+				live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
+				require.NoError(t, err)
+				assert.Equal(t, stored.Synthesis.Slices, live.Synthesis.Slices)
+			})
+		}
+	})
+
+	t.Run("EnsureTombstones creates a slice again that is gone", func(t *testing.T) {
+		h := newHarness(t)
+		comp := h.CreateComposition(t, sampleComposition(h))
+		handoff := sampleHandoff(comp)
+		name, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
+		require.NoError(t, err)
+		require.NoError(t, h.TombstoneSink().EnsureTombstones(t.Context(), comp, name, handoff))
+		assertRecoverySlice(t, h, comp, name, handoff)
+
+		h.RemoveSlice(t, comp.Namespace, name)
+		require.ErrorIs(t, h.TombstoneSink().EnsureTombstones(t.Context(), comp, name, domain.Handoff{}), ports.ErrNotFound)
+		require.NoError(t, h.TombstoneSink().EnsureTombstones(t.Context(), comp, name, handoff))
+		assertRecoverySlice(t, h, comp, name, handoff)
+		assert.Equal(t, comp.UID, h.SliceOwnerUID(t, comp.Namespace, name))
+	})
+
+	t.Run("RequestResynthesis names the current synthesis, guarded by the resourceVersion", func(t *testing.T) {
+		h := newHarness(t)
+		comp := h.CreateComposition(t, sampleComposition(h))
+		require.NoError(t, h.TombstoneSink().RequestResynthesis(t.Context(), comp))
+		live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
+		require.NoError(t, err)
+		assert.Equal(t, comp.SynthesisUUID(), live.Annotations[domain.AnnotationForceResynthesis])
+
+		// comp's resourceVersion is stale now.
+		require.ErrorIs(t, h.TombstoneSink().RequestResynthesis(t.Context(), comp), ports.ErrConflict)
 	})
 }
 
@@ -104,13 +213,42 @@ func sampleTombstones() []domain.Tombstone {
 	}
 }
 
-// assertTombstoneSlice checks that the slice holds exactly the tombstones, in order, as deleted manifests.
-func assertTombstoneSlice(t testing.TB, h Harness, comp domain.Composition, name string, tombstones []domain.Tombstone) {
+// sampleHandoff is a Recovered plan's hand-off for comp's current synthesis.
+func sampleHandoff(comp domain.Composition) domain.Handoff {
+	ts := time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)
+	tombstones := sampleTombstones()
+	h, err := domain.NewHandoff(domain.RecoveryPlan{
+		Decision: domain.Decision{SynthesisUUID: comp.SynthesisUUID(), Outcome: domain.OutcomeRecovered,
+			Message: "2 of 5 resources of the previous incarnation are orphaned", SourceSynthesisUUID: "source-uuid",
+			SourceSynthesisTimestamp: &ts, Tombstones: len(tombstones), RecoveredFrom: "source-uuid",
+			DecidedAt: time.Date(2025, 3, 14, 15, 10, 0, 0, time.UTC)},
+		Tombstones: tombstones,
+	})
+	if err != nil {
+		panic(err)
+	}
+	return h
+}
+
+// assertRecoverySlice checks that the slice holds exactly the hand-off: its tombstones in
+// order, as deleted manifests, and the decision they came from.
+func assertRecoverySlice(t testing.TB, h Harness, comp domain.Composition, name string, handoff domain.Handoff) {
 	t.Helper()
 	got := h.ReadSlice(t, comp.Namespace, name)
-	want := domain.ResourceSlice{Namespace: comp.Namespace, Name: name, SynthesisUUID: comp.SynthesisUUID()}
-	for _, ts := range tombstones {
-		want.Resources = append(want.Resources, domain.SliceResource{Manifest: ts.Manifest(), Deleted: true})
+	assert.Equal(t, domain.ResourceSlice{
+		Namespace: comp.Namespace, Name: name, SynthesisUUID: comp.SynthesisUUID(),
+		Annotations: map[string]string{domain.AnnotationDecision: handoff.Decision.Encode()},
+		Resources:   handoff.Resources,
+	}, withoutForeignAnnotations(got))
+	back, err := domain.HandoffFromSlice(comp, got)
+	require.NoError(t, err)
+	assert.Equal(t, handoff, back)
+}
+
+// withoutForeignAnnotations keeps only the annotation this controller sets on its slices.
+func withoutForeignAnnotations(s domain.ResourceSlice) domain.ResourceSlice {
+	if v, ok := s.Annotations[domain.AnnotationDecision]; ok {
+		s.Annotations = map[string]string{domain.AnnotationDecision: v}
 	}
-	assert.Equal(t, want, got)
+	return s
 }

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -345,48 +346,36 @@ func TestPublishTombstones(t *testing.T) {
 	ns := c.NewNamespace(t, "tombstones")
 	sink, err := NewTombstoneSink(c.Dynamic)
 	require.NoError(t, err)
-	slices, err := NewSlices(c.Dynamic)
-	require.NoError(t, err)
 	sliceClient := c.Dynamic.Resource(ResourceSliceGVR).Namespace(ns)
 
 	comp := mustCreateComposition(t, c, sampleComposition(ns, "web"))
 	tombstones := sampleTombstones()
-	name, err := sink.PublishTombstones(ctx, comp, tombstones)
+	h, err := domain.NewHandoff(domain.RecoveryPlan{
+		Decision:   domain.Decision{SynthesisUUID: comp.SynthesisUUID(), Outcome: domain.OutcomeRecovered, Tombstones: len(tombstones)},
+		Tombstones: tombstones,
+	})
+	require.NoError(t, err)
+	name, err := sink.PublishTombstones(ctx, comp, h)
 	require.NoError(t, err)
 	assert.Equal(t, "web-recovery-5f0c8a4e", name)
 
+	// What eno-controller's slice cleanup needs: a controller reference naming the
+	// Composition, and Eno's own finalizer against the cleanup race (SPEC §6.2).
 	stored, err := sliceClient.Get(ctx, name, metav1.GetOptions{})
 	require.NoError(t, err)
-	owners := stored.GetOwnerReferences()
-	require.Len(t, owners, 1)
-	assert.Equal(t, metav1.OwnerReference{APIVersion: "eno.azure.io/v1", Kind: "Composition", Name: "web",
-		UID: stored.GetOwnerReferences()[0].UID, Controller: new(bool), BlockOwnerDeletion: new(bool)}, owners[0])
-	assert.Equal(t, comp.UID, string(owners[0].UID))
-	wantSlice := domain.ResourceSlice{Namespace: ns, Name: name, SynthesisUUID: comp.SynthesisUUID(), Resources: tombstoneResources(tombstones)}
-	got, err := slices.GetSlice(ctx, ns, name)
-	require.NoError(t, err)
-	assert.Equal(t, wantSlice, got)
+	yes := true
+	assert.Equal(t, []metav1.OwnerReference{{APIVersion: "eno.azure.io/v1", Kind: "Composition", Name: "web",
+		UID: types.UID(comp.UID), Controller: &yes, BlockOwnerDeletion: &yes}}, stored.GetOwnerReferences())
+	assert.Equal(t, []string{"eno.azure.io/cleanup"}, stored.GetFinalizers())
+	assert.Equal(t, domain.ManagedByValue, stored.GetLabels()[domain.LabelManagedBy])
 
 	t.Run("publishing again reuses the slice without writing", func(t *testing.T) {
-		again, err := sink.PublishTombstones(ctx, comp, tombstones)
+		again, err := sink.PublishTombstones(ctx, comp, h)
 		require.NoError(t, err)
 		assert.Equal(t, name, again)
 		after, err := sliceClient.Get(ctx, name, metav1.GetOptions{})
 		require.NoError(t, err)
 		assert.Equal(t, stored.GetResourceVersion(), after.GetResourceVersion())
-		list, err := sliceClient.List(ctx, metav1.ListOptions{})
-		require.NoError(t, err)
-		assert.Len(t, list.Items, 1)
-	})
-
-	t.Run("publishing different tombstones for the same synthesis updates the slice", func(t *testing.T) {
-		fewer := tombstones[:1]
-		again, err := sink.PublishTombstones(ctx, comp, fewer)
-		require.NoError(t, err)
-		assert.Equal(t, name, again)
-		got, err := slices.GetSlice(ctx, ns, name)
-		require.NoError(t, err)
-		assert.Equal(t, tombstoneResources(fewer), got.Resources)
 	})
 
 	t.Run("a slice of that name from another incarnation is refused and kept", func(t *testing.T) {
@@ -394,32 +383,11 @@ func TestPublishTombstones(t *testing.T) {
 		require.NoError(t, err)
 		recreated := comp
 		recreated.UID = "00000000-0000-0000-0000-000000000001"
-		_, err = sink.PublishTombstones(ctx, recreated, tombstones)
+		_, err = sink.PublishTombstones(ctx, recreated, h)
 		require.ErrorIs(t, err, ports.ErrAlreadyExists)
 		after, err := sliceClient.Get(ctx, name, metav1.GetOptions{})
 		require.NoError(t, err)
 		assert.Equal(t, before.GetResourceVersion(), after.GetResourceVersion())
-	})
-
-	t.Run("a concurrent change during reuse is ErrConflict", func(t *testing.T) {
-		racing, err := NewTombstoneSink(racingDynamic{Interface: c.Dynamic, beforeUpdate: func() {
-			u, err := sliceClient.Get(ctx, name, metav1.GetOptions{})
-			require.NoError(t, err)
-			u.SetLabels(map[string]string{"example.com/touched": "yes"})
-			_, err = sliceClient.Update(ctx, u, metav1.UpdateOptions{})
-			require.NoError(t, err)
-		}})
-		require.NoError(t, err)
-		_, err = racing.PublishTombstones(ctx, comp, tombstones) // differs from what is stored: an update
-		require.ErrorIs(t, err, ports.ErrConflict)
-		assert.True(t, apierrors.IsConflict(err))
-	})
-
-	t.Run("a Composition without a synthesis is refused", func(t *testing.T) {
-		none := comp
-		none.Synthesis = nil
-		_, err := sink.PublishTombstones(ctx, none, tombstones)
-		require.Error(t, err)
 	})
 }
 

@@ -136,9 +136,48 @@ func (h *harness) SliceOwnerUID(t testing.TB, namespace, name string) string {
 	u, err := h.clients.Dynamic.Resource(ResourceSliceGVR).Namespace(namespace).Get(t.Context(), name, metav1.GetOptions{})
 	require.NoError(t, err)
 	for _, o := range u.GetOwnerReferences() {
-		if o.APIVersion == enoAPIVersion && o.Kind == compositionKind {
+		if o.APIVersion == enoAPIVersion && o.Kind == compositionKind && o.Controller != nil && *o.Controller {
 			return string(o.UID)
 		}
 	}
 	return ""
+}
+
+// RemoveSlice releases the slice's finalizers, as Eno's cleanup does, then deletes it.
+func (h *harness) RemoveSlice(t testing.TB, namespace, name string) {
+	t.Helper()
+	client := h.clients.Dynamic.Resource(ResourceSliceGVR).Namespace(namespace)
+	u, err := client.Get(t.Context(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	if len(u.GetFinalizers()) > 0 {
+		u.SetFinalizers(nil)
+		_, err = client.Update(t.Context(), u, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	}
+	require.NoError(t, client.Delete(t.Context(), name, metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool {
+		_, err := client.Get(t.Context(), name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, eventually, 20*time.Millisecond)
+}
+
+// SetSynthesis writes the status through the status subresource, as Eno does.
+func (h *harness) SetSynthesis(t testing.TB, ref domain.CompositionRef, s *domain.Synthesis, inFlight string) domain.Composition {
+	t.Helper()
+	client := h.clients.Dynamic.Resource(CompositionGVR).Namespace(ref.Namespace)
+	u, err := client.Get(t.Context(), ref.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	status := map[string]any{}
+	if s != nil {
+		status = kubetest.CompositionStatus(*s)
+	}
+	if inFlight != "" {
+		status["inFlightSynthesis"] = map[string]any{"uuid": inFlight}
+	}
+	u.Object["status"] = status
+	u, err = client.UpdateStatus(t.Context(), u, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	got, err := compositionFromUnstructured(u)
+	require.NoError(t, err)
+	return got
 }

@@ -125,6 +125,17 @@ func compositionFromUnstructured(u *unstructured.Unstructured) (domain.Compositi
 	bad := func(err error) (domain.Composition, error) {
 		return domain.Composition{}, fmt.Errorf("composition %s/%s is malformed: %w", c.Namespace, c.Name, err)
 	}
+	// Any status.inFlightSynthesis means a synthesis is under way; its UUID names it.
+	if inFlight, found, err := nested(u.Object, "status", "inFlightSynthesis"); err != nil {
+		return bad(err)
+	} else if found {
+		c.InFlightSynthesis = "(unnamed)"
+		if obj, ok := inFlight.(map[string]any); ok {
+			if uuid, _ := optString(obj, "uuid"); uuid != "" {
+				c.InFlightSynthesis = uuid
+			}
+		}
+	}
 	syn, found, err := nested(u.Object, "status", "currentSynthesis")
 	if err != nil {
 		return bad(err)
@@ -192,6 +203,9 @@ func sliceFromUnstructured(u *unstructured.Unstructured) (domain.ResourceSlice, 
 		Name:      u.GetName(),
 		Deleting:  u.GetDeletionTimestamp() != nil,
 	}
+	if a := u.GetAnnotations(); len(a) > 0 {
+		s.Annotations = maps.Clone(a)
+	}
 	bad := func(err error) (domain.ResourceSlice, error) {
 		return domain.ResourceSlice{}, &domain.SliceError{Slice: s.Name, Problem: domain.SliceMalformed, Err: err}
 	}
@@ -222,42 +236,38 @@ func sliceFromUnstructured(u *unstructured.Unstructured) (domain.ResourceSlice, 
 	return s, nil
 }
 
-// recoverySlice is the ResourceSlice that carries recovered tombstones, owned by the
-// Composition without blocking its deletion.
-func recoverySlice(name string, comp domain.Composition, tombstones []domain.Tombstone) *unstructured.Unstructured {
+// recoverySlice is the ResourceSlice that hands recovered tombstones to Eno (SPEC §6.2): owned
+// by the Composition as its controller (eno-controller's slice cleanup dereferences that
+// reference), carrying Eno's own finalizer, spec.synthesisUUID set to the synthesis it is for,
+// and the hand-off's decision in an annotation.
+func recoverySlice(name string, comp domain.Composition, h domain.Handoff) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": enoAPIVersion,
 		"kind":       resourceSliceKind,
 		"spec": map[string]any{
-			"synthesisUUID": comp.SynthesisUUID(),
-			"resources":     sliceResourcesToUnstructured(tombstoneResources(tombstones)),
+			"synthesisUUID": h.SynthesisUUID(),
+			"resources":     sliceResourcesToUnstructured(h.Resources),
 		},
 	}}
 	u.SetNamespace(comp.Namespace)
 	u.SetName(name)
 	u.SetLabels(map[string]string{domain.LabelManagedBy: domain.ManagedByValue})
+	u.SetAnnotations(map[string]string{domain.AnnotationDecision: h.Decision.Encode()})
 	u.SetOwnerReferences([]metav1.OwnerReference{compositionOwner(comp)})
+	u.SetFinalizers([]string{domain.SliceFinalizer})
 	return u
 }
 
 func compositionOwner(comp domain.Composition) metav1.OwnerReference {
-	f := false
+	t := true
 	return metav1.OwnerReference{
 		APIVersion:         enoAPIVersion,
 		Kind:               compositionKind,
 		Name:               comp.Name,
 		UID:                types.UID(comp.UID),
-		Controller:         &f,
-		BlockOwnerDeletion: &f,
+		Controller:         &t,
+		BlockOwnerDeletion: &t,
 	}
-}
-
-func tombstoneResources(tombstones []domain.Tombstone) []domain.SliceResource {
-	out := make([]domain.SliceResource, len(tombstones))
-	for i, t := range tombstones {
-		out[i] = domain.SliceResource{Manifest: t.Manifest(), Deleted: true}
-	}
-	return out
 }
 
 func sliceResourcesToUnstructured(rs []domain.SliceResource) []any {

@@ -197,7 +197,12 @@ func TestRecoverySlice(t *testing.T) {
 		{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "old"}},
 		{Entry: domain.Entry{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "team-a", Name: "gone"}},
 	}
-	u := recoverySlice("web-recovery-abcdef01", comp, tombstones)
+	h, err := domain.NewHandoff(domain.RecoveryPlan{
+		Decision:   domain.Decision{SynthesisUUID: "abcdef0123456789", Outcome: domain.OutcomeRecovered, Tombstones: 2},
+		Tombstones: tombstones,
+	})
+	require.NoError(t, err)
+	u := recoverySlice("web-recovery-abcdef01", comp, h)
 
 	assert.Equal(t, enoAPIVersion, u.GetAPIVersion())
 	assert.Equal(t, resourceSliceKind, u.GetKind())
@@ -209,23 +214,24 @@ func TestRecoverySlice(t *testing.T) {
 	assert.Equal(t, compositionKind, owners[0].Kind)
 	assert.Equal(t, "web", owners[0].Name)
 	assert.Equal(t, "uid-1", string(owners[0].UID))
+	// eno-controller's slice cleanup dereferences the controller reference of every slice a
+	// Composition owns: without it, it panics (SPEC §6.2).
 	require.NotNil(t, owners[0].Controller)
 	require.NotNil(t, owners[0].BlockOwnerDeletion)
-	assert.False(t, *owners[0].Controller)
-	assert.False(t, *owners[0].BlockOwnerDeletion)
+	assert.True(t, *owners[0].Controller)
+	assert.True(t, *owners[0].BlockOwnerDeletion)
+	assert.Equal(t, []string{domain.SliceFinalizer}, u.GetFinalizers())
 
-	// It reads back as a slice of the synthesis holding the tombstones, in order.
+	// It reads back as the hand-off: the tombstones in order and the decision.
 	got, err := sliceFromUnstructured(u)
 	require.NoError(t, err)
-	assert.Equal(t, domain.ResourceSlice{Namespace: "team-a", Name: "web-recovery-abcdef01", SynthesisUUID: "abcdef0123456789",
-		Resources: []domain.SliceResource{
-			{Manifest: tombstones[0].Manifest(), Deleted: true},
-			{Manifest: tombstones[1].Manifest(), Deleted: true},
-		}}, got)
-	assert.NoError(t, sliceBelongsTo(u, comp))
+	back, err := domain.HandoffFromSlice(comp, got)
+	require.NoError(t, err)
+	assert.Equal(t, h, back)
+	assert.NoError(t, controlledBy(u, comp))
 }
 
-func TestSliceBelongsTo(t *testing.T) {
+func TestControlledBy(t *testing.T) {
 	comp := domain.Composition{Namespace: "team-a", Name: "web", UID: "uid-1", Synthesis: &domain.Synthesis{UUID: "abcdef0123456789"}}
 	cases := []struct {
 		name    string
@@ -237,11 +243,13 @@ func TestSliceBelongsTo(t *testing.T) {
 			o := u.GetOwnerReferences()
 			o[0].UID = "uid-0"
 			u.SetOwnerReferences(o)
-		}, wantErr: "not owned by composition UID uid-1"},
-		{name: "no owner", mutate: func(u *unstructured.Unstructured) { u.SetOwnerReferences(nil) }, wantErr: "not owned"},
-		{name: "another synthesis", mutate: func(u *unstructured.Unstructured) {
-			require.NoError(t, unstructured.SetNestedField(u.Object, "abcdef01-other", "spec", "synthesisUUID"))
-		}, wantErr: "belongs to synthesis \"abcdef01-other\""},
+		}, wantErr: "not controlled by composition UID uid-1"},
+		{name: "owned but not as controller", mutate: func(u *unstructured.Unstructured) {
+			o := u.GetOwnerReferences()
+			o[0].Controller = new(bool)
+			u.SetOwnerReferences(o)
+		}, wantErr: "not controlled"},
+		{name: "no owner", mutate: func(u *unstructured.Unstructured) { u.SetOwnerReferences(nil) }, wantErr: "not controlled"},
 		{name: "being deleted", mutate: func(u *unstructured.Unstructured) {
 			now := metav1.Now()
 			u.SetDeletionTimestamp(&now)
@@ -249,9 +257,9 @@ func TestSliceBelongsTo(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			u := recoverySlice("web-recovery-abcdef01", comp, nil)
+			u := recoverySlice("web-recovery-abcdef01", comp, domain.Handoff{})
 			tc.mutate(u)
-			err := sliceBelongsTo(u, comp)
+			err := controlledBy(u, comp)
 			if tc.wantErr == "" {
 				assert.NoError(t, err)
 				return

@@ -2,13 +2,16 @@ package k8s
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/go-logr/logr"
@@ -45,13 +48,14 @@ func (s *Slices) GetSlice(ctx context.Context, namespace, name string) (domain.R
 	return sliceFromUnstructured(u)
 }
 
-// TombstoneSink publishes recovered tombstones as one ResourceSlice per synthesis, named
-// domain.RecoverySliceName and owned by the Composition.
+// TombstoneSink hands recovered tombstones to stock Eno (SPEC §6.2): a controller-owned
+// recovery slice with Eno's finalizer, appended to the current synthesis by a guarded JSON patch
+// of the Composition's status, then a forced resynthesis.
 type TombstoneSink struct {
 	client dynamic.Interface
 }
 
-// NewTombstoneSink writes ResourceSlices through client.
+// NewTombstoneSink writes ResourceSlices and Composition status through client.
 func NewTombstoneSink(client dynamic.Interface) (*TombstoneSink, error) {
 	if client == nil {
 		return nil, errors.New("tombstone sink: a dynamic client is required")
@@ -59,79 +63,200 @@ func NewTombstoneSink(client dynamic.Interface) (*TombstoneSink, error) {
 	return &TombstoneSink{client: client}, nil
 }
 
-// PublishTombstones creates the recovery slice, or reuses the one an earlier attempt created for
-// the same Composition UID and synthesis (updating its resources if they differ). A slice of that
-// name that belongs to anything else is refused with ports.ErrAlreadyExists. It returns the
-// slice name.
-func (t *TombstoneSink) PublishTombstones(ctx context.Context, comp domain.Composition, tombstones []domain.Tombstone) (string, error) {
+// PublishTombstones creates the recovery slice of comp's current synthesis, or rewrites it to h
+// while the synthesis does not name it yet. A name holding another synthesis's slice falls back
+// to the whole-UUID name; a slice owned by anything else is refused with ports.ErrAlreadyExists.
+func (t *TombstoneSink) PublishTombstones(ctx context.Context, comp domain.Composition, h domain.Handoff) (string, error) {
 	uuid := comp.SynthesisUUID()
-	if comp.Namespace == "" || comp.Name == "" || comp.UID == "" || uuid == "" {
-		return "", fmt.Errorf("publishing tombstones for composition %s: namespace, name, UID and a current synthesis are required", comp.Ref())
+	if comp.Namespace == "" || comp.Name == "" || comp.UID == "" || uuid == "" || h.SynthesisUUID() != uuid {
+		return "", fmt.Errorf("publishing tombstones for composition %s: namespace, name, UID and a current synthesis matching the hand-off's %q are required", comp.Ref(), h.SynthesisUUID())
 	}
-	name := domain.RecoverySliceName(comp.Name, uuid)
-	what := fmt.Sprintf("publishing tombstones for composition %s in resource slice %s", comp.Ref(), name)
-	log := logr.FromContextOrDiscard(ctx).WithValues("composition", comp.Ref().String(), "synthesisUUID", uuid, "slice", name)
-	desired := recoverySlice(name, comp, tombstones)
 	client := t.client.Resource(ResourceSliceGVR).Namespace(comp.Namespace)
-
-	_, err := client.Create(ctx, desired, metav1.CreateOptions{})
-	if err == nil {
-		log.V(1).Info("created tombstone slice", "tombstones", len(tombstones))
+	names := domain.RecoverySliceNames(comp.Name, uuid)
+	for _, name := range names {
+		what := fmt.Sprintf("publishing tombstones for composition %s in resource slice %s", comp.Ref(), name)
+		log := logr.FromContextOrDiscard(ctx).WithValues("slice", name)
+		desired := recoverySlice(name, comp, h)
+		_, err := client.Create(ctx, desired, metav1.CreateOptions{})
+		if err == nil {
+			log.V(1).Info("created recovery slice", "tombstones", len(h.Resources))
+			return name, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return "", apiError(what, err)
+		}
+		existing, err := client.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return "", apiError(what+": reading the existing slice", err)
+		}
+		other, err := optString(existing.Object, "spec", "synthesisUUID")
+		if err != nil {
+			return "", fmt.Errorf("%s: the existing slice is malformed: %w", what, err)
+		}
+		if other != uuid {
+			log.V(1).Info("recovery slice name holds another synthesis's slice; trying the next name", "otherSynthesisUUID", other)
+			continue
+		}
+		if err := controlledBy(existing, comp); err != nil {
+			return "", fmt.Errorf("%s: %w: %w", what, ports.ErrAlreadyExists, err)
+		}
+		if comp.NamesSlice(name) {
+			return name, nil // committed: never rewritten
+		}
+		if equality.Semantic.DeepEqual(existing.Object["spec"], desired.Object["spec"]) &&
+			existing.GetAnnotations()[domain.AnnotationDecision] == h.Decision.Encode() {
+			log.V(1).Info("reused recovery slice", "tombstones", len(h.Resources))
+			return name, nil
+		}
+		// The update carries the resourceVersion just read; a concurrent writer makes it a Conflict.
+		existing.Object["spec"] = desired.Object["spec"]
+		annotations := existing.GetAnnotations()
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[domain.AnnotationDecision] = h.Decision.Encode()
+		existing.SetAnnotations(annotations)
+		if _, err := client.Update(ctx, existing, metav1.UpdateOptions{}); err != nil {
+			return "", apiError(what+": updating the existing slice", err)
+		}
+		log.V(1).Info("rewrote recovery slice", "tombstones", len(h.Resources))
 		return name, nil
 	}
-	if !apierrors.IsAlreadyExists(err) {
-		return "", apiError(what, err)
-	}
-
-	// An earlier attempt may have created it: reuse it only if it is ours for this synthesis.
-	existing, err := client.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return "", apiError(what+": reading the existing slice", err)
-	}
-	if err := sliceBelongsTo(existing, comp); err != nil {
-		return "", fmt.Errorf("%s: %w: %w", what, ports.ErrAlreadyExists, err)
-	}
-	current, err := sliceFromUnstructured(existing)
-	if err != nil {
-		return "", fmt.Errorf("%s: the existing slice is unreadable: %w", what, err)
-	}
-	want := tombstoneResources(tombstones)
-	if slices.Equal(current.Resources, want) {
-		log.V(1).Info("reused tombstone slice", "tombstones", len(tombstones))
-		return name, nil
-	}
-	// The update carries the resourceVersion just read; a concurrent writer makes it a Conflict.
-	if err := unstructured.SetNestedSlice(existing.Object, sliceResourcesToUnstructured(want), "spec", "resources"); err != nil {
-		return "", fmt.Errorf("%s: %w", what, err)
-	}
-	if _, err := client.Update(ctx, existing, metav1.UpdateOptions{}); err != nil {
-		return "", apiError(what+": updating the existing slice", err)
-	}
-	log.V(1).Info("updated tombstone slice", "tombstones", len(tombstones))
-	return name, nil
+	return "", fmt.Errorf("publishing tombstones for composition %s: every recovery slice name %v holds another synthesis: %w", comp.Ref(), names, ports.ErrAlreadyExists)
 }
 
-// sliceBelongsTo says why an existing recovery slice is not comp's for its current synthesis.
-func sliceBelongsTo(u *unstructured.Unstructured, comp domain.Composition) error {
+// controlledBy says why an existing recovery slice is not comp's to rewrite.
+func controlledBy(u *unstructured.Unstructured, comp domain.Composition) error {
 	if u.GetDeletionTimestamp() != nil {
 		return errors.New("the existing slice is being deleted; retry once it is gone")
 	}
-	owned := false
 	for _, o := range u.GetOwnerReferences() {
-		if string(o.UID) == comp.UID && o.Kind == compositionKind {
-			owned = true
-			break
+		if string(o.UID) == comp.UID && o.Kind == compositionKind && o.Controller != nil && *o.Controller {
+			return nil
 		}
 	}
-	if !owned {
-		return fmt.Errorf("the existing slice is not owned by composition UID %s; refusing to overwrite it", comp.UID)
-	}
-	uuid, err := optString(u.Object, "spec", "synthesisUUID")
+	return fmt.Errorf("the existing slice is not controlled by composition UID %s; refusing to overwrite it", comp.UID)
+}
+
+// CommitTombstones appends {"name": slice} to status.currentSynthesis.resourceSlices with a JSON
+// patch on the status subresource whose test operations require the synthesis UUID comp holds,
+// no in-flight synthesis and the slice list just read (null when absent: an empty synthesis
+// has no list, and "/-" cannot append to a missing array). A 422 is told apart by a re-read:
+// the Composition moved on (ports.ErrSynthesisMoved) or the patch was bad (an error).
+func (t *TombstoneSink) CommitTombstones(ctx context.Context, comp domain.Composition, slice string) error {
+	ref := comp.Ref()
+	what := fmt.Sprintf("appending recovery slice %s to the current synthesis of composition %s", slice, ref)
+	client := t.client.Resource(CompositionGVR).Namespace(comp.Namespace)
+	u, err := client.Get(ctx, comp.Name, metav1.GetOptions{})
 	if err != nil {
-		return fmt.Errorf("the existing slice is malformed: %w", err)
+		return apiError(what, err)
 	}
-	if uuid != comp.SynthesisUUID() {
-		return fmt.Errorf("the existing slice belongs to synthesis %q, not %q; refusing to overwrite it", uuid, comp.SynthesisUUID())
+	live, err := compositionFromUnstructured(u)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if live.NamesSlice(slice) && live.UID == comp.UID && live.SynthesisUUID() == comp.SynthesisUUID() {
+		return nil
+	}
+	if why := movedOn(comp, live); why != "" {
+		return fmt.Errorf("%s: %s: %w", what, why, ports.ErrSynthesisMoved)
+	}
+	refs, _, _ := nested(u.Object, "status", "currentSynthesis", "resourceSlices")
+	ops := []map[string]any{
+		{"op": "test", "path": "/metadata/uid", "value": comp.UID},
+		{"op": "test", "path": "/status/currentSynthesis/uuid", "value": comp.SynthesisUUID()},
+		{"op": "test", "path": "/status/inFlightSynthesis", "value": nil},
+		{"op": "test", "path": "/status/currentSynthesis/resourceSlices", "value": refs},
+	}
+	ref0 := map[string]any{"name": slice}
+	if refs == nil {
+		ops = append(ops, map[string]any{"op": "add", "path": "/status/currentSynthesis/resourceSlices", "value": []any{ref0}})
+	} else {
+		ops = append(ops, map[string]any{"op": "add", "path": "/status/currentSynthesis/resourceSlices/-", "value": ref0})
+	}
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	_, err = client.Patch(ctx, comp.Name, types.JSONPatchType, patch, metav1.PatchOptions{}, "status")
+	if err == nil {
+		logr.FromContextOrDiscard(ctx).V(1).Info("appended recovery slice to the synthesis", "slice", slice)
+		return nil
+	}
+	if !apierrors.IsInvalid(err) {
+		return apiError(what, err)
+	}
+	// A failed test and a bad patch both answer 422: the live object tells which.
+	again, rerr := client.Get(ctx, comp.Name, metav1.GetOptions{})
+	if rerr != nil {
+		return apiError(what+": re-reading after a rejected patch", rerr)
+	}
+	now, rerr := compositionFromUnstructured(again)
+	if rerr != nil {
+		return fmt.Errorf("%s: %w", what, rerr)
+	}
+	if why := movedOn(live, now); why != "" {
+		return fmt.Errorf("%s: %s: %w", what, why, ports.ErrSynthesisMoved)
+	}
+	return fmt.Errorf("%s: the API server rejected the patch although the composition did not change: %w", what, err)
+}
+
+// movedOn says how live differs from the Composition the caller decided on, in what the commit
+// point tests, or "" when it does not.
+func movedOn(read, live domain.Composition) string {
+	switch {
+	case live.UID != read.UID:
+		return "it was recreated with UID " + live.UID
+	case live.SynthesisUUID() != read.SynthesisUUID():
+		return "its current synthesis is now " + live.SynthesisUUID()
+	case live.InFlightSynthesis != "":
+		return "synthesis " + live.InFlightSynthesis + " is in flight"
+	case read.Synthesis == nil || !slices.Equal(live.Synthesis.Slices, read.Synthesis.Slices):
+		return "its slice list changed"
+	}
+	return ""
+}
+
+// EnsureTombstones re-reads the slice live and creates it again from h when it is gone: it is
+// still named by the synthesis, and Eno's executor reads it at the next synthesis.
+func (t *TombstoneSink) EnsureTombstones(ctx context.Context, comp domain.Composition, slice string, h domain.Handoff) error {
+	what := fmt.Sprintf("checking recovery slice %s/%s", comp.Namespace, slice)
+	client := t.client.Resource(ResourceSliceGVR).Namespace(comp.Namespace)
+	_, err := client.Get(ctx, slice, metav1.GetOptions{})
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return apiError(what, err)
+	}
+	if h.SynthesisUUID() == "" {
+		return fmt.Errorf("%s: it is gone and its content is unknown: %w", what, ports.ErrNotFound)
+	}
+	if _, err := client.Create(ctx, recoverySlice(slice, comp, h), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return apiError(what+": creating it again", err)
+	}
+	logr.FromContextOrDiscard(ctx).Info("recreated a recovery slice that was gone", "slice", slice)
+	return nil
+}
+
+// RequestResynthesis sets eno.azure.io/force-resynthesis to comp's current synthesis UUID with
+// a merge patch carrying comp.ResourceVersion, so the API server refuses it (ports.ErrConflict)
+// if the Composition changed since the recheck.
+func (t *TombstoneSink) RequestResynthesis(ctx context.Context, comp domain.Composition) error {
+	what := fmt.Sprintf("setting %s on composition %s", domain.AnnotationForceResynthesis, comp.Ref())
+	if comp.ResourceVersion == "" || comp.SynthesisUUID() == "" {
+		return fmt.Errorf("%s: a resourceVersion and a current synthesis are required", what)
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": comp.ResourceVersion,
+		"uid":             comp.UID,
+		"annotations":     map[string]any{domain.AnnotationForceResynthesis: comp.SynthesisUUID()},
+	}})
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if _, err := t.client.Resource(CompositionGVR).Namespace(comp.Namespace).Patch(ctx, comp.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return apiError(what, err)
 	}
 	return nil
 }

@@ -25,10 +25,13 @@ var (
 // Operations passed to the BeforeWrite hook. Only writes through the ports run the hook;
 // the admin helpers (Put*, Update*, Mark*, Delete*, SetAnnotation) never do.
 const (
-	OpCreateChunk       = "CreateChunk"
-	OpUpdateChunk       = "UpdateChunk"
-	OpWriteDecision     = "WriteDecision"
-	OpPublishTombstones = "PublishTombstones"
+	OpCreateChunk        = "CreateChunk"
+	OpUpdateChunk        = "UpdateChunk"
+	OpWriteDecision      = "WriteDecision"
+	OpPublishTombstones  = "PublishTombstones"
+	OpCommitTombstones   = "CommitTombstones"
+	OpEnsureTombstones   = "EnsureTombstones"
+	OpRequestResynthesis = "RequestResynthesis"
 )
 
 // BeforeWrite is a fault-injection hook. It runs before every port write with the operation
@@ -124,6 +127,7 @@ func cloneComposition(comp domain.Composition) domain.Composition {
 
 func cloneSlice(s domain.ResourceSlice) domain.ResourceSlice {
 	out := s
+	out.Annotations = maps.Clone(s.Annotations)
 	out.Resources = slices.Clone(s.Resources)
 	return out
 }

@@ -3,7 +3,6 @@ package memory_test
 import (
 	"context"
 	"errors"
-	"slices"
 	"strconv"
 	"testing"
 
@@ -65,6 +64,21 @@ func (h harness) ListSlices(_ testing.TB, namespace string) []domain.ResourceSli
 
 func (h harness) SliceOwnerUID(_ testing.TB, namespace, name string) string {
 	return h.c.SliceOwner(namespace, name)
+}
+
+func (h harness) RemoveSlice(t testing.TB, namespace, name string) {
+	t.Helper()
+	require.NoError(t, h.c.DeleteSlice(namespace, name))
+}
+
+func (h harness) SetSynthesis(t testing.TB, ref domain.CompositionRef, s *domain.Synthesis, inFlight string) domain.Composition {
+	t.Helper()
+	comp, err := h.c.GetComposition(t.Context(), ref)
+	require.NoError(t, err)
+	comp.Synthesis, comp.InFlightSynthesis = s, inFlight
+	stored, err := h.c.UpdateComposition(comp)
+	require.NoError(t, err)
+	return stored
 }
 
 func (h harness) Eventually(t testing.TB, cond func() bool) {
@@ -295,18 +309,34 @@ func TestSlicesAdmin(t *testing.T) {
 }
 
 func TestPublishTombstones(t *testing.T) {
-	tombstones := []domain.Tombstone{{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "old"}}}
+	handoffFor := func(comp domain.Composition, names ...string) domain.Handoff {
+		ts := make([]domain.Tombstone, len(names))
+		for i, n := range names {
+			ts[i] = domain.Tombstone{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: n}}
+		}
+		h, err := domain.NewHandoff(domain.RecoveryPlan{
+			Decision:   domain.Decision{SynthesisUUID: comp.SynthesisUUID(), Outcome: domain.OutcomeRecovered, Tombstones: len(ts)},
+			Tombstones: ts,
+		})
+		require.NoError(t, err)
+		return h
+	}
 
-	t.Run("refuses a Composition without synthesis or UID", func(t *testing.T) {
+	t.Run("refuses a Composition without synthesis or UID, or a hand-off for another synthesis", func(t *testing.T) {
 		c := memory.NewCluster(inventoryNamespace)
 		comp := c.PutComposition(composition("web"))
+		h := handoffFor(comp, "old")
 		noSynthesis := comp
 		noSynthesis.Synthesis = nil
-		_, err := c.PublishTombstones(t.Context(), noSynthesis, tombstones)
+		_, err := c.PublishTombstones(t.Context(), noSynthesis, h)
 		require.Error(t, err)
 		noUID := comp
 		noUID.UID = ""
-		_, err = c.PublishTombstones(t.Context(), noUID, tombstones)
+		_, err = c.PublishTombstones(t.Context(), noUID, h)
+		require.Error(t, err)
+		other := h
+		other.Decision.SynthesisUUID = "another"
+		_, err = c.PublishTombstones(t.Context(), comp, other)
 		require.Error(t, err)
 		assert.Empty(t, c.Slices(""))
 	})
@@ -314,32 +344,50 @@ func TestPublishTombstones(t *testing.T) {
 	t.Run("refuses a terminating slice and one owned by another incarnation", func(t *testing.T) {
 		c := memory.NewCluster(inventoryNamespace)
 		old := c.PutComposition(composition("web"))
-		name, err := c.PublishTombstones(t.Context(), old, tombstones)
+		name, err := c.PublishTombstones(t.Context(), old, handoffFor(old, "old"))
 		require.NoError(t, err)
 
 		require.NoError(t, c.DeleteComposition(old.Ref()))
 		recreated := c.PutComposition(composition("web")) // same synthesis UUID only in this test
-		_, err = c.PublishTombstones(t.Context(), recreated, tombstones)
+		_, err = c.PublishTombstones(t.Context(), recreated, handoffFor(recreated, "old"))
 		require.ErrorIs(t, err, ports.ErrAlreadyExists)
 		assert.Equal(t, old.UID, c.SliceOwner("team-a", name))
 
 		require.NoError(t, c.MarkSliceDeleting("team-a", name))
-		_, err = c.PublishTombstones(t.Context(), old, tombstones)
+		_, err = c.PublishTombstones(t.Context(), old, handoffFor(old, "old"))
 		require.Error(t, err)
 	})
 
-	t.Run("a retry with other tombstones replaces the content", func(t *testing.T) {
+	t.Run("a retry with other tombstones replaces the content until the synthesis names it", func(t *testing.T) {
 		c := memory.NewCluster(inventoryNamespace)
 		comp := c.PutComposition(composition("web"))
-		name, err := c.PublishTombstones(t.Context(), comp, tombstones)
+		name, err := c.PublishTombstones(t.Context(), comp, handoffFor(comp, "old"))
 		require.NoError(t, err)
-		more := append(slices.Clone(tombstones), domain.Tombstone{Entry: domain.Entry{Version: "v1", Kind: "Secret", Namespace: "team-a", Name: "older"}})
-		again, err := c.PublishTombstones(t.Context(), comp, more)
+		again, err := c.PublishTombstones(t.Context(), comp, handoffFor(comp, "old", "older"))
 		require.NoError(t, err)
 		assert.Equal(t, name, again)
 		got, err := c.GetSlice(t.Context(), "team-a", name)
 		require.NoError(t, err)
 		assert.Len(t, got.Resources, 2)
+
+		require.NoError(t, c.CommitTombstones(t.Context(), comp, name))
+		_, err = c.PublishTombstones(t.Context(), comp, handoffFor(comp, "old"))
+		require.NoError(t, err)
+		got, err = c.GetSlice(t.Context(), "team-a", name)
+		require.NoError(t, err)
+		assert.Len(t, got.Resources, 2, "a committed slice is never rewritten")
+	})
+
+	t.Run("the commit clears readiness, as Eno does for a slice without status", func(t *testing.T) {
+		c := memory.NewCluster(inventoryNamespace)
+		comp := c.PutComposition(composition("web"))
+		require.True(t, comp.Synthesis.Ready)
+		name, err := c.PublishTombstones(t.Context(), comp, handoffFor(comp, "old"))
+		require.NoError(t, err)
+		require.NoError(t, c.CommitTombstones(t.Context(), comp, name))
+		live, err := c.LiveComposition(t.Context(), comp.Ref())
+		require.NoError(t, err)
+		assert.False(t, live.Synthesis.Ready)
 	})
 }
 
@@ -358,7 +406,7 @@ func TestBeforeWriteHook(t *testing.T) {
 	_, err = c.UpdateChunk(ctx, chunk("a-0", "a", "[]"))
 	require.ErrorIs(t, err, injected)
 	require.ErrorIs(t, c.WriteDecision(ctx, comp, domain.Decision{SynthesisUUID: "x", Outcome: domain.OutcomeNoInventory}), injected)
-	_, err = c.PublishTombstones(ctx, comp, nil)
+	_, err = c.PublishTombstones(ctx, comp, domain.Handoff{Decision: domain.Decision{SynthesisUUID: comp.SynthesisUUID()}})
 	require.ErrorIs(t, err, injected)
 	assert.Equal(t, []string{
 		memory.OpCreateChunk + " kube-system/a-0",
@@ -399,7 +447,7 @@ func TestCancelledContextFailsEveryPort(t *testing.T) {
 	require.ErrorIs(t, c.WriteDecision(ctx, comp, domain.Decision{}), context.Canceled)
 	_, err = c.GetSlice(ctx, "team-a", "s0")
 	require.ErrorIs(t, err, context.Canceled)
-	_, err = c.PublishTombstones(ctx, comp, nil)
+	_, err = c.PublishTombstones(ctx, comp, domain.Handoff{Decision: domain.Decision{SynthesisUUID: comp.SynthesisUUID()}})
 	require.ErrorIs(t, err, context.Canceled)
 	assert.Empty(t, c.Secrets())
 }

@@ -3,8 +3,8 @@ package memory
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
@@ -26,41 +26,131 @@ func (c *Cluster) GetSlice(ctx context.Context, namespace, name string) (domain.
 	return cloneSlice(s.slice), nil
 }
 
-// PublishTombstones writes the recovery slice of comp's current synthesis, owned by comp.
-// A retry for the same synthesis and owner reuses the slice; a slice of that name holding
-// another synthesis or owned by another Composition is refused with ErrAlreadyExists.
-func (c *Cluster) PublishTombstones(ctx context.Context, comp domain.Composition, tombstones []domain.Tombstone) (string, error) {
+// PublishTombstones writes the recovery slice of comp's current synthesis, owned by comp, as
+// SPEC §6.2 step 1 says: created, or rewritten to h while the synthesis does not name it yet.
+// When the short name holds another synthesis's slice the whole-UUID name is used; a slice
+// owned by another Composition is refused with ErrAlreadyExists.
+func (c *Cluster) PublishTombstones(ctx context.Context, comp domain.Composition, h domain.Handoff) (string, error) {
 	uuid := comp.SynthesisUUID()
-	if uuid == "" {
-		return "", fmt.Errorf("publishing tombstones for composition %s: it has no current synthesis", comp.Ref())
+	if uuid == "" || comp.UID == "" || h.SynthesisUUID() != uuid {
+		return "", fmt.Errorf("publishing tombstones for composition %s: a UID and a current synthesis matching the hand-off's %q are required", comp.Ref(), h.SynthesisUUID())
 	}
-	if comp.UID == "" {
-		return "", errors.New("publishing tombstones for composition " + comp.Ref().String() + ": it has no UID to own the slice")
-	}
-	key := objectKey{comp.Namespace, domain.RecoverySliceName(comp.Name, uuid)}
-	if err := c.runBeforeWrite(ctx, OpPublishTombstones, key); err != nil {
+	names := domain.RecoverySliceNames(comp.Name, uuid)
+	if err := c.runBeforeWrite(ctx, OpPublishTombstones, objectKey{comp.Namespace, names[0]}); err != nil {
 		return "", err
 	}
-	want := domain.ResourceSlice{Namespace: key.namespace, Name: key.name, SynthesisUUID: uuid,
-		Resources: make([]domain.SliceResource, len(tombstones))}
-	for i, t := range tombstones {
-		want.Resources[i] = domain.SliceResource{Manifest: t.Manifest(), Deleted: true}
+	want := recoverySlice(comp, "", h)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, name := range names {
+		key := objectKey{comp.Namespace, name}
+		cur, ok := c.slices[key]
+		if ok && cur.slice.SynthesisUUID != uuid {
+			continue // another synthesis's slice: try the next name
+		}
+		switch {
+		case !ok:
+		case cur.slice.Deleting:
+			return "", fmt.Errorf("publishing tombstones to resource slice %s: it is being deleted; retry once it is gone", key)
+		case cur.owner != comp.UID:
+			return "", fmt.Errorf("publishing tombstones to resource slice %s: it is owned by %q, not %q: %w", key, cur.owner, comp.UID, ports.ErrAlreadyExists)
+		case c.namedLocked(comp, name) || sameSlice(cur.slice, want):
+			return name, nil // committed, or an earlier attempt wrote exactly this
+		}
+		want.Name = name
+		c.slices[key] = storedSlice{slice: want, owner: comp.UID, resourceVersion: c.nextVersion()}
+		return name, nil
+	}
+	return "", fmt.Errorf("publishing tombstones for composition %s: every recovery slice name %v holds another synthesis: %w", comp.Ref(), names, ports.ErrAlreadyExists)
+}
+
+// CommitTombstones appends slice to comp's current synthesis, as the guarded status patch of
+// SPEC §6.2 step 2 does: the stored synthesis UUID, no in-flight synthesis and the slice list
+// comp holds must all still be the stored ones, else ErrSynthesisMoved.
+func (c *Cluster) CommitTombstones(ctx context.Context, comp domain.Composition, slice string) error {
+	key := objectKey{comp.Namespace, comp.Name}
+	if err := c.runBeforeWrite(ctx, OpCommitTombstones, key); err != nil {
+		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cur, ok := c.slices[key]; ok {
-		switch {
-		case cur.slice.Deleting:
-			return "", fmt.Errorf("publishing tombstones to resource slice %s: it is being deleted; retry once it is gone", key)
-		case cur.slice.SynthesisUUID != uuid || cur.owner != comp.UID:
-			return "", fmt.Errorf("publishing tombstones to resource slice %s: it holds synthesis %q owned by %q, not %q owned by %q: %w",
-				key, cur.slice.SynthesisUUID, cur.owner, uuid, comp.UID, ports.ErrAlreadyExists)
-		case slices.Equal(cur.slice.Resources, want.Resources):
-			return key.name, nil // an earlier attempt wrote exactly this
-		}
+	cur, ok := c.compositions[key]
+	switch {
+	case !ok:
+		return fmt.Errorf("committing tombstones on composition %s: %w", key, ports.ErrNotFound)
+	case cur.UID != comp.UID || cur.Synthesis == nil || cur.Synthesis.UUID != comp.SynthesisUUID():
+		return fmt.Errorf("committing tombstones on composition %s: %w", key, ports.ErrSynthesisMoved)
+	case slices.Contains(cur.Synthesis.Slices, slice):
+		return nil
+	case cur.InFlightSynthesis != "" || comp.Synthesis == nil || !slices.Equal(cur.Synthesis.Slices, comp.Synthesis.Slices):
+		return fmt.Errorf("committing tombstones on composition %s: %w", key, ports.ErrSynthesisMoved)
 	}
-	c.slices[key] = storedSlice{slice: want, owner: comp.UID, resourceVersion: c.nextVersion()}
-	return key.name, nil
+	cur = cloneComposition(cur)
+	cur.Synthesis.Slices = append(cur.Synthesis.Slices, slice)
+	// Eno clears readiness when a slice without status joins the synthesis (SPEC §6.2).
+	cur.Synthesis.Ready = false
+	cur.ResourceVersion = c.nextVersion()
+	c.compositions[key] = cur
+	return nil
+}
+
+// EnsureTombstones creates the slice again from h when it is gone (SPEC §6.2 step 4).
+func (c *Cluster) EnsureTombstones(ctx context.Context, comp domain.Composition, slice string, h domain.Handoff) error {
+	key := objectKey{comp.Namespace, slice}
+	if err := c.runBeforeWrite(ctx, OpEnsureTombstones, key); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.slices[key]; ok {
+		return nil
+	}
+	if h.SynthesisUUID() == "" {
+		return fmt.Errorf("resource slice %s is gone and its content is unknown: %w", key, ports.ErrNotFound)
+	}
+	c.slices[key] = storedSlice{slice: recoverySlice(comp, slice, h), owner: comp.UID, resourceVersion: c.nextVersion()}
+	return nil
+}
+
+// RequestResynthesis sets the force-resynthesis annotation if comp.ResourceVersion is the
+// stored one (ErrConflict otherwise).
+func (c *Cluster) RequestResynthesis(ctx context.Context, comp domain.Composition) error {
+	key := objectKey{comp.Namespace, comp.Name}
+	if err := c.runBeforeWrite(ctx, OpRequestResynthesis, key); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cur, ok := c.compositions[key]
+	if !ok {
+		return fmt.Errorf("requesting a resynthesis of composition %s: %w", key, ports.ErrNotFound)
+	}
+	if comp.ResourceVersion == "" || comp.ResourceVersion != cur.ResourceVersion {
+		return fmt.Errorf("requesting a resynthesis of composition %s at resourceVersion %q (stored %q): %w", key, comp.ResourceVersion, cur.ResourceVersion, ports.ErrConflict)
+	}
+	cur = cloneComposition(cur)
+	if cur.Annotations == nil {
+		cur.Annotations = map[string]string{}
+	}
+	cur.Annotations[domain.AnnotationForceResynthesis] = comp.SynthesisUUID()
+	cur.ResourceVersion = c.nextVersion()
+	c.compositions[key] = cur
+	return nil
+}
+
+func (c *Cluster) namedLocked(comp domain.Composition, slice string) bool {
+	cur, ok := c.compositions[objectKey{comp.Namespace, comp.Name}]
+	return ok && cur.UID == comp.UID && cur.NamesSlice(slice)
+}
+
+func recoverySlice(comp domain.Composition, name string, h domain.Handoff) domain.ResourceSlice {
+	return domain.ResourceSlice{Namespace: comp.Namespace, Name: name, SynthesisUUID: h.SynthesisUUID(),
+		Annotations: map[string]string{domain.AnnotationDecision: h.Decision.Encode()},
+		Resources:   slices.Clone(h.Resources)}
+}
+
+func sameSlice(a, b domain.ResourceSlice) bool {
+	return a.SynthesisUUID == b.SynthesisUUID && maps.Equal(a.Annotations, b.Annotations) && slices.Equal(a.Resources, b.Resources)
 }
 
 // SliceOwner is the UID of the Composition owning the slice, or "" when it has no owner or

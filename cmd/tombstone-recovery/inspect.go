@@ -401,8 +401,20 @@ func (readOnlyStore) UpdateChunk(context.Context, domain.ChunkSecret) (domain.Ch
 // readOnlyWrites stands in for the tombstone sink and the decision writer.
 type readOnlyWrites struct{}
 
-func (readOnlyWrites) PublishTombstones(context.Context, domain.Composition, []domain.Tombstone) (string, error) {
+func (readOnlyWrites) PublishTombstones(context.Context, domain.Composition, domain.Handoff) (string, error) {
 	return "", errInspectWrites
+}
+
+func (readOnlyWrites) CommitTombstones(context.Context, domain.Composition, string) error {
+	return errInspectWrites
+}
+
+func (readOnlyWrites) EnsureTombstones(context.Context, domain.Composition, string, domain.Handoff) error {
+	return errInspectWrites
+}
+
+func (readOnlyWrites) RequestResynthesis(context.Context, domain.Composition) error {
+	return errInspectWrites
 }
 
 func (readOnlyWrites) WriteDecision(context.Context, domain.Composition, domain.Decision) error {

@@ -59,7 +59,11 @@ func CreateComposition(ctx context.Context, dyn dynamic.Interface, c domain.Comp
 	if err != nil || c.Synthesis == nil {
 		return created, err
 	}
-	created.Object["status"] = CompositionStatus(*c.Synthesis)
+	status := CompositionStatus(*c.Synthesis)
+	if c.InFlightSynthesis != "" {
+		status["inFlightSynthesis"] = map[string]any{"uuid": c.InFlightSynthesis}
+	}
+	created.Object["status"] = status
 	return client.UpdateStatus(ctx, created, metav1.UpdateOptions{})
 }
 

@@ -10,7 +10,25 @@ import (
 )
 
 type FakeTombstoneSink struct {
-	PublishTombstonesStub        func(context.Context, domain.Composition, []domain.Tombstone) (string, error)
+	CommitTombstonesStub        func(context.Context, domain.Composition, string) error
+	commitTombstonesMutex       sync.RWMutex
+	commitTombstonesArgsForCall []FakeTombstoneSinkCommitTombstonesArgs
+	commitTombstonesReturns     struct {
+		result1 error
+	}
+	commitTombstonesReturnsOnCall map[int]struct {
+		result1 error
+	}
+	EnsureTombstonesStub        func(context.Context, domain.Composition, string, domain.Handoff) error
+	ensureTombstonesMutex       sync.RWMutex
+	ensureTombstonesArgsForCall []FakeTombstoneSinkEnsureTombstonesArgs
+	ensureTombstonesReturns     struct {
+		result1 error
+	}
+	ensureTombstonesReturnsOnCall map[int]struct {
+		result1 error
+	}
+	PublishTombstonesStub        func(context.Context, domain.Composition, domain.Handoff) (string, error)
 	publishTombstonesMutex       sync.RWMutex
 	publishTombstonesArgsForCall []FakeTombstoneSinkPublishTombstonesArgs
 	publishTombstonesReturns     struct {
@@ -21,30 +39,189 @@ type FakeTombstoneSink struct {
 		result1 string
 		result2 error
 	}
+	RequestResynthesisStub        func(context.Context, domain.Composition) error
+	requestResynthesisMutex       sync.RWMutex
+	requestResynthesisArgsForCall []FakeTombstoneSinkRequestResynthesisArgs
+	requestResynthesisReturns     struct {
+		result1 error
+	}
+	requestResynthesisReturnsOnCall map[int]struct {
+		result1 error
+	}
 	invocations      map[string][][]interface{}
 	callOrder        []string
 	invocationsMutex sync.RWMutex
+}
+
+// FakeTombstoneSinkCommitTombstonesArgs holds the arguments of one call to CommitTombstones.
+type FakeTombstoneSinkCommitTombstonesArgs struct {
+	Arg1 context.Context
+	Arg2 domain.Composition
+	Arg3 string
+}
+
+// FakeTombstoneSinkEnsureTombstonesArgs holds the arguments of one call to EnsureTombstones.
+type FakeTombstoneSinkEnsureTombstonesArgs struct {
+	Arg1 context.Context
+	Arg2 domain.Composition
+	Arg3 string
+	Arg4 domain.Handoff
 }
 
 // FakeTombstoneSinkPublishTombstonesArgs holds the arguments of one call to PublishTombstones.
 type FakeTombstoneSinkPublishTombstonesArgs struct {
 	Arg1 context.Context
 	Arg2 domain.Composition
-	Arg3 []domain.Tombstone
+	Arg3 domain.Handoff
 }
 
-func (fake *FakeTombstoneSink) PublishTombstones(arg1 context.Context, arg2 domain.Composition, arg3 []domain.Tombstone) (string, error) {
-	var arg3Copy []domain.Tombstone
-	if arg3 != nil {
-		arg3Copy = make([]domain.Tombstone, len(arg3))
-		copy(arg3Copy, arg3)
+// FakeTombstoneSinkRequestResynthesisArgs holds the arguments of one call to RequestResynthesis.
+type FakeTombstoneSinkRequestResynthesisArgs struct {
+	Arg1 context.Context
+	Arg2 domain.Composition
+}
+
+func (fake *FakeTombstoneSink) CommitTombstones(arg1 context.Context, arg2 domain.Composition, arg3 string) error {
+	fake.commitTombstonesMutex.Lock()
+	ret, specificReturn := fake.commitTombstonesReturnsOnCall[len(fake.commitTombstonesArgsForCall)]
+	fake.commitTombstonesArgsForCall = append(fake.commitTombstonesArgsForCall, FakeTombstoneSinkCommitTombstonesArgs{arg1, arg2, arg3})
+	stub := fake.CommitTombstonesStub
+	fakeReturns := fake.commitTombstonesReturns
+	fake.recordInvocation("CommitTombstones", []interface{}{arg1, arg2, arg3})
+	fake.commitTombstonesMutex.Unlock()
+	if stub != nil {
+		return stub(arg1, arg2, arg3)
 	}
+	if specificReturn {
+		return ret.result1
+	}
+	return fakeReturns.result1
+}
+
+func (fake *FakeTombstoneSink) CommitTombstonesCallCount() int {
+	fake.commitTombstonesMutex.RLock()
+	defer fake.commitTombstonesMutex.RUnlock()
+	return len(fake.commitTombstonesArgsForCall)
+}
+
+func (fake *FakeTombstoneSink) CommitTombstonesCalls(stub func(context.Context, domain.Composition, string) error) {
+	fake.commitTombstonesMutex.Lock()
+	defer fake.commitTombstonesMutex.Unlock()
+	fake.CommitTombstonesStub = stub
+}
+
+func (fake *FakeTombstoneSink) CommitTombstonesArgsForCall(i int) (context.Context, domain.Composition, string) {
+	fake.commitTombstonesMutex.RLock()
+	defer fake.commitTombstonesMutex.RUnlock()
+	argsForCall := fake.commitTombstonesArgsForCall[i]
+	return argsForCall.Arg1, argsForCall.Arg2, argsForCall.Arg3
+}
+
+func (fake *FakeTombstoneSink) CommitTombstonesArgs() []FakeTombstoneSinkCommitTombstonesArgs {
+	fake.commitTombstonesMutex.RLock()
+	defer fake.commitTombstonesMutex.RUnlock()
+	args := make([]FakeTombstoneSinkCommitTombstonesArgs, len(fake.commitTombstonesArgsForCall))
+	copy(args, fake.commitTombstonesArgsForCall)
+	return args
+}
+
+func (fake *FakeTombstoneSink) CommitTombstonesReturns(result1 error) {
+	fake.commitTombstonesMutex.Lock()
+	defer fake.commitTombstonesMutex.Unlock()
+	fake.CommitTombstonesStub = nil
+	fake.commitTombstonesReturns = struct {
+		result1 error
+	}{result1}
+}
+
+func (fake *FakeTombstoneSink) CommitTombstonesReturnsOnCall(i int, result1 error) {
+	fake.commitTombstonesMutex.Lock()
+	defer fake.commitTombstonesMutex.Unlock()
+	fake.CommitTombstonesStub = nil
+	if fake.commitTombstonesReturnsOnCall == nil {
+		fake.commitTombstonesReturnsOnCall = make(map[int]struct {
+			result1 error
+		})
+	}
+	fake.commitTombstonesReturnsOnCall[i] = struct {
+		result1 error
+	}{result1}
+}
+
+func (fake *FakeTombstoneSink) EnsureTombstones(arg1 context.Context, arg2 domain.Composition, arg3 string, arg4 domain.Handoff) error {
+	fake.ensureTombstonesMutex.Lock()
+	ret, specificReturn := fake.ensureTombstonesReturnsOnCall[len(fake.ensureTombstonesArgsForCall)]
+	fake.ensureTombstonesArgsForCall = append(fake.ensureTombstonesArgsForCall, FakeTombstoneSinkEnsureTombstonesArgs{arg1, arg2, arg3, arg4})
+	stub := fake.EnsureTombstonesStub
+	fakeReturns := fake.ensureTombstonesReturns
+	fake.recordInvocation("EnsureTombstones", []interface{}{arg1, arg2, arg3, arg4})
+	fake.ensureTombstonesMutex.Unlock()
+	if stub != nil {
+		return stub(arg1, arg2, arg3, arg4)
+	}
+	if specificReturn {
+		return ret.result1
+	}
+	return fakeReturns.result1
+}
+
+func (fake *FakeTombstoneSink) EnsureTombstonesCallCount() int {
+	fake.ensureTombstonesMutex.RLock()
+	defer fake.ensureTombstonesMutex.RUnlock()
+	return len(fake.ensureTombstonesArgsForCall)
+}
+
+func (fake *FakeTombstoneSink) EnsureTombstonesCalls(stub func(context.Context, domain.Composition, string, domain.Handoff) error) {
+	fake.ensureTombstonesMutex.Lock()
+	defer fake.ensureTombstonesMutex.Unlock()
+	fake.EnsureTombstonesStub = stub
+}
+
+func (fake *FakeTombstoneSink) EnsureTombstonesArgsForCall(i int) (context.Context, domain.Composition, string, domain.Handoff) {
+	fake.ensureTombstonesMutex.RLock()
+	defer fake.ensureTombstonesMutex.RUnlock()
+	argsForCall := fake.ensureTombstonesArgsForCall[i]
+	return argsForCall.Arg1, argsForCall.Arg2, argsForCall.Arg3, argsForCall.Arg4
+}
+
+func (fake *FakeTombstoneSink) EnsureTombstonesArgs() []FakeTombstoneSinkEnsureTombstonesArgs {
+	fake.ensureTombstonesMutex.RLock()
+	defer fake.ensureTombstonesMutex.RUnlock()
+	args := make([]FakeTombstoneSinkEnsureTombstonesArgs, len(fake.ensureTombstonesArgsForCall))
+	copy(args, fake.ensureTombstonesArgsForCall)
+	return args
+}
+
+func (fake *FakeTombstoneSink) EnsureTombstonesReturns(result1 error) {
+	fake.ensureTombstonesMutex.Lock()
+	defer fake.ensureTombstonesMutex.Unlock()
+	fake.EnsureTombstonesStub = nil
+	fake.ensureTombstonesReturns = struct {
+		result1 error
+	}{result1}
+}
+
+func (fake *FakeTombstoneSink) EnsureTombstonesReturnsOnCall(i int, result1 error) {
+	fake.ensureTombstonesMutex.Lock()
+	defer fake.ensureTombstonesMutex.Unlock()
+	fake.EnsureTombstonesStub = nil
+	if fake.ensureTombstonesReturnsOnCall == nil {
+		fake.ensureTombstonesReturnsOnCall = make(map[int]struct {
+			result1 error
+		})
+	}
+	fake.ensureTombstonesReturnsOnCall[i] = struct {
+		result1 error
+	}{result1}
+}
+
+func (fake *FakeTombstoneSink) PublishTombstones(arg1 context.Context, arg2 domain.Composition, arg3 domain.Handoff) (string, error) {
 	fake.publishTombstonesMutex.Lock()
 	ret, specificReturn := fake.publishTombstonesReturnsOnCall[len(fake.publishTombstonesArgsForCall)]
-	fake.publishTombstonesArgsForCall = append(fake.publishTombstonesArgsForCall, FakeTombstoneSinkPublishTombstonesArgs{arg1, arg2, arg3Copy})
+	fake.publishTombstonesArgsForCall = append(fake.publishTombstonesArgsForCall, FakeTombstoneSinkPublishTombstonesArgs{arg1, arg2, arg3})
 	stub := fake.PublishTombstonesStub
 	fakeReturns := fake.publishTombstonesReturns
-	fake.recordInvocation("PublishTombstones", []interface{}{arg1, arg2, arg3Copy})
+	fake.recordInvocation("PublishTombstones", []interface{}{arg1, arg2, arg3})
 	fake.publishTombstonesMutex.Unlock()
 	if stub != nil {
 		return stub(arg1, arg2, arg3)
@@ -61,13 +238,13 @@ func (fake *FakeTombstoneSink) PublishTombstonesCallCount() int {
 	return len(fake.publishTombstonesArgsForCall)
 }
 
-func (fake *FakeTombstoneSink) PublishTombstonesCalls(stub func(context.Context, domain.Composition, []domain.Tombstone) (string, error)) {
+func (fake *FakeTombstoneSink) PublishTombstonesCalls(stub func(context.Context, domain.Composition, domain.Handoff) (string, error)) {
 	fake.publishTombstonesMutex.Lock()
 	defer fake.publishTombstonesMutex.Unlock()
 	fake.PublishTombstonesStub = stub
 }
 
-func (fake *FakeTombstoneSink) PublishTombstonesArgsForCall(i int) (context.Context, domain.Composition, []domain.Tombstone) {
+func (fake *FakeTombstoneSink) PublishTombstonesArgsForCall(i int) (context.Context, domain.Composition, domain.Handoff) {
 	fake.publishTombstonesMutex.RLock()
 	defer fake.publishTombstonesMutex.RUnlock()
 	argsForCall := fake.publishTombstonesArgsForCall[i]
@@ -106,6 +283,73 @@ func (fake *FakeTombstoneSink) PublishTombstonesReturnsOnCall(i int, result1 str
 		result1 string
 		result2 error
 	}{result1, result2}
+}
+
+func (fake *FakeTombstoneSink) RequestResynthesis(arg1 context.Context, arg2 domain.Composition) error {
+	fake.requestResynthesisMutex.Lock()
+	ret, specificReturn := fake.requestResynthesisReturnsOnCall[len(fake.requestResynthesisArgsForCall)]
+	fake.requestResynthesisArgsForCall = append(fake.requestResynthesisArgsForCall, FakeTombstoneSinkRequestResynthesisArgs{arg1, arg2})
+	stub := fake.RequestResynthesisStub
+	fakeReturns := fake.requestResynthesisReturns
+	fake.recordInvocation("RequestResynthesis", []interface{}{arg1, arg2})
+	fake.requestResynthesisMutex.Unlock()
+	if stub != nil {
+		return stub(arg1, arg2)
+	}
+	if specificReturn {
+		return ret.result1
+	}
+	return fakeReturns.result1
+}
+
+func (fake *FakeTombstoneSink) RequestResynthesisCallCount() int {
+	fake.requestResynthesisMutex.RLock()
+	defer fake.requestResynthesisMutex.RUnlock()
+	return len(fake.requestResynthesisArgsForCall)
+}
+
+func (fake *FakeTombstoneSink) RequestResynthesisCalls(stub func(context.Context, domain.Composition) error) {
+	fake.requestResynthesisMutex.Lock()
+	defer fake.requestResynthesisMutex.Unlock()
+	fake.RequestResynthesisStub = stub
+}
+
+func (fake *FakeTombstoneSink) RequestResynthesisArgsForCall(i int) (context.Context, domain.Composition) {
+	fake.requestResynthesisMutex.RLock()
+	defer fake.requestResynthesisMutex.RUnlock()
+	argsForCall := fake.requestResynthesisArgsForCall[i]
+	return argsForCall.Arg1, argsForCall.Arg2
+}
+
+func (fake *FakeTombstoneSink) RequestResynthesisArgs() []FakeTombstoneSinkRequestResynthesisArgs {
+	fake.requestResynthesisMutex.RLock()
+	defer fake.requestResynthesisMutex.RUnlock()
+	args := make([]FakeTombstoneSinkRequestResynthesisArgs, len(fake.requestResynthesisArgsForCall))
+	copy(args, fake.requestResynthesisArgsForCall)
+	return args
+}
+
+func (fake *FakeTombstoneSink) RequestResynthesisReturns(result1 error) {
+	fake.requestResynthesisMutex.Lock()
+	defer fake.requestResynthesisMutex.Unlock()
+	fake.RequestResynthesisStub = nil
+	fake.requestResynthesisReturns = struct {
+		result1 error
+	}{result1}
+}
+
+func (fake *FakeTombstoneSink) RequestResynthesisReturnsOnCall(i int, result1 error) {
+	fake.requestResynthesisMutex.Lock()
+	defer fake.requestResynthesisMutex.Unlock()
+	fake.RequestResynthesisStub = nil
+	if fake.requestResynthesisReturnsOnCall == nil {
+		fake.requestResynthesisReturnsOnCall = make(map[int]struct {
+			result1 error
+		})
+	}
+	fake.requestResynthesisReturnsOnCall[i] = struct {
+		result1 error
+	}{result1}
 }
 
 func (fake *FakeTombstoneSink) Invocations() map[string][][]interface{} {

@@ -368,12 +368,12 @@ type auditedSink struct {
 	yield bool
 }
 
-func (s *auditedSink) PublishTombstones(ctx context.Context, comp domain.Composition, ts []domain.Tombstone) (string, error) {
+func (s *auditedSink) PublishTombstones(ctx context.Context, comp domain.Composition, h domain.Handoff) (string, error) {
 	maybeYield(s.yield)
-	where, err := s.TombstoneSink.PublishTombstones(ctx, comp, ts)
+	where, err := s.TombstoneSink.PublishTombstones(ctx, comp, h)
 	if err == nil {
 		s.audit.mu.Lock()
-		s.audit.publishes = append(s.audit.publishes, publishRecord{UID: comp.UID, SynthesisUUID: comp.SynthesisUUID(), Slice: where, Tombstones: len(ts)})
+		s.audit.publishes = append(s.audit.publishes, publishRecord{UID: comp.UID, SynthesisUUID: comp.SynthesisUUID(), Slice: where, Tombstones: len(h.Resources)})
 		s.audit.mu.Unlock()
 	}
 	return where, err

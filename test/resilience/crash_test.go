@@ -86,11 +86,32 @@ type crashingSink struct {
 	sw *crashSwitch
 }
 
-func (s crashingSink) PublishTombstones(ctx context.Context, c domain.Composition, ts []domain.Tombstone) (string, error) {
+func (s crashingSink) PublishTombstones(ctx context.Context, c domain.Composition, h domain.Handoff) (string, error) {
 	if err := s.sw.admit("publish tombstones"); err != nil {
 		return "", err
 	}
-	return s.TombstoneSink.PublishTombstones(ctx, c, ts)
+	return s.TombstoneSink.PublishTombstones(ctx, c, h)
+}
+
+func (s crashingSink) CommitTombstones(ctx context.Context, c domain.Composition, slice string) error {
+	if err := s.sw.admit("commit tombstones"); err != nil {
+		return err
+	}
+	return s.TombstoneSink.CommitTombstones(ctx, c, slice)
+}
+
+func (s crashingSink) EnsureTombstones(ctx context.Context, c domain.Composition, slice string, h domain.Handoff) error {
+	if err := s.sw.admit("ensure tombstones"); err != nil {
+		return err
+	}
+	return s.TombstoneSink.EnsureTombstones(ctx, c, slice, h)
+}
+
+func (s crashingSink) RequestResynthesis(ctx context.Context, c domain.Composition) error {
+	if err := s.sw.admit("request resynthesis"); err != nil {
+		return err
+	}
+	return s.TombstoneSink.RequestResynthesis(ctx, c)
 }
 
 type crashingDecisions struct {

@@ -66,9 +66,10 @@ func jsonLogger(w io.Writer, v int) logr.Logger {
 // inProcessController wires the controller as cmd/tombstone-recovery's run does (Composition
 // informer, Secret cache, event recorder, rate-limited queue, workers) over cfg.
 type inProcessController struct {
-	sink     *k8s.TombstoneSink
-	stopOnce sync.Once
-	stopFn   func()
+	sink         *k8s.TombstoneSink
+	compositions *k8s.Compositions
+	stopOnce     sync.Once
+	stopFn       func()
 }
 
 func startInProcessController(t *testing.T, cfg *rest.Config, ns string, log logr.Logger, maxChunkBytes int) *inProcessController {
@@ -100,7 +101,7 @@ func startInProcessController(t *testing.T, cfg *rest.Config, ns string, log log
 	require.NoError(t, store.AddRefHandler(func(r domain.CompositionRef) { queue.Add(r) }))
 
 	done := make(chan struct{})
-	p := &inProcessController{sink: sink, stopFn: func() {
+	p := &inProcessController{sink: sink, compositions: comps, stopFn: func() {
 		cancel()
 		<-done
 		informer.Wait()
@@ -223,21 +224,36 @@ func runLifecycle(t *testing.T) lifecycle {
 	capture(third)
 	ctrl.stop()
 
-	// 4. The sink's retry path: a recovery slice that an earlier attempt published with other
-	// tombstones is updated in place (what a retry after a changed snapshot does).
-	spareUID, err := createCompositionWith(ctx, c, ns, "spare", nil, nil)
+	// 4. The hand-off (SPEC §6.2) on a Composition of its own: a recovery slice that an earlier
+	// attempt published with other tombstones is rewritten in place (what a retry after a changed
+	// snapshot does), appended to the synthesis through the status subresource, checked, and a
+	// resynthesis is requested.
+	spareSynthesis := &synthesis{UUID: string(uuid.NewUUID())}
+	_, err = createCompositionWith(ctx, c, ns, "spare", nil, spareSynthesis)
 	require.NoError(t, err)
-	spare := domain.Composition{Namespace: ns, Name: "spare", UID: spareUID, Synthesis: &domain.Synthesis{UUID: string(uuid.NewUUID())}}
-	tomb := func(name string) domain.Tombstone {
-		return domain.Tombstone{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: workloadNamespace, Name: name}}
+	spare, err := ctrl.compositions.LiveComposition(ctx, domain.CompositionRef{Namespace: ns, Name: "spare"})
+	require.NoError(t, err)
+	handoff := func(names ...string) domain.Handoff {
+		ts := make([]domain.Tombstone, len(names))
+		for i, n := range names {
+			ts[i] = domain.Tombstone{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: workloadNamespace, Name: n}}
+		}
+		h, err := domain.NewHandoff(domain.RecoveryPlan{Decision: domain.Decision{SynthesisUUID: spare.SynthesisUUID(), Outcome: domain.OutcomeRecovered}, Tombstones: ts})
+		require.NoError(t, err)
+		return h
 	}
-	_, err = ctrl.sink.PublishTombstones(ctx, spare, []domain.Tombstone{tomb("a")})
+	_, err = ctrl.sink.PublishTombstones(ctx, spare, handoff("a"))
 	require.NoError(t, err)
-	name, err := ctrl.sink.PublishTombstones(ctx, spare, []domain.Tombstone{tomb("a"), tomb("b")})
+	name, err := ctrl.sink.PublishTombstones(ctx, spare, handoff("a", "b"))
 	require.NoError(t, err)
 	got, _, err = tombstoneSliceIDs(ctx, c, ns, name)
 	require.NoError(t, err)
 	assert.Len(t, got, 2)
+	require.NoError(t, ctrl.sink.CommitTombstones(ctx, spare, name))
+	require.NoError(t, ctrl.sink.EnsureTombstones(ctx, spare, name, handoff("a", "b")))
+	spare, err = ctrl.compositions.LiveComposition(ctx, spare.Ref())
+	require.NoError(t, err)
+	require.NoError(t, ctrl.sink.RequestResynthesis(ctx, spare))
 
 	// 5. Leader election, as `run --leader-elect` does it, in the controller's namespace.
 	elect(t, ctx, cfg, "resilience-"+l.marker)

@@ -1,0 +1,100 @@
+package domain_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/Azure/eno-tombstone-recovery/domain"
+)
+
+func recoveredPlan(t testing.TB) domain.RecoveryPlan {
+	t.Helper()
+	p := plan(t, composition(), snapshotOf(t, entriesN(4), "uid-old"), producing(t, 3), 1)
+	require.Equal(t, domain.OutcomeRecovered, p.Decision.Outcome)
+	return p
+}
+
+func TestNewHandoff(t *testing.T) {
+	p := recoveredPlan(t)
+	h, err := domain.NewHandoff(p)
+	require.NoError(t, err)
+	assert.Equal(t, synUUID, h.SynthesisUUID())
+	require.Len(t, h.Resources, 1)
+	assert.True(t, h.Resources[0].Deleted)
+	assert.Equal(t, p.Tombstones[0].Manifest(), h.Resources[0].Manifest)
+
+	d := h.DecisionFor("web-recovery-11111111")
+	assert.Equal(t, "web-recovery-11111111", d.TombstoneSlice)
+	assert.Equal(t, 1, d.Tombstones)
+	assert.Equal(t, oldSynUUID, d.RecoveredFrom)
+
+	for _, bad := range []domain.RecoveryPlan{
+		{Decision: domain.Decision{Outcome: domain.OutcomeNothingToRecover}},
+		{Decision: domain.Decision{Outcome: domain.OutcomeRecovered}},
+		{Decision: domain.Decision{Outcome: domain.OutcomeHeldForReview}, Held: p.Tombstones},
+	} {
+		_, err := domain.NewHandoff(bad)
+		assert.Error(t, err)
+	}
+}
+
+func TestHandoffFromSlice(t *testing.T) {
+	h, err := domain.NewHandoff(recoveredPlan(t))
+	require.NoError(t, err)
+	c := composition()
+	good := domain.ResourceSlice{Namespace: "team-a", Name: "web-recovery-11111111", SynthesisUUID: synUUID,
+		Annotations: map[string]string{domain.AnnotationDecision: h.Decision.Encode()}, Resources: h.Resources}
+	back, err := domain.HandoffFromSlice(c, good)
+	require.NoError(t, err)
+	assert.Equal(t, h, back)
+
+	tests := []struct {
+		name   string
+		mutate func(*domain.ResourceSlice)
+	}{
+		{"Eno's stamp, not ours", func(s *domain.ResourceSlice) { s.SynthesisUUID = "" }},
+		{"another synthesis", func(s *domain.ResourceSlice) { s.SynthesisUUID = oldSynUUID }},
+		{"no decision", func(s *domain.ResourceSlice) { s.Annotations = nil }},
+		{"a decision that is not Recovered", func(s *domain.ResourceSlice) {
+			s.Annotations = map[string]string{domain.AnnotationDecision: domain.Decision{SynthesisUUID: synUUID, Outcome: domain.OutcomeNoInventory}.Encode()}
+		}},
+		{"a resource that is not a tombstone", func(s *domain.ResourceSlice) {
+			s.Resources = []domain.SliceResource{{Manifest: h.Resources[0].Manifest}}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := good
+			s.Annotations = map[string]string{domain.AnnotationDecision: h.Decision.Encode()}
+			tt.mutate(&s)
+			_, err := domain.HandoffFromSlice(c, s)
+			assert.Error(t, err)
+		})
+	}
+}
+
+func TestCommittedRecoverySlice(t *testing.T) {
+	names := domain.RecoverySliceNames("web", synUUID)
+	require.Equal(t, []string{"web-recovery-11111111", "web-recovery-" + synUUID}, names)
+	for _, tt := range []struct {
+		name   string
+		slices []string
+		want   string
+	}{
+		{"none", []string{"web-slice-1"}, ""},
+		{"short name", []string{"web-slice-1", names[0]}, names[0]},
+		{"whole-UUID name", []string{names[1], "web-slice-1"}, names[1]},
+		{"another synthesis's recovery slice", []string{domain.RecoverySliceName("web", oldSynUUID)}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := composition()
+			c.Synthesis.Slices = tt.slices
+			got, ok := c.CommittedRecoverySlice()
+			assert.Equal(t, tt.want, got)
+			assert.Equal(t, tt.want != "", ok)
+		})
+	}
+	assert.Equal(t, []string{"web-recovery-abc"}, domain.RecoverySliceNames("web", "abc"), "a short UUID has one name")
+}
