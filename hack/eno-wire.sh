@@ -130,7 +130,7 @@ compare() {
 				print "eno-wire: FAIL: importing " ENVIRON["MODULE"] " changes " changed " of the " n " modules eno-reconciler already required (above)" > "/dev/stderr"
 				exit 1
 			}
-			print "eno-wire: all " n " modules eno-reconciler required are at the same version; " added " added:" list > "/dev/stderr"
+			print "eno-wire: all " n " modules eno-reconciler required are at the same version; " added " added" (added ? ":" list : "") > "/dev/stderr"
 		}
 	' "$before" "$after"
 }
