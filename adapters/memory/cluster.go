@@ -50,6 +50,7 @@ type Cluster struct {
 	compositions map[objectKey]domain.Composition
 	slices       map[objectKey]storedSlice
 	secrets      map[objectKey]domain.ChunkSecret
+	downstream   map[domain.ResourceID]string // the downstream cluster's objects, as their manifests
 	events       []Event
 	beforeWrite  BeforeWrite
 }
@@ -71,6 +72,7 @@ func NewCluster(inventoryNamespace string) *Cluster {
 		compositions:       map[objectKey]domain.Composition{},
 		slices:             map[objectKey]storedSlice{},
 		secrets:            map[objectKey]domain.ChunkSecret{},
+		downstream:         map[domain.ResourceID]string{},
 	}
 }
 

@@ -1,0 +1,90 @@
+package memory
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/Azure/eno-tombstone-recovery/domain"
+)
+
+// The downstream cluster's objects other than the inventory Secrets: what Eno applied, or
+// what a test put there by hand. Each is kept as its manifest, by identity.
+
+// DownstreamObjects lists the identities of every downstream object in canonical order
+// (group, kind, namespace, name).
+func (c *Cluster) DownstreamObjects() []domain.ResourceID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]domain.ResourceID, 0, len(c.downstream))
+	for id := range c.downstream {
+		out = append(out, id)
+	}
+	slices.SortFunc(out, compareIDs)
+	return out
+}
+
+// DownstreamExists reports whether the downstream object exists.
+func (c *Cluster) DownstreamExists(id domain.ResourceID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.downstream[id]
+	return ok
+}
+
+// PutDownstream creates or replaces a downstream object, as a user applying manifest would.
+func (c *Cluster) PutDownstream(manifest string) (domain.ResourceID, error) {
+	m, err := parseManifest(manifest)
+	if err != nil {
+		return domain.ResourceID{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.downstream[m.id] = manifest
+	return m.id, nil
+}
+
+// DeleteDownstream removes a downstream object, as a user's delete would; absent is not an error.
+func (c *Cluster) DeleteDownstream(id domain.ResourceID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.downstream, id)
+}
+
+func compareIDs(a, b domain.ResourceID) int {
+	return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Kind, b.Kind),
+		cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+}
+
+// manifest is the identity of one Eno manifest.
+type manifest struct {
+	id    domain.ResourceID
+	patch bool // an eno.azure.io/v1 Patch: it patches an object Eno does not own
+}
+
+func parseManifest(raw string) (manifest, error) {
+	var m struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal([]byte(raw), &m); err != nil {
+		return manifest{}, fmt.Errorf("manifest is not a JSON object: %w", err)
+	}
+	if m.APIVersion == "" || m.Kind == "" || m.Metadata.Name == "" {
+		return manifest{}, fmt.Errorf("manifest lacks apiVersion, kind or metadata.name: %.80s", raw)
+	}
+	group := ""
+	if i := strings.LastIndex(m.APIVersion, "/"); i >= 0 {
+		group = m.APIVersion[:i]
+	}
+	return manifest{
+		id:    domain.ResourceID{Group: group, Kind: m.Kind, Namespace: m.Metadata.Namespace, Name: m.Metadata.Name},
+		patch: m.APIVersion == "eno.azure.io/v1" && m.Kind == "Patch",
+	}, nil
+}

@@ -1,0 +1,232 @@
+package memory
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/ports"
+)
+
+// Eno is a model of stock Eno v0.2.17 (eno-controller, its executor and eno-reconciler) acting
+// on a Cluster. It models only these behaviours, each observed by running that release against
+// a real API server (SPEC §2, §6.2, §10):
+//
+//   - Synthesize: the executor writes the new synthesis's slices, owned by the Composition and
+//     stamped with the Composition's current synthesis UUID ("" on its first synthesis, the
+//     previous UUID after that). They hold the synthesizer's output, every tombstone found in
+//     the current synthesis's slices (all that status.currentSynthesis.resourceSlices names,
+//     a recovery slice included) whose object still exists downstream (not yet reconciled),
+//     and a tombstone for every non-Patch resource of the current synthesis that the new
+//     output lacks. Then the new synthesis is promoted: a new UUID, synthesized, not Ready,
+//     resourceSlices = the new slices, and no synthesis in flight.
+//   - ResynthesizeIfForced: eno.azure.io/force-resynthesis equal to the in-flight synthesis's
+//     UUID, or the current one's when none is in flight, starts a new synthesis with the same
+//     synthesizer output. Eno never clears the annotation; once the new synthesis is promoted
+//     the annotation names an older one and does nothing, and each requested UUID is acted on
+//     once.
+//   - Reconcile: eno-reconciler applies the current synthesis downstream (every manifest that
+//     is not a tombstone exists, every tombstone's object is deleted), then marks it Ready.
+//
+// Nothing else is modelled: slices are split by count, not size; a synthesis is written and
+// promoted in one step; Patches are not applied; there is no cooldown, readiness group, slice
+// cleanup or per-process cache of loaded syntheses. Synthesis UUIDs come from a counter, so
+// runs repeat. Its writes bypass the BeforeWrite hook: they are Eno's, not the controller's.
+// Use one Eno per Cluster.
+type Eno struct {
+	cluster *Cluster
+	now     func() time.Time
+	// ResourcesPerSlice is the most resources one slice holds; 0 puts them all in one slice.
+	// Set it before the first synthesis.
+	ResourcesPerSlice int
+
+	// Guarded by cluster.mu.
+	syntheses uint64
+	outputs   map[objectKey]synthesizerOutput
+	forced    map[string]bool
+}
+
+// synthesizerOutput is what a Composition's synthesizer produced last.
+type synthesizerOutput struct {
+	uid       string
+	manifests []string
+}
+
+// NewEno returns a model of stock Eno acting on c; now is the time stamped on each synthesis.
+func NewEno(c *Cluster, now func() time.Time) *Eno {
+	return &Eno{cluster: c, now: now, outputs: map[objectKey]synthesizerOutput{}, forced: map[string]bool{}}
+}
+
+// Synthesize makes a new synthesis of the Composition whose synthesizer produced manifests,
+// and returns the Composition with it promoted. Nothing changes on an error.
+func (e *Eno) Synthesize(ref domain.CompositionRef, manifests ...string) (domain.Composition, error) {
+	c := e.cluster
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := objectKey{ref.Namespace, ref.Name}
+	cur, ok := c.compositions[key]
+	if !ok {
+		return domain.Composition{}, fmt.Errorf("synthesizing composition %s: %w", key, ports.ErrNotFound)
+	}
+	out, err := e.synthesizeLocked(cur, manifests)
+	if err != nil {
+		return domain.Composition{}, err
+	}
+	e.outputs[key] = synthesizerOutput{uid: cur.UID, manifests: slices.Clone(manifests)}
+	return out, nil
+}
+
+// ResynthesizeIfForced makes the new synthesis the force-resynthesis annotation asks for, if
+// it asks for one, with the synthesizer output of the Composition's last synthesis. It
+// reports whether it did.
+func (e *Eno) ResynthesizeIfForced(ref domain.CompositionRef) (domain.Composition, bool, error) {
+	c := e.cluster
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := objectKey{ref.Namespace, ref.Name}
+	cur, ok := c.compositions[key]
+	if !ok {
+		return domain.Composition{}, false, fmt.Errorf("resynthesizing composition %s: %w", key, ports.ErrNotFound)
+	}
+	target := cur.InFlightSynthesis
+	if target == "" {
+		target = cur.SynthesisUUID()
+	}
+	want := cur.Annotations[domain.AnnotationForceResynthesis]
+	if want == "" || want != target || e.forced[want] {
+		return cloneComposition(cur), false, nil
+	}
+	output, ok := e.outputs[key]
+	if !ok || output.uid != cur.UID {
+		return domain.Composition{}, false, fmt.Errorf("resynthesizing composition %s: its synthesizer output is unknown; synthesize it with Eno first", key)
+	}
+	out, err := e.synthesizeLocked(cur, output.manifests)
+	if err != nil {
+		return domain.Composition{}, false, err
+	}
+	e.forced[want] = true
+	return out, true, nil
+}
+
+// Reconcile applies the Composition's current synthesis downstream and marks it Ready. Every
+// slice is read before anything is applied; a missing or unreadable one changes nothing.
+func (e *Eno) Reconcile(ref domain.CompositionRef) (domain.Composition, error) {
+	c := e.cluster
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := objectKey{ref.Namespace, ref.Name}
+	cur, ok := c.compositions[key]
+	if !ok {
+		return domain.Composition{}, fmt.Errorf("reconciling composition %s: %w", key, ports.ErrNotFound)
+	}
+	if cur.Synthesis == nil || cur.Synthesis.Synthesized.IsZero() {
+		return domain.Composition{}, fmt.Errorf("reconciling composition %s: it has no synthesis yet", key)
+	}
+	type change struct {
+		m         manifest
+		raw       string
+		tombstone bool
+	}
+	var changes []change
+	for _, name := range cur.Synthesis.Slices {
+		s, ok := c.slices[objectKey{cur.Namespace, name}]
+		if !ok {
+			return domain.Composition{}, fmt.Errorf("reconciling composition %s: resource slice %s of synthesis %s: %w", key, name, cur.Synthesis.UUID, ports.ErrNotFound)
+		}
+		for i, r := range s.slice.Resources {
+			m, err := parseManifest(r.Manifest)
+			if err != nil {
+				return domain.Composition{}, fmt.Errorf("reconciling composition %s: resource slice %s, resource %d: %w", key, name, i, err)
+			}
+			changes = append(changes, change{m: m, raw: r.Manifest, tombstone: r.Deleted})
+		}
+	}
+	for _, ch := range changes {
+		switch {
+		case ch.m.patch:
+		case ch.tombstone:
+			delete(c.downstream, ch.m.id)
+		default:
+			c.downstream[ch.m.id] = ch.raw
+		}
+	}
+	cur = cloneComposition(cur)
+	cur.Synthesis.Ready = true
+	cur.ResourceVersion = c.nextVersion()
+	c.compositions[key] = cur
+	return cloneComposition(cur), nil
+}
+
+// synthesizeLocked writes the slices of a new synthesis of cur producing manifests and
+// promotes it. Callers hold the lock.
+func (e *Eno) synthesizeLocked(cur domain.Composition, manifests []string) (domain.Composition, error) {
+	c := e.cluster
+	key := objectKey{cur.Namespace, cur.Name}
+	resources := make([]domain.SliceResource, 0, len(manifests))
+	produced := make(map[domain.ResourceID]bool, len(manifests))
+	for i, raw := range manifests {
+		m, err := parseManifest(raw)
+		if err != nil {
+			return domain.Composition{}, fmt.Errorf("synthesizing composition %s: output %d: %w", key, i, err)
+		}
+		resources = append(resources, domain.SliceResource{Manifest: raw})
+		produced[m.id] = true
+	}
+
+	// What the current synthesis leaves to the new one: tombstones not yet reconciled, and
+	// a tombstone for each resource the new output lacks. The new output always wins.
+	type tombstone struct {
+		id  domain.ResourceID
+		raw string
+	}
+	var tombstones []tombstone
+	seen := map[domain.ResourceID]bool{}
+	if cur.Synthesis != nil {
+		for _, name := range cur.Synthesis.Slices {
+			s, ok := c.slices[objectKey{cur.Namespace, name}]
+			if !ok {
+				return domain.Composition{}, fmt.Errorf("synthesizing composition %s: resource slice %s of synthesis %s: %w", key, name, cur.Synthesis.UUID, ports.ErrNotFound)
+			}
+			for i, r := range s.slice.Resources {
+				m, err := parseManifest(r.Manifest)
+				if err != nil {
+					return domain.Composition{}, fmt.Errorf("synthesizing composition %s: resource slice %s, resource %d: %w", key, name, i, err)
+				}
+				if m.patch || produced[m.id] || seen[m.id] {
+					continue
+				}
+				if _, exists := c.downstream[m.id]; r.Deleted && !exists {
+					continue // reconciled: Eno drops the tombstone
+				}
+				seen[m.id] = true
+				tombstones = append(tombstones, tombstone{id: m.id, raw: r.Manifest})
+			}
+		}
+	}
+	slices.SortFunc(tombstones, func(a, b tombstone) int { return compareIDs(a.id, b.id) })
+	for _, t := range tombstones {
+		resources = append(resources, domain.SliceResource{Manifest: t.raw, Deleted: true})
+	}
+
+	e.syntheses++
+	uuid := fmt.Sprintf("%08x-e0e0-4000-8000-%012x", e.syntheses, e.syntheses)
+	per := e.ResourcesPerSlice
+	if per <= 0 {
+		per = max(len(resources), 1)
+	}
+	var names []string
+	for chunk := range slices.Chunk(resources, per) {
+		s := domain.ResourceSlice{Namespace: cur.Namespace, Name: fmt.Sprintf("%s-%s-%d", cur.Name, uuid[:8], len(names)),
+			SynthesisUUID: cur.SynthesisUUID(), Resources: slices.Clone(chunk)}
+		c.slices[objectKey{s.Namespace, s.Name}] = storedSlice{slice: s, owner: cur.UID, resourceVersion: c.nextVersion()}
+		names = append(names, s.Name)
+	}
+
+	cur = cloneComposition(cur)
+	cur.Synthesis = &domain.Synthesis{UUID: uuid, Synthesized: e.now().UTC().Truncate(time.Second), Slices: names}
+	cur.InFlightSynthesis = ""
+	cur.ResourceVersion = c.nextVersion()
+	c.compositions[key] = cur
+	return cloneComposition(cur), nil
+}
