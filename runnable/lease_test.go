@@ -61,6 +61,7 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 // replica is one controller as eno-reconciler runs it on one of its replicas.
 type replica struct {
 	name   string
+	ctl    *runnable.Controller
 	writes *writeLog
 	cancel context.CancelFunc
 	done   chan error
@@ -93,7 +94,7 @@ func startReplica(t *testing.T, name, namespace, inventory string, stopOnLoss bo
 	require.NoError(t, ctl.Err())
 	require.False(t, ctl.NeedLeaderElection(), "the manager starts it on every replica; it elects by itself")
 	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
+	r.cancel, r.ctl = cancel, ctl
 	go func() { r.done <- ctl.Start(ctx) }()
 	t.Cleanup(func() { r.stop(t) })
 	return r
@@ -190,6 +191,7 @@ func TestOneReplicaReconcilesAtATime(t *testing.T) {
 		follower = replicas["replica-b"]
 	}
 	// The follower's caches are synced and it sees the same Compositions, yet it does not write.
+	require.Eventually(t, func() bool { return follower.ctl.ReadyzCheck(nil) == nil }, eventually, poll, "the follower's caches sync")
 	time.Sleep(2 * retryPeriod)
 	assert.NotEmpty(t, leader.writes.list(), "the leader records")
 	assert.Empty(t, follower.writes.list(), "the follower must not write while the other holds the Lease")
