@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,6 +16,8 @@ import (
 
 // testEnv is the real etcd and kube-apiserver the package's tests share (inspect runs against it).
 var testEnv *kubetest.Env
+
+var updateGolden = flag.Bool("update", false, "rewrite testdata/demo.golden from the demo's output")
 
 // TestMain starts the API server; TestMainWithEnv stops it and then runs goleak over the package.
 func TestMain(m *testing.M) {
@@ -27,18 +32,46 @@ func TestDemoTellsTheWholeStory(t *testing.T) {
 	require.NoError(t, runDemo(context.Background(), &out))
 	story := out.String()
 	for _, want := range []string{
-		"recovery decision for team-a/web: Recovered",
+		// Chapter 1: the hand-off to Eno, Eno deleting the orphans, then no recovery twice.
+		"recovery decision for team-a/web synthesis 00000002: Recovered",
 		"tombstone: ConfigMap/team-a/web-feature-flags",
 		"tombstone: CronJob.batch/team-a/web-cleanup",
-		"tombstones published in ResourceSlice team-a/web-recovery-",
+		"handed to Eno: ResourceSlice team-a/web-recovery-00000002, named by status.currentSynthesis.resourceSlices: true (Ready now false)",
+		"eno.azure.io/force-resynthesis=00000002 requested",
+		"a synthesis decided Recovered is never recorded",
+		`ResourceSlice web-00000003-0 (stamped "00000002"): 6 resources, tombstones carried forward: ConfigMap/web-feature-flags, CronJob/web-cleanup`,
+		"recovery decision for team-a/web synthesis 00000003: NothingToRecover (AlreadyDecided)",
+		"deleted by Eno: ConfigMap/team-a/web-feature-flags, CronJob.batch/team-a/web-cleanup\n",
+		"secret kube-system/web-a6d6889313c2-0  synthesis 00000003  chunk 0/2",
 		"inventory of lineage a6d6889313c2 unchanged",
-		"recovery decision for team-b/api: InventoryInvalid (MissingChunk)",
-		"recovery decision for shop/checkout-west: InventoryInvalid (AmbiguousTimestamp)",
-		"recovery decision for team-c/db: HeldForReview (OverDeletionGuard)",
-		"recovery decision for team-c/db: Recovered (Approved)",
+		"recovery decision for team-a/web synthesis 00000004: NothingToRecover (SameIncarnation)",
+		"deleted by Eno: none",
+		// The refusals.
+		"recovery decision for team-b/api synthesis 00000007: InventoryInvalid (MissingChunk)",
+		"recovery decision for shop/checkout-west synthesis 0000000a: InventoryInvalid (AmbiguousTimestamp)",
+		"recovery decision for team-c/db synthesis 0000000c: HeldForReview (OverDeletionGuard)",
+		"recovery decision for team-c/db synthesis 0000000c: Recovered (Approved)",
+		"deleted by Eno: ConfigMap/team-c/db-config, ConfigMap/team-c/db-init, Secret/team-c/db-credentials-ref, Service/team-c/db-headless\n",
 	} {
 		assert.Contains(t, story, want)
 	}
+	// Only recoveries delete: the refusals' orphans are all still downstream.
+	assert.Contains(t, story, "nothing was handed to Eno: the orphans stay\n     downstream: ConfigMap/team-b/api-a, ConfigMap/team-b/api-b, ConfigMap/team-b/api-c, ConfigMap/team-b/api-d, Service/team-b/api, Service/team-b/api-internal, Deployment.apps/team-b/api\n")
+}
+
+// The demo's output is golden: a change to the story shows in review. Run with -update to
+// rewrite it.
+func TestDemoGolden(t *testing.T) {
+	var out bytes.Buffer
+	require.NoError(t, runDemo(context.Background(), &out))
+	golden := filepath.Join("testdata", "demo.golden")
+	if *updateGolden {
+		require.NoError(t, os.MkdirAll("testdata", 0o755))
+		require.NoError(t, os.WriteFile(golden, out.Bytes(), 0o644))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err, "run go test ./cmd/tombstone-recovery -run TestDemoGolden -update")
+	assert.Equal(t, string(want), out.String())
 }
 
 func TestDemoIsDeterministic(t *testing.T) {
