@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -107,9 +108,15 @@ func publish(t *testing.T, c kubetest.Clients, comp *unstructured.Unstructured, 
 	t.Helper()
 	ctx := testContext(t)
 	ns, name := comp.GetNamespace(), comp.GetName()
+	client := c.Dynamic.Resource(compositionGVR).Namespace(ns)
+	// Stock Eno stamps a slice with the synthesis current when its executor writes it: "" on a
+	// first synthesis, the previous UUID after that (SPEC §2).
+	before, err := client.Get(ctx, name, metav1.GetOptions{})
+	require.NoError(t, err)
+	stamp, _, _ := unstructured.NestedString(before.Object, "status", "currentSynthesis", "uuid")
 	status := domain.Synthesis{UUID: syn.uuid, Synthesized: syn.synthesized, Ready: true}
 	for i, resources := range syn.slices {
-		slice := domain.ResourceSlice{Namespace: ns, Name: syn.sliceName(name, i), SynthesisUUID: syn.uuid}
+		slice := domain.ResourceSlice{Namespace: ns, Name: syn.sliceName(name, i), SynthesisUUID: stamp}
 		for _, r := range resources {
 			slice.Resources = append(slice.Resources, domain.SliceResource{Manifest: r.manifest, Deleted: r.deleted})
 		}
@@ -117,7 +124,6 @@ func publish(t *testing.T, c kubetest.Clients, comp *unstructured.Unstructured, 
 		require.NoError(t, err)
 		status.Slices = append(status.Slices, slice.Name)
 	}
-	client := c.Dynamic.Resource(compositionGVR).Namespace(ns)
 	for {
 		cur, err := client.Get(ctx, name, metav1.GetOptions{})
 		require.NoError(t, err)
@@ -201,6 +207,16 @@ func waitForSnapshot(t *testing.T, c kubetest.Clients, namespace, lineage, compU
 		return nil
 	})
 	return snap, secrets
+}
+
+// assertNoSnapshotOf checks that no inventory Secret of the lineage was recorded from the synthesis.
+func assertNoSnapshotOf(t *testing.T, c kubetest.Clients, namespace, lineage, synthesisUUID string) {
+	t.Helper()
+	secrets, err := listInventory(testContext(t), c, namespace, lineage)
+	require.NoError(t, err)
+	for _, s := range secrets {
+		assert.NotEqual(t, synthesisUUID, s.Annotations["eno.azure.io/source-synthesis-uuid"], "secret %s was recorded from synthesis %s", s.Name, synthesisUUID)
+	}
 }
 
 // waitForEvent waits for an event with reason on the Composition and returns it.

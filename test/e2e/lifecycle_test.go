@@ -141,15 +141,37 @@ func TestLifecycleRecordsThenRecoversAfterRecreation(t *testing.T) {
 	assert.JSONEq(t, `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","namespace":"team-a",
 		"labels":{"app":"web"},"annotations":{"eno.azure.io/deletion-group":"-1"}}}`, r["manifest"].(string))
 
-	// The new incarnation is recorded over the same chunk name.
+	// The hand-off (SPEC §6.2): the slice is named by the synthesis, and a resynthesis of the
+	// decided synthesis is requested. A synthesis decided Recovered is never recorded.
+	handedOff, err := client.Get(ctx, name, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, second.uuid, handedOff.GetAnnotations()["eno.azure.io/force-resynthesis"])
+	refs, _, _ := unstructured.NestedSlice(handedOff.Object, "status", "currentSynthesis", "resourceSlices")
+	assert.Contains(t, refs, map[string]any{"name": sliceName})
+	assertNoSnapshotOf(t, c, "kube-system", exampleLineage, second.uuid)
+
+	// Eno's next synthesis carries the tombstone in its own slices; it decides nothing new
+	// (AlreadyDecided) and is the one recorded, over the same chunk name.
+	carried := resource{manifest: r["manifest"].(string), deleted: true}
+	third := newSynthesis(time.Now().Add(-4*time.Minute),
+		[]resource{{manifest: webSettings}, {manifest: patchOf("rbac.authorization.k8s.io/v1", "ClusterRole", "", "web-reader")}, carried},
+		[]resource{{manifest: webService}},
+	)
+	publish(t, c, recreated, third)
+	d = waitForDecision(t, c, ns, name, third.uuid)
+	assert.Equal(t, "NothingToRecover", d.Outcome.String())
+	assert.Equal(t, "AlreadyDecided", d.Reason)
+	assert.Equal(t, first.uuid, d.RecoveredFrom)
+	assert.Zero(t, d.Tombstones)
+
 	wantCanonical := `[{"version":"v1","kind":"ConfigMap","namespace":"team-a","name":"web-settings","labels":{"app":"web","tier":"frontend"},"annotations":{"eno.azure.io/deletion-group":"2","eno.azure.io/readiness-group":"1"}},{"version":"v1","kind":"Service","namespace":"team-a","name":"web","labels":{"app":"web"}}]`
 	sum := sha256.Sum256([]byte(wantCanonical))
-	snap, secrets := waitForSnapshot(t, c, "kube-system", exampleLineage, string(recreated.GetUID()), second.uuid)
+	snap, secrets := waitForSnapshot(t, c, "kube-system", exampleLineage, string(recreated.GetUID()), third.uuid)
 	require.Len(t, secrets, 1)
 	assert.Equal(t, "web-a6d6889313c2-0", secrets[0].Name)
 	assert.Equal(t, wantCanonical, string(secrets[0].Data[dataKey]))
 	assert.Equal(t, "sha256:"+hex.EncodeToString(sum[:]), secrets[0].Annotations["eno.azure.io/inventory-digest"])
-	assert.Equal(t, second.synthesized.Format(time.RFC3339), secrets[0].Annotations["eno.azure.io/source-synthesis-timestamp"])
+	assert.Equal(t, third.synthesized.Format(time.RFC3339), secrets[0].Annotations["eno.azure.io/source-synthesis-timestamp"])
 	assert.Equal(t, 2, snap.Inventory().Len())
 
 	ctl.stop(t)

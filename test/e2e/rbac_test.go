@@ -130,8 +130,26 @@ func TestLeastPrivilege(t *testing.T) {
 	assert.Equal(t, 1, d.Tombstones)
 	_, err = c.Dynamic.Resource(sliceGVR).Namespace(ns).Get(ctx, d.TombstoneSlice, metav1.GetOptions{})
 	require.NoError(t, err, "tombstone slice %q", d.TombstoneSlice)
-	waitForSnapshot(t, c, "kube-system", lineage, string(recreated.GetUID()), second.uuid)
 	waitForEvent(t, c, ns, name, "Recovered")
+	// The rest of the hand-off: the status append and the forced resynthesis.
+	waitFor(t, "the forced resynthesis", func(ctx context.Context) error {
+		u, err := c.Dynamic.Resource(compositionGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got := u.GetAnnotations()["eno.azure.io/force-resynthesis"]; got != second.uuid {
+			return fmt.Errorf("force-resynthesis is %q", got)
+		}
+		return nil
+	})
+	// Eno's next synthesis is recorded.
+	third := newSynthesis(time.Now().Add(-4*time.Minute), []resource{
+		{manifest: object("v1", "ConfigMap", ns, "api-config", map[string]string{"app": "api"}, nil, nil)},
+		{manifest: object("apps/v1", "Deployment", ns, "api", map[string]string{"app": "api"}, nil, nil)},
+		{manifest: object("v1", "Service", ns, "api", nil, nil, nil), deleted: true},
+	})
+	publish(t, c, recreated, third)
+	waitForSnapshot(t, c, "kube-system", lineage, string(recreated.GetUID()), third.uuid)
 
 	// Requests beyond the grant are denied.
 	_, err = c.Kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "not-yours"}}, metav1.CreateOptions{})
