@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -106,6 +108,7 @@ func runConcurrentControllers(t *testing.T, instances int) {
 		synthDone   atomic.Bool
 		res         outcomes
 		recreations int
+		forced      int
 		publishErrs []error
 		wg          sync.WaitGroup
 	)
@@ -125,9 +128,10 @@ func runConcurrentControllers(t *testing.T, instances int) {
 			}
 		})
 	}
-	// The synthesizer: new slices and a new status.currentSynthesis, sometimes a whole new
-	// incarnation. After each it yields until the instances made a few passes, so every
-	// synthesis meets the controllers before the next replaces it.
+	// The synthesizer: Eno's new synthesis of a Composition, sometimes of a whole new
+	// incarnation, reconciled downstream at once. After each it yields until the instances
+	// made a few passes, so every synthesis meets the controllers before the next replaces it;
+	// then Eno acts on every force-resynthesis annotation the controllers set (SPEC §6.2).
 	wg.Go(func() {
 		defer synthDone.Store(true)
 		for p := range publications {
@@ -149,6 +153,16 @@ func runConcurrentControllers(t *testing.T, instances int) {
 			for passes.Load() < target && running.Load() > 0 {
 				runtime.Gosched()
 			}
+			for _, r := range concurrentRefs {
+				did, err := w.enoFollows(r)
+				if err != nil {
+					publishErrs = append(publishErrs, err)
+					return
+				}
+				if did {
+					forced++
+				}
+			}
 		}
 	})
 	wg.Wait()
@@ -156,10 +170,11 @@ func runConcurrentControllers(t *testing.T, instances int) {
 	require.Empty(t, res.unexpected, "only conflicts, AlreadyExists, stale-Composition aborts and writes to a deleted Composition are expected")
 	racing := w.audit.report()
 
-	// Quiescent: every instance passes over every Composition until a round writes nothing.
+	// Quiescent: every instance passes over every Composition, and Eno acts on what they asked
+	// for, until a round writes nothing and Eno has nothing to do.
 	stable := false
 	for round := 0; round < stableRounds && !stable; round++ {
-		before, failed := w.audit.writes(), 0
+		before, failed, enoActed := w.audit.writes(), 0, false
 		for _, svc := range svcs {
 			for _, ref := range concurrentRefs {
 				if _, err := svc.Reconcile(ctx, ref); err != nil {
@@ -168,16 +183,31 @@ func runConcurrentControllers(t *testing.T, instances int) {
 				}
 			}
 		}
-		stable = failed == 0 && w.audit.writes() == before
+		for _, ref := range concurrentRefs {
+			did, err := w.enoFollows(ref)
+			require.NoError(t, err)
+			if did {
+				forced++
+				enoActed = true
+			}
+		}
+		stable = failed == 0 && !enoActed && w.audit.writes() == before
 	}
-	require.True(t, stable, "the controllers did not converge within %d quiescent rounds", stableRounds)
+	require.True(t, stable, "the controllers and Eno did not converge within %d quiescent rounds", stableRounds)
 	final := w.audit.report()
 
-	// The end state is each Composition's newest synthesis, recorded completely and consistently.
+	// The end state is each Composition's newest synthesis, recorded completely and
+	// consistently. That is the last publication's, or, when it was decided Recovered (never
+	// recorded), Eno's next synthesis carrying its tombstones, with the same output.
+	leftovers := 0
 	for _, ref := range concurrentRefs {
 		live := w.live(ref)
 		require.Equal(t, latest[ref].UID, live.UID, "%s", ref)
-		require.Equal(t, latest[ref].SynthesisUUID(), live.SynthesisUUID(), "%s", ref)
+		require.Equal(t, w.lastSynthesis(ref), live.SynthesisUUID(), "%s", ref)
+		if live.SynthesisUUID() != latest[ref].SynthesisUUID() {
+			assert.Equal(t, latest[ref].SynthesisUUID(), live.Annotations[domain.AnnotationForceResynthesis],
+				"%s: only a forced resynthesis of the last publication follows it", ref)
+		}
 		lineage, err := domain.LineageOf(live)
 		require.NoError(t, err)
 		snap, err := w.readSnapshot(lineage)
@@ -191,9 +221,27 @@ func runConcurrentControllers(t *testing.T, instances int) {
 		want := generation(len(concurrentRefs) + lastPublication(ref))
 		sort.Strings(want)
 		assert.Equal(t, want, got, "%s", ref)
-		_, decided := live.FinishedDecision()
+		d, decided := live.FinishedDecision()
 		assert.True(t, decided, "%s: its newest synthesis has a finished decision", ref)
+		assert.NotEqual(t, domain.OutcomeRecovered, d.Outcome, "%s: a Recovered synthesis is never the recorded end state", ref)
+
+		// Eno deleted nothing a Composition still produces: all of it is downstream.
+		downstream := w.downstream(ref.Namespace)
+		for _, name := range want {
+			assert.Contains(t, downstream, domain.ResourceID{Kind: "ConfigMap", Namespace: ref.Namespace, Name: name}.String(), "%s", ref)
+		}
 	}
+	for _, ns := range []string{"team-c", "team-d"} {
+		for _, id := range w.downstream(ns) {
+			if !strings.Contains(id, "/keep-") && !producedNow(w, id) {
+				leftovers++
+			}
+		}
+	}
+
+	// A synthesis decided Recovered is never recorded; Eno deletes only orphans.
+	assert.Empty(t, w.audit.recordedRecovered())
+	assert.Empty(t, w.badDeletions())
 
 	// Every Secret update carried the resourceVersion its instance had read.
 	assert.Empty(t, final.unguarded)
@@ -231,11 +279,27 @@ func runConcurrentControllers(t *testing.T, instances int) {
 	for _, d := range final.decisions {
 		byOutcome[d.Decision.Outcome.String()]++
 	}
-	t.Logf("%d instances: %d racing passes (%d ok, %d conflicts, %d AlreadyExists, %d stale aborts, %d writes to a deleted Composition); %d publications, %d recreations",
-		instances, passes.Load(), res.ok, res.conflict, res.alreadyExists, res.stale, res.gone, publications, recreations)
+	t.Logf("%d instances: %d racing passes (%d ok, %d conflicts, %d AlreadyExists, %d stale aborts, %d writes to a deleted Composition); %d publications, %d recreations, %d forced resyntheses by Eno",
+		instances, passes.Load(), res.ok, res.conflict, res.alreadyExists, res.stale, res.gone, publications, recreations, forced)
+	t.Logf("Eno deleted %d downstream objects (its own diffs and the tombstones handed to it), none that a Composition still produces; %d orphans were left downstream (history never recorded or untrusted)",
+		len(w.deletedObjects()), leftovers)
 	t.Logf("store while racing: %d creates, %d updates, %d update conflicts, %d AlreadyExists; decisions: %d written (%d while racing), %d conflicts, by outcome %v; %d publications of tombstones into %d recovery slices",
 		racing.creates, racing.updates, racing.chunkConflicts, racing.alreadyExists,
 		len(final.decisions), len(racing.decisions), final.decisionConflicts, byOutcome, len(final.publishes), len(recovery))
+}
+
+// producedNow reports whether the current synthesis of any Composition produces the object.
+func producedNow(w *world, id string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, out := range w.output {
+		for _, o := range out {
+			if o.String() == id {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // lastPublication is the index of the last publication for ref.
@@ -301,29 +365,149 @@ func TestSynthesisChangesMidReplacement(t *testing.T) {
 					assert.Equal(t, second.SynthesisUUID(), snap.SynthesisUUID())
 				}
 
-				// The newest synthesis decides from what was left, then records itself.
-				for range 3 {
-					_, err = w.service().Reconcile(ctx, crashRef)
-					require.NoError(t, err)
-				}
+				// The newest synthesis decides from what was left; it, or after a hand-off Eno's
+				// next synthesis, records itself.
+				w.settle(ctx, w.service(), crashRef)
 				live := w.live(crashRef)
-				require.Equal(t, third.SynthesisUUID(), live.SynthesisUUID())
+				require.Equal(t, third.UID, live.UID)
+				require.Equal(t, w.lastSynthesis(crashRef), live.SynthesisUUID())
 				d, ok := live.FinishedDecision()
 				require.True(t, ok)
 				switch {
 				case k < 2:
+					require.Equal(t, third.SynthesisUUID(), live.SynthesisUUID())
 					assert.Equal(t, domain.OutcomeInventoryInvalid, d.Outcome)
+					if change == "recreated" {
+						assert.Equal(t, cmIDs(crashRef.Namespace, append(slices.Clone(newNames), "fresh")...), w.downstream(crashRef.Namespace),
+							"nothing is deleted on untrusted history")
+					}
 				case change == "recreated":
-					require.Equal(t, domain.OutcomeRecovered, d.Outcome)
+					var recovered []domain.Decision
+					for _, r := range w.audit.report().decisions {
+						if r.Decision.Outcome == domain.OutcomeRecovered {
+							recovered = append(recovered, r.Decision)
+						}
+					}
+					require.Len(t, recovered, 1)
+					assert.Equal(t, third.SynthesisUUID(), recovered[0].SynthesisUUID)
 					require.Len(t, w.recoverySlices(), 1)
 					assert.Equal(t, cmIDs(crashRef.Namespace, minus(newNames, newest)...), tombstoneIDs(t, w.recoverySlices()[0]))
+					require.NotEqual(t, third.SynthesisUUID(), live.SynthesisUUID(), "the Recovered synthesis is not recorded; Eno's next one is")
+					assert.Equal(t, domain.OutcomeNothingToRecover, d.Outcome)
+					assert.Equal(t, domain.ReasonAlreadyDecided, d.Reason)
 				default:
+					require.Equal(t, third.SynthesisUUID(), live.SynthesisUUID())
 					assert.Equal(t, domain.OutcomeNothingToRecover, d.Outcome)
 				}
+				if k == 2 || change == "resynthesized" {
+					// Eno deleted exactly the orphans: by its own diff, or through the hand-off.
+					assert.Equal(t, cmIDs(crashRef.Namespace, newest...), w.downstream(crashRef.Namespace))
+				}
+				assert.Empty(t, w.badDeletions())
+				assert.Empty(t, w.audit.recordedRecovered(), "a synthesis decided Recovered is never recorded")
 				snap, err := w.readSnapshot(crashLineage)
 				require.NoError(t, err)
 				assert.True(t, domain.SnapshotMatches(snap, live))
 				assert.Empty(t, w.audit.report().unguarded)
+			})
+		}
+	}
+}
+
+// TestSynthesisChangesMidHandoff changes the Composition under the hand-off pass (SPEC §6.2),
+// right before each of its writes: Eno promotes a new synthesis of the same incarnation (same
+// output), or the Composition is recreated. The write that follows was already rechecked and
+// lands; the recheck before the next one sees the change. Then the controllers and Eno go on
+// until nothing changes, and the end state must hold: the newest synthesis recorded, no
+// Recovered synthesis recorded, Eno having deleted only orphans.
+func TestSynthesisChangesMidHandoff(t *testing.T) {
+	ops := []string{memory.OpPublishTombstones, memory.OpCommitTombstones, memory.OpWriteDecision, memory.OpEnsureTombstones, memory.OpRequestResynthesis}
+	for _, change := range []string{"resynthesized", "recreated"} {
+		for _, op := range ops {
+			t.Run(fmt.Sprintf("%s before %s", change, op), func(t *testing.T) {
+				ctx := logr.NewContext(t.Context(), testr.New(t))
+				w := newWorld(t, crashChunkBytes, 1.0)
+				oldNames, newNames, newest := names("old", 8), names("new", 3), []string{"shared", "fresh"}
+				first := w.create(crashRef, true, oldNames...)
+				_, err := w.service().Reconcile(ctx, crashRef)
+				require.NoError(t, err)
+				second := w.recreate(crashRef, true, newNames...)
+
+				changed := false
+				w.cluster.SetBeforeWrite(func(o, _ string) error {
+					if o != op || changed {
+						return nil
+					}
+					changed = true
+					if change == "recreated" {
+						w.recreate(crashRef, true, newest...)
+						return nil
+					}
+					_, err := w.resynthesize(crashRef, true, newNames...)
+					require.NoError(t, err)
+					return nil
+				})
+				_, err = w.service().Reconcile(ctx, crashRef)
+				w.cluster.SetBeforeWrite(nil)
+				require.True(t, changed, "the pass reached %s", op)
+				t.Logf("the pass that saw the change: %v", err)
+
+				w.settle(ctx, w.service(), crashRef)
+				live := w.live(crashRef)
+				require.Equal(t, w.lastSynthesis(crashRef), live.SynthesisUUID())
+				snap, err := w.readSnapshot(crashLineage)
+				require.NoError(t, err)
+				assert.True(t, domain.SnapshotMatches(snap, live), "the newest synthesis is recorded")
+				d, ok := live.FinishedDecision()
+				require.True(t, ok)
+				assert.NotEqual(t, domain.OutcomeRecovered, d.Outcome)
+				assert.Empty(t, w.audit.recordedRecovered(), "a synthesis decided Recovered is never recorded")
+				assert.Empty(t, w.badDeletions())
+				assert.Empty(t, w.audit.report().unguarded)
+
+				// Eno deleted exactly the orphans the history it was handed knew of.
+				switch change {
+				case "resynthesized":
+					assert.Equal(t, second.UID, live.UID)
+					assert.Equal(t, cmIDs(crashRef.Namespace, newNames...), w.downstream(crashRef.Namespace))
+				case "recreated":
+					// The second incarnation was never recorded: its own resources stay orphaned.
+					want := append(slices.Clone(newNames[:len(newNames)-1]), newest...)
+					assert.Equal(t, cmIDs(crashRef.Namespace, want...), w.downstream(crashRef.Namespace))
+				}
+				assert.Equal(t, first.SynthesisUUID(), d.RecoveredFrom, "the recovery from the old snapshot is on record")
+
+				// Every committed recovery slice belongs to a Recovered decision of its synthesis,
+				// unless that synthesis was superseded between the commit point and the decision
+				// (step 3 rechecks the live synthesis and aborts, as SPEC §6 demands): then no
+				// decision at all was written for it, and Eno's next synthesis carried its
+				// tombstones (asserted above: downstream holds no orphan of the old snapshot).
+				final := w.audit.report()
+				for _, c := range final.commits {
+					var recovered, other int
+					for _, r := range final.decisions {
+						if r.UID != c.UID || r.Decision.SynthesisUUID != c.SynthesisUUID {
+							continue
+						}
+						if r.Decision.Outcome == domain.OutcomeRecovered && r.Decision.TombstoneSlice == c.Slice {
+							recovered++
+						} else {
+							other++
+						}
+					}
+					assert.Zero(t, other, "committed recovery slice %s: no other decision for its synthesis", c.Slice)
+					if recovered == 0 {
+						assert.Equal(t, memory.OpWriteDecision, op, "only a change right before step 3 leaves a committed slice undecided")
+						assert.NotEqual(t, c.SynthesisUUID, live.SynthesisUUID(), "its synthesis was superseded")
+						continue
+					}
+					assert.Equal(t, 1, recovered, "committed recovery slice %s of synthesis %s has one Recovered decision", c.Slice, c.SynthesisUUID)
+				}
+				var outcomes []string
+				for _, r := range final.decisions {
+					outcomes = append(outcomes, r.Decision.Outcome.String()+"/"+r.Decision.Reason)
+				}
+				t.Logf("decisions: %v; commits: %d; recovery slices: %d", outcomes, len(final.commits), len(w.recoverySlices()))
 			})
 		}
 	}

@@ -3,6 +3,7 @@ package reliability_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -53,9 +54,15 @@ const (
 	// passReplace: the same incarnation resynthesized; the pass decides (SameIncarnation),
 	// then replaces the snapshot chunk by chunk.
 	passReplace = "replace"
-	// passRecreate: the Composition was recreated (new UID) with new resources; the pass
-	// publishes tombstones, writes the decision, then replaces the snapshot.
-	passRecreate = "recreate"
+	// passHandoff: the Composition was recreated (new UID) with new resources; the pass hands
+	// the orphans' tombstones to Eno (SPEC §6.2): publish the recovery slice, commit it to the
+	// synthesis, write the Recovered decision, ensure the slice, request a resynthesis. It
+	// records nothing: a synthesis decided Recovered is never recorded.
+	passHandoff = "hand-off"
+	// passRecordAfterHandoff: after a complete hand-off, Eno's next synthesis (carrying the
+	// tombstones) was reconciled downstream; the pass decides it (AlreadyDecided), then
+	// replaces the snapshot chunk by chunk.
+	passRecordAfterHandoff = "record after hand-off"
 )
 
 // crashPoint fails write number failAt of the pass (counting from 0) and every write after it,
@@ -75,57 +82,119 @@ func (p crashPoint) String() string {
 	switch p.op {
 	case memory.OpCreateChunk, memory.OpUpdateChunk:
 		where = fmt.Sprintf("at write %d (%s of chunk %d)", p.failAt, p.op, p.chunk)
-	case memory.OpWriteDecision, memory.OpPublishTombstones:
+	case "":
+	default:
 		where = fmt.Sprintf("at write %d (%s)", p.failAt, p.op)
 	}
 	return fmt.Sprintf("%s %s crash %s", p.pass, p.shape.name, where)
 }
 
-// crashPoints enumerates every write position of every replacement, plus "after the last".
-var crashPoints = []crashPoint{
-	{passReplace, oneToThree, 0, memory.OpWriteDecision, -1, readsOld},
-	{passReplace, oneToThree, 1, memory.OpUpdateChunk, 0, readsOld},
-	{passReplace, oneToThree, 2, memory.OpCreateChunk, 1, readsInvalid},
-	{passReplace, oneToThree, 3, memory.OpCreateChunk, 2, readsInvalid},
-	{passReplace, oneToThree, 4, "", -1, readsNew},
+// handoffPoints are the write positions of the hand-off pass, the same for every shape: the
+// old snapshot is all there is until Eno's next synthesis is recorded.
+func handoffPoints(sh shape) []crashPoint {
+	return []crashPoint{
+		{passHandoff, sh, 0, memory.OpPublishTombstones, -1, readsOld},
+		{passHandoff, sh, 1, memory.OpCommitTombstones, -1, readsOld},
+		{passHandoff, sh, 2, memory.OpWriteDecision, -1, readsOld},
+		{passHandoff, sh, 3, memory.OpEnsureTombstones, -1, readsOld},
+		{passHandoff, sh, 4, memory.OpRequestResynthesis, -1, readsOld},
+		{passHandoff, sh, 5, "", -1, readsOld},
+	}
+}
 
-	{passReplace, threeToOne, 0, memory.OpWriteDecision, -1, readsOld},
-	{passReplace, threeToOne, 1, memory.OpUpdateChunk, 0, readsOld},
-	{passReplace, threeToOne, 2, "", -1, readsNew}, // chunks 1 and 2 of the old snapshot are left over, and ignored
+// replacementPoints are the write positions of a pass that decides, then replaces the
+// snapshot of shape sh.
+func replacementPoints(pass string, sh shape) []crashPoint {
+	switch sh {
+	case oneToThree:
+		return []crashPoint{
+			{pass, sh, 0, memory.OpWriteDecision, -1, readsOld},
+			{pass, sh, 1, memory.OpUpdateChunk, 0, readsOld},
+			{pass, sh, 2, memory.OpCreateChunk, 1, readsInvalid},
+			{pass, sh, 3, memory.OpCreateChunk, 2, readsInvalid},
+			{pass, sh, 4, "", -1, readsNew},
+		}
+	case threeToOne:
+		return []crashPoint{
+			{pass, sh, 0, memory.OpWriteDecision, -1, readsOld},
+			{pass, sh, 1, memory.OpUpdateChunk, 0, readsOld},
+			{pass, sh, 2, "", -1, readsNew}, // chunks 1 and 2 of the old snapshot are left over, and ignored
+		}
+	case threeToThree:
+		return []crashPoint{
+			{pass, sh, 0, memory.OpWriteDecision, -1, readsOld},
+			{pass, sh, 1, memory.OpUpdateChunk, 0, readsOld},
+			{pass, sh, 2, memory.OpUpdateChunk, 1, readsInvalid},
+			{pass, sh, 3, memory.OpUpdateChunk, 2, readsInvalid},
+			{pass, sh, 4, "", -1, readsNew},
+		}
+	}
+	panic("unknown shape " + sh.name)
+}
 
-	{passReplace, threeToThree, 0, memory.OpWriteDecision, -1, readsOld},
-	{passReplace, threeToThree, 1, memory.OpUpdateChunk, 0, readsOld},
-	{passReplace, threeToThree, 2, memory.OpUpdateChunk, 1, readsInvalid},
-	{passReplace, threeToThree, 3, memory.OpUpdateChunk, 2, readsInvalid},
-	{passReplace, threeToThree, 4, "", -1, readsNew},
+var (
+	crashPasses = []string{passReplace, passHandoff, passRecordAfterHandoff}
+	crashShapes = []shape{oneToThree, threeToOne, threeToThree}
+)
 
-	// Write 1 of these is the crash between publishing tombstones and writing the decision.
-	{passRecreate, oneToThree, 0, memory.OpPublishTombstones, -1, readsOld},
-	{passRecreate, oneToThree, 1, memory.OpWriteDecision, -1, readsOld},
-	{passRecreate, oneToThree, 2, memory.OpUpdateChunk, 0, readsOld},
-	{passRecreate, oneToThree, 3, memory.OpCreateChunk, 1, readsInvalid},
-	{passRecreate, oneToThree, 4, memory.OpCreateChunk, 2, readsInvalid},
-	{passRecreate, oneToThree, 5, "", -1, readsNew},
+// crashPoints enumerates every write position of every pass and shape, plus "after the last".
+var crashPoints = func() []crashPoint {
+	var out []crashPoint
+	for _, pass := range crashPasses {
+		for _, sh := range crashShapes {
+			if pass == passHandoff {
+				out = append(out, handoffPoints(sh)...)
+			} else {
+				out = append(out, replacementPoints(pass, sh)...)
+			}
+		}
+	}
+	return out
+}()
 
-	{passRecreate, threeToOne, 0, memory.OpPublishTombstones, -1, readsOld},
-	{passRecreate, threeToOne, 1, memory.OpWriteDecision, -1, readsOld},
-	{passRecreate, threeToOne, 2, memory.OpUpdateChunk, 0, readsOld},
-	{passRecreate, threeToOne, 3, "", -1, readsNew},
-
-	{passRecreate, threeToThree, 0, memory.OpPublishTombstones, -1, readsOld},
-	{passRecreate, threeToThree, 1, memory.OpWriteDecision, -1, readsOld},
-	{passRecreate, threeToThree, 2, memory.OpUpdateChunk, 0, readsOld},
-	{passRecreate, threeToThree, 3, memory.OpUpdateChunk, 1, readsInvalid},
-	{passRecreate, threeToThree, 4, memory.OpUpdateChunk, 2, readsInvalid},
-	{passRecreate, threeToThree, 5, "", -1, readsNew},
+// The table has no gaps: every pass and shape has the positions 0..n, the last one "after the
+// last write" and only that one. crash checks each position against the writes the pass
+// really attempts, and the last one against their count.
+func TestCrashPointsCoverEveryWritePosition(t *testing.T) {
+	for _, pass := range crashPasses {
+		for _, sh := range crashShapes {
+			var got []int
+			var ops []string
+			for _, p := range crashPoints {
+				if p.pass == pass && p.shape == sh {
+					got = append(got, p.failAt)
+					ops = append(ops, p.op)
+				}
+			}
+			require.NotEmpty(t, got, "%s %s has no crash points", pass, sh.name)
+			want := make([]int, len(got))
+			for i := range want {
+				want[i] = i
+			}
+			assert.Equal(t, want, got, "%s %s: positions in order, without gaps", pass, sh.name)
+			assert.Empty(t, ops[len(ops)-1], "%s %s ends after the last write", pass, sh.name)
+			assert.NotContains(t, ops[:len(ops)-1], "", "%s %s: only the last point is after the last write", pass, sh.name)
+		}
+	}
+	var handoffOps []string
+	for _, p := range handoffPoints(oneToThree) {
+		handoffOps = append(handoffOps, p.op)
+	}
+	assert.Equal(t, []string{memory.OpPublishTombstones, memory.OpCommitTombstones, memory.OpWriteDecision,
+		memory.OpEnsureTombstones, memory.OpRequestResynthesis, ""}, handoffOps, "every write of the hand-off (SPEC §6.2)")
 }
 
 // crashed is the state a crash left behind.
 type crashed struct {
-	w             *world
-	first, second domain.Composition // the incarnation and synthesis before and during the crashed pass
-	oldNames      []string
-	newNames      []string
+	w     *world
+	first domain.Composition // the old incarnation's synthesis, recorded
+	// second is the synthesis the crashed pass or its hand-off started from: the same
+	// incarnation resynthesized, or the recreated one.
+	second domain.Composition
+	// next is the synthesis whose snapshot the crashed pass writes: second for a replacement,
+	// Eno's synthesis after the hand-off for passRecordAfterHandoff; zero for passHandoff.
+	next               domain.Composition
+	oldNames, newNames []string
 }
 
 func names(prefix string, n int) []string {
@@ -158,10 +227,26 @@ func crash(t *testing.T, p crashPoint) crashed {
 	case passReplace:
 		c.second, err = w.resynthesize(crashRef, true, c.newNames...)
 		require.NoError(t, err)
-	case passRecreate:
+		c.next = c.second
+	case passHandoff, passRecordAfterHandoff:
 		c.second = w.recreate(crashRef, true, c.newNames...)
 		require.NotEqual(t, c.first.UID, c.second.UID)
+		assert.Equal(t, cmIDs(crashRef.Namespace, append(slices.Clone(c.oldNames), c.newNames[:len(c.newNames)-1]...)...),
+			w.downstream(crashRef.Namespace), "the old incarnation's resources are orphaned downstream")
 	}
+	if p.pass == passRecordAfterHandoff {
+		_, err = w.service().Reconcile(ctx, crashRef)
+		require.NoError(t, err)
+		d, ok := w.live(crashRef).FinishedDecision()
+		require.True(t, ok)
+		require.Equal(t, domain.OutcomeRecovered, d.Outcome, d.Message)
+		did, err := w.enoFollows(crashRef)
+		require.NoError(t, err)
+		require.True(t, did, "the hand-off asked Eno for a new synthesis")
+		c.next = w.live(crashRef)
+		require.True(t, c.next.Synthesis.Ready)
+	}
+	downstreamBefore := w.downstream(crashRef.Namespace)
 
 	var mu sync.Mutex
 	var attempted []string
@@ -176,6 +261,7 @@ func crash(t *testing.T, p crashPoint) crashed {
 	})
 	_, err = w.service().Reconcile(ctx, crashRef)
 	w.cluster.SetBeforeWrite(nil)
+	assert.Equal(t, downstreamBefore, w.downstream(crashRef.Namespace), "the controller never deletes downstream; only Eno does")
 
 	if p.op == "" {
 		require.NoError(t, err)
@@ -188,9 +274,9 @@ func crash(t *testing.T, p crashPoint) crashed {
 	switch p.op {
 	case memory.OpCreateChunk, memory.OpUpdateChunk:
 		want = inventoryNamespace + "/" + domain.ChunkName(crashRef.Name, crashLineage, p.chunk)
-	case memory.OpWriteDecision:
+	case memory.OpWriteDecision, memory.OpCommitTombstones, memory.OpRequestResynthesis:
 		want = crashRef.String()
-	case memory.OpPublishTombstones:
+	case memory.OpPublishTombstones, memory.OpEnsureTombstones:
 		want = crashRef.Namespace + "/" + domain.RecoverySliceName(crashRef.Name, c.second.SynthesisUUID())
 	}
 	require.Equal(t, p.op+" "+want, attempted[p.failAt], "the write the crash hit")
@@ -210,18 +296,27 @@ func TestCrashDuringSnapshotReplacement(t *testing.T) {
 					assert.Equal(t, c.first.UID, snap.CompositionUID())
 				case readsNew:
 					require.NoError(t, err)
-					assert.Equal(t, c.second.SynthesisUUID(), snap.SynthesisUUID())
-					assert.Equal(t, c.second.UID, snap.CompositionUID())
+					assert.Equal(t, c.next.SynthesisUUID(), snap.SynthesisUUID())
+					assert.Equal(t, c.next.UID, snap.CompositionUID())
 				case readsInvalid:
 					reason, ok := domain.InvalidReasonOf(err)
 					require.True(t, ok, "a half-written replacement reads as InventoryInvalid, got %v", err)
 					assert.Equal(t, domain.ReasonMissingChunk, reason)
 				}
-				// A decision never points at nothing.
-				if d, ok := c.w.live(crashRef).Decision(); ok && d.TombstoneSlice != "" {
+				live := c.w.live(crashRef)
+				// A decision never points at nothing, and a Recovered one at a slice its synthesis names.
+				if d, ok := live.Decision(); ok && d.TombstoneSlice != "" {
 					require.Len(t, c.w.recoverySlices(), 1)
 					assert.Equal(t, d.TombstoneSlice, c.w.recoverySlices()[0].Name)
+					if d.SynthesisUUID == live.SynthesisUUID() {
+						assert.True(t, live.NamesSlice(d.TombstoneSlice), "the synthesis names the slice its decision points at")
+					}
 				}
+				// Past the commit point the synthesis is not Ready until Eno's next one is.
+				if _, committed := live.CommittedRecoverySlice(); committed {
+					assert.False(t, live.Synthesis.Ready, "the commit cleared Ready, as Eno does")
+				}
+				assert.Empty(t, c.w.audit.recordedRecovered(), "a synthesis decided Recovered is never recorded")
 			})
 			t.Run("recreated composition recovers from one complete snapshot or none", func(t *testing.T) {
 				c := crash(t, p)
@@ -237,12 +332,14 @@ func TestCrashDuringSnapshotReplacement(t *testing.T) {
 
 // recoverRecreated recreates the Composition once more, with different resources, and checks
 // that its recovery read the history the crash left behind as exactly one complete snapshot
-// (the old or the new one alone) or as InventoryInvalid.
+// (the old or the new one alone) or as InventoryInvalid, and that Eno then deleted exactly
+// the tombstoned objects that were still downstream.
 func recoverRecreated(t *testing.T, c crashed, after verdict) {
 	ctx := logr.NewContext(t.Context(), testr.New(t))
 	w := c.w
 	slicesBefore := w.recoverySlices()
 	third := w.recreate(crashRef, true, "shared", "fresh")
+	downstreamBefore := w.downstream(crashRef.Namespace)
 	_, err := w.service().Reconcile(ctx, crashRef)
 	require.NoError(t, err)
 
@@ -266,11 +363,14 @@ func recoverRecreated(t *testing.T, c crashed, after verdict) {
 		assert.Zero(t, d.Tombstones)
 		assert.Empty(t, d.TombstoneSlice)
 		assert.Empty(t, published, "no tombstones from untrusted history")
+		w.settle(ctx, w.service(), crashRef)
+		assert.Equal(t, downstreamBefore, w.downstream(crashRef.Namespace), "nothing is deleted on untrusted history")
+		assert.Empty(t, w.badDeletions())
 		return
 	case readsOld:
 		from, fromNames = c.first, c.oldNames
 	case readsNew:
-		from, fromNames = c.second, c.newNames
+		from, fromNames = c.next, c.newNames
 	}
 	want := cmIDs(crashRef.Namespace, minus(fromNames, []string{"shared", "fresh"})...)
 	require.Equal(t, domain.OutcomeRecovered, d.Outcome, d.Message)
@@ -279,21 +379,28 @@ func recoverRecreated(t *testing.T, c crashed, after verdict) {
 	assert.Equal(t, published[0].Name, d.TombstoneSlice)
 	assert.Equal(t, len(want), d.Tombstones)
 	assert.Equal(t, want, tombstoneIDs(t, published[0]), "tombstones come from the %s alone", after)
+
+	// Eno's next synthesis carries the tombstones and deletes exactly those objects.
+	w.settle(ctx, w.service(), crashRef)
+	assert.Equal(t, minus(downstreamBefore, want), w.downstream(crashRef.Namespace), "Eno deleted exactly the tombstoned objects")
+	assert.Empty(t, w.badDeletions())
+	assert.Empty(t, w.audit.recordedRecovered(), "a synthesis decided Recovered is never recorded")
 }
 
-// completeAfterCrash runs the next normal pass of the same Composition and checks that it
-// leaves the new snapshot complete and the decision for the new synthesis written once.
+// completeAfterCrash runs the next normal passes of the same Composition, with Eno reacting to
+// them, and checks that they leave the newest synthesis's snapshot complete, a decision for
+// every synthesis written once, and downstream exactly what the Composition produces.
 func completeAfterCrash(t *testing.T, c crashed, p crashPoint) {
 	ctx := logr.NewContext(t.Context(), testr.New(t))
 	w := c.w
 	slicesAfterCrash := w.recoverySlices()
-	_, err := w.service().Reconcile(ctx, crashRef)
-	require.NoError(t, err)
+	w.settle(ctx, w.service(), crashRef)
 
 	live := w.live(crashRef)
+	assert.Equal(t, w.lastSynthesis(crashRef), live.SynthesisUUID(), "nothing but Eno makes syntheses")
 	snap, err := w.readSnapshot(crashLineage)
 	require.NoError(t, err)
-	assert.Equal(t, c.second.SynthesisUUID(), snap.SynthesisUUID())
+	assert.Equal(t, live.SynthesisUUID(), snap.SynthesisUUID())
 	assert.Equal(t, c.second.UID, snap.CompositionUID())
 	assert.Equal(t, p.shape.newChunks, snap.Meta().ChunkCount, "the new snapshot's chunk count")
 	assert.True(t, domain.SnapshotMatches(snap, live))
@@ -304,28 +411,50 @@ func completeAfterCrash(t *testing.T, c crashed, p crashPoint) {
 	sort.Strings(got)
 	assert.Equal(t, cmIDs(crashRef.Namespace, c.newNames...), got)
 
-	assert.Equal(t, 1, w.audit.finishedDecisions()[[2]string{c.second.UID, c.second.SynthesisUUID()}],
+	finished := w.audit.finishedDecisions()
+	assert.Equal(t, 1, finished[[2]string{c.second.UID, c.second.SynthesisUUID()}],
 		"exactly one finished decision for the new synthesis, across the crash and the retry")
 	d, ok := live.FinishedDecision()
 	require.True(t, ok)
 	assert.Equal(t, c.first.SynthesisUUID(), d.SourceSynthesisUUID)
 	switch p.pass {
 	case passReplace:
+		assert.Equal(t, c.second.SynthesisUUID(), live.SynthesisUUID())
 		assert.Equal(t, domain.OutcomeNothingToRecover, d.Outcome)
 		assert.Equal(t, domain.ReasonSameIncarnation, d.Reason)
 		assert.Empty(t, w.recoverySlices())
-	case passRecreate:
-		require.Equal(t, domain.OutcomeRecovered, d.Outcome, d.Message)
+	case passHandoff, passRecordAfterHandoff:
+		// The recreated synthesis was decided Recovered and never recorded; Eno's next one,
+		// which carried the tombstones, was decided once more and recorded.
+		require.NotEqual(t, c.second.SynthesisUUID(), live.SynthesisUUID(), "Eno made its next synthesis")
+		assert.Equal(t, 1, finished[[2]string{live.UID, live.SynthesisUUID()}], "one finished decision for Eno's next synthesis")
+		assert.Equal(t, domain.OutcomeNothingToRecover, d.Outcome, d.Message)
+		assert.Equal(t, domain.ReasonAlreadyDecided, d.Reason)
+		assert.Equal(t, c.first.SynthesisUUID(), d.RecoveredFrom)
+		var recovered []domain.Decision
+		for _, r := range w.audit.report().decisions {
+			if r.Decision.Outcome == domain.OutcomeRecovered {
+				recovered = append(recovered, r.Decision)
+			}
+		}
+		require.Len(t, recovered, 1, "one Recovered decision, for the recreated synthesis")
+		assert.Equal(t, c.second.SynthesisUUID(), recovered[0].SynthesisUUID)
 		recovery := w.recoverySlices()
 		require.Len(t, recovery, 1, "a retried publication reuses its slice")
 		if len(slicesAfterCrash) == 1 {
 			assert.Equal(t, slicesAfterCrash[0], recovery[0], "the slice published before the crash is reused unchanged")
 		}
 		want := cmIDs(crashRef.Namespace, minus(c.oldNames, c.newNames)...)
-		assert.Equal(t, recovery[0].Name, d.TombstoneSlice)
-		assert.Equal(t, len(want), d.Tombstones)
+		assert.Equal(t, recovery[0].Name, recovered[0].TombstoneSlice)
+		assert.Equal(t, len(want), recovered[0].Tombstones)
 		assert.Equal(t, want, tombstoneIDs(t, recovery[0]))
+		assert.Equal(t, live.Annotations[domain.AnnotationForceResynthesis], c.second.SynthesisUUID(),
+			"the resynthesis was requested for the decided synthesis, never a newer one")
 	}
+	assert.Empty(t, w.audit.recordedRecovered(), "a synthesis decided Recovered is never recorded")
+	// Eno deleted exactly the orphans: what the old incarnation deployed and the new one does not.
+	assert.Equal(t, cmIDs(crashRef.Namespace, c.newNames...), w.downstream(crashRef.Namespace))
+	assert.Empty(t, w.badDeletions())
 
 	// Complete means complete: the pass after that is the fast path and writes nothing.
 	before := w.audit.writes()
@@ -334,5 +463,8 @@ func completeAfterCrash(t *testing.T, c crashed, p crashPoint) {
 	require.NotNil(t, res.Recording)
 	assert.True(t, res.Recording.Unchanged)
 	assert.Equal(t, before, w.audit.writes())
+	did, err := w.enoFollows(crashRef)
+	require.NoError(t, err)
+	assert.False(t, did, "no resynthesis loop")
 	assert.Empty(t, w.audit.report().unguarded)
 }

@@ -30,15 +30,16 @@ var (
 	hostileNew = []string{"a-0", "a-1", "b-0", "shared"}
 )
 
-// objects is every stored object of a cluster.
+// objects is every stored object of both clusters.
 type objects struct {
 	Compositions []domain.Composition
 	Slices       []domain.ResourceSlice
 	Secrets      []domain.ChunkSecret
+	Downstream   []domain.ResourceID
 }
 
 func stored(c *memory.Cluster) objects {
-	return objects{Compositions: c.Compositions(), Slices: c.Slices(""), Secrets: c.Secrets()}
+	return objects{Compositions: c.Compositions(), Slices: c.Slices(""), Secrets: c.Secrets(), Downstream: c.DownstreamObjects()}
 }
 
 // withoutDecision drops the decision annotation and the resourceVersion it bumped.
@@ -172,6 +173,10 @@ func TestHostileInventorySecrets(t *testing.T) {
 				assert.Equal(t, domain.OutcomeRecovered, d.Outcome, d.Message)
 				require.Len(t, w.recoverySlices(), 1)
 				assert.Equal(t, cmIDs(hostileRef.Namespace, "a-2", "a-3"), tombstoneIDs(t, w.recoverySlices()[0]))
+				// Eno's next synthesis carries them and deletes exactly those two downstream.
+				w.settle(ctx, w.service(), hostileRef)
+				assert.Equal(t, cmIDs(hostileRef.Namespace, hostileNew...), w.downstream(hostileRef.Namespace))
+				assert.Empty(t, w.badDeletions())
 				return
 			}
 			// A clear typed error from the history...
@@ -251,21 +256,28 @@ func TestHostileSlices(t *testing.T) {
 		for _, phase := range []string{"recovery", "recording"} {
 			t.Run(tc.name+"/"+phase, func(t *testing.T) {
 				ctx := logr.NewContext(t.Context(), testr.New(t))
-				w, comp, _ := hostileWorld(t, false)
+				w, _, _ := hostileWorld(t, false)
 				if phase == "recording" {
-					// Recovery decided on sound slices; then the synthesis's slice turned hostile
-					// before it became Ready and recording read it.
+					// Recovery decided on sound slices and handed the tombstones to Eno; Eno's
+					// next synthesis, carrying them, was decided and reconciled. Then one of its
+					// slices turned hostile before recording read it.
 					_, err := w.service().Reconcile(ctx, hostileRef)
 					require.NoError(t, err)
-					_, decided := w.live(hostileRef).FinishedDecision()
+					d, decided := w.live(hostileRef).FinishedDecision()
 					require.True(t, decided)
-					live := w.live(hostileRef)
-					live.Synthesis.Ready = true
-					_, err = w.cluster.UpdateComposition(live)
+					require.Equal(t, domain.OutcomeRecovered, d.Outcome, d.Message)
+					_, forced, err := w.eno.ResynthesizeIfForced(hostileRef)
+					require.NoError(t, err)
+					require.True(t, forced, "the hand-off asked Eno for a new synthesis")
+					res, err := w.service().Reconcile(ctx, hostileRef)
+					require.NoError(t, err)
+					require.NotNil(t, res.Skipped, "Eno's next synthesis is not Ready yet")
+					assert.Equal(t, domain.IneligibleNotReady, res.Skipped.Reason)
+					_, err = w.enoReconcile(hostileRef)
 					require.NoError(t, err)
 				}
-				// The second slice of the synthesis gains the hostile manifest.
-				name := comp.Synthesis.Slices[1]
+				// The second slice of the current synthesis gains the hostile manifest.
+				name := w.live(hostileRef).Synthesis.Slices[1]
 				sl, err := w.cluster.GetSlice(ctx, hostileRef.Namespace, name)
 				require.NoError(t, err)
 				sl.Resources = append(sl.Resources, domain.SliceResource{Manifest: tc.manifest})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"sort"
@@ -33,19 +34,33 @@ var (
 	synthBase = now.Add(-2 * time.Hour)
 )
 
-// world is one in-memory cluster plus what the scenarios need to drive it: a synthesis
-// counter standing in for Eno's synthesizer, the controllers' configuration and an audit of
-// every write the controllers made.
+// world is one in-memory cluster plus what the scenarios need to drive it: the memory adapter's
+// model of stock Eno (synthesis, forced resynthesis, reconciliation downstream), the
+// controllers' configuration, an audit of every write the controllers made, and a check of
+// every object Eno deleted downstream.
 type world struct {
 	t       *testing.T
 	cluster *memory.Cluster
+	eno     *memory.Eno
 	cfg     app.Config
 	audit   *audit
 	synths  atomic.Int64
 	// yield makes every audited read and write yield the processor first, so that racing
 	// instances interleave inside a pass rather than between passes.
 	yield bool
+
+	mu sync.Mutex
+	// last is the newest synthesis Eno made for each Composition, its output and every
+	// resource any of its syntheses ever produced.
+	last           map[domain.CompositionRef]string
+	output         map[domain.CompositionRef][]domain.ResourceID
+	ever           map[domain.CompositionRef]map[domain.ResourceID]bool
+	deleted        []string // every downstream object Eno deleted, as "<composition> <id>"
+	wrongDeletions []string // deletions of an object some Composition still produces, or never produced
 }
+
+// worldResourcesPerSlice spreads a synthesis over several slices, as Eno does for large ones.
+const worldResourcesPerSlice = 3
 
 func newWorld(t *testing.T, maxChunkBytes int, maxTombstoneFraction float64) *world {
 	cfg := app.DefaultConfig()
@@ -53,7 +68,13 @@ func newWorld(t *testing.T, maxChunkBytes int, maxTombstoneFraction float64) *wo
 	cfg.MaxChunkBytes = maxChunkBytes
 	cfg.MaxTombstoneFraction = maxTombstoneFraction
 	cfg.Now = func() time.Time { return now }
-	return &world{t: t, cluster: memory.NewCluster(inventoryNamespace), cfg: cfg, audit: &audit{}}
+	w := &world{t: t, cluster: memory.NewCluster(inventoryNamespace), cfg: cfg, audit: &audit{},
+		last: map[domain.CompositionRef]string{}, output: map[domain.CompositionRef][]domain.ResourceID{},
+		ever: map[domain.CompositionRef]map[domain.ResourceID]bool{}}
+	// Each synthesis finishes one second after the previous one, all before the controllers' clock.
+	w.eno = memory.NewEno(w.cluster, func() time.Time { return synthBase.Add(time.Duration(w.synths.Add(1)) * time.Second) })
+	w.eno.ResourcesPerSlice = worldResourcesPerSlice
+	return w
 }
 
 // service is one controller instance over the shared cluster, its writes audited.
@@ -72,31 +93,123 @@ func (w *world) service() *app.Service {
 	return svc
 }
 
-// publish stands in for Eno's synthesizer: it stores the slices of a new synthesis producing
-// ConfigMaps of the given names, split over two slices, and returns the Composition's new
-// status.currentSynthesis. Each synthesis finishes one second after the previous one.
-func (w *world) publish(ref domain.CompositionRef, ready bool, names ...string) *domain.Synthesis {
-	n := w.synths.Add(1)
-	uuid := fmt.Sprintf("%08x-5eed-4000-8000-%012d", n, n)
-	syn := &domain.Synthesis{UUID: uuid, Synthesized: synthBase.Add(time.Duration(n) * time.Second), Ready: ready}
-	half := (len(names) + 1) / 2
-	for i, group := range [][]string{names[:half], names[half:]} {
-		s := domain.ResourceSlice{Namespace: ref.Namespace, Name: fmt.Sprintf("%s-%s-%d", ref.Name, uuid[:8], i), SynthesisUUID: uuid}
-		for _, name := range group {
-			s.Resources = append(s.Resources, domain.SliceResource{Manifest: configMap(ref.Namespace, name)})
-		}
-		w.cluster.PutSlice(s)
-		syn.Slices = append(syn.Slices, s.Name)
+// synthesize lets Eno synthesize ref producing ConfigMaps of the given names, and, when ready,
+// reconcile that synthesis downstream (which makes it Ready).
+func (w *world) synthesize(ref domain.CompositionRef, ready bool, names ...string) (domain.Composition, error) {
+	manifests := make([]string, len(names))
+	ids := make([]domain.ResourceID, len(names))
+	for i, n := range names {
+		manifests[i] = configMap(ref.Namespace, n)
+		ids[i] = domain.ResourceID{Kind: "ConfigMap", Namespace: ref.Namespace, Name: n}
 	}
-	return syn
+	comp, err := w.eno.Synthesize(ref, manifests...)
+	if err != nil {
+		return domain.Composition{}, err
+	}
+	w.mu.Lock()
+	w.last[ref], w.output[ref] = comp.SynthesisUUID(), ids
+	if w.ever[ref] == nil {
+		w.ever[ref] = map[domain.ResourceID]bool{}
+	}
+	for _, id := range ids {
+		w.ever[ref][id] = true
+	}
+	w.mu.Unlock()
+	if !ready {
+		return comp, nil
+	}
+	return w.enoReconcile(ref)
+}
+
+// enoReconcile lets eno-reconciler apply ref's current synthesis, and checks what it deleted:
+// only objects that ref's syntheses once produced and that no Composition produces now.
+func (w *world) enoReconcile(ref domain.CompositionRef) (domain.Composition, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	before := w.cluster.DownstreamObjects()
+	comp, err := w.eno.Reconcile(ref)
+	if err != nil {
+		return comp, err
+	}
+	after := w.cluster.DownstreamObjects()
+	for _, id := range minusIDs(before, after) {
+		w.deleted = append(w.deleted, ref.String()+" "+id.String())
+		produced := false
+		for _, out := range w.output {
+			produced = produced || slices.Contains(out, id)
+		}
+		if produced || !w.ever[ref][id] {
+			w.wrongDeletions = append(w.wrongDeletions, fmt.Sprintf("%s: Eno deleted %s (still produced: %t, ever produced by it: %t)", ref, id, produced, w.ever[ref][id]))
+		}
+	}
+	return comp, nil
+}
+
+// enoFollows is Eno acting on the force-resynthesis annotation: a new synthesis with the same
+// output (carrying the tombstones handed to it), reconciled downstream. It reports whether
+// Eno did anything.
+func (w *world) enoFollows(ref domain.CompositionRef) (bool, error) {
+	comp, did, err := w.eno.ResynthesizeIfForced(ref)
+	if err != nil || !did {
+		return false, err
+	}
+	w.mu.Lock()
+	w.last[ref] = comp.SynthesisUUID()
+	w.mu.Unlock()
+	_, err = w.enoReconcile(ref)
+	return true, err
+}
+
+// settle runs controller passes and Eno's reactions to them until a round changes nothing:
+// the hand-off of SPEC §6.2 carried through to the recording of Eno's next synthesis.
+func (w *world) settle(ctx context.Context, svc *app.Service, refs ...domain.CompositionRef) {
+	w.t.Helper()
+	for range 10 {
+		before, eno := w.audit.writes(), false
+		for _, ref := range refs {
+			_, err := svc.Reconcile(ctx, ref)
+			require.NoError(w.t, err)
+			did, err := w.enoFollows(ref)
+			require.NoError(w.t, err)
+			eno = eno || did
+		}
+		if !eno && w.audit.writes() == before {
+			return
+		}
+	}
+	w.t.Fatalf("%v did not settle within 10 rounds", refs)
+}
+
+// lastSynthesis is the newest synthesis Eno made for ref.
+func (w *world) lastSynthesis(ref domain.CompositionRef) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last[ref]
+}
+
+// deletedObjects lists every downstream object Eno deleted, as "<composition> <id>".
+func (w *world) deletedObjects() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.deleted)
+}
+
+// badDeletions lists every deletion by Eno of an object that was not an orphan.
+func (w *world) badDeletions() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.wrongDeletions)
 }
 
 // create makes a new incarnation (fresh UID) of ref, opted in, with a new synthesis.
 func (w *world) create(ref domain.CompositionRef, ready bool, names ...string) domain.Composition {
-	comp := domain.Composition{Namespace: ref.Namespace, Name: ref.Name,
-		Annotations: map[string]string{domain.AnnotationOptIn: domain.OptInValue}}
-	comp.Synthesis = w.publish(ref, ready, names...)
-	return w.cluster.PutComposition(comp)
+	w.cluster.PutComposition(domain.Composition{Namespace: ref.Namespace, Name: ref.Name,
+		Annotations: map[string]string{domain.AnnotationOptIn: domain.OptInValue}})
+	comp, err := w.synthesize(ref, ready, names...)
+	if err != nil {
+		panic(err) // the Composition was just stored; only the model's own bookkeeping can fail here
+	}
+	return comp
 }
 
 // recreate deletes ref with an orphaning strategy and creates it again with a new synthesis.
@@ -107,23 +220,10 @@ func (w *world) recreate(ref domain.CompositionRef, ready bool, names ...string)
 	return w.create(ref, ready, names...)
 }
 
-// resynthesize gives the existing incarnation of ref a new current synthesis, as Eno's status
-// update would: a read-modify-write retried on conflict, keeping every annotation.
+// resynthesize gives the existing incarnation of ref a new current synthesis, keeping every
+// annotation, as Eno does.
 func (w *world) resynthesize(ref domain.CompositionRef, ready bool, names ...string) (domain.Composition, error) {
-	syn := w.publish(ref, ready, names...)
-	for range 1000 {
-		cur, err := w.cluster.LiveComposition(context.Background(), ref)
-		if err != nil {
-			return domain.Composition{}, err
-		}
-		cur.Synthesis = syn
-		out, err := w.cluster.UpdateComposition(cur)
-		if errors.Is(err, ports.ErrConflict) {
-			continue
-		}
-		return out, err
-	}
-	return domain.Composition{}, fmt.Errorf("resynthesizing %s: still conflicting after 1000 attempts", ref)
+	return w.synthesize(ref, ready, names...)
 }
 
 // live reads ref from the cluster.
@@ -142,15 +242,32 @@ func (w *world) readSnapshot(lineage domain.Lineage) (domain.Snapshot, error) {
 	return domain.ReadSnapshot(secrets, now, w.cfg.MaxChunks)
 }
 
-// recoverySlices lists the slices the sink published (the only slices with an owner).
+// recoverySlices lists the slices the sink published: they carry the hand-off's decision,
+// which Eno's own slices never do.
 func (w *world) recoverySlices() []domain.ResourceSlice {
 	var out []domain.ResourceSlice
 	for _, s := range w.cluster.Slices("") {
-		if w.cluster.SliceOwner(s.Namespace, s.Name) != "" {
+		if _, ok := s.Annotations[domain.AnnotationDecision]; ok {
 			out = append(out, s)
 		}
 	}
 	return out
+}
+
+// downstream lists the downstream objects of a namespace, as tombstoneIDs reports them, sorted.
+func (w *world) downstream(namespace string) []string {
+	var out []string
+	for _, id := range w.cluster.DownstreamObjects() {
+		if id.Namespace == namespace {
+			out = append(out, id.String())
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func minusIDs(a, b []domain.ResourceID) []domain.ResourceID {
+	return slices.DeleteFunc(slices.Clone(a), func(id domain.ResourceID) bool { return slices.Contains(b, id) })
 }
 
 func configMap(namespace, name string) string {
@@ -221,6 +338,10 @@ type audit struct {
 	decisions         []decisionRecord
 	decisionConflicts int
 	publishes         []publishRecord
+	commits           []publishRecord
+	resyntheses       int
+	// recorded lists every (composition UID, source synthesis UUID) a chunk was written for.
+	recorded map[[2]string]bool
 }
 
 type decisionRecord struct {
@@ -237,7 +358,7 @@ type publishRecord struct {
 func (a *audit) writes() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.creates + a.updates + len(a.decisions) + len(a.publishes)
+	return a.creates + a.updates + len(a.decisions) + len(a.publishes) + len(a.commits) + a.resyntheses
 }
 
 // report copies what was audited so far.
@@ -248,7 +369,8 @@ func (a *audit) report() audit {
 		unguarded: slices.Clone(a.unguarded), creates: a.creates, updates: a.updates,
 		chunkConflicts: a.chunkConflicts, alreadyExists: a.alreadyExists,
 		decisions: slices.Clone(a.decisions), decisionConflicts: a.decisionConflicts,
-		publishes: slices.Clone(a.publishes),
+		publishes: slices.Clone(a.publishes), commits: slices.Clone(a.commits), resyntheses: a.resyntheses,
+		recorded: maps.Clone(a.recorded),
 	}
 }
 
@@ -263,6 +385,28 @@ func (a *audit) finishedDecisions() map[[2]string]int {
 		}
 	}
 	return out
+}
+
+// recordedRecovered lists every synthesis decided Recovered that a snapshot chunk was written
+// for: none may be (SPEC §4: a synthesis decided Recovered is never recorded).
+func (a *audit) recordedRecovered() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for _, d := range a.decisions {
+		key := [2]string{d.UID, d.Decision.SynthesisUUID}
+		if d.Decision.Outcome == domain.OutcomeRecovered && a.recorded[key] {
+			out = append(out, fmt.Sprintf("composition %s synthesis %s", key[0], key[1]))
+		}
+	}
+	return out
+}
+
+func (a *audit) noteRecorded(c domain.ChunkSecret) {
+	if a.recorded == nil {
+		a.recorded = map[[2]string]bool{}
+	}
+	a.recorded[[2]string{c.Annotations[domain.AnnotationCompositionUID], c.Annotations[domain.AnnotationSourceSynthesisUUID]}] = true
 }
 
 // auditedStore is one controller instance's view of the SnapshotStore. It remembers the
@@ -314,6 +458,9 @@ func (s *auditedStore) UpdateChunk(ctx context.Context, c domain.ChunkSecret) (d
 	out, err := s.SnapshotStore.UpdateChunk(ctx, c)
 	s.audit.mu.Lock()
 	defer s.audit.mu.Unlock()
+	if err == nil {
+		s.audit.noteRecorded(c)
+	}
 	switch {
 	case err == nil && stale:
 		s.audit.unguarded = append(s.audit.unguarded,
@@ -334,6 +481,7 @@ func (s *auditedStore) CreateChunk(ctx context.Context, c domain.ChunkSecret) (d
 	switch {
 	case err == nil:
 		s.audit.creates++
+		s.audit.noteRecorded(c)
 	case errors.Is(err, ports.ErrAlreadyExists):
 		s.audit.alreadyExists++
 	}
@@ -377,4 +525,31 @@ func (s *auditedSink) PublishTombstones(ctx context.Context, comp domain.Composi
 		s.audit.mu.Unlock()
 	}
 	return where, err
+}
+
+func (s *auditedSink) CommitTombstones(ctx context.Context, comp domain.Composition, slice string) error {
+	maybeYield(s.yield)
+	err := s.TombstoneSink.CommitTombstones(ctx, comp, slice)
+	if err == nil {
+		s.audit.mu.Lock()
+		s.audit.commits = append(s.audit.commits, publishRecord{UID: comp.UID, SynthesisUUID: comp.SynthesisUUID(), Slice: slice})
+		s.audit.mu.Unlock()
+	}
+	return err
+}
+
+func (s *auditedSink) EnsureTombstones(ctx context.Context, comp domain.Composition, slice string, h domain.Handoff) error {
+	maybeYield(s.yield)
+	return s.TombstoneSink.EnsureTombstones(ctx, comp, slice, h)
+}
+
+func (s *auditedSink) RequestResynthesis(ctx context.Context, comp domain.Composition) error {
+	maybeYield(s.yield)
+	err := s.TombstoneSink.RequestResynthesis(ctx, comp)
+	if err == nil {
+		s.audit.mu.Lock()
+		s.audit.resyntheses++
+		s.audit.mu.Unlock()
+	}
+	return err
 }
