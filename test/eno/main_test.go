@@ -168,6 +168,12 @@ func setUpEno() error {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: synthPodNamespace}}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating namespace %s: %w", synthPodNamespace, err)
 	}
+	// The ServiceAccount admission plugin refuses Pods in a namespace without its default
+	// ServiceAccount, which kube-controller-manager would create; there is none here.
+	if _, err := admin.Kube.CoreV1().ServiceAccounts(synthPodNamespace).Create(ctx,
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating the default ServiceAccount of %s: %w", synthPodNamespace, err)
+	}
 	for name, configMaps := range synthesizers {
 		if err := createSynthesizer(ctx, name, configMaps); err != nil {
 			return err

@@ -99,11 +99,7 @@ func newScenario(t *testing.T, m mode, st settings) *scenario {
 	var extraEnv []string
 	if m.wired {
 		reconcilerBin = bins.wired
-		wiredArgs, wiredEnv, err := wiredSettings(st)
-		if err != nil {
-			t.Fatal(err)
-		}
-		args, extraEnv = append(args, wiredArgs...), wiredEnv
+		extraEnv = wiredSettings(st)
 	}
 	var err error
 	s.reconciler, err = startProcess("eno-reconciler", reconcilerBin, args,
@@ -143,13 +139,16 @@ func (s *scenario) recoveryPID() string {
 	return fmt.Sprintf(", tombstone-recovery pid %d", s.recovery.pid())
 }
 
-// wiredSettings maps settings onto the wired eno-reconciler's command line and environment.
-func wiredSettings(st settings) (args, extraEnv []string, err error) {
-	if st.maxChunkBytes > 0 || st.maxTombstoneFraction != "" {
-		return nil, nil, fmt.Errorf("the wired eno-reconciler offers no way to set max chunk bytes (%d) or the max tombstone fraction (%q)",
-			st.maxChunkBytes, st.maxTombstoneFraction)
+// wiredSettings maps settings onto the wired eno-reconciler's environment: the
+// ENO_TOMBSTONE_RECOVERY_* variables that hack/eno-wire.sh's call reads (runnable.Options.Getenv).
+func wiredSettings(st settings) (extraEnv []string) {
+	if st.maxChunkBytes > 0 {
+		extraEnv = append(extraEnv, "ENO_TOMBSTONE_RECOVERY_MAX_CHUNK_BYTES="+strconv.Itoa(st.maxChunkBytes))
 	}
-	return nil, nil, nil
+	if st.maxTombstoneFraction != "" {
+		extraEnv = append(extraEnv, "ENO_TOMBSTONE_RECOVERY_MAX_TOMBSTONE_FRACTION="+st.maxTombstoneFraction)
+	}
+	return extraEnv
 }
 
 // finish stops the scenario's processes by PID and checks every log of the scenario for a
