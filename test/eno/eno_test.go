@@ -57,8 +57,8 @@ func TestEnoAlone(t *testing.T) {
 // in and set to orphan on deletion, deploys cm-a and cm-b; its snapshot of chunks chunks is
 // recorded; it is deleted (both ConfigMaps survive); damage, when set, is done to the history;
 // it is recreated under the same name, opted in, with synth-one. It returns the ConfigMaps'
-// UIDs and when the recreation happened.
-func (s *scenario) recordThenRecreate(chunks int, damage func()) (map[string]types.UID, time.Time) {
+// UIDs, when the recreation happened and the new incarnation's UID.
+func (s *scenario) recordThenRecreate(chunks int, damage func()) (map[string]types.UID, time.Time, types.UID) {
 	s.t.Helper()
 	created := s.createComposition(comp, "synth-two", map[string]string{
 		optInAnnotation:            "enabled",
@@ -66,7 +66,7 @@ func (s *scenario) recordThenRecreate(chunks int, damage func()) (map[string]typ
 	})
 	uids := s.waitConfigMaps("cm-a", "cm-b")
 	syn := s.waitReady(comp, "")
-	s.waitDecision(comp, syn.UUID, "NoInventory")
+	s.waitDecision(created.GetUID(), syn.UUID, "NoInventory")
 	s.waitRecorded(comp, created.GetUID(), syn.UUID, chunks)
 
 	s.deleteComposition(comp)
@@ -76,18 +76,8 @@ func (s *scenario) recordThenRecreate(chunks int, damage func()) (map[string]typ
 	}
 
 	recreatedAt := time.Now()
-	s.createComposition(comp, "synth-one", map[string]string{optInAnnotation: "enabled"})
-	return uids, recreatedAt
-}
-
-// firstSynthesis returns the first synthesis the executor ran for the Composition since t.
-func (s *scenario) firstSynthesis(since time.Time) string {
-	s.t.Helper()
-	uuids := s.syntheses(comp, since)
-	if len(uuids) == 0 {
-		s.t.Fatalf("no executor run for %s/%s since %s", s.ns, comp, since.Format(time.RFC3339))
-	}
-	return uuids[0]
+	recreated := s.createComposition(comp, "synth-one", map[string]string{optInAnnotation: "enabled"})
+	return uids, recreatedAt, recreated.GetUID()
 }
 
 // requireNotRecovered asserts a decision recovers nothing again (SPEC §6: one recovery per
@@ -99,18 +89,36 @@ func requireNotRecovered(t *testing.T, d decision) {
 	}
 }
 
+// requireStable asserts that for observeFor the Composition stays on synthesis uuid with
+// nothing in flight, and that the executor does not run for it again.
+func (s *scenario) requireStable(uuid string, since time.Time) {
+	s.t.Helper()
+	runs := len(s.syntheses(comp, since))
+	s.holdsFor("no synthesis after "+uuid, observeFor, func(ctx context.Context) error {
+		u, err := s.getComposition(ctx, comp)
+		if err != nil {
+			return err
+		}
+		if syn := currentSynthesis(u); syn.UUID != uuid || syn.InFlight != "" {
+			return fmt.Errorf("synthesis moved on from %s: %+v", uuid, syn)
+		}
+		if n := len(s.syntheses(comp, since)); n != runs {
+			return fmt.Errorf("the executor ran %d more time(s)", n-runs)
+		}
+		return nil
+	})
+}
+
 // TestRecoveryDeletesOrphan is the end-to-end promise of SPEC §6.2/§10: after record → delete
 // with orphan → recreate without cm-b, Eno deletes cm-b downstream and leaves cm-a untouched;
 // a forced resynthesis afterwards recovers nothing again and does not loop.
 func TestRecoveryDeletesOrphan(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		s := newScenario(t, m, settings{recovery: true})
-		uids, recreatedAt := s.recordThenRecreate(1, nil)
+		uids, recreatedAt, uid := s.recordThenRecreate(1, nil)
 
-		d := s.waitDecision(comp, "", "Recovered")
-		if first := s.firstSynthesis(recreatedAt); d.SynthesisUUID != first {
-			t.Errorf("Recovered decision for synthesis %s, want the recreated Composition's first synthesis %s", d.SynthesisUUID, first)
-		}
+		first := s.waitFirstSynthesis(uid)
+		d := s.waitDecision(uid, first, "Recovered")
 		if d.Tombstones != 1 || d.TombstoneSlice == "" {
 			t.Errorf("decision %+v, want 1 tombstone in a named slice", d)
 		}
@@ -119,33 +127,17 @@ func TestRecoveryDeletesOrphan(t *testing.T) {
 		s.requireUnchanged(map[string]types.UID{"cm-a": uids["cm-a"]})
 
 		// The synthesis that carried the tombstone: decided without recovering again, then recorded.
-		carried := s.waitReady(comp, d.SynthesisUUID)
-		requireNotRecovered(t, s.waitDecision(comp, carried.UUID, "NothingToRecover"))
-		u, err := s.getComposition(s.ctx(), comp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.waitRecorded(comp, u.GetUID(), carried.UUID, 1)
-		t.Logf("syntheses since the recreation, up to the recovery's: %v", s.syntheses(comp, recreatedAt))
+		carried := s.waitReady(comp, first)
+		requireNotRecovered(t, s.waitDecision(uid, carried.UUID, "NothingToRecover"))
+		s.waitRecorded(comp, uid, carried.UUID, 1)
+		t.Logf("syntheses of the recreated Composition up to the recovery's: %v (executor runs: %v)",
+			s.history.currentSyntheses(uid), s.syntheses(comp, recreatedAt))
 
 		// (c) A forced resynthesis afterwards: one new synthesis, nothing recovered, no loop.
 		s.annotate(comp, forceResynthesis, carried.UUID)
 		forced := s.waitReady(comp, carried.UUID)
-		requireNotRecovered(t, s.waitDecision(comp, forced.UUID, "NothingToRecover"))
-		count := len(s.syntheses(comp, recreatedAt))
-		s.holdsFor("no synthesis after the forced one", observeFor, func(ctx context.Context) error {
-			u, err := s.getComposition(ctx, comp)
-			if err != nil {
-				return err
-			}
-			if syn := currentSynthesis(u); syn.UUID != forced.UUID || syn.InFlight != "" {
-				return fmt.Errorf("synthesis moved on from %s: %+v", forced.UUID, syn)
-			}
-			if n := len(s.syntheses(comp, recreatedAt)); n != count {
-				return fmt.Errorf("the executor ran %d more time(s)", n-count)
-			}
-			return nil
-		})
+		requireNotRecovered(t, s.waitDecision(uid, forced.UUID, "NothingToRecover"))
+		s.requireStable(forced.UUID, recreatedAt)
 		s.requireUnchanged(map[string]types.UID{"cm-a": uids["cm-a"]})
 	})
 }
@@ -184,14 +176,12 @@ func TestInvalidHistoryDeletesNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			forEachMode(t, func(t *testing.T, m mode) {
 				s := newScenario(t, m, settings{recovery: true, maxChunkBytes: tc.maxChunkBytes})
-				uids, recreatedAt := s.recordThenRecreate(tc.chunks, func() { tc.damage(s) })
+				uids, recreatedAt, uid := s.recordThenRecreate(tc.chunks, func() { tc.damage(s) })
 
-				d := s.waitDecision(comp, "", "InventoryInvalid")
+				first := s.waitFirstSynthesis(uid)
+				d := s.waitDecision(uid, first, "InventoryInvalid")
 				if d.Reason != tc.reason || d.Tombstones != 0 || d.TombstoneSlice != "" {
 					t.Errorf("decision %+v, want InventoryInvalid/%s without tombstones", d, tc.reason)
-				}
-				if first := s.firstSynthesis(recreatedAt); d.SynthesisUUID != first {
-					t.Errorf("decision for synthesis %s, want the first synthesis %s", d.SynthesisUUID, first)
 				}
 				s.waitReady(comp, "")
 				s.holdsFor("nothing deleted after an invalid history", observeFor, func(ctx context.Context) error {
@@ -203,8 +193,11 @@ func TestInvalidHistoryDeletesNothing(t *testing.T) {
 					if names, err := s.recoverySlices(ctx, comp); err != nil || len(names) > 0 {
 						return fmt.Errorf("recovery slices %v (%v)", names, err)
 					}
+					if syn := s.history.currentSyntheses(uid); len(syn) != 1 {
+						return fmt.Errorf("syntheses since the recreation %v, want 1", syn)
+					}
 					if n := len(s.syntheses(comp, recreatedAt)); n != 1 {
-						return fmt.Errorf("%d syntheses since the recreation, want 1", n)
+						return fmt.Errorf("%d executor runs since the recreation, want 1", n)
 					}
 					return nil
 				})
@@ -218,11 +211,12 @@ func TestInvalidHistoryDeletesNothing(t *testing.T) {
 func TestHeldRecoveryWaitsForApproval(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		s := newScenario(t, m, settings{recovery: true, maxTombstoneFraction: "0.1"})
-		uids, recreatedAt := s.recordThenRecreate(1, nil)
+		uids, _, uid := s.recordThenRecreate(1, nil)
 
-		held := s.waitDecision(comp, "", "HeldForReview")
-		if first := s.firstSynthesis(recreatedAt); held.SynthesisUUID != first || held.Tombstones != 1 {
-			t.Errorf("decision %+v, want 1 tombstone held for the first synthesis %s", held, first)
+		first := s.waitFirstSynthesis(uid)
+		held := s.waitDecision(uid, first, "HeldForReview")
+		if held.Tombstones != 1 {
+			t.Errorf("decision %+v, want 1 tombstone held", held)
 		}
 		s.holdsFor("the orphan survives while held", observeFor, func(ctx context.Context) error {
 			if got, err := s.configMapUID(ctx, "cm-b"); err != nil || got != uids["cm-b"] {
@@ -231,11 +225,14 @@ func TestHeldRecoveryWaitsForApproval(t *testing.T) {
 			if names, err := s.recoverySlices(ctx, comp); err != nil || len(names) > 0 {
 				return fmt.Errorf("recovery slices %v (%v)", names, err)
 			}
+			if syn := s.history.currentSyntheses(uid); len(syn) != 1 {
+				return fmt.Errorf("syntheses %v while held, want only the first", syn)
+			}
 			return nil
 		})
 
-		s.annotate(comp, reviewAnnotation, "approve:"+held.SynthesisUUID)
-		d := s.waitDecision(comp, held.SynthesisUUID, "Recovered")
+		s.annotate(comp, reviewAnnotation, "approve:"+first)
+		d := s.waitDecision(uid, first, "Recovered")
 		if d.Reason != "Approved" || d.Tombstones != 1 {
 			t.Errorf("decision %+v, want Recovered/Approved with 1 tombstone", d)
 		}
@@ -246,9 +243,9 @@ func TestHeldRecoveryWaitsForApproval(t *testing.T) {
 }
 
 // TestMeasureRecovery (ENO_MEASURE=1) measures, over 5 runs per mode, the time from the
-// recreated Composition's first synthesis (its executor's exit, right after it swapped the
-// synthesis in) to the orphan's disappearance, and how many syntheses a recovery causes
-// (goal: exactly one extra).
+// recreated Composition's first synthesis (when the watch saw it become current) to the
+// orphan's deletion (when a watch saw it go), and how many syntheses a recovery causes (goal:
+// exactly one extra).
 func TestMeasureRecovery(t *testing.T) {
 	if os.Getenv(measureEnv) != "1" {
 		t.Skipf("set %s=1 to measure", measureEnv)
@@ -260,26 +257,25 @@ func TestMeasureRecovery(t *testing.T) {
 		for i := range runs {
 			t.Run(fmt.Sprint("run-", i), func(t *testing.T) {
 				s := newScenario(t, m, settings{recovery: true})
-				_, recreatedAt := s.recordThenRecreate(1, nil)
-				s.waitDecision(comp, "", "Recovered")
-				gone := s.waitConfigMapGone("cm-b")
-				executed := standIn.runsFor(s.ns, comp, recreatedAt)
-				if len(executed) == 0 {
-					t.Fatal("no executor run after the recreation")
-				}
-				latencies = append(latencies, gone.Sub(executed[0].Finished))
-				last := s.waitReady(comp, s.firstSynthesis(recreatedAt))
-				s.holdsFor("no further synthesis", 10*time.Second, func(ctx context.Context) error {
-					u, err := s.getComposition(ctx, comp)
+				var orphanRV string
+				_, _, uid := s.recordThenRecreate(1, func() {
+					cm, err := admin.Kube.CoreV1().ConfigMaps(s.ns).Get(s.ctx(), "cm-b", metav1.GetOptions{})
 					if err != nil {
-						return err
+						t.Fatal(err)
 					}
-					if syn := currentSynthesis(u); syn.UUID != last.UUID || syn.InFlight != "" {
-						return fmt.Errorf("synthesis moved on from %s", last.UUID)
-					}
-					return nil
+					orphanRV = cm.ResourceVersion
 				})
-				extras = append(extras, len(s.syntheses(comp, recreatedAt))-1)
+				gone := s.watchDeleted("cm-b", orphanRV)
+				first := s.waitFirstSynthesis(uid)
+				s.waitDecision(uid, first, "Recovered")
+				synthesized, ok := s.history.becameCurrent(uid, first)
+				if !ok {
+					t.Fatal("the first synthesis was never seen current")
+				}
+				latencies = append(latencies, gone.Sub(synthesized))
+				last := s.waitReady(comp, first)
+				s.requireStable(last.UUID, synthesized)
+				extras = append(extras, len(s.history.currentSyntheses(uid))-1)
 			})
 		}
 		if len(latencies) == 0 {
@@ -288,6 +284,6 @@ func TestMeasureRecovery(t *testing.T) {
 		sorted := slices.Clone(latencies)
 		sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
 		t.Logf("%s: first synthesis → orphan deleted by Eno: median %s over %d runs (all: %v); extra syntheses per recovery: %v",
-			m.name, sorted[len(sorted)/2].Round(10*time.Millisecond), len(latencies), latencies, extras)
+			m.name, sorted[len(sorted)/2].Round(time.Millisecond), len(latencies), latencies, extras)
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
@@ -80,6 +82,7 @@ type scenario struct {
 	reconciler *process
 	recovery   *process // standalone only
 	procs      []*process
+	history    *history
 	// controllerLogFrom is where eno-controller's log stood when the scenario began.
 	controllerLogFrom int64
 }
@@ -92,6 +95,7 @@ func newScenario(t *testing.T, m mode, st settings) *scenario {
 	s := &scenario{t: t, mode: m, controllerLogFrom: enoController.logSize()}
 	s.ns = admin.NewNamespace(t, "eno")
 	dir := t.TempDir()
+	s.history = watchHistory(s.ns)
 	t.Cleanup(s.finish)
 
 	reconcilerBin := bins.reconciler
@@ -163,6 +167,7 @@ func (s *scenario) finish() {
 			t.Errorf("tombstone-recovery (pid %d) did not exit 0 on SIGTERM: %v", p.pid(), err)
 		}
 	}
+	s.history.stop()
 	logs := map[string]string{"eno-controller": enoController.logSince(s.controllerLogFrom)}
 	for _, p := range s.procs {
 		logs[p.name] = p.log()
@@ -192,6 +197,13 @@ func (s *scenario) printLogs() {
 	for _, run := range standIn.runsIn(s.ns) {
 		t.Logf("--- executor for %s/%s synthesis %s (pod %s): %v, last 15 lines ---\n%s",
 			run.CompositionNamespace, run.CompositionName, run.SynthesisUUID, run.Pod, run.Err, tailLines(readFile(run.LogPath), 15))
+	}
+	for _, err := range s.history.problems() {
+		t.Logf("composition watch: %v", err)
+	}
+	for _, o := range s.history.obs {
+		t.Logf("%s %s (uid %s): current synthesis %s ready=%v inFlight=%q; decision %s",
+			o.At.Format("15:04:05.000"), o.Name, o.UID, o.Synthesis.UUID, o.Synthesis.Ready, o.Synthesis.InFlight, o.RawDec)
 	}
 	if comps, err := admin.Dynamic.Resource(kubetest.CompositionResource).Namespace(s.ns).List(context.Background(), metav1.ListOptions{}); err == nil {
 		for _, c := range comps.Items {
@@ -357,40 +369,51 @@ func readDecision(u *unstructured.Unstructured) (decision, bool, error) {
 	return d, true, nil
 }
 
-// waitDecision waits until the Composition carries a decision for synthesisUUID ("" for any)
-// whose outcome is one of outcomes, and returns it. Another outcome for that synthesis fails
-// at once, except a HeldForReview while waiting for something else (a review may follow).
-func (s *scenario) waitDecision(name, synthesisUUID string, outcomes ...string) decision {
+// waitDecision waits until the incarnation uid has been given a decision for synthesisUUID
+// whose outcome is one of outcomes, and returns it. Decisions are read from the watch history,
+// so one that was replaced quickly is still found. A finished decision with another outcome for
+// that synthesis fails at once (HeldForReview is not finished: a review may follow).
+func (s *scenario) waitDecision(uid types.UID, synthesisUUID string, outcomes ...string) decision {
 	s.t.Helper()
-	var d decision
+	var found decision
 	var terminal error
-	s.waitFor(fmt.Sprintf("decision %v for %s/%s synthesis %q", outcomes, s.ns, name, synthesisUUID), waitLong, func(ctx context.Context) error {
-		u, err := s.getComposition(ctx, name)
-		if err != nil {
-			return err
-		}
-		var ok bool
-		if d, ok, err = readDecision(u); err != nil || !ok {
-			return fmt.Errorf("no decision yet (%v)", err)
-		}
-		if synthesisUUID != "" && d.SynthesisUUID != synthesisUUID {
-			return fmt.Errorf("decision is for synthesis %s: %+v", d.SynthesisUUID, d)
-		}
-		for _, o := range outcomes {
-			if d.Outcome == o {
+	s.waitFor(fmt.Sprintf("decision %v for %s/%s synthesis %s", outcomes, s.ns, comp, synthesisUUID), waitLong, func(ctx context.Context) error {
+		var seen []decision
+		for _, d := range s.history.decisions(uid) {
+			if d.SynthesisUUID != synthesisUUID {
+				continue
+			}
+			if slices.Contains(outcomes, d.Outcome) {
+				found = d
 				return nil
 			}
+			if d.Outcome != "HeldForReview" {
+				terminal = fmt.Errorf("decision %+v for synthesis %s, want outcome %v", d, synthesisUUID, outcomes)
+				return nil
+			}
+			seen = append(seen, d)
 		}
-		if d.Outcome != "HeldForReview" {
-			terminal = fmt.Errorf("decision %+v, want outcome %v", d, outcomes)
-			return nil
-		}
-		return fmt.Errorf("decision %+v", d)
+		return fmt.Errorf("decisions so far for this synthesis: %+v; for the incarnation: %+v", seen, s.history.decisions(uid))
 	})
 	if terminal != nil {
 		s.t.Fatal(terminal)
 	}
-	return d
+	return found
+}
+
+// waitFirstSynthesis waits until the incarnation uid has a current synthesis and returns the
+// first one it had.
+func (s *scenario) waitFirstSynthesis(uid types.UID) string {
+	s.t.Helper()
+	var first string
+	s.waitFor(fmt.Sprintf("first synthesis of %s/%s (uid %s)", s.ns, comp, uid), waitLong, func(context.Context) error {
+		if syn := s.history.currentSyntheses(uid); len(syn) > 0 {
+			first = syn[0]
+			return nil
+		}
+		return fmt.Errorf("no synthesis yet")
+	})
+	return first
 }
 
 // setSynthesizer points the Composition at another Synthesizer (a spec change: Eno
@@ -574,4 +597,27 @@ func (s *scenario) syntheses(comp string, since time.Time) []string {
 		}
 	}
 	return uuids
+}
+
+// watchDeleted waits, with a watch from resourceVersion on, until the ConfigMap is deleted and
+// returns when the watch delivered the deletion.
+func (s *scenario) watchDeleted(name, resourceVersion string) time.Time {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	w, err := admin.Kube.CoreV1().ConfigMaps(s.ns).Watch(ctx, metav1.ListOptions{
+		FieldSelector: "metadata.name=" + name, ResourceVersion: resourceVersion,
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		if ev.Type == watch.Deleted {
+			return time.Now()
+		}
+	}
+	s.checkProcesses()
+	s.t.Fatalf("ConfigMap %s/%s not deleted within %s", s.ns, name, waitLong)
+	return time.Time{}
 }
