@@ -43,10 +43,12 @@ var (
 	sliceGVR       = kubetest.ResourceSliceResource
 )
 
-// resource is one ConfigMap a synthesis produces downstream.
+// resource is one ConfigMap a synthesis produces downstream, or, when Deleted, a tombstone of
+// one that Eno carries (SPEC §6.2).
 type resource struct {
-	Name   string
-	Labels map[string]string
+	Name    string
+	Labels  map[string]string
+	Deleted bool
 }
 
 func (r resource) id() string {
@@ -104,12 +106,15 @@ func newSynthesis(rs []resource) *synthesis {
 	}
 }
 
+// ids are the resources the synthesis produces: its tombstones are not among them.
 func (s *synthesis) ids() []string { return idsOf(s.Resources) }
 
 func idsOf(rs []resource) []string {
-	out := make([]string, len(rs))
-	for i, r := range rs {
-		out[i] = r.id()
+	out := []string{}
+	for _, r := range rs {
+		if !r.Deleted {
+			out = append(out, r.id())
+		}
 	}
 	sort.Strings(out)
 	return out
@@ -143,12 +148,15 @@ func (s *synthesis) nameSlices(comp string) [][]resource {
 	return out
 }
 
-// publishSlices creates the synthesis's ResourceSlices in ns for composition comp.
+// publishSlices creates the synthesis's ResourceSlices in ns for composition comp. Stock Eno
+// stamps spec.synthesisUUID with the synthesis current when its executor writes the slice: ""
+// on a first synthesis, the previous UUID after that (SPEC §2). These tests stamp "" always;
+// membership comes from status.currentSynthesis.resourceSlices alone.
 func publishSlices(ctx context.Context, c kubetest.Clients, ns, comp string, s *synthesis) error {
 	for i, chunk := range s.nameSlices(comp) {
-		slice := domain.ResourceSlice{Namespace: ns, Name: s.slices[i], SynthesisUUID: s.UUID}
+		slice := domain.ResourceSlice{Namespace: ns, Name: s.slices[i]}
 		for _, r := range chunk {
-			slice.Resources = append(slice.Resources, domain.SliceResource{Manifest: r.manifest()})
+			slice.Resources = append(slice.Resources, domain.SliceResource{Manifest: r.manifest(), Deleted: r.Deleted})
 		}
 		if _, err := kubetest.CreateSlice(ctx, c.Dynamic, slice); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating slice %s/%s: %w", ns, slice.Name, err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -357,12 +359,35 @@ func TestCrashConsistencyOfSnapshotReplacement(t *testing.T) {
 				assert.Equal(t, source, d.SourceSynthesisUUID)
 				assert.Equal(t, len(tombstones), d.Tombstones)
 				sliceName := domain.RecoverySliceName("web", recreated.UUID)
+				recorded := recreated
 				if outcome == domain.OutcomeRecovered {
 					assert.Equal(t, sliceName, d.TombstoneSlice)
 					got, forSynthesis, err := tombstoneSliceIDs(ctx, s.c, s.ns, sliceName)
 					require.NoError(t, err)
 					assert.Equal(t, tombstones, got, "exact tombstones published")
 					assert.Equal(t, recreated.UUID, forSynthesis)
+					// Handed off (SPEC §6.2): committed, a resynthesis requested, and the
+					// Recovered synthesis itself is never recorded.
+					assert.True(t, live.NamesSlice(sliceName))
+					assert.Equal(t, recreated.UUID, live.Annotations[domain.AnnotationForceResynthesis])
+					snap, err := readSnapshot(ctx, s.c, s.lineage)
+					if err == nil {
+						assert.NotEqual(t, recreated.UUID, snap.Meta().SynthesisUUID)
+					}
+					// Eno's next synthesis carries the tombstones; it is the one recorded.
+					carried := slices.Clone(recreated.Resources)
+					for _, id := range tombstones {
+						carried = append(carried, resource{Name: id[strings.LastIndex(id, "/")+1:], Deleted: true})
+					}
+					recorded = newSynthesis(carried)
+					require.NoError(t, resynthesize(ctx, s.c, s.ns, "web", recorded))
+					_, err = s.normal.Reconcile(ctx, s.ref)
+					require.NoError(t, err)
+					live, err = liveComposition(ctx, s.c, s.ref)
+					require.NoError(t, err)
+					next, ok := live.FinishedDecision()
+					require.True(t, ok)
+					assert.Equal(t, domain.ReasonAlreadyDecided, next.Reason)
 				} else {
 					assert.Equal(t, domain.ReasonMissingChunk.String(), d.Reason)
 					assert.Empty(t, d.TombstoneSlice)
@@ -370,11 +395,11 @@ func TestCrashConsistencyOfSnapshotReplacement(t *testing.T) {
 					assert.True(t, apierrors.IsNotFound(err), "no tombstone slice from untrusted history: %v", err)
 				}
 
-				// The same pass recorded the recreated synthesis completely.
+				// The recreated incarnation is recorded completely.
 				snap, err := readSnapshot(ctx, s.c, s.lineage)
 				require.NoError(t, err, describeSnapshot(snap, err))
 				assert.True(t, domain.SnapshotMatches(snap, live))
-				assert.Equal(t, recreated.ids(), snapshotIDs(snap))
+				assert.Equal(t, recorded.ids(), snapshotIDs(snap))
 			})
 		})
 	}

@@ -168,16 +168,39 @@ func statusResponse(req *http.Request, code int, reason string, header http.Head
 }
 
 // faultScenario: a Composition recreated (new UID, new synthesis) over a lineage whose old
-// snapshot (1 chunk) is complete. Its next pass recovers (publishes tombstones, writes the
-// decision) and replaces the snapshot with 3 chunks: every kind of write a reconcile makes.
+// snapshot (1 chunk) is complete. Its next pass recovers and hands the tombstones to Eno
+// (publish, status append, decision, forced resynthesis); Eno's next synthesis, which carries
+// them, is then decided AlreadyDecided and recorded over 3 chunks: every kind of write a
+// reconcile makes.
 type faultScenario struct {
-	c                   kubetest.Clients
-	ns                  string
-	ref                 domain.CompositionRef
-	lineage             domain.Lineage
-	old, recreated      *synthesis
-	tombstones          []string
-	sliceName, decision string
+	c                       kubetest.Clients
+	ns                      string
+	ref                     domain.CompositionRef
+	lineage                 domain.Lineage
+	old, recreated, carried *synthesis
+	tombstones              []string
+	sliceName, decision     string
+}
+
+// pass is one reconcile and, once it asked Eno for a resynthesis of the recovered synthesis,
+// Eno's next synthesis (published with the admin's client, never faulted) and the reconcile it
+// triggers.
+func (s *faultScenario) pass(ctx context.Context, svc *app.Service) error {
+	if _, err := svc.Reconcile(ctx, s.ref); err != nil {
+		return err
+	}
+	live, err := liveComposition(ctx, s.c, s.ref)
+	if err != nil {
+		return err
+	}
+	if live.SynthesisUUID() != s.recreated.UUID || live.Annotations[domain.AnnotationForceResynthesis] != s.recreated.UUID {
+		return nil
+	}
+	if err := resynthesize(ctx, s.c, s.ns, "web", s.carried); err != nil {
+		return err
+	}
+	_, err = svc.Reconcile(ctx, s.ref)
+	return err
 }
 
 func prepareFaultScenario(t *testing.T, ctx context.Context) *faultScenario {
@@ -193,6 +216,12 @@ func prepareFaultScenario(t *testing.T, ctx context.Context) *faultScenario {
 	}
 	s.recreated.PerSlice = 4 // two slices, two slice reads
 	s.tombstones = minus(s.old.ids(), s.recreated.ids())
+	carried := slices.Clone(s.recreated.Resources)
+	for _, id := range s.tombstones {
+		carried = append(carried, resource{Name: id[strings.LastIndex(id, "/")+1:], Deleted: true})
+	}
+	s.carried = newSynthesis(carried)
+	s.carried.PerSlice = 4
 	s.sliceName = domain.RecoverySliceName("web", s.recreated.UUID)
 	require.Equal(t, 1, chunkCount(t, s.old.Resources, crashChunkBytes))
 	require.Equal(t, 3, chunkCount(t, s.recreated.Resources, crashChunkBytes))
@@ -219,6 +248,8 @@ func (s *faultScenario) checkNoMix(t *testing.T, ctx context.Context) string {
 	case err == nil && snap.SynthesisUUID() == s.old.UUID:
 		assert.Equal(t, s.old.ids(), snapshotIDs(snap), "the old snapshot, unchanged")
 	case err == nil && snap.SynthesisUUID() == s.recreated.UUID:
+		t.Errorf("a synthesis decided Recovered was recorded")
+	case err == nil && snap.SynthesisUUID() == s.carried.UUID:
 		assert.Equal(t, s.recreated.ids(), snapshotIDs(snap), "the new snapshot, complete")
 	case err == nil:
 		t.Errorf("a valid snapshot of an unknown synthesis %s", snap.SynthesisUUID())
@@ -229,12 +260,19 @@ func (s *faultScenario) checkNoMix(t *testing.T, ctx context.Context) string {
 	live, err := liveComposition(ctx, s.c, s.ref)
 	require.NoError(t, err)
 	raw := live.Annotations[domain.AnnotationDecision]
-	if d, ok := live.Decision(); ok {
+	if d, ok := live.Decision(); ok && d.SynthesisUUID == s.carried.UUID {
+		assert.Equal(t, domain.OutcomeNothingToRecover, d.Outcome, d.Message)
+		assert.Equal(t, domain.ReasonAlreadyDecided, d.Reason)
+		assert.Equal(t, s.old.UUID, d.RecoveredFrom)
+	} else if ok {
 		assert.Equal(t, s.recreated.UUID, d.SynthesisUUID)
 		assert.Equal(t, domain.OutcomeRecovered, d.Outcome, d.Message)
 		assert.Equal(t, s.old.UUID, d.SourceSynthesisUUID)
 		assert.Equal(t, len(s.tombstones), d.Tombstones)
 		assert.Equal(t, s.sliceName, d.TombstoneSlice)
+		if live.SynthesisUUID() == s.recreated.UUID {
+			assert.True(t, live.NamesSlice(s.sliceName), "a Recovered decision follows the commit point")
+		}
 	} else {
 		assert.Empty(t, raw, "an unparseable decision annotation")
 	}
@@ -258,6 +296,7 @@ func (s *faultScenario) checkConverged(t *testing.T, ctx context.Context) {
 	snap, err := readSnapshot(ctx, s.c, s.lineage)
 	require.NoError(t, err, describeSnapshot(snap, err))
 	assert.True(t, domain.SnapshotMatches(snap, live), "the snapshot is complete for the live Composition")
+	assert.Equal(t, s.carried.UUID, snap.SynthesisUUID(), "Eno's carrying synthesis is the one recorded")
 	assert.Equal(t, s.recreated.ids(), snapshotIDs(snap))
 }
 
@@ -292,7 +331,7 @@ func faultCases(visits []visit) []faultCase {
 		if v.occurrence == 0 {
 			out = append(out, faultCase{fault{v.site, v.occurrence, fault429, 1}, false})
 		}
-		if strings.HasPrefix(v.site, "create ") || strings.HasPrefix(v.site, "update ") {
+		if strings.HasPrefix(v.site, "create ") || strings.HasPrefix(v.site, "update ") || strings.HasPrefix(v.site, "patch ") {
 			out = append(out, faultCase{fault{v.site, v.occurrence, faultLost, 1}, true})
 		}
 	}
@@ -310,7 +349,7 @@ func TestAPIFaultsAtEveryCallSite(t *testing.T) {
 	ctx := kubetest.Context(t, 2*time.Minute)
 	probe := prepareFaultScenario(t, ctx)
 	injector.arm(nil)
-	_, err := svc.Reconcile(ctx, probe.ref)
+	err := probe.pass(ctx, svc)
 	visits, _ := injector.disarm()
 	require.NoError(t, err)
 	probe.checkConverged(t, ctx)
@@ -323,7 +362,7 @@ func TestAPIFaultsAtEveryCallSite(t *testing.T) {
 		sites = append(sites, s)
 	}
 	sort.Strings(sites)
-	t.Logf("a recovering and recording reconcile makes %d requests at %d sites: %v", len(visits), len(sites), probeCount)
+	t.Logf("a recovering reconcile and the recording one after Eno's next synthesis make %d requests at %d sites: %v", len(visits), len(sites), probeCount)
 	for _, want := range []string{
 		"get compositions.eno.azure.io", // the first read and the live guard before every write
 		"get resourceslices.eno.azure.io",
@@ -333,6 +372,8 @@ func TestAPIFaultsAtEveryCallSite(t *testing.T) {
 		"update secrets",
 		"create resourceslices.eno.azure.io",
 		"update compositions.eno.azure.io",
+		"patch compositions/status.eno.azure.io", // the hand-off's commit point
+		"patch compositions.eno.azure.io",        // the forced resynthesis
 	} {
 		assert.Contains(t, sites, want, "the reconcile no longer visits %s; the fault table would miss it", want)
 	}
@@ -344,7 +385,7 @@ func TestAPIFaultsAtEveryCallSite(t *testing.T) {
 			s := prepareFaultScenario(t, ctx)
 			plan := fc.fault
 			injector.arm(&plan)
-			_, err := svc.Reconcile(ctx, s.ref)
+			err := s.pass(ctx, svc)
 			retried := injector.count(fc.site) > probeCount[fc.site]
 			_, injected := injector.disarm()
 			require.Equal(t, 1, injected, "the fault was injected")
@@ -371,18 +412,25 @@ func TestAPIFaultsAtEveryCallSite(t *testing.T) {
 
 			// The retry (the controller's rate-limited requeue) converges in one pass.
 			injector.arm(nil)
-			_, err = svc.Reconcile(ctx, s.ref)
+			err = s.pass(ctx, svc)
 			injector.disarm()
 			require.NoError(t, err)
 			s.checkConverged(t, ctx)
-			if before != "" {
+			if d, ok := parseDecision(before); ok {
 				live, err := liveComposition(ctx, s.c, s.ref)
 				require.NoError(t, err)
-				assert.Equal(t, before, live.Annotations[domain.AnnotationDecision], "a written decision is never rewritten")
+				if now, _ := live.Decision(); now.SynthesisUUID == d.SynthesisUUID {
+					assert.Equal(t, before, live.Annotations[domain.AnnotationDecision], "a written decision is never rewritten")
+				}
 			}
 		})
 	}
 	t.Logf("fault behaviour by call site:\n%s", strings.Join(summary, "\n"))
+}
+
+func parseDecision(raw string) (domain.Decision, bool) {
+	d, err := domain.ParseDecision(raw)
+	return d, err == nil
 }
 
 // observedQueue is the controller's real client-go queue, watched: it records the requeue count
@@ -425,6 +473,11 @@ func TestControllerRequeuesAFailingItemWithBackoff(t *testing.T) {
 		workqueue.NewTypedItemExponentialFailureRateLimiter[domain.CompositionRef](5*time.Millisecond, time.Second))}
 	ctrl, err := app.NewController(svc, queue, 1)
 	require.NoError(t, err)
+	// Recovery hands off first, and Eno's next synthesis carries the tombstones: its recording
+	// is the pass whose Secret updates fail.
+	_, err = svc.Reconcile(ctx, s.ref)
+	require.NoError(t, err)
+	require.NoError(t, resynthesize(ctx, s.c, s.ns, "web", s.carried))
 
 	injector.arm(&fault{site: "update secrets", occurrence: -1, kind: fault500, times: 3})
 	runCtx, stop := context.WithCancel(ctx)
