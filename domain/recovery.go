@@ -155,7 +155,7 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	}
 	if len(absent) == 0 {
 		d.Outcome, d.Reason = OutcomeNothingToRecover, ReasonNoOrphans
-		d.Message = fmt.Sprintf("all %d resources of the previous incarnation are still produced", snap.inventory.Len())
+		d.Message = fmt.Sprintf("none of the %d resources of the previous incarnation is orphaned: each is produced, patched or already tombstoned", snap.inventory.Len())
 		return RecoveryPlan{Decision: d}, nil
 	}
 	d.Tombstones = len(absent)

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -307,6 +308,12 @@ func TestTwoControllerProcessesWhileSynthesesChange(t *testing.T) {
 		return s
 	}
 
+	register := func(s *synthesis) {
+		synMu.Lock()
+		syntheses[s.UUID] = s
+		synMu.Unlock()
+	}
+
 	proxy := startProxy(t)
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	require.NoError(t, kubetest.WriteKubeconfig(kubeconfig, proxy.srv.URL, proxy.caPEM, controllerUser, env.UserConfig(controllerUser).BearerToken))
@@ -355,7 +362,7 @@ func TestTwoControllerProcessesWhileSynthesesChange(t *testing.T) {
 			time.Sleep(time.Duration(rng.IntN(120)) * time.Millisecond)
 		}
 	}
-	quiesce(t, ctx, c, ns, comps)
+	quiesce(t, ctx, c, ns, comps, register)
 
 	// Every Composition recreated with a synthesis that drops resources: recovery from the
 	// complete snapshot of the previous incarnation.
@@ -377,7 +384,7 @@ func TestTwoControllerProcessesWhileSynthesesChange(t *testing.T) {
 		require.NoError(t, err)
 		cc.uid, cc.current = uid, next
 	}
-	quiesce(t, ctx, c, ns, comps)
+	quiesce(t, ctx, c, ns, comps, register)
 
 	for _, p := range procs {
 		assert.Equal(t, 0, p.stop(t), "%s exits 0 on SIGTERM", p.name)
@@ -393,8 +400,10 @@ func TestTwoControllerProcessesWhileSynthesesChange(t *testing.T) {
 		require.NoError(t, err)
 		d, ok := live.FinishedDecision()
 		require.True(t, ok, "%s has a finished decision", cc.name)
-		assert.Equal(t, domain.OutcomeRecovered, d.Outcome, "%s: %s", cc.name, d.Message)
-		assert.Equal(t, previous[cc.name].UUID, d.SourceSynthesisUUID, "%s recovered from its previous incarnation's last snapshot", cc.name)
+		// Eno's synthesis carrying the tombstones decides nothing new.
+		assert.Equal(t, domain.OutcomeNothingToRecover, d.Outcome, "%s: %s", cc.name, d.Message)
+		assert.Equal(t, domain.ReasonAlreadyDecided, d.Reason, "%s: %s", cc.name, d.Message)
+		assert.Equal(t, previous[cc.name].UUID, d.RecoveredFrom, "%s recovered from its previous incarnation's last snapshot", cc.name)
 		snap, err := readSnapshot(ctx, c, domain.DefaultLineage(ns, cc.name))
 		require.NoError(t, err, describeSnapshot(snap, err))
 		assert.True(t, domain.SnapshotMatches(snap, live))
@@ -496,8 +505,10 @@ func waitForDecision(t *testing.T, ctx context.Context, c kubetest.Clients, ns s
 }
 
 // quiesce waits until every Composition has a finished decision and a complete snapshot of its
-// newest synthesis.
-func quiesce(t *testing.T, ctx context.Context, c kubetest.Clients, ns string, comps []*churnComposition) {
+// newest synthesis. It stands in for Eno where a recovery handed tombstones over: once the
+// decided synthesis asks for a resynthesis, it publishes the next synthesis carrying the
+// tombstones (SPEC §6.2), registers it, and waits for that one instead.
+func quiesce(t *testing.T, ctx context.Context, c kubetest.Clients, ns string, comps []*churnComposition, register func(*synthesis)) {
 	t.Helper()
 	for _, cc := range comps {
 		var last string
@@ -505,6 +516,14 @@ func quiesce(t *testing.T, ctx context.Context, c kubetest.Clients, ns string, c
 			live, err := liveComposition(ctx, c, domain.CompositionRef{Namespace: ns, Name: cc.name})
 			if err != nil {
 				last = err.Error()
+				return false
+			}
+			if carried, err := enoFollows(ctx, c, live, cc.current); err != nil {
+				last = err.Error()
+				return false
+			} else if carried != nil {
+				register(carried)
+				cc.current = carried
 				return false
 			}
 			if _, ok := live.FinishedDecision(); !ok || live.UID != cc.uid || live.SynthesisUUID() != cc.current.UUID {
@@ -523,6 +542,32 @@ func quiesce(t *testing.T, ctx context.Context, c kubetest.Clients, ns string, c
 			t.Fatalf("%s never converged; last seen: %s", cc.name, last)
 		}
 	}
+}
+
+// enoFollows plays Eno's part after a hand-off: when the current synthesis is decided Recovered
+// and a resynthesis of it was requested, it publishes the next synthesis, which produces what
+// current did and carries the recovery slice's tombstones. Otherwise it returns nil.
+func enoFollows(ctx context.Context, c kubetest.Clients, live domain.Composition, current *synthesis) (*synthesis, error) {
+	d, ok := live.FinishedDecision()
+	if !ok || d.Outcome != domain.OutcomeRecovered || live.SynthesisUUID() != current.UUID ||
+		live.Annotations[domain.AnnotationForceResynthesis] != current.UUID {
+		return nil, nil
+	}
+	u, err := c.Dynamic.Resource(sliceGVR).Namespace(live.Namespace).Get(ctx, d.TombstoneSlice, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	ids, _, err := tombstonesOf(u)
+	if err != nil {
+		return nil, err
+	}
+	carried := slices.Clone(current.Resources)
+	for _, id := range ids {
+		carried = append(carried, resource{Name: id[strings.LastIndex(id, "/")+1:], Deleted: true})
+	}
+	next := newSynthesis(carried)
+	next.PerSlice = current.PerSlice
+	return next, resynthesize(ctx, c, live.Namespace, live.Name, next)
 }
 
 // checkProxiedRequests asserts what the API server received from the controller processes.
@@ -546,7 +591,7 @@ func checkProxiedRequests(t *testing.T, calls []call) {
 		}
 		if c.Status == http.StatusConflict {
 			conflicts[c.key()]++
-			assert.Contains(t, []string{"create", "update"}, c.Verb, "only writes conflict")
+			assert.Contains(t, []string{"create", "update", "patch"}, c.Verb, "only writes conflict")
 		}
 	}
 	keys := make([]string, 0, len(verbs))

@@ -221,7 +221,15 @@ func runLifecycle(t *testing.T) lifecycle {
 	got, _, err := tombstoneSliceIDs(ctx, c, ns, d.TombstoneSlice)
 	require.NoError(t, err)
 	assert.Equal(t, minus(second.ids(), third.ids()), got)
-	capture(third)
+	// Eno's next synthesis carries the tombstones (SPEC §6.2); it is the one recorded.
+	carried := withMarker("settings", "deployment")
+	for _, id := range got {
+		carried = append(carried, resource{Name: id[strings.LastIndex(id, "/")+1:], Deleted: true})
+	}
+	fourth := newSynthesis(carried)
+	require.NoError(t, resynthesize(ctx, c, ns, "web", fourth))
+	decided(fourth, domain.OutcomeNothingToRecover)
+	capture(fourth)
 	ctrl.stop()
 
 	// 4. The hand-off (SPEC §6.2) on a Composition of its own: a recovery slice that an earlier
@@ -492,8 +500,8 @@ func TestSecurityOfAFullLifecycle(t *testing.T) {
 				_, err := comps.UpdateStatus(ctx, web, metav1.UpdateOptions{})
 				return err
 			}},
-			{"patch a composition", func() error {
-				_, err := comps.Patch(ctx, "web", types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{})
+			{"patch a resource slice", func() error {
+				_, err := sa.Dynamic.Resource(sliceGVR).Namespace(l.ns).Patch(ctx, "web-slice", types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{})
 				return err
 			}},
 			{"delete a composition", func() error { return comps.Delete(ctx, "web", metav1.DeleteOptions{}) }},
