@@ -134,6 +134,10 @@ type ChunkSecret struct {
 	Annotations     map[string]string
 	Data            map[string][]byte
 	ResourceVersion string
+	// DataWrittenAt is when inventory.json was last written, by the downstream API server's clock
+	// (the newest managedFields time of an entry owning f:data); zero when unknown. Only reads
+	// fill it; writes ignore it.
+	DataWrittenAt time.Time
 }
 
 // Owned reports whether the Secret is ours: the managed-by label and our type.

@@ -54,6 +54,7 @@ const (
 	ReasonOverDeletionGuard = "OverDeletionGuard"
 	ReasonApproved          = "Approved"
 	ReasonAlreadyDecided    = "AlreadyDecided"
+	ReasonUnverified        = "Unverified"
 )
 
 // Decision is the JSON of the decision annotation (SPEC §6), fields in the specified order.

@@ -144,8 +144,33 @@ func secretsFor(t testing.TB, inv domain.Inventory, m domain.SnapshotMeta, maxBy
 	out := make([]domain.ChunkSecret, len(chunks))
 	for i, c := range chunks {
 		out[i] = domain.DesiredChunkSecret(invNS, m, c)
+		out[i].DataWrittenAt = historyWritten
 	}
 	return out
+}
+
+// historyWritten is when the API server stored the test snapshots' data (SPEC §6.3).
+var historyWritten = time.Date(2025, 6, 1, 11, 0, 0, 0, time.UTC)
+
+// planObserved plans, and when the plan asks for downstream reads, answers them with every
+// object present and older than the history, then plans again: recovery as it runs when the
+// downstream cluster holds exactly what the history recorded.
+func planObserved(t testing.TB, in domain.RecoveryInput) domain.RecoveryPlan {
+	t.Helper()
+	p, err := domain.PlanRecovery(in)
+	require.NoError(t, err)
+	if p.Decided() {
+		return p
+	}
+	require.NotEmpty(t, p.Verify)
+	in.Observed = map[domain.ResourceID]domain.Observation{}
+	for _, ts := range p.Verify {
+		in.Observed[ts.Entry.ID()] = domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-24 * time.Hour)}
+	}
+	p, err = domain.PlanRecovery(in)
+	require.NoError(t, err)
+	require.True(t, p.Decided())
+	return p
 }
 
 // goldenSecrets is the §3.1 snapshot of the old incarnation in two chunks.

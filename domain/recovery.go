@@ -71,21 +71,42 @@ func ReviewOf(c Composition) Review {
 // RecoveryInput is everything a recovery decision depends on.
 type RecoveryInput struct {
 	Composition Composition
-	// Snapshot is the selected snapshot when SnapshotErr is nil.
+	// Snapshot is the selected snapshot when SnapshotErr is nil, and the own-UID candidate's
+	// metadata when it is ErrSameIncarnation.
 	Snapshot Snapshot
-	// SnapshotErr is ErrNoInventory, an *InventoryInvalidError, or nil.
-	SnapshotErr          error
-	Synthesis            SynthesisContents
+	// SnapshotErr is ErrNoInventory, ErrSameIncarnation, an *InventoryInvalidError, or nil
+	// (ReadSnapshotFor's verdict).
+	SnapshotErr error
+	// SourceAlive says that the Composition the selected snapshot was recorded for, when it is
+	// another than this one, exists live without a deletionTimestamp (SPEC §6, SharedLineage).
+	SourceAlive bool
+	Synthesis   SynthesisContents
+	// Observed is what a read of each object of RecoveryPlan.Verify found downstream; nil until
+	// the objects were read (SPEC §6.3).
+	Observed             map[ResourceID]Observation
 	MaxTombstoneFraction float64
 	Now                  time.Time
 }
 
 // RecoveryPlan is the decision and the tombstones to publish (none unless Recovered).
-// Held lists what awaits review when the outcome is HeldForReview.
+// Held lists what awaits review when the outcome is HeldForReview; Dropped what §6.3 kept
+// back. A plan with Verify set decides nothing yet: read those objects downstream and plan
+// again with RecoveryInput.Observed.
 type RecoveryPlan struct {
 	Decision   Decision
 	Tombstones []Tombstone
 	Held       []Tombstone
+	Dropped    []DroppedTombstone
+	Verify     []Tombstone
+}
+
+// Decided reports whether the plan decides, rather than asking for downstream reads first.
+func (p RecoveryPlan) Decided() bool { return !p.Decision.Outcome.IsZero() }
+
+// NeedsSourceCheck reports whether recovery must read live the Composition the selected
+// snapshot was recorded for (SPEC §6, SharedLineage): it is another Composition than c.
+func NeedsSourceCheck(c Composition, snap Snapshot) bool {
+	return snap.RecordedFor() != c.Ref()
 }
 
 // PlanRecovery decides per SPEC §6. It is pure: it reads nothing and writes nothing.
@@ -95,8 +116,8 @@ func PlanRecovery(in RecoveryInput) (RecoveryPlan, error) {
 		return RecoveryPlan{}, fmt.Errorf("composition %s has no current synthesis", c.Ref())
 	}
 	plan, err := planRecovery(in)
-	if err != nil {
-		return RecoveryPlan{}, err
+	if err != nil || !plan.Decided() {
+		return plan, err
 	}
 	plan.Decision.RecoveredFrom = recoveredFrom(c, plan.Decision)
 	return plan, nil
@@ -114,15 +135,21 @@ func recoveredFrom(c Composition, d Decision) string {
 	return ""
 }
 
+// planRecovery decides in the order of SPEC §6: §5 (including SameIncarnation), SharedLineage,
+// AlreadyDecided, the absent entries, §6.3's checks, the deletion guard. The first rule that
+// decides ends the evaluation.
 func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	c := in.Composition
 	d := Decision{SynthesisUUID: c.Synthesis.UUID, DecidedAt: in.Now.UTC().Truncate(time.Second)}
+	snap := in.Snapshot
 	if in.SnapshotErr != nil {
 		var invalid *InventoryInvalidError
 		switch {
 		case errors.Is(in.SnapshotErr, ErrNoInventory):
 			d.Outcome = OutcomeNoInventory
 			d.Message = "no inventory snapshot exists for this lineage; nothing to recover"
+		case errors.Is(in.SnapshotErr, ErrSameIncarnation):
+			return sameIncarnation(d, snap.meta), nil
 		case errors.As(in.SnapshotErr, &invalid):
 			d.Outcome = OutcomeInventoryInvalid
 			d.Reason = invalid.Reason.String()
@@ -132,13 +159,17 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 		}
 		return RecoveryPlan{Decision: d}, nil
 	}
-	snap := in.Snapshot
 	ts := snap.meta.SynthesisTime
 	d.SourceSynthesisUUID = snap.meta.SynthesisUUID
 	d.SourceSynthesisTimestamp = &ts
 	if snap.meta.CompositionUID == c.UID {
-		d.Outcome, d.Reason = OutcomeNothingToRecover, ReasonSameIncarnation
-		d.Message = "snapshot comes from this same composition incarnation; Eno's own synthesis diff owns cleanup"
+		// ReadSnapshotFor stops before this; a lineage-wide read may not.
+		return sameIncarnation(d, snap.meta), nil
+	}
+	if in.SourceAlive && NeedsSourceCheck(c, snap) {
+		d.Outcome, d.Reason = OutcomeInventoryInvalid, ReasonSharedLineage.String()
+		d.Message = fmt.Sprintf("the selected snapshot was recorded for %s, which exists: a living sibling's history is not ours; no tombstones are generated",
+			snap.RecordedFor())
 		return RecoveryPlan{Decision: d}, nil
 	}
 	if prev, ok := c.Decision(); ok && prev.RecoveredFrom != "" && prev.RecoveredFrom == snap.meta.SynthesisUUID {
@@ -153,31 +184,64 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 			absent = append(absent, Tombstone{Entry: snap.inventory.entry(i)})
 		}
 	}
+	total := snap.inventory.Len()
 	if len(absent) == 0 {
 		d.Outcome, d.Reason = OutcomeNothingToRecover, ReasonNoOrphans
-		d.Message = fmt.Sprintf("none of the %d resources of the previous incarnation is orphaned: each is produced, patched or already tombstoned", snap.inventory.Len())
+		d.Message = fmt.Sprintf("none of the %d resources of the previous incarnation is orphaned: each is produced, patched or already tombstoned", total)
 		return RecoveryPlan{Decision: d}, nil
 	}
-	d.Tombstones = len(absent)
-	if overDeletionGuard(len(absent), snap.inventory.Len(), in.MaxTombstoneFraction) {
+	if in.Observed == nil {
+		return RecoveryPlan{Verify: absent}, nil
+	}
+	writeTime, known := snap.WriteTime()
+	verified, dropped := VerifyTombstones(absent, in.Observed, writeTime, known)
+	summary := DroppedSummary(dropped)
+	withDrops := func(msg string) string {
+		if summary == "" {
+			return msg
+		}
+		return msg + "; " + summary
+	}
+	if len(verified) == 0 {
+		d.Outcome, d.Reason = OutcomeNothingToRecover, ReasonNoOrphans
+		if !allVerifiable(dropped) {
+			d.Reason = ReasonUnverified
+		}
+		d.Message = withDrops(fmt.Sprintf("%d of %d resources of the previous incarnation are absent from the synthesis, but no tombstone could be verified against its object", len(absent), total))
+		return RecoveryPlan{Decision: d, Dropped: dropped}, nil
+	}
+	d.Tombstones = len(verified)
+	plan := RecoveryPlan{Decision: d, Dropped: dropped}
+	if overDeletionGuard(len(verified), total, in.MaxTombstoneFraction) {
 		switch ReviewOf(c) {
 		case ReviewApprove:
-			d.Outcome, d.Reason = OutcomeRecovered, ReasonApproved
-			d.Message = fmt.Sprintf("%d of %d resources tombstoned after approval: %s", len(absent), snap.inventory.Len(), FirstIDs(absent, 5))
-			return RecoveryPlan{Decision: d, Tombstones: absent}, nil
+			plan.Decision.Outcome, plan.Decision.Reason = OutcomeRecovered, ReasonApproved
+			plan.Decision.Message = withDrops(fmt.Sprintf("%d of %d resources tombstoned after approval: %s", len(verified), total, FirstIDs(verified, 5)))
+			plan.Tombstones = verified
+			return plan, nil
 		case ReviewReject:
-			d.Outcome, d.Reason, d.Tombstones = OutcomeNothingToRecover, ReasonRejected, 0
-			d.Message = fmt.Sprintf("operator rejected %d tombstones held for review", len(absent))
-			return RecoveryPlan{Decision: d}, nil
+			plan.Decision.Outcome, plan.Decision.Reason, plan.Decision.Tombstones = OutcomeNothingToRecover, ReasonRejected, 0
+			plan.Decision.Message = withDrops(fmt.Sprintf("operator rejected %d tombstones held for review", len(verified)))
+			return plan, nil
 		}
-		d.Outcome, d.Reason = OutcomeHeldForReview, ReasonOverDeletionGuard
-		d.Message = fmt.Sprintf("%d of %d resources would be deleted, over the guard of %g; set %s to approve:%s or reject:%s",
-			len(absent), snap.inventory.Len(), in.MaxTombstoneFraction, AnnotationReview, c.Synthesis.UUID, c.Synthesis.UUID)
-		return RecoveryPlan{Decision: d, Held: absent}, nil
+		plan.Decision.Outcome, plan.Decision.Reason = OutcomeHeldForReview, ReasonOverDeletionGuard
+		plan.Decision.Message = withDrops(fmt.Sprintf("%d of %d resources would be deleted, over the guard of %g; set %s to approve:%s or reject:%s",
+			len(verified), total, in.MaxTombstoneFraction, AnnotationReview, c.Synthesis.UUID, c.Synthesis.UUID))
+		plan.Held = verified
+		return plan, nil
 	}
-	d.Outcome = OutcomeRecovered
-	d.Message = fmt.Sprintf("%d of %d resources of the previous incarnation are orphaned: %s", len(absent), snap.inventory.Len(), FirstIDs(absent, 5))
-	return RecoveryPlan{Decision: d, Tombstones: absent}, nil
+	plan.Decision.Outcome = OutcomeRecovered
+	plan.Decision.Message = withDrops(fmt.Sprintf("%d of %d resources of the previous incarnation are orphaned: %s", len(verified), total, FirstIDs(verified, 5)))
+	plan.Tombstones = verified
+	return plan, nil
+}
+
+func sameIncarnation(d Decision, m SnapshotMeta) RecoveryPlan {
+	ts := m.SynthesisTime
+	d.SourceSynthesisUUID, d.SourceSynthesisTimestamp = m.SynthesisUUID, &ts
+	d.Outcome, d.Reason = OutcomeNothingToRecover, ReasonSameIncarnation
+	d.Message = "snapshot comes from this same composition incarnation; Eno's own synthesis diff owns cleanup"
+	return RecoveryPlan{Decision: d}
 }
 
 // overDeletionGuard reports whether tombstones/total is strictly greater than fraction.

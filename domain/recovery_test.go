@@ -24,10 +24,8 @@ func snapshotOf(t testing.TB, entries []domain.Entry, uid string) domain.Snapsho
 
 func plan(t testing.TB, c domain.Composition, snap domain.Snapshot, contents domain.SynthesisContents, fraction float64) domain.RecoveryPlan {
 	t.Helper()
-	p, err := domain.PlanRecovery(domain.RecoveryInput{Composition: c, Snapshot: snap, Synthesis: contents,
+	return planObserved(t, domain.RecoveryInput{Composition: c, Snapshot: snap, Synthesis: contents,
 		MaxTombstoneFraction: fraction, Now: now})
-	require.NoError(t, err)
-	return p
 }
 
 func tombstoneIDs(ts []domain.Tombstone) []domain.ResourceID {
@@ -143,9 +141,8 @@ func TestPlanRecoveryRecovered(t *testing.T) {
 	require.NoError(t, err)
 
 	at := time.Date(2025, 6, 1, 14, 30, 15, 987654321, time.FixedZone("CEST", 2*3600))
-	p, err := domain.PlanRecovery(domain.RecoveryInput{Composition: c, Snapshot: snap, Synthesis: contents,
+	p := planObserved(t, domain.RecoveryInput{Composition: c, Snapshot: snap, Synthesis: contents,
 		MaxTombstoneFraction: domain.DefaultMaxTombstoneFraction, Now: at})
-	require.NoError(t, err)
 	assert.Equal(t, domain.OutcomeRecovered, p.Decision.Outcome)
 	assert.Empty(t, p.Decision.Reason)
 	// Canonical order: the core group sorts first.

@@ -18,6 +18,9 @@ var (
 	ReasonAmbiguousTimestamp = InvalidReason{"AmbiguousTimestamp"}
 	ReasonMissingChunk       = InvalidReason{"MissingChunk"}
 	ReasonDigestMismatch     = InvalidReason{"DigestMismatch"}
+	// ReasonSharedLineage is not found by reading Secrets: the selected snapshot belongs to a
+	// living sibling Composition (SPEC §6).
+	ReasonSharedLineage = InvalidReason{"SharedLineage"}
 )
 
 func (r InvalidReason) String() string { return r.name }
@@ -61,6 +64,26 @@ func (s Snapshot) Chunks() []ChunkSecret  { return slices.Clone(s.chunks) }
 func (s Snapshot) SynthesisUUID() string  { return s.meta.SynthesisUUID }
 func (s Snapshot) CompositionUID() string { return s.meta.CompositionUID }
 func (s Snapshot) Timestamp() time.Time   { return s.meta.SynthesisTime }
+
+// RecordedFor names the Composition the snapshot was recorded for.
+func (s Snapshot) RecordedFor() CompositionRef {
+	return CompositionRef{Namespace: s.meta.CompositionNamespace, Name: s.meta.CompositionName}
+}
+
+// WriteTime is when the snapshot was written, by the downstream API server's clock: the newest
+// data write of its chunks (SPEC §6.3). It is unknown when any chunk's is.
+func (s Snapshot) WriteTime() (time.Time, bool) {
+	var newest time.Time
+	for _, c := range s.chunks {
+		if c.DataWrittenAt.IsZero() {
+			return time.Time{}, false
+		}
+		if c.DataWrittenAt.After(newest) {
+			newest = c.DataWrittenAt
+		}
+	}
+	return newest, len(s.chunks) > 0
+}
 
 // StoredChunk is one Secret whose snapshot annotations parsed (§5 step 1).
 type StoredChunk struct {
@@ -137,11 +160,29 @@ func ParseStoredChunk(s ChunkSecret, now time.Time, maxChunks int) (StoredChunk,
 	}, nil
 }
 
-// ReadSnapshot selects the newest trustworthy snapshot among a lineage's Secrets (SPEC §5).
-// maxChunks <= 0 means DefaultMaxChunks.
+// ErrSameIncarnation is §5 step 3's stop: a candidate snapshot carries the reading
+// Composition's own UID, so Eno's own synthesis diff owns cleanup. ReadSnapshotFor returns it
+// with a Snapshot holding only that candidate's metadata; its chunks are not judged.
+var ErrSameIncarnation = errors.New("a snapshot of this composition incarnation exists")
+
+// ReadSnapshotFor applies SPEC §5 for the Composition c: every Secret of the lineage is judged
+// (steps 1–2); the candidates are the snapshots recorded for c's namespace/name, or all of them
+// when there is none (a rename, or a move between namespaces); a candidate with c's UID stops
+// with ErrSameIncarnation; the newest candidate is selected, a tie is AmbiguousTimestamp, and
+// only the selected one is judged by steps 4–5. maxChunks <= 0 means DefaultMaxChunks.
+func ReadSnapshotFor(c Composition, secrets []ChunkSecret, now time.Time, maxChunks int) (Snapshot, error) {
+	return readSnapshot(secrets, now, maxChunks, &c)
+}
+
+// ReadSnapshot applies SPEC §5 to a whole lineage, for a reader that is no Composition of it
+// (inspect's view): every snapshot is a candidate and none is the reader's own.
 // It returns ErrNoInventory, an *InventoryInvalidError, or the snapshot. There is no
 // fallback to an older snapshot.
 func ReadSnapshot(secrets []ChunkSecret, now time.Time, maxChunks int) (Snapshot, error) {
+	return readSnapshot(secrets, now, maxChunks, nil)
+}
+
+func readSnapshot(secrets []ChunkSecret, now time.Time, maxChunks int, self *Composition) (Snapshot, error) {
 	if len(secrets) == 0 {
 		return Snapshot{}, ErrNoInventory
 	}
@@ -170,10 +211,19 @@ func ReadSnapshot(secrets []ChunkSecret, now time.Time, maxChunks int) (Snapshot
 			}
 		}
 	}
-	// Step 3: the newest timestamp wins; a tie between snapshots is ambiguous.
-	newest := order[0]
+	// Step 3: the candidates; one of this incarnation stops here; the newest wins, and a tie
+	// between candidates is ambiguous.
+	candidates := candidatesFor(self, order, groups)
+	if self != nil {
+		for _, uuid := range candidates {
+			if m := groups[uuid][0].Meta; m.CompositionUID == self.UID {
+				return Snapshot{meta: m}, ErrSameIncarnation
+			}
+		}
+	}
+	newest := candidates[0]
 	tied := false
-	for _, uuid := range order[1:] {
+	for _, uuid := range candidates[1:] {
 		t, best := groups[uuid][0].Meta.SynthesisTime, groups[newest][0].Meta.SynthesisTime
 		switch {
 		case t.After(best):
@@ -229,6 +279,24 @@ func ReadSnapshot(secrets []ChunkSecret, now time.Time, maxChunks int) (Snapshot
 			Detail: fmt.Sprintf("entries hash to %s, the chunks claim %s", inv.Digest(), meta.Digest)}
 	}
 	return Snapshot{meta: meta, chunks: ordered, inventory: inv}, nil
+}
+
+// candidatesFor is §5 step 3's candidate set, in the order given: the snapshots recorded for
+// self's namespace/name, or every snapshot when there is none or no reader.
+func candidatesFor(self *Composition, order []string, groups map[string][]StoredChunk) []string {
+	if self == nil {
+		return order
+	}
+	var own []string
+	for _, uuid := range order {
+		if m := groups[uuid][0].Meta; m.CompositionNamespace == self.Namespace && m.CompositionName == self.Name {
+			own = append(own, uuid)
+		}
+	}
+	if len(own) == 0 {
+		return order
+	}
+	return own
 }
 
 // SnapshotMatches reports whether snap is the complete snapshot for this composition incarnation

@@ -1,7 +1,6 @@
 package domain
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 )
@@ -87,21 +86,6 @@ func (s SynthesisContents) Covers(id ResourceID) bool {
 	return ok
 }
 
-type manifestMeta struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Metadata   struct {
-		Name        string            `json:"name"`
-		Namespace   string            `json:"namespace"`
-		Labels      map[string]string `json:"labels"`
-		Annotations map[string]string `json:"annotations"`
-	} `json:"metadata"`
-	Patch *struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
-	} `json:"patch"`
-}
-
 // ReadSynthesis builds the contents of the Composition's current synthesis from its slices,
 // given in the order status.currentSynthesis.resourceSlices names them. Any terminating or
 // malformed slice is an error. Membership is decided by that list alone: stock Eno stamps
@@ -128,11 +112,11 @@ func ReadSynthesis(c Composition, slices []ResourceSlice) (SynthesisContents, er
 			return SynthesisContents{}, &SliceError{Slice: s.Name, Problem: SliceTerminating, Detail: "it is being deleted"}
 		}
 		for i, r := range s.Resources {
-			var m manifestMeta
-			if err := json.Unmarshal([]byte(r.Manifest), &m); err != nil {
-				return SynthesisContents{}, &SliceError{Slice: s.Name, Problem: SliceMalformed, Detail: fmt.Sprintf("resource %d: manifest is not a JSON object", i), Err: err}
+			m, err := readManifest([]byte(r.Manifest))
+			if err != nil {
+				return SynthesisContents{}, &SliceError{Slice: s.Name, Problem: SliceMalformed, Detail: fmt.Sprintf("resource %d", i), Err: err}
 			}
-			if m.APIVersion == "" || m.Kind == "" || m.Metadata.Name == "" {
+			if m.APIVersion == "" || m.Kind == "" || m.Name == "" {
 				return SynthesisContents{}, &SliceError{Slice: s.Name, Problem: SliceMalformed, Detail: fmt.Sprintf("resource %d: manifest lacks apiVersion, kind or metadata.name", i)}
 			}
 			group, version := splitAPIVersion(m.APIVersion)
@@ -143,13 +127,17 @@ func ReadSynthesis(c Composition, slices []ResourceSlice) (SynthesisContents, er
 			switch {
 			case isPatch:
 				// A tombstoned Patch still names its target: when in doubt, keep (SPEC §6).
-				if m.Patch == nil || m.Patch.APIVersion == "" || m.Patch.Kind == "" {
+				targetVersion, targetKind, err := m.patchTarget()
+				if err != nil {
+					return SynthesisContents{}, &SliceError{Slice: s.Name, Problem: SliceMalformed, Detail: fmt.Sprintf("resource %d", i), Err: err}
+				}
+				if targetVersion == "" || targetKind == "" {
 					return SynthesisContents{}, &SliceError{Slice: s.Name, Problem: SliceMalformed, Detail: fmt.Sprintf("resource %d: Patch lacks patch.apiVersion or patch.kind", i)}
 				}
-				tg, _ := splitAPIVersion(m.Patch.APIVersion)
-				contents.patched[ResourceID{Group: tg, Kind: m.Patch.Kind, Namespace: m.Metadata.Namespace, Name: m.Metadata.Name}] = struct{}{}
+				tg, _ := splitAPIVersion(targetVersion)
+				contents.patched[ResourceID{Group: tg, Kind: targetKind, Namespace: m.Namespace, Name: m.Name}] = struct{}{}
 			case r.Deleted:
-				contents.tombstoned[ResourceID{Group: group, Kind: m.Kind, Namespace: m.Metadata.Namespace, Name: m.Metadata.Name}] = struct{}{}
+				contents.tombstoned[ResourceID{Group: group, Kind: m.Kind, Namespace: m.Namespace, Name: m.Name}] = struct{}{}
 			default:
 				entries = append(entries, entryFromManifest(group, version, &m))
 			}
@@ -168,12 +156,12 @@ func ReadSynthesis(c Composition, slices []ResourceSlice) (SynthesisContents, er
 }
 
 func entryFromManifest(group, version string, m *manifestMeta) Entry {
-	e := Entry{Group: group, Version: version, Kind: m.Kind, Namespace: m.Metadata.Namespace, Name: m.Metadata.Name}
-	if len(m.Metadata.Labels) > 0 {
-		e.Labels = m.Metadata.Labels
+	e := Entry{Group: group, Version: version, Kind: m.Kind, Namespace: m.Namespace, Name: m.Name}
+	if len(m.Labels) > 0 {
+		e.Labels = m.Labels
 	}
-	for _, k := range []string{AnnotationReadinessGroup, AnnotationDeletionGroup} {
-		if v, ok := m.Metadata.Annotations[k]; ok && v != "" {
+	for k, v := range m.Annotations { // only the group annotations were kept
+		if v != "" {
 			if e.Annotations == nil {
 				e.Annotations = map[string]string{}
 			}

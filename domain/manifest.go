@@ -1,0 +1,262 @@
+package domain
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+)
+
+// manifestMeta is what a manifest says about itself, read as Kubernetes reads it.
+type manifestMeta struct {
+	APIVersion  string
+	Kind        string
+	Name        string
+	Namespace   string
+	Labels      map[string]string
+	Annotations map[string]string
+	// patch is the raw patch object; read only for Patches.
+	patch []byte
+}
+
+// readManifest reads a manifest's identity (apiVersion, kind, metadata.name, .namespace,
+// .labels, .annotations) with exact, case-sensitive keys, as Kubernetes' decoder does.
+// encoding/json matches struct fields case-insensitively: for {"metadata":{"name":"a","Name":"b"}}
+// it reads "b" where Kubernetes reads "a", so a later recovery could tombstone an object this
+// Composition never deployed. A key that only case-folds to one of these fields, or one of them
+// given twice, makes the two readings differ and is an error (SPEC §4).
+func readManifest(data []byte) (manifestMeta, error) {
+	var m manifestMeta
+	if !json.Valid(data) {
+		return m, errors.New("manifest is not valid JSON")
+	}
+	var seen [4]bool
+	err := eachMember(data, "manifest", func(key, val []byte) error {
+		switch i, err := matchKey(key, topFields[:], &seen); {
+		case err != nil:
+			return err
+		case i == 0:
+			return stringField(val, "apiVersion", &m.APIVersion)
+		case i == 1:
+			return stringField(val, "kind", &m.Kind)
+		case i == 2:
+			return m.readMetadata(val)
+		case i == 3:
+			m.patch = val
+		}
+		return nil
+	})
+	return m, err
+}
+
+var (
+	topFields      = [...]string{"apiVersion", "kind", "metadata", "patch"}
+	metadataFields = [...]string{"name", "namespace", "labels", "annotations"}
+	patchFields    = [...]string{"apiVersion", "kind"}
+)
+
+func (m *manifestMeta) readMetadata(val []byte) error {
+	if isNull(val) {
+		return nil
+	}
+	var seen [4]bool
+	return eachMember(val, "metadata", func(key, val []byte) error {
+		switch i, err := matchKey(key, metadataFields[:], &seen); {
+		case err != nil:
+			return fmt.Errorf("metadata: %w", err)
+		case i == 0:
+			return stringField(val, "metadata.name", &m.Name)
+		case i == 1:
+			return stringField(val, "metadata.namespace", &m.Namespace)
+		case i == 2:
+			return readStringMap(val, "metadata.labels", func(string) bool { return true }, &m.Labels)
+		case i == 3:
+			return readStringMap(val, "metadata.annotations", isGroupAnnotation, &m.Annotations)
+		}
+		return nil
+	})
+}
+
+func isGroupAnnotation(k string) bool {
+	return k == AnnotationReadinessGroup || k == AnnotationDeletionGroup
+}
+
+// patchTarget reads a Patch's patch.apiVersion and patch.kind with exact keys.
+func (m *manifestMeta) patchTarget() (apiVersion, kind string, err error) {
+	if m.patch == nil || isNull(m.patch) {
+		return "", "", nil
+	}
+	var seen [4]bool
+	err = eachMember(m.patch, "patch", func(key, val []byte) error {
+		switch i, err := matchKey(key, patchFields[:], &seen); {
+		case err != nil:
+			return fmt.Errorf("patch: %w", err)
+		case i == 0:
+			return stringField(val, "patch.apiVersion", &apiVersion)
+		case i == 1:
+			return stringField(val, "patch.kind", &kind)
+		}
+		return nil
+	})
+	return apiVersion, kind, err
+}
+
+// matchKey returns the index of the field the raw key (quotes included) names exactly, or -1.
+// A key given twice, or one that differs from a field only by case (as encoding/json folds
+// it), is an error: the two decoders would read different values.
+func matchKey(raw []byte, fields []string, seen *[4]bool) (int, error) {
+	key := raw[1 : len(raw)-1]
+	if bytes.IndexByte(key, '\\') >= 0 {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return -1, err
+		}
+		key = []byte(s)
+	}
+	for i, f := range fields {
+		if string(key) == f {
+			if seen[i] {
+				return -1, fmt.Errorf("key %q is given twice", f)
+			}
+			seen[i] = true
+			return i, nil
+		}
+		if bytes.EqualFold(key, []byte(f)) {
+			return -1, fmt.Errorf("key %q differs from %q only by case; Kubernetes reads keys case-sensitively", key, f)
+		}
+	}
+	return -1, nil
+}
+
+// readString reads a JSON string (null reads as "") exactly as encoding/json does; ok is false
+// for any other value.
+func readString(val []byte) (s string, ok bool) {
+	switch {
+	case isNull(val):
+		return "", true
+	case val[0] != '"':
+		return "", false
+	}
+	raw := val[1 : len(val)-1]
+	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+		return string(raw), true
+	}
+	// Escapes, or invalid UTF-8 that decodes as U+FFFD. val is a valid JSON string.
+	return s, json.Unmarshal(val, &s) == nil
+}
+
+// stringField reads the string field named field into dst.
+func stringField(val []byte, field string, dst *string) error {
+	s, ok := readString(val)
+	if !ok {
+		return fmt.Errorf("%s is not a string", field)
+	}
+	*dst = s
+	return nil
+}
+
+// readStringMap reads an object of strings (null reads as nil), keeping the keys keep accepts.
+// Keys are exact, as in any map; a key given twice keeps its last value in both decoders.
+func readStringMap(val []byte, field string, keep func(string) bool, dst *map[string]string) error {
+	if isNull(val) {
+		*dst = nil
+		return nil
+	}
+	return eachMember(val, field, func(key, val []byte) error {
+		k, _ := readString(key)
+		if !keep(k) {
+			if !isNull(val) && val[0] != '"' {
+				return fmt.Errorf("%s[%q] is not a string", field, k)
+			}
+			return nil
+		}
+		v, ok := readString(val)
+		if !ok {
+			return fmt.Errorf("%s[%q] is not a string", field, k)
+		}
+		if *dst == nil {
+			*dst = map[string]string{}
+		}
+		(*dst)[k] = v
+		return nil
+	})
+}
+
+func isNull(val []byte) bool { return string(val) == "null" }
+
+// eachMember calls fn with the raw key (quotes included) and raw value of each member of the
+// JSON object val, in order. val must be valid JSON (checked once by readManifest).
+func eachMember(val []byte, field string, fn func(key, val []byte) error) error {
+	i := skipSpace(val, 0)
+	if i == len(val) || val[i] != '{' {
+		return fmt.Errorf("%s is not a JSON object", field)
+	}
+	i = skipSpace(val, i+1)
+	if val[i] == '}' {
+		return nil
+	}
+	for {
+		end := skipString(val, i)
+		key := val[i:end]
+		i = skipSpace(val, skipSpace(val, end)+1) // past ':'
+		end = skipValue(val, i)
+		if err := fn(key, val[i:end]); err != nil {
+			return err
+		}
+		i = skipSpace(val, end)
+		if val[i] == '}' {
+			return nil
+		}
+		i = skipSpace(val, i+1) // past ','
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index just past the string starting at b[i] == '"'.
+func skipString(b []byte, i int) int {
+	for i++; ; i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+}
+
+// skipValue returns the index just past the valid JSON value starting at b[i].
+func skipValue(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for ; ; i++ {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+	}
+	for i < len(b) {
+		switch b[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i
+		}
+		i++
+	}
+	return i
+}

@@ -1,0 +1,132 @@
+package domain
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ObjectState is what a read of a downstream object found (SPEC §6.3).
+type ObjectState struct{ name string }
+
+var (
+	// ObjectPresent: the object exists; its creationTimestamp was read.
+	ObjectPresent = ObjectState{"Present"}
+	// ObjectAbsent: the API server answered NotFound for the object.
+	ObjectAbsent = ObjectState{"NotFound"}
+	// ObjectUnreadable: the object could not be read (Forbidden, an unknown kind).
+	ObjectUnreadable = ObjectState{"Unreadable"}
+)
+
+func (s ObjectState) String() string { return s.name }
+
+// Observation is one downstream object as read just before publishing its tombstone.
+type Observation struct {
+	State ObjectState
+	// Created is the object's creationTimestamp (downstream clock, whole seconds).
+	Created time.Time
+	// Detail says why an object is unreadable.
+	Detail string
+}
+
+// DropReason says why a tombstone is not published (SPEC §6.3).
+type DropReason struct{ name string }
+
+var (
+	// DropNotFound: the object is gone; there is nothing to delete.
+	DropNotFound = DropReason{"NotFound"}
+	// DropNewer: the object was created after the history was written; it is not the object
+	// the history recorded.
+	DropNewer = DropReason{"CreatedAfterHistory"}
+	// DropUnreadable: the object could not be read; when in doubt, keep.
+	DropUnreadable = DropReason{"Unreadable"}
+	// DropUnknownWriteTime: the history's write time is unknown, so no object can be told apart
+	// from one re-created since; every tombstone is kept back.
+	DropUnknownWriteTime = DropReason{"UnknownWriteTime"}
+)
+
+func (r DropReason) String() string { return r.name }
+
+// verifiable reports whether the reason still proves something about the object: NotFound and
+// newer objects are safe to leave, while the others keep an object that may be an orphan.
+func (r DropReason) verifiable() bool { return r == DropNotFound || r == DropNewer }
+
+// DroppedTombstone is a tombstone recovery does not publish, and why.
+type DroppedTombstone struct {
+	Tombstone Tombstone
+	Reason    DropReason
+	Detail    string
+}
+
+// VerifyTombstones applies SPEC §6.3 to the tombstones of a plan: given what a metadata read
+// of each object found just before publishing, and the time the selected history was written
+// (known false when it cannot be determined), it returns the tombstones to publish and the
+// ones dropped, in the order given. An object missing from observed counts as unreadable.
+// Both times are the downstream API server's, in whole seconds; an object created in the very
+// second the history was written counts as older.
+func VerifyTombstones(tombstones []Tombstone, observed map[ResourceID]Observation, writeTime time.Time, known bool) ([]Tombstone, []DroppedTombstone) {
+	var keep []Tombstone
+	var dropped []DroppedTombstone
+	for _, t := range tombstones {
+		if !known {
+			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropUnknownWriteTime})
+			continue
+		}
+		o, ok := observed[t.Entry.ID()]
+		switch {
+		case !ok:
+			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropUnreadable, Detail: "not read"})
+		case o.State == ObjectAbsent:
+			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropNotFound})
+		case o.State != ObjectPresent:
+			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropUnreadable, Detail: o.Detail})
+		case o.Created.Truncate(time.Second).After(writeTime.Truncate(time.Second)):
+			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropNewer,
+				Detail: fmt.Sprintf("created %s, history written %s", o.Created.UTC().Format(time.RFC3339), writeTime.UTC().Format(time.RFC3339))})
+		default:
+			keep = append(keep, t)
+		}
+	}
+	return keep, dropped
+}
+
+// allVerifiable reports whether every drop proves the object needs no deletion.
+func allVerifiable(dropped []DroppedTombstone) bool {
+	for _, d := range dropped {
+		if !d.Reason.verifiable() {
+			return false
+		}
+	}
+	return true
+}
+
+// DroppedSummary says how many tombstones were dropped for each reason, naming the first of
+// each in canonical order, e.g. "dropped 3: 2 NotFound (first ConfigMap/ns/a), 1 Unreadable
+// (first Role/ns/r: forbidden)". It is "" when nothing was dropped.
+func DroppedSummary(dropped []DroppedTombstone) string {
+	if len(dropped) == 0 {
+		return ""
+	}
+	var reasons []DropReason
+	count := map[DropReason]int{}
+	first := map[DropReason]DroppedTombstone{}
+	for _, d := range dropped {
+		if count[d.Reason] == 0 {
+			reasons = append(reasons, d.Reason)
+			first[d.Reason] = d
+		} else if prev := first[d.Reason]; compareEntries(&d.Tombstone.Entry, &prev.Tombstone.Entry) < 0 {
+			first[d.Reason] = d
+		}
+		count[d.Reason]++
+	}
+	parts := make([]string, len(reasons))
+	for i, r := range reasons {
+		f := first[r]
+		detail := f.Tombstone.Entry.ID().String()
+		if f.Detail != "" {
+			detail += ": " + f.Detail
+		}
+		parts[i] = fmt.Sprintf("%d %s (first %s)", count[r], r, detail)
+	}
+	return fmt.Sprintf("dropped %d: %s", len(dropped), strings.Join(parts, ", "))
+}

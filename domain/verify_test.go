@@ -1,0 +1,132 @@
+package domain_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/Azure/eno-tombstone-recovery/domain"
+)
+
+// SPEC §6.3: a tombstone is published only for an object that exists and is not newer than
+// the history; the same second counts as older.
+func TestVerifyTombstones(t *testing.T) {
+	written := time.Date(2025, 6, 1, 11, 0, 0, 0, time.UTC)
+	ts := func(n string) domain.Tombstone {
+		return domain.Tombstone{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: n}}
+	}
+	present := func(created time.Time) domain.Observation {
+		return domain.Observation{State: domain.ObjectPresent, Created: created}
+	}
+	tests := []struct {
+		name   string
+		obs    *domain.Observation // nil: never read
+		known  bool
+		keep   bool
+		reason domain.DropReason
+	}{
+		{"older object", &domain.Observation{State: domain.ObjectPresent, Created: written.Add(-time.Hour)}, true, true, domain.DropReason{}},
+		{"created in the very second the history was written", ptr(present(written.Add(900 * time.Millisecond))), true, true, domain.DropReason{}},
+		{"created one second after", ptr(present(written.Add(time.Second))), true, false, domain.DropNewer},
+		{"created a day after (re-created by hand)", ptr(present(written.Add(24 * time.Hour))), true, false, domain.DropNewer},
+		{"NotFound", &domain.Observation{State: domain.ObjectAbsent}, true, false, domain.DropNotFound},
+		{"Forbidden or unknown kind", &domain.Observation{State: domain.ObjectUnreadable, Detail: "forbidden"}, true, false, domain.DropUnreadable},
+		{"never read", nil, true, false, domain.DropUnreadable},
+		{"write time unknown", ptr(present(written.Add(-time.Hour))), false, false, domain.DropUnknownWriteTime},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			observed := map[domain.ResourceID]domain.Observation{}
+			if tt.obs != nil {
+				observed[ts("x").Entry.ID()] = *tt.obs
+			}
+			keep, dropped := domain.VerifyTombstones([]domain.Tombstone{ts("x")}, observed, written, tt.known)
+			if tt.keep {
+				assert.Len(t, keep, 1)
+				assert.Empty(t, dropped)
+				return
+			}
+			assert.Empty(t, keep)
+			require.Len(t, dropped, 1)
+			assert.Equal(t, tt.reason, dropped[0].Reason)
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// The outcome when §6.3 leaves nothing: NoOrphans when every drop proves the object needs no
+// deletion, Unverified when anything was kept back for doubt; the guard counts what remains.
+func TestPlanRecoveryVerification(t *testing.T) {
+	self := composition()
+	own := recordedBy(t, "team-a", "web", "uid-pred", "s-pred", synTime, 4)
+	snap, err := domain.ReadSnapshotFor(self, own, now, 0)
+	require.NoError(t, err)
+	ids := make([]domain.ResourceID, 4)
+	for i, e := range entriesN(4) {
+		ids[i] = e.ID()
+	}
+	old := domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour)}
+	newer := domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour)}
+	gone := domain.Observation{State: domain.ObjectAbsent}
+	unreadable := domain.Observation{State: domain.ObjectUnreadable, Detail: "forbidden"}
+	tests := []struct {
+		name       string
+		obs        []domain.Observation
+		fraction   float64
+		want       domain.Outcome
+		reason     string
+		tombstones int
+		inMessage  string
+	}{
+		{"all verified", []domain.Observation{old, old, old, old}, 1, domain.OutcomeRecovered, "", 4, ""},
+		{"some dropped, the rest published", []domain.Observation{gone, newer, old, old}, 1, domain.OutcomeRecovered, "", 2,
+			"dropped 2: 1 NotFound (first ConfigMap/ns/cm-000), 1 CreatedAfterHistory (first ConfigMap/ns/cm-001"},
+		{"all gone or newer", []domain.Observation{gone, newer, gone, newer}, 1, domain.OutcomeNothingToRecover, domain.ReasonNoOrphans, 0, "dropped 4"},
+		{"one unreadable among the drops", []domain.Observation{gone, unreadable, gone, newer}, 1, domain.OutcomeNothingToRecover, domain.ReasonUnverified, 0, "1 Unreadable (first ConfigMap/ns/cm-001: forbidden)"},
+		{"the guard counts what remains", []domain.Observation{gone, gone, old, old}, 0.5, domain.OutcomeRecovered, "", 2, ""},
+		{"and trips on what remains", []domain.Observation{gone, old, old, old}, 0.5, domain.OutcomeHeldForReview, domain.ReasonOverDeletionGuard, 3, "dropped 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			observed := map[domain.ResourceID]domain.Observation{}
+			for i, o := range tt.obs {
+				observed[ids[i]] = o
+			}
+			p, err := domain.PlanRecovery(domain.RecoveryInput{Composition: self, Snapshot: snap, Synthesis: producing(t, 0),
+				Observed: observed, MaxTombstoneFraction: tt.fraction, Now: now})
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, p.Decision.Outcome, p.Decision.Message)
+			assert.Equal(t, tt.reason, p.Decision.Reason)
+			assert.Equal(t, tt.tombstones, p.Decision.Tombstones)
+			assert.Contains(t, p.Decision.Message, tt.inMessage)
+			if tt.want == domain.OutcomeRecovered {
+				assert.Len(t, p.Tombstones, tt.tombstones)
+			} else {
+				assert.Empty(t, p.Tombstones)
+			}
+			if tt.reason == domain.ReasonUnverified {
+				assert.Empty(t, p.Decision.RecoveredFrom, "Unverified does not set recoveredFrom")
+			}
+		})
+	}
+	t.Run("unknown write time keeps everything", func(t *testing.T) {
+		secrets := recordedBy(t, "team-a", "web", "uid-pred", "s-pred", synTime, 4)
+		secrets[0].DataWrittenAt = time.Time{}
+		snap, err := domain.ReadSnapshotFor(self, secrets, now, 0)
+		require.NoError(t, err)
+		observed := map[domain.ResourceID]domain.Observation{}
+		for _, id := range ids {
+			observed[id] = old
+		}
+		p, err := domain.PlanRecovery(domain.RecoveryInput{Composition: self, Snapshot: snap, Synthesis: producing(t, 0),
+			Observed: observed, MaxTombstoneFraction: 1, Now: now})
+		require.NoError(t, err)
+		assert.Equal(t, domain.OutcomeNothingToRecover, p.Decision.Outcome)
+		assert.Equal(t, domain.ReasonUnverified, p.Decision.Reason)
+		assert.Empty(t, p.Tombstones)
+		assert.Contains(t, p.Decision.Message, "4 UnknownWriteTime")
+	})
+}
