@@ -197,6 +197,10 @@ func FuzzReadSynthesis(f *testing.F) {
 	f.Add(`{"apiVersion":"apps/","kind":"K","metadata":{"name":"n"}}`, "[]", true, true, synUUID)
 	f.Add(`{"apiVersion":"/v1","kind":"K","metadata":{"name":"n"}}`, `{"apiVersion":"a/b/v1","kind":"K","metadata":{"name":"n"}}`, false, false, synUUID)
 	f.Add(m[0], m[1], false, false, oldSynUUID)
+	f.Add(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","Name":"b"}}`, m[1], false, false, synUUID)
+	f.Add(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"na\u006de":"a","labels":{"A":"1","a":"2"}}}`, m[1], true, false, synUUID)
+	f.Add(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"metadata":{"name":"b"}}`, m[1], false, false, synUUID)
+	f.Add(m[0], `{"apiVersion":"eno.azure.io/v1","kind":"Patch","metadata":{"name":"a"},"patch":{"apiVersion":"v1","kind":"Secret","Kind":"ConfigMap"}}`, false, false, synUUID)
 	f.Fuzz(func(t *testing.T, m1, m2 string, d1, d2 bool, uuid string) {
 		c := composition()
 		s := slice(goldenSlice, domain.SliceResource{Manifest: m1, Deleted: d1}, domain.SliceResource{Manifest: m2, Deleted: d2})
@@ -217,6 +221,18 @@ func FuzzReadSynthesis(f *testing.F) {
 		back, err := domain.DecodeEntries(inv.Canonical())
 		require.NoError(t, err)
 		require.Len(t, back, inv.Len())
+		// Whatever is accepted has one identity: Kubernetes' exact-key reading and encoding/json's
+		// case-insensitive one agree, and that identity is what is recorded or covered (SPEC §4).
+		for _, m := range []string{m1, m2} {
+			exact, ok := exactIdentity(m)
+			require.True(t, ok, "accepted manifest is JSON: %s", m)
+			folded, ok := foldedIdentity(m)
+			require.True(t, ok, "accepted manifest decodes: %s", m)
+			require.Equal(t, exact, folded, "accepted manifest reads two ways: %s", m)
+			if exact.Group != "eno.azure.io" || exact.Kind != "Patch" {
+				require.True(t, got.Covers(exact), "%s", m)
+			}
+		}
 	})
 }
 

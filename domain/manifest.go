@@ -16,8 +16,9 @@ type manifestMeta struct {
 	Namespace   string
 	Labels      map[string]string
 	Annotations map[string]string
-	// patch is the raw patch object; read only for Patches.
-	patch []byte
+	// patch is the raw patch object, and patchErr what made it ambiguous; read only for Patches.
+	patch    []byte
+	patchErr error
 }
 
 // readManifest reads a manifest's identity (apiVersion, kind, metadata.name, .namespace,
@@ -34,6 +35,8 @@ func readManifest(data []byte) (manifestMeta, error) {
 	var seen [4]bool
 	err := eachMember(data, "manifest", func(key, val []byte) error {
 		switch i, err := matchKey(key, topFields[:], &seen); {
+		case i == 3 && err != nil:
+			m.patchErr = err // only a Patch reads its patch
 		case err != nil:
 			return err
 		case i == 0:
@@ -70,7 +73,7 @@ func (m *manifestMeta) readMetadata(val []byte) error {
 		case i == 1:
 			return stringField(val, "metadata.namespace", &m.Namespace)
 		case i == 2:
-			return readStringMap(val, "metadata.labels", func(string) bool { return true }, &m.Labels)
+			return readStringMap(val, "metadata.labels", keepAll, &m.Labels)
 		case i == 3:
 			return readStringMap(val, "metadata.annotations", isGroupAnnotation, &m.Annotations)
 		}
@@ -78,12 +81,16 @@ func (m *manifestMeta) readMetadata(val []byte) error {
 	})
 }
 
-func isGroupAnnotation(k string) bool {
-	return k == AnnotationReadinessGroup || k == AnnotationDeletionGroup
+// isGroupAnnotation keeps only the annotations an inventory holds (SPEC §3).
+func isGroupAnnotation(k []byte) bool {
+	return string(k) == AnnotationReadinessGroup || string(k) == AnnotationDeletionGroup
 }
 
 // patchTarget reads a Patch's patch.apiVersion and patch.kind with exact keys.
 func (m *manifestMeta) patchTarget() (apiVersion, kind string, err error) {
+	if m.patchErr != nil {
+		return "", "", m.patchErr
+	}
 	if m.patch == nil || isNull(m.patch) {
 		return "", "", nil
 	}
@@ -102,28 +109,25 @@ func (m *manifestMeta) patchTarget() (apiVersion, kind string, err error) {
 	return apiVersion, kind, err
 }
 
-// matchKey returns the index of the field the raw key (quotes included) names exactly, or -1.
-// A key given twice, or one that differs from a field only by case (as encoding/json folds
-// it), is an error: the two decoders would read different values.
+// matchKey returns the index of the field the raw key (quotes included) names, or -1. A key
+// given twice, or one that differs from a field only by case (as encoding/json folds it), is
+// an error, returned with that field's index: the two decoders would read different values.
 func matchKey(raw []byte, fields []string, seen *[4]bool) (int, error) {
 	key := raw[1 : len(raw)-1]
 	if bytes.IndexByte(key, '\\') >= 0 {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return -1, err
-		}
+		s, _ := readString(raw)
 		key = []byte(s)
 	}
 	for i, f := range fields {
 		if string(key) == f {
 			if seen[i] {
-				return -1, fmt.Errorf("key %q is given twice", f)
+				return i, fmt.Errorf("key %q is given twice", f)
 			}
 			seen[i] = true
 			return i, nil
 		}
 		if bytes.EqualFold(key, []byte(f)) {
-			return -1, fmt.Errorf("key %q differs from %q only by case; Kubernetes reads keys case-sensitively", key, f)
+			return i, fmt.Errorf("key %q differs from %q only by case; Kubernetes reads keys case-sensitively", key, f)
 		}
 	}
 	return -1, nil
@@ -158,30 +162,53 @@ func stringField(val []byte, field string, dst *string) error {
 
 // readStringMap reads an object of strings (null reads as nil), keeping the keys keep accepts.
 // Keys are exact, as in any map; a key given twice keeps its last value in both decoders.
-func readStringMap(val []byte, field string, keep func(string) bool, dst *map[string]string) error {
+// The kept strings share one allocation, the object's own text.
+func readStringMap(val []byte, field string, keep func(key []byte) bool, dst *map[string]string) error {
 	if isNull(val) {
 		*dst = nil
 		return nil
 	}
-	return eachMember(val, field, func(key, val []byte) error {
-		k, _ := readString(key)
-		if !keep(k) {
-			if !isNull(val) && val[0] != '"' {
-				return fmt.Errorf("%s[%q] is not a string", field, k)
+	var text string // val as a string, made once the first key is kept
+	return eachMember(val, field, func(key, v []byte) error {
+		name := key[1 : len(key)-1]
+		if bytes.IndexByte(name, '\\') >= 0 {
+			decoded, _ := readString(key)
+			name = []byte(decoded)
+		}
+		if !keep(name) {
+			if !isNull(v) && v[0] != '"' {
+				return fmt.Errorf("%s[%s] is not a string", field, key)
 			}
 			return nil
 		}
-		v, ok := readString(val)
+		if text == "" {
+			text = string(val)
+		}
+		k, _ := sharedString(text, val, key)
+		s, ok := sharedString(text, val, v)
 		if !ok {
-			return fmt.Errorf("%s[%q] is not a string", field, k)
+			return fmt.Errorf("%s[%s] is not a string", field, key)
 		}
 		if *dst == nil {
 			*dst = map[string]string{}
 		}
-		(*dst)[k] = v
+		(*dst)[k] = s
 		return nil
 	})
 }
+
+// sharedString reads the JSON string sub, a subslice of val, as a substring of text (val's
+// own copy) when it needs no decoding.
+func sharedString(text string, val, sub []byte) (string, bool) {
+	if len(sub) > 1 && sub[0] == '"' && bytes.IndexByte(sub, '\\') < 0 && utf8.Valid(sub) {
+		off := cap(val) - cap(sub) // sub = val[off:off+len(sub)]
+		return text[off+1 : off+len(sub)-1], true
+	}
+	return readString(sub)
+}
+
+// keepAll keeps every label.
+func keepAll([]byte) bool { return true }
 
 func isNull(val []byte) bool { return string(val) == "null" }
 

@@ -160,13 +160,14 @@ func entryFromManifest(group, version string, m *manifestMeta) Entry {
 	if len(m.Labels) > 0 {
 		e.Labels = m.Labels
 	}
-	for k, v := range m.Annotations { // only the group annotations were kept
-		if v != "" {
-			if e.Annotations == nil {
-				e.Annotations = map[string]string{}
-			}
-			e.Annotations[k] = v
+	// Only the group annotations were kept; an empty one is omitted. The map is m's own.
+	for k, v := range m.Annotations {
+		if v == "" {
+			delete(m.Annotations, k)
 		}
+	}
+	if len(m.Annotations) > 0 {
+		e.Annotations = m.Annotations
 	}
 	return e
 }
