@@ -89,8 +89,10 @@ type Deps struct {
 	Store        ports.SnapshotStore
 	Sink         ports.TombstoneSink
 	Decisions    ports.DecisionWriter
-	Events       ports.EventRecorder
-	Metrics      ports.Metrics
+	// Downstream reads each tombstone's object before it is published (SPEC §6.3).
+	Downstream ports.DownstreamReader
+	Events     ports.EventRecorder
+	Metrics    ports.Metrics
 }
 
 func (d Deps) validate() error {
@@ -103,6 +105,7 @@ func (d Deps) validate() error {
 		{"Slices", d.Slices == nil},
 		{"Store", d.Store == nil},
 		{"Sink", d.Sink == nil},
+		{"Downstream", d.Downstream == nil},
 		{"Decisions", d.Decisions == nil},
 	}
 	for _, m := range missing {

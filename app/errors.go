@@ -27,3 +27,14 @@ type StaleCompositionError struct {
 func (e *StaleCompositionError) Error() string {
 	return fmt.Sprintf("composition %s changed before the write (%s); aborted the pass", e.Ref, e.Detail)
 }
+
+// SourceDeletingError: the Composition that recorded the selected snapshot exists and is being
+// deleted (Eno keeps it behind its finalizer while it cleans up). Nothing is decided; the pass
+// is retried with backoff until it is gone (SPEC §6, SharedLineage).
+type SourceDeletingError struct {
+	Ref domain.CompositionRef
+}
+
+func (e *SourceDeletingError) Error() string {
+	return fmt.Sprintf("composition %s, which recorded the selected snapshot, is being deleted; deciding once it is gone", e.Ref)
+}

@@ -25,9 +25,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 var errNotFound = ports.ErrNotFound
 
 var (
-	now       = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	synthTime = now.Add(-time.Hour)
-	oldTime   = now.Add(-48 * time.Hour)
+	now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	// historyWritten is when the downstream API server stored the fixtures' snapshots.
+	historyWritten = now.Add(-30 * time.Minute)
+	synthTime      = now.Add(-time.Hour)
+	oldTime        = now.Add(-48 * time.Hour)
 )
 
 const (
@@ -124,22 +126,24 @@ func snapshotSecrets(t *testing.T, compUID, uuid string, ts time.Time, limit int
 	for i, ch := range chunks {
 		out[i] = domain.DesiredChunkSecret("kube-system", meta, ch)
 		out[i].ResourceVersion = fmt.Sprint(100 + i)
+		out[i].DataWrittenAt = historyWritten
 	}
 	return out
 }
 
 type fixture struct {
-	comp      domain.Composition
-	slices    []domain.ResourceSlice
-	comps     *portsfakes.FakeCompositionReader
-	guard     *portsfakes.FakeCompositionGuard
-	reader    *portsfakes.FakeSliceReader
-	store     *portsfakes.FakeSnapshotStore
-	sink      *portsfakes.FakeTombstoneSink
-	decisions *portsfakes.FakeDecisionWriter
-	events    *portsfakes.FakeEventRecorder
-	metrics   *portsfakes.FakeMetrics
-	cfg       app.Config
+	comp       domain.Composition
+	slices     []domain.ResourceSlice
+	comps      *portsfakes.FakeCompositionReader
+	guard      *portsfakes.FakeCompositionGuard
+	reader     *portsfakes.FakeSliceReader
+	store      *portsfakes.FakeSnapshotStore
+	sink       *portsfakes.FakeTombstoneSink
+	decisions  *portsfakes.FakeDecisionWriter
+	events     *portsfakes.FakeEventRecorder
+	metrics    *portsfakes.FakeMetrics
+	downstream *portsfakes.FakeDownstreamReader
+	cfg        app.Config
 }
 
 // newFixture is a healthy world: an opted-in, Ready, decided Composition whose 9 resources
@@ -150,7 +154,10 @@ func newFixture(t *testing.T) *fixture {
 		reader: &portsfakes.FakeSliceReader{}, store: &portsfakes.FakeSnapshotStore{},
 		sink: &portsfakes.FakeTombstoneSink{}, decisions: &portsfakes.FakeDecisionWriter{},
 		events: &portsfakes.FakeEventRecorder{}, metrics: &portsfakes.FakeMetrics{},
+		downstream: &portsfakes.FakeDownstreamReader{},
 	}
+	// Downstream, every object the history names exists and is older than the history.
+	f.downstream.ObserveObjectReturns(domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour)}, nil)
 	rs := resources(9)
 	f.setSynthesis(synthID, rs[:5], rs[5:])
 	f.comp = composition(uid, synthID, f.slices, true)
@@ -205,7 +212,7 @@ func (f *fixture) service(t *testing.T) *app.Service {
 	t.Helper()
 	svc, err := app.New(f.cfg, app.Deps{
 		Compositions: f.comps, Guard: f.guard, Slices: f.reader, Store: f.store,
-		Sink: f.sink, Decisions: f.decisions, Events: f.events, Metrics: f.metrics,
+		Sink: f.sink, Decisions: f.decisions, Downstream: f.downstream, Events: f.events, Metrics: f.metrics,
 	})
 	require.NoError(t, err)
 	return svc

@@ -49,20 +49,63 @@ func (s *Service) plan(ctx context.Context, comp domain.Composition) (domain.Rec
 		return domain.RecoveryPlan{}, liveReads{}, fmt.Errorf("listing inventory secrets of lineage %s: %w", lineage, err)
 	}
 	now := s.cfg.Now()
-	snap, snapErr := domain.ReadSnapshot(secrets, now, s.cfg.MaxChunks)
+	snap, snapErr := domain.ReadSnapshotFor(comp, secrets, now, s.cfg.MaxChunks)
 	contents, err := s.readSynthesis(ctx, comp)
 	if err != nil {
 		return domain.RecoveryPlan{}, liveReads{}, err
 	}
-	plan, err := domain.PlanRecovery(domain.RecoveryInput{
+	reads := liveReads{contents: contents, secrets: secrets}
+	in := domain.RecoveryInput{
 		Composition:          comp,
 		Snapshot:             snap,
 		SnapshotErr:          snapErr,
 		Synthesis:            contents,
 		MaxTombstoneFraction: s.cfg.MaxTombstoneFraction,
 		Now:                  now,
-	})
-	return plan, liveReads{contents: contents, secrets: secrets}, err
+	}
+	if snapErr == nil && domain.NeedsSourceCheck(comp, snap) {
+		if in.SourceAlive, err = s.sourceAlive(ctx, snap.RecordedFor()); err != nil {
+			return domain.RecoveryPlan{}, reads, err
+		}
+	}
+	plan, err := domain.PlanRecovery(in)
+	if err != nil || plan.Decided() {
+		return plan, reads, err
+	}
+	if in.Observed, err = s.observe(ctx, plan.Verify); err != nil {
+		return domain.RecoveryPlan{}, reads, err
+	}
+	plan, err = domain.PlanRecovery(in)
+	return plan, reads, err
+}
+
+// sourceAlive reads live the Composition a selected snapshot was recorded for, when that is
+// another one (SPEC §6, SharedLineage): NotFound is a predecessor (a rename) and false; one
+// being deleted, or any other failure, decides nothing and is retried with backoff.
+func (s *Service) sourceAlive(ctx context.Context, ref domain.CompositionRef) (bool, error) {
+	src, err := s.deps.Guard.LiveComposition(ctx, ref)
+	switch {
+	case errors.Is(err, ports.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading composition %s, which recorded the selected snapshot: %w", ref, err)
+	case src.Deleting:
+		return false, &SourceDeletingError{Ref: ref}
+	}
+	return true, nil
+}
+
+// observe reads each tombstone's object downstream (SPEC §6.3).
+func (s *Service) observe(ctx context.Context, tombstones []domain.Tombstone) (map[domain.ResourceID]domain.Observation, error) {
+	observed := make(map[domain.ResourceID]domain.Observation, len(tombstones))
+	for _, t := range tombstones {
+		o, err := s.deps.Downstream.ObserveObject(ctx, t.Entry)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s downstream before tombstoning it: %w", t.Entry.ID(), err)
+		}
+		observed[t.Entry.ID()] = o
+	}
+	return observed, nil
 }
 
 // Recover decides recovery for the Composition's current synthesis (SPEC §6) and writes the

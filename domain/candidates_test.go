@@ -219,5 +219,3 @@ func TestPlanRecoverySharedLineage(t *testing.T) {
 	p = planObserved(t, domain.RecoveryInput{Composition: self, Snapshot: snap, SourceAlive: true, Synthesis: producing(t, 2), MaxTombstoneFraction: 1, Now: now})
 	assert.Equal(t, domain.OutcomeRecovered, p.Decision.Outcome, "SourceAlive means nothing for the own predecessor")
 }
-
-

@@ -34,7 +34,8 @@ type SliceReader interface {
 //
 //counterfeiter:generate . SnapshotStore
 type SnapshotStore interface {
-	// ListChunks lists every Secret carrying the lineage label, live from the API.
+	// ListChunks lists every Secret carrying the lineage label, live from the API, with the time
+	// the API server last stored each one's data (ChunkSecret.DataWrittenAt, SPEC §6.3).
 	ListChunks(ctx context.Context, lineage domain.Lineage) ([]domain.ChunkSecret, error)
 	// ListCachedChunks lists our Secrets of the lineage from a cache that may be stale.
 	// Only the recording fast path uses it.
@@ -64,6 +65,16 @@ type TombstoneSink interface {
 	// RequestResynthesis (step 5) sets Eno's force-resynthesis annotation to comp's current
 	// synthesis UUID, with comp.ResourceVersion as precondition (ErrConflict otherwise).
 	RequestResynthesis(ctx context.Context, comp domain.Composition) error
+}
+
+// DownstreamReader reads the metadata of objects in the downstream cluster, by identity, just
+// before their tombstones are published (SPEC §6.3).
+//
+//counterfeiter:generate . DownstreamReader
+type DownstreamReader interface {
+	// ObserveObject reads e's object live. NotFound is ObjectAbsent; Forbidden or a kind the
+	// server does not serve is ObjectUnreadable; any other failure is an error, retried.
+	ObserveObject(ctx context.Context, e domain.Entry) (domain.Observation, error)
 }
 
 // DecisionWriter records a decision on the Composition with comp.ResourceVersion as a

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
@@ -126,8 +127,16 @@ func (c *Controller) build(opts Options) error {
 	if c.store, err = k8s.NewSecretStore(remote, s.config.InventoryNamespace); err != nil {
 		return err
 	}
+	meta, err := metadata.NewForConfig(remoteConfig)
+	if err != nil {
+		return fmt.Errorf("tombstone recovery: downstream metadata client: %w", err)
+	}
+	downstream, err := k8s.NewDownstreamObjects(meta, remote.Discovery())
+	if err != nil {
+		return err
+	}
 	c.deps.Compositions, c.deps.Guard, c.deps.Decisions = comps, comps, comps
-	c.deps.Slices, c.deps.Sink, c.deps.Store = slices, sink, c.store
+	c.deps.Slices, c.deps.Sink, c.deps.Store, c.deps.Downstream = slices, sink, c.store, downstream
 	if err := c.informer.AddRefHandler(c.enqueue); err != nil {
 		return err
 	}

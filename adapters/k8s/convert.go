@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"strings"
@@ -287,6 +288,7 @@ func chunkFromSecret(s *corev1.Secret) domain.ChunkSecret {
 		Labels:          maps.Clone(s.Labels),
 		Annotations:     maps.Clone(s.Annotations),
 		ResourceVersion: s.ResourceVersion,
+		DataWrittenAt:   dataWrittenAt(s.ManagedFields),
 	}
 	if s.Data != nil {
 		c.Data = make(map[string][]byte, len(s.Data))
@@ -295,6 +297,26 @@ func chunkFromSecret(s *corev1.Secret) domain.ChunkSecret {
 		}
 	}
 	return c
+}
+
+// dataWrittenAt is the newest time of a managedFields entry that owns f:data: when the API
+// server last stored a write of the Secret's data (SPEC §6.3). It is zero when no entry says,
+// for example when managedFields were stripped.
+func dataWrittenAt(entries []metav1.ManagedFieldsEntry) time.Time {
+	var newest time.Time
+	for _, e := range entries {
+		if e.Time == nil || e.FieldsType != "FieldsV1" || e.FieldsV1 == nil {
+			continue
+		}
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(e.FieldsV1.Raw, &fields) != nil {
+			continue
+		}
+		if _, ok := fields["f:data"]; ok && e.Time.After(newest) {
+			newest = e.Time.UTC()
+		}
+	}
+	return newest
 }
 
 // secretFromChunk builds the Secret that stores c.

@@ -47,7 +47,8 @@ func NewSecretStore(client kubernetes.Interface, namespace string) (*SecretStore
 	informer := coreinformers.NewFilteredSecretInformer(client, namespace, 0,
 		cache.Indexers{lineageIndex: indexByLineage},
 		func(o *metav1.ListOptions) { o.LabelSelector = managed })
-	// managedFields are never read; don't keep them in memory.
+	// The cache serves only the recording fast path, which needs no write time (SPEC §6.3 reads
+	// it from managedFields on the live LIST): don't keep managedFields in memory.
 	if err := informer.SetTransform(func(obj any) (any, error) {
 		if s, ok := obj.(*corev1.Secret); ok {
 			s.ManagedFields = nil

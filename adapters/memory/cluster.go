@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/ports"
@@ -50,9 +51,11 @@ type Cluster struct {
 	compositions map[objectKey]domain.Composition
 	slices       map[objectKey]storedSlice
 	secrets      map[objectKey]domain.ChunkSecret
-	downstream   map[domain.ResourceID]string // the downstream cluster's objects, as their manifests
+	downstream   map[domain.ResourceID]downstreamObject // the downstream cluster's objects
+	unreadable   map[domain.ResourceID]string           // objects reads of which fail, and why
 	events       []Event
 	beforeWrite  BeforeWrite
+	clock        func() time.Time // the downstream API server's clock
 }
 
 type objectKey struct{ namespace, name string }
@@ -72,9 +75,22 @@ func NewCluster(inventoryNamespace string) *Cluster {
 		compositions:       map[objectKey]domain.Composition{},
 		slices:             map[objectKey]storedSlice{},
 		secrets:            map[objectKey]domain.ChunkSecret{},
-		downstream:         map[domain.ResourceID]string{},
+		downstream:         map[domain.ResourceID]downstreamObject{},
+		unreadable:         map[domain.ResourceID]string{},
+		clock:              time.Now,
 	}
 }
+
+// SetClock sets the downstream API server's clock, which stamps creation times of downstream
+// objects and the data write times of Secrets (SPEC §6.3).
+func (c *Cluster) SetClock(now func() time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.clock = now
+}
+
+// now reads the clock in whole seconds, as an API server's timestamps are. Callers hold the lock.
+func (c *Cluster) now() time.Time { return c.clock().UTC().Truncate(time.Second) }
 
 // InventoryNamespace is the namespace the SnapshotStore reads and writes.
 func (c *Cluster) InventoryNamespace() string { return c.inventoryNamespace }

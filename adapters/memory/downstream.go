@@ -2,10 +2,12 @@ package memory
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
@@ -26,6 +28,61 @@ func (c *Cluster) DownstreamObjects() []domain.ResourceID {
 	return out
 }
 
+// downstreamObject is one object as the downstream API server stores it.
+type downstreamObject struct {
+	manifest string
+	created  time.Time
+}
+
+// applyDownstream creates the object, or replaces it keeping its creation time, as an apply
+// does. Callers hold the lock.
+func (c *Cluster) applyDownstream(id domain.ResourceID, manifest string) {
+	obj, ok := c.downstream[id]
+	if !ok {
+		obj.created = c.now()
+	}
+	obj.manifest = manifest
+	c.downstream[id] = obj
+}
+
+// ObserveObject reads the object's metadata (SPEC §6.3): absent, present with its creation
+// time, or unreadable when MarkUnreadable named it.
+func (c *Cluster) ObserveObject(ctx context.Context, e domain.Entry) (domain.Observation, error) {
+	if err := ctx.Err(); err != nil {
+		return domain.Observation{}, fmt.Errorf("reading %s downstream: %w", e.ID(), err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if why, ok := c.unreadable[e.ID()]; ok {
+		return domain.Observation{State: domain.ObjectUnreadable, Detail: why}, nil
+	}
+	obj, ok := c.downstream[e.ID()]
+	if !ok {
+		return domain.Observation{State: domain.ObjectAbsent}, nil
+	}
+	return domain.Observation{State: domain.ObjectPresent, Created: obj.created}, nil
+}
+
+// MarkUnreadable makes reads of the object fail as a Forbidden or an unknown kind would; an
+// empty why makes it readable again.
+func (c *Cluster) MarkUnreadable(id domain.ResourceID, why string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if why == "" {
+		delete(c.unreadable, id)
+		return
+	}
+	c.unreadable[id] = why
+}
+
+// DownstreamCreated is the object's creation time; false when it does not exist.
+func (c *Cluster) DownstreamCreated(id domain.ResourceID) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	obj, ok := c.downstream[id]
+	return obj.created, ok
+}
+
 // DownstreamExists reports whether the downstream object exists.
 func (c *Cluster) DownstreamExists(id domain.ResourceID) bool {
 	c.mu.Lock()
@@ -42,7 +99,7 @@ func (c *Cluster) PutDownstream(manifest string) (domain.ResourceID, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.downstream[m.id] = manifest
+	c.applyDownstream(m.id, manifest)
 	return m.id, nil
 }
 

@@ -148,7 +148,7 @@ func (e *Eno) Reconcile(ref domain.CompositionRef) (domain.Composition, error) {
 		case ch.tombstone:
 			delete(c.downstream, ch.m.id)
 		default:
-			c.downstream[ch.m.id] = ch.raw
+			c.applyDownstream(ch.m.id, ch.raw)
 		}
 	}
 	cur = cloneComposition(cur)

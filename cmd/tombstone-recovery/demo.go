@@ -36,24 +36,25 @@ func runDemo(ctx context.Context, out io.Writer) error {
 	d := &demo{out: out, cluster: memory.NewCluster(domain.DefaultInventoryNamespace),
 		clock: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC), deployed: map[domain.CompositionRef][]domain.ResourceID{}}
 	d.eno = memory.NewEno(d.cluster, func() time.Time { return d.clock })
+	d.cluster.SetClock(func() time.Time { return d.clock })
 	cfg := app.DefaultConfig()
 	cfg.Enabled = true
 	cfg.MaxChunkBytes = demoChunkBytes
 	cfg.Now = func() time.Time { return d.clock }
 	svc, err := app.New(cfg, app.Deps{
 		Compositions: d.cluster, Guard: d.cluster, Slices: d.cluster, Store: d.cluster,
-		Sink: d.cluster, Decisions: d.cluster, Events: d.cluster,
+		Sink: d.cluster, Decisions: d.cluster, Downstream: d.cluster, Events: d.cluster,
 	})
 	if err != nil {
 		return err
 	}
 	d.svc = svc
-	for _, chapter := range []func(context.Context) error{d.recordAndRecover, d.halfWritten, d.ambiguous, d.heldForReview} {
+	for _, chapter := range []func(context.Context) error{d.recordAndRecover, d.halfWritten, d.siblings, d.heldForReview} {
 		if err := chapter(ctx); err != nil {
 			return err
 		}
 	}
-	d.say("\nThe end: two recoveries Eno carried out, deleting exactly the orphans; two refusals that deleted nothing; and no recovery twice.")
+	d.say("\nThe end: three recoveries Eno carried out, each deleting exactly the orphans; refusals that deleted nothing; and no recovery twice.")
 	return nil
 }
 
@@ -395,30 +396,47 @@ func (d *demo) halfWritten(ctx context.Context) error {
 	return nil
 }
 
-func (d *demo) ambiguous(ctx context.Context) error {
-	d.chapter("3. Two histories claiming the same moment are ambiguous")
+func (d *demo) siblings(ctx context.Context) error {
+	d.chapter("3. Siblings sharing a lineage: each reads its own history, and a living sibling's is never ours")
 	shared := map[string]string{domain.AnnotationLineageOverride: "checkout"}
 	east := domain.CompositionRef{Namespace: "shop", Name: "checkout-east"}
 	west := domain.CompositionRef{Namespace: "shop", Name: "checkout-west"}
-	// Both syntheses finish in the same second.
-	d.clock = d.clock.Add(time.Minute)
-	if _, err := d.deploy(east, shared, "Deployment/checkout", "Service/checkout"); err != nil {
+	if _, err := d.synthesize(west, shared, "Deployment/checkout-west", "ConfigMap/checkout-west"); err != nil {
 		return err
 	}
-	if _, err := d.deploy(west, shared, "Deployment/checkout", "Service/checkout", "ConfigMap/checkout-west"); err != nil {
+	if _, err := d.reconcile(ctx, west); err != nil {
 		return err
 	}
-	d.say("   %s and %s share lineage override %q and synthesized in the same second", east, west, "checkout")
-	for _, ref := range []domain.CompositionRef{east, west} {
-		if _, err := d.reconcile(ctx, ref); err != nil {
-			return err
-		}
-	}
-	if err := d.recreate(west, shared, "Deployment/checkout"); err != nil {
+	if _, err := d.synthesize(east, shared, "Deployment/checkout-east", "ConfigMap/checkout-east"); err != nil {
 		return err
 	}
-	_, err := d.reconcile(ctx, west)
-	return err
+	if _, err := d.reconcile(ctx, east); err != nil {
+		return err
+	}
+	d.say("   %s and %s share lineage override %q (copied from one template); %s recorded later", east, west, "checkout", east)
+	if err := d.recreate(west, shared, "Deployment/checkout-west"); err != nil {
+		return err
+	}
+	d.say("   %s's own predecessor is the candidate, not %s's newer snapshot:", west, east)
+	if _, err := d.reconcile(ctx, west); err != nil {
+		return err
+	}
+	if err := d.enoFollows(ctx, west); err != nil {
+		return err
+	}
+	d.showDownstream(east)
+
+	north := domain.CompositionRef{Namespace: "shop", Name: "checkout-north"}
+	d.say("   a new %s with the same override has no history of its own, so every snapshot of the lineage is a candidate;", north)
+	d.say("   the newest was recorded for a sibling that is alive:")
+	if _, err := d.synthesize(north, shared, "Deployment/checkout-north"); err != nil {
+		return err
+	}
+	if _, err := d.reconcile(ctx, north); err != nil {
+		return err
+	}
+	d.showDownstream(east)
+	return nil
 }
 
 func (d *demo) heldForReview(ctx context.Context) error {

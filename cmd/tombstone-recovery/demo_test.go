@@ -48,9 +48,12 @@ func TestDemoTellsTheWholeStory(t *testing.T) {
 		"deleted by Eno: none",
 		// The refusals.
 		"recovery decision for team-b/api synthesis 00000007: InventoryInvalid (MissingChunk)",
-		"recovery decision for shop/checkout-west synthesis 0000000a: InventoryInvalid (AmbiguousTimestamp)",
-		"recovery decision for team-c/db synthesis 0000000c: HeldForReview (OverDeletionGuard)",
-		"recovery decision for team-c/db synthesis 0000000c: Recovered (Approved)",
+		// Siblings: each recovers from its own predecessor; a living sibling's history is refused.
+		"recovery decision for shop/checkout-west synthesis 0000000a: Recovered",
+		"deleted by Eno: ConfigMap/shop/checkout-west\n",
+		"recovery decision for shop/checkout-north synthesis 0000000c: InventoryInvalid (SharedLineage)",
+		"recovery decision for team-c/db synthesis 0000000e: HeldForReview (OverDeletionGuard)",
+		"recovery decision for team-c/db synthesis 0000000e: Recovered (Approved)",
 		"deleted by Eno: ConfigMap/team-c/db-config, ConfigMap/team-c/db-init, Secret/team-c/db-credentials-ref, Service/team-c/db-headless\n",
 	} {
 		assert.Contains(t, story, want)

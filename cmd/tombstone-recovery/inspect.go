@@ -18,6 +18,7 @@ import (
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
@@ -274,7 +275,15 @@ func (in inspector) inspect(ctx context.Context, o inspectOptions, cpConfig, rem
 		}
 		comp = c
 	}
-	dry, err := dryRun(ctx, o, comps, sliceReader, readOnlyStore{lineage: lineage, secrets: secrets}, *comp, now)
+	meta, err := metadata.NewForConfig(remoteConfig)
+	if err != nil {
+		return nil, fmt.Errorf("inspect: downstream metadata client: %w", err)
+	}
+	downstream, err := k8s.NewDownstreamObjects(meta, remoteKube.Discovery())
+	if err != nil {
+		return nil, err
+	}
+	dry, err := dryRun(ctx, o, comps, sliceReader, downstream, readOnlyStore{lineage: lineage, secrets: secrets}, *comp, now)
 	if err != nil {
 		return nil, err
 	}
@@ -323,13 +332,13 @@ func findLineageComposition(ctx context.Context, comps *k8s.Compositions, lineag
 
 // dryRun computes what recovery would decide now through app.Service.Plan, fed the Secrets
 // already listed (so it judges what the report shows) and adapters that refuse every write.
-func dryRun(ctx context.Context, o inspectOptions, comps *k8s.Compositions, sl *k8s.Slices, store readOnlyStore, comp domain.Composition, now time.Time) (*dryRunReport, error) {
+func dryRun(ctx context.Context, o inspectOptions, comps *k8s.Compositions, sl *k8s.Slices, downstream ports.DownstreamReader, store readOnlyStore, comp domain.Composition, now time.Time) (*dryRunReport, error) {
 	cfg := app.DefaultConfig()
 	cfg.Enabled = true
 	o.clusterFlags.configure(&cfg)
 	cfg.Now = func() time.Time { return now }
 	svc, err := app.New(cfg, app.Deps{
-		Compositions: comps, Guard: comps, Slices: sl, Store: store,
+		Compositions: comps, Guard: comps, Slices: sl, Store: store, Downstream: downstream,
 		Sink: readOnlyWrites{}, Decisions: readOnlyWrites{},
 	})
 	if err != nil {

@@ -10,13 +10,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 )
 
 // Clients are the clients of one identity: dynamic for Eno's resources, typed for the rest.
 type Clients struct {
-	Dynamic dynamic.Interface
-	Kube    kubernetes.Interface
+	Dynamic  dynamic.Interface
+	Kube     kubernetes.Interface
+	Metadata metadata.Interface
 }
 
 // NewClients builds both clients for cfg.
@@ -26,7 +28,9 @@ func NewClients(t testing.TB, cfg *rest.Config) Clients {
 	require.NoError(t, err)
 	kube, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
-	return Clients{Dynamic: dyn, Kube: kube}
+	meta, err := metadata.NewForConfig(cfg)
+	require.NoError(t, err)
+	return Clients{Dynamic: dyn, Kube: kube, Metadata: meta}
 }
 
 // AdminClients are clients of the admin (system:masters).

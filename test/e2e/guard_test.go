@@ -74,7 +74,9 @@ func TestResourceVersionGuard(t *testing.T) {
 	cfg := app.DefaultConfig()
 	cfg.Enabled = true
 	cfg.InventoryNamespace = inventoryNS
-	svc, err := app.New(cfg, app.Deps{Compositions: comps, Guard: comps, Slices: slices, Store: store, Sink: sink, Decisions: comps})
+	downstream, err := k8s.NewDownstreamObjects(c.Metadata, c.Kube.Discovery())
+	require.NoError(t, err)
+	svc, err := app.New(cfg, app.Deps{Compositions: comps, Guard: comps, Slices: slices, Store: store, Sink: sink, Decisions: comps, Downstream: downstream})
 	require.NoError(t, err)
 
 	const name = "billing"

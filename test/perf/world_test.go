@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
@@ -229,9 +230,13 @@ func startController(t testing.TB, namespace, inventoryNamespace string, maxChun
 	c.Scope = domain.Scope{Namespace: namespace, Selector: domain.Everything}
 	c.InventoryNamespace = inventoryNamespace
 	c.MaxChunkBytes = maxChunkBytes
+	meta, err := metadata.NewForConfig(cfg())
+	require.NoError(t, err)
+	downstream, err := k8s.NewDownstreamObjects(meta, remote.Discovery())
+	require.NoError(t, err)
 	svc, err := app.New(c, app.Deps{
 		Compositions: comps, Guard: comps, Slices: slices, Store: store,
-		Sink: sink, Decisions: comps, Events: recorder,
+		Sink: sink, Decisions: comps, Downstream: downstream, Events: recorder,
 	})
 	require.NoError(t, err)
 	return &controller{svc: svc, informer: informer, store: store, counter: counter}

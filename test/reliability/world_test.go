@@ -87,6 +87,7 @@ func (w *world) service() *app.Service {
 		Store:        &auditedStore{SnapshotStore: w.cluster, cluster: w.cluster, audit: w.audit, read: map[string]string{}, yield: w.yield},
 		Sink:         &auditedSink{TombstoneSink: w.cluster, audit: w.audit, yield: w.yield},
 		Decisions:    &auditedDecisions{DecisionWriter: w.cluster, audit: w.audit, yield: w.yield},
+		Downstream:   w.cluster,
 		Events:       w.cluster,
 	})
 	require.NoError(w.t, err)

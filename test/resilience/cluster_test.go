@@ -344,7 +344,9 @@ func newService(t *testing.T, cfg *rest.Config, o serviceOptions) *app.Service {
 	store, err := k8s.NewSecretStore(c.Kube, inventoryNamespace)
 	require.NoError(t, err)
 
-	deps := app.Deps{Compositions: comps, Guard: comps, Slices: sl, Store: store, Sink: sink, Decisions: comps}
+	downstream, err := k8s.NewDownstreamObjects(c.Metadata, c.Kube.Discovery())
+	require.NoError(t, err)
+	deps := app.Deps{Compositions: comps, Guard: comps, Slices: sl, Store: store, Sink: sink, Decisions: comps, Downstream: downstream}
 	if o.wrapStore != nil {
 		deps.Store = o.wrapStore(deps.Store)
 	}

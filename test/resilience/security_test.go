@@ -92,7 +92,9 @@ func startInProcessController(t *testing.T, cfg *rest.Config, ns string, log log
 	svcCfg.Scope = domain.Scope{Namespace: ns, Selector: domain.Everything}
 	svcCfg.MaxChunkBytes = maxChunkBytes
 	svcCfg.MaxTombstoneFraction = 1
-	svc, err := app.New(svcCfg, app.Deps{Compositions: comps, Guard: comps, Slices: sl, Store: store, Sink: sink, Decisions: comps, Events: events})
+	downstream, err := k8s.NewDownstreamObjects(c.Metadata, c.Kube.Discovery())
+	require.NoError(t, err)
+	svc, err := app.New(svcCfg, app.Deps{Compositions: comps, Guard: comps, Slices: sl, Store: store, Sink: sink, Decisions: comps, Downstream: downstream, Events: events})
 	require.NoError(t, err)
 	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[domain.CompositionRef]())
 	ctrl, err := app.NewController(svc, queue, 2)
