@@ -1,10 +1,12 @@
 package memory
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
@@ -133,6 +135,12 @@ func validDataKey(k string) bool {
 func (c *Cluster) storeSecret(s domain.ChunkSecret) domain.ChunkSecret {
 	stored := s.Clone()
 	stored.ResourceVersion = c.nextVersion()
+	// Like managedFields: the time of the write that last changed the data.
+	if prev, ok := c.secrets[objectKey{s.Namespace, s.Name}]; ok && dataEqual(prev.Data, s.Data) {
+		stored.DataWrittenAt = prev.DataWrittenAt
+	} else {
+		stored.DataWrittenAt = c.now()
+	}
 	c.secrets[objectKey{s.Namespace, s.Name}] = stored
 	return stored.Clone()
 }
@@ -184,4 +192,8 @@ func (c *Cluster) Secrets() []domain.ChunkSecret {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	return out
+}
+
+func dataEqual(a, b map[string][]byte) bool {
+	return maps.EqualFunc(a, b, bytes.Equal)
 }
