@@ -11,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 )
 
 // The Composition of every scenario: synth-two deploys cm-a and cm-b, synth-one only cm-a.
@@ -139,6 +142,20 @@ func TestRecoveryDeletesOrphan(t *testing.T) {
 		requireNotRecovered(t, s.waitDecision(uid, forced.UUID, "NothingToRecover"))
 		s.requireStable(forced.UUID, recreatedAt)
 		s.requireUnchanged(map[string]types.UID{"cm-a": uids["cm-a"]})
+
+		// Named by neither the current nor the previous synthesis any more, the recovery slice is
+		// Eno's to clean up: eno-controller releases its finalizer (eno.azure.io/cleanup) and
+		// deletes it, so nothing of the hand-off is left behind.
+		s.waitFor("recovery slice "+d.TombstoneSlice+" deleted by eno-controller", waitLong, func(ctx context.Context) error {
+			_, err := admin.Dynamic.Resource(kubetest.ResourceSliceResource).Namespace(s.ns).Get(ctx, d.TombstoneSlice, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			if err == nil {
+				err = fmt.Errorf("still there")
+			}
+			return err
+		})
 	})
 }
 
