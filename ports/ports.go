@@ -40,6 +40,10 @@ type SnapshotStore interface {
 	// ListCachedChunks lists our Secrets of the lineage from a cache that may be stale.
 	// Only the recording fast path uses it.
 	ListCachedChunks(ctx context.Context, lineage domain.Lineage) ([]domain.ChunkSecret, error)
+	// GetChunk reads the Secret of that name in the inventory namespace live, whoever wrote it
+	// and whatever its labels; ErrNotFound when there is none. Recording reads a name that
+	// CreateChunk found taken, to tell a foreign Secret from a race (SPEC §4).
+	GetChunk(ctx context.Context, name string) (domain.ChunkSecret, error)
 	// CreateChunk creates the Secret; ErrAlreadyExists when the name is taken.
 	CreateChunk(ctx context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error)
 	// UpdateChunk replaces the Secret if its resourceVersion still matches; ErrConflict otherwise.

@@ -69,6 +69,33 @@ func RunSnapshotStore(t *testing.T, newHarness NewHarness) {
 		assertStored(t, h, lineage, first)
 	})
 
+	t.Run("GetChunk reads a name live, ours or not, with or without labels; ErrNotFound when absent", func(t *testing.T) {
+		h := newHarness(t)
+		store, ctx := h.Store(), t.Context()
+		ours := create(t, h, ourChunk(h, uniqueName("g"), uniqueLineage(t), []byte(`[]`)))
+		got, err := store.GetChunk(ctx, ours.Name)
+		require.NoError(t, err)
+		assertSecret(t, ours, got)
+		// A Secret without any of our labels is found by its name alone (SPEC §4).
+		bare := h.PutForeignSecret(t, domain.ChunkSecret{
+			Namespace: h.InventoryNamespace(), Name: uniqueName("bare"), Type: "Opaque",
+			Data: map[string][]byte{"token": []byte("not an inventory")},
+		})
+		got, err = store.GetChunk(ctx, bare.Name)
+		require.NoError(t, err)
+		assertSecret(t, bare, got)
+		assert.False(t, got.Owned())
+		// Live: a change another client made is seen at once, not after a cache lag.
+		changed := bare.Clone()
+		changed.Data["token"] = []byte("changed")
+		changed = h.PutForeignSecret(t, changed)
+		got, err = store.GetChunk(ctx, bare.Name)
+		require.NoError(t, err)
+		assertSecret(t, changed, got)
+		_, err = store.GetChunk(ctx, uniqueName("absent"))
+		require.ErrorIs(t, err, ports.ErrNotFound)
+	})
+
 	t.Run("UpdateChunk at the current resourceVersion writes and bumps it", func(t *testing.T) {
 		h := newHarness(t)
 		lineage := uniqueLineage(t)

@@ -129,6 +129,16 @@ func (st *SecretStore) ListCachedChunks(ctx context.Context, lineage domain.Line
 	return out, nil
 }
 
+// GetChunk reads the Secret of that name in the inventory namespace live, ours or not; never
+// a Secret of another namespace.
+func (st *SecretStore) GetChunk(ctx context.Context, name string) (domain.ChunkSecret, error) {
+	s, err := st.client.CoreV1().Secrets(st.namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return domain.ChunkSecret{}, apiError(fmt.Sprintf("reading inventory secret %s/%s", st.namespace, name), err)
+	}
+	return chunkFromSecret(s), nil
+}
+
 // CreateChunk creates the Secret; ports.ErrAlreadyExists when the name is taken.
 func (st *SecretStore) CreateChunk(ctx context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error) {
 	if err := st.admit("creating", s); err != nil {

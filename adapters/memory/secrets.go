@@ -45,6 +45,20 @@ func (c *Cluster) ListCachedChunks(ctx context.Context, lineage domain.Lineage) 
 	return c.ListChunks(ctx, lineage)
 }
 
+// GetChunk reads the Secret of that name in the inventory namespace, whoever wrote it.
+func (c *Cluster) GetChunk(ctx context.Context, name string) (domain.ChunkSecret, error) {
+	if err := ctx.Err(); err != nil {
+		return domain.ChunkSecret{}, fmt.Errorf("reading secret %s/%s: %w", c.inventoryNamespace, name, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.secrets[objectKey{c.inventoryNamespace, name}]
+	if !ok {
+		return domain.ChunkSecret{}, fmt.Errorf("reading secret %s/%s: %w", c.inventoryNamespace, name, ports.ErrNotFound)
+	}
+	return s.Clone(), nil
+}
+
 // CreateChunk creates the Secret; ErrAlreadyExists when the name is taken.
 func (c *Cluster) CreateChunk(ctx context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error) {
 	key := objectKey{s.Namespace, s.Name}

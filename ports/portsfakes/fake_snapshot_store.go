@@ -21,6 +21,17 @@ type FakeSnapshotStore struct {
 		result1 domain.ChunkSecret
 		result2 error
 	}
+	GetChunkStub        func(context.Context, string) (domain.ChunkSecret, error)
+	getChunkMutex       sync.RWMutex
+	getChunkArgsForCall []FakeSnapshotStoreGetChunkArgs
+	getChunkReturns     struct {
+		result1 domain.ChunkSecret
+		result2 error
+	}
+	getChunkReturnsOnCall map[int]struct {
+		result1 domain.ChunkSecret
+		result2 error
+	}
 	ListCachedChunksStub        func(context.Context, domain.Lineage) ([]domain.ChunkSecret, error)
 	listCachedChunksMutex       sync.RWMutex
 	listCachedChunksArgsForCall []FakeSnapshotStoreListCachedChunksArgs
@@ -63,6 +74,12 @@ type FakeSnapshotStore struct {
 type FakeSnapshotStoreCreateChunkArgs struct {
 	Arg1 context.Context
 	Arg2 domain.ChunkSecret
+}
+
+// FakeSnapshotStoreGetChunkArgs holds the arguments of one call to GetChunk.
+type FakeSnapshotStoreGetChunkArgs struct {
+	Arg1 context.Context
+	Arg2 string
 }
 
 // FakeSnapshotStoreListCachedChunksArgs holds the arguments of one call to ListCachedChunks.
@@ -148,6 +165,76 @@ func (fake *FakeSnapshotStore) CreateChunkReturnsOnCall(i int, result1 domain.Ch
 		})
 	}
 	fake.createChunkReturnsOnCall[i] = struct {
+		result1 domain.ChunkSecret
+		result2 error
+	}{result1, result2}
+}
+
+func (fake *FakeSnapshotStore) GetChunk(arg1 context.Context, arg2 string) (domain.ChunkSecret, error) {
+	fake.getChunkMutex.Lock()
+	ret, specificReturn := fake.getChunkReturnsOnCall[len(fake.getChunkArgsForCall)]
+	fake.getChunkArgsForCall = append(fake.getChunkArgsForCall, FakeSnapshotStoreGetChunkArgs{arg1, arg2})
+	stub := fake.GetChunkStub
+	fakeReturns := fake.getChunkReturns
+	fake.recordInvocation("GetChunk", []interface{}{arg1, arg2})
+	fake.getChunkMutex.Unlock()
+	if stub != nil {
+		return stub(arg1, arg2)
+	}
+	if specificReturn {
+		return ret.result1, ret.result2
+	}
+	return fakeReturns.result1, fakeReturns.result2
+}
+
+func (fake *FakeSnapshotStore) GetChunkCallCount() int {
+	fake.getChunkMutex.RLock()
+	defer fake.getChunkMutex.RUnlock()
+	return len(fake.getChunkArgsForCall)
+}
+
+func (fake *FakeSnapshotStore) GetChunkCalls(stub func(context.Context, string) (domain.ChunkSecret, error)) {
+	fake.getChunkMutex.Lock()
+	defer fake.getChunkMutex.Unlock()
+	fake.GetChunkStub = stub
+}
+
+func (fake *FakeSnapshotStore) GetChunkArgsForCall(i int) (context.Context, string) {
+	fake.getChunkMutex.RLock()
+	defer fake.getChunkMutex.RUnlock()
+	argsForCall := fake.getChunkArgsForCall[i]
+	return argsForCall.Arg1, argsForCall.Arg2
+}
+
+func (fake *FakeSnapshotStore) GetChunkArgs() []FakeSnapshotStoreGetChunkArgs {
+	fake.getChunkMutex.RLock()
+	defer fake.getChunkMutex.RUnlock()
+	args := make([]FakeSnapshotStoreGetChunkArgs, len(fake.getChunkArgsForCall))
+	copy(args, fake.getChunkArgsForCall)
+	return args
+}
+
+func (fake *FakeSnapshotStore) GetChunkReturns(result1 domain.ChunkSecret, result2 error) {
+	fake.getChunkMutex.Lock()
+	defer fake.getChunkMutex.Unlock()
+	fake.GetChunkStub = nil
+	fake.getChunkReturns = struct {
+		result1 domain.ChunkSecret
+		result2 error
+	}{result1, result2}
+}
+
+func (fake *FakeSnapshotStore) GetChunkReturnsOnCall(i int, result1 domain.ChunkSecret, result2 error) {
+	fake.getChunkMutex.Lock()
+	defer fake.getChunkMutex.Unlock()
+	fake.GetChunkStub = nil
+	if fake.getChunkReturnsOnCall == nil {
+		fake.getChunkReturnsOnCall = make(map[int]struct {
+			result1 domain.ChunkSecret
+			result2 error
+		})
+	}
+	fake.getChunkReturnsOnCall[i] = struct {
 		result1 domain.ChunkSecret
 		result2 error
 	}{result1, result2}
