@@ -46,9 +46,22 @@ source_key() {
 	fi
 }
 
+# is_eno DIR succeeds when DIR is Eno's source: its module and the four CRDs.
+is_eno() {
+	[[ -f "$1/go.mod" ]] && grep -q '^module github.com/Azure/eno$' "$1/go.mod" || return 1
+	local crd
+	for crd in compositions resourceslices synthesizers symphonies; do
+		[[ -f "$1/api/v1/config/crd/eno.azure.io_$crd.yaml" ]] || return 1
+	done
+}
+not_eno="does not look like Eno's source (github.com/Azure/eno's go.mod and api/v1/config/crd/*.yaml)"
+
 case "$src" in
 *.tar.gz | *.tgz) [[ -f "$src" ]] || die "ENO_SRC=$src: no such file" ;;
-*) [[ -d "$src" ]] || die "ENO_SRC=$src is neither a directory nor a .tar.gz" ;;
+*)
+	[[ -d "$src" ]] || die "ENO_SRC=$src is neither a directory nor a .tar.gz"
+	is_eno "$src" || die "ENO_SRC=$src $not_eno"
+	;;
 esac
 
 key="$(source_key)"
@@ -74,13 +87,13 @@ if [[ ! -f "$dir/src/go.mod" ]]; then
 			mv "$dir/src.unpacked" "$dir/src.tmp"
 		fi
 	fi
+	if ! is_eno "$dir/src.tmp"; then
+		rm -rf "$dir"
+		die "ENO_SRC=$src $not_eno"
+	fi
 	mv "$dir/src.tmp" "$dir/src"
 fi
-[[ -f "$dir/src/go.mod" ]] || die "$dir/src has no go.mod: ENO_SRC does not look like Eno's source"
-grep -q '^module github.com/Azure/eno$' "$dir/src/go.mod" || die "$dir/src/go.mod is not github.com/Azure/eno's"
-for crd in compositions resourceslices synthesizers symphonies; do
-	[[ -f "$dir/src/api/v1/config/crd/eno.azure.io_$crd.yaml" ]] || die "Eno's CRD $crd is missing from $dir/src/api/v1/config/crd"
-done
+is_eno "$dir/src" || die "$dir/src $not_eno; remove $dir and retry"
 
 if [[ -f "$bin/.complete" && -x "$bin/eno-controller" && -x "$bin/eno-reconciler" && -L "$bin/executor" ]]; then
 	log "stock Eno is up to date ($bin)"
