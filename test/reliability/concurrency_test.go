@@ -374,13 +374,18 @@ func TestSynthesisChangesMidReplacement(t *testing.T) {
 				d, ok := live.FinishedDecision()
 				require.True(t, ok)
 				switch {
+				case k < 2 && change == "resynthesized":
+					// The half-written snapshot is this incarnation's own: SPEC §5 step 3 stops at
+					// SameIncarnation before its validity is judged (SPEC §6, order of evaluation).
+					require.Equal(t, third.SynthesisUUID(), live.SynthesisUUID())
+					assert.Equal(t, domain.OutcomeNothingToRecover, d.Outcome, d.Message)
+					assert.Equal(t, domain.ReasonSameIncarnation, d.Reason)
 				case k < 2:
 					require.Equal(t, third.SynthesisUUID(), live.SynthesisUUID())
-					assert.Equal(t, domain.OutcomeInventoryInvalid, d.Outcome)
-					if change == "recreated" {
-						assert.Equal(t, cmIDs(crashRef.Namespace, append(slices.Clone(newNames), "fresh")...), w.downstream(crashRef.Namespace),
-							"nothing is deleted on untrusted history")
-					}
+					assert.Equal(t, domain.OutcomeInventoryInvalid, d.Outcome, d.Message)
+					assert.Equal(t, domain.ReasonMissingChunk.String(), d.Reason)
+					assert.Equal(t, cmIDs(crashRef.Namespace, append(slices.Clone(newNames), "fresh")...), w.downstream(crashRef.Namespace),
+						"nothing is deleted on untrusted history")
 				case change == "recreated":
 					var recovered []domain.Decision
 					for _, r := range w.audit.report().decisions {

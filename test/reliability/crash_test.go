@@ -332,8 +332,10 @@ func TestCrashDuringSnapshotReplacement(t *testing.T) {
 
 // recoverRecreated recreates the Composition once more, with different resources, and checks
 // that its recovery read the history the crash left behind as exactly one complete snapshot
-// (the old or the new one alone) or as InventoryInvalid, and that Eno then deleted exactly
-// the tombstoned objects that were still downstream.
+// (the old or the new one alone) or as InventoryInvalid, that it tombstoned exactly the absent
+// entries whose objects are still downstream (SPEC §6.3: an object Eno already deleted, by its
+// own diff or through an earlier hand-off, is NotFound and dropped), and that Eno then deleted
+// exactly those.
 func recoverRecreated(t *testing.T, c crashed, after verdict) {
 	ctx := logr.NewContext(t.Context(), testr.New(t))
 	w := c.w
@@ -372,9 +374,23 @@ func recoverRecreated(t *testing.T, c crashed, after verdict) {
 	case readsNew:
 		from, fromNames = c.next, c.newNames
 	}
-	want := cmIDs(crashRef.Namespace, minus(fromNames, []string{"shared", "fresh"})...)
-	require.Equal(t, domain.OutcomeRecovered, d.Outcome, d.Message)
+	absent := cmIDs(crashRef.Namespace, minus(fromNames, []string{"shared", "fresh"})...)
+	want := slices.DeleteFunc(slices.Clone(absent), func(id string) bool { return !slices.Contains(downstreamBefore, id) })
 	assert.Equal(t, from.SynthesisUUID(), d.SourceSynthesisUUID, "the snapshot recovery read")
+	if gone := len(absent) - len(want); gone > 0 {
+		assert.Contains(t, d.Message, fmt.Sprintf("dropped %d: %d NotFound", gone, gone), "the objects Eno already deleted are dropped, and the message says so")
+	}
+	if len(want) == 0 {
+		assert.Equal(t, domain.OutcomeNothingToRecover, d.Outcome, d.Message)
+		assert.Equal(t, domain.ReasonNoOrphans, d.Reason, "every absent entry's object is gone: nothing is left to delete")
+		assert.Zero(t, d.Tombstones)
+		assert.Empty(t, published, "no tombstone for an object that no longer exists")
+		w.settle(ctx, w.service(), crashRef)
+		assert.Equal(t, downstreamBefore, w.downstream(crashRef.Namespace), "nothing more is deleted")
+		assert.Empty(t, w.badDeletions())
+		return
+	}
+	require.Equal(t, domain.OutcomeRecovered, d.Outcome, d.Message)
 	require.Len(t, published, 1)
 	assert.Equal(t, published[0].Name, d.TombstoneSlice)
 	assert.Equal(t, len(want), d.Tombstones)
