@@ -17,6 +17,22 @@ func (e *ForeignSecretError) Error() string {
 		e.Namespace, e.Name, domain.ManagedByValue, domain.LabelManagedBy, domain.SecretType)
 }
 
+// LineageCollisionError: a Secret of ours at a chunk's name holds the history of another
+// Composition, which exists: two Compositions of one name in different namespaces share a
+// lineage, or their names collide after the 253-character cut (SPEC §4). Nothing was written.
+type LineageCollisionError struct {
+	Namespace string
+	Name      string
+	// Other is the Composition the Secret was recorded for; Lineage is the Secret's lineage label.
+	Other   domain.CompositionRef
+	Lineage string
+}
+
+func (e *LineageCollisionError) Error() string {
+	return fmt.Sprintf("secret %s/%s holds the inventory of composition %s (lineage %q), which exists; refusing to overwrite it — give one of them its own %s annotation",
+		e.Namespace, e.Name, e.Other, e.Lineage, domain.AnnotationLineageOverride)
+}
+
 // StaleCompositionError: the live recheck before a write found the Composition recreated,
 // resynthesized or no longer eligible. The write was not made; the next pass starts afresh.
 type StaleCompositionError struct {

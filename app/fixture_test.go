@@ -163,6 +163,9 @@ func newFixture(t *testing.T) *fixture {
 	f.comp = composition(uid, synthID, f.slices, true)
 	f.guard.LiveCompositionCalls(func(context.Context, domain.CompositionRef) (domain.Composition, error) { return f.comp, nil })
 	f.comps.GetCompositionCalls(func(context.Context, domain.CompositionRef) (domain.Composition, error) { return f.comp, nil })
+	f.store.GetChunkCalls(func(_ context.Context, name string) (domain.ChunkSecret, error) {
+		return domain.ChunkSecret{}, fmt.Errorf("secret %s: %w", name, errNotFound)
+	})
 	f.store.CreateChunkCalls(func(_ context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error) { return s, nil })
 	f.store.UpdateChunkCalls(func(_ context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error) { return s, nil })
 	f.sink.PublishTombstonesCalls(func(_ context.Context, c domain.Composition, _ domain.Handoff) (string, error) {

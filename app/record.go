@@ -89,15 +89,16 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 	}
 	desired := make([]domain.ChunkSecret, len(chunks))
 	largest := 0
+	occupants := occupantCheck{svc: s, comp: comp}
 	for i, c := range chunks {
 		desired[i] = domain.DesiredChunkSecret(s.cfg.InventoryNamespace, meta, c)
 		largest = max(largest, c.Size())
-		// A foreign Secret at any target name stops the pass before the first write.
-		if cur, ok := byName[desired[i].Name]; ok && !cur.Owned() {
-			s.deps.Metrics.ChunkWrite("refused")
-			err := &ForeignSecretError{Namespace: cur.Namespace, Name: cur.Name}
-			s.refuse(comp, "ForeignSecret", err)
-			return res, fmt.Errorf("recording %s: %w", comp.Ref(), err)
+		// A foreign Secret, or another living Composition's history, at any target name stops
+		// the pass before the first write.
+		if cur, ok := byName[desired[i].Name]; ok {
+			if err := occupants.check(ctx, cur); err != nil {
+				return res, fmt.Errorf("recording %s: %w", comp.Ref(), err)
+			}
 		}
 	}
 
@@ -117,6 +118,13 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 			_, err = s.deps.Store.CreateChunk(ctx, want)
 		}
 		if err != nil {
+			// The name is taken by a Secret the lineage list did not show: read it, and refuse
+			// it as any listed one would be. Ours (a race) aborts the pass like a conflict.
+			if !exists && errors.Is(err, ports.ErrAlreadyExists) {
+				if refusal := occupants.taken(ctx, want.Name); refusal != nil {
+					return res, fmt.Errorf("recording %s: writing chunk %d (%s): %w", comp.Ref(), i, want.Name, refusal)
+				}
+			}
 			s.deps.Metrics.ChunkWrite(writeResult(err))
 			return res, fmt.Errorf("recording %s: writing chunk %d (%s): %w", comp.Ref(), i, want.Name, err)
 		}
@@ -137,6 +145,67 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 			fmt.Sprintf("recorded %d resources in %d chunk(s) of lineage %s (%d written, %d unchanged)", inv.Len(), res.Chunks, lineage, res.Created+res.Updated, res.Reused))
 	}
 	return res, nil
+}
+
+// occupantCheck decides whether an existing Secret at one of comp's chunk names may be
+// replaced (SPEC §4): a foreign one is refused (ForeignSecret); one of ours recorded for another
+// Composition is refused while that Composition exists live (LineageCollision), and is a
+// predecessor's history, replaced as usual, once it is NotFound.
+type occupantCheck struct {
+	svc  *Service
+	comp domain.Composition
+	// gone holds the other Compositions found NotFound in this pass.
+	gone map[domain.CompositionRef]bool
+}
+
+// check returns a refusal (already counted and announced) or a lookup error (no decision).
+func (o *occupantCheck) check(ctx context.Context, cur domain.ChunkSecret) error {
+	s := o.svc
+	if !cur.Owned() {
+		s.deps.Metrics.ChunkWrite("refused")
+		err := &ForeignSecretError{Namespace: cur.Namespace, Name: cur.Name}
+		s.refuse(o.comp, "ForeignSecret", err)
+		return err
+	}
+	other, ok := cur.RecordedForAnother(o.comp.Ref())
+	if !ok || o.gone[other] {
+		return nil
+	}
+	_, err := s.deps.Guard.LiveComposition(ctx, other)
+	switch {
+	case errors.Is(err, ports.ErrNotFound):
+		logr.FromContextOrDiscard(ctx).V(1).Info("replacing the history of a composition that no longer exists",
+			"secret", cur.Name, "recordedFor", other.String())
+		if o.gone == nil {
+			o.gone = map[domain.CompositionRef]bool{}
+		}
+		o.gone[other] = true
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading composition %s, which secret %s/%s was recorded for: %w", other, cur.Namespace, cur.Name, err)
+	}
+	s.deps.Metrics.ChunkWrite("refused")
+	lc := &LineageCollisionError{Namespace: cur.Namespace, Name: cur.Name, Other: other, Lineage: cur.Labels[domain.LabelLineage]}
+	s.refuse(o.comp, "LineageCollision", lc)
+	return lc
+}
+
+// taken reads a name CreateChunk found taken and returns check's refusal, if any. It returns
+// nil when the Secret is ours to replace, or cannot be read: the pass then aborts as on any
+// AlreadyExists and the next one lists the Secret.
+func (o *occupantCheck) taken(ctx context.Context, name string) error {
+	cur, err := o.svc.deps.Store.GetChunk(ctx, name)
+	if err != nil {
+		logr.FromContextOrDiscard(ctx).V(1).Info("could not read the secret at a taken chunk name", "secret", name, "error", err.Error())
+		return nil
+	}
+	err = o.check(ctx, cur)
+	var foreign *ForeignSecretError
+	var collision *LineageCollisionError
+	if errors.As(err, &foreign) || errors.As(err, &collision) {
+		return err
+	}
+	return nil
 }
 
 func writeResult(err error) string {

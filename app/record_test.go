@@ -50,11 +50,25 @@ func TestRecordAbortsOnTheFirstFailedWrite(t *testing.T) {
 					} else {
 						f.store.CreateChunkReturnsOnCall(pos, domain.ChunkSecret{}, fault)
 						f.store.CreateChunkStub = nil
+						// A race: another writer stored our Secret at that name meanwhile.
+						raced := snapshotSecrets(t, uid, synthID, synthTime, chunkLimit, resources(9))[pos]
+						f.store.GetChunkStub = nil
+						f.store.GetChunkReturns(raced, nil)
 					}
 					_, err := f.service(t).Record(ctx(t), f.comp)
 					require.Error(t, err)
 					assert.ErrorIs(t, err, fault)
 					assert.Equal(t, pos+1, f.writes(), "no write after the failed one")
+					if op == "create" && errors.Is(fault, ports.ErrAlreadyExists) {
+						require.Equal(t, 1, f.store.GetChunkCallCount(), "the taken name is read")
+						_, name := f.store.GetChunkArgsForCall(0)
+						_, tried := f.store.CreateChunkArgsForCall(pos)
+						assert.Equal(t, tried.Name, name)
+					} else {
+						assert.Zero(t, f.store.GetChunkCallCount())
+					}
+					assert.Zero(t, f.metrics.RefusalCallCount(), "a failed write is no refusal")
+					assert.Zero(t, f.events.EventCallCount())
 
 					// The next pass, on a healthy store holding what was written, converges.
 					g := newFixture(t)

@@ -145,6 +145,19 @@ func (s ChunkSecret) Owned() bool {
 	return s.Labels[LabelManagedBy] == ManagedByValue && s.Type == SecretType
 }
 
+// RecordedForAnother returns the Composition an existing Secret at one of c's chunk names was
+// recorded for, when its composition-namespace/-name annotations name another one: two
+// Compositions of one name in different namespaces sharing a lineage, or names that collide
+// after the 253-character cut (SPEC §4, LineageCollision). A Secret that names no Composition
+// (an annotation missing) names no other one. Whether the Secret is ours is Owned's question.
+func (s ChunkSecret) RecordedForAnother(c CompositionRef) (CompositionRef, bool) {
+	ref := CompositionRef{Namespace: s.Annotations[AnnotationCompositionNamespace], Name: s.Annotations[AnnotationCompositionName]}
+	if ref.Namespace == "" || ref.Name == "" || ref == c {
+		return CompositionRef{}, false
+	}
+	return ref, true
+}
+
 // DataSize is the sum of all data values, the quantity the API server limits.
 func (s ChunkSecret) DataSize() int {
 	n := 0

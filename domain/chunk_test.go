@@ -409,6 +409,41 @@ func TestChunkSecretOwned(t *testing.T) {
 	assert.False(t, c.Owned())
 }
 
+func TestChunkSecretRecordedForAnother(t *testing.T) {
+	self := domain.CompositionRef{Namespace: "team-a", Name: "web"}
+	with := func(ns, name string, set bool) domain.ChunkSecret {
+		s := goldenSecrets(t)[0].Clone()
+		delete(s.Annotations, domain.AnnotationCompositionNamespace)
+		delete(s.Annotations, domain.AnnotationCompositionName)
+		if set {
+			s.Annotations[domain.AnnotationCompositionNamespace] = ns
+			s.Annotations[domain.AnnotationCompositionName] = name
+		}
+		return s
+	}
+	tests := []struct {
+		name   string
+		secret domain.ChunkSecret
+		other  domain.CompositionRef
+		found  bool
+	}{
+		{"recorded for this Composition", with("team-a", "web", true), domain.CompositionRef{}, false},
+		{"same name, another namespace", with("team-b", "web", true), domain.CompositionRef{Namespace: "team-b", Name: "web"}, true},
+		{"same namespace, another name (a cut collision)", with("team-a", "web-x", true), domain.CompositionRef{Namespace: "team-a", Name: "web-x"}, true},
+		{"names are exact", with("team-a", "Web", true), domain.CompositionRef{Namespace: "team-a", Name: "Web"}, true},
+		{"no annotations", with("", "", false), domain.CompositionRef{}, false},
+		{"no namespace", with("", "web-x", true), domain.CompositionRef{}, false},
+		{"no name", with("team-b", "", true), domain.CompositionRef{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			other, found := tt.secret.RecordedForAnother(self)
+			assert.Equal(t, tt.found, found)
+			assert.Equal(t, tt.other, other)
+		})
+	}
+}
+
 func TestChunkSecretCloneIsDeep(t *testing.T) {
 	s := goldenSecrets(t)[0]
 	c := s.Clone()
