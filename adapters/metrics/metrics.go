@@ -43,7 +43,7 @@ func New(reg prometheus.Registerer) (*Recorder, error) {
 		}, []string{"outcome"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "refusals_total",
-			Help: "Refusals by reason: InventoryInvalid reasons, slice problems, foreign Secrets, invalid lineages, held deletions.",
+			Help: "Refusals by reason: InventoryInvalid reasons, slice problems, foreign Secrets, lineage collisions, invalid lineages, held deletions.",
 		}, []string{"reason"}),
 		reconciles: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "reconcile_duration_seconds",
