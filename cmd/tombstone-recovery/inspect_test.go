@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -183,6 +184,9 @@ func recreatedComposition(t *testing.T, c kubetest.Clients, lineage string) recr
 		sourceTime: time.Now().Add(-time.Hour).UTC().Truncate(time.Second), sliceName: "web-" + recreatedNowUUID[:8]}
 	l, err := domain.NewLineage(lineage)
 	require.NoError(t, err)
+	// The old incarnation's orphans exist downstream from before its snapshot was written, as
+	// Eno applies a synthesis before it is Ready and recorded (SPEC §6.3 reads them).
+	deployOrphans(t, c)
 	storeSnapshot(t, c, domain.SnapshotMeta{Lineage: l, CompositionNamespace: r.ns, CompositionName: "web",
 		CompositionUID: "0ld0ld00-0000-4000-8000-000000000000", SynthesisUUID: r.sourceUUID, SynthesisTime: r.sourceTime},
 		append(webEntries(), orphans()...), domain.DefaultMaxChunkBytes)
@@ -202,6 +206,31 @@ func recreatedComposition(t *testing.T, c kubetest.Clients, lineage string) recr
 	require.NoError(t, err)
 	r.compUID = string(created.GetUID())
 	return r
+}
+
+// deployOrphans creates the objects of orphans() downstream (the test API server) unless they
+// exist: an object older than the history is the one it recorded.
+func deployOrphans(t *testing.T, c kubetest.Clients) {
+	t.Helper()
+	ctx := testCtx(t)
+	ignoreExists := func(err error) {
+		t.Helper()
+		if !apierrors.IsAlreadyExists(err) {
+			require.NoError(t, err)
+		}
+	}
+	_, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}, metav1.CreateOptions{})
+	ignoreExists(err)
+	_, err = c.Kube.CoreV1().ConfigMaps("team-a").Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-feature-flags", Labels: map[string]string{"app": "web"}}}, metav1.CreateOptions{})
+	ignoreExists(err)
+	_, err = c.Kube.BatchV1().CronJobs("team-a").Create(ctx, &batchv1.CronJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-cleanup"},
+		Spec: batchv1.CronJobSpec{Schedule: "0 3 * * *", JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{
+			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "cleanup", Image: "busybox"}}},
+		}}}},
+	}, metav1.CreateOptions{})
+	ignoreExists(err)
 }
 
 // assertUntouched checks that inspect left no decision and published no tombstones.
@@ -488,7 +517,12 @@ func TestInspectRunsAsAReadOnlyUser(t *testing.T) {
 	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: inspectReader}}
 	clusterRole, err := c.Kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "inspect-reader-"},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"eno.azure.io"}, Resources: []string{"compositions", "resourceslices"}, Verbs: readVerbs}},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"eno.azure.io"}, Resources: []string{"compositions", "resourceslices"}, Verbs: readVerbs},
+			// The dry run reads each tombstone's object downstream (SPEC §6.3).
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: readVerbs},
+			{APIGroups: []string{"batch"}, Resources: []string{"cronjobs"}, Verbs: readVerbs},
+		},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	_, err = c.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
