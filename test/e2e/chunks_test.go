@@ -20,18 +20,30 @@ import (
 // chunkLimit is the --max-chunk-bytes of TestChunkSizes: small enough for several chunks.
 const chunkLimit = 1024
 
-// configMaps builds n ConfigMap entries whose names start with prefix, each with a label of
-// pad bytes, and the manifests that produce them.
+// configMaps builds n ConfigMap entries whose names start with prefix, each with pad bytes of
+// label values, and the manifests that produce them.
 func configMaps(ns, prefix string, n, pad int) ([]domain.Entry, []resource) {
 	var entries []domain.Entry
 	var resources []resource
 	for i := range n {
-		name := fmt.Sprintf("%s-%02d", prefix, i)
-		labels := map[string]string{"pad": strings.Repeat("x", pad)}
-		entries = append(entries, domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: ns, Name: name, Labels: labels})
-		resources = append(resources, resource{manifest: object("v1", "ConfigMap", ns, name, labels, nil, nil)})
+		e, r := paddedConfigMap(ns, fmt.Sprintf("%s-%02d", prefix, i), pad)
+		entries = append(entries, e)
+		resources = append(resources, r)
 	}
 	return entries, resources
+}
+
+// paddedConfigMap is one ConfigMap entry with pad bytes of label values, spread over as many
+// labels as the API server's limit of 63 bytes a value needs, so that publish can apply it.
+func paddedConfigMap(ns, name string, pad int) (domain.Entry, resource) {
+	labels := map[string]string{}
+	for i := 0; pad > 0; i++ {
+		n := min(pad, 63)
+		labels[fmt.Sprintf("pad-%02d", i)] = strings.Repeat("x", n)
+		pad -= n
+	}
+	return domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: ns, Name: name, Labels: labels},
+		resource{manifest: object("v1", "ConfigMap", ns, name, labels, nil, nil)}
 }
 
 func mustInventory(t *testing.T, entries []domain.Entry) domain.Inventory {
@@ -75,14 +87,27 @@ func TestChunkSizes(t *testing.T) {
 	at := time.Now().Add(-time.Minute)
 
 	t.Run("a chunk of exactly the limit", func(t *testing.T) {
-		// Two entries padded so that the canonical inventory is chunkLimit bytes.
+		// Two entries padded so that the canonical inventory is chunkLimit bytes: the first by
+		// about half, the second by what makes the size exact (a new label adds its key too, so
+		// some sizes are skipped; then the first gives up a byte).
 		base, _ := configMaps(ns, "exact", 2, 0)
-		pad := (chunkLimit - mustInventory(t, base).Size()) / 2
-		entries, resources := configMaps(ns, "exact", 2, pad)
-		if mustInventory(t, entries).Size() < chunkLimit {
-			entries[1].Labels["pad"] += "x"
-			resources[1] = resource{manifest: object("v1", "ConfigMap", ns, entries[1].Name, entries[1].Labels, nil, nil)}
+		var entries []domain.Entry
+		var resources []resource
+	search:
+		for pad0 := (chunkLimit - mustInventory(t, base).Size()) / 2; pad0 > 0; pad0-- {
+			e0, r0 := paddedConfigMap(ns, "exact-00", pad0)
+			for pad1 := 0; pad1 < chunkLimit; pad1++ {
+				e1, r1 := paddedConfigMap(ns, "exact-01", pad1)
+				switch size := mustInventory(t, []domain.Entry{e0, e1}).Size(); {
+				case size == chunkLimit:
+					entries, resources = []domain.Entry{e0, e1}, []resource{r0, r1}
+					break search
+				case size > chunkLimit:
+					continue search
+				}
+			}
 		}
+		require.NotEmpty(t, entries, "no padding makes the inventory exactly %d bytes", chunkLimit)
 		inv := mustInventory(t, entries)
 		require.Equal(t, chunkLimit, inv.Size())
 

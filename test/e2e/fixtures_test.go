@@ -65,6 +65,26 @@ func object(apiVersion, kind, namespace, name string, labels, annotations map[st
 	return string(b)
 }
 
+// deployment is a Deployment manifest the API server accepts, so that publish can apply it
+// downstream: a selector and a pod template matching it.
+func deployment(namespace, name string, labels, annotations map[string]string) string {
+	pod := map[string]string{"app.kubernetes.io/name": name}
+	return object("apps/v1", "Deployment", namespace, name, labels, annotations, map[string]any{"spec": map[string]any{
+		"replicas": 3,
+		"selector": map[string]any{"matchLabels": pod},
+		"template": map[string]any{
+			"metadata": map[string]any{"labels": pod},
+			"spec":     map[string]any{"containers": []any{map[string]any{"name": "app", "image": "registry.example/app:1"}}},
+		},
+	}})
+}
+
+// service is a Service manifest the API server accepts: one port.
+func service(namespace, name string, labels map[string]string) string {
+	return object("v1", "Service", namespace, name, labels, nil,
+		map[string]any{"spec": map[string]any{"ports": []any{map[string]any{"port": 80}}}})
+}
+
 // patchOf is an Eno Patch of a resource Eno does not own.
 func patchOf(targetAPIVersion, targetKind, namespace, name string) string {
 	return object("eno.azure.io/v1", "Patch", namespace, name, nil, nil, map[string]any{
@@ -88,6 +108,19 @@ func newSynthesis(synthesized time.Time, slices ...[]resource) synthesis {
 	return synthesis{uuid: string(uuid.NewUUID()), synthesized: synthesized.UTC().Truncate(time.Second), slices: slices}
 }
 
+// produced lists the manifests the synthesis produces: its tombstones are not among them.
+func (s synthesis) produced() []string {
+	var out []string
+	for _, rs := range s.slices {
+		for _, r := range rs {
+			if !r.deleted {
+				out = append(out, r.manifest)
+			}
+		}
+	}
+	return out
+}
+
 func (s synthesis) sliceName(comp string, i int) string {
 	return comp + "-" + s.uuid[:8] + "-" + strconv.Itoa(i)
 }
@@ -103,11 +136,14 @@ func createComposition(t *testing.T, c kubetest.Clients, namespace, name string)
 }
 
 // publish creates the synthesis's slices, then sets status.currentSynthesis through the
-// status subresource, as Eno does.
+// status subresource, as Eno does. The objects the synthesis produces are applied downstream
+// first (the test API server is also the downstream cluster), as eno-reconciler would have
+// applied them before the synthesis is Ready and its history is written (SPEC §6.3 reads them).
 func publish(t *testing.T, c kubetest.Clients, comp *unstructured.Unstructured, syn synthesis) *unstructured.Unstructured {
 	t.Helper()
 	ctx := testContext(t)
 	ns, name := comp.GetNamespace(), comp.GetName()
+	require.NoError(t, env.AdminClients(t).ApplyDownstream(ctx, syn.produced()...))
 	client := c.Dynamic.Resource(compositionGVR).Namespace(ns)
 	// Stock Eno stamps a slice with the synthesis current when its executor writes it: "" on a
 	// first synthesis, the previous UUID after that (SPEC §2).

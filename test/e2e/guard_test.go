@@ -85,7 +85,7 @@ func TestResourceVersionGuard(t *testing.T) {
 	comp := createComposition(t, c, ns, name)
 	first := newSynthesis(time.Now().Add(-10*time.Minute), []resource{
 		{manifest: object("v1", "ConfigMap", ns, "billing", nil, nil, nil)},
-		{manifest: object("apps/v1", "Deployment", ns, "billing", nil, nil, nil)},
+		{manifest: deployment(ns, "billing", nil, nil)},
 	})
 	publish(t, c, comp, first)
 	res, err := svc.Reconcile(ctx, ref)
@@ -98,8 +98,8 @@ func TestResourceVersionGuard(t *testing.T) {
 	// A new synthesis changes the chunk: the pass must update it, and the other writer gets there first.
 	second := newSynthesis(time.Now().Add(-5*time.Minute), []resource{
 		{manifest: object("v1", "ConfigMap", ns, "billing", nil, nil, nil)},
-		{manifest: object("apps/v1", "Deployment", ns, "billing", nil, nil, nil)},
-		{manifest: object("v1", "Service", ns, "billing", nil, nil, nil)},
+		{manifest: deployment(ns, "billing", nil, nil)},
+		{manifest: service(ns, "billing", nil)},
 	})
 	publish(t, c, comp, second)
 	_, err = svc.Reconcile(ctx, ref)

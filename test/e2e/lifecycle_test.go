@@ -30,13 +30,10 @@ var (
 		map[string]string{"app": "web", "tier": "frontend"},
 		map[string]string{readinessGroup: "1", deletionGroup: "2", "example.com/owner": "team-a"},
 		map[string]any{"data": map[string]any{"LOG_LEVEL": "info"}})
-	webDeployment = object("apps/v1", "Deployment", "team-a", "web",
-		map[string]string{"app": "web"}, map[string]string{deletionGroup: "-1"},
-		map[string]any{"spec": map[string]any{"replicas": 3}})
-	webReader = object("rbac.authorization.k8s.io/v1", "ClusterRole", "", "web-reader", nil, nil,
+	webDeployment = deployment("team-a", "web", map[string]string{"app": "web"}, map[string]string{deletionGroup: "-1"})
+	webReader     = object("rbac.authorization.k8s.io/v1", "ClusterRole", "", "web-reader", nil, nil,
 		map[string]any{"rules": []any{}})
-	webService = object("v1", "Service", "team-a", "web", map[string]string{"app": "web"}, nil,
-		map[string]any{"spec": map[string]any{"ports": []any{map[string]any{"port": 80}}}})
+	webService = service("team-a", "web", map[string]string{"app": "web"})
 )
 
 // exampleSynthesis produces the three resources of §3.1 over two slices, next to a Patch and

@@ -96,8 +96,8 @@ func TestLeastPrivilege(t *testing.T) {
 	comp := createComposition(t, c, ns, name)
 	first := newSynthesis(time.Now().Add(-10*time.Minute), []resource{
 		{manifest: object("v1", "ConfigMap", ns, "api-config", map[string]string{"app": "api"}, nil, nil)},
-		{manifest: object("apps/v1", "Deployment", ns, "api", map[string]string{"app": "api"}, nil, nil)},
-		{manifest: object("v1", "Service", ns, "api", nil, nil, nil)},
+		{manifest: deployment(ns, "api", map[string]string{"app": "api"}, nil)},
+		{manifest: service(ns, "api", nil)},
 	})
 	publish(t, c, comp, first)
 	d := waitForDecision(t, c, ns, name, first.uuid)
@@ -122,7 +122,7 @@ func TestLeastPrivilege(t *testing.T) {
 	recreated := createComposition(t, c, ns, name)
 	second := newSynthesis(time.Now().Add(-5*time.Minute), []resource{
 		{manifest: object("v1", "ConfigMap", ns, "api-config", map[string]string{"app": "api"}, nil, nil)},
-		{manifest: object("apps/v1", "Deployment", ns, "api", map[string]string{"app": "api"}, nil, nil)},
+		{manifest: deployment(ns, "api", map[string]string{"app": "api"}, nil)},
 	})
 	publish(t, c, recreated, second)
 	d = waitForDecision(t, c, ns, name, second.uuid)
@@ -145,8 +145,8 @@ func TestLeastPrivilege(t *testing.T) {
 	// Eno's next synthesis is recorded.
 	third := newSynthesis(time.Now().Add(-4*time.Minute), []resource{
 		{manifest: object("v1", "ConfigMap", ns, "api-config", map[string]string{"app": "api"}, nil, nil)},
-		{manifest: object("apps/v1", "Deployment", ns, "api", map[string]string{"app": "api"}, nil, nil)},
-		{manifest: object("v1", "Service", ns, "api", nil, nil, nil), deleted: true},
+		{manifest: deployment(ns, "api", map[string]string{"app": "api"}, nil)},
+		{manifest: service(ns, "api", nil), deleted: true},
 	})
 	publish(t, c, recreated, third)
 	waitForSnapshot(t, c, "kube-system", lineage, string(recreated.GetUID()), third.uuid)
