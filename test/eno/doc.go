@@ -18,6 +18,9 @@
 //     away, which is exactly what the scenarios assert on.
 //   - The control plane and the downstream cluster are one API server.
 //
+// TestEnoAlone checks the harness models Eno (a dropped resource is deleted by Eno) and
+// TestEnoFacts checks, on stock Eno alone, the behaviour SPEC §6.2's hand-off is built on.
+//
 // Each scenario works in its own namespace, with an eno-reconciler (and, in the standalone
 // mode, a `tombstone-recovery run`) limited to that namespace; eno-controller and the stand-in
 // are shared. Every scenario runs twice: with the standalone binary next to stock

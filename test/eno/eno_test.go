@@ -132,6 +132,9 @@ func TestRecoveryDeletesOrphan(t *testing.T) {
 		// The synthesis that carried the tombstone: decided without recovering again, then recorded.
 		carried := s.waitReady(comp, first)
 		requireNotRecovered(t, s.waitDecision(uid, carried.UUID, "NothingToRecover"))
+		if !s.carriesTombstone(carried, "cm-b") {
+			t.Errorf("no slice of synthesis %s (%v) carries the tombstone of cm-b: Eno's executor did not carry it forward", carried.UUID, carried.Slices)
+		}
 		s.waitRecorded(comp, uid, carried.UUID, 1)
 		t.Logf("syntheses of the recreated Composition up to the recovery's: %v (executor runs: %v)",
 			s.history.currentSyntheses(uid), s.syntheses(comp, recreatedAt))

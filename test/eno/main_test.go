@@ -46,8 +46,9 @@ const (
 // The synthesizers every scenario uses: the name, and the ConfigMaps it emits into the
 // Composition's namespace.
 var synthesizers = map[string][]string{
-	"synth-two": {"cm-a", "cm-b"},
-	"synth-one": {"cm-a"},
+	"synth-two":  {"cm-a", "cm-b"},
+	"synth-one":  {"cm-a"},
+	"synth-none": nil,
 }
 
 var synthesizerResource = schema.GroupVersionResource{Group: "eno.azure.io", Version: "v1", Resource: "synthesizers"}

@@ -80,9 +80,11 @@ type scenario struct {
 	mode       mode
 	ns         string
 	reconciler *process
-	recovery   *process // standalone only
-	procs      []*process
-	history    *history
+	// reconcilerStart starts eno-reconciler again, as it was started first.
+	reconcilerStart func() (*process, error)
+	recovery        *process // standalone only
+	procs           []*process
+	history         *history
 	// controllerLogFrom is where eno-controller's log stood when the scenario began.
 	controllerLogFrom int64
 }
@@ -105,9 +107,12 @@ func newScenario(t *testing.T, m mode, st settings) *scenario {
 		reconcilerBin = bins.wired
 		extraEnv = wiredSettings(st)
 	}
+	s.reconcilerStart = func() (*process, error) {
+		return startProcess("eno-reconciler", reconcilerBin, args,
+			append(extraEnv, "KUBECONFIG="+adminKubeconfig), filepath.Join(dir, "eno-reconciler.log"))
+	}
 	var err error
-	s.reconciler, err = startProcess("eno-reconciler", reconcilerBin, args,
-		append(extraEnv, "KUBECONFIG="+adminKubeconfig), filepath.Join(dir, "eno-reconciler.log"))
+	s.reconciler, err = s.reconcilerStart()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,6 +146,26 @@ func (s *scenario) recoveryPID() string {
 		return ""
 	}
 	return fmt.Sprintf(", tombstone-recovery pid %d", s.recovery.pid())
+}
+
+// restartReconciler stops eno-reconciler by its PID and starts it again with the same
+// arguments; the new process appends to the same log.
+func (s *scenario) restartReconciler() {
+	s.t.Helper()
+	if err := s.reconciler.stop(); err != nil {
+		s.t.Logf("stopping eno-reconciler (pid %d): %v", s.reconciler.pid(), err)
+	}
+	p, err := s.reconcilerStart()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for i := range s.procs {
+		if s.procs[i] == s.reconciler {
+			s.procs[i] = p
+		}
+	}
+	s.t.Logf("eno-reconciler restarted: pid %d", p.pid())
+	s.reconciler = p
 }
 
 // wiredSettings maps settings onto the wired eno-reconciler's environment: the
@@ -620,4 +645,32 @@ func (s *scenario) watchDeleted(name, resourceVersion string) time.Time {
 	s.checkProcesses()
 	s.t.Fatalf("ConfigMap %s/%s not deleted within %s", s.ns, name, waitLong)
 	return time.Time{}
+}
+
+// carriesTombstone reports whether a slice of the synthesis holds a tombstone of the ConfigMap.
+func (s *scenario) carriesTombstone(syn synthesis, configMap string) bool {
+	s.t.Helper()
+	for _, name := range syn.Slices {
+		slice, err := admin.Dynamic.Resource(kubetest.ResourceSliceResource).Namespace(s.ns).Get(s.ctx(), name, metav1.GetOptions{})
+		if err != nil {
+			s.t.Fatalf("reading slice %s of synthesis %s: %v", name, syn.UUID, err)
+		}
+		resources, _, _ := unstructured.NestedSlice(slice.Object, "spec", "resources")
+		for _, r := range resources {
+			m, _ := r.(map[string]any)
+			manifest, _ := m["manifest"].(string)
+			var obj struct {
+				Kind     string `json:"kind"`
+				Metadata struct {
+					Name      string `json:"name"`
+					Namespace string `json:"namespace"`
+				} `json:"metadata"`
+			}
+			if m["deleted"] == true && json.Unmarshal([]byte(manifest), &obj) == nil &&
+				obj.Kind == "ConfigMap" && obj.Metadata.Name == configMap && obj.Metadata.Namespace == s.ns {
+				return true
+			}
+		}
+	}
+	return false
 }
