@@ -175,128 +175,36 @@ func ReadSnapshotFor(c Composition, secrets []ChunkSecret, now time.Time, maxChu
 }
 
 // ReadSnapshot applies SPEC §5 to a whole lineage, for a reader that is no Composition of it
-// (inspect's view): every snapshot is a candidate and none is the reader's own.
-// It returns ErrNoInventory, an *InventoryInvalidError, or the snapshot. There is no
-// fallback to an older snapshot.
+// (recording's fast path, inspect of a lineage): every snapshot is a candidate and none is the
+// reader's own. It returns ErrNoInventory, an *InventoryInvalidError, or the snapshot. There
+// is no fallback to an older snapshot. Its verdict is ReadHistory's: the first decisive
+// finding, found by the same checks, which stop there.
 func ReadSnapshot(secrets []ChunkSecret, now time.Time, maxChunks int) (Snapshot, error) {
 	return readSnapshot(secrets, now, maxChunks, nil)
 }
 
+// readSnapshot stops at the first decisive finding, which is the verdict.
 func readSnapshot(secrets []ChunkSecret, now time.Time, maxChunks int, self *Composition) (Snapshot, error) {
-	if len(secrets) == 0 {
-		return Snapshot{}, ErrNoInventory
-	}
-	// Step 1: every Secret must parse. Sorted by name so errors are deterministic.
-	sorted := slices.Clone(secrets)
-	slices.SortFunc(sorted, func(a, b ChunkSecret) int { return compareStrings(a.Name, b.Name) })
-	groups := map[string][]StoredChunk{}
-	var order []string
-	for _, s := range sorted {
-		c, err := ParseStoredChunk(s, now, maxChunks)
-		if err != nil {
-			return Snapshot{}, err
-		}
-		if _, ok := groups[c.Meta.SynthesisUUID]; !ok {
-			order = append(order, c.Meta.SynthesisUUID)
-		}
-		groups[c.Meta.SynthesisUUID] = append(groups[c.Meta.SynthesisUUID], c)
-	}
-	// Step 2: the chunks of one snapshot agree on their metadata.
-	for _, uuid := range order {
-		g := groups[uuid]
-		for _, c := range g[1:] {
-			if c.Meta != g[0].Meta {
-				return Snapshot{}, &InventoryInvalidError{Reason: ReasonMixedMetadata, Secret: c.Secret.Name,
-					Detail: fmt.Sprintf("chunks of synthesis %s disagree with %s on composition, timestamp, chunk count or digest", uuid, g[0].Secret.Name)}
-			}
-		}
-	}
-	// Step 3: the candidates; one of this incarnation stops here; the newest wins, and a tie
-	// between candidates is ambiguous.
-	candidates := candidatesFor(self, order, groups)
-	if self != nil {
-		for _, uuid := range candidates {
-			if m := groups[uuid][0].Meta; m.CompositionUID == self.UID {
-				return Snapshot{meta: m}, ErrSameIncarnation
-			}
-		}
-	}
-	newest := candidates[0]
-	tied := false
-	for _, uuid := range candidates[1:] {
-		t, best := groups[uuid][0].Meta.SynthesisTime, groups[newest][0].Meta.SynthesisTime
-		switch {
-		case t.After(best):
-			newest, tied = uuid, false
-		case t.Equal(best):
-			tied = true
-		}
-	}
-	if tied {
-		return Snapshot{}, &InventoryInvalidError{Reason: ReasonAmbiguousTimestamp,
-			Detail: fmt.Sprintf("more than one snapshot has the newest source timestamp %s", groups[newest][0].Meta.SynthesisTime.Format(time.RFC3339))}
-	}
-	chosen := groups[newest]
-	meta := chosen[0].Meta
-	// Step 4: exactly the indexes 0..count-1, each once. Sized by the chunks present, not by
-	// the claimed count, so a large count in an annotation cannot force a large allocation.
-	byIndex := make(map[int]ChunkSecret, len(chosen))
-	for _, c := range chosen {
-		if _, dup := byIndex[c.Index]; dup || c.Index >= meta.ChunkCount {
-			return Snapshot{}, &InventoryInvalidError{Reason: ReasonMissingChunk, Secret: c.Secret.Name,
-				Detail: fmt.Sprintf("chunk index %d is out of range or repeated for a snapshot of %d chunks", c.Index, meta.ChunkCount)}
-		}
-		byIndex[c.Index] = c.Secret
-	}
-	if len(byIndex) != meta.ChunkCount {
-		// Indexes are distinct and below count, so fewer than count means a gap.
-		missing := 0
-		for ; missing < meta.ChunkCount; missing++ {
-			if _, ok := byIndex[missing]; !ok {
-				break
-			}
-		}
-		return Snapshot{}, &InventoryInvalidError{Reason: ReasonMissingChunk,
-			Detail: fmt.Sprintf("chunk %d of %d for synthesis %s is missing", missing, meta.ChunkCount, meta.SynthesisUUID)}
-	}
-	ordered := make([]ChunkSecret, meta.ChunkCount)
-	for i, s := range byIndex {
-		ordered[i] = s
-	}
-	// Step 5: every chunk decodes, and the canonical re-encoding matches the digest.
-	var parts inventoryParts
-	for _, s := range ordered {
-		if err := parts.addChunk(s.Data[SecretDataKey]); err != nil {
-			return Snapshot{}, &InventoryInvalidError{Reason: ReasonMalformed, Secret: s.Name, Detail: err.Error()}
-		}
-	}
-	inv, err := parts.build(false)
-	if err != nil {
-		return Snapshot{}, &InventoryInvalidError{Reason: ReasonMalformed, Detail: err.Error()}
-	}
-	if inv.Digest() != meta.Digest {
-		return Snapshot{}, &InventoryInvalidError{Reason: ReasonDigestMismatch,
-			Detail: fmt.Sprintf("entries hash to %s, the chunks claim %s", inv.Digest(), meta.Digest)}
-	}
-	return Snapshot{meta: meta, chunks: ordered, inventory: inv}, nil
+	r := reader{now: now, maxChunks: maxChunks, self: self}
+	r.read(secrets)
+	return r.verdict.derive(r.findings)
 }
 
 // candidatesFor is §5 step 3's candidate set, in the order given: the snapshots recorded for
-// self's namespace/name, or every snapshot when there is none or no reader.
-func candidatesFor(self *Composition, order []string, groups map[string][]StoredChunk) []string {
+// self's namespace/name (own), or every snapshot when there is none or no reader.
+func candidatesFor(self *Composition, order []string, groups map[string][]StoredChunk) (candidates []string, own bool) {
 	if self == nil {
-		return order
+		return order, false
 	}
-	var own []string
 	for _, uuid := range order {
 		if m := groups[uuid][0].Meta; m.CompositionNamespace == self.Namespace && m.CompositionName == self.Name {
-			own = append(own, uuid)
+			candidates = append(candidates, uuid)
 		}
 	}
-	if len(own) == 0 {
-		return order
+	if len(candidates) == 0 {
+		return order, false
 	}
-	return own
+	return candidates, true
 }
 
 // SnapshotMatches reports whether snap is the complete snapshot for this composition incarnation
@@ -304,16 +212,6 @@ func candidatesFor(self *Composition, order []string, groups map[string][]Stored
 func SnapshotMatches(snap Snapshot, c Composition) bool {
 	return c.Synthesis != nil && snap.meta.CompositionUID == c.UID && snap.meta.SynthesisUUID == c.Synthesis.UUID &&
 		snap.meta.CompositionNamespace == c.Namespace && snap.meta.CompositionName == c.Name
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // canonicalInt parses a decimal integer only in the form this package writes (strconv.Itoa):

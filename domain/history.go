@@ -1,0 +1,440 @@
+package domain
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Finding is one problem SPEC §5 found in a lineage's Secrets. The verdict is the first
+// decisive finding in §5's order: ReadSnapshot, ReadSnapshotFor and ReadHistory all derive it
+// so, from the same checks.
+type Finding struct {
+	// Step is the §5 step that found it: 1 (one Secret), 2 (a snapshot's chunks disagree),
+	// 3 (a tie among the candidates), 4 (indexes) or 5 (decoding and digest).
+	Step   int
+	Reason InvalidReason
+	// Snapshot is the source synthesis UUID of the snapshot concerned; "" for steps 1 and 3.
+	Snapshot string
+	// Secret is the Secret that showed the problem, when one did.
+	Secret string
+	Detail string
+	// Missing lists the first missing indexes of a gap (step 4, no Secret); MissingCount
+	// counts them all.
+	Missing      []int
+	MissingCount int
+	// Decisive: the finding decides the verdict unless an earlier one does. Steps 1–3 judge
+	// every Secret of the lineage; steps 4–5 decide only for the selected snapshot and are
+	// information for any other.
+	Decisive bool
+}
+
+// Err is the finding as §5's refusal.
+func (f Finding) Err() *InventoryInvalidError {
+	return &InventoryInvalidError{Reason: f.Reason, Secret: f.Secret, Detail: f.Detail}
+}
+
+// listedMissing is how many missing indexes a gap finding lists.
+const listedMissing = 10
+
+// SnapshotRole is what §5 step 3 made of a snapshot.
+type SnapshotRole struct{ name string }
+
+var (
+	// RoleSelected: the verdict selects it.
+	RoleSelected = SnapshotRole{"selected"}
+	// RoleNewest: the newest candidate, but the verdict is no selection.
+	RoleNewest = SnapshotRole{"newest"}
+	// RoleNewestTied: a candidate sharing the newest timestamp with another (AmbiguousTimestamp).
+	RoleNewestTied = SnapshotRole{"newest-tied"}
+	// RoleOlder: an older candidate, ignored.
+	RoleOlder = SnapshotRole{"older"}
+	// RoleSameIncarnation: a candidate carrying the reader's own UID (SameIncarnation).
+	RoleSameIncarnation = SnapshotRole{"same-incarnation"}
+	// RoleNotCandidate: recorded for another Composition while the reader has snapshots of
+	// its own, ignored.
+	RoleNotCandidate = SnapshotRole{"not-candidate"}
+)
+
+func (r SnapshotRole) String() string { return r.name }
+
+// DigestCheck is what §5 step 5 found of a snapshot's digest.
+type DigestCheck struct{ name string }
+
+var (
+	// DigestUnchecked: the snapshot is incomplete or its chunks disagree, so it was not decoded.
+	DigestUnchecked   = DigestCheck{"unchecked"}
+	DigestOK          = DigestCheck{"ok"}
+	DigestMismatch    = DigestCheck{"mismatch"}
+	DigestUndecodable = DigestCheck{"undecodable"}
+)
+
+func (d DigestCheck) String() string { return d.name }
+
+// SnapshotReading is one snapshot of a History: the chunks whose Secrets passed step 1,
+// grouped by source synthesis UUID, and what steps 2–5 found in them.
+type SnapshotReading struct {
+	// Meta is the metadata of its first chunk by Secret name.
+	Meta SnapshotMeta
+	// Chunks are ordered by index, then Secret name.
+	Chunks        []StoredChunk
+	Role          SnapshotRole
+	Candidate     bool
+	MixedMetadata bool
+	// Present counts the distinct indexes in 0..count-1.
+	Present int
+	// Complete: the chunks agree and hold exactly the indexes 0..count-1, each once.
+	Complete bool
+	Digest   DigestCheck
+	// Computed is the digest of the decoded entries, and Entries their number, once decoded.
+	Computed string
+	Entries  int
+	// Findings are those of steps 2, 4 and 5 about this snapshot.
+	Findings []Finding
+}
+
+// History is SPEC §5 applied to every Secret of a lineage, with every finding rather than the
+// first: what inspect shows. Its verdict is ReadSnapshot's (or ReadSnapshotFor's).
+type History struct {
+	// Findings are all findings in §5's order.
+	Findings []Finding
+	// Snapshots are newest first, ties by synthesis UUID.
+	Snapshots []SnapshotReading
+	// Candidates are the synthesis UUIDs of §5 step 3's candidates, in Snapshots' order.
+	// OwnCandidates: they are the reader's own namespace/name's snapshots; otherwise every
+	// snapshot of the lineage is one (no reader, or none of its own).
+	Candidates    []string
+	OwnCandidates bool
+
+	verdict verdict
+}
+
+// Verdict is §5's verdict: the first decisive finding as an *InventoryInvalidError, else
+// ErrNoInventory, ErrSameIncarnation, or the selected snapshot.
+func (h History) Verdict() (Snapshot, error) { return h.verdict.derive(h.Findings) }
+
+// Rejected are the findings of step 1, one per Secret that does not parse, by Secret name.
+func (h History) Rejected() []Finding {
+	var out []Finding
+	for _, f := range h.Findings {
+		if f.Step == 1 {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// ReadHistory is ReadSnapshot with every finding.
+func ReadHistory(secrets []ChunkSecret, now time.Time, maxChunks int) History {
+	r := reader{now: now, maxChunks: maxChunks, all: true}
+	r.read(secrets)
+	return r.history()
+}
+
+// ReadHistoryFor is ReadSnapshotFor with every finding.
+func ReadHistoryFor(c Composition, secrets []ChunkSecret, now time.Time, maxChunks int) History {
+	r := reader{now: now, maxChunks: maxChunks, self: &c, all: true}
+	r.read(secrets)
+	return r.history()
+}
+
+// verdict is what the findings leave to decide: no Secret at all, a candidate of the reader's
+// incarnation, or the selected snapshot.
+type verdict struct {
+	empty    bool
+	same     *SnapshotMeta
+	selected Snapshot
+}
+
+func (v verdict) derive(findings []Finding) (Snapshot, error) {
+	if v.empty {
+		return Snapshot{}, ErrNoInventory
+	}
+	for _, f := range findings {
+		if f.Decisive {
+			return Snapshot{}, f.Err()
+		}
+	}
+	if v.same != nil {
+		return Snapshot{meta: *v.same}, ErrSameIncarnation
+	}
+	return v.selected, nil
+}
+
+// reader applies §5 in its order. With all unset it stops at the first decisive finding,
+// which is then the verdict (ReadSnapshot); with all set it judges everything (ReadHistory).
+type reader struct {
+	now       time.Time
+	maxChunks int
+	self      *Composition
+	all       bool
+
+	findings   []Finding
+	groups     map[string][]StoredChunk
+	order      []string // synthesis UUIDs in the order of their first Secret by name
+	mixed      map[string]bool
+	candidates []string
+	own        bool
+	newest     string
+	tied       bool
+	selected   string
+	verdict    verdict
+	readings   map[string]*SnapshotReading
+}
+
+// found records f and reports whether reading goes on.
+func (r *reader) found(f Finding) bool {
+	r.findings = append(r.findings, f)
+	return r.all || !f.Decisive
+}
+
+func (r *reader) read(secrets []ChunkSecret) {
+	if len(secrets) == 0 {
+		r.verdict.empty = true
+		return
+	}
+	if !r.parse(secrets) || !r.agree() || !r.choose() {
+		return
+	}
+	if !r.all {
+		if r.selected != "" {
+			r.judge(r.selected, nil)
+		}
+		return
+	}
+	r.readings = make(map[string]*SnapshotReading, len(r.order))
+	for _, uuid := range r.byTime() {
+		rd := &SnapshotReading{Meta: r.groups[uuid][0].Meta, Candidate: slices.Contains(r.candidates, uuid), MixedMetadata: r.mixed[uuid]}
+		r.readings[uuid] = rd
+		r.judge(uuid, rd)
+	}
+}
+
+// parse is step 1: every Secret must parse. Secrets are taken by name, so findings are
+// deterministic.
+func (r *reader) parse(secrets []ChunkSecret) bool {
+	sorted := slices.Clone(secrets)
+	slices.SortFunc(sorted, func(a, b ChunkSecret) int { return strings.Compare(a.Name, b.Name) })
+	r.groups = map[string][]StoredChunk{}
+	for _, s := range sorted {
+		c, err := ParseStoredChunk(s, r.now, r.maxChunks)
+		if err != nil {
+			inv := err.(*InventoryInvalidError)
+			if !r.found(Finding{Step: 1, Reason: inv.Reason, Secret: inv.Secret, Detail: inv.Detail, Decisive: true}) {
+				return false
+			}
+			continue
+		}
+		uuid := c.Meta.SynthesisUUID
+		if _, ok := r.groups[uuid]; !ok {
+			r.order = append(r.order, uuid)
+		}
+		r.groups[uuid] = append(r.groups[uuid], c)
+	}
+	return true
+}
+
+// agree is step 2: the chunks of one snapshot agree on their metadata.
+func (r *reader) agree() bool {
+	for _, uuid := range r.order {
+		g := r.groups[uuid]
+		for _, c := range g[1:] {
+			if c.Meta != g[0].Meta {
+				if r.mixed == nil {
+					r.mixed = map[string]bool{}
+				}
+				r.mixed[uuid] = true
+				if !r.found(Finding{Step: 2, Reason: ReasonMixedMetadata, Snapshot: uuid, Secret: c.Secret.Name,
+					Detail: fmt.Sprintf("disagrees with %s on %s", g[0].Secret.Name, metaDiff(g[0].Meta, c.Meta)), Decisive: true}) {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// choose is step 3: the candidates; one of the reader's incarnation stops here; the newest
+// is selected, and a tie between candidates is ambiguous.
+func (r *reader) choose() bool {
+	if len(r.order) == 0 {
+		return true // every Secret was rejected: step 1 decided
+	}
+	r.candidates, r.own = candidatesFor(r.self, r.order, r.groups)
+	if r.self != nil {
+		for _, uuid := range r.candidates {
+			if m := r.groups[uuid][0].Meta; m.CompositionUID == r.self.UID {
+				r.verdict.same = &m
+				return r.all
+			}
+		}
+	}
+	r.newest = r.candidates[0]
+	for _, uuid := range r.candidates[1:] {
+		t, best := r.groups[uuid][0].Meta.SynthesisTime, r.groups[r.newest][0].Meta.SynthesisTime
+		switch {
+		case t.After(best):
+			r.newest, r.tied = uuid, false
+		case t.Equal(best):
+			r.tied = true
+		}
+	}
+	if r.tied {
+		return r.found(Finding{Step: 3, Reason: ReasonAmbiguousTimestamp, Decisive: true,
+			Detail: fmt.Sprintf("more than one snapshot has the newest source timestamp %s", r.groups[r.newest][0].Meta.SynthesisTime.Format(time.RFC3339))})
+	}
+	r.selected = r.newest
+	return true
+}
+
+// judge is steps 4–5 on one snapshot: decisive for the selected one, information for any
+// other. rd, when given, receives what they found.
+func (r *reader) judge(uuid string, rd *SnapshotReading) {
+	if rd == nil {
+		rd = &SnapshotReading{}
+	}
+	decisive := uuid == r.selected
+	g := r.groups[uuid]
+	meta := g[0].Meta
+	// Step 4: exactly the indexes 0..count-1, each once. Sized by the chunks present, not by
+	// the claimed count, so a large count in an annotation cannot force a large allocation.
+	byIndex := make(map[int]ChunkSecret, len(g))
+	complete := !rd.MixedMetadata
+	for _, c := range g {
+		var detail string
+		if prev, dup := byIndex[c.Index]; dup {
+			detail = fmt.Sprintf("index %d is also held by %s", c.Index, prev.Name)
+		} else if c.Index >= meta.ChunkCount {
+			detail = fmt.Sprintf("index %d is out of range for %d chunks", c.Index, meta.ChunkCount)
+		}
+		if detail != "" {
+			complete = false
+			if !r.found(Finding{Step: 4, Reason: ReasonMissingChunk, Snapshot: uuid, Secret: c.Secret.Name, Detail: detail, Decisive: decisive}) {
+				return
+			}
+			continue
+		}
+		byIndex[c.Index] = c.Secret
+	}
+	rd.Present = len(byIndex)
+	if len(byIndex) != meta.ChunkCount {
+		// Indexes are distinct and below count, so fewer than count means a gap.
+		complete = false
+		var missing []int
+		for i := 0; i < meta.ChunkCount && len(missing) < listedMissing; i++ {
+			if _, ok := byIndex[i]; !ok {
+				missing = append(missing, i)
+			}
+		}
+		if !r.found(Finding{Step: 4, Reason: ReasonMissingChunk, Snapshot: uuid, Decisive: decisive,
+			Detail:  fmt.Sprintf("chunk %d of %d for synthesis %s is missing", missing[0], meta.ChunkCount, uuid),
+			Missing: missing, MissingCount: meta.ChunkCount - len(byIndex)}) {
+			return
+		}
+	}
+	rd.Complete, rd.Digest = complete, DigestUnchecked
+	if !complete {
+		return
+	}
+	ordered := make([]ChunkSecret, meta.ChunkCount)
+	for i, s := range byIndex {
+		ordered[i] = s
+	}
+	// Step 5: every chunk decodes, and the canonical re-encoding matches the digest.
+	rd.Digest = DigestUndecodable
+	var parts inventoryParts
+	for _, s := range ordered {
+		if err := parts.addChunk(s.Data[SecretDataKey]); err != nil {
+			r.found(Finding{Step: 5, Reason: ReasonMalformed, Snapshot: uuid, Secret: s.Name, Detail: err.Error(), Decisive: decisive})
+			return
+		}
+	}
+	inv, err := parts.build(false)
+	if err != nil {
+		r.found(Finding{Step: 5, Reason: ReasonMalformed, Snapshot: uuid, Detail: err.Error(), Decisive: decisive})
+		return
+	}
+	rd.Digest, rd.Computed, rd.Entries = DigestOK, inv.Digest(), inv.Len()
+	if inv.Digest() != meta.Digest {
+		rd.Digest = DigestMismatch
+		r.found(Finding{Step: 5, Reason: ReasonDigestMismatch, Snapshot: uuid, Decisive: decisive,
+			Detail: fmt.Sprintf("entries hash to %s, the chunks claim %s", inv.Digest(), meta.Digest)})
+		return
+	}
+	if decisive {
+		r.verdict.selected = Snapshot{meta: meta, chunks: ordered, inventory: inv}
+	}
+}
+
+// byTime orders the snapshots newest first, ties by synthesis UUID.
+func (r *reader) byTime() []string {
+	out := slices.Clone(r.order)
+	slices.SortFunc(out, func(a, b string) int {
+		return cmp.Or(r.groups[b][0].Meta.SynthesisTime.Compare(r.groups[a][0].Meta.SynthesisTime), strings.Compare(a, b))
+	})
+	return out
+}
+
+// history assembles what an all-findings read found.
+func (r *reader) history() History {
+	h := History{Findings: r.findings, OwnCandidates: r.own, verdict: r.verdict}
+	_, verdictErr := h.Verdict()
+	for _, uuid := range r.byTime() {
+		rd := r.readings[uuid]
+		g := slices.Clone(r.groups[uuid])
+		slices.SortFunc(g, func(a, b StoredChunk) int {
+			return cmp.Or(a.Index-b.Index, strings.Compare(a.Secret.Name, b.Secret.Name))
+		})
+		rd.Chunks = g
+		for _, f := range r.findings {
+			if f.Snapshot == uuid {
+				rd.Findings = append(rd.Findings, f)
+			}
+		}
+		rd.Role = r.role(uuid, verdictErr == nil)
+		if rd.Candidate {
+			h.Candidates = append(h.Candidates, uuid)
+		}
+		h.Snapshots = append(h.Snapshots, *rd)
+	}
+	return h
+}
+
+// role is what step 3 made of the snapshot; selects says the verdict is a selection.
+func (r *reader) role(uuid string, selects bool) SnapshotRole {
+	meta := r.groups[uuid][0].Meta
+	switch {
+	case !slices.Contains(r.candidates, uuid):
+		return RoleNotCandidate
+	case r.verdict.same != nil && r.verdict.same.SynthesisUUID == uuid:
+		return RoleSameIncarnation
+	case selects && uuid == r.selected:
+		return RoleSelected
+	case r.newest != "" && meta.SynthesisTime.Equal(r.groups[r.newest][0].Meta.SynthesisTime):
+		if r.tied {
+			return RoleNewestTied
+		}
+		return RoleNewest
+	}
+	return RoleOlder
+}
+
+// metaDiff names the fields on which two chunks of one snapshot disagree, with both values.
+func metaDiff(a, b SnapshotMeta) string {
+	var out []string
+	add := func(differs bool, field string, x, y any) {
+		if differs {
+			out = append(out, fmt.Sprintf("%s (%v vs %v)", field, x, y))
+		}
+	}
+	add(a.CompositionNamespace != b.CompositionNamespace || a.CompositionName != b.CompositionName, "composition",
+		a.CompositionNamespace+"/"+a.CompositionName, b.CompositionNamespace+"/"+b.CompositionName)
+	add(a.CompositionUID != b.CompositionUID, "composition UID", a.CompositionUID, b.CompositionUID)
+	add(!a.SynthesisTime.Equal(b.SynthesisTime), "timestamp", a.SynthesisTime.Format(time.RFC3339), b.SynthesisTime.Format(time.RFC3339))
+	add(a.ChunkCount != b.ChunkCount, "chunk count", a.ChunkCount, b.ChunkCount)
+	add(a.Digest != b.Digest, "digest", a.Digest, b.Digest)
+	add(a.Lineage != b.Lineage, "lineage", a.Lineage, b.Lineage)
+	return strings.Join(out, ", ")
+}
