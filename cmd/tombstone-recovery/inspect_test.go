@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
+	"github.com/Azure/eno-tombstone-recovery/app"
 	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 )
@@ -60,10 +61,10 @@ func inspectOK(t *testing.T, args ...string) string {
 	return out.String()
 }
 
-func inspectJSON(t *testing.T, args ...string) inspectReport {
+func inspectJSON(t *testing.T, args ...string) app.InspectReport {
 	t.Helper()
 	raw := inspectOK(t, append(args, "-o", "json")...)
-	var r inspectReport
+	var r app.InspectReport
 	dec := json.NewDecoder(strings.NewReader(raw))
 	dec.DisallowUnknownFields()
 	require.NoError(t, dec.Decode(&r), raw)
@@ -353,7 +354,7 @@ func TestInspectLineageWithAForeignSecret(t *testing.T) {
 	assert.Equal(t, "Malformed", r.Verdict.Reason)
 	assert.Equal(t, impostor, r.Verdict.Secret)
 	require.Len(t, r.RejectedSecrets, 1)
-	assert.Equal(t, rejectedSecret{Secret: impostor, Bytes: 7, Reason: "Malformed",
+	assert.Equal(t, app.RejectedSecret{Secret: impostor, Bytes: 7, Reason: "Malformed",
 		Detail: "not managed by eno-tombstone-recovery or not of type eno.azure.io/inventory-snapshot; refusing to trust or touch it"}, r.RejectedSecrets[0])
 }
 
@@ -394,6 +395,74 @@ func TestInspectCompositionWithALineageOverride(t *testing.T) {
 	r.assertUntouched(t, c)
 }
 
+// Two live Compositions share a lineage override and west was recreated: its own predecessor
+// is the candidate, not east's newer snapshot, and an orphan already gone downstream is
+// dropped, not tombstoned (SPEC §5 step 3, §6.3). east reads its own incarnation's snapshot.
+func TestInspectShowsTheCandidatesAndTheDroppedTombstones(t *testing.T) {
+	c := testEnv.AdminClients(t)
+	ctx := testCtx(t)
+	admin := kubeconfigOf(t, "")
+	ns, lineage := c.NewNamespace(t, "inspect"), uniqueLineage("insp-siblings")
+	l, _ := domain.NewLineage(lineage)
+	shared := map[string]string{domain.AnnotationOptIn: domain.OptInValue, domain.AnnotationLineageOverride: lineage}
+	const westOld, westNow, eastNow = "aaaaaaaa-0000-4000-8000-0000000000a1", "aaaaaaaa-0000-4000-8000-0000000000a2", "eeeeeeee-0000-4000-8000-0000000000e1"
+	synthesize := func(name, uuid string, entries []domain.Entry) string {
+		slice := domain.ResourceSlice{Namespace: ns, Name: name + "-" + uuid[:8], SynthesisUUID: uuid}
+		for _, e := range entries {
+			slice.Resources = append(slice.Resources, domain.SliceResource{Manifest: manifestOf(t, e)})
+		}
+		_, err := kubetest.CreateSlice(ctx, c.Dynamic, slice)
+		require.NoError(t, err)
+		created, err := kubetest.CreateComposition(ctx, c.Dynamic, domain.Composition{Namespace: ns, Name: name, Annotations: shared,
+			Synthesis: &domain.Synthesis{UUID: uuid, Synthesized: time.Now().Add(-time.Minute), Ready: true, Slices: []string{slice.Name}}})
+		require.NoError(t, err)
+		return string(created.GetUID())
+	}
+	eastEntries := []domain.Entry{{Version: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "east-settings"}}
+	eastUID := synthesize("east", eastNow, eastEntries)
+	gone := domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "web-gone"}
+	deployOrphans(t, c)
+	base := time.Now().UTC().Truncate(time.Second)
+	storeSnapshot(t, c, domain.SnapshotMeta{Lineage: l, CompositionNamespace: ns, CompositionName: "west", CompositionUID: "0ld0ld00-0000-4000-8000-000000000000",
+		SynthesisUUID: westOld, SynthesisTime: base.Add(-time.Hour)}, append(append(webEntries(), orphans()...), gone), domain.DefaultMaxChunkBytes)
+	storeSnapshot(t, c, domain.SnapshotMeta{Lineage: l, CompositionNamespace: ns, CompositionName: "east", CompositionUID: eastUID,
+		SynthesisUUID: eastNow, SynthesisTime: base.Add(-30 * time.Minute)}, eastEntries, domain.DefaultMaxChunkBytes)
+	synthesize("west", westNow, webEntries())
+
+	out := inspectOK(t, "--composition", ns+"/west", "--kubeconfig", admin)
+	t.Log("\n" + out)
+	hasLine(t, out, `^`+eastNow+`\s.*\s`+ns+`/east\s.*\sok\s+complete, not-candidate$`)
+	hasLine(t, out, `^`+westOld+`\s.*\s`+ns+`/west\s.*\sok\s+complete, selected$`)
+	hasLine(t, out, `^VERDICT \(§5\): snapshot `+westOld+` selected: .*, 6 entries,`)
+	hasLine(t, out, `^\s+candidates \(§5\)\s+1 recorded for `+ns+`/west: `+westOld+`$`)
+	hasLine(t, out, `^\s+decision\s+Recovered$`)
+	hasLine(t, out, `^\s+message\s+2 of 6 resources .*; dropped 1: 1 NotFound \(first ConfigMap/team-a/web-gone\)$`)
+	hasLine(t, out, `^TOMBSTONES \(2\)$`)
+	hasLine(t, out, `^DROPPED AFTER READING THE OBJECTS DOWNSTREAM \(§6.3\) \(1\)$`)
+	hasLine(t, out, `^KIND\s+API VERSION\s+NAMESPACE\s+NAME\s+REASON$`)
+	hasLine(t, out, `^ConfigMap\s+v1\s+team-a\s+web-gone\s+NotFound$`)
+
+	r := inspectJSON(t, "--composition", ns+"/west", "--kubeconfig", admin)
+	require.NotNil(t, r.DryRun)
+	assert.Equal(t, &app.CandidatesReport{Own: true, SynthesisUUIDs: []string{westOld}}, r.DryRun.Candidates)
+	assert.Equal(t, []app.DroppedReport{{TombstoneReport: app.TombstoneReport{Version: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "web-gone",
+		Manifest: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"web-gone","namespace":"team-a"}}`}, Reason: "NotFound"}}, r.DryRun.Dropped)
+	require.Len(t, r.DryRun.Tombstones, 2)
+
+	out = inspectOK(t, "--composition", ns+"/east", "--kubeconfig", admin)
+	t.Log("\n" + out)
+	hasLine(t, out, `^`+eastNow+`\s.*\sok\s+complete, same-incarnation$`)
+	hasLine(t, out, `^`+westOld+`\s.*\sok\s+complete, not-candidate$`)
+	hasLine(t, out, `^VERDICT \(§5\): NothingToRecover \(SameIncarnation\): snapshot `+eastNow+` carries this composition's UID`)
+	hasLine(t, out, `^\s+decision\s+NothingToRecover \(SameIncarnation\)$`)
+	assert.NotContains(t, out, "DROPPED")
+
+	// The lineage read by no Composition: every snapshot is a candidate, and east's is the newest.
+	out = inspectOK(t, "--lineage", lineage, "--remote-kubeconfig", admin)
+	hasLine(t, out, `^`+eastNow+`\s.*\sok\s+complete, selected$`)
+	hasLine(t, out, `^`+westOld+`\s.*\sok\s+complete, older$`)
+}
+
 func TestInspectJSONIsAStableDocument(t *testing.T) {
 	c := testEnv.AdminClients(t)
 	r := recreatedComposition(t, c, uniqueLineage("insp-json"))
@@ -414,14 +483,14 @@ func TestInspectJSONIsAStableDocument(t *testing.T) {
 	rep := inspectJSON(t, "--composition", r.ns+"/web", "--kubeconfig", admin)
 	assert.Equal(t, r.lineage, rep.Lineage)
 	require.NotNil(t, rep.Composition)
-	assert.Equal(t, compositionReport{Namespace: r.ns, Name: "web", UID: r.compUID, SynthesisUUID: r.nowUUID, LineageSource: "override"}, *rep.Composition)
+	assert.Equal(t, app.CompositionReport{Namespace: r.ns, Name: "web", UID: r.compUID, SynthesisUUID: r.nowUUID, LineageSource: "override"}, *rep.Composition)
 	require.Len(t, rep.Snapshots, 1)
 	s := rep.Snapshots[0]
 	assert.Equal(t, "selected", s.Role)
-	assert.Equal(t, checkOK, s.Digest.Check)
+	assert.Equal(t, domain.DigestOK.String(), s.Digest.Check)
 	assert.Equal(t, s.Digest.Claimed, s.Digest.Computed)
 	assert.Equal(t, 5, s.Entries)
-	assert.Equal(t, []chunkReport{{Secret: "web-" + r.lineage + "-0", Index: 0, Bytes: s.TotalBytes}}, s.Chunks)
+	assert.Equal(t, []app.ChunkReport{{Secret: "web-" + r.lineage + "-0", Index: 0, Bytes: s.TotalBytes}}, s.Chunks)
 	require.NotNil(t, rep.DryRun)
 	require.NotNil(t, rep.DryRun.Decision)
 	assert.True(t, rep.DryRun.WouldRun)
@@ -429,7 +498,7 @@ func TestInspectJSONIsAStableDocument(t *testing.T) {
 	assert.Equal(t, 2, rep.DryRun.Decision.Tombstones)
 	assert.Equal(t, r.sourceUUID, rep.DryRun.Decision.SourceSynthesisUUID)
 	require.Len(t, rep.DryRun.Tombstones, 2)
-	assert.Equal(t, tombstoneReport{Version: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "web-feature-flags",
+	assert.Equal(t, app.TombstoneReport{Version: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "web-feature-flags",
 		Manifest: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"web-feature-flags","namespace":"team-a","labels":{"app":"web"}}}`},
 		rep.DryRun.Tombstones[0])
 	assert.Equal(t, "CronJob", rep.DryRun.Tombstones[1].Kind)

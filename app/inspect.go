@@ -1,0 +1,405 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/ports"
+)
+
+// InspectDeps are the ports inspect reads through; none of them can write. Compositions and
+// Slices are the control plane: without them there is no Composition to read and no dry run.
+type InspectDeps struct {
+	Secrets      ports.SnapshotLister
+	Downstream   ports.DownstreamReader
+	Compositions ports.CompositionGuard
+	Slices       ports.SliceReader
+}
+
+// Inspector is the inspect use case (SPEC §9): a lineage's history as SPEC §5 reads it, with
+// every finding, and, given the control plane, what recovery would decide now. It is read-only
+// by construction: it holds only readers, and its dry run runs Service.Plan over stand-ins
+// whose writes refuse.
+type Inspector struct {
+	cfg  Config
+	deps InspectDeps
+}
+
+// InspectTarget is what to inspect: a Composition (its lineage, its candidates and its dry
+// run), or a lineage.
+type InspectTarget struct {
+	Composition *domain.CompositionRef
+	Lineage     domain.Lineage
+}
+
+// NewInspector validates the configuration and the readers. Its Enabled and Scope are not
+// used: the dry run judges only the Composition's own state.
+func NewInspector(cfg Config, deps InspectDeps) (*Inspector, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("app: %w", err)
+	}
+	switch {
+	case deps.Secrets == nil:
+		return nil, errors.New("app: inspect needs a Secrets reader")
+	case deps.Downstream == nil:
+		return nil, errors.New("app: inspect needs a Downstream reader")
+	case (deps.Compositions == nil) != (deps.Slices == nil):
+		return nil, errors.New("app: inspect reads the control plane through both Compositions and Slices, or neither")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Inspector{cfg: cfg, deps: deps}, nil
+}
+
+// Inspect reads everything and builds the report. It fails only when it cannot read; what it
+// reads, however broken, is reported. A Composition that does not exist wraps ErrNotFound.
+func (in *Inspector) Inspect(ctx context.Context, target InspectTarget) (*InspectReport, error) {
+	now := in.cfg.Now().UTC()
+	report := &InspectReport{
+		InventoryNamespace: in.cfg.InventoryNamespace,
+		InspectedAt:        now.Truncate(time.Second),
+		Limits:             InspectLimits{MaxChunkBytes: in.cfg.MaxChunkBytes, MaxChunks: in.cfg.MaxChunks, MaxTombstoneFraction: in.cfg.MaxTombstoneFraction},
+		Snapshots:          []SnapshotReport{},
+		RejectedSecrets:    []RejectedSecret{},
+	}
+	lineage := target.Lineage
+	var comp *domain.Composition
+	if ref := target.Composition; ref != nil {
+		if in.deps.Compositions == nil {
+			return nil, fmt.Errorf("reading composition %s needs the control plane", ref)
+		}
+		c, err := in.deps.Compositions.LiveComposition(ctx, *ref)
+		if err != nil {
+			return nil, fmt.Errorf("reading composition %s: %w", ref, err)
+		}
+		if lineage, err = domain.LineageOf(c); err != nil {
+			return nil, fmt.Errorf("composition %s: %w; recording and recovery skip it", ref, err)
+		}
+		comp = &c
+		report.Composition = compositionReportOf(c)
+	}
+	report.Lineage = lineage.String()
+	secrets, err := in.deps.Secrets.ListChunks(ctx, lineage)
+	if err != nil {
+		return nil, err
+	}
+	h := domain.ReadHistory(secrets, now, in.cfg.MaxChunks)
+	if comp != nil {
+		h = domain.ReadHistoryFor(*comp, secrets, now, in.cfg.MaxChunks)
+	}
+	report.addHistory(h, secrets, in.cfg.MaxChunkBytes)
+
+	if in.deps.Compositions == nil {
+		return report, nil
+	}
+	if comp == nil {
+		c, why, err := in.lineageComposition(ctx, lineage, h)
+		if err != nil {
+			return nil, err
+		}
+		if c == nil {
+			report.DryRun = &DryRunReport{Unavailable: why, Tombstones: []TombstoneReport{}, HeldForReview: []TombstoneReport{}, Dropped: []DroppedReport{}}
+			return report, nil
+		}
+		comp = c
+	}
+	if report.DryRun, err = in.dryRun(ctx, *comp, secrets, now); err != nil {
+		return nil, err
+	}
+	return report, nil
+}
+
+// lineageComposition picks, for a lineage, the Composition the newest snapshot names, if it
+// still exists and still resolves to the lineage. It says why not otherwise.
+func (in *Inspector) lineageComposition(ctx context.Context, lineage domain.Lineage, h domain.History) (*domain.Composition, string, error) {
+	var refs []domain.CompositionRef
+	for _, s := range h.Snapshots {
+		ref := domain.CompositionRef{Namespace: s.Meta.CompositionNamespace, Name: s.Meta.CompositionName}
+		if !slices.Contains(refs, ref) {
+			refs = append(refs, ref)
+		}
+	}
+	if len(refs) == 0 {
+		return nil, "no snapshot names a Composition; pass --composition NAMESPACE/NAME for a dry run", nil
+	}
+	var why []string
+	for _, ref := range refs {
+		c, err := in.deps.Compositions.LiveComposition(ctx, ref)
+		if errors.Is(err, ports.ErrNotFound) {
+			why = append(why, ref.String()+" does not exist")
+			continue
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		l, err := domain.LineageOf(c)
+		switch {
+		case err != nil:
+			why = append(why, fmt.Sprintf("%s has an invalid lineage override", ref))
+		case l != lineage:
+			why = append(why, fmt.Sprintf("%s now has lineage %s", ref, l))
+		default:
+			return &c, "", nil
+		}
+	}
+	return nil, fmt.Sprintf("no Composition named by the snapshots has lineage %s (%s); pass --composition NAMESPACE/NAME for a dry run",
+		lineage, strings.Join(why, "; ")), nil
+}
+
+// dryRun computes what recovery would decide now through Service.Plan, fed the Secrets
+// already listed (so it judges what the report shows) and stand-ins that refuse every write.
+func (in *Inspector) dryRun(ctx context.Context, comp domain.Composition, secrets []domain.ChunkSecret, now time.Time) (*DryRunReport, error) {
+	cfg := in.cfg
+	cfg.Enabled, cfg.Scope = true, domain.Scope{Selector: domain.Everything}
+	cfg.Now = func() time.Time { return now }
+	lineage, err := domain.LineageOf(comp)
+	if err != nil {
+		return nil, err
+	}
+	svc, err := New(cfg, Deps{
+		Compositions: liveCompositions{in.deps.Compositions}, Guard: in.deps.Compositions, Slices: in.deps.Slices,
+		Store: listedSecrets{lineage: lineage, secrets: secrets}, Downstream: in.deps.Downstream,
+		Sink: refusedWrites{}, Decisions: refusedWrites{},
+	})
+	if err != nil {
+		return nil, err
+	}
+	h := domain.ReadHistoryFor(comp, secrets, now, cfg.MaxChunks)
+	r := &DryRunReport{
+		Composition:    comp.Ref().String(),
+		CompositionUID: comp.UID,
+		SynthesisUUID:  comp.SynthesisUUID(),
+		WouldRun:       true,
+		Tombstones:     []TombstoneReport{},
+		HeldForReview:  []TombstoneReport{},
+		Candidates:     &CandidatesReport{Own: h.OwnCandidates, SynthesisUUIDs: append([]string{}, h.Candidates...)},
+		Dropped:        []DroppedReport{},
+	}
+	// The controller's scope is unknown here: only the Composition's own state counts.
+	if ie, ok := isIneligible(svc.policy.CheckRecovery(comp)); ok {
+		r.WouldRun, r.NotRunReason, r.NotRunDetail = false, ie.Reason.String(), ie.Detail
+	}
+	if d, ok := comp.Decision(); ok {
+		r.RecordedDecision = &d
+	}
+	if comp.SynthesisUUID() == "" {
+		r.Unavailable = "the composition has no current synthesis yet"
+		return r, nil
+	}
+	plan, err := svc.Plan(ctx, comp)
+	if err != nil {
+		r.Unavailable = "recovery would stop before deciding: " + err.Error()
+		return r, nil
+	}
+	r.Decision = &plan.Decision
+	r.Tombstones = tombstoneReports(plan.Tombstones)
+	r.HeldForReview = tombstoneReports(plan.Held)
+	for _, d := range plan.Dropped {
+		r.Dropped = append(r.Dropped, DroppedReport{TombstoneReport: tombstoneReportOf(d.Tombstone), Reason: d.Reason.String(), Detail: d.Detail})
+	}
+	return r, nil
+}
+
+// addHistory fills the snapshots, the rejected Secrets and the verdict from h.
+func (r *InspectReport) addHistory(h domain.History, secrets []domain.ChunkSecret, maxChunkBytes int) {
+	for _, s := range h.Snapshots {
+		r.Snapshots = append(r.Snapshots, snapshotReportOf(s, maxChunkBytes))
+	}
+	sizes := make(map[string]int, len(secrets))
+	for _, s := range secrets {
+		sizes[s.Name] = s.DataSize()
+	}
+	for _, f := range h.Rejected() {
+		r.RejectedSecrets = append(r.RejectedSecrets, RejectedSecret{Secret: f.Secret, Bytes: sizes[f.Secret], Reason: f.Reason.String(), Detail: f.Detail})
+	}
+	r.Verdict = verdictReportOf(h.Verdict())
+}
+
+func snapshotReportOf(s domain.SnapshotReading, maxChunkBytes int) SnapshotReport {
+	m := s.Meta
+	r := SnapshotReport{
+		SynthesisUUID:        m.SynthesisUUID,
+		SynthesisTimestamp:   m.SynthesisTime,
+		CompositionNamespace: m.CompositionNamespace,
+		CompositionName:      m.CompositionName,
+		CompositionUID:       m.CompositionUID,
+		ChunksExpected:       m.ChunkCount,
+		ChunksPresent:        s.Present,
+		Complete:             s.Complete,
+		MixedMetadata:        s.MixedMetadata,
+		Digest:               DigestReport{Claimed: m.Digest, Check: s.Digest.String(), Computed: s.Computed},
+		Entries:              s.Entries,
+		Role:                 s.Role.String(),
+		Problems:             []string{},
+		Chunks:               make([]ChunkReport, 0, len(s.Chunks)),
+	}
+	largest := ""
+	for _, c := range s.Chunks {
+		size := c.Secret.DataSize()
+		r.Chunks = append(r.Chunks, ChunkReport{Secret: c.Secret.Name, Index: c.Index, Bytes: size})
+		r.TotalBytes += size
+		if size > r.LargestChunkBytes || largest == "" {
+			r.LargestChunkBytes, largest = size, c.Secret.Name
+		}
+	}
+	oversize := r.LargestChunkBytes > maxChunkBytes
+	for _, f := range s.Findings {
+		if f.Step == 5 && oversize {
+			r.Problems, oversize = append(r.Problems, oversizeProblem(largest, r.LargestChunkBytes, maxChunkBytes)), false
+		}
+		r.Problems = append(r.Problems, findingText(f))
+	}
+	if oversize {
+		r.Problems = append(r.Problems, oversizeProblem(largest, r.LargestChunkBytes, maxChunkBytes))
+	}
+	return r
+}
+
+// oversizeProblem is no §5 finding: chunks over the configured size still read, but recording
+// would not write them so today.
+func oversizeProblem(secret string, size, limit int) string {
+	return fmt.Sprintf("secret %s holds %d bytes, over --max-chunk-bytes %d", secret, size, limit)
+}
+
+// findingText words a finding about one snapshot.
+func findingText(f domain.Finding) string {
+	switch {
+	case len(f.Missing) > 0:
+		idx := make([]string, 0, len(f.Missing)+1)
+		for _, i := range f.Missing {
+			idx = append(idx, strconv.Itoa(i))
+		}
+		if more := f.MissingCount - len(f.Missing); more > 0 {
+			idx = append(idx, fmt.Sprintf("and %d more", more))
+		}
+		return "missing chunk index " + strings.Join(idx, ", ")
+	case f.Secret != "":
+		return "secret " + f.Secret + ": " + f.Detail
+	}
+	return f.Detail
+}
+
+func verdictReportOf(snap domain.Snapshot, err error) VerdictReport {
+	var inv *domain.InventoryInvalidError
+	m := snap.Meta()
+	ts := m.SynthesisTime
+	switch {
+	case err == nil:
+		return VerdictReport{Outcome: VerdictSelected, SynthesisUUID: m.SynthesisUUID, SynthesisTimestamp: &ts,
+			CompositionUID: m.CompositionUID, Entries: snap.Inventory().Len(), Digest: m.Digest}
+	case errors.Is(err, domain.ErrNoInventory):
+		return VerdictReport{Outcome: domain.OutcomeNoInventory.String(), Detail: err.Error()}
+	case errors.Is(err, domain.ErrSameIncarnation):
+		return VerdictReport{Outcome: domain.OutcomeNothingToRecover.String(), Reason: domain.ReasonSameIncarnation,
+			Detail:        fmt.Sprintf("snapshot %s carries this composition's UID; Eno's own synthesis diff owns cleanup", m.SynthesisUUID),
+			SynthesisUUID: m.SynthesisUUID, SynthesisTimestamp: &ts, CompositionUID: m.CompositionUID}
+	case errors.As(err, &inv):
+		return VerdictReport{Outcome: domain.OutcomeInventoryInvalid.String(), Reason: inv.Reason.String(), Secret: inv.Secret, Detail: inv.Detail}
+	}
+	// §5 returns nothing else; say so rather than guess.
+	return VerdictReport{Outcome: domain.OutcomeInventoryInvalid.String(), Detail: err.Error()}
+}
+
+func compositionReportOf(c domain.Composition) *CompositionReport {
+	source := "default"
+	if _, ok := c.Annotations[domain.AnnotationLineageOverride]; ok {
+		source = "override"
+	}
+	return &CompositionReport{Namespace: c.Namespace, Name: c.Name, UID: c.UID, SynthesisUUID: c.SynthesisUUID(), LineageSource: source}
+}
+
+func tombstoneReportOf(t domain.Tombstone) TombstoneReport {
+	e := t.Entry
+	return TombstoneReport{Group: e.Group, Version: e.Version, Kind: e.Kind, Namespace: e.Namespace, Name: e.Name, Manifest: t.Manifest()}
+}
+
+func tombstoneReports(ts []domain.Tombstone) []TombstoneReport {
+	out := make([]TombstoneReport, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, tombstoneReportOf(t))
+	}
+	return out
+}
+
+// errInspectWrites is what inspect's stand-ins return if anything ever tried to write.
+var errInspectWrites = errors.New("inspect never writes")
+
+var (
+	_ ports.CompositionReader = liveCompositions{}
+	_ ports.SnapshotStore     = listedSecrets{}
+	_ ports.TombstoneSink     = refusedWrites{}
+	_ ports.DecisionWriter    = refusedWrites{}
+)
+
+// liveCompositions serves every read of a Composition live.
+type liveCompositions struct{ guard ports.CompositionGuard }
+
+func (l liveCompositions) GetComposition(ctx context.Context, ref domain.CompositionRef) (domain.Composition, error) {
+	return l.guard.LiveComposition(ctx, ref)
+}
+
+// listedSecrets serves the Secrets inspect already listed; it refuses writes.
+type listedSecrets struct {
+	lineage domain.Lineage
+	secrets []domain.ChunkSecret
+}
+
+func (s listedSecrets) ListChunks(_ context.Context, l domain.Lineage) ([]domain.ChunkSecret, error) {
+	if l != s.lineage {
+		return nil, fmt.Errorf("inspect listed lineage %s, not %s", s.lineage, l)
+	}
+	return slices.Clone(s.secrets), nil
+}
+
+func (s listedSecrets) ListCachedChunks(ctx context.Context, l domain.Lineage) ([]domain.ChunkSecret, error) {
+	return s.ListChunks(ctx, l)
+}
+
+// GetChunk serves a Secret inspect already listed. Recording reads a name only after a create
+// (which inspect refuses), so the dry run never asks for one it has not listed.
+func (s listedSecrets) GetChunk(_ context.Context, name string) (domain.ChunkSecret, error) {
+	for _, c := range s.secrets {
+		if c.Name == name {
+			return c.Clone(), nil
+		}
+	}
+	return domain.ChunkSecret{}, fmt.Errorf("inspect listed no secret %s of lineage %s: %w", name, s.lineage, ports.ErrNotFound)
+}
+
+func (listedSecrets) CreateChunk(context.Context, domain.ChunkSecret) (domain.ChunkSecret, error) {
+	return domain.ChunkSecret{}, errInspectWrites
+}
+
+func (listedSecrets) UpdateChunk(context.Context, domain.ChunkSecret) (domain.ChunkSecret, error) {
+	return domain.ChunkSecret{}, errInspectWrites
+}
+
+// refusedWrites stands in for the tombstone sink and the decision writer.
+type refusedWrites struct{}
+
+func (refusedWrites) PublishTombstones(context.Context, domain.Composition, domain.Handoff) (string, error) {
+	return "", errInspectWrites
+}
+
+func (refusedWrites) CommitTombstones(context.Context, domain.Composition, string) error {
+	return errInspectWrites
+}
+
+func (refusedWrites) EnsureTombstones(context.Context, domain.Composition, string, domain.Handoff) error {
+	return errInspectWrites
+}
+
+func (refusedWrites) RequestResynthesis(context.Context, domain.Composition) error {
+	return errInspectWrites
+}
+
+func (refusedWrites) WriteDecision(context.Context, domain.Composition, domain.Decision) error {
+	return errInspectWrites
+}
