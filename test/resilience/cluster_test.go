@@ -43,25 +43,124 @@ var (
 	sliceGVR       = kubetest.ResourceSliceResource
 )
 
-// resource is one ConfigMap a synthesis produces downstream, or, when Deleted, a tombstone of
-// one that Eno carries (SPEC §6.2).
+// resource is one object a synthesis produces downstream (a ConfigMap unless Kind names another
+// of downstreamKinds), or, when Deleted, a tombstone of one that Eno carries (SPEC §6.2).
 type resource struct {
 	Name    string
+	Kind    string
 	Labels  map[string]string
 	Deleted bool
 }
 
-func (r resource) id() string {
-	return domain.ResourceID{Kind: "ConfigMap", Namespace: workloadNamespace, Name: r.Name}.String()
+// downstreamKind is a kind with a minimal object of it that the API server accepts.
+type downstreamKind struct {
+	apiVersion string
+	namespaced bool
+	// fields are the object's top-level fields besides apiVersion, kind and metadata.
+	fields func(name string) map[string]any
 }
 
-// manifest is the Eno manifest of r. Its data never enters an inventory.
+func podTemplate(name, restartPolicy string) map[string]any {
+	spec := map[string]any{"containers": []any{map[string]any{"name": "app", "image": "registry.example/app:1"}}}
+	if restartPolicy != "" {
+		spec["restartPolicy"] = restartPolicy
+	}
+	return map[string]any{"metadata": map[string]any{"labels": map[string]any{"app.kubernetes.io/name": name}}, "spec": spec}
+}
+
+func workload(name string) map[string]any {
+	return map[string]any{"spec": map[string]any{
+		"selector": map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/name": name}},
+		"template": podTemplate(name, ""),
+	}}
+}
+
+// downstreamKinds are the kinds deploy/downstream-rbac.yaml lets the controller read downstream
+// (SPEC §6.3), each with an object the API server accepts. The security lifecycle tombstones one
+// of each, so that every grant is used.
+var downstreamKinds = map[string]downstreamKind{
+	"ConfigMap": {"v1", true, func(string) map[string]any { return map[string]any{"data": map[string]string{"key": "value"}} }},
+	"Service": {"v1", true, func(string) map[string]any {
+		return map[string]any{"spec": map[string]any{"ports": []any{map[string]any{"port": 80}}}}
+	}},
+	"ServiceAccount": {"v1", true, func(string) map[string]any { return nil }},
+	"Deployment":     {"apps/v1", true, workload},
+	"StatefulSet": {"apps/v1", true, func(name string) map[string]any {
+		w := workload(name)
+		w["spec"].(map[string]any)["serviceName"] = name
+		return w
+	}},
+	"DaemonSet": {"apps/v1", true, workload},
+	"Job": {"batch/v1", true, func(name string) map[string]any {
+		return map[string]any{"spec": map[string]any{"template": podTemplate(name, "Never")}}
+	}},
+	"CronJob": {"batch/v1", true, func(name string) map[string]any {
+		return map[string]any{"spec": map[string]any{"schedule": "0 3 * * *",
+			"jobTemplate": map[string]any{"spec": map[string]any{"template": podTemplate(name, "Never")}}}}
+	}},
+	"Ingress": {"networking.k8s.io/v1", true, func(name string) map[string]any {
+		return map[string]any{"spec": map[string]any{"defaultBackend": map[string]any{
+			"service": map[string]any{"name": name, "port": map[string]any{"number": 80}}}}}
+	}},
+	"PodDisruptionBudget": {"policy/v1", true, func(string) map[string]any {
+		return map[string]any{"spec": map[string]any{"maxUnavailable": 1}}
+	}},
+	"HorizontalPodAutoscaler": {"autoscaling/v2", true, func(name string) map[string]any {
+		return map[string]any{"spec": map[string]any{"maxReplicas": 2,
+			"scaleTargetRef": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": name}}}
+	}},
+	"Role": {"rbac.authorization.k8s.io/v1", true, func(string) map[string]any { return map[string]any{"rules": []any{}} }},
+	"RoleBinding": {"rbac.authorization.k8s.io/v1", true, func(name string) map[string]any {
+		return map[string]any{"roleRef": map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}}
+	}},
+	"ClusterRole": {"rbac.authorization.k8s.io/v1", false, func(string) map[string]any { return map[string]any{"rules": []any{}} }},
+	"ClusterRoleBinding": {"rbac.authorization.k8s.io/v1", false, func(name string) map[string]any {
+		return map[string]any{"roleRef": map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name}}
+	}},
+}
+
+func (r resource) kind() (string, downstreamKind) {
+	k := r.Kind
+	if k == "" {
+		k = "ConfigMap"
+	}
+	dk, ok := downstreamKinds[k]
+	if !ok {
+		panic("no downstream kind " + k)
+	}
+	return k, dk
+}
+
+// entry is r as an inventory records it.
+func (r resource) entry() domain.Entry {
+	kind, dk := r.kind()
+	e := domain.Entry{Version: dk.apiVersion, Kind: kind, Name: r.Name, Labels: r.Labels}
+	if g, v, ok := strings.Cut(dk.apiVersion, "/"); ok {
+		e.Group, e.Version = g, v
+	}
+	if dk.namespaced {
+		e.Namespace = workloadNamespace
+	}
+	return e
+}
+
+func (r resource) id() string { return r.entry().ID().String() }
+
+// manifest is the Eno manifest of r. Its data and spec never enter an inventory.
 func (r resource) manifest() string {
-	meta := map[string]any{"name": r.Name, "namespace": workloadNamespace}
+	kind, dk := r.kind()
+	meta := map[string]any{"name": r.Name}
+	if dk.namespaced {
+		meta["namespace"] = workloadNamespace
+	}
 	if len(r.Labels) > 0 {
 		meta["labels"] = r.Labels
 	}
-	b, _ := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": map[string]string{"key": "value"}})
+	obj := map[string]any{"apiVersion": dk.apiVersion, "kind": kind, "metadata": meta}
+	for k, v := range dk.fields(r.Name) {
+		obj[k] = v
+	}
+	b, _ := json.Marshal(obj)
 	return string(b)
 }
 
@@ -151,8 +250,20 @@ func (s *synthesis) nameSlices(comp string) [][]resource {
 // publishSlices creates the synthesis's ResourceSlices in ns for composition comp. Stock Eno
 // stamps spec.synthesisUUID with the synthesis current when its executor writes the slice: ""
 // on a first synthesis, the previous UUID after that (SPEC §2). These tests stamp "" always;
-// membership comes from status.currentSynthesis.resourceSlices alone.
+// membership comes from status.currentSynthesis.resourceSlices alone. The objects the synthesis
+// produces are applied downstream first (the test API server is also the downstream cluster),
+// as eno-reconciler would have applied them before the synthesis is Ready and its history is
+// written (SPEC §6.3 reads them). Nothing here deletes downstream: no Eno runs.
 func publishSlices(ctx context.Context, c kubetest.Clients, ns, comp string, s *synthesis) error {
+	var produced []string
+	for _, r := range s.Resources {
+		if !r.Deleted {
+			produced = append(produced, r.manifest())
+		}
+	}
+	if err := downstreamAdmin.ApplyDownstream(ctx, produced...); err != nil {
+		return err
+	}
 	for i, chunk := range s.nameSlices(comp) {
 		slice := domain.ResourceSlice{Namespace: ns, Name: s.slices[i]}
 		for _, r := range chunk {
@@ -373,7 +484,7 @@ func chunkCount(t *testing.T, rs []resource, maxBytes int) int {
 	t.Helper()
 	entries := make([]domain.Entry, len(rs))
 	for i, r := range rs {
-		entries[i] = domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: workloadNamespace, Name: r.Name, Labels: r.Labels}
+		entries[i] = r.entry()
 	}
 	inv, err := domain.NewInventory(entries)
 	require.NoError(t, err)

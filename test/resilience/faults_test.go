@@ -340,10 +340,15 @@ func faultCases(visits []visit) []faultCase {
 
 // TestAPIFaultsAtEveryCallSite injects faults into the requests of one reconcile through the
 // real adapters, one call site at a time, and checks that nothing partial is presented as
-// complete and that the next pass converges.
+// complete and that the next pass converges. Each pass starts a new Service, as a restarted
+// process would: the downstream reader caches discovery (SPEC §6.3), so only a first pass
+// visits it.
 func TestAPIFaultsAtEveryCallSite(t *testing.T) {
 	injector := &faultInjector{}
-	svc := newService(t, injectorConfig(injector), serviceOptions{maxChunkBytes: crashChunkBytes})
+	newSvc := func(t *testing.T) *app.Service {
+		return newService(t, injectorConfig(injector), serviceOptions{maxChunkBytes: crashChunkBytes})
+	}
+	svc := newSvc(t)
 
 	// The probe pass lists the call sites in order.
 	ctx := kubetest.Context(t, 2*time.Minute)
@@ -365,6 +370,8 @@ func TestAPIFaultsAtEveryCallSite(t *testing.T) {
 	t.Logf("a recovering reconcile and the recording one after Eno's next synthesis make %d requests at %d sites: %v", len(visits), len(sites), probeCount)
 	for _, want := range []string{
 		"get compositions.eno.azure.io", // the first read and the live guard before every write
+		"get nonresource:/apis",         // discovery, to map a tombstone's kind (SPEC §6.3)
+		"get configmaps",                // each tombstone's object, read downstream (SPEC §6.3)
 		"get resourceslices.eno.azure.io",
 		"list secrets (lineage)",
 		"get secrets",
@@ -383,6 +390,7 @@ func TestAPIFaultsAtEveryCallSite(t *testing.T) {
 		t.Run(fc.String(), func(t *testing.T) {
 			ctx := kubetest.Context(t, 2*time.Minute)
 			s := prepareFaultScenario(t, ctx)
+			svc := newSvc(t)
 			plan := fc.fault
 			injector.arm(&plan)
 			err := s.pass(ctx, svc)

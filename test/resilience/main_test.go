@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -54,6 +55,10 @@ func TestMain(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "FAIL: applying deploy/ RBAC: %v\n", err)
 			return 1
 		}
+		if err := startDownstream(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: preparing the downstream cluster: %v\n", err)
+			return 1
+		}
 		dir, err := os.MkdirTemp("", "resilience-bin-")
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
@@ -72,6 +77,28 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "resilience: built %s (race=%v) in %.1fs\n", controllerBinary, kubetest.RaceEnabled, time.Since(began).Seconds())
 		return m.Run()
 	})
+}
+
+// downstreamAdmin applies the objects of syntheses downstream, as eno-reconciler would.
+var downstreamAdmin kubetest.Clients
+
+// startDownstream builds downstreamAdmin and creates the namespace the synthesized objects name.
+func startDownstream(ctx context.Context) error {
+	cfg := env.AdminConfig()
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	downstreamAdmin = kubetest.Clients{Dynamic: dyn, Kube: kube}
+	_, err = kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: workloadNamespace}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", workloadNamespace, err)
+	}
+	return nil
 }
 
 // manifestResources maps the kinds deploy/ holds to their resources. A kind missing here fails

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -22,6 +24,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
@@ -175,7 +178,7 @@ func runLifecycle(t *testing.T) lifecycle {
 			l.chunks = append(l.chunks, ch.Data[domain.SecretDataKey])
 		}
 	}
-	decided := func(s *synthesis, want domain.Outcome) domain.Decision {
+	decidedOn := func(ref domain.CompositionRef, s *synthesis, want domain.Outcome) domain.Decision {
 		t.Helper()
 		var d domain.Decision
 		require.Eventually(t, func() bool {
@@ -189,6 +192,10 @@ func runLifecycle(t *testing.T) lifecycle {
 		}, eventually, poll, "a decision for synthesis %s", s.UUID)
 		require.Equal(t, want, d.Outcome, d.Message)
 		return d
+	}
+	decided := func(s *synthesis, want domain.Outcome) domain.Decision {
+		t.Helper()
+		return decidedOn(ref, s, want)
 	}
 
 	// A Composition outside the opt-in, which the controller must skip (a V(2) log line).
@@ -232,6 +239,32 @@ func runLifecycle(t *testing.T) lifecycle {
 	require.NoError(t, resynthesize(ctx, c, ns, "web", fourth))
 	decided(fourth, domain.OutcomeNothingToRecover)
 	capture(fourth)
+
+	// 3b. One object of every kind the downstream RBAC lets the controller read (SPEC §6.3), each
+	// orphaned by a recreation: each is read downstream, found older than the history, and
+	// tombstoned.
+	kindsRef := domain.CompositionRef{Namespace: ns, Name: "kinds"}
+	kept := resource{Name: "kept-" + l.marker, Labels: markerLabels(l.marker)}
+	every := []resource{kept}
+	for _, kind := range slices.Sorted(maps.Keys(downstreamKinds)) {
+		every = append(every, resource{Name: "kinds-" + l.marker, Kind: kind, Labels: markerLabels(l.marker)})
+	}
+	kindsFirst := newSynthesis(every)
+	_, err = createComposition(ctx, c, ns, kindsRef.Name, kindsFirst)
+	require.NoError(t, err)
+	decidedOn(kindsRef, kindsFirst, domain.OutcomeNoInventory)
+	require.Eventually(t, func() bool {
+		snap, err := readSnapshot(ctx, c, domain.DefaultLineage(ns, kindsRef.Name))
+		return err == nil && snap.SynthesisUUID() == kindsFirst.UUID
+	}, eventually, poll, "the snapshot of synthesis %s", kindsFirst.UUID)
+	kindsSecond := newSynthesis([]resource{kept})
+	_, err = recreateComposition(ctx, c, ns, kindsRef.Name, kindsSecond)
+	require.NoError(t, err)
+	d = decidedOn(kindsRef, kindsSecond, domain.OutcomeRecovered)
+	got, _, err = tombstoneSliceIDs(ctx, c, ns, d.TombstoneSlice)
+	require.NoError(t, err)
+	assert.Equal(t, minus(kindsFirst.ids(), kindsSecond.ids()), got, "one tombstone of every kind")
+	assert.Len(t, got, len(downstreamKinds))
 	ctrl.stop()
 
 	// 4. The hand-off (SPEC §6.2) on a Composition of its own: a recovery slice that an earlier
@@ -271,6 +304,11 @@ func runLifecycle(t *testing.T) lifecycle {
 	l.calls, l.logs = rec.all(), logs.String()
 	return l
 }
+
+var (
+	appsDeployments = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	coreSecrets     = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+)
 
 // elect acquires and releases a Lease in eno-system as the deploy/ ServiceAccount.
 func elect(t *testing.T, ctx context.Context, cfg *rest.Config, lease string) {
@@ -492,6 +530,14 @@ func TestSecurityOfAFullLifecycle(t *testing.T) {
 			}},
 			{"list ConfigMaps in kube-system", func() error {
 				_, err := sa.Kube.CoreV1().ConfigMaps(inventoryNamespace).List(ctx, metav1.ListOptions{})
+				return err
+			}},
+			{"list Deployments in every namespace (the downstream grant is get only)", func() error {
+				_, err := sa.Metadata.Resource(appsDeployments).List(ctx, metav1.ListOptions{})
+				return err
+			}},
+			{"get a Secret's metadata in the workload namespace (Secrets are not a kind of the downstream grant)", func() error {
+				_, err := sa.Metadata.Resource(coreSecrets).Namespace(workloadNamespace).Get(ctx, "anything", metav1.GetOptions{})
 				return err
 			}},
 			{"list ConfigMaps in every namespace", func() error {
