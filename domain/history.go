@@ -146,6 +146,7 @@ type verdict struct {
 	empty    bool
 	same     *SnapshotMeta
 	selected Snapshot
+	readFor  *string
 }
 
 func (v verdict) derive(findings []Finding) (Snapshot, error) {
@@ -158,9 +159,11 @@ func (v verdict) derive(findings []Finding) (Snapshot, error) {
 		}
 	}
 	if v.same != nil {
-		return Snapshot{meta: *v.same}, ErrSameIncarnation
+		return Snapshot{meta: *v.same, readFor: v.readFor}, ErrSameIncarnation
 	}
-	return v.selected, nil
+	s := v.selected
+	s.readFor = v.readFor
+	return s, nil
 }
 
 // reader applies §5 in its order. With all unset it stops at the first decisive finding,
@@ -191,6 +194,9 @@ func (r *reader) found(f Finding) bool {
 }
 
 func (r *reader) read(secrets []ChunkSecret) {
+	if r.self != nil {
+		r.verdict.readFor = &r.self.UID
+	}
 	if len(secrets) == 0 {
 		r.verdict.empty = true
 		return

@@ -162,9 +162,10 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	ts := snap.meta.SynthesisTime
 	d.SourceSynthesisUUID = snap.meta.SynthesisUUID
 	d.SourceSynthesisTimestamp = &ts
-	if snap.meta.CompositionUID == c.UID {
-		// ReadSnapshotFor stops before this; a lineage-wide read may not.
-		return sameIncarnation(d, snap.meta), nil
+	// SameIncarnation is §5 step 3's (ReadSnapshotFor), decided there only: a snapshot chosen
+	// from another reader's candidates, or from the whole lineage, is no input here.
+	if snap.readFor == nil || *snap.readFor != c.UID {
+		return RecoveryPlan{}, fmt.Errorf("composition %s: the snapshot was not read for this incarnation; recovery decides from ReadSnapshotFor's verdict", c.Ref())
 	}
 	if in.SourceAlive && NeedsSourceCheck(c, snap) {
 		d.Outcome, d.Reason = OutcomeInventoryInvalid, ReasonSharedLineage.String()

@@ -13,11 +13,18 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// snapshotOf reads back a snapshot of entries recorded by incarnation uid.
-func snapshotOf(t testing.TB, entries []domain.Entry, uid string) domain.Snapshot {
+// readFor is composition()'s §5 reading of a snapshot of entries recorded by incarnation uid of
+// team-a/web: what recovery decides from.
+func readFor(t testing.TB, entries []domain.Entry, uid string) (domain.Snapshot, error) {
 	t.Helper()
 	inv := mustInventory(t, entries)
-	snap, err := domain.ReadSnapshot(secretsFor(t, inv, meta(inv, uid, oldSynUUID, synTime.Add(-time.Hour)), 400), now, domain.DefaultMaxChunks)
+	return domain.ReadSnapshotFor(composition(), secretsFor(t, inv, meta(inv, uid, oldSynUUID, synTime.Add(-time.Hour)), 400), now, domain.DefaultMaxChunks)
+}
+
+// snapshotOf is readFor's snapshot of an earlier incarnation.
+func snapshotOf(t testing.TB, entries []domain.Entry, uid string) domain.Snapshot {
+	t.Helper()
+	snap, err := readFor(t, entries, uid)
 	require.NoError(t, err)
 	return snap
 }
@@ -97,13 +104,34 @@ func TestPlanRecoveryOtherErrors(t *testing.T) {
 }
 
 func TestPlanRecoverySameIncarnation(t *testing.T) {
-	snap := snapshotOf(t, goldenEntries(), compUID)
-	p := plan(t, composition(), snap, producing(t, 0), 1)
+	snap, err := readFor(t, goldenEntries(), compUID)
+	require.ErrorIs(t, err, domain.ErrSameIncarnation)
+	p := planObserved(t, domain.RecoveryInput{Composition: composition(), Snapshot: snap, SnapshotErr: err, Synthesis: producing(t, 0),
+		MaxTombstoneFraction: 1, Now: now})
 	assert.Equal(t, domain.OutcomeNothingToRecover, p.Decision.Outcome)
 	assert.Equal(t, domain.ReasonSameIncarnation, p.Decision.Reason)
 	assert.Empty(t, p.Tombstones)
 	assert.Zero(t, p.Decision.Tombstones)
 	assert.Equal(t, oldSynUUID, p.Decision.SourceSynthesisUUID)
+}
+
+// SameIncarnation is decided by §5 step 3 alone: recovery takes only the snapshot ReadSnapshotFor
+// chose for this incarnation, never one of the whole lineage or of another reader.
+func TestPlanRecoveryNeedsItsOwnReading(t *testing.T) {
+	inv := mustInventory(t, goldenEntries())
+	secrets := secretsFor(t, inv, meta(inv, compUID, oldSynUUID, synTime.Add(-time.Hour)), 400)
+	lineageWide, err := domain.ReadSnapshot(secrets, now, 0)
+	require.NoError(t, err)
+	other := composition()
+	other.UID = "uid-someone-else"
+	othersReading, err := domain.ReadSnapshotFor(other, secrets, now, 0)
+	require.NoError(t, err)
+	for name, snap := range map[string]domain.Snapshot{"lineage-wide": lineageWide, "another incarnation's": othersReading} {
+		t.Run(name, func(t *testing.T) {
+			_, err := domain.PlanRecovery(domain.RecoveryInput{Composition: composition(), Snapshot: snap, Synthesis: producing(t, 0), MaxTombstoneFraction: 1, Now: now})
+			assert.ErrorContains(t, err, "the snapshot was not read for this incarnation")
+		})
+	}
 }
 
 func TestPlanRecoveryNoOrphans(t *testing.T) {
@@ -382,7 +410,8 @@ func TestPlanRecoveryAlreadyDecided(t *testing.T) {
 	t.Run("SameIncarnation comes first and carries recoveredFrom", func(t *testing.T) {
 		c := composition()
 		prior(domain.OutcomeRecovered, "", "an-older-source")(&c)
-		p := plan(t, c, snapshotOf(t, entriesN(4), c.UID), producing(t, 0), 1)
+		snap, err := readFor(t, entriesN(4), c.UID)
+		p := planObserved(t, domain.RecoveryInput{Composition: c, Snapshot: snap, SnapshotErr: err, Synthesis: producing(t, 0), MaxTombstoneFraction: 1, Now: now})
 		assert.Equal(t, domain.ReasonSameIncarnation, p.Decision.Reason)
 		assert.Equal(t, "an-older-source", p.Decision.RecoveredFrom)
 	})

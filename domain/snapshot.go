@@ -56,6 +56,9 @@ type Snapshot struct {
 	meta      SnapshotMeta
 	chunks    []ChunkSecret // ordered by index
 	inventory Inventory
+	// readFor is the UID of the Composition whose candidates it was chosen from
+	// (ReadSnapshotFor); nil for a lineage-wide read.
+	readFor *string
 }
 
 func (s Snapshot) Meta() SnapshotMeta     { return s.meta }
