@@ -273,15 +273,14 @@ func (s *Service) resume(ctx context.Context, comp domain.Composition, slice str
 // new synthesis, which carries the tombstones into Eno's own state. Once the annotation names
 // this synthesis both steps are done.
 func (s *Service) completeHandoff(ctx context.Context, comp domain.Composition, slice string, h domain.Handoff) error {
-	uuid := comp.SynthesisUUID()
-	if comp.Annotations[domain.AnnotationForceResynthesis] == uuid {
+	if comp.ResynthesisRequested() {
 		return nil
 	}
 	live, err := s.recheck(ctx, comp, s.policy.CheckHandoff)
 	if err != nil {
 		return fmt.Errorf("handing tombstones to Eno for %s: %w", comp.Ref(), err)
 	}
-	if live.Annotations[domain.AnnotationForceResynthesis] == uuid {
+	if live.ResynthesisRequested() {
 		return nil
 	}
 	if err := s.deps.Sink.EnsureTombstones(ctx, live, slice, h); err != nil {
@@ -305,7 +304,7 @@ func (s *Service) completeHandoff(ctx context.Context, comp domain.Composition, 
 // that stopped after the decision.
 func (s *Service) resumeHandoff(ctx context.Context, comp domain.Composition) error {
 	d, ok := comp.FinishedDecision()
-	if !ok || d.Outcome != domain.OutcomeRecovered || d.TombstoneSlice == "" || comp.Annotations[domain.AnnotationForceResynthesis] == d.SynthesisUUID {
+	if !ok || d.Outcome != domain.OutcomeRecovered || d.TombstoneSlice == "" || comp.ResynthesisRequested() {
 		return nil
 	}
 	if s.policy.CheckHandoff(comp) != nil {

@@ -11,6 +11,12 @@ const (
 	SliceFinalizer = "eno.azure.io/cleanup"
 )
 
+// ResynthesisRequested reports whether the force-resynthesis annotation names c's current
+// synthesis: step 5 of the hand-off (SPEC §6.2) is done, and step 4 before it.
+func (c Composition) ResynthesisRequested() bool {
+	return c.Annotations[AnnotationForceResynthesis] == c.SynthesisUUID()
+}
+
 // Handoff is what recovery hands to Eno for one synthesis: the tombstones as slice resources,
 // and the Recovered decision they came from. The recovery slice carries the decision in its
 // AnnotationDecision, so a reconcile that finds the slice already named by the synthesis (after

@@ -98,3 +98,13 @@ func TestCommittedRecoverySlice(t *testing.T) {
 	}
 	assert.Equal(t, []string{"web-recovery-abc"}, domain.RecoverySliceNames("web", "abc"), "a short UUID has one name")
 }
+
+// The hand-off is complete once force-resynthesis names the current synthesis, not another.
+func TestResynthesisRequested(t *testing.T) {
+	c := composition()
+	assert.False(t, c.ResynthesisRequested())
+	c.Annotations[domain.AnnotationForceResynthesis] = "an-earlier-synthesis"
+	assert.False(t, c.ResynthesisRequested())
+	c.Annotations[domain.AnnotationForceResynthesis] = c.SynthesisUUID()
+	assert.True(t, c.ResynthesisRequested())
+}
