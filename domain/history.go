@@ -295,6 +295,23 @@ func (r *reader) choose() bool {
 	return true
 }
 
+// candidatesFor is §5 step 3's candidate set, in the order given: the snapshots recorded for
+// self's namespace/name (own), or every snapshot when there is none or no reader.
+func candidatesFor(self *Composition, order []string, groups map[string][]StoredChunk) (candidates []string, own bool) {
+	if self == nil {
+		return order, false
+	}
+	for _, uuid := range order {
+		if m := groups[uuid][0].Meta; m.CompositionNamespace == self.Namespace && m.CompositionName == self.Name {
+			candidates = append(candidates, uuid)
+		}
+	}
+	if len(candidates) == 0 {
+		return order, false
+	}
+	return candidates, true
+}
+
 // judge is steps 4–5 on one snapshot: decisive for the selected one, information for any
 // other. rd, when given, receives what they found.
 func (r *reader) judge(uuid string, rd *SnapshotReading) {

@@ -193,23 +193,6 @@ func readSnapshot(secrets []ChunkSecret, now time.Time, maxChunks int, self *Com
 	return r.verdict.derive(r.findings)
 }
 
-// candidatesFor is §5 step 3's candidate set, in the order given: the snapshots recorded for
-// self's namespace/name (own), or every snapshot when there is none or no reader.
-func candidatesFor(self *Composition, order []string, groups map[string][]StoredChunk) (candidates []string, own bool) {
-	if self == nil {
-		return order, false
-	}
-	for _, uuid := range order {
-		if m := groups[uuid][0].Meta; m.CompositionNamespace == self.Namespace && m.CompositionName == self.Name {
-			candidates = append(candidates, uuid)
-		}
-	}
-	if len(candidates) == 0 {
-		return order, false
-	}
-	return candidates, true
-}
-
 // SnapshotMatches reports whether snap is the complete snapshot for this composition incarnation
 // and synthesis: the recording fast path.
 func SnapshotMatches(snap Snapshot, c Composition) bool {
