@@ -2,6 +2,7 @@ package perf
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -53,15 +54,52 @@ func resynthesisCost(s, n int) Counts {
 	}
 }
 
-// recoveredCost is a recreated Composition whose old snapshot has orphans (Recovered): one more
-// live recheck and a POST for the tombstone slice, then n updates of the old incarnation's
-// chunks: s + 2n + 5.
-func recoveredCost(s, n int) Counts {
+// handOffCost is a recreated Composition whose old snapshot has t orphans (Recovered), in a
+// process that has not read downstream yet. Recovery lists the lineage, GETs each slice, maps
+// the orphans' kinds through discovery (GET /api and /apis, once per process) and GETs each
+// orphan's metadata downstream (SPEC §6.3; perKind counts them by resource). Then the hand-off
+// (SPEC §6.2), each step after a live recheck of the Composition: POST the recovery slice,
+// PATCH status to append it (the commit point), PUT the decision, GET the slice back and PATCH
+// the force-resynthesis annotation. A synthesis decided Recovered is never recorded: no Secret
+// is written, and the only event is the decision's. The PUT of the decision starts from the
+// cached Composition when the cache already holds the version the recheck read; the status
+// PATCH just before it usually leaves the cache behind, and then it GETs it (lagGets, 0 or 1).
+func handOffCost(s int, perKind Counts, lagGets int) Counts {
+	c := Counts{
+		"list secrets": 1, "get resourceslices": s + 1, "get /api": 1, "get /apis": 1,
+		"get compositions": 5 + lagGets, "create resourceslices": 1, "patch compositions/status": 1,
+		"update compositions": 1, "patch compositions": 1, "create events": 1,
+	}
+	for k, v := range perKind {
+		c[k] += v
+	}
+	return c
+}
+
+// carriedCost is Eno's next synthesis after the hand-off, which carries the tombstones over the
+// same output: it is decided AlreadyDecided (before any downstream read) and recorded over the
+// old incarnation's first n chunks. The events are new (another Composition UID): s + 2n + 3.
+func carriedCost(s, n int) Counts {
 	return Counts{
 		"list secrets": 1, "get resourceslices": s,
-		"get compositions": 2 + n, "create resourceslices": 1, "update compositions": 1,
+		"get compositions": 1 + n, "update compositions": 1,
 		"update secrets": n, "create events": 2,
 	}
+}
+
+// downstreamGets counts the metadata GETs recovery makes for resources [from, to) of a
+// synthesis, by resource, as the counter names them.
+func downstreamGets(from, to int) Counts {
+	plural := map[string]string{"ConfigMap": "configmaps", "Deployment": "deployments", "ClusterRole": "clusterroles"}
+	out := Counts{}
+	for i := from; i < to; i++ {
+		var m struct{ Kind string }
+		if err := json.Unmarshal([]byte(manifest("ns", i)), &m); err != nil {
+			panic(err)
+		}
+		out["get "+plural[m.Kind]]++
+	}
+	return out
 }
 
 func uuidFor(i int) string { return fmt.Sprintf("%08x-aaaa-4bbb-8ccc-%012x", i, i) }
@@ -150,13 +188,31 @@ func TestAPICostOfOneReconcile(t *testing.T) {
 				require.NoError(t, err)
 				c.waitCached(t, ref, u.GetResourceVersion())
 
-				res, got := c.reconcile(t, ref, 2)
-				logCost(t, "recreated, recovered", got, s2, n2)
+				res, got := c.reconcile(t, ref, 1)
+				logCost(t, "recreated, recovered (the hand-off)", got, s2, 0)
 				require.NotNil(t, res.Recovery)
-				assert.Equal(t, domain.OutcomeRecovered, res.Recovery.Plan.Decision.Outcome)
+				d := res.Recovery.Plan.Decision
+				require.Equal(t, domain.OutcomeRecovered, d.Outcome, d.Message)
+				assert.Equal(t, first.resources-smaller.resources, d.Tombstones, "every orphan exists downstream and is older than the history")
+				assert.Empty(t, res.Recovery.Plan.Dropped)
+				assert.Nil(t, res.Recording, "a synthesis decided Recovered is never recorded")
+				lag := got["get compositions"] - 5
+				assert.Contains(t, []int{0, 1}, lag, "live rechecks, and at most one GET for a lagging cache: %s", got)
+				assert.Equal(t, handOffCost(s2, downstreamGets(smaller.resources, first.resources), lag), got)
+
+				// Eno's next synthesis carries the tombstones; it is decided and recorded.
+				carried := smaller
+				carried.uuid = uuidFor(4)
+				u, err = a.resynthesize(ctx, ns, ref.Name, carried)
+				require.NoError(t, err)
+				c.waitCached(t, ref, u.GetResourceVersion())
+				res, got = c.reconcile(t, ref, 2)
+				logCost(t, "Eno's carrying synthesis, recorded", got, s2, n2)
+				require.NotNil(t, res.Recovery)
+				assert.Equal(t, domain.ReasonAlreadyDecided, res.Recovery.Plan.Decision.Reason)
 				require.NotNil(t, res.Recording)
 				assert.Equal(t, n2, res.Recording.Updated)
-				assert.Equal(t, recoveredCost(s2, n2), got)
+				assert.Equal(t, carriedCost(s2, n2), got)
 			})
 		})
 	}

@@ -34,13 +34,18 @@ const (
 var synthesizedAt = time.Now().UTC().Add(-time.Hour).Truncate(time.Second)
 
 // admin is the setup client: never counted, and fast (setup is not what is measured).
-type admin struct{ kubetest.Clients }
+type admin struct {
+	kubetest.Clients
+	// skipObjects leaves the syntheses' objects out of the downstream cluster: for runs that
+	// only record, where no recovery reads them (SPEC §6.3).
+	skipObjects bool
+}
 
 func newAdmin(t testing.TB) admin {
 	t.Helper()
 	cfg := env.AdminConfig()
 	cfg.QPS, cfg.Burst = 5000, 10000
-	return admin{kubetest.NewClients(t, cfg)}
+	return admin{Clients: kubetest.NewClients(t, cfg)}
 }
 
 // manifest is resource i of a synthesis: mostly ConfigMaps, every 10th a Deployment, every 50th
@@ -63,7 +68,10 @@ func manifest(namespace string, i int) string {
 	case i%10 == 9:
 		m["apiVersion"], m["kind"] = "apps/v1", "Deployment"
 		delete(m, "data")
-		m["spec"] = map[string]any{"replicas": 1}
+		pod := map[string]string{"app.kubernetes.io/instance": fmt.Sprintf("i%04d", i)}
+		m["spec"] = map[string]any{"replicas": 1, "selector": map[string]any{"matchLabels": pod},
+			"template": map[string]any{"metadata": map[string]any{"labels": pod},
+				"spec": map[string]any{"containers": []any{map[string]any{"name": "app", "image": "registry.example/app:1"}}}}}
 	}
 	b, _ := json.Marshal(m)
 	return string(b)
@@ -129,8 +137,20 @@ func resourcesForChunks(t testing.TB, n, maxChunkBytes int) int {
 	return fits[len(fits)/2]
 }
 
-// createSlices creates the synthesis's ResourceSlices, as the synthesizer would.
+// createSlices creates the synthesis's ResourceSlices, as the synthesizer would. The objects
+// the synthesis produces are applied downstream first (the test API server is also the
+// downstream cluster), as eno-reconciler would have applied them before the synthesis is Ready
+// and its history is written (SPEC §6.3 reads them).
 func (a admin) createSlices(ctx context.Context, namespace, comp string, s synthesis) error {
+	if !a.skipObjects {
+		var produced []string
+		for r := range s.resources {
+			produced = append(produced, manifest(namespace, r))
+		}
+		if err := a.ApplyDownstream(ctx, produced...); err != nil {
+			return err
+		}
+	}
 	for _, sl := range s.domainSlices(namespace, comp) {
 		if _, err := kubetest.CreateSlice(ctx, a.Dynamic, sl); err != nil {
 			return fmt.Errorf("creating slice %s: %w", sl.Name, err)
