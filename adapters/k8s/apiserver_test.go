@@ -605,6 +605,16 @@ func TestListCachedChunksCatchesUp(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, cachedHolds(updated), eventually, 20*time.Millisecond)
 
+	// The live answer carries the data's write time (SPEC §6.3) from managedFields; the cache
+	// strips managedFields, so its copy has none.
+	live, err := store.ListChunks(ctx, lineage)
+	require.NoError(t, err)
+	require.Len(t, live, 1)
+	assert.False(t, updated.DataWrittenAt.IsZero())
+	assert.Equal(t, updated.DataWrittenAt, live[0].DataWrittenAt)
+	assert.WithinDuration(t, time.Now(), live[0].DataWrittenAt, time.Minute)
+	updated.DataWrittenAt = time.Time{}
+
 	got, err := store.ListCachedChunks(ctx, lineage)
 	require.NoError(t, err)
 	assert.Equal(t, []domain.ChunkSecret{updated}, got)
