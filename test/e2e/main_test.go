@@ -42,6 +42,9 @@ var controllerGroups = []string{"system:serviceaccounts", "system:serviceaccount
 // unprivilegedUser has no RBAC at all: the binary can reach the API server but never syncs.
 const unprivilegedUser = "e2e-unprivileged"
 
+// narrowedUser is bound to deploy/'s RBAC without the downstream get on tombstoned kinds.
+const narrowedUser = "e2e-narrowed"
+
 const (
 	// eventually bounds every wait for the controller or a cache; generous for two busy cores.
 	eventually = 60 * time.Second
@@ -65,7 +68,7 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	opts := kubetest.Options{Users: []kubetest.User{{Name: controllerUser, Groups: controllerGroups}, {Name: unprivilegedUser}}}
+	opts := kubetest.Options{Users: []kubetest.User{{Name: controllerUser, Groups: controllerGroups}, {Name: unprivilegedUser}, {Name: narrowedUser}}}
 	kubetest.TestMainWithEnv(m, opts, func(e *kubetest.Env) int {
 		defer os.RemoveAll(dir)
 		env = e

@@ -15,6 +15,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 
@@ -24,12 +25,25 @@ import (
 // applyRBAC creates every object of a deploy/ RBAC manifest through the typed RBAC client.
 func applyRBAC(t *testing.T, kube kubernetes.Interface, file string) {
 	t.Helper()
-	ctx := testContext(t)
+	applyRBACObjects(t, kube, file, deployRBAC(t, file))
+}
+
+// deployRBAC decodes a deploy/ RBAC manifest.
+func deployRBAC(t *testing.T, file string) []*unstructured.Unstructured {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", file))
 	require.NoError(t, err)
 	objs, err := kubetest.DecodeManifests(data)
 	require.NoError(t, err, "decoding %s", file)
+	return objs
+}
+
+// applyRBACObjects creates RBAC objects through the typed RBAC client.
+func applyRBACObjects(t *testing.T, kube kubernetes.Interface, file string, objs []*unstructured.Unstructured) {
+	t.Helper()
+	ctx := testContext(t)
 	rbac := kube.RbacV1()
+	var err error
 	applied := 0
 	for _, obj := range objs {
 		doc := obj.Object
@@ -183,4 +197,96 @@ func TestLeastPrivilege(t *testing.T) {
 	if lease.Spec.HolderIdentity != nil {
 		assert.Empty(t, *lease.Spec.HolderIdentity, "the Lease is released on SIGTERM")
 	}
+}
+
+// downstreamObjectsGrant is the ClusterRole (and its binding) of deploy/downstream-rbac.yaml
+// that lets the controller read tombstoned objects downstream (SPEC §6.3).
+const downstreamObjectsGrant = "eno-tombstone-recovery-downstream-objects"
+
+// TestNarrowedDownstreamGrantKeepsObjects runs the binary as an identity bound to deploy/'s RBAC
+// without the downstream get on tombstoned kinds, as an operator who narrows it would: an orphan
+// it cannot read is kept, never deleted. Recovery reports it unreadable, decides
+// NothingToRecover/Unverified, and publishes nothing (SPEC §6.3).
+func TestNarrowedDownstreamGrantKeepsObjects(t *testing.T) {
+	c := env.AdminClients(t)
+	ctx := testContext(t)
+	for _, file := range []string{"control-plane-rbac.yaml", "downstream-rbac.yaml"} {
+		var narrowed []*unstructured.Unstructured
+		for _, obj := range deployRBAC(t, file) {
+			if obj.GetName() == downstreamObjectsGrant {
+				continue
+			}
+			narrowed = append(narrowed, boundTo(obj, narrowedUser))
+		}
+		applyRBACObjects(t, c.Kube, file, narrowed)
+	}
+	ns := c.NewNamespace(t, "narrowed")
+	user := kubetest.NewClients(t, env.UserConfig(narrowedUser))
+	waitFor(t, "the narrowed RBAC to take effect", func(ctx context.Context) error {
+		if _, err := user.Dynamic.Resource(compositionGVR).Namespace(ns).List(ctx, metav1.ListOptions{}); err != nil {
+			return err
+		}
+		_, err := user.Kube.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{Limit: 1})
+		return err
+	})
+	_, err := user.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "anything", metav1.GetOptions{})
+	require.True(t, apierrors.IsForbidden(err), "the narrowed identity cannot read ConfigMaps: %v", err)
+
+	ctl := startController(t, narrowedUser, "--composition-namespace="+ns)
+	const name = "api"
+	cms := func(names ...string) []resource {
+		out := make([]resource, len(names))
+		for i, n := range names {
+			out[i] = resource{manifest: object("v1", "ConfigMap", ns, n, map[string]string{"app": name}, nil, nil)}
+		}
+		return out
+	}
+	comp := createComposition(t, c, ns, name)
+	first := newSynthesis(time.Now().Add(-10*time.Minute), cms("a", "b", "c", "orphan"))
+	publish(t, c, comp, first)
+	d := waitForDecision(t, c, ns, name, first.uuid)
+	require.Equal(t, "NoInventory", d.Outcome.String(), d.Message)
+	waitForSnapshot(t, c, "kube-system", lineageOf(ns, name), string(comp.GetUID()), first.uuid)
+
+	require.NoError(t, c.Dynamic.Resource(compositionGVR).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}))
+	waitFor(t, "the composition to be gone", func(ctx context.Context) error {
+		_, err := c.Dynamic.Resource(compositionGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there: %v", err)
+	})
+	recreated := createComposition(t, c, ns, name)
+	second := newSynthesis(time.Now().Add(-5*time.Minute), cms("a", "b", "c"))
+	publish(t, c, recreated, second)
+	d = waitForDecision(t, c, ns, name, second.uuid)
+	assert.Equal(t, "NothingToRecover", d.Outcome.String(), d.Message)
+	assert.Equal(t, "Unverified", d.Reason)
+	assert.Contains(t, d.Message, "1 Unreadable (first ConfigMap/"+ns+"/orphan: forbidden)")
+	assert.Zero(t, d.Tombstones)
+	assert.Empty(t, d.TombstoneSlice)
+	assert.Empty(t, d.RecoveredFrom, "an Unverified decision never blocks a later recovery")
+	event := waitForEvent(t, c, ns, name, "NothingToRecover")
+	assert.Contains(t, event.Message, "Unreadable")
+
+	list, err := c.Dynamic.Resource(sliceGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, s := range list.Items {
+		assert.NotContains(t, s.GetName(), "-recovery-", "nothing is handed to Eno")
+	}
+	_, err = c.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "orphan", metav1.GetOptions{})
+	assert.NoError(t, err, "the orphan is kept")
+	ctl.stop(t)
+}
+
+// boundTo renames an RBAC object of deploy/ for user and binds it to that user alone.
+func boundTo(obj *unstructured.Unstructured, user string) *unstructured.Unstructured {
+	out := obj.DeepCopy()
+	out.SetName(obj.GetName() + "-" + user)
+	if kind := out.GetKind(); kind == "RoleBinding" || kind == "ClusterRoleBinding" {
+		role, _, _ := unstructured.NestedString(out.Object, "roleRef", "name")
+		_ = unstructured.SetNestedField(out.Object, role+"-"+user, "roleRef", "name")
+		out.Object["subjects"] = []any{map[string]any{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}}
+	}
+	return out
 }
