@@ -143,6 +143,7 @@ type fixture struct {
 	events     *portsfakes.FakeEventRecorder
 	metrics    *portsfakes.FakeMetrics
 	downstream *portsfakes.FakeDownstreamReader
+	published  map[string]domain.ResourceSlice
 	cfg        app.Config
 }
 
@@ -168,11 +169,14 @@ func newFixture(t *testing.T) *fixture {
 	})
 	f.store.CreateChunkCalls(func(_ context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error) { return s, nil })
 	f.store.UpdateChunkCalls(func(_ context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error) { return s, nil })
-	f.sink.PublishTombstonesCalls(func(_ context.Context, c domain.Composition, _ domain.Handoff) (string, error) {
-		return domain.RecoverySliceName(c.Name, c.SynthesisUUID()), nil
+	// Like an API server: a published recovery slice can be read back, until a test removes it.
+	f.published = map[string]domain.ResourceSlice{}
+	f.sink.PublishTombstonesCalls(func(_ context.Context, c domain.Composition, h domain.Handoff) (string, error) {
+		name := domain.RecoverySliceName(c.Name, c.SynthesisUUID())
+		f.published[name] = domain.ResourceSlice{Namespace: c.Namespace, Name: name, SynthesisUUID: h.SynthesisUUID(),
+			Annotations: map[string]string{domain.AnnotationDecision: h.Decision.Encode()}, Resources: h.Resources}
+		return name, nil
 	})
-	// Like Eno's API server: the commit names the slice in the synthesis, the forced
-	// resynthesis sets the annotation.
 	f.sink.CommitTombstonesCalls(func(_ context.Context, _ domain.Composition, slice string) error {
 		f.comp.Synthesis = &domain.Synthesis{UUID: f.comp.Synthesis.UUID, Synthesized: f.comp.Synthesis.Synthesized,
 			Slices: append(slices.Clone(f.comp.Synthesis.Slices), slice)}
@@ -204,6 +208,9 @@ func (f *fixture) setSynthesis(uuid string, groups ...[]res) {
 	}
 	f.reader.GetSliceCalls(func(_ context.Context, _ string, n string) (domain.ResourceSlice, error) {
 		s, ok := byName[n]
+		if !ok {
+			s, ok = f.published[n]
+		}
 		if !ok {
 			return domain.ResourceSlice{}, fmt.Errorf("slice %s: %w", n, errNotFound)
 		}

@@ -122,13 +122,20 @@ func (s *Service) recover(ctx context.Context, comp domain.Composition) (Recover
 	}
 	ctx = logr.NewContext(ctx, logr.FromContextOrDiscard(ctx).WithValues("synthesisUUID", comp.SynthesisUUID()))
 	// Past the commit point of an earlier pass: finish that hand-off, never plan again.
+	planFrom := comp
 	if slice, ok := comp.CommittedRecoverySlice(); ok {
 		res, resumed, err := s.resume(ctx, comp, slice)
-		if resumed || err != nil {
+		switch {
+		case errors.Is(err, ports.ErrNotFound):
+			// Named but gone before its decision: plan again without it; the hand-off creates
+			// it again under the same name, which the synthesis already names.
+			logr.FromContextOrDiscard(ctx).Info("the committed recovery slice is gone; planning again", "slice", slice)
+			planFrom = comp.WithoutSlice(slice)
+		case resumed || err != nil:
 			return res, liveReads{}, err
 		}
 	}
-	plan, reads, err := s.plan(ctx, comp)
+	plan, reads, err := s.plan(ctx, planFrom)
 	if err != nil {
 		if domain.IsSliceError(err) {
 			s.refuse(comp, "Slice"+problemOf(err), err)

@@ -80,6 +80,17 @@ func (c Composition) NamesSlice(name string) bool {
 	return c.Synthesis != nil && slices.Contains(c.Synthesis.Slices, name)
 }
 
+// WithoutSlice is a copy of c whose current synthesis does not name the slice.
+func (c Composition) WithoutSlice(name string) Composition {
+	if c.Synthesis == nil {
+		return c
+	}
+	s := *c.Synthesis
+	s.Slices = slices.DeleteFunc(slices.Clone(s.Slices), func(n string) bool { return n == name })
+	c.Synthesis = &s
+	return c
+}
+
 // FinishedDecision returns the decision for the current synthesis when it is finished.
 func (c Composition) FinishedDecision() (Decision, bool) {
 	d, ok := c.Decision()

@@ -1,0 +1,180 @@
+package app_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/Azure/eno-tombstone-recovery/app"
+	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/ports"
+)
+
+// Fault injection at every step of the hand-off (SPEC §6.2). The fixture's sink behaves as the
+// API server and Eno do for the steps that succeed: a published slice can be read back, the
+// commit names it in the synthesis (and clears Ready), the forced resynthesis sets the annotation.
+func TestHandoffFaults(t *testing.T) {
+	rs := resources(9)
+	const slice = "web-recovery-11111111"
+	newRecovery := func(t *testing.T) *fixture {
+		f := recoveryFixture(t, rs, rs[:7])
+		f.cfg.MaxTombstoneFraction = 1
+		return f
+	}
+
+	t.Run("the commit finds the synthesis moved on: nothing more, retried", func(t *testing.T) {
+		f := newRecovery(t)
+		f.sink.CommitTombstonesStub = nil
+		f.sink.CommitTombstonesReturns(fmt.Errorf("a failed test operation: %w", ports.ErrSynthesisMoved))
+		_, err := f.service(t).Recover(ctx(t), f.comp)
+		var stale *app.StaleCompositionError
+		require.ErrorAs(t, err, &stale)
+		assert.Zero(t, f.decisions.WriteDecisionCallCount())
+		assert.Zero(t, f.sink.RequestResynthesisCallCount())
+	})
+	t.Run("a patch rejected for another reason is an error, not a decision", func(t *testing.T) {
+		f := newRecovery(t)
+		f.sink.CommitTombstonesStub = nil
+		f.sink.CommitTombstonesReturns(errors.New("422: the API server rejected the patch although the composition did not change"))
+		_, err := f.service(t).Recover(ctx(t), f.comp)
+		require.Error(t, err)
+		var stale *app.StaleCompositionError
+		assert.False(t, errors.As(err, &stale))
+		assert.Zero(t, f.decisions.WriteDecisionCallCount())
+	})
+	t.Run("a synthesis in flight: nothing is published", func(t *testing.T) {
+		f := newRecovery(t)
+		f.comp.InFlightSynthesis = "33333333-in-flight"
+		_, err := f.service(t).Recover(ctx(t), f.comp)
+		var stale *app.StaleCompositionError
+		require.ErrorAs(t, err, &stale)
+		assert.Zero(t, f.sink.PublishTombstonesCallCount())
+		assert.Zero(t, f.sink.CommitTombstonesCallCount())
+	})
+	t.Run("an empty synthesis, with no resourceSlices at all, is handed off like any other", func(t *testing.T) {
+		f := newRecovery(t)
+		f.setSynthesis(synthID)
+		f.comp = composition(uid, synthID, f.slices, false)
+		require.Empty(t, f.comp.Synthesis.Slices)
+		f.cfg.MaxTombstoneFraction = 1
+		_, err := f.service(t).Recover(ctx(t), f.comp)
+		require.NoError(t, err)
+		_, committed, _ := f.sink.CommitTombstonesArgsForCall(0)
+		assert.Nil(t, committed.Synthesis.Slices, "the adapter tests the list as null and adds the whole array")
+		assert.Equal(t, domain.OutcomeRecovered, writtenDecision(t, f).Outcome)
+	})
+
+	// A crash after the commit point: the next reconcile resumes; it never plans again.
+	t.Run("crash between the commit and the decision", func(t *testing.T) {
+		f := newRecovery(t)
+		f.decisions.WriteDecisionStub = nil
+		f.decisions.WriteDecisionReturnsOnCall(0, errors.New("the process died"))
+		_, err := f.service(t).Recover(ctx(t), f.comp)
+		require.Error(t, err)
+		require.True(t, f.comp.NamesSlice(slice), "committed before the crash")
+		listed := f.store.ListChunksCallCount()
+
+		res, err := f.service(t).Recover(ctx(t), f.comp)
+		require.NoError(t, err)
+		assert.Equal(t, listed, f.store.ListChunksCallCount(), "no new plan: the history is not read again")
+		assert.Equal(t, 1, f.sink.PublishTombstonesCallCount())
+		require.Equal(t, 2, f.decisions.WriteDecisionCallCount())
+		_, _, d := f.decisions.WriteDecisionArgsForCall(1)
+		assert.Equal(t, domain.OutcomeRecovered, d.Outcome)
+		assert.Equal(t, slice, d.TombstoneSlice)
+		assert.Equal(t, 2, d.Tombstones)
+		assert.Equal(t, oldSynth, d.RecoveredFrom)
+		assert.True(t, res.Written)
+		assert.Equal(t, 1, f.sink.EnsureTombstonesCallCount())
+		assert.Equal(t, 1, f.sink.RequestResynthesisCallCount())
+	})
+	t.Run("crash between the decision and the forced resynthesis", func(t *testing.T) {
+		f := newRecovery(t)
+		f.sink.RequestResynthesisStub = nil
+		f.sink.RequestResynthesisReturnsOnCall(0, fmt.Errorf("patch: %w", ports.ErrConflict))
+		_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
+		require.ErrorIs(t, err, ports.ErrConflict)
+		require.Equal(t, 1, f.decisions.WriteDecisionCallCount())
+
+		_, err = f.service(t).Reconcile(ctx(t), f.comp.Ref())
+		require.NoError(t, err)
+		assert.Equal(t, 1, f.decisions.WriteDecisionCallCount(), "the decision is not written again")
+		assert.Equal(t, 2, f.sink.RequestResynthesisCallCount())
+		_, _, ensured, h := f.sink.EnsureTombstonesArgsForCall(1)
+		assert.Equal(t, slice, ensured)
+		assert.Len(t, h.Resources, 2, "the resumed pass knows the content from the slice")
+	})
+	t.Run("the slice is gone after the append: created again, same content", func(t *testing.T) {
+		f := newRecovery(t)
+		f.sink.EnsureTombstonesCalls(func(_ context.Context, c domain.Composition, name string, h domain.Handoff) error {
+			require.Len(t, h.Resources, 2)
+			return nil
+		})
+		_, err := f.service(t).Recover(ctx(t), f.comp)
+		require.NoError(t, err)
+		_, _, _, h := f.sink.EnsureTombstonesArgsForCall(0)
+		_, _, published := f.sink.PublishTombstonesArgsForCall(0)
+		assert.Equal(t, published, h)
+	})
+	t.Run("the slice is gone after the append and the decision, content unknown: Eno moves on, with a warning", func(t *testing.T) {
+		f := newRecovery(t)
+		f.sink.RequestResynthesisStub = nil
+		f.sink.RequestResynthesisReturnsOnCall(0, errors.New("the process died"))
+		_, err := f.service(t).Recover(ctx(t), f.comp)
+		require.Error(t, err)
+		delete(f.published, slice)
+		f.sink.EnsureTombstonesCalls(func(_ context.Context, _ domain.Composition, _ string, h domain.Handoff) error {
+			if h.SynthesisUUID() == "" {
+				return fmt.Errorf("gone: %w", ports.ErrNotFound)
+			}
+			return nil
+		})
+		_, err = f.service(t).Reconcile(ctx(t), f.comp.Ref())
+		require.NoError(t, err)
+		assert.Equal(t, 2, f.sink.RequestResynthesisCallCount())
+		var warned bool
+		for i := range f.events.EventCallCount() {
+			_, warning, reason, _ := f.events.EventArgsForCall(i)
+			warned = warned || (warning && reason == "RecoverySliceLost")
+		}
+		assert.True(t, warned)
+	})
+	t.Run("the committed slice is gone before the decision: planned again and published again", func(t *testing.T) {
+		f := newRecovery(t)
+		f.decisions.WriteDecisionStub = nil
+		f.decisions.WriteDecisionReturnsOnCall(0, errors.New("the process died"))
+		_, err := f.service(t).Recover(ctx(t), f.comp)
+		require.Error(t, err)
+		delete(f.published, slice)
+		f.decisions.WriteDecisionReturnsOnCall(1, nil)
+
+		_, err = f.service(t).Recover(ctx(t), f.comp)
+		require.NoError(t, err)
+		assert.Equal(t, 2, f.sink.PublishTombstonesCallCount(), "created again under the name the synthesis holds")
+		assert.Contains(t, f.published, slice)
+		_, _, d := f.decisions.WriteDecisionArgsForCall(1)
+		assert.Equal(t, domain.OutcomeRecovered, d.Outcome)
+		assert.Equal(t, 2, d.Tombstones)
+	})
+	t.Run("a later synthesis of the same incarnation, tombstones gone, publishes nothing (AlreadyDecided)", func(t *testing.T) {
+		f := newRecovery(t)
+		_, err := f.service(t).Recover(ctx(t), f.comp)
+		require.NoError(t, err)
+		// Eno's synthesis after the next one: the tombstones were reconciled and dropped.
+		next := "44444444-aaaa-bbbb-cccc-000000000004"
+		f.setSynthesis(next, rs[:7])
+		annotations := f.comp.Annotations
+		f.comp = composition(uid, next, f.slices, false)
+		f.comp.Annotations = annotations
+		_, err = f.service(t).Recover(ctx(t), f.comp)
+		require.NoError(t, err)
+		assert.Equal(t, 1, f.sink.PublishTombstonesCallCount())
+		_, _, d := f.decisions.WriteDecisionArgsForCall(1)
+		assert.Equal(t, domain.OutcomeNothingToRecover, d.Outcome)
+		assert.Equal(t, domain.ReasonAlreadyDecided, d.Reason)
+	})
+}
