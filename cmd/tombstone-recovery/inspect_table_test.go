@@ -25,7 +25,7 @@ func goldenReport() *app.InspectReport {
 		return app.TombstoneReport{Group: group, Version: "v1", Kind: kind, Namespace: ns, Name: name, Manifest: domain.Tombstone{Entry: e}.Manifest()}
 	}
 	decision := domain.Decision{SynthesisUUID: "22222222-0000-4000-8000-000000000002", Outcome: domain.OutcomeRecovered,
-		Message: "2 of 6 resources of the previous incarnation are orphaned: ConfigMap/team-a/flags, CronJob.batch/team-a/cleanup; dropped 1: 1 NotFound (first ConfigMap/team-a/gone)",
+		Message:             "2 of 6 resources of the previous incarnation are orphaned: ConfigMap/team-a/flags, CronJob.batch/team-a/cleanup; dropped 1: 1 NotFound (first ConfigMap/team-a/gone)",
 		SourceSynthesisUUID: "11111111-0000-4000-8000-000000000001", SourceSynthesisTimestamp: &older, Tombstones: 2, DecidedAt: at}
 	return &app.InspectReport{
 		Lineage: "checkout", InventoryNamespace: "kube-system", InspectedAt: at,
