@@ -335,6 +335,16 @@ func (s *Service) announce(comp domain.Composition, plan domain.RecoveryPlan, d 
 	case domain.OutcomeHeldForReview:
 		s.deps.Metrics.Refusal(d.Reason)
 		s.deps.Events.Event(comp, true, reason, fmt.Sprintf("%s; awaiting review: %s", d.Message, domain.FirstIDs(plan.Held, heldEventLimit)))
+	case domain.OutcomeNothingToRecover:
+		if d.Reason != domain.ReasonUnverified {
+			s.deps.Events.Event(comp, false, reason, d.Message)
+			return
+		}
+		// Unverified is finished: the next recorded snapshot replaces the only history naming
+		// the kept objects, so an operator has to look now.
+		s.deps.Metrics.Refusal(d.Reason)
+		s.deps.Events.Event(comp, true, reason, fmt.Sprintf("%s: %s; these objects were kept and are no longer in any history once this synthesis is recorded: check them by hand",
+			d.Reason, d.Message))
 	default:
 		s.deps.Events.Event(comp, false, reason, d.Message)
 	}

@@ -96,6 +96,13 @@ func TestRecoverChecksEachTombstoneDownstream(t *testing.T) {
 		assert.Equal(t, domain.ReasonUnverified, d.Reason)
 		assert.Zero(t, f.sink.PublishTombstonesCallCount())
 		assert.Empty(t, d.RecoveredFrom)
+		// A warning: recording will replace the only history that names the kept objects.
+		require.Equal(t, 1, f.events.EventCallCount())
+		_, warning, reason, msg := f.events.EventArgsForCall(0)
+		assert.True(t, warning)
+		assert.Equal(t, "NothingToRecover", reason)
+		assert.Contains(t, msg, "check them by hand")
+		assert.Equal(t, 1, f.metrics.RefusalCallCount())
 	})
 	t.Run("an approval re-plans and re-checks: it never publishes a stored set", func(t *testing.T) {
 		f := recoveryFixture(t, rs, rs[:2]) // 7 of 9 absent: over the default guard
