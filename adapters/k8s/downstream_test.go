@@ -32,7 +32,9 @@ func TestObserveObject(t *testing.T) {
 	narrowed, err := NewDownstreamObjects(limited.Metadata, limited.Kube.Discovery())
 	require.NoError(t, err)
 
-	cm := func(name string) domain.Entry { return domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: ns, Name: name} }
+	cm := func(name string) domain.Entry {
+		return domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: ns, Name: name}
+	}
 	tests := []struct {
 		name   string
 		reader *DownstreamObjects
