@@ -150,7 +150,11 @@ func TestUnreachableClusterExitsNonZeroWithOneLine(t *testing.T) {
 		t.Parallel()
 		// A server that takes the request and never answers: only the 15 s reachability
 		// timeout ends the wait (client-go sets no overall request timeout).
-		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+		// Whatever reaches the client once it gave up is a failure too, never an empty 200.
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			<-r.Context().Done()
+			http.Error(w, "no answer", http.StatusServiceUnavailable)
+		}))
 		srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 		srv.StartTLS()
 		defer srv.Close()
