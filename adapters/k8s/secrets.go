@@ -174,9 +174,9 @@ func (st *SecretStore) UpdateChunk(ctx context.Context, s domain.ChunkSecret) (d
 		return domain.ChunkSecret{}, fmt.Errorf("%s: resourceVersion is %s, the update was prepared from %s: %w",
 			what, live.ResourceVersion, s.ResourceVersion, ports.ErrConflict)
 	}
-	if live.Labels[domain.LabelManagedBy] != domain.ManagedByValue {
-		return domain.ChunkSecret{}, fmt.Errorf("%s: the stored secret lacks label %s=%s; it is not ours, refusing to touch it",
-			what, domain.LabelManagedBy, domain.ManagedByValue)
+	if !(domain.ChunkSecret{Labels: live.Labels, Type: string(live.Type)}).Owned() {
+		return domain.ChunkSecret{}, fmt.Errorf("%s: the stored secret lacks label %s=%s or type %s; it is not ours, refusing to touch it",
+			what, domain.LabelManagedBy, domain.ManagedByValue, domain.SecretType)
 	}
 	applyChunk(live, s)
 	updated, err := secrets.Update(ctx, live, metav1.UpdateOptions{})
@@ -207,9 +207,9 @@ func (st *SecretStore) admit(verb string, s domain.ChunkSecret) error {
 	if s.Namespace != st.namespace {
 		return fmt.Errorf("%s inventory secret %s/%s: %w %q", verb, s.Namespace, s.Name, ports.ErrOutsideInventoryNamespace, st.namespace)
 	}
-	if s.Labels[domain.LabelManagedBy] != domain.ManagedByValue {
-		return fmt.Errorf("%s inventory secret %s/%s: it lacks label %s=%s; refusing to write a secret this controller does not manage",
-			verb, s.Namespace, s.Name, domain.LabelManagedBy, domain.ManagedByValue)
+	if !s.Owned() {
+		return fmt.Errorf("%s inventory secret %s/%s: it lacks label %s=%s or type %s; refusing to write a secret this controller does not manage",
+			verb, s.Namespace, s.Name, domain.LabelManagedBy, domain.ManagedByValue, domain.SecretType)
 	}
 	return nil
 }
