@@ -27,5 +27,6 @@
 // eno-reconciler, and with eno-reconciler built with the recovery controller wired in
 // (hack/eno-wire.sh). Every process is stopped by its PID; logs are kept in files and their
 // tails printed when a test fails (ENO_SHOW_LOGS=1 prints them always). ENO_MEASURE=1 adds
-// TestMeasureRecovery.
+// TestMeasureRecovery (time to Eno's deletion) and TestMeasureReconcilerCost (memory and requests
+// of the controller inside eno-reconciler).
 package eno

@@ -32,7 +32,7 @@ const (
 	recoveryBinEnv = "TOMBSTONE_RECOVERY_BIN"
 	// showLogsEnv prints every process's log tail, not only a failing test's.
 	showLogsEnv = "ENO_SHOW_LOGS"
-	// measureEnv enables TestMeasureRecovery.
+	// measureEnv enables TestMeasureRecovery and TestMeasureReconcilerCost.
 	measureEnv = "ENO_MEASURE"
 )
 
