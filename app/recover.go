@@ -126,12 +126,14 @@ func (s *Service) recover(ctx context.Context, comp domain.Composition) (Recover
 	if slice, ok := comp.CommittedRecoverySlice(); ok {
 		res, resumed, err := s.resume(ctx, comp, slice)
 		switch {
+		case resumed:
+			return res, liveReads{}, err
 		case errors.Is(err, ports.ErrNotFound):
 			// Named but gone before its decision: plan again without it; the hand-off creates
 			// it again under the same name, which the synthesis already names.
 			logr.FromContextOrDiscard(ctx).Info("the committed recovery slice is gone; planning again", "slice", slice)
 			planFrom = comp.WithoutSlice(slice)
-		case resumed || err != nil:
+		case err != nil:
 			return res, liveReads{}, err
 		}
 	}
