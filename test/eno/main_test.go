@@ -72,6 +72,8 @@ var (
 	standIn         *kubelet
 )
 
+// TestMain starts the API server with Eno's CRDs, eno-controller and the kubelet stand-in;
+// TestMainWithEnv stops them and then runs goleak over the package.
 func TestMain(m *testing.M) {
 	crds, err := loadBinaries()
 	if err != nil {
