@@ -123,24 +123,9 @@ func (e *Eno) Reconcile(ref domain.CompositionRef) (domain.Composition, error) {
 	if cur.Synthesis == nil || cur.Synthesis.Synthesized.IsZero() {
 		return domain.Composition{}, fmt.Errorf("reconciling composition %s: it has no synthesis yet", key)
 	}
-	type change struct {
-		m         manifest
-		raw       string
-		tombstone bool
-	}
-	var changes []change
-	for _, name := range cur.Synthesis.Slices {
-		s, ok := c.slices[objectKey{cur.Namespace, name}]
-		if !ok {
-			return domain.Composition{}, fmt.Errorf("reconciling composition %s: resource slice %s of synthesis %s: %w", key, name, cur.Synthesis.UUID, ports.ErrNotFound)
-		}
-		for i, r := range s.slice.Resources {
-			m, err := parseManifest(r.Manifest)
-			if err != nil {
-				return domain.Composition{}, fmt.Errorf("reconciling composition %s: resource slice %s, resource %d: %w", key, name, i, err)
-			}
-			changes = append(changes, change{m: m, raw: r.Manifest, tombstone: r.Deleted})
-		}
+	changes, err := c.currentResourcesLocked(cur, "reconciling")
+	if err != nil {
+		return domain.Composition{}, err
 	}
 	for _, ch := range changes {
 		switch {
@@ -182,27 +167,19 @@ func (e *Eno) synthesizeLocked(cur domain.Composition, manifests []string) (doma
 	}
 	var tombstones []tombstone
 	seen := map[domain.ResourceID]bool{}
-	if cur.Synthesis != nil {
-		for _, name := range cur.Synthesis.Slices {
-			s, ok := c.slices[objectKey{cur.Namespace, name}]
-			if !ok {
-				return domain.Composition{}, fmt.Errorf("synthesizing composition %s: resource slice %s of synthesis %s: %w", key, name, cur.Synthesis.UUID, ports.ErrNotFound)
-			}
-			for i, r := range s.slice.Resources {
-				m, err := parseManifest(r.Manifest)
-				if err != nil {
-					return domain.Composition{}, fmt.Errorf("synthesizing composition %s: resource slice %s, resource %d: %w", key, name, i, err)
-				}
-				if m.patch || produced[m.id] || seen[m.id] {
-					continue
-				}
-				if _, exists := c.downstream[m.id]; r.Deleted && !exists {
-					continue // reconciled: Eno drops the tombstone
-				}
-				seen[m.id] = true
-				tombstones = append(tombstones, tombstone{id: m.id, raw: r.Manifest})
-			}
+	current, err := c.currentResourcesLocked(cur, "synthesizing")
+	if err != nil {
+		return domain.Composition{}, err
+	}
+	for _, r := range current {
+		if r.m.patch || produced[r.m.id] || seen[r.m.id] {
+			continue
 		}
+		if _, exists := c.downstream[r.m.id]; r.tombstone && !exists {
+			continue // reconciled: Eno drops the tombstone
+		}
+		seen[r.m.id] = true
+		tombstones = append(tombstones, tombstone{id: r.m.id, raw: r.raw})
 	}
 	slices.SortFunc(tombstones, func(a, b tombstone) int { return compareIDs(a.id, b.id) })
 	for _, t := range tombstones {
@@ -229,4 +206,35 @@ func (e *Eno) synthesizeLocked(cur domain.Composition, manifests []string) (doma
 	cur.ResourceVersion = c.nextVersion()
 	c.compositions[key] = cur
 	return cloneComposition(cur), nil
+}
+
+// sliceResource is one resource of a stored slice, its manifest parsed.
+type sliceResource struct {
+	m         manifest
+	raw       string
+	tombstone bool
+}
+
+// currentResourcesLocked reads every resource of cur's current synthesis, in slice order; a
+// missing slice or an unparseable manifest is an error. Callers hold the lock.
+func (c *Cluster) currentResourcesLocked(cur domain.Composition, verb string) ([]sliceResource, error) {
+	if cur.Synthesis == nil {
+		return nil, nil
+	}
+	key := objectKey{cur.Namespace, cur.Name}
+	var out []sliceResource
+	for _, name := range cur.Synthesis.Slices {
+		s, ok := c.slices[objectKey{cur.Namespace, name}]
+		if !ok {
+			return nil, fmt.Errorf("%s composition %s: resource slice %s of synthesis %s: %w", verb, key, name, cur.Synthesis.UUID, ports.ErrNotFound)
+		}
+		for i, r := range s.slice.Resources {
+			m, err := parseManifest(r.Manifest)
+			if err != nil {
+				return nil, fmt.Errorf("%s composition %s: resource slice %s, resource %d: %w", verb, key, name, i, err)
+			}
+			out = append(out, sliceResource{m: m, raw: r.Manifest, tombstone: r.Deleted})
+		}
+	}
+	return out, nil
 }
