@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -400,5 +401,38 @@ func TestOptionCRDs(t *testing.T) {
 	}
 	if _, err := parseOptionCRDs([]byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n")); err == nil {
 		t.Fatal("Options.CRDs holding a ConfigMap: got no error")
+	}
+}
+
+func TestParseRequest(t *testing.T) {
+	tests := []struct {
+		method, url string
+		want        Request
+	}{
+		{"GET", "/api/v1/namespaces/kube-system/secrets?labelSelector=a%3Db", Request{Verb: "list", Namespace: "kube-system", Resource: "secrets"}},
+		{"GET", "/api/v1/namespaces/kube-system/secrets/s", Request{Verb: "get", Namespace: "kube-system", Resource: "secrets", Name: "s"}},
+		{"GET", "/api/v1/namespaces/ns/secrets?watch=true&sendInitialEvents=true", Request{Verb: "watch", Namespace: "ns", Resource: "secrets", StreamingList: true}},
+		{"PATCH", "/apis/eno.azure.io/v1/namespaces/ns/compositions/web/status", Request{Verb: "patch", Group: "eno.azure.io", Namespace: "ns", Resource: "compositions", Name: "web", Subresource: "status"}},
+		{"PUT", "/apis/rbac.authorization.k8s.io/v1/clusterroles/r", Request{Verb: "update", Group: "rbac.authorization.k8s.io", Resource: "clusterroles", Name: "r"}},
+		{"POST", "/api/v1/namespaces", Request{Verb: "create", Resource: "namespaces"}},
+		{"DELETE", "/api/v1/namespaces/ns/configmaps", Request{Verb: "deletecollection", Namespace: "ns", Resource: "configmaps"}},
+		{"DELETE", "/api/v1/namespaces/ns/configmaps/c", Request{Verb: "delete", Namespace: "ns", Resource: "configmaps", Name: "c"}},
+		{"GET", "/apis", Request{Verb: "get", NonResource: true}},
+		{"GET", "/api/v1", Request{Verb: "get", NonResource: true}},
+		{"GET", "/version", Request{Verb: "get", NonResource: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.url, func(t *testing.T) {
+			u, err := url.Parse(tt.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := ParseRequest(tt.method, u); got != tt.want {
+				t.Errorf("ParseRequest = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+	if got := ParseRequest("PATCH", &url.URL{Path: "/apis/eno.azure.io/v1/namespaces/ns/compositions/web/status"}).VerbResource(); got != "patch compositions/status" {
+		t.Errorf("VerbResource = %q", got)
 	}
 }

@@ -679,51 +679,11 @@ func (w *countingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter 
 // list, watch, create, update, patch, delete, deletecollection), resource with its
 // subresource; discovery and other non-resource paths are "get discovery".
 func classifyRequest(method string, u *url.URL) string {
-	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
-	var rest []string
-	switch {
-	case len(parts) >= 2 && parts[0] == "api":
-		rest = parts[2:] // /api/v1/...
-	case len(parts) >= 3 && parts[0] == "apis":
-		rest = parts[3:] // /apis/group/version/...
+	r := kubetest.ParseRequest(method, u)
+	if r.NonResource {
+		return r.Verb + " discovery"
 	}
-	if len(rest) == 0 {
-		return strings.ToLower(method) + " discovery"
-	}
-	if rest[0] == "namespaces" && len(rest) >= 3 {
-		rest = rest[2:]
-	}
-	resource, named := rest[0], len(rest) >= 2
-	if len(rest) >= 3 {
-		resource += "/" + rest[2]
-	}
-	q := u.Query()
-	var verb string
-	switch method {
-	case http.MethodGet:
-		switch {
-		case named:
-			verb = "get"
-		case q.Get("watch") == "true" || q.Get("watch") == "1":
-			verb = "watch"
-		default:
-			verb = "list"
-		}
-	case http.MethodPost:
-		verb = "create"
-	case http.MethodPut:
-		verb = "update"
-	case http.MethodPatch:
-		verb = "patch"
-	case http.MethodDelete:
-		verb = "delete"
-		if !named {
-			verb = "deletecollection"
-		}
-	default:
-		verb = strings.ToLower(method)
-	}
-	return verb + " " + resource
+	return r.VerbResource()
 }
 
 // --- memory ---

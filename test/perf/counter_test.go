@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 )
 
 // Counts maps "verb resource" (e.g. "get compositions", "create secrets") to a number of requests.
@@ -96,52 +98,13 @@ func isWrite(verb string) bool {
 
 // classify names a request the way the API server's audit log does: a verb (get, list, watch,
 // create, update, patch, delete) and a resource (with "/subresource" when there is one).
-// Requests outside /api and /apis (e.g. /version) keep their path.
+// Requests outside /api and /apis resources (e.g. /version) keep their path.
 func classify(method string, u *url.URL) string {
-	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
-	var rest []string
-	switch {
-	case len(parts) >= 2 && parts[0] == "api":
-		rest = parts[2:]
-	case len(parts) >= 3 && parts[0] == "apis":
-		rest = parts[3:]
+	r := kubetest.ParseRequest(method, u)
+	if r.NonResource {
+		return r.Verb + " /" + strings.Trim(u.Path, "/")
 	}
-	if len(rest) == 0 {
-		return strings.ToLower(method) + " /" + strings.Join(parts, "/")
-	}
-	if len(rest) >= 3 && rest[0] == "namespaces" {
-		rest = rest[2:]
-	}
-	resource, named := rest[0], len(rest) >= 2
-	if len(rest) >= 3 {
-		resource += "/" + rest[2]
-	}
-	var verb string
-	switch method {
-	case http.MethodGet:
-		switch w := u.Query().Get("watch"); {
-		case w == "true" || w == "1":
-			verb = "watch"
-		case named:
-			verb = "get"
-		default:
-			verb = "list"
-		}
-	case http.MethodPost:
-		verb = "create"
-	case http.MethodPut:
-		verb = "update"
-	case http.MethodPatch:
-		verb = "patch"
-	case http.MethodDelete:
-		verb = "delete"
-		if !named {
-			verb = "deletecollection"
-		}
-	default:
-		verb = strings.ToLower(method)
-	}
-	return verb + " " + resource
+	return r.VerbResource()
 }
 
 // Counter counts requests by verb and resource. Safe for concurrent use.

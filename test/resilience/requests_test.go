@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -15,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 )
 
 // call is one API request as RBAC sees it: verb, group, resource, subresource, namespace, name.
@@ -49,55 +50,12 @@ func (c call) key() string {
 
 // classify parses a request path of the Kubernetes API into a call.
 func classify(method string, u *url.URL) call {
-	c := call{Method: method, Path: u.Path}
-	q := u.Query()
-	c.LabelSelector = q.Get("labelSelector")
-	var rest []string
-	switch parts := strings.Split(strings.Trim(u.Path, "/"), "/"); {
-	case len(parts) >= 2 && parts[0] == "api":
-		rest = parts[2:]
-	case len(parts) >= 3 && parts[0] == "apis":
-		c.Group, rest = parts[1], parts[3:]
-	default:
-		c.Verb, c.Resource = strings.ToLower(method), "nonresource:"+u.Path
-		return c
-	}
-	if len(rest) >= 3 && rest[0] == "namespaces" {
-		c.Namespace, rest = rest[1], rest[2:]
-	}
-	if len(rest) > 0 {
-		c.Resource = rest[0]
-	}
-	if len(rest) > 1 {
-		c.Name = rest[1]
-	}
-	if len(rest) > 2 {
-		c.Subresource = rest[2]
-	}
-	switch method {
-	case http.MethodGet:
-		switch {
-		case q.Get("watch") == "true" || q.Get("watch") == "1":
-			c.Verb = "watch"
-			c.StreamingList = q.Get("sendInitialEvents") == "true"
-		case c.Name == "":
-			c.Verb = "list"
-		default:
-			c.Verb = "get"
-		}
-	case http.MethodPost:
-		c.Verb = "create"
-	case http.MethodPut:
-		c.Verb = "update"
-	case http.MethodPatch:
-		c.Verb = "patch"
-	case http.MethodDelete:
-		c.Verb = "delete"
-		if c.Name == "" {
-			c.Verb = "deletecollection"
-		}
-	default:
-		c.Verb = strings.ToLower(method)
+	r := kubetest.ParseRequest(method, u)
+	c := call{Method: method, Path: u.Path, LabelSelector: u.Query().Get("labelSelector"), Verb: r.Verb,
+		Group: r.Group, Resource: r.Resource, Subresource: r.Subresource, Namespace: r.Namespace, Name: r.Name,
+		StreamingList: r.StreamingList}
+	if r.NonResource {
+		c.Group, c.Resource = "", "nonresource:"+u.Path
 	}
 	return c
 }
