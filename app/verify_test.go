@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -206,6 +207,7 @@ func TestRecoverRechecksEveryPlanInputBeforeEachWrite(t *testing.T) {
 			c.Annotations[domain.AnnotationLineageOverride] = "fresh-start"
 			return c
 		},
+		"another pass committed its hand-off": committedHandoff,
 	}
 	for desc, change := range changes {
 		for at, step := range []string{"publish", "commit"} {
@@ -239,6 +241,20 @@ func TestRecoverRechecksEveryPlanInputBeforeEachWrite(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, domain.OutcomeRecovered, writtenDecision(t, f).Outcome)
 	})
+	// Another pass committed its hand-off while this one read the orphans, and Eno deleted them
+	// at once: this pass finds nothing to recover, but the synthesis is the hand-off's now.
+	t.Run("another pass committed its hand-off before a NothingToRecover decision", func(t *testing.T) {
+		f := recoveryFixture(t, rs, rs[:7])
+		f.cfg.MaxTombstoneFraction = 1
+		f.downstream.ObserveObjectReturns(domain.Observation{State: domain.ObjectAbsent}, nil)
+		f.guard.LiveCompositionStub = nil
+		f.guard.LiveCompositionReturns(committedHandoff(f.comp), nil)
+		_, err := f.service(t).Recover(ctx(t), f.comp)
+		var stale *app.StaleCompositionError
+		require.ErrorAs(t, err, &stale)
+		assert.Contains(t, err.Error(), "the slices its synthesis names changed")
+		assert.Zero(t, f.decisions.WriteDecisionCallCount())
+	})
 	t.Run("a cached approve never publishes what the live object rejects", func(t *testing.T) {
 		f := recoveryFixture(t, rs, rs[:2])
 		f.comp.Annotations[domain.AnnotationReview] = "approve:" + synthID
@@ -254,4 +270,12 @@ func TestRecoverRechecksEveryPlanInputBeforeEachWrite(t *testing.T) {
 		assert.Zero(t, f.sink.PublishTombstonesCallCount())
 		assert.Zero(t, f.decisions.WriteDecisionCallCount())
 	})
+}
+
+// committedHandoff is c once another pass appended its recovery slice to the synthesis.
+func committedHandoff(c domain.Composition) domain.Composition {
+	s := *c.Synthesis
+	s.Slices = append(slices.Clone(s.Slices), domain.RecoverySliceNames(c.Name, s.UUID)[0])
+	c.Synthesis = &s
+	return c
 }

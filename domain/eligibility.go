@@ -1,6 +1,9 @@
 package domain
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // LabelMatcher decides whether a Composition's labels are in scope.
 type LabelMatcher interface {
@@ -125,10 +128,17 @@ func (p Policy) CheckHandoff(c Composition) error {
 
 // ChangedPlanInput names the first input of a recovery plan that differs between the
 // Composition the plan was computed from and the live one, or returns "" when none does
-// (SPEC §6, "Decide from what is live"): the lineage, the review annotation and the
-// recoveredFrom of the decision on record. UID, synthesis and the run conditions are checked
-// by the caller's recheck.
+// (SPEC §6, "Decide from what is live"): the slices the synthesis names, the lineage, the
+// review annotation and the recoveredFrom of the decision on record. UID, synthesis and the
+// run conditions are checked by the caller's recheck.
+//
+// The slices change under one synthesis only when a hand-off is committed to it (SPEC §6.2):
+// from then on the synthesis belongs to that hand-off, and a plan read before it is void even
+// when it reaches another outcome (Eno may already have deleted the orphans it hands over).
 func ChangedPlanInput(read, live Composition) string {
+	if !slices.Equal(slicesOf(read), slicesOf(live)) {
+		return "the slices its synthesis names changed"
+	}
 	rl, rerr := LineageOf(read)
 	ll, lerr := LineageOf(live)
 	if (rerr == nil) != (lerr == nil) || rl != ll {
@@ -141,6 +151,13 @@ func ChangedPlanInput(read, live Composition) string {
 		return "the recoveredFrom of its decision changed"
 	}
 	return ""
+}
+
+func slicesOf(c Composition) []string {
+	if c.Synthesis == nil {
+		return nil
+	}
+	return c.Synthesis.Slices
 }
 
 func recoveredFromOf(c Composition) string {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -454,6 +455,10 @@ func TestChangedPlanInput(t *testing.T) {
 		{"lineage override added", func(c *domain.Composition) { c.Annotations[domain.AnnotationLineageOverride] = "fresh-start" }, "its lineage changed"},
 		{"lineage override made invalid", func(c *domain.Composition) { c.Annotations[domain.AnnotationLineageOverride] = "Not_A_Label" }, "its lineage changed"},
 		{"review set", func(c *domain.Composition) { c.Annotations[domain.AnnotationReview] = "reject:" + synUUID }, "its review annotation changed"},
+		{"a recovery slice committed", func(c *domain.Composition) {
+			c.Synthesis.Slices = append(slices.Clone(c.Synthesis.Slices), "web-recovery-"+synUUID[:8])
+		}, "the slices its synthesis names changed"},
+		{"a slice no longer named", func(c *domain.Composition) { c.Synthesis.Slices = c.Synthesis.Slices[:len(c.Synthesis.Slices)-1] }, "the slices its synthesis names changed"},
 		{"recoveredFrom changed", func(c *domain.Composition) {
 			c.Annotations[domain.AnnotationDecision] = domain.Decision{SynthesisUUID: "s", Outcome: domain.OutcomeRecovered, RecoveredFrom: "src"}.Encode()
 		}, "the recoveredFrom of its decision changed"},

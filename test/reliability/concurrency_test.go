@@ -1,6 +1,7 @@
 package reliability_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -251,29 +252,17 @@ func runConcurrentControllers(t *testing.T, instances int) {
 		assert.Equal(t, 1, n, "composition %s synthesis %s has %d finished decisions", key[0], key[1], n)
 	}
 
-	// Every tombstone slice belongs to the Recovered decision of its own synthesis.
+	// Every committed recovery slice belongs to the Recovered decision of its own synthesis,
+	// unless Eno moved on first; every Recovered decision names its committed slice.
 	recovered := 0
 	for _, d := range final.decisions {
 		if d.Decision.Outcome == domain.OutcomeRecovered {
 			recovered++
 		}
 	}
-	recovery := w.recoverySlices()
-	for _, s := range recovery {
-		owner := w.cluster.SliceOwner(s.Namespace, s.Name)
-		var matches []domain.Decision
-		for _, d := range final.decisions {
-			if d.UID == owner && d.Decision.SynthesisUUID == s.SynthesisUUID && d.Decision.Outcome == domain.OutcomeRecovered {
-				matches = append(matches, d.Decision)
-			}
-		}
-		if assert.Len(t, matches, 1, "tombstone slice %s/%s (synthesis %s, owner %s) has no Recovered decision of its own", s.Namespace, s.Name, s.SynthesisUUID, owner) {
-			assert.Equal(t, s.Name, matches[0].TombstoneSlice)
-			assert.Equal(t, len(s.Resources), matches[0].Tombstones, "slice %s holds what its decision counted", s.Name)
-		}
-	}
+	book := w.checkHandoffs(&final)
 	assert.Positive(t, recovered, "recreations under way produced recoveries")
-	assert.Len(t, recovery, recovered)
+	assert.Equal(t, recovered, book.decided)
 
 	byOutcome := map[string]int{}
 	for _, d := range final.decisions {
@@ -283,9 +272,9 @@ func runConcurrentControllers(t *testing.T, instances int) {
 		instances, passes.Load(), res.ok, res.conflict, res.alreadyExists, res.stale, res.gone, publications, recreations, forced)
 	t.Logf("Eno deleted %d downstream objects (its own diffs and the tombstones handed to it), none that a Composition still produces; %d orphans were left downstream (history never recorded or untrusted)",
 		len(w.deletedObjects()), leftovers)
-	t.Logf("store while racing: %d creates, %d updates, %d update conflicts, %d AlreadyExists; decisions: %d written (%d while racing), %d conflicts, by outcome %v; %d publications of tombstones into %d recovery slices",
+	t.Logf("store while racing: %d creates, %d updates, %d update conflicts, %d AlreadyExists; decisions: %d written (%d while racing), %d conflicts, by outcome %v; %d publications of tombstones into %d recovery slices; hand-offs %+v",
 		racing.creates, racing.updates, racing.chunkConflicts, racing.alreadyExists,
-		len(final.decisions), len(racing.decisions), final.decisionConflicts, byOutcome, len(final.publishes), len(recovery))
+		len(final.decisions), len(racing.decisions), final.decisionConflicts, byOutcome, len(final.publishes), len(w.recoverySlices()), book)
 }
 
 // producedNow reports whether the current synthesis of any Composition produces the object.
@@ -482,38 +471,91 @@ func TestSynthesisChangesMidHandoff(t *testing.T) {
 				}
 				assert.Equal(t, first.SynthesisUUID(), d.RecoveredFrom, "the recovery from the old snapshot is on record")
 
-				// Every committed recovery slice belongs to a Recovered decision of its synthesis,
-				// unless that synthesis was superseded between the commit point and the decision
-				// (step 3 rechecks the live synthesis and aborts, as SPEC §6 demands): then no
-				// decision at all was written for it, and Eno's next synthesis carried its
-				// tombstones (asserted above: downstream holds no orphan of the old snapshot).
+				// Only a change right before step 3 leaves a committed slice undecided.
 				final := w.audit.report()
-				for _, c := range final.commits {
-					var recovered, other int
-					for _, r := range final.decisions {
-						if r.UID != c.UID || r.Decision.SynthesisUUID != c.SynthesisUUID {
-							continue
-						}
-						if r.Decision.Outcome == domain.OutcomeRecovered && r.Decision.TombstoneSlice == c.Slice {
-							recovered++
-						} else {
-							other++
-						}
-					}
-					assert.Zero(t, other, "committed recovery slice %s: no other decision for its synthesis", c.Slice)
-					if recovered == 0 {
-						assert.Equal(t, memory.OpWriteDecision, op, "only a change right before step 3 leaves a committed slice undecided")
-						assert.NotEqual(t, c.SynthesisUUID, live.SynthesisUUID(), "its synthesis was superseded")
-						continue
-					}
-					assert.Equal(t, 1, recovered, "committed recovery slice %s of synthesis %s has one Recovered decision", c.Slice, c.SynthesisUUID)
+				book := w.checkHandoffs(&final)
+				if book.superseded > 0 {
+					assert.Equal(t, memory.OpWriteDecision, op, "only a change right before step 3 leaves a committed slice undecided")
 				}
 				var outcomes []string
 				for _, r := range final.decisions {
 					outcomes = append(outcomes, r.Decision.Outcome.String()+"/"+r.Decision.Reason)
 				}
-				t.Logf("decisions: %v; commits: %d; recovery slices: %d", outcomes, len(final.commits), len(w.recoverySlices()))
+				t.Logf("decisions: %v; hand-offs: %+v", outcomes, book)
 			})
 		}
 	}
+}
+
+// observeFirst runs before once, right before the first object read of SPEC §6.3.
+type observeFirst struct {
+	ports.DownstreamReader
+	once   sync.Once
+	before func()
+}
+
+func (o *observeFirst) ObserveObject(ctx context.Context, e domain.Entry) (domain.Observation, error) {
+	o.once.Do(o.before)
+	return o.DownstreamReader.ObserveObject(ctx, e)
+}
+
+// TestPlanMeetsACommittedHandoff races two passes over a recreated Composition. Pass B reads
+// it and plans; while B reads the orphans downstream, pass A hands them to Eno and dies right
+// after the commit point, and eno-reconciler, loading the synthesis after the append, deletes
+// them (SPEC §6.2: a slice appended under the same UUID takes effect whenever the synthesis is
+// loaded). B then finds the orphans gone. The synthesis is committed to the hand-off, so B
+// must not write its own decision: the next pass resumes the hand-off and decides Recovered.
+func TestPlanMeetsACommittedHandoff(t *testing.T) {
+	ctx := logr.NewContext(t.Context(), testr.New(t))
+	w := newWorld(t, crashChunkBytes, 1.0)
+	oldNames, newNames := names("old", 8), names("new", 3)
+	first := w.create(crashRef, true, oldNames...)
+	_, err := w.service().Reconcile(ctx, crashRef)
+	require.NoError(t, err)
+	second := w.recreate(crashRef, true, newNames...)
+
+	raced := false
+	b := w.service(func(d *app.Deps) {
+		d.Downstream = &observeFirst{DownstreamReader: d.Downstream, before: func() {
+			raced = true
+			w.cluster.SetBeforeWrite(func(op, _ string) error {
+				if op == memory.OpWriteDecision {
+					return errCrash
+				}
+				return nil
+			})
+			_, err := w.service().Reconcile(ctx, crashRef)
+			w.cluster.SetBeforeWrite(nil)
+			require.ErrorIs(t, err, errCrash, "pass A dies at step 3")
+			committed, ok := w.live(crashRef).CommittedRecoverySlice()
+			require.True(t, ok, "pass A committed its slice")
+			_, err = w.enoReconcile(crashRef)
+			require.NoError(t, err)
+			t.Logf("pass A committed %s; Eno deleted %v", committed, w.deletedObjects())
+		}}
+	})
+	_, err = b.Reconcile(ctx, crashRef)
+	require.True(t, raced, "pass B read the orphans downstream")
+	var stale *app.StaleCompositionError
+	require.ErrorAs(t, err, &stale, "pass B finds the synthesis committed to a hand-off since it read it")
+	_, decided := w.live(crashRef).Decision()
+	assert.False(t, decided, "pass B wrote no decision")
+
+	w.settle(ctx, w.service(), crashRef)
+	report := w.audit.report()
+	book := w.checkHandoffs(&report)
+	assert.Equal(t, handoffBook{decided: 1}, book)
+	var got []string
+	for _, r := range w.audit.report().decisions {
+		if r.Decision.SynthesisUUID == second.SynthesisUUID() {
+			got = append(got, r.Decision.Outcome.String())
+		}
+	}
+	assert.Equal(t, []string{domain.OutcomeRecovered.String()}, got, "the recreated synthesis has one decision: Recovered")
+	live := w.live(crashRef)
+	d, ok := live.FinishedDecision()
+	require.True(t, ok)
+	assert.Equal(t, first.SynthesisUUID(), d.RecoveredFrom)
+	assert.Equal(t, cmIDs(crashRef.Namespace, newNames...), w.downstream(crashRef.Namespace))
+	assert.Empty(t, w.badDeletions())
 }

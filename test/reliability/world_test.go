@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -77,10 +78,11 @@ func newWorld(t *testing.T, maxChunkBytes int, maxTombstoneFraction float64) *wo
 	return w
 }
 
-// service is one controller instance over the shared cluster, its writes audited.
-func (w *world) service() *app.Service {
+// service is one controller instance over the shared cluster, its writes audited; each
+// option may replace a dependency, to intercept it.
+func (w *world) service(options ...func(*app.Deps)) *app.Service {
 	w.t.Helper()
-	svc, err := app.New(w.cfg, app.Deps{
+	deps := app.Deps{
 		Compositions: w.cluster,
 		Guard:        w.cluster,
 		Slices:       w.cluster,
@@ -89,7 +91,11 @@ func (w *world) service() *app.Service {
 		Decisions:    &auditedDecisions{DecisionWriter: w.cluster, audit: w.audit, yield: w.yield},
 		Downstream:   w.cluster,
 		Events:       w.cluster,
-	})
+	}
+	for _, o := range options {
+		o(&deps)
+	}
+	svc, err := app.New(w.cfg, deps)
 	require.NoError(w.t, err)
 	return svc
 }
@@ -351,6 +357,7 @@ type decisionRecord struct {
 }
 
 type publishRecord struct {
+	Ref                       domain.CompositionRef
 	UID, SynthesisUUID, Slice string
 	Tombstones                int
 }
@@ -522,7 +529,7 @@ func (s *auditedSink) PublishTombstones(ctx context.Context, comp domain.Composi
 	where, err := s.TombstoneSink.PublishTombstones(ctx, comp, h)
 	if err == nil {
 		s.audit.mu.Lock()
-		s.audit.publishes = append(s.audit.publishes, publishRecord{UID: comp.UID, SynthesisUUID: comp.SynthesisUUID(), Slice: where, Tombstones: len(h.Resources)})
+		s.audit.publishes = append(s.audit.publishes, publishRecord{Ref: comp.Ref(), UID: comp.UID, SynthesisUUID: comp.SynthesisUUID(), Slice: where, Tombstones: len(h.Resources)})
 		s.audit.mu.Unlock()
 	}
 	return where, err
@@ -533,7 +540,7 @@ func (s *auditedSink) CommitTombstones(ctx context.Context, comp domain.Composit
 	err := s.TombstoneSink.CommitTombstones(ctx, comp, slice)
 	if err == nil {
 		s.audit.mu.Lock()
-		s.audit.commits = append(s.audit.commits, publishRecord{UID: comp.UID, SynthesisUUID: comp.SynthesisUUID(), Slice: slice})
+		s.audit.commits = append(s.audit.commits, publishRecord{Ref: comp.Ref(), UID: comp.UID, SynthesisUUID: comp.SynthesisUUID(), Slice: slice})
 		s.audit.mu.Unlock()
 	}
 	return err
@@ -553,4 +560,91 @@ func (s *auditedSink) RequestResynthesis(ctx context.Context, comp domain.Compos
 		s.audit.mu.Unlock()
 	}
 	return err
+}
+
+// handoffBook counts the hand-offs of a run by how they ended.
+type handoffBook struct {
+	// decided: committed, then decided Recovered. superseded: committed, then the synthesis
+	// moved on before step 3, which found it stale and wrote nothing. uncommitted: published,
+	// then the synthesis moved on before the commit point.
+	decided, superseded, uncommitted int
+}
+
+// checkHandoffs asserts the bookkeeping of SPEC §6.2 over every hand-off of a run:
+//   - a committed recovery slice has exactly one decision for its synthesis, Recovered, naming
+//     it and counting its tombstones; or none at all when its synthesis was superseded between
+//     the commit point and step 3. Never another outcome: past the commit point nothing plans
+//     that synthesis again;
+//   - a recovery slice that was published but never committed is named by no synthesis, so it
+//     reaches nothing downstream (eno-controller's slice cleanup removes it);
+//   - every Recovered decision names the slice committed for its synthesis.
+func (w *world) checkHandoffs(a *audit) handoffBook {
+	t := w.t
+	t.Helper()
+	var book handoffBook
+	committed := map[[2]string]publishRecord{}
+	for _, c := range a.commits {
+		key := [2]string{c.UID, c.SynthesisUUID}
+		if prev, ok := committed[key]; ok {
+			assert.Equal(t, prev.Slice, c.Slice, "synthesis %s: one recovery slice is committed, however many passes commit it", c.SynthesisUUID)
+		}
+		committed[key] = c
+	}
+	for key, c := range committed {
+		var recovered []domain.Decision
+		for _, r := range a.decisions {
+			if r.UID != key[0] || r.Decision.SynthesisUUID != key[1] {
+				continue
+			}
+			assert.Equal(t, domain.OutcomeRecovered, r.Decision.Outcome, "%s: synthesis %s has committed recovery slice %s, yet was decided %s/%s: %s",
+				c.Ref, c.SynthesisUUID, c.Slice, r.Decision.Outcome, r.Decision.Reason, r.Decision.Message)
+			if r.Decision.Outcome == domain.OutcomeRecovered {
+				recovered = append(recovered, r.Decision)
+			}
+		}
+		switch len(recovered) {
+		case 0:
+			live, err := w.cluster.LiveComposition(context.Background(), c.Ref)
+			if err == nil {
+				assert.False(t, domain.SameIncarnation(domain.Composition{UID: c.UID, Synthesis: &domain.Synthesis{UUID: c.SynthesisUUID}}, live),
+					"%s: committed recovery slice %s of the live synthesis %s has no decision", c.Ref, c.Slice, c.SynthesisUUID)
+			}
+			book.superseded++
+		case 1:
+			assert.Equal(t, c.Slice, recovered[0].TombstoneSlice)
+			for _, s := range w.cluster.Slices(c.Ref.Namespace) {
+				if s.Name == c.Slice {
+					assert.Len(t, s.Resources, recovered[0].Tombstones, "slice %s holds what its decision counted", s.Name)
+				}
+			}
+			book.decided++
+		default:
+			assert.Fail(t, "duplicate decisions", "%s: synthesis %s was decided Recovered %d times", c.Ref, c.SynthesisUUID, len(recovered))
+		}
+	}
+	for _, s := range w.recoverySlices() {
+		owner := w.cluster.SliceOwner(s.Namespace, s.Name)
+		if _, ok := committed[[2]string{owner, s.SynthesisUUID}]; ok {
+			continue
+		}
+		book.uncommitted++
+		for _, p := range a.publishes {
+			if p.Slice != s.Name || p.UID != owner {
+				continue
+			}
+			if live, err := w.cluster.LiveComposition(context.Background(), p.Ref); err == nil && live.UID == owner {
+				assert.False(t, live.NamesSlice(s.Name), "%s: uncommitted recovery slice %s is named by its synthesis", p.Ref, s.Name)
+			}
+		}
+	}
+	for _, r := range a.decisions {
+		if r.Decision.Outcome != domain.OutcomeRecovered {
+			continue
+		}
+		c, ok := committed[[2]string{r.UID, r.Decision.SynthesisUUID}]
+		if assert.True(t, ok, "Recovered decision for synthesis %s has no committed recovery slice", r.Decision.SynthesisUUID) {
+			assert.Equal(t, c.Slice, r.Decision.TombstoneSlice)
+		}
+	}
+	return book
 }
