@@ -9,6 +9,7 @@ import (
 	"github.com/go-logr/zapr"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"k8s.io/klog/v2"
 )
 
 // logOptions: JSON logs in production, console for people; -v raises verbosity (logr V levels).
@@ -99,4 +100,11 @@ func mergeKeys(base, kv []any) []any {
 		}
 	}
 	return out
+}
+
+// routeClientGoLogs sends what client-go logs through klog (watch errors, client-side
+// throttling, leader election) to log, so that every line on stderr is in the chosen format.
+// It is set once for the process and never undone: client-go's goroutines may log until exit.
+func routeClientGoLogs(log logr.Logger) {
+	klog.SetLogger(log.WithName("client-go"))
 }

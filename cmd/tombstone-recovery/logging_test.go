@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/klog/v2"
 )
 
 func TestMergeKeysFoldsRepeatedKeys(t *testing.T) {
@@ -50,4 +51,28 @@ func TestJSONLogsCarryEachKeyOnce(t *testing.T) {
 		assert.Equal(t, "ns/a", obj["composition"])
 		assert.Equal(t, "x", obj["lineage"])
 	}
+}
+
+// client-go logs through klog; run routes it to the JSON logger, so that stderr holds JSON
+// lines only (test/e2e checks every line of every run).
+func TestClientGoLogsAreJSON(t *testing.T) {
+	var buf bytes.Buffer
+	log, flush, err := (&logOptions{format: "json"}).build(&buf)
+	require.NoError(t, err)
+	routeClientGoLogs(log)
+	defer klog.ClearLogger()
+	klog.Warning("watch of *v1.Secret ended with: an error on the server")
+	klog.InfoS("Waited before sending request", "delay", "1.2s")
+	klog.ErrorS(errors.New("boom"), "Failed to update lock")
+	flush()
+
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	require.Len(t, lines, 3, buf.String())
+	for _, line := range lines {
+		var obj map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &obj), line)
+		assert.Equal(t, "client-go", obj["logger"], line)
+	}
+	assert.Contains(t, lines[0], "watch of *v1.Secret ended")
+	assert.Contains(t, lines[2], `"error":"boom"`)
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
+	"github.com/Azure/eno-tombstone-recovery/runnable"
 )
 
 // applyRBAC creates every object of a deploy/ RBAC manifest through the typed RBAC client.
@@ -119,7 +120,10 @@ func TestLeastPrivilege(t *testing.T) {
 	_, secrets := waitForSnapshot(t, c, "kube-system", lineage, string(comp.GetUID()), first.uuid)
 	require.Len(t, secrets, 1)
 
-	lease, err := c.Kube.CoordinationV1().Leases("eno-system").Get(ctx, "eno-tombstone-recovery", metav1.GetOptions{})
+	// The shard's own Lease: replicas scoped to other namespaces elect their own leaders.
+	leaseName := runnable.DefaultLeaseName(ns, nil)
+	require.NotEqual(t, "eno-tombstone-recovery", leaseName)
+	lease, err := c.Kube.CoordinationV1().Leases("eno-system").Get(ctx, leaseName, metav1.GetOptions{})
 	require.NoError(t, err, "the leader's Lease")
 	require.NotNil(t, lease.Spec.HolderIdentity)
 	assert.NotEmpty(t, *lease.Spec.HolderIdentity)
@@ -192,7 +196,7 @@ func TestLeastPrivilege(t *testing.T) {
 	// Nothing the binary did needed more than deploy/ grants.
 	assert.NotContains(t, strings.ToLower(ctl.stderr()), "forbidden")
 	// ReleaseOnCancel hands the Lease back on SIGTERM.
-	lease, err = c.Kube.CoordinationV1().Leases("eno-system").Get(ctx, "eno-tombstone-recovery", metav1.GetOptions{})
+	lease, err = c.Kube.CoordinationV1().Leases("eno-system").Get(ctx, leaseName, metav1.GetOptions{})
 	require.NoError(t, err)
 	if lease.Spec.HolderIdentity != nil {
 		assert.Empty(t, *lease.Spec.HolderIdentity, "the Lease is released on SIGTERM")
