@@ -78,13 +78,14 @@ func resources(n int) []res {
 	return out
 }
 
-// slicesOf is a synthesis's slices as stock Eno writes them: spec.synthesisUUID is the synthesis
-// current when the executor wrote them, "" on a first synthesis (SPEC §2); membership comes from
-// the Composition's resourceSlices alone. The synthesis UUID callers name is for the reader.
-func slicesOf(_ string, rs ...[]res) []domain.ResourceSlice {
+// slicesOf is a synthesis's slices as stock Eno writes them: stamp is their spec.synthesisUUID,
+// the synthesis current when the executor wrote them, "" on a first synthesis and the previous
+// synthesis's UUID after that (SPEC §2); membership comes from the Composition's resourceSlices
+// alone, never from the stamp.
+func slicesOf(stamp string, rs ...[]res) []domain.ResourceSlice {
 	out := make([]domain.ResourceSlice, len(rs))
 	for i, group := range rs {
-		s := domain.ResourceSlice{Namespace: ns, Name: fmt.Sprintf("web-slice-%d", i)}
+		s := domain.ResourceSlice{Namespace: ns, Name: fmt.Sprintf("web-slice-%d", i), SynthesisUUID: stamp}
 		for _, r := range group {
 			s.Resources = append(s.Resources, domain.SliceResource{Manifest: manifest(r), Deleted: r.deleted})
 		}
@@ -111,9 +112,9 @@ func composition(uid, uuid string, slices []domain.ResourceSlice, decided bool) 
 // snapshotSecrets is what recording comp with these resources stores, as the store lists them.
 func snapshotSecrets(t *testing.T, compUID, uuid string, ts time.Time, limit int, rs []res) []domain.ChunkSecret {
 	t.Helper()
-	c := composition(compUID, uuid, slicesOf(uuid, rs), false)
+	c := composition(compUID, uuid, slicesOf("", rs), false)
 	c.Synthesis.Synthesized = ts
-	contents, err := domain.ReadSynthesis(c, slicesOf(uuid, rs))
+	contents, err := domain.ReadSynthesis(c, slicesOf("", rs))
 	require.NoError(t, err)
 	chunks, err := domain.SplitInventory(contents.Inventory(), limit, 64)
 	require.NoError(t, err)
@@ -145,6 +146,8 @@ type fixture struct {
 	downstream *portsfakes.FakeDownstreamReader
 	published  map[string]domain.ResourceSlice
 	cfg        app.Config
+	// current is the synthesis setSynthesis last published: Eno's stamp on the next one's slices.
+	current string
 }
 
 // newFixture is a healthy world: an opted-in, Ready, decided Composition whose 9 resources
@@ -201,7 +204,12 @@ func newFixture(t *testing.T) *fixture {
 }
 
 func (f *fixture) setSynthesis(uuid string, groups ...[]res) {
-	f.slices = slicesOf(uuid, groups...)
+	if uuid != f.current {
+		f.slices = slicesOf(f.current, groups...)
+		f.current = uuid
+	} else {
+		f.slices = slicesOf(slicesStamp(f.slices), groups...)
+	}
 	byName := map[string]domain.ResourceSlice{}
 	for _, s := range f.slices {
 		byName[s.Name] = s
@@ -216,6 +224,13 @@ func (f *fixture) setSynthesis(uuid string, groups ...[]res) {
 		}
 		return s, nil
 	})
+}
+
+func slicesStamp(s []domain.ResourceSlice) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0].SynthesisUUID
 }
 
 func (f *fixture) service(t *testing.T) *app.Service {

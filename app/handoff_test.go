@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -45,6 +46,27 @@ func TestHandoffFaults(t *testing.T) {
 		var stale *app.StaleCompositionError
 		assert.False(t, errors.As(err, &stale))
 		assert.Zero(t, f.decisions.WriteDecisionCallCount())
+	})
+	t.Run("the slice's rewrite conflicts: nothing committed, the next pass hands off", func(t *testing.T) {
+		f := newRecovery(t)
+		publish := f.sink.PublishTombstonesStub
+		f.sink.PublishTombstonesCalls(func(c context.Context, comp domain.Composition, h domain.Handoff) (string, error) {
+			if f.sink.PublishTombstonesCallCount() == 1 {
+				return "", fmt.Errorf("update slice %s: %w", slice, ports.ErrConflict)
+			}
+			return publish(c, comp, h)
+		})
+		_, err := f.service(t).Recover(ctx(t), f.comp)
+		require.ErrorIs(t, err, ports.ErrConflict)
+		assert.Zero(t, f.sink.CommitTombstonesCallCount())
+		assert.Zero(t, f.decisions.WriteDecisionCallCount())
+
+		_, err = f.service(t).Recover(ctx(t), f.comp)
+		require.NoError(t, err)
+		assert.Equal(t, 2, f.sink.PublishTombstonesCallCount())
+		assert.Equal(t, 1, f.sink.CommitTombstonesCallCount())
+		assert.Equal(t, domain.OutcomeRecovered, writtenDecision(t, f).Outcome)
+		assert.Equal(t, 1, f.sink.RequestResynthesisCallCount())
 	})
 	t.Run("a synthesis in flight: nothing is published", func(t *testing.T) {
 		f := newRecovery(t)
@@ -177,4 +199,52 @@ func TestHandoffFaults(t *testing.T) {
 		assert.Equal(t, domain.OutcomeNothingToRecover, d.Outcome)
 		assert.Equal(t, domain.ReasonAlreadyDecided, d.Reason)
 	})
+}
+
+// Steps 4 and 5 of the hand-off (SPEC §6.2) follow their own live recheck: a Composition that
+// was recreated, resynthesized, opted out or started deleting after the decision gets neither
+// its slice recreated nor a forced resynthesis.
+func TestHandoffRechecksBeforeStepsFourAndFive(t *testing.T) {
+	rs := resources(9)
+	changes := map[string]func(c domain.Composition) domain.Composition{
+		"recreated": func(c domain.Composition) domain.Composition { c.UID = "uid-3"; return c },
+		"resynthesized": func(c domain.Composition) domain.Composition {
+			s := *c.Synthesis
+			s.UUID = "66666666-aaaa-bbbb-cccc-000000000006"
+			c.Synthesis = &s
+			return c
+		},
+		"opted out": func(c domain.Composition) domain.Composition {
+			c.Annotations = maps.Clone(c.Annotations)
+			delete(c.Annotations, domain.AnnotationOptIn)
+			return c
+		},
+		"deleting": func(c domain.Composition) domain.Composition { c.Deleting = true; return c },
+	}
+	// The live reads of one pass: before publishing, before the commit, before the decision,
+	// before step 4 (the slice check) and before step 5 (the forced resynthesis).
+	const beforeStep4, beforeStep5 = 3, 4
+	for desc, change := range changes {
+		for _, at := range []int{beforeStep4, beforeStep5} {
+			t.Run(fmt.Sprintf("%s before step %d", desc, at+1), func(t *testing.T) {
+				f := recoveryFixture(t, rs, rs[:7])
+				f.cfg.MaxTombstoneFraction = 1
+				calls := 0
+				f.guard.LiveCompositionCalls(func(context.Context, domain.CompositionRef) (domain.Composition, error) {
+					calls++
+					if calls-1 == at {
+						return change(f.comp), nil
+					}
+					return f.comp, nil
+				})
+				_, err := f.service(t).Recover(ctx(t), f.comp)
+				var stale *app.StaleCompositionError
+				require.ErrorAs(t, err, &stale)
+				assert.Equal(t, at+1, calls)
+				require.Equal(t, 1, f.decisions.WriteDecisionCallCount(), "decided before the change")
+				assert.Equal(t, at-beforeStep4, f.sink.EnsureTombstonesCallCount())
+				assert.Zero(t, f.sink.RequestResynthesisCallCount(), "no resynthesis forced on a Composition that changed")
+			})
+		}
+	}
 }

@@ -21,6 +21,16 @@ func TestRecoverRechecksBeforeADecisionWithoutTombstones(t *testing.T) {
 			c.Annotations = map[string]string{domain.AnnotationOptIn: domain.OptInValue, domain.AnnotationLineageOverride: "elsewhere"}
 			return c
 		},
+		"resynthesized": func(c domain.Composition) domain.Composition {
+			s := *c.Synthesis
+			s.UUID = "66666666-aaaa-bbbb-cccc-000000000006"
+			c.Synthesis = &s
+			return c
+		},
+		"review annotation set": func(c domain.Composition) domain.Composition {
+			c.Annotations = map[string]string{domain.AnnotationOptIn: domain.OptInValue, domain.AnnotationReview: "reject:" + synthID}
+			return c
+		},
 	} {
 		t.Run(desc, func(t *testing.T) {
 			f := recoveryFixture(t, rs[:5], rs) // nothing orphaned: NothingToRecover/NoOrphans
@@ -32,4 +42,29 @@ func TestRecoverRechecksBeforeADecisionWithoutTombstones(t *testing.T) {
 			assert.Zero(t, f.decisions.WriteDecisionCallCount())
 		})
 	}
+}
+
+// The case: the cache says reject:S and the live object says approve:S. A finished
+// Rejected written from the cache would let recording replace the history the operator just
+// approved recovering from; the recheck stops it, and the next pass plans from the live value.
+func TestRecoverStaleRejectAgainstALiveApprove(t *testing.T) {
+	rs := resources(9)
+	f := recoveryFixture(t, rs, rs[:2]) // 7 of 9 orphaned: over the deletion guard
+	cached := f.comp
+	cached.Annotations = map[string]string{domain.AnnotationOptIn: domain.OptInValue, domain.AnnotationReview: "reject:" + synthID}
+	f.comp.Annotations = map[string]string{domain.AnnotationOptIn: domain.OptInValue, domain.AnnotationReview: "approve:" + synthID}
+
+	_, err := f.service(t).Recover(ctx(t), cached)
+	var stale *app.StaleCompositionError
+	require.ErrorAs(t, err, &stale)
+	assert.Contains(t, err.Error(), "review annotation changed")
+	assert.Zero(t, f.decisions.WriteDecisionCallCount(), "no Rejected from the cached annotation")
+	assert.Zero(t, f.sink.PublishTombstonesCallCount())
+
+	// The next pass reads the live object: approved, so the 7 are handed to Eno.
+	res, err := f.service(t).Recover(ctx(t), f.comp)
+	require.NoError(t, err)
+	assert.Equal(t, domain.OutcomeRecovered, res.Plan.Decision.Outcome)
+	assert.Equal(t, domain.ReasonApproved, res.Plan.Decision.Reason)
+	assert.Equal(t, 7, res.Plan.Decision.Tombstones)
 }

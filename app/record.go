@@ -109,7 +109,7 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 			s.deps.Metrics.ChunkWrite("unchanged")
 			continue
 		}
-		if _, err := s.recheck(ctx, comp, s.policy.CheckRecording); err != nil {
+		if _, err := s.recheck(ctx, comp, s.recordingStillHolds(comp)); err != nil {
 			return res, fmt.Errorf("recording %s chunk %d: %w", comp.Ref(), i, err)
 		}
 		if exists {
@@ -145,6 +145,20 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 			fmt.Sprintf("recorded %d resources in %d chunk(s) of lineage %s (%d written, %d unchanged)", inv.Len(), res.Chunks, lineage, res.Created+res.Updated, res.Reused))
 	}
 	return res, nil
+}
+
+// recordingStillHolds is the recheck before each chunk write (SPEC §4): recording's eligibility,
+// and the inputs the inventory and the Secret names were computed from.
+func (s *Service) recordingStillHolds(read domain.Composition) func(domain.Composition) error {
+	return func(live domain.Composition) error {
+		if err := s.policy.CheckRecording(live); err != nil {
+			return err
+		}
+		if why := domain.ChangedRecordingInput(read, live); why != "" {
+			return errors.New(why)
+		}
+		return nil
+	}
 }
 
 // occupantCheck decides whether an existing Secret at one of comp's chunk names may be

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -105,6 +106,12 @@ func TestRecordLiveRecheckAbortsBeforeAnyWrite(t *testing.T) {
 		"opt-in removed":   func(c *domain.Composition) { delete(c.Annotations, domain.AnnotationOptIn) },
 		"deletion started": func(c *domain.Composition) { c.Deleting = true },
 		"no longer ready":  func(c *domain.Composition) { c.Synthesis.Ready = false },
+		// A lineage override added under the same synthesis: the names, labels and Secret list
+		// of the old lineage must not be written to (SPEC §4, "lineage unchanged").
+		"lineage override added": func(c *domain.Composition) { c.Annotations[domain.AnnotationLineageOverride] = "fresh-start" },
+		"a slice committed to the synthesis": func(c *domain.Composition) {
+			c.Synthesis.Slices = append(slices.Clone(c.Synthesis.Slices), "web-recovery-11111111")
+		},
 	}
 	for desc, mutate := range cases {
 		for _, pos := range []int{0, 2} {

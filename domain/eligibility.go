@@ -136,6 +136,25 @@ func (p Policy) CheckHandoff(c Composition) error {
 // from then on the synthesis belongs to that hand-off, and a plan read before it is void even
 // when it reaches another outcome (Eno may already have deleted the orphans it hands over).
 func ChangedPlanInput(read, live Composition) string {
+	if why := ChangedRecordingInput(read, live); why != "" {
+		return why
+	}
+	if read.Annotations[AnnotationReview] != live.Annotations[AnnotationReview] {
+		return "its review annotation changed"
+	}
+	if recoveredFromOf(read) != recoveredFromOf(live) {
+		return "the recoveredFrom of its decision changed"
+	}
+	return ""
+}
+
+// ChangedRecordingInput names the first input of a recording pass that differs between the
+// Composition the inventory was read from and the live one, or returns "" (SPEC §4, "immediately
+// before each write"): the slices the synthesis names, whose content is the inventory, and the
+// lineage, which picks the Secrets. UID, synthesis and eligibility are checked by the caller's
+// recheck. A lineage override added under one synthesis must never be written to with the
+// Secret list, names and metadata of the old lineage.
+func ChangedRecordingInput(read, live Composition) string {
 	if !slices.Equal(slicesOf(read), slicesOf(live)) {
 		return "the slices its synthesis names changed"
 	}
@@ -143,12 +162,6 @@ func ChangedPlanInput(read, live Composition) string {
 	ll, lerr := LineageOf(live)
 	if (rerr == nil) != (lerr == nil) || rl != ll {
 		return "its lineage changed"
-	}
-	if read.Annotations[AnnotationReview] != live.Annotations[AnnotationReview] {
-		return "its review annotation changed"
-	}
-	if recoveredFromOf(read) != recoveredFromOf(live) {
-		return "the recoveredFrom of its decision changed"
 	}
 	return ""
 }

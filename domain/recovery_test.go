@@ -472,3 +472,32 @@ func TestChangedPlanInput(t *testing.T) {
 		})
 	}
 }
+
+// Recording's recheck compares what the inventory and the Secret names came from (SPEC §4).
+func TestChangedRecordingInput(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*domain.Composition)
+		want   string
+	}{
+		{"nothing", func(*domain.Composition) {}, ""},
+		{"a review annotation is no input of recording", func(c *domain.Composition) { c.Annotations[domain.AnnotationReview] = "reject:" + synUUID }, ""},
+		{"lineage override added", func(c *domain.Composition) { c.Annotations[domain.AnnotationLineageOverride] = "fresh-start" }, "its lineage changed"},
+		{"a recovery slice committed", func(c *domain.Composition) {
+			c.Synthesis.Slices = append(slices.Clone(c.Synthesis.Slices), "web-recovery-"+synUUID[:8])
+		}, "the slices its synthesis names changed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			read := composition()
+			live := composition()
+			tt.mutate(&live)
+			assert.Equal(t, tt.want, domain.ChangedRecordingInput(read, live))
+		})
+	}
+	t.Run("an override dropped is a change too", func(t *testing.T) {
+		read := composition()
+		read.Annotations[domain.AnnotationLineageOverride] = "fresh-start"
+		assert.Equal(t, "its lineage changed", domain.ChangedRecordingInput(read, composition()))
+	})
+}
