@@ -93,12 +93,14 @@ func (s synthesis) sliceNames(comp string) []string {
 	return out
 }
 
-// domainSlices is the synthesis as the domain reads it.
-func (s synthesis) domainSlices(namespace, comp string) []domain.ResourceSlice {
+// domainSlices is the synthesis as the domain reads it. stamp is the spec.synthesisUUID stock
+// Eno writes: the synthesis current when its executor wrote the slices, "" on a Composition's
+// first synthesis and the previous one's UUID after that (SPEC §2). Membership never reads it.
+func (s synthesis) domainSlices(namespace, comp, stamp string) []domain.ResourceSlice {
 	names := s.sliceNames(comp)
 	out := make([]domain.ResourceSlice, len(names))
 	for i, name := range names {
-		out[i] = domain.ResourceSlice{Namespace: namespace, Name: name, SynthesisUUID: s.uuid}
+		out[i] = domain.ResourceSlice{Namespace: namespace, Name: name, SynthesisUUID: stamp}
 		for r := i * s.perSlice; r < min(s.resources, (i+1)*s.perSlice); r++ {
 			out[i].Resources = append(out[i].Resources, domain.SliceResource{Manifest: manifest(namespace, r)})
 		}
@@ -112,7 +114,7 @@ func (s synthesis) chunks(t testing.TB, namespace, comp string, maxChunkBytes in
 	c := domain.Composition{Namespace: namespace, Name: comp, Synthesis: &domain.Synthesis{
 		UUID: s.uuid, Synthesized: synthesizedAt, Ready: true, Slices: s.sliceNames(comp),
 	}}
-	contents, err := domain.ReadSynthesis(c, s.domainSlices(namespace, comp))
+	contents, err := domain.ReadSynthesis(c, s.domainSlices(namespace, comp, ""))
 	require.NoError(t, err)
 	chunks, err := domain.SplitInventory(contents.Inventory(), maxChunkBytes, domain.DefaultMaxChunks)
 	require.NoError(t, err)
@@ -141,7 +143,7 @@ func resourcesForChunks(t testing.TB, n, maxChunkBytes int) int {
 // the synthesis produces are applied downstream first (the test API server is also the
 // downstream cluster), as eno-reconciler would have applied them before the synthesis is Ready
 // and its history is written (SPEC §6.3 reads them).
-func (a admin) createSlices(ctx context.Context, namespace, comp string, s synthesis) error {
+func (a admin) createSlices(ctx context.Context, namespace, comp, stamp string, s synthesis) error {
 	if !a.skipObjects {
 		var produced []string
 		for r := range s.resources {
@@ -151,7 +153,7 @@ func (a admin) createSlices(ctx context.Context, namespace, comp string, s synth
 			return err
 		}
 	}
-	for _, sl := range s.domainSlices(namespace, comp) {
+	for _, sl := range s.domainSlices(namespace, comp, stamp) {
 		if _, err := kubetest.CreateSlice(ctx, a.Dynamic, sl); err != nil {
 			return fmt.Errorf("creating slice %s: %w", sl.Name, err)
 		}
@@ -167,7 +169,8 @@ func (s synthesis) status(comp string) domain.Synthesis {
 // createComposition creates an opted-in Composition with its slices and a Ready synthesis, and
 // returns it as stored.
 func (a admin) createComposition(ctx context.Context, namespace, name string, s synthesis) (*unstructured.Unstructured, error) {
-	if err := a.createSlices(ctx, namespace, name, s); err != nil {
+	// A new Composition has no current synthesis yet: Eno stamps its first slices "".
+	if err := a.createSlices(ctx, namespace, name, "", s); err != nil {
 		return nil, err
 	}
 	status := s.status(name)
@@ -184,12 +187,14 @@ func (a admin) createComposition(ctx context.Context, namespace, name string, s 
 
 // resynthesize publishes a new synthesis of an existing Composition.
 func (a admin) resynthesize(ctx context.Context, namespace, name string, s synthesis) (*unstructured.Unstructured, error) {
-	if err := a.createSlices(ctx, namespace, name, s); err != nil {
-		return nil, err
-	}
 	client := a.Dynamic.Resource(k8s.CompositionGVR).Namespace(namespace)
 	u, err := client.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
+		return nil, err
+	}
+	// Eno stamps the new slices with the synthesis still current while its executor writes them.
+	stamp, _, _ := unstructured.NestedString(u.Object, "status", "currentSynthesis", "uuid")
+	if err := a.createSlices(ctx, namespace, name, stamp, s); err != nil {
 		return nil, err
 	}
 	u.Object["status"] = kubetest.CompositionStatus(s.status(name))

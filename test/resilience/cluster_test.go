@@ -264,8 +264,17 @@ func publishSlices(ctx context.Context, c kubetest.Clients, ns, comp string, s *
 	if err := downstreamAdmin.ApplyDownstream(ctx, produced...); err != nil {
 		return err
 	}
+	// Stock Eno stamps a slice with the synthesis current while its executor writes it: "" on a
+	// Composition's first synthesis (or one not created yet), the previous UUID after that (SPEC §2).
+	var stamp string
+	switch cur, err := c.Dynamic.Resource(compositionGVR).Namespace(ns).Get(ctx, comp, metav1.GetOptions{}); {
+	case err == nil:
+		stamp, _, _ = unstructured.NestedString(cur.Object, "status", "currentSynthesis", "uuid")
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("reading composition %s/%s before its slices: %w", ns, comp, err)
+	}
 	for i, chunk := range s.nameSlices(comp) {
-		slice := domain.ResourceSlice{Namespace: ns, Name: s.slices[i]}
+		slice := domain.ResourceSlice{Namespace: ns, Name: s.slices[i], SynthesisUUID: stamp}
 		for _, r := range chunk {
 			slice.Resources = append(slice.Resources, domain.SliceResource{Manifest: r.manifest(), Deleted: r.Deleted})
 		}
