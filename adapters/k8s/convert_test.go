@@ -362,3 +362,61 @@ func TestAPIError(t *testing.T) {
 		})
 	}
 }
+
+// dataWrittenAt is the snapshot's write time (SPEC §6.3): the newest time of a managedFields
+// entry owning f:data at the top level. Entries that own other fields only, lack a time, or
+// whose fieldsV1 does not parse say nothing about the data; none at all is zero (unknown).
+func TestDataWrittenAt(t *testing.T) {
+	t1 := time.Date(2025, 6, 1, 11, 0, 0, 0, time.UTC)
+	t2, t3 := t1.Add(time.Minute), t1.Add(time.Hour)
+	const (
+		data     = `{"f:data":{".":{},"f:inventory.json":{}}}`
+		create   = `{"f:data":{".":{},"f:inventory.json":{}},"f:metadata":{"f:labels":{".":{},"f:app":{}}},"f:type":{}}`
+		metadata = `{"f:metadata":{"f:annotations":{"f:eno.azure.io/chunk-count":{}},"f:labels":{"f:x":{}}}}`
+		// An annotation or label named "data" is not the data.
+		nested = `{"f:metadata":{"f:annotations":{"f:data":{}},"f:labels":{"f:data":{}}}}`
+	)
+	entry := func(fields string, at time.Time) metav1.ManagedFieldsEntry {
+		return metav1.ManagedFieldsEntry{Manager: "tombstone-recovery", Operation: metav1.ManagedFieldsOperationUpdate,
+			APIVersion: "v1", Time: &metav1.Time{Time: at}, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
+	}
+	noTime := entry(data, t3)
+	noTime.Time = nil
+	otherType := entry(data, t3)
+	otherType.FieldsType = "FieldsV2"
+	noFields := entry(data, t3)
+	noFields.FieldsV1 = nil
+	tests := []struct {
+		name    string
+		entries []metav1.ManagedFieldsEntry
+		want    time.Time
+	}{
+		{"no managedFields: unknown", nil, time.Time{}},
+		{"the create, owning data and metadata", []metav1.ManagedFieldsEntry{entry(create, t1)}, t1},
+		{"the newest of several owning f:data", []metav1.ManagedFieldsEntry{entry(data, t2), entry(create, t1), entry(data, t3)}, t3},
+		{"newest wins in any order", []metav1.ManagedFieldsEntry{entry(data, t3), entry(data, t1), entry(data, t2)}, t3},
+		{"a newer entry owning only f:metadata is ignored", []metav1.ManagedFieldsEntry{entry(create, t1), entry(metadata, t3)}, t1},
+		{"f:data below f:metadata is ignored", []metav1.ManagedFieldsEntry{entry(data, t1), entry(nested, t3)}, t1},
+		{"only metadata owners: unknown", []metav1.ManagedFieldsEntry{entry(metadata, t1), entry(`{"f:type":{}}`, t2)}, time.Time{}},
+		{"malformed fieldsV1 is ignored", []metav1.ManagedFieldsEntry{entry(data, t1), entry(`{"f:data":{`, t3)}, t1},
+		{"fieldsV1 that is no object is ignored", []metav1.ManagedFieldsEntry{entry(data, t1), entry(`["f:data"]`, t3)}, t1},
+		{"only malformed: unknown", []metav1.ManagedFieldsEntry{entry(`f:data`, t1), entry(``, t2)}, time.Time{}},
+		{"an entry without a time is ignored", []metav1.ManagedFieldsEntry{entry(data, t1), noTime}, t1},
+		{"another fieldsType is ignored", []metav1.ManagedFieldsEntry{entry(data, t1), otherType}, t1},
+		{"an entry without fieldsV1 is ignored", []metav1.ManagedFieldsEntry{entry(data, t1), noFields}, t1},
+		{"a time in another zone is the same instant, in UTC", []metav1.ManagedFieldsEntry{entry(data, t2.In(time.FixedZone("CEST", 2*3600)))}, t2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := dataWrittenAt(tt.entries)
+			assert.True(t, tt.want.Equal(got), "want %s, got %s", tt.want, got)
+			assert.Equal(t, tt.want.IsZero(), got.IsZero())
+			if !got.IsZero() {
+				assert.Equal(t, time.UTC, got.Location())
+			}
+			s := secretFromChunk(domain.ChunkSecret{Namespace: "kube-system", Name: "c"})
+			s.ManagedFields = tt.entries
+			assert.True(t, tt.want.Equal(chunkFromSecret(s).DataWrittenAt), "the chunk read carries it")
+		})
+	}
+}
