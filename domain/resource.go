@@ -13,6 +13,21 @@ type ResourceID struct {
 	Name      string
 }
 
+// Compare is SPEC §3's canonical order of identities: by group, kind, namespace, then name.
+// Inventories, tombstones and every list of resources are in this order.
+func (id ResourceID) Compare(o ResourceID) int {
+	if c := strings.Compare(id.Group, o.Group); c != 0 {
+		return c
+	}
+	if c := strings.Compare(id.Kind, o.Kind); c != 0 {
+		return c
+	}
+	if c := strings.Compare(id.Namespace, o.Namespace); c != 0 {
+		return c
+	}
+	return strings.Compare(id.Name, o.Name)
+}
+
 func (id ResourceID) String() string {
 	gk := id.Kind
 	if id.Group != "" {
@@ -95,17 +110,9 @@ func splitAPIVersion(apiVersion string) (group, version string) {
 	return "", apiVersion
 }
 
+// compareEntries is SPEC §3's canonical order of entries: by identity, then version.
 func compareEntries(a, b *Entry) int {
-	if c := strings.Compare(a.Group, b.Group); c != 0 {
-		return c
-	}
-	if c := strings.Compare(a.Kind, b.Kind); c != 0 {
-		return c
-	}
-	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
-		return c
-	}
-	if c := strings.Compare(a.Name, b.Name); c != 0 {
+	if c := a.ID().Compare(b.ID()); c != 0 {
 		return c
 	}
 	return strings.Compare(a.Version, b.Version)

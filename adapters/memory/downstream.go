@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -24,7 +23,7 @@ func (c *Cluster) DownstreamObjects() []domain.ResourceID {
 	for id := range c.downstream {
 		out = append(out, id)
 	}
-	slices.SortFunc(out, compareIDs)
+	slices.SortFunc(out, domain.ResourceID.Compare)
 	return out
 }
 
@@ -110,10 +109,8 @@ func (c *Cluster) DeleteDownstream(id domain.ResourceID) {
 	delete(c.downstream, id)
 }
 
-func compareIDs(a, b domain.ResourceID) int {
-	return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Kind, b.Kind),
-		cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-}
+// compareIDs is SPEC §3's canonical order, which domain defines.
+var compareIDs = domain.ResourceID.Compare
 
 // manifest is the identity of one Eno manifest.
 type manifest struct {
