@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -32,15 +33,9 @@ const (
 // inspectOptions are the flags of `inspect`.
 type inspectOptions struct {
 	clusterFlags
-	composition, lineage string
-	output               string
-
-	ref        *domain.CompositionRef // set by --composition
-	lineageArg domain.Lineage         // set by --lineage
+	composition, lineage, output string
+	target                       app.InspectTarget // parsed from --composition or --lineage
 }
-
-// controlPlaneGiven: --composition needs it to resolve the lineage; --kubeconfig names it.
-func (o inspectOptions) controlPlaneGiven() bool { return o.ref != nil || o.kubeconfig != "" }
 
 func parseInspectFlags(args []string, stderr io.Writer) (inspectOptions, error) {
 	var o inspectOptions
@@ -67,21 +62,20 @@ flags:
 		maxTombstoneFraction: "deletion guard of the dry run (1 disables)",
 	})
 	fs.StringVar(&o.output, "o", "table", "output format: table or json")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			usage()
-			return o, err
-		}
-		return o, fmt.Errorf("inspect: %w", err)
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		usage()
+		return o, err
 	}
-	if err := o.validate(fs.Args()); err != nil {
-		return o, fmt.Errorf("inspect: %w", err)
+	if err == nil {
+		err = o.validate(fs.Args())
 	}
-	return o, nil
+	return o, wrapIf("inspect", err)
 }
 
 func (o *inspectOptions) validate(rest []string) error {
-	switch {
+	// check has no side effects: evaluated first, its error still ranks after the cases above.
+	switch err := o.clusterFlags.check(); {
 	case len(rest) > 0:
 		return fmt.Errorf("unexpected arguments %q", rest)
 	case o.composition == "" && o.lineage == "":
@@ -90,23 +84,22 @@ func (o *inspectOptions) validate(rest []string) error {
 		return errors.New("pass either --composition or --lineage, not both")
 	case o.output != "table" && o.output != "json":
 		return fmt.Errorf("-o must be table or json, got %q", o.output)
-	}
-	if err := o.clusterFlags.check(); err != nil {
+	case err != nil:
 		return err
+	case o.lineage != "":
+		o.target.Lineage, err = domain.NewLineage(o.lineage)
+		return wrapIf("--lineage", err)
 	}
-	if o.composition != "" {
-		ref, err := domain.ParseCompositionRef(o.composition)
-		if err != nil {
-			return fmt.Errorf("--composition: %w", err)
-		}
-		o.ref = &ref
-		return nil
-	}
-	l, err := domain.NewLineage(o.lineage)
+	ref, err := domain.ParseCompositionRef(o.composition)
+	o.target.Composition = &ref
+	return wrapIf("--composition", err)
+}
+
+// wrapIf prefixes a non-nil err with what.
+func wrapIf(what string, err error) error {
 	if err != nil {
-		return fmt.Errorf("--lineage: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	o.lineageArg = l
 	return nil
 }
 
@@ -136,6 +129,7 @@ func (in inspector) run(ctx context.Context, args []string, stdout, stderr io.Wr
 	if err != nil {
 		return fmt.Errorf("inspect: %w", err)
 	}
+	rewordProblems(report)
 	if o.output == "json" {
 		return writeInspectJSON(stdout, report)
 	}
@@ -144,7 +138,8 @@ func (in inspector) run(ctx context.Context, args []string, stdout, stderr io.Wr
 
 // loadConfigs returns the control plane's config (nil when not given) and the downstream's.
 func (in inspector) loadConfigs(o inspectOptions) (cp, remote *rest.Config, err error) {
-	if o.controlPlaneGiven() {
+	// --composition needs the control plane to resolve the lineage; --kubeconfig names it.
+	if o.target.Composition != nil || o.kubeconfig != "" {
 		if cp, err = loadRESTConfig(o.kubeconfig); err != nil {
 			return nil, nil, fmt.Errorf("inspect: loading the control plane kubeconfig: %w", err)
 		}
@@ -162,15 +157,11 @@ func (in inspector) loadConfigs(o inspectOptions) (cp, remote *rest.Config, err 
 		}
 	}
 	for _, c := range []*rest.Config{cp, remote} {
-		if c == nil {
-			continue
-		}
-		c.UserAgent = inspectUserAgent
-		if c.Timeout == 0 {
-			c.Timeout = inspectRequestTimeout
-		}
-		if in.wrap != nil {
-			c.Wrap(in.wrap)
+		if c != nil {
+			c.UserAgent, c.Timeout = inspectUserAgent, cmp.Or(c.Timeout, inspectRequestTimeout)
+			if in.wrap != nil {
+				c.Wrap(in.wrap)
+			}
 		}
 	}
 	return cp, remote, nil
@@ -196,14 +187,12 @@ func (in inspector) inspect(ctx context.Context, o inspectOptions, cpConfig, rem
 		if err != nil {
 			return nil, fmt.Errorf("control plane dynamic client: %w", err)
 		}
-		comps, err := k8s.NewCompositions(dyn, nil)
-		if err != nil {
+		if deps.Compositions, err = k8s.NewCompositions(dyn, nil); err != nil {
 			return nil, err
 		}
 		if deps.Slices, err = k8s.NewSlices(dyn); err != nil {
 			return nil, err
 		}
-		deps.Compositions = comps
 	}
 	if cpConfig == nil || o.remoteKubeconfig != "" {
 		if err := checkReachable(ctx, "the downstream cluster", remoteKube); err != nil {
@@ -227,10 +216,10 @@ func (in inspector) inspect(ctx context.Context, o inspectOptions, cpConfig, rem
 	if err != nil {
 		return nil, err
 	}
-	report, err := inspector.Inspect(ctx, app.InspectTarget{Composition: o.ref, Lineage: o.lineageArg})
-	if o.ref != nil && errors.Is(err, ports.ErrNotFound) {
+	report, err := inspector.Inspect(ctx, o.target)
+	if ref := o.target.Composition; ref != nil && errors.Is(err, ports.ErrNotFound) {
 		return nil, fmt.Errorf("composition %s does not exist on the control plane; without it its lineage override is unknown: "+
-			"inspect the lineage with --lineage (without an override it is %s)", o.ref, domain.DefaultLineage(o.ref.Namespace, o.ref.Name))
+			"inspect the lineage with --lineage (without an override it is %s)", ref, domain.DefaultLineage(ref.Namespace, ref.Name))
 	}
 	return report, err
 }

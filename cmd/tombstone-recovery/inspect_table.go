@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -20,10 +22,26 @@ import (
 func writeInspectJSON(w io.Writer, r *app.InspectReport) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(r); err != nil {
-		return fmt.Errorf("inspect: writing the report: %w", err)
+	return wrapIf("inspect: writing the report", enc.Encode(r))
+}
+
+// problemWording words three findings as inspect printed them before §5 moved into domain,
+// whose details read as the verdict does ("secret X: index N is out of range …").
+var problemWording = map[*regexp.Regexp]string{
+	regexp.MustCompile(`^secret (\S+): disagrees with `):                    "secret ${1} disagrees with ",
+	regexp.MustCompile(`^secret (\S+): index (\d+) is out of range for `):   "secret ${1} has index ${2}, out of range for ",
+	regexp.MustCompile(`^secret (\S+): index (\d+) is also held by (\S+)$`): "secrets ${3} and ${1} both hold index ${2}",
+}
+
+// rewordProblems gives the report's problems that wording, for both renderings.
+func rewordProblems(r *app.InspectReport) {
+	for _, s := range r.Snapshots {
+		for i := range s.Problems {
+			for re, with := range problemWording {
+				s.Problems[i] = re.ReplaceAllString(s.Problems[i], with)
+			}
+		}
 	}
-	return nil
 }
 
 // writeInspectTable renders the report for people. Every value read from the clusters passes
@@ -31,113 +49,91 @@ func writeInspectJSON(w io.Writer, r *app.InspectReport) error {
 func writeInspectTable(w io.Writer, r *app.InspectReport) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	p := func(format string, args ...any) { fmt.Fprintf(tw, format+"\n", args...) }
+	rfc := func(t time.Time) string { return t.Format(time.RFC3339) }
 
-	p("Lineage %s in namespace %s (downstream), inspected at %s", clean(r.Lineage), clean(r.InventoryNamespace), r.InspectedAt.Format(time.RFC3339))
+	p("Lineage %s in namespace %s (downstream), inspected at %s", clean(r.Lineage), clean(r.InventoryNamespace), rfc(r.InspectedAt))
 	if c := r.Composition; c != nil {
 		from := "default: sha256 of " + strconv.Quote(c.Namespace+"/"+c.Name)
 		if c.LineageSource == "override" {
 			from = "override: annotation " + domain.AnnotationLineageOverride
 		}
-		p("Composition %s/%s  uid %s  current synthesis %s  (lineage from %s)", clean(c.Namespace), clean(c.Name), clean(c.UID), orDash(clean(c.SynthesisUUID)), clean(from))
+		p("Composition %s/%s  uid %s  current synthesis %s  (lineage from %s)", clean(c.Namespace), clean(c.Name), clean(c.UID), cmp.Or(clean(c.SynthesisUUID), "-"), clean(from))
 	}
 	p("Limits: %s per chunk, %d chunks per snapshot, deletion guard %g", sizeOf(r.Limits.MaxChunkBytes), r.Limits.MaxChunks, r.Limits.MaxTombstoneFraction)
 
-	p("")
-	p("SNAPSHOTS (%d)", len(r.Snapshots))
-	if len(r.Snapshots) > 0 {
-		p("SYNTHESIS\tSOURCE TIMESTAMP\tCOMPOSITION\tCOMPOSITION UID\tCHUNKS\tTOTAL\tLARGEST CHUNK / LIMIT\tDIGEST\tSTATE")
-		for _, s := range r.Snapshots {
-			p("%s\t%s\t%s/%s\t%s\t%d/%d\t%s\t%s / %s (%s)\t%s\t%s",
-				clean(s.SynthesisUUID), s.SynthesisTimestamp.Format(time.RFC3339), clean(s.CompositionNamespace), clean(s.CompositionName),
-				clean(s.CompositionUID), s.ChunksPresent, s.ChunksExpected, sizeOf(s.TotalBytes),
-				sizeOf(s.LargestChunkBytes), sizeOf(r.Limits.MaxChunkBytes), percent(s.LargestChunkBytes, r.Limits.MaxChunkBytes),
-				s.Digest.Check, snapshotState(s))
-		}
-	}
-
-	p("")
-	secretCount := len(r.RejectedSecrets)
-	for _, s := range r.Snapshots {
-		secretCount += len(s.Chunks)
-	}
-	p("SECRETS (%d)", secretCount)
-	if secretCount > 0 {
-		p("NAME\tSYNTHESIS\tINDEX\tBYTES\tNOTE")
-		for _, s := range r.Snapshots {
-			for _, c := range s.Chunks {
-				p("%s\t%s\t%d\t%s\t", clean(c.Secret), clean(s.SynthesisUUID), c.Index, sizeOf(c.Bytes))
-			}
-		}
-		for _, s := range r.RejectedSecrets {
-			p("%s\t-\t-\t%s\trejected by §5 step 1 (%s): %s", clean(s.Secret), sizeOf(s.Bytes), clean(s.Reason), clean(s.Detail))
-		}
-	}
-
+	var snapshots, secrets [][]string
 	var problems []string
 	for _, s := range r.Snapshots {
+		snapshots = append(snapshots, []string{clean(s.SynthesisUUID), rfc(s.SynthesisTimestamp), clean(s.CompositionNamespace) + "/" + clean(s.CompositionName),
+			clean(s.CompositionUID), fmt.Sprintf("%d/%d", s.ChunksPresent, s.ChunksExpected), sizeOf(s.TotalBytes),
+			fmt.Sprintf("%s / %s (%s)", sizeOf(s.LargestChunkBytes), sizeOf(r.Limits.MaxChunkBytes), percent(s.LargestChunkBytes, r.Limits.MaxChunkBytes)),
+			s.Digest.Check, snapshotState(s)})
+		for _, c := range s.Chunks {
+			secrets = append(secrets, []string{clean(c.Secret), clean(s.SynthesisUUID), strconv.Itoa(c.Index), sizeOf(c.Bytes), ""})
+		}
 		for _, pr := range s.Problems {
-			problems = append(problems, fmt.Sprintf("snapshot %s: %s", s.SynthesisUUID, pr))
+			problems = append(problems, "  "+clean(fmt.Sprintf("snapshot %s: %s", s.SynthesisUUID, pr)))
 		}
 	}
+	for _, s := range r.RejectedSecrets {
+		secrets = append(secrets, []string{clean(s.Secret), "-", "-", sizeOf(s.Bytes), fmt.Sprintf("rejected by §5 step 1 (%s): %s", clean(s.Reason), clean(s.Detail))})
+	}
+	section(p, "SNAPSHOTS", "SYNTHESIS\tSOURCE TIMESTAMP\tCOMPOSITION\tCOMPOSITION UID\tCHUNKS\tTOTAL\tLARGEST CHUNK / LIMIT\tDIGEST\tSTATE", snapshots)
+	section(p, "SECRETS", "NAME\tSYNTHESIS\tINDEX\tBYTES\tNOTE", secrets)
 	if len(problems) > 0 {
-		p("")
-		p("PROBLEMS")
-		for _, pr := range problems {
-			p("  %s", clean(pr))
-		}
+		p("\nPROBLEMS\n%s", strings.Join(problems, "\n"))
 	}
 
-	p("")
-	v := r.Verdict
-	switch v.Outcome {
+	switch v := r.Verdict; v.Outcome {
 	case app.VerdictSelected:
-		p("VERDICT (§5): snapshot %s selected: %s, %d entries, digest %s verified", clean(v.SynthesisUUID), v.SynthesisTimestamp.Format(time.RFC3339), v.Entries, clean(v.Digest))
+		p("\nVERDICT (§5): snapshot %s selected: %s, %d entries, digest %s verified", clean(v.SynthesisUUID), rfc(*v.SynthesisTimestamp), v.Entries, clean(v.Digest))
 	case domain.OutcomeNoInventory.String():
-		p("VERDICT (§5): NoInventory: no Secret in %s carries %s=%s", clean(r.InventoryNamespace), domain.LabelLineage, clean(r.Lineage))
+		p("\nVERDICT (§5): NoInventory: no Secret in %s carries %s=%s", clean(r.InventoryNamespace), domain.LabelLineage, clean(r.Lineage))
 	case domain.OutcomeNothingToRecover.String():
-		p("VERDICT (§5): NothingToRecover (%s): %s", clean(v.Reason), clean(v.Detail))
+		p("\nVERDICT (§5): NothingToRecover (%s): %s", clean(v.Reason), clean(v.Detail))
 	default:
-		p("VERDICT (§5): InventoryInvalid (%s): %s", clean(v.Reason), clean(v.Detail))
-		if v.Secret != "" {
-			p("  secret: %s", clean(v.Secret))
-		}
-		p("  recovery generates no tombstones from this history")
+		p("\nVERDICT (§5): InventoryInvalid (%s): %s", clean(v.Reason), clean(v.Detail))
+		p("%s  recovery generates no tombstones from this history", around("  secret: ", v.Secret, "\n"))
 	}
 
-	p("")
 	writeDryRun(p, r.DryRun)
-	if err := tw.Flush(); err != nil {
-		return fmt.Errorf("inspect: writing the report: %w", err)
+	return wrapIf("inspect: writing the report", tw.Flush())
+}
+
+// section prints a table after a blank line: its title and row count and, when there are rows,
+// its header and the rows.
+func section(p func(string, ...any), title, header string, rows [][]string) {
+	p("\n%s (%d)", title, len(rows))
+	if len(rows) > 0 {
+		p("%s", header)
 	}
-	return nil
+	for _, row := range rows {
+		p("%s", strings.Join(row, "\t"))
+	}
 }
 
 func writeDryRun(p func(string, ...any), d *app.DryRunReport) {
-	if d == nil {
-		p("DRY RUN: not run; the control plane was not given (pass --composition, or --kubeconfig)")
+	switch {
+	case d == nil:
+		p("\nDRY RUN: not run; the control plane was not given (pass --composition, or --kubeconfig)")
+		return
+	case d.Composition == "":
+		p("\nDRY RUN: not run; %s", clean(d.Unavailable))
 		return
 	}
-	if d.Composition == "" {
-		p("DRY RUN: not run; %s", clean(d.Unavailable))
-		return
-	}
-	p("DRY RUN of recovery for %s (nothing is written)", clean(d.Composition))
+	p("\nDRY RUN of recovery for %s (nothing is written)", clean(d.Composition))
 	p("  composition uid\t%s", clean(d.CompositionUID))
-	p("  current synthesis\t%s", orDash(clean(d.SynthesisUUID)))
+	p("  current synthesis\t%s", cmp.Or(clean(d.SynthesisUUID), "-"))
 	if d.WouldRun {
 		p("  recovery runs now\tyes")
 	} else {
-		detail := d.NotRunReason
-		if d.NotRunDetail != "" {
-			detail += ": " + d.NotRunDetail
-		}
-		p("  recovery runs now\tno (%s); the plan below is what it would decide", clean(detail))
+		p("  recovery runs now\tno (%s%s); the plan below is what it would decide", clean(d.NotRunReason), around(": ", d.NotRunDetail, ""))
 	}
 	if c := d.Candidates; c != nil {
 		p("  candidates (§5)\t%s", candidatesNote(c, d.Composition))
 	}
 	if rd := d.RecordedDecision; rd != nil {
-		p("  recorded decision\t%s%s for synthesis %s, %d tombstones%s", rd.Outcome, parens(rd.Reason), clean(rd.SynthesisUUID), rd.Tombstones, sliceNote(rd.TombstoneSlice))
+		p("  recorded decision\t%s%s for synthesis %s, %d tombstones%s", rd.Outcome, parens(rd.Reason), clean(rd.SynthesisUUID), rd.Tombstones, around(" in ResourceSlice ", rd.TombstoneSlice, ""))
 	}
 	if d.Decision == nil {
 		p("  decision\tnone: %s", clean(d.Unavailable))
@@ -148,35 +144,24 @@ func writeDryRun(p func(string, ...any), d *app.DryRunReport) {
 	if d.Decision.SourceSynthesisUUID != "" {
 		p("  from snapshot\t%s (%s)", clean(d.Decision.SourceSynthesisUUID), d.Decision.SourceSynthesisTimestamp.Format(time.RFC3339))
 	}
-	list := func(title, extra string, ts []app.TombstoneReport, note func(int) string) {
-		p("")
-		p("%s (%d)", title, len(ts))
-		if len(ts) == 0 {
-			return
-		}
-		p("KIND\tAPI VERSION\tNAMESPACE\tNAME%s", extra)
-		for i, t := range ts {
-			apiVersion := t.Version
-			if t.Group != "" {
-				apiVersion = t.Group + "/" + t.Version
-			}
-			p("%s\t%s\t%s\t%s%s", clean(t.Kind), clean(apiVersion), orDash(clean(t.Namespace)), clean(t.Name), note(i))
-		}
+	row := func(t app.TombstoneReport, more ...string) []string {
+		apiVersion := domain.Entry{Group: t.Group, Version: t.Version}.APIVersion()
+		return append([]string{clean(t.Kind), clean(apiVersion), cmp.Or(clean(t.Namespace), "-"), clean(t.Name)}, more...)
 	}
-	none := func(int) string { return "" }
+	title, listed := "TOMBSTONES", d.Tombstones
 	if d.Decision.Outcome == domain.OutcomeHeldForReview {
-		list("HELD FOR REVIEW", "", d.HeldForReview, none)
-	} else {
-		list("TOMBSTONES", "", d.Tombstones, none)
+		title, listed = "HELD FOR REVIEW", d.HeldForReview
 	}
-	if len(d.Dropped) > 0 {
-		dropped := make([]app.TombstoneReport, len(d.Dropped))
-		for i, t := range d.Dropped {
-			dropped[i] = t.TombstoneReport
-		}
-		list("DROPPED AFTER READING THE OBJECTS DOWNSTREAM (§6.3)", "\tREASON", dropped, func(i int) string {
-			return "\t" + clean(d.Dropped[i].Reason) + parens(d.Dropped[i].Detail)
-		})
+	var rows, dropped [][]string
+	for _, t := range listed {
+		rows = append(rows, row(t))
+	}
+	section(p, title, "KIND\tAPI VERSION\tNAMESPACE\tNAME", rows)
+	for _, t := range d.Dropped {
+		dropped = append(dropped, row(t.TombstoneReport, clean(t.Reason)+parens(t.Detail)))
+	}
+	if len(dropped) > 0 {
+		section(p, "DROPPED AFTER READING THE OBJECTS DOWNSTREAM (§6.3)", "KIND\tAPI VERSION\tNAMESPACE\tNAME\tREASON", dropped)
 	}
 }
 
@@ -193,18 +178,14 @@ func candidatesNote(c *app.CandidatesReport, comp string) string {
 }
 
 func snapshotState(s app.SnapshotReport) string {
-	health := "complete"
+	health := map[string]string{domain.DigestMismatch.String(): "digest mismatch", domain.DigestUndecodable.String(): "undecodable"}[s.Digest.Check]
 	switch {
 	case s.MixedMetadata:
 		health = "mixed metadata"
 	case !s.Complete:
 		health = "incomplete"
-	case s.Digest.Check == domain.DigestMismatch.String():
-		health = "digest mismatch"
-	case s.Digest.Check == domain.DigestUndecodable.String():
-		health = "undecodable"
 	}
-	return health + ", " + s.Role
+	return cmp.Or(health, "complete") + ", " + s.Role
 }
 
 // sizeOf renders bytes the way the limit reads: "206 B", "3.5 KiB", "812 KiB", "1024 KiB".
@@ -218,29 +199,16 @@ func sizeOf(n int) string {
 	return fmt.Sprintf("%d KiB", int(math.Round(float64(n)/1024)))
 }
 
-func percent(n, limit int) string {
-	return fmt.Sprintf("%d%%", n*100/limit)
-}
+func percent(n, limit int) string { return fmt.Sprintf("%d%%", n*100/limit) }
 
-func parens(s string) string {
+func parens(s string) string { return around(" (", s, ")") }
+
+// around is clean(s) between before and after, or "" when s is empty.
+func around(before, s, after string) string {
 	if s == "" {
 		return ""
 	}
-	return " (" + clean(s) + ")"
-}
-
-func sliceNote(name string) string {
-	if name == "" {
-		return ""
-	}
-	return " in ResourceSlice " + clean(name)
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
+	return before + clean(s) + after
 }
 
 // clean makes a value read from a cluster safe for one table cell: no tabs, line breaks or
