@@ -71,7 +71,7 @@ fuzz:
 	./hack/fuzz.sh $(FUZZTIME)
 
 ## mutation: remove each safety rule of hack/mutations.txt in a private copy; every mutant must be killed.
-mutation:
+mutation: testbin
 	$(GO) run ./hack/mutate
 
 clean:

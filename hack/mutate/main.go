@@ -46,6 +46,16 @@ func main() {
 	if err := copyTree(".", work); err != nil {
 		fail(err)
 	}
+	// The copy has no bin/: the real API server tests find this checkout's binaries, so a mutant
+	// of an adapter is killed by a failing test, never by a test environment that cannot start.
+	env := os.Environ()
+	if os.Getenv("KUBETEST_BIN_DIR") == "" {
+		bin, err := filepath.Abs("bin")
+		if err != nil {
+			fail(err)
+		}
+		env = append(env, "KUBETEST_BIN_DIR="+bin)
+	}
 	survived := 0
 	for i, m := range muts {
 		path := filepath.Join(work, m.file)
@@ -64,6 +74,7 @@ func main() {
 		pkg := "./" + filepath.Dir(m.file)
 		cmd := exec.Command("go", "test", "-count=1", "-failfast", pkg)
 		cmd.Dir = work
+		cmd.Env = env
 		out, err := cmd.CombinedOutput()
 		verdict := "killed"
 		if err == nil {
