@@ -101,7 +101,7 @@ func TestInspectComposition(t *testing.T) {
 	assert.Equal(t, "team-a/web", d.Composition)
 	assert.Equal(t, &app.CandidatesReport{Own: true, SynthesisUUIDs: []string{oldSynth}}, d.Candidates)
 	assert.False(t, d.WouldRun, "the fixture's synthesis is decided")
-	assert.Equal(t, "AlreadyDecided", d.NotRunReason)
+	assert.Equal(t, "SynthesisDecided", d.NotRunReason, "not the §6 reason AlreadyDecided: this synthesis has a finished decision")
 	require.NotNil(t, d.RecordedDecision)
 	require.NotNil(t, d.Decision)
 	assert.Equal(t, domain.OutcomeRecovered, d.Decision.Outcome)

@@ -43,7 +43,7 @@ var (
 	IneligibleNotSynthesized = IneligibleReason{"NotSynthesized"}
 	IneligibleNotReady       = IneligibleReason{"NotReady"}
 	IneligibleAwaitsDecision = IneligibleReason{"AwaitingDecision"}
-	IneligibleDecided        = IneligibleReason{"AlreadyDecided"}
+	IneligibleDecided        = IneligibleReason{"SynthesisDecided"}
 	IneligibleRecovered      = IneligibleReason{"Recovered"}
 )
 

@@ -532,7 +532,7 @@ func TestInspectReportsWhyRecoveryWouldNotRun(t *testing.T) {
 
 	out := inspectOK(t, "--composition", r.ns+"/web", "--kubeconfig", kubeconfigOf(t, ""))
 	t.Log("\n" + out)
-	hasLine(t, out, `^\s+recovery runs now\s+no \(AlreadyDecided\); the plan below is what it would decide$`)
+	hasLine(t, out, `^\s+recovery runs now\s+no \(SynthesisDecided\); the plan below is what it would decide$`)
 	hasLine(t, out, `^\s+recorded decision\s+Recovered for synthesis `+r.nowUUID+`, 2 tombstones in ResourceSlice web-recovery-22222222$`)
 
 	// A Composition not synthesized yet: recovery would not run and there is nothing to plan.
