@@ -136,8 +136,13 @@ func TestRecoveryDeletesOrphan(t *testing.T) {
 			t.Errorf("no slice of synthesis %s (%v) carries the tombstone of cm-b: Eno's executor did not carry it forward", carried.UUID, carried.Slices)
 		}
 		s.waitRecorded(comp, uid, carried.UUID, 1)
-		t.Logf("syntheses of the recreated Composition up to the recovery's: %v (executor runs: %v)",
-			s.history.currentSyntheses(uid), s.syntheses(comp, recreatedAt))
+		// A recovery costs exactly one extra synthesis (README, BENCHMARKS.md): the recreated
+		// Composition's first, then the one that carried the tombstone, and no other run.
+		current, runs := s.history.currentSyntheses(uid), s.syntheses(comp, recreatedAt)
+		t.Logf("syntheses of the recreated Composition up to the recovery's: %v (executor runs: %v)", current, runs)
+		if want := []string{first, carried.UUID}; !slices.Equal(current, want) || !slices.Equal(runs, want) {
+			t.Errorf("syntheses %v, executor runs %v; want exactly %v: the first and one carrying synthesis", current, runs, want)
+		}
 
 		// (c) A forced resynthesis afterwards: one new synthesis, nothing recovered, no loop.
 		s.annotate(comp, forceResynthesis, carried.UUID)
