@@ -243,6 +243,17 @@ func (f *fixture) service(t *testing.T) *app.Service {
 	return svc
 }
 
+// recreated and resynthesized are what can happen to the live Composition between a plan and a
+// write: a new incarnation, or a new current synthesis.
+func recreated(c domain.Composition) domain.Composition { c.UID = "uid-3"; return c }
+
+func resynthesized(c domain.Composition) domain.Composition {
+	s := *c.Synthesis
+	s.UUID = "66666666-aaaa-bbbb-cccc-000000000006"
+	c.Synthesis = &s
+	return c
+}
+
 func (f *fixture) writes() int {
 	return f.store.CreateChunkCallCount() + f.store.UpdateChunkCallCount()
 }

@@ -207,13 +207,8 @@ func TestHandoffFaults(t *testing.T) {
 func TestHandoffRechecksBeforeStepsFourAndFive(t *testing.T) {
 	rs := resources(9)
 	changes := map[string]func(c domain.Composition) domain.Composition{
-		"recreated": func(c domain.Composition) domain.Composition { c.UID = "uid-3"; return c },
-		"resynthesized": func(c domain.Composition) domain.Composition {
-			s := *c.Synthesis
-			s.UUID = "66666666-aaaa-bbbb-cccc-000000000006"
-			c.Synthesis = &s
-			return c
-		},
+		"recreated":     recreated,
+		"resynthesized": resynthesized,
 		"opted out": func(c domain.Composition) domain.Composition {
 			c.Annotations = maps.Clone(c.Annotations)
 			delete(c.Annotations, domain.AnnotationOptIn)

@@ -15,18 +15,13 @@ import (
 func TestRecoverRechecksBeforeADecisionWithoutTombstones(t *testing.T) {
 	rs := resources(9)
 	for desc, change := range map[string]func(c domain.Composition) domain.Composition{
-		"recreated":      func(c domain.Composition) domain.Composition { c.UID = "uid-3"; return c },
+		"recreated":      recreated,
 		"opt-in removed": func(c domain.Composition) domain.Composition { c.Annotations = nil; return c },
 		"lineage changed": func(c domain.Composition) domain.Composition {
 			c.Annotations = map[string]string{domain.AnnotationOptIn: domain.OptInValue, domain.AnnotationLineageOverride: "elsewhere"}
 			return c
 		},
-		"resynthesized": func(c domain.Composition) domain.Composition {
-			s := *c.Synthesis
-			s.UUID = "66666666-aaaa-bbbb-cccc-000000000006"
-			c.Synthesis = &s
-			return c
-		},
+		"resynthesized": resynthesized,
 		"review annotation set": func(c domain.Composition) domain.Composition {
 			c.Annotations = map[string]string{domain.AnnotationOptIn: domain.OptInValue, domain.AnnotationReview: "reject:" + synthID}
 			return c

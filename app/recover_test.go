@@ -264,13 +264,8 @@ func TestRecoverDeletionGuard(t *testing.T) {
 func TestRecoverLiveRecheckGuardsBothWrites(t *testing.T) {
 	rs := resources(9)
 	changes := map[string]func(c domain.Composition) domain.Composition{
-		"recreated": func(c domain.Composition) domain.Composition { c.UID = "uid-3"; return c },
-		"resynthesized": func(c domain.Composition) domain.Composition {
-			s := *c.Synthesis
-			s.UUID = "66666666"
-			c.Synthesis = &s
-			return c
-		},
+		"recreated":     recreated,
+		"resynthesized": resynthesized,
 		"decided by another controller": func(c domain.Composition) domain.Composition {
 			c.Annotations = map[string]string{domain.AnnotationOptIn: domain.OptInValue,
 				domain.AnnotationDecision: domain.Decision{SynthesisUUID: synthID, Outcome: domain.OutcomeRecovered}.Encode()}

@@ -2,7 +2,6 @@ package domain_test
 
 import (
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -260,50 +259,7 @@ func FuzzHistoryVerdict(f *testing.F) {
 	f.Add([]byte{2, 10, 4, 1}, "Opaque", []byte(`[]`))               // not ours, a copy
 	f.Add([]byte{8, 11, 9, 0x19, 0, 0x29}, "9", []byte(`[{"x":1}]`)) // annotations
 	f.Fuzz(func(t *testing.T, ops []byte, s string, data []byte) {
-		pool := historyPool(t)
-		secrets := slices.Clone(pool)
-		keys := []string{domain.AnnotationCompositionNamespace, domain.AnnotationCompositionName, domain.AnnotationCompositionUID,
-			domain.AnnotationSourceSynthesisUUID, domain.AnnotationSourceSynthesisTime, domain.AnnotationChunkIndex,
-			domain.AnnotationChunkCount, domain.AnnotationDigest, domain.AnnotationFormat}
-		for i := 0; i+1 < len(ops) && len(secrets) > 0; i += 2 {
-			at, op, arg := int(ops[i])%len(secrets), ops[i+1]&0x0f, int(ops[i+1]>>4)
-			c := secrets[at].Clone()
-			ann := c.Annotations
-			switch op {
-			case 0:
-				secrets = slices.Delete(secrets, at, at+1)
-				continue
-			case 1:
-				c.Name += "-copy"
-				secrets = append(secrets, c)
-				continue
-			case 2:
-				ann[domain.AnnotationChunkIndex] = strconv.Itoa(arg)
-			case 3:
-				ann[domain.AnnotationChunkCount] = strconv.Itoa(arg)
-			case 4:
-				ann[domain.AnnotationSourceSynthesisTime] = pool[arg%len(pool)].Annotations[domain.AnnotationSourceSynthesisTime]
-			case 5:
-				ann[domain.AnnotationCompositionUID] = []string{compUID, "uid-east", s}[arg%3]
-			case 6:
-				ann[domain.AnnotationCompositionName] = []string{"web", "east", s}[arg%3]
-			case 7:
-				ann[domain.AnnotationDigest] = s
-			case 8:
-				c.Data[domain.SecretDataKey] = data
-			case 9:
-				ann[keys[arg%len(keys)]] = s
-			case 10:
-				c.Type = s
-			case 11:
-				ann[domain.AnnotationSourceSynthesisUUID] = pool[arg%len(pool)].Annotations[domain.AnnotationSourceSynthesisUUID]
-			case 12:
-				ann[domain.AnnotationCompositionNamespace] = s
-			default:
-				delete(ann, keys[arg%len(keys)])
-			}
-			secrets[at] = c
-		}
+		secrets := editPool(historyPool(t), ops, s, data)
 		self := composition()
 		for _, reader := range []*domain.Composition{nil, &self} {
 			var h domain.History
