@@ -254,7 +254,7 @@ func snapshotReportOf(s domain.SnapshotReading, maxChunkBytes int) SnapshotRepor
 		if f.Step == 5 && oversize {
 			r.Problems, oversize = append(r.Problems, oversizeProblem(largest, r.LargestChunkBytes, maxChunkBytes)), false
 		}
-		r.Problems = append(r.Problems, findingText(f))
+		r.Problems = append(r.Problems, findingText(f, m.ChunkCount))
 	}
 	if oversize {
 		r.Problems = append(r.Problems, oversizeProblem(largest, r.LargestChunkBytes, maxChunkBytes))
@@ -268,9 +268,16 @@ func oversizeProblem(secret string, size, limit int) string {
 	return fmt.Sprintf("secret %s holds %d bytes, over --max-chunk-bytes %d", secret, size, limit)
 }
 
-// findingText words a finding about one snapshot.
-func findingText(f domain.Finding) string {
+// findingText words a finding about one snapshot of chunkCount chunks, as inspect has always
+// listed them; the verdict keeps domain's detail.
+func findingText(f domain.Finding, chunkCount int) string {
 	switch {
+	case f.HeldBy != "":
+		return fmt.Sprintf("secrets %s and %s both hold index %d", f.HeldBy, f.Secret, f.Index)
+	case f.Step == 4 && f.Secret != "":
+		return fmt.Sprintf("secret %s has index %d, out of range for %d chunks", f.Secret, f.Index, chunkCount)
+	case f.Step == 2:
+		return "secret " + f.Secret + " " + f.Detail
 	case len(f.Missing) > 0:
 		idx := make([]string, 0, len(f.Missing)+1)
 		for _, i := range f.Missing {

@@ -25,6 +25,10 @@ type Finding struct {
 	// counts them all.
 	Missing      []int
 	MissingCount int
+	// Index is the chunk index of a step-4 finding about one Secret: out of range, or, when
+	// HeldBy names the Secret that already holds it, repeated.
+	Index  int
+	HeldBy string
 	// Decisive: the finding decides the verdict unless an earlier one does. Steps 1–3 judge
 	// every Secret of the lineage; steps 4–5 decide only for the selected snapshot and are
 	// information for any other.
@@ -326,15 +330,16 @@ func (r *reader) judge(uuid string, rd *SnapshotReading) {
 	byIndex := make(map[int]ChunkSecret, len(g))
 	complete := !rd.MixedMetadata
 	for _, c := range g {
-		var detail string
+		var detail, heldBy string
 		if prev, dup := byIndex[c.Index]; dup {
-			detail = fmt.Sprintf("index %d is also held by %s", c.Index, prev.Name)
+			detail, heldBy = fmt.Sprintf("index %d is also held by %s", c.Index, prev.Name), prev.Name
 		} else if c.Index >= meta.ChunkCount {
 			detail = fmt.Sprintf("index %d is out of range for %d chunks", c.Index, meta.ChunkCount)
 		}
 		if detail != "" {
 			complete = false
-			if !r.found(Finding{Step: 4, Reason: ReasonMissingChunk, Snapshot: uuid, Secret: c.Secret.Name, Detail: detail, Decisive: decisive}) {
+			if !r.found(Finding{Step: 4, Reason: ReasonMissingChunk, Snapshot: uuid, Secret: c.Secret.Name, Detail: detail,
+				Index: c.Index, HeldBy: heldBy, Decisive: decisive}) {
 				return
 			}
 			continue

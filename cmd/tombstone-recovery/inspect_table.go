@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"regexp"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -23,25 +22,6 @@ func writeInspectJSON(w io.Writer, r *app.InspectReport) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return wrapIf("inspect: writing the report", enc.Encode(r))
-}
-
-// problemWording words three findings as inspect printed them before §5 moved into domain,
-// whose details read as the verdict does ("secret X: index N is out of range …").
-var problemWording = map[*regexp.Regexp]string{
-	regexp.MustCompile(`^secret (\S+): disagrees with `):                    "secret ${1} disagrees with ",
-	regexp.MustCompile(`^secret (\S+): index (\d+) is out of range for `):   "secret ${1} has index ${2}, out of range for ",
-	regexp.MustCompile(`^secret (\S+): index (\d+) is also held by (\S+)$`): "secrets ${3} and ${1} both hold index ${2}",
-}
-
-// rewordProblems gives the report's problems that wording, for both renderings.
-func rewordProblems(r *app.InspectReport) {
-	for _, s := range r.Snapshots {
-		for i := range s.Problems {
-			for re, with := range problemWording {
-				s.Problems[i] = re.ReplaceAllString(s.Problems[i], with)
-			}
-		}
-	}
 }
 
 // writeInspectTable renders the report for people. Every value read from the clusters passes

@@ -20,8 +20,8 @@ import (
 
 // inspect words three problems as it did before SPEC §5 moved into domain (commit 64967d0
 // changed them by accident): a mixed-metadata chunk, an index out of range and a repeated index.
-// The verdict keeps domain's detail. Secrets go through app.Inspector and the rendering as
-// `inspect` runs them, in the table and in the JSON document.
+// app words them from the findings; the verdict keeps domain's detail. Secrets go through
+// app.Inspector and the rendering as `inspect` runs them, in the table and in the JSON document.
 func TestInspectProblemWording(t *testing.T) {
 	const uuid = "cccccccc-0000-4000-8000-0000000000c3"
 	l, err := domain.NewLineage("wording")
@@ -73,7 +73,6 @@ func TestInspectProblemWording(t *testing.T) {
 			require.NoError(t, err)
 			report, err := in.Inspect(context.Background(), app.InspectTarget{Lineage: l})
 			require.NoError(t, err)
-			rewordProblems(report)
 
 			var table, doc bytes.Buffer
 			require.NoError(t, writeInspectTable(&table, report))
