@@ -109,9 +109,6 @@ func (c *Cluster) DeleteDownstream(id domain.ResourceID) {
 	delete(c.downstream, id)
 }
 
-// compareIDs is SPEC §3's canonical order, which domain defines.
-var compareIDs = domain.ResourceID.Compare
-
 // manifest is the identity of one Eno manifest.
 type manifest struct {
 	id    domain.ResourceID

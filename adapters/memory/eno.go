@@ -181,7 +181,7 @@ func (e *Eno) synthesizeLocked(cur domain.Composition, manifests []string) (doma
 		seen[r.m.id] = true
 		tombstones = append(tombstones, tombstone{id: r.m.id, raw: r.raw})
 	}
-	slices.SortFunc(tombstones, func(a, b tombstone) int { return compareIDs(a.id, b.id) })
+	slices.SortFunc(tombstones, func(a, b tombstone) int { return a.id.Compare(b.id) })
 	for _, t := range tombstones {
 		resources = append(resources, domain.SliceResource{Manifest: t.raw, Deleted: true})
 	}

@@ -74,8 +74,7 @@ flags:
 }
 
 func (o *inspectOptions) validate(rest []string) error {
-	// check has no side effects: evaluated first, its error still ranks after the cases above.
-	switch err := o.clusterFlags.check(); {
+	switch {
 	case len(rest) > 0:
 		return fmt.Errorf("unexpected arguments %q", rest)
 	case o.composition == "" && o.lineage == "":
@@ -84,15 +83,21 @@ func (o *inspectOptions) validate(rest []string) error {
 		return errors.New("pass either --composition or --lineage, not both")
 	case o.output != "table" && o.output != "json":
 		return fmt.Errorf("-o must be table or json, got %q", o.output)
-	case err != nil:
+	}
+	if err := o.clusterFlags.check(); err != nil {
 		return err
-	case o.lineage != "":
-		o.target.Lineage, err = domain.NewLineage(o.lineage)
+	}
+	if o.lineage != "" {
+		l, err := domain.NewLineage(o.lineage)
+		o.target.Lineage = l
 		return wrapIf("--lineage", err)
 	}
 	ref, err := domain.ParseCompositionRef(o.composition)
+	if err != nil {
+		return wrapIf("--composition", err)
+	}
 	o.target.Composition = &ref
-	return wrapIf("--composition", err)
+	return nil
 }
 
 // wrapIf prefixes a non-nil err with what.
@@ -129,7 +134,6 @@ func (in inspector) run(ctx context.Context, args []string, stdout, stderr io.Wr
 	if err != nil {
 		return fmt.Errorf("inspect: %w", err)
 	}
-	rewordProblems(report)
 	if o.output == "json" {
 		return writeInspectJSON(stdout, report)
 	}
