@@ -73,7 +73,10 @@ func writeInspectTable(w io.Writer, r *app.InspectReport) error {
 		p("\nVERDICT (§5): NothingToRecover (%s): %s", clean(v.Reason), clean(v.Detail))
 	default:
 		p("\nVERDICT (§5): InventoryInvalid (%s): %s", clean(v.Reason), clean(v.Detail))
-		p("%s  recovery generates no tombstones from this history", around("  secret: ", v.Secret, "\n"))
+		if v.Secret != "" {
+			p("  secret: %s", clean(v.Secret))
+		}
+		p("  recovery generates no tombstones from this history")
 	}
 
 	writeDryRun(p, r.DryRun)
@@ -158,14 +161,18 @@ func candidatesNote(c *app.CandidatesReport, comp string) string {
 }
 
 func snapshotState(s app.SnapshotReport) string {
-	health := map[string]string{domain.DigestMismatch.String(): "digest mismatch", domain.DigestUndecodable.String(): "undecodable"}[s.Digest.Check]
+	health := "complete"
 	switch {
 	case s.MixedMetadata:
 		health = "mixed metadata"
 	case !s.Complete:
 		health = "incomplete"
+	case s.Digest.Check == domain.DigestMismatch.String():
+		health = "digest mismatch"
+	case s.Digest.Check == domain.DigestUndecodable.String():
+		health = "undecodable"
 	}
-	return cmp.Or(health, "complete") + ", " + s.Role
+	return health + ", " + s.Role
 }
 
 // sizeOf renders bytes the way the limit reads: "206 B", "3.5 KiB", "812 KiB", "1024 KiB".
