@@ -150,15 +150,7 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 // recordingStillHolds is the recheck before each chunk write (SPEC §4): recording's eligibility,
 // and the inputs the inventory and the Secret names were computed from.
 func (s *Service) recordingStillHolds(read domain.Composition) func(domain.Composition) error {
-	return func(live domain.Composition) error {
-		if err := s.policy.CheckRecording(live); err != nil {
-			return err
-		}
-		if why := domain.ChangedRecordingInput(read, live); why != "" {
-			return errors.New(why)
-		}
-		return nil
-	}
+	return stillHolds(read, s.policy.CheckRecording, domain.ChangedRecordingInput)
 }
 
 // occupantCheck decides whether an existing Secret at one of comp's chunk names may be

@@ -170,15 +170,7 @@ func (s *Service) recover(ctx context.Context, comp domain.Composition) (Recover
 // planStillHolds is the recheck before each write of a recovery: the run conditions, and every
 // input of the plan computed from read (SPEC §6, "Decide from what is live").
 func (s *Service) planStillHolds(read domain.Composition) func(domain.Composition) error {
-	return func(live domain.Composition) error {
-		if err := s.policy.CheckRecovery(live); err != nil {
-			return err
-		}
-		if why := domain.ChangedPlanInput(read, live); why != "" {
-			return errors.New(why)
-		}
-		return nil
-	}
+	return stillHolds(read, s.policy.CheckRecovery, domain.ChangedPlanInput)
 }
 
 // decide writes the decision on the live Composition and tells operators about it.

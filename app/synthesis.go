@@ -49,3 +49,17 @@ func (s *Service) recheck(ctx context.Context, read domain.Composition, check fu
 	}
 	return live, nil
 }
+
+// stillHolds is a recheck before a write: the use case's conditions on the live Composition,
+// then changed, which names the first input of the pass that differs between read and live.
+func stillHolds(read domain.Composition, conditions func(domain.Composition) error, changed func(read, live domain.Composition) string) func(domain.Composition) error {
+	return func(live domain.Composition) error {
+		if err := conditions(live); err != nil {
+			return err
+		}
+		if why := changed(read, live); why != "" {
+			return errors.New(why)
+		}
+		return nil
+	}
+}
