@@ -306,7 +306,7 @@ func TestDesiredChunkSecret(t *testing.T) {
 			"eno.azure.io/inventory-chunk-index":      "1",
 			"eno.azure.io/inventory-chunk-count":      "2",
 			"eno.azure.io/inventory-digest":           goldenDigest,
-			"eno.azure.io/inventory-format":           "1",
+			"eno.azure.io/inventory-format":           "2",
 		},
 		Data: map[string][]byte{"inventory.json": []byte(goldenChunk1)},
 	}, s)

@@ -70,9 +70,13 @@ func TestSpecStrings(t *testing.T) {
 		{domain.AnnotationChunkCount, "eno.azure.io/inventory-chunk-count"},
 		{domain.AnnotationDigest, "eno.azure.io/inventory-digest"},
 		{domain.AnnotationFormat, "eno.azure.io/inventory-format"},
-		{domain.FormatVersion, "1"},
+		{domain.FormatVersion, "2"},
 		{domain.AnnotationReadinessGroup, "eno.azure.io/readiness-group"},
 		{domain.AnnotationDeletionGroup, "eno.azure.io/deletion-group"},
+		{domain.AnnotationDisableReconciliation, "eno.azure.io/disable-reconciliation"},
+		{domain.AnnotationDeletionStrategy, "eno.azure.io/deletion-strategy"},
+		{domain.AnnotationFailOpen, "eno.azure.io/fail-open"},
+		{domain.AnnotationOverrides, "eno.azure.io/overrides"},
 	} {
 		assert.Equal(t, pair[1], pair[0])
 	}

@@ -75,16 +75,14 @@ func (m *manifestMeta) readMetadata(val []byte) error {
 		case i == 2:
 			return readStringMap(val, "metadata.labels", keepAll, &m.Labels)
 		case i == 3:
-			return readStringMap(val, "metadata.annotations", isGroupAnnotation, &m.Annotations)
+			return readStringMap(val, "metadata.annotations", isRecordedAnnotationKey, &m.Annotations)
 		}
 		return nil
 	})
 }
 
-// isGroupAnnotation keeps only the annotations an inventory holds (SPEC §3).
-func isGroupAnnotation(k []byte) bool {
-	return string(k) == AnnotationReadinessGroup || string(k) == AnnotationDeletionGroup
-}
+// isRecordedAnnotationKey keeps only the annotations an inventory holds (SPEC §3).
+func isRecordedAnnotationKey(k []byte) bool { return IsRecordedAnnotation(string(k)) }
 
 // patchTarget reads a Patch's patch.apiVersion and patch.kind with exact keys.
 func (m *manifestMeta) patchTarget() (apiVersion, kind string, err error) {

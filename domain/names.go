@@ -25,10 +25,16 @@ const (
 	AnnotationChunkCount           = "eno.azure.io/inventory-chunk-count"
 	AnnotationDigest               = "eno.azure.io/inventory-digest"
 	AnnotationFormat               = "eno.azure.io/inventory-format"
-	FormatVersion                  = "1"
+	FormatVersion                  = "2"
 
-	AnnotationReadinessGroup = "eno.azure.io/readiness-group"
-	AnnotationDeletionGroup  = "eno.azure.io/deletion-group"
+	// Eno's per-resource annotations that decide whether and how Eno acts on a tombstone. An
+	// inventory records them verbatim, and a tombstone carries them back to Eno.
+	AnnotationReadinessGroup        = "eno.azure.io/readiness-group"
+	AnnotationDeletionGroup         = "eno.azure.io/deletion-group"
+	AnnotationDisableReconciliation = "eno.azure.io/disable-reconciliation"
+	AnnotationDeletionStrategy      = "eno.azure.io/deletion-strategy"
+	AnnotationFailOpen              = "eno.azure.io/fail-open"
+	AnnotationOverrides             = "eno.azure.io/overrides"
 
 	// DefaultMaxChunkBytes is the API server's limit on the sum of a Secret's data values.
 	DefaultMaxChunkBytes = 1 << 20

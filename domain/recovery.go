@@ -191,11 +191,13 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 		d.Message = fmt.Sprintf("none of the %d resources of the previous incarnation is orphaned: each is produced, patched or already tombstoned", total)
 		return RecoveryPlan{Decision: d}, nil
 	}
-	if in.Observed == nil {
-		return RecoveryPlan{Verify: absent}, nil
+	toVerify, disabled := SplitDisabled(absent)
+	if in.Observed == nil && len(toVerify) > 0 {
+		return RecoveryPlan{Verify: toVerify}, nil
 	}
 	writeTime, known := snap.WriteTime()
-	verified, dropped := VerifyTombstones(absent, in.Observed, writeTime, known)
+	verified, dropped := VerifyTombstones(toVerify, in.Observed, writeTime, known)
+	dropped = append(disabled, dropped...)
 	summary := DroppedSummary(dropped)
 	withDrops := func(msg string) string {
 		if summary == "" {

@@ -92,7 +92,7 @@ func (e Entry) validateRequired() error {
 }
 
 func (e Entry) checkAnnotationKey(k string) error {
-	if k != AnnotationReadinessGroup && k != AnnotationDeletionGroup {
+	if !IsRecordedAnnotation(k) {
 		return fmt.Errorf("entry %s carries annotation %q, which inventories do not hold", e.ID(), k)
 	}
 	return nil

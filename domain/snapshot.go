@@ -113,8 +113,11 @@ func ParseStoredChunk(s ChunkSecret, now time.Time, maxChunks int) (StoredChunk,
 			return bad("annotation %s is missing", k)
 		}
 	}
-	if a[AnnotationFormat] != FormatVersion {
-		return bad("inventory format %q is not %q", a[AnnotationFormat], FormatVersion)
+	switch f := a[AnnotationFormat]; {
+	case f == "1":
+		return bad("inventory format 1 does not record which resources had reconciliation disabled, so it is not trusted; the next recording replaces it with format %s", FormatVersion)
+	case f != FormatVersion:
+		return bad("inventory format %q is not %q", truncate(f, 32), FormatVersion)
 	}
 	lineage, err := NewLineage(s.Labels[LabelLineage])
 	if err != nil {

@@ -95,7 +95,8 @@ func TestReadSnapshotMalformed(t *testing.T) {
 		{"digest uppercase", setAnn(domain.AnnotationDigest, strings.ToUpper(goldenDigest))},
 		{"digest without prefix", setAnn(domain.AnnotationDigest, strings.TrimPrefix(goldenDigest, "sha256:"))},
 		{"digest other algorithm", setAnn(domain.AnnotationDigest, "sha512:"+strings.TrimPrefix(goldenDigest, "sha256:"))},
-		{"format 2", setAnn(domain.AnnotationFormat, "2")},
+		{"format 1", setAnn(domain.AnnotationFormat, "1")},
+		{"format 3", setAnn(domain.AnnotationFormat, "3")},
 		{"format 1.0", setAnn(domain.AnnotationFormat, "1.0")},
 		{"data over 1 MiB", setData("[" + strings.Repeat(" ", domain.SecretDataLimit-1) + "]")},
 		{"data over 1 MiB across keys", func(s *domain.ChunkSecret) {

@@ -43,19 +43,45 @@ var (
 	// DropUnknownWriteTime: the history's write time is unknown, so no object can be told apart
 	// from one re-created since; every tombstone is kept back.
 	DropUnknownWriteTime = DropReason{"UnknownWriteTime"}
+	// DropDisabled: the entry was recorded with reconciliation disabled, or with overrides that
+	// can disable it (Entry.Disabled). Eno would skip the tombstone anyway, or might act on an
+	// object another Composition now owns; no read is needed.
+	DropDisabled = DropReason{"Disabled"}
 )
 
 func (r DropReason) String() string { return r.name }
 
 // verifiable reports whether the reason still proves something about the object: NotFound and
 // newer objects are safe to leave, while the others keep an object that may be an orphan.
-func (r DropReason) verifiable() bool { return r == DropNotFound || r == DropNewer }
+func (r DropReason) verifiable() bool {
+	return r == DropNotFound || r == DropNewer || r == DropDisabled
+}
 
 // DroppedTombstone is a tombstone recovery does not publish, and why.
 type DroppedTombstone struct {
 	Tombstone Tombstone
 	Reason    DropReason
 	Detail    string
+}
+
+// SplitDisabled separates the tombstones of entries that Eno could skip (Entry.Disabled) from
+// the rest, keeping the order given: those are dropped before any downstream read.
+func SplitDisabled(tombstones []Tombstone) (rest []Tombstone, disabled []DroppedTombstone) {
+	for _, t := range tombstones {
+		if t.Entry.Disabled() {
+			disabled = append(disabled, DroppedTombstone{Tombstone: t, Reason: DropDisabled, Detail: disabledDetail(t.Entry)})
+			continue
+		}
+		rest = append(rest, t)
+	}
+	return rest, disabled
+}
+
+func disabledDetail(e Entry) string {
+	if e.Annotations[AnnotationDisableReconciliation] == "true" {
+		return "recorded with " + AnnotationDisableReconciliation + "=true"
+	}
+	return "recorded with " + AnnotationOverrides + " that can disable reconciliation"
 }
 
 // VerifyTombstones applies SPEC §6.3 to the tombstones of a plan: given what a metadata read
@@ -80,6 +106,10 @@ func VerifyTombstones(tombstones []Tombstone, observed map[ResourceID]Observatio
 			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropNotFound})
 		case o.State != ObjectPresent:
 			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropUnreadable, Detail: o.Detail})
+		case o.Created.IsZero():
+			// Some aggregated API servers report no creationTimestamp: such an object cannot be
+			// told apart from one re-created since the history was written.
+			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropUnreadable, Detail: "it reports no creationTimestamp"})
 		case o.Created.Truncate(time.Second).After(writeTime.Truncate(time.Second)):
 			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropNewer,
 				Detail: fmt.Sprintf("created %s, history written %s", o.Created.UTC().Format(time.RFC3339), writeTime.UTC().Format(time.RFC3339))})
