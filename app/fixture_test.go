@@ -176,7 +176,7 @@ func newFixture(t *testing.T) *fixture {
 	f.published = map[string]domain.ResourceSlice{}
 	f.sink.PublishTombstonesCalls(func(_ context.Context, c domain.Composition, h domain.Handoff) (string, error) {
 		name := domain.RecoverySliceName(c.Name, c.SynthesisUUID())
-		f.published[name] = domain.ResourceSlice{Namespace: c.Namespace, Name: name, SynthesisUUID: h.SynthesisUUID(),
+		f.published[name] = domain.ResourceSlice{Namespace: c.Namespace, Name: name, SynthesisUUID: h.SynthesisUUID(), ControllerUID: c.UID,
 			Annotations: map[string]string{domain.AnnotationDecision: h.Decision.Encode()}, Resources: h.Resources}
 		return name, nil
 	})

@@ -243,3 +243,68 @@ func TestHandoffRechecksBeforeStepsFourAndFive(t *testing.T) {
 		}
 	}
 }
+
+// Eno sets force-resynthesis to the current synthesis itself when a named slice goes missing,
+// so the annotation never means "step 4 done": the slice is still checked, and created again.
+func TestHandoffStepFourRunsWhateverTheForceAnnotationSays(t *testing.T) {
+	rs := resources(9)
+	const slice = "web-recovery-11111111"
+	f := recoveryFixture(t, rs, rs[:7])
+	f.cfg.MaxTombstoneFraction = 1
+	_, err := f.service(t).Recover(ctx(t), f.comp)
+	require.NoError(t, err)
+	require.Equal(t, 1, f.sink.EnsureTombstonesCallCount())
+	require.True(t, f.comp.ResynthesisRequested())
+
+	for pass := 2; pass <= 3; pass++ {
+		_, err = f.service(t).Reconcile(ctx(t), f.comp.Ref())
+		require.NoError(t, err)
+		require.Equal(t, pass, f.sink.EnsureTombstonesCallCount(), "step 4 runs on every pass while the hand-off is pending")
+		_, _, ensured, h := f.sink.EnsureTombstonesArgsForCall(pass - 1)
+		assert.Equal(t, slice, ensured)
+		assert.Len(t, h.Resources, 2)
+	}
+	assert.Equal(t, 1, f.sink.RequestResynthesisCallCount(), "step 5 is not repeated once the annotation names the synthesis")
+}
+
+// A slice named by the synthesis under a recovery slice's name that is not this controller's
+// hand-off of that synthesis is never adopted: no decision, a warning, and a retry.
+func TestRecoverRefusesAnInvalidRecoverySlice(t *testing.T) {
+	rs := resources(9)
+	const slice = "web-recovery-11111111"
+	for name, spoil := range map[string]func(s *domain.ResourceSlice){
+		"another controller":   func(s *domain.ResourceSlice) { s.ControllerUID = "someone-else" },
+		"no controller":        func(s *domain.ResourceSlice) { s.ControllerUID = "" },
+		"another synthesis":    func(s *domain.ResourceSlice) { s.SynthesisUUID = "99999999-aaaa-bbbb-cccc-000000000009" },
+		"not only tombstones":  func(s *domain.ResourceSlice) { s.Resources[0].Deleted = false },
+		"no decision recorded": func(s *domain.ResourceSlice) { s.Annotations = nil },
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := recoveryFixture(t, rs, rs[:7])
+			f.cfg.MaxTombstoneFraction = 1
+			f.decisions.WriteDecisionStub = nil
+			f.decisions.WriteDecisionReturnsOnCall(0, errors.New("the process died"))
+			_, err := f.service(t).Recover(ctx(t), f.comp)
+			require.Error(t, err)
+			require.True(t, f.comp.NamesSlice(slice), "committed before the crash")
+			s := f.published[slice]
+			s.Resources = append([]domain.SliceResource(nil), s.Resources...)
+			spoil(&s)
+			f.published[slice] = s
+
+			_, err = f.service(t).Reconcile(ctx(t), f.comp.Ref())
+			var invalid *domain.RecoverySliceInvalidError
+			require.ErrorAs(t, err, &invalid)
+			assert.Equal(t, slice, invalid.Slice)
+			assert.Equal(t, 1, f.decisions.WriteDecisionCallCount(), "no decision written from it")
+			assert.Equal(t, 1, f.sink.PublishTombstonesCallCount(), "nothing planned around it")
+			assert.Zero(t, f.sink.RequestResynthesisCallCount())
+			var warned bool
+			for i := range f.events.EventCallCount() {
+				_, warning, reason, _ := f.events.EventArgsForCall(i)
+				warned = warned || (warning && reason == "RecoverySliceInvalid")
+			}
+			assert.True(t, warned)
+		})
+	}
+}

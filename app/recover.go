@@ -217,12 +217,13 @@ func (s *Service) handOff(ctx context.Context, comp domain.Composition, plan dom
 	return s.finishHandoff(ctx, comp, plan, slice, h)
 }
 
-// readyToCommit adds to planStillHolds what the commit point tests: no synthesis in flight.
+// readyToCommit adds to planStillHolds what the commit point requires of the live object
+// itself (domain.CommitPrecondition): no synthesis in flight.
 func (s *Service) readyToCommit(read domain.Composition) func(domain.Composition) error {
 	holds := s.planStillHolds(read)
 	return func(live domain.Composition) error {
-		if live.InFlightSynthesis != "" {
-			return fmt.Errorf("synthesis %s is in flight: %w", live.InFlightSynthesis, ports.ErrSynthesisMoved)
+		if why := domain.CommitPreconditionOf(live).MovedOn(live); why != "" {
+			return fmt.Errorf("%s: %w", why, ports.ErrSynthesisMoved)
 		}
 		return holds(live)
 	}
@@ -260,8 +261,10 @@ func (s *Service) resume(ctx context.Context, comp domain.Composition, slice str
 	}
 	h, err := domain.HandoffFromSlice(comp, sl)
 	if err != nil {
-		logr.FromContextOrDiscard(ctx).Info("a slice with a recovery slice's name is not this controller's hand-off; planning as usual", "slice", slice, "reason", err.Error())
-		return res, false, nil
+		// Never adopted, and never planned around: the synthesis Eno applies holds it.
+		invalid := &domain.RecoverySliceInvalidError{Slice: slice, Detail: err.Error()}
+		s.refuse(comp, "RecoverySliceInvalid", invalid)
+		return res, true, fmt.Errorf("recovering %s: %w", comp.Ref(), invalid)
 	}
 	logr.FromContextOrDiscard(ctx).Info("resuming a committed hand-off", "slice", slice)
 	plan := domain.RecoveryPlan{Decision: h.DecisionFor(slice)}
@@ -274,15 +277,11 @@ func (s *Service) resume(ctx context.Context, comp domain.Composition, slice str
 // new synthesis, which carries the tombstones into Eno's own state. Once the annotation names
 // this synthesis both steps are done.
 func (s *Service) completeHandoff(ctx context.Context, comp domain.Composition, slice string, h domain.Handoff) error {
-	if comp.ResynthesisRequested() {
-		return nil
-	}
+	// Step 4 runs whatever the force annotation says: Eno itself sets it to the current
+	// synthesis when a named slice goes missing, so "already forced" never means "step 4 done".
 	live, err := s.recheck(ctx, comp, s.policy.CheckHandoff)
 	if err != nil {
 		return fmt.Errorf("handing tombstones to Eno for %s: %w", comp.Ref(), err)
-	}
-	if live.ResynthesisRequested() {
-		return nil
 	}
 	if err := s.deps.Sink.EnsureTombstones(ctx, live, slice, h); err != nil {
 		if !errors.Is(err, ports.ErrNotFound) {
@@ -293,6 +292,9 @@ func (s *Service) completeHandoff(ctx context.Context, comp domain.Composition, 
 	}
 	if live, err = s.recheck(ctx, comp, s.policy.CheckHandoff); err != nil {
 		return fmt.Errorf("handing tombstones to Eno for %s: %w", comp.Ref(), err)
+	}
+	if live.ResynthesisRequested() {
+		return nil
 	}
 	if err := s.deps.Sink.RequestResynthesis(ctx, live); err != nil {
 		return fmt.Errorf("handing tombstones to Eno for %s: requesting a resynthesis: %w", comp.Ref(), err)
@@ -305,7 +307,7 @@ func (s *Service) completeHandoff(ctx context.Context, comp domain.Composition, 
 // that stopped after the decision.
 func (s *Service) resumeHandoff(ctx context.Context, comp domain.Composition) error {
 	d, ok := comp.FinishedDecision()
-	if !ok || d.Outcome != domain.OutcomeRecovered || d.TombstoneSlice == "" || comp.ResynthesisRequested() {
+	if !ok || d.Outcome != domain.OutcomeRecovered || d.TombstoneSlice == "" {
 		return nil
 	}
 	if s.policy.CheckHandoff(comp) != nil {

@@ -1,6 +1,9 @@
 package domain
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Eno's own names used by the hand-off (SPEC §6.2).
 const (
@@ -66,9 +69,14 @@ func (c Composition) CommittedRecoverySlice() (string, bool) {
 }
 
 // HandoffFromSlice reads back the hand-off a recovery slice carries for the Composition's
-// current synthesis. It fails when the slice is not this controller's slice for that synthesis.
+// current synthesis. It fails when the slice is not this controller's slice for that synthesis:
+// controlled by another object, stamped for another synthesis, carrying no Recovered decision
+// for it, or holding anything but tombstones.
 func HandoffFromSlice(c Composition, s ResourceSlice) (Handoff, error) {
 	uuid := c.SynthesisUUID()
+	if s.ControllerUID != c.UID {
+		return Handoff{}, fmt.Errorf("resource slice %s is controlled by %q, not by this composition (UID %s)", s.Name, s.ControllerUID, c.UID)
+	}
 	if s.SynthesisUUID != uuid {
 		return Handoff{}, fmt.Errorf("resource slice %s holds synthesis %q, not %q", s.Name, s.SynthesisUUID, uuid)
 	}
@@ -85,4 +93,74 @@ func HandoffFromSlice(c Composition, s ResourceSlice) (Handoff, error) {
 		}
 	}
 	return Handoff{Decision: d, Resources: s.Resources}, nil
+}
+
+// RecoverySliceInvalidError: the synthesis names a slice under a recovery slice's name that is
+// not a valid hand-off of that synthesis. It is never adopted: no decision is written from it,
+// and recovery retries with backoff until an operator removes it (design §6.2).
+type RecoverySliceInvalidError struct {
+	Slice  string
+	Detail string
+}
+
+func (e *RecoverySliceInvalidError) Error() string {
+	return fmt.Sprintf("the current synthesis names resource slice %s under a recovery slice's name, but it is not this controller's hand-off for it (%s); remove it from the synthesis or delete it", e.Slice, e.Detail)
+}
+
+// CommitPrecondition is what the commit point of the hand-off requires of the Composition
+// (design §6.2 step 2): the object the caller decided from, unchanged. The resourceVersion
+// covers every write since that read (a review flipped to reject, a deletion, a lineage change,
+// another replica's decision); the synthesis, the absence of one in flight and the slice list
+// are tested on their own as well, so that a rejected patch can say which moved.
+type CommitPrecondition struct {
+	UID             string
+	ResourceVersion string
+	SynthesisUUID   string
+	// Slices is the slice list the append extends; nil when the synthesis has none.
+	Slices []string
+}
+
+// CommitPreconditionOf is the precondition of appending to read's current synthesis.
+func CommitPreconditionOf(read Composition) CommitPrecondition {
+	p := CommitPrecondition{UID: read.UID, ResourceVersion: read.ResourceVersion, SynthesisUUID: read.SynthesisUUID()}
+	if read.Synthesis != nil {
+		p.Slices = read.Synthesis.Slices
+	}
+	return p
+}
+
+// MovedOn says how live fails the precondition, or "" when it holds: live is still the object
+// the caller decided from, with no synthesis in flight.
+func (p CommitPrecondition) MovedOn(live Composition) string {
+	var names []string
+	if live.Synthesis != nil {
+		names = live.Synthesis.Slices
+	}
+	switch {
+	case live.UID != p.UID:
+		return "it was recreated with UID " + live.UID
+	case live.SynthesisUUID() != p.SynthesisUUID:
+		return "its current synthesis is now " + live.SynthesisUUID()
+	case live.InFlightSynthesis != "":
+		return "synthesis " + live.InFlightSynthesis + " is in flight"
+	case !slices.Equal(names, p.Slices):
+		return "its slice list changed"
+	case live.ResourceVersion != p.ResourceVersion:
+		return fmt.Sprintf("it changed since it was read (resourceVersion %s, read at %s)", live.ResourceVersion, p.ResourceVersion)
+	}
+	return ""
+}
+
+// CheckCommittable says why a recovery slice read live just before the commit point cannot be
+// appended: gone slices are the caller's to report; this judges one that was read.
+func CheckCommittable(c Composition, s ResourceSlice) error {
+	switch {
+	case s.Deleting:
+		return fmt.Errorf("recovery slice %s is being deleted", s.Name)
+	case s.ControllerUID != c.UID:
+		return fmt.Errorf("recovery slice %s is controlled by %q, not by composition UID %s", s.Name, s.ControllerUID, c.UID)
+	case s.SynthesisUUID != c.SynthesisUUID():
+		return fmt.Errorf("recovery slice %s holds synthesis %q, not %q", s.Name, s.SynthesisUUID, c.SynthesisUUID())
+	}
+	return nil
 }

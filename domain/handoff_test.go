@@ -44,7 +44,7 @@ func TestHandoffFromSlice(t *testing.T) {
 	h, err := domain.NewHandoff(recoveredPlan(t))
 	require.NoError(t, err)
 	c := composition()
-	good := domain.ResourceSlice{Namespace: "team-a", Name: "web-recovery-11111111", SynthesisUUID: synUUID,
+	good := domain.ResourceSlice{Namespace: "team-a", Name: "web-recovery-11111111", SynthesisUUID: synUUID, ControllerUID: c.UID,
 		Annotations: map[string]string{domain.AnnotationDecision: h.Decision.Encode()}, Resources: h.Resources}
 	back, err := domain.HandoffFromSlice(c, good)
 	require.NoError(t, err)
@@ -55,6 +55,8 @@ func TestHandoffFromSlice(t *testing.T) {
 		mutate func(*domain.ResourceSlice)
 	}{
 		{"Eno's stamp, not ours", func(s *domain.ResourceSlice) { s.SynthesisUUID = "" }},
+		{"controlled by another object", func(s *domain.ResourceSlice) { s.ControllerUID = oldCompUID }},
+		{"controlled by nothing", func(s *domain.ResourceSlice) { s.ControllerUID = "" }},
 		{"another synthesis", func(s *domain.ResourceSlice) { s.SynthesisUUID = oldSynUUID }},
 		{"no decision", func(s *domain.ResourceSlice) { s.Annotations = nil }},
 		{"a decision that is not Recovered", func(s *domain.ResourceSlice) {
@@ -107,4 +109,49 @@ func TestResynthesisRequested(t *testing.T) {
 	assert.False(t, c.ResynthesisRequested())
 	c.Annotations[domain.AnnotationForceResynthesis] = c.SynthesisUUID()
 	assert.True(t, c.ResynthesisRequested())
+}
+
+// The commit point's precondition is the object read, unchanged: any write since, a new
+// incarnation or synthesis, one in flight, or another slice list moves it on.
+func TestCommitPrecondition(t *testing.T) {
+	read := composition()
+	read.ResourceVersion = "41"
+	pre := domain.CommitPreconditionOf(read)
+	assert.Empty(t, pre.MovedOn(read))
+	for _, tt := range []struct {
+		name   string
+		change func(c *domain.Composition)
+	}{
+		{"any write (a review flipped to reject)", func(c *domain.Composition) { c.ResourceVersion = "42" }},
+		{"recreated", func(c *domain.Composition) { c.UID = "uid-other" }},
+		{"a new synthesis", func(c *domain.Composition) {
+			c.Synthesis = &domain.Synthesis{UUID: oldSynUUID, Slices: c.Synthesis.Slices}
+		}},
+		{"a synthesis in flight", func(c *domain.Composition) { c.InFlightSynthesis = oldSynUUID }},
+		{"another slice list", func(c *domain.Composition) {
+			c.Synthesis = &domain.Synthesis{UUID: synUUID, Slices: []string{goldenSlice, "other"}}
+		}},
+		{"no slice list", func(c *domain.Composition) { c.Synthesis = &domain.Synthesis{UUID: synUUID} }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			live := read
+			tt.change(&live)
+			assert.NotEmpty(t, pre.MovedOn(live))
+		})
+	}
+}
+
+func TestCheckCommittable(t *testing.T) {
+	c := composition()
+	good := domain.ResourceSlice{Namespace: "team-a", Name: "web-recovery-11111111", SynthesisUUID: synUUID, ControllerUID: c.UID}
+	require.NoError(t, domain.CheckCommittable(c, good))
+	for name, spoil := range map[string]func(s *domain.ResourceSlice){
+		"terminating":        func(s *domain.ResourceSlice) { s.Deleting = true },
+		"another controller": func(s *domain.ResourceSlice) { s.ControllerUID = oldCompUID },
+		"another synthesis":  func(s *domain.ResourceSlice) { s.SynthesisUUID = oldSynUUID },
+	} {
+		s := good
+		spoil(&s)
+		assert.Error(t, domain.CheckCommittable(c, s), name)
+	}
 }

@@ -15,7 +15,9 @@ type ResourceSlice struct {
 	SynthesisUUID string
 	// Annotations are read only on recovery slices, where they carry the hand-off's decision.
 	Annotations map[string]string
-	Resources   []SliceResource
+	// ControllerUID is the UID in the slice's controller owner reference, "" when none is set.
+	ControllerUID string
+	Resources     []SliceResource
 }
 
 // SliceResource is one entry of spec.resources.

@@ -44,6 +44,11 @@ type Harness interface {
 	// SetSynthesis replaces the Composition's status as Eno would (a new synthesis, or one in
 	// flight) and returns the Composition as stored.
 	SetSynthesis(t testing.TB, ref domain.CompositionRef, s *domain.Synthesis, inFlight string) domain.Composition
+	// SetAnnotation sets one annotation of the Composition as another client would (an
+	// operator's review, another replica's decision) and returns it as stored.
+	SetAnnotation(t testing.TB, ref domain.CompositionRef, key, value string) domain.Composition
+	// MarkSliceDeleting deletes the slice while a finalizer holds it, so that it is terminating.
+	MarkSliceDeleting(t testing.TB, namespace, name string)
 
 	// Eventually fails t unless cond turns true within the adapter's cache lag.
 	// An adapter without caches checks cond once.

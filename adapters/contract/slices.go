@@ -175,6 +175,68 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 		}
 	})
 
+	t.Run("CommitTombstones refuses once anyone changed the Composition since the read", func(t *testing.T) {
+		// A review flipped to reject, another replica's decision, a lineage change: whatever
+		// the write, the resourceVersion the caller decided from no longer holds.
+		h := newHarness(t)
+		comp := h.CreateComposition(t, sampleComposition(h))
+		name, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, sampleHandoff(comp))
+		require.NoError(t, err)
+		h.SetAnnotation(t, comp.Ref(), domain.AnnotationReview, "reject:"+comp.SynthesisUUID())
+
+		err = h.TombstoneSink().CommitTombstones(t.Context(), comp, name)
+		require.ErrorIs(t, err, ports.ErrSynthesisMoved)
+		live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
+		require.NoError(t, err)
+		assert.Equal(t, comp.Synthesis.Slices, live.Synthesis.Slices)
+	})
+
+	t.Run("CommitTombstones re-reads the slice and never names one that is gone or terminating", func(t *testing.T) {
+		for _, tt := range []struct {
+			name   string
+			remove func(t testing.TB, h Harness, namespace, name string)
+		}{
+			{"gone", func(t testing.TB, h Harness, ns, n string) { h.RemoveSlice(t, ns, n) }},
+			{"terminating", func(t testing.TB, h Harness, ns, n string) { h.MarkSliceDeleting(t, ns, n) }},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				h := newHarness(t)
+				comp := h.CreateComposition(t, sampleComposition(h))
+				name, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, sampleHandoff(comp))
+				require.NoError(t, err)
+				tt.remove(t, h, comp.Namespace, name)
+
+				require.Error(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, name))
+				live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
+				require.NoError(t, err)
+				assert.Equal(t, comp.Synthesis.Slices, live.Synthesis.Slices)
+			})
+		}
+	})
+
+	t.Run("CommitTombstones never names a slice of another Composition", func(t *testing.T) {
+		h := newHarness(t)
+		comp := h.CreateComposition(t, sampleComposition(h))
+		name := domain.RecoverySliceNames(comp.Name, comp.SynthesisUUID())[0]
+		h.CreateSlice(t, domain.ResourceSlice{Namespace: comp.Namespace, Name: name, SynthesisUUID: comp.SynthesisUUID(),
+			Resources: sampleHandoff(comp).Resources})
+
+		require.Error(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, name))
+		live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
+		require.NoError(t, err)
+		assert.Equal(t, comp.Synthesis.Slices, live.Synthesis.Slices)
+	})
+
+	t.Run("EnsureTombstones does not count a terminating slice as present", func(t *testing.T) {
+		h := newHarness(t)
+		comp := h.CreateComposition(t, sampleComposition(h))
+		handoff := sampleHandoff(comp)
+		name, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
+		require.NoError(t, err)
+		h.MarkSliceDeleting(t, comp.Namespace, name)
+		require.Error(t, h.TombstoneSink().EnsureTombstones(t.Context(), comp, name, handoff))
+	})
+
 	t.Run("EnsureTombstones creates a slice again that is gone", func(t *testing.T) {
 		h := newHarness(t)
 		comp := h.CreateComposition(t, sampleComposition(h))
@@ -236,7 +298,7 @@ func assertRecoverySlice(t testing.TB, h Harness, comp domain.Composition, name 
 	t.Helper()
 	got := h.ReadSlice(t, comp.Namespace, name)
 	assert.Equal(t, domain.ResourceSlice{
-		Namespace: comp.Namespace, Name: name, SynthesisUUID: comp.SynthesisUUID(),
+		Namespace: comp.Namespace, Name: name, SynthesisUUID: comp.SynthesisUUID(), ControllerUID: comp.UID,
 		Annotations: map[string]string{domain.AnnotationDecision: handoff.Decision.Encode()},
 		Resources:   handoff.Resources,
 	}, withoutForeignAnnotations(got))

@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/contract"
 	"github.com/Azure/eno-tombstone-recovery/domain"
@@ -159,6 +161,36 @@ func (h *harness) RemoveSlice(t testing.TB, namespace, name string) {
 		_, err := client.Get(t.Context(), name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	}, eventually, 20*time.Millisecond)
+}
+
+// SetAnnotation merge-patches one annotation, as an operator's kubectl would.
+func (h *harness) SetAnnotation(t testing.TB, ref domain.CompositionRef, key, value string) domain.Composition {
+	t.Helper()
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: value}}})
+	require.NoError(t, err)
+	u, err := h.clients.Dynamic.Resource(CompositionGVR).Namespace(ref.Namespace).Patch(t.Context(), ref.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	require.NoError(t, err)
+	got, err := compositionFromUnstructured(u)
+	require.NoError(t, err)
+	return got
+}
+
+// MarkSliceDeleting adds a finalizer of another controller, then deletes the slice.
+func (h *harness) MarkSliceDeleting(t testing.TB, namespace, name string) {
+	t.Helper()
+	client := h.clients.Dynamic.Resource(ResourceSliceGVR).Namespace(namespace)
+	u, err := client.Get(t.Context(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	u.SetFinalizers(append(u.GetFinalizers(), "example.com/hold"))
+	_, err = client.Update(t.Context(), u, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, client.Delete(t.Context(), name, metav1.DeleteOptions{}))
+	t.Cleanup(func() {
+		if u, err := client.Get(context.Background(), name, metav1.GetOptions{}); err == nil {
+			u.SetFinalizers(nil)
+			_, _ = client.Update(context.Background(), u, metav1.UpdateOptions{})
+		}
+	})
 }
 
 // SetSynthesis writes the status through the status subresource, as Eno does.

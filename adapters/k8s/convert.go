@@ -207,6 +207,9 @@ func sliceFromUnstructured(u *unstructured.Unstructured) (domain.ResourceSlice, 
 	if a := u.GetAnnotations(); len(a) > 0 {
 		s.Annotations = maps.Clone(a)
 	}
+	if o := metav1.GetControllerOfNoCopy(u); o != nil {
+		s.ControllerUID = string(o.UID)
+	}
 	bad := func(err error) (domain.ResourceSlice, error) {
 		return domain.ResourceSlice{}, &domain.SliceError{Slice: s.Name, Problem: domain.SliceMalformed, Err: err}
 	}

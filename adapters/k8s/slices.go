@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -139,9 +138,12 @@ func controlledBy(u *unstructured.Unstructured, comp domain.Composition) error {
 }
 
 // CommitTombstones appends {"name": slice} to status.currentSynthesis.resourceSlices with a JSON
-// patch on the status subresource whose test operations require the synthesis UUID comp holds,
-// no in-flight synthesis and the slice list just read (null when absent: an empty synthesis
-// has no list, and "/-" cannot append to a missing array). A 422 is told apart by a re-read:
+// patch on the status subresource (design §6.2 step 2). Just before it the slice is re-read live:
+// it must be comp's, for this synthesis, and not terminating (Eno's cleanup deletes an unnamed
+// slice seconds after its creation). The patch's test operations are domain.CommitPrecondition
+// of the live read: the resourceVersion, so any write since aborts it, the UID, the synthesis
+// UUID, no in-flight synthesis and the slice list (null when absent: an empty synthesis has no
+// list, and "/-" cannot append to a missing array). A 422 or 409 is told apart by a re-read:
 // the Composition moved on (ports.ErrSynthesisMoved) or the patch was bad (an error).
 func (t *TombstoneSink) CommitTombstones(ctx context.Context, comp domain.Composition, slice string) error {
 	ref := comp.Ref()
@@ -158,23 +160,16 @@ func (t *TombstoneSink) CommitTombstones(ctx context.Context, comp domain.Compos
 	if live.NamesSlice(slice) && live.UID == comp.UID && live.SynthesisUUID() == comp.SynthesisUUID() {
 		return nil
 	}
-	if why := movedOn(comp, live); why != "" {
+	pre := domain.CommitPreconditionOf(comp)
+	if why := pre.MovedOn(live); why != "" {
 		return fmt.Errorf("%s: %s: %w", what, why, ports.ErrSynthesisMoved)
 	}
+	if err := t.checkCommittable(ctx, live, slice); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	// The list is tested as read, so that fields Eno may add to a reference match too.
 	refs, _, _ := nested(u.Object, "status", "currentSynthesis", "resourceSlices")
-	ops := []map[string]any{
-		{"op": "test", "path": "/metadata/uid", "value": comp.UID},
-		{"op": "test", "path": "/status/currentSynthesis/uuid", "value": comp.SynthesisUUID()},
-		{"op": "test", "path": "/status/inFlightSynthesis", "value": nil},
-		{"op": "test", "path": "/status/currentSynthesis/resourceSlices", "value": refs},
-	}
-	ref0 := map[string]any{"name": slice}
-	if refs == nil {
-		ops = append(ops, map[string]any{"op": "add", "path": "/status/currentSynthesis/resourceSlices", "value": []any{ref0}})
-	} else {
-		ops = append(ops, map[string]any{"op": "add", "path": "/status/currentSynthesis/resourceSlices/-", "value": ref0})
-	}
-	patch, err := json.Marshal(ops)
+	patch, err := commitPatch(pre, refs, slice)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -183,7 +178,7 @@ func (t *TombstoneSink) CommitTombstones(ctx context.Context, comp domain.Compos
 		logr.FromContextOrDiscard(ctx).V(1).Info("appended recovery slice to the synthesis", "slice", slice)
 		return nil
 	}
-	if !apierrors.IsInvalid(err) {
+	if !apierrors.IsInvalid(err) && !apierrors.IsConflict(err) {
 		return apiError(what, err)
 	}
 	// A failed test and a bad patch both answer 422: the live object tells which.
@@ -195,35 +190,57 @@ func (t *TombstoneSink) CommitTombstones(ctx context.Context, comp domain.Compos
 	if rerr != nil {
 		return fmt.Errorf("%s: %w", what, rerr)
 	}
-	if why := movedOn(live, now); why != "" {
+	if why := pre.MovedOn(now); why != "" {
 		return fmt.Errorf("%s: %s: %w", what, why, ports.ErrSynthesisMoved)
 	}
 	return fmt.Errorf("%s: the API server rejected the patch although the composition did not change: %w", what, err)
 }
 
-// movedOn says how live differs from the Composition the caller decided on, in what the commit
-// point tests, or "" when it does not.
-func movedOn(read, live domain.Composition) string {
-	switch {
-	case live.UID != read.UID:
-		return "it was recreated with UID " + live.UID
-	case live.SynthesisUUID() != read.SynthesisUUID():
-		return "its current synthesis is now " + live.SynthesisUUID()
-	case live.InFlightSynthesis != "":
-		return "synthesis " + live.InFlightSynthesis + " is in flight"
-	case read.Synthesis == nil || !slices.Equal(live.Synthesis.Slices, read.Synthesis.Slices):
-		return "its slice list changed"
+// commitPatch is the JSON patch of the commit point: pre's tests, with refs the slice list as
+// read (nil when absent, tested as null), then the append. Test values are JSON strings (a
+// resourceVersion sent as a number fails its test).
+func commitPatch(pre domain.CommitPrecondition, refs any, slice string) ([]byte, error) {
+	ops := []map[string]any{
+		{"op": "test", "path": "/metadata/uid", "value": pre.UID},
+		{"op": "test", "path": "/metadata/resourceVersion", "value": pre.ResourceVersion},
+		{"op": "test", "path": "/status/currentSynthesis/uuid", "value": pre.SynthesisUUID},
+		{"op": "test", "path": "/status/inFlightSynthesis", "value": nil},
+		{"op": "test", "path": "/status/currentSynthesis/resourceSlices", "value": refs},
 	}
-	return ""
+	ref0 := map[string]any{"name": slice}
+	if refs == nil {
+		ops = append(ops, map[string]any{"op": "add", "path": "/status/currentSynthesis/resourceSlices", "value": []any{ref0}})
+	} else {
+		ops = append(ops, map[string]any{"op": "add", "path": "/status/currentSynthesis/resourceSlices/-", "value": ref0})
+	}
+	return json.Marshal(ops)
+}
+
+// checkCommittable re-reads the recovery slice live just before the commit point.
+func (t *TombstoneSink) checkCommittable(ctx context.Context, comp domain.Composition, slice string) error {
+	u, err := t.client.Resource(ResourceSliceGVR).Namespace(comp.Namespace).Get(ctx, slice, metav1.GetOptions{})
+	if err != nil {
+		return apiError("re-reading recovery slice "+slice+" before the commit", err)
+	}
+	s, err := sliceFromUnstructured(u)
+	if err != nil {
+		return err
+	}
+	return domain.CheckCommittable(comp, s)
 }
 
 // EnsureTombstones re-reads the slice live and creates it again from h when it is gone: it is
-// still named by the synthesis, and Eno's executor reads it at the next synthesis.
+// still named by the synthesis, and Eno's executor reads it at the next synthesis. A slice
+// being deleted does not count as present: the call fails until it is gone.
 func (t *TombstoneSink) EnsureTombstones(ctx context.Context, comp domain.Composition, slice string, h domain.Handoff) error {
 	what := fmt.Sprintf("checking recovery slice %s/%s", comp.Namespace, slice)
 	client := t.client.Resource(ResourceSliceGVR).Namespace(comp.Namespace)
-	_, err := client.Get(ctx, slice, metav1.GetOptions{})
+	existing, err := client.Get(ctx, slice, metav1.GetOptions{})
 	if err == nil {
+		if existing.GetDeletionTimestamp() != nil {
+			// Not present: it is gone once its finalizers are released, then created again.
+			return fmt.Errorf("%s: it is being deleted; it is created again once it is gone", what)
+		}
 		return nil
 	}
 	if !apierrors.IsNotFound(err) {

@@ -81,6 +81,18 @@ func (h harness) SetSynthesis(t testing.TB, ref domain.CompositionRef, s *domain
 	return stored
 }
 
+func (h harness) SetAnnotation(t testing.TB, ref domain.CompositionRef, key, value string) domain.Composition {
+	t.Helper()
+	stored, err := h.c.SetAnnotation(ref, key, value)
+	require.NoError(t, err)
+	return stored
+}
+
+func (h harness) MarkSliceDeleting(t testing.TB, namespace, name string) {
+	t.Helper()
+	require.NoError(t, h.c.MarkSliceDeleting(namespace, name))
+}
+
 func (h harness) Eventually(t testing.TB, cond func() bool) {
 	t.Helper()
 	require.True(t, cond(), "the memory adapter has no cache, so the condition must hold at once")

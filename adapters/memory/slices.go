@@ -23,7 +23,14 @@ func (c *Cluster) GetSlice(ctx context.Context, namespace, name string) (domain.
 	if !ok {
 		return domain.ResourceSlice{}, fmt.Errorf("getting resource slice %s: %w", key, ports.ErrNotFound)
 	}
-	return cloneSlice(s.slice), nil
+	return s.read(), nil
+}
+
+// read is the slice as a client reads it, with its controller's UID.
+func (s storedSlice) read() domain.ResourceSlice {
+	out := cloneSlice(s.slice)
+	out.ControllerUID = s.owner
+	return out
 }
 
 // PublishTombstones writes the recovery slice of comp's current synthesis, owned by comp, as
@@ -65,8 +72,9 @@ func (c *Cluster) PublishTombstones(ctx context.Context, comp domain.Composition
 }
 
 // CommitTombstones appends slice to comp's current synthesis, as the guarded status patch of
-// SPEC §6.2 step 2 does: the stored synthesis UUID, no in-flight synthesis and the slice list
-// comp holds must all still be the stored ones, else ErrSynthesisMoved.
+// design §6.2 step 2 does: the slice must be comp's, for this synthesis and not terminating, and
+// the stored Composition must still meet domain.CommitPreconditionOf(comp), else
+// ErrSynthesisMoved.
 func (c *Cluster) CommitTombstones(ctx context.Context, comp domain.Composition, slice string) error {
 	key := objectKey{comp.Namespace, comp.Name}
 	if err := c.runBeforeWrite(ctx, OpCommitTombstones, key); err != nil {
@@ -75,15 +83,21 @@ func (c *Cluster) CommitTombstones(ctx context.Context, comp domain.Composition,
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cur, ok := c.compositions[key]
-	switch {
-	case !ok:
+	if !ok {
 		return fmt.Errorf("committing tombstones on composition %s: %w", key, ports.ErrNotFound)
-	case cur.UID != comp.UID || cur.Synthesis == nil || cur.Synthesis.UUID != comp.SynthesisUUID():
-		return fmt.Errorf("committing tombstones on composition %s: %w", key, ports.ErrSynthesisMoved)
-	case slices.Contains(cur.Synthesis.Slices, slice):
+	}
+	if cur.UID == comp.UID && cur.SynthesisUUID() == comp.SynthesisUUID() && cur.NamesSlice(slice) {
 		return nil
-	case cur.InFlightSynthesis != "" || comp.Synthesis == nil || !slices.Equal(cur.Synthesis.Slices, comp.Synthesis.Slices):
-		return fmt.Errorf("committing tombstones on composition %s: %w", key, ports.ErrSynthesisMoved)
+	}
+	if why := domain.CommitPreconditionOf(comp).MovedOn(cur); why != "" {
+		return fmt.Errorf("committing tombstones on composition %s: %s: %w", key, why, ports.ErrSynthesisMoved)
+	}
+	stored, ok := c.slices[objectKey{comp.Namespace, slice}]
+	if !ok {
+		return fmt.Errorf("committing tombstones on composition %s: re-reading recovery slice %s: %w", key, slice, ports.ErrNotFound)
+	}
+	if err := domain.CheckCommittable(cur, stored.read()); err != nil {
+		return fmt.Errorf("committing tombstones on composition %s: %w", key, err)
 	}
 	cur = cloneComposition(cur)
 	cur.Synthesis.Slices = append(cur.Synthesis.Slices, slice)
@@ -102,7 +116,10 @@ func (c *Cluster) EnsureTombstones(ctx context.Context, comp domain.Composition,
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.slices[key]; ok {
+	if cur, ok := c.slices[key]; ok {
+		if cur.slice.Deleting {
+			return fmt.Errorf("checking resource slice %s: it is being deleted; it is created again once it is gone", key)
+		}
 		return nil
 	}
 	if h.SynthesisUUID() == "" {
@@ -206,7 +223,7 @@ func (c *Cluster) Slices(namespace string) []domain.ResourceSlice {
 	var out []domain.ResourceSlice
 	for k, s := range c.slices {
 		if namespace == "" || k.namespace == namespace {
-			out = append(out, cloneSlice(s.slice))
+			out = append(out, s.read())
 		}
 	}
 	slices.SortFunc(out, func(a, b domain.ResourceSlice) int {

@@ -83,7 +83,7 @@ func TestLifecycleRecordsThenRecoversAfterRecreation(t *testing.T) {
 		"eno.azure.io/inventory-chunk-index":      "0",
 		"eno.azure.io/inventory-chunk-count":      "1",
 		"eno.azure.io/inventory-digest":           exampleDigest,
-		"eno.azure.io/inventory-format":           "1",
+		"eno.azure.io/inventory-format":           "2",
 	}, s.Annotations)
 	require.Len(t, s.Data, 1)
 	assert.Equal(t, exampleCanonical, string(s.Data[dataKey]))

@@ -12,11 +12,11 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// The recovery slice is deleted under the hand-off (SPEC §6.2): before the append, as
-// eno-controller's cleanup deletes a slice no synthesis names yet; after it, before the
-// decision; after the decision, before step 4. Each time the hand-off still converges: the
-// slice the synthesis names is created again with the same content, and Eno deletes the
-// orphans, and only them.
+// The recovery slice is deleted under the hand-off (design §6.2): before the append, as
+// eno-controller's cleanup deletes a slice no synthesis names yet (the commit point re-reads
+// it, refuses, and the next pass publishes it again); after it, before the decision; after the
+// decision, before step 4. Each time the hand-off still converges: the slice the synthesis
+// names holds the same content, and Eno deletes the orphans, and only them.
 func TestRecoverySliceDeletedUnderTheHandoff(t *testing.T) {
 	for _, before := range []string{memory.OpCommitTombstones, memory.OpWriteDecision, memory.OpEnsureTombstones} {
 		t.Run("deleted before "+before, func(t *testing.T) {
@@ -41,7 +41,14 @@ func TestRecoverySliceDeletedUnderTheHandoff(t *testing.T) {
 			_, err = w.service().Reconcile(ctx, crashRef)
 			w.cluster.SetBeforeWrite(nil)
 			require.True(t, deleted, "the pass reached %s", before)
-			require.NoError(t, err, "step 4 creates the named slice again")
+			if before == memory.OpCommitTombstones {
+				// The slice is re-read just before the commit point: a gone slice is never named,
+				// and the next pass publishes it again.
+				require.Error(t, err)
+				assert.False(t, w.live(crashRef).NamesSlice(slice), "nothing committed")
+				_, err = w.service().Reconcile(ctx, crashRef)
+			}
+			require.NoError(t, err, "the named slice is created again")
 			again, err := w.cluster.GetSlice(ctx, crashRef.Namespace, slice)
 			require.NoError(t, err)
 			assert.Len(t, again.Resources, len(orphans), "the same tombstones")
