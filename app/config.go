@@ -23,6 +23,9 @@ type Config struct {
 	MaxChunks int
 	// MaxTombstoneFraction is the deletion guard (SPEC §6.1); 1.0 disables it.
 	MaxTombstoneFraction float64
+	// PendingRecheckInterval is how often a pending hand-off's tombstones are checked again
+	// against their objects, until Eno carries them (design §6.2).
+	PendingRecheckInterval time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -30,24 +33,29 @@ type Config struct {
 // DefaultConfig is the library default: everything per SPEC, but disabled.
 func DefaultConfig() Config {
 	return Config{
-		Enabled:              false,
-		Scope:                domain.Scope{Selector: domain.Everything},
-		InventoryNamespace:   domain.DefaultInventoryNamespace,
-		MaxChunkBytes:        domain.DefaultMaxChunkBytes,
-		MaxChunks:            domain.DefaultMaxChunks,
-		MaxTombstoneFraction: domain.DefaultMaxTombstoneFraction,
+		Enabled:                false,
+		Scope:                  domain.Scope{Selector: domain.Everything},
+		InventoryNamespace:     domain.DefaultInventoryNamespace,
+		MaxChunkBytes:          domain.DefaultMaxChunkBytes,
+		MaxChunks:              domain.DefaultMaxChunks,
+		MaxTombstoneFraction:   domain.DefaultMaxTombstoneFraction,
+		PendingRecheckInterval: DefaultPendingRecheckInterval,
 	}
 }
+
+// DefaultPendingRecheckInterval is how often a pending hand-off is checked by default.
+const DefaultPendingRecheckInterval = time.Minute
 
 // Setting names one field of Config, so that callers can report a refusal in their own terms
 // (the binary names its flag).
 type Setting struct{ name string }
 
 var (
-	SettingInventoryNamespace   = Setting{"inventory namespace"}
-	SettingMaxChunkBytes        = Setting{"max chunk bytes"}
-	SettingMaxChunks            = Setting{"max chunks"}
-	SettingMaxTombstoneFraction = Setting{"max tombstone fraction"}
+	SettingInventoryNamespace     = Setting{"inventory namespace"}
+	SettingMaxChunkBytes          = Setting{"max chunk bytes"}
+	SettingMaxChunks              = Setting{"max chunks"}
+	SettingMaxTombstoneFraction   = Setting{"max tombstone fraction"}
+	SettingPendingRecheckInterval = Setting{"pending recheck interval"}
 )
 
 func (s Setting) String() string { return s.name }
@@ -77,6 +85,8 @@ func (c Config) Validate() error {
 		return &SettingError{Setting: SettingMaxChunks, Rule: "must be at least 1", Got: fmt.Sprint(c.MaxChunks)}
 	case math.IsNaN(c.MaxTombstoneFraction) || c.MaxTombstoneFraction < 0 || c.MaxTombstoneFraction > 1:
 		return &SettingError{Setting: SettingMaxTombstoneFraction, Rule: "must be between 0 and 1", Got: fmt.Sprintf("%g", c.MaxTombstoneFraction)}
+	case c.PendingRecheckInterval < time.Second:
+		return &SettingError{Setting: SettingPendingRecheckInterval, Rule: "must be at least 1s", Got: c.PendingRecheckInterval.String()}
 	}
 	return nil
 }
@@ -156,6 +166,7 @@ func (noEvents) Event(domain.Composition, bool, string, string) {}
 type noMetrics struct{}
 
 func (noMetrics) ChunkWrite(string)                      {}
+func (noMetrics) TombstoneAlert(string, int)             {}
 func (noMetrics) SnapshotRecorded(bool)                  {}
 func (noMetrics) DecisionMade(domain.Outcome)            {}
 func (noMetrics) Refusal(string)                         {}

@@ -48,7 +48,8 @@ func (c *Controller) Run(ctx context.Context) {
 	wg.Wait()
 }
 
-// processNext handles one item: Forget on success, AddRateLimited on error.
+// processNext handles one item: Forget on success (then AddAfter when the result asks for a
+// later look), AddRateLimited on error.
 func (c *Controller) processNext(ctx context.Context) bool {
 	ref, shutdown := c.queue.Get()
 	if shutdown {
@@ -57,7 +58,8 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	defer c.queue.Done(ref)
 	// Reconcile adds the Composition to the logger it passes on.
 	log := logr.FromContextOrDiscard(ctx).WithValues("composition", ref.String())
-	if _, err := c.svc.Reconcile(ctx, ref); err != nil {
+	res, err := c.svc.Reconcile(ctx, ref)
+	if err != nil {
 		if ctx.Err() == nil {
 			log.Error(err, "reconcile failed; retrying with backoff")
 		}
@@ -65,5 +67,8 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		return true
 	}
 	c.queue.Forget(ref)
+	if res.RequeueAfter > 0 {
+		c.queue.AddAfter(ref, res.RequeueAfter)
+	}
 	return true
 }

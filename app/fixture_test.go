@@ -177,12 +177,16 @@ func newFixture(t *testing.T) *fixture {
 	f.sink.PublishTombstonesCalls(func(_ context.Context, c domain.Composition, h domain.Handoff) (string, error) {
 		name := domain.RecoverySliceName(c.Name, c.SynthesisUUID())
 		f.published[name] = domain.ResourceSlice{Namespace: c.Namespace, Name: name, SynthesisUUID: h.SynthesisUUID(), ControllerUID: c.UID,
-			Annotations: map[string]string{domain.AnnotationDecision: h.Decision.Encode()}, Resources: h.Resources}
+			Annotations: h.SliceAnnotations(), Resources: h.Resources}
 		return name, nil
 	})
 	f.sink.CommitTombstonesCalls(func(_ context.Context, _ domain.Composition, slice string) error {
 		f.comp.Synthesis = &domain.Synthesis{UUID: f.comp.Synthesis.UUID, Synthesized: f.comp.Synthesis.Synthesized,
 			Slices: append(slices.Clone(f.comp.Synthesis.Slices), slice)}
+		return nil
+	})
+	f.sink.WithdrawTombstonesCalls(func(_ context.Context, _ domain.Composition, s domain.ResourceSlice) error {
+		f.published[s.Name] = s
 		return nil
 	})
 	f.sink.RequestResynthesisCalls(func(_ context.Context, c domain.Composition) error {

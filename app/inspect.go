@@ -407,6 +407,10 @@ func (refusedWrites) RequestResynthesis(context.Context, domain.Composition) err
 	return errInspectWrites
 }
 
+func (refusedWrites) WithdrawTombstones(context.Context, domain.Composition, domain.ResourceSlice) error {
+	return errInspectWrites
+}
+
 func (refusedWrites) WriteDecision(context.Context, domain.Composition, domain.Decision) error {
 	return errInspectWrites
 }

@@ -20,6 +20,9 @@ type Result struct {
 	Recovery *RecoverResult
 	// Recording is set when recording ran.
 	Recording *RecordResult
+	// RequeueAfter asks for another reconcile after this long even if nothing changes: a
+	// pending hand-off is checked again on an interval (design §6.2). Zero asks for none.
+	RequeueAfter time.Duration
 }
 
 // Reconcile runs recovery, then recording, for one Composition: the entry point eno-reconciler
@@ -42,12 +45,18 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 	switch ie, ineligible := isIneligible(err); {
 	case err == nil:
 		res.Recovery = &rec
+		if _, pending := pendingHandoff(rec.Composition); pending && rec.Written {
+			res.RequeueAfter = s.cfg.PendingRecheckInterval
+		}
 		if !rec.Plan.Decision.Outcome.Finished() {
 			return res, nil // held for review: recording waits (CheckRecording refuses it too)
 		}
 		comp, reads = rec.Composition, &r
 	case ineligible && ie.Reason == domain.IneligibleDecided:
 		if err := s.resumeHandoff(ctx, comp); err != nil {
+			return res, err
+		}
+		if res.RequeueAfter, err = s.recheckPending(ctx, comp); err != nil {
 			return res, err
 		}
 	case ineligible:

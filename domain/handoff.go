@@ -3,6 +3,7 @@ package domain
 import (
 	"fmt"
 	"slices"
+	"time"
 )
 
 // Eno's own names used by the hand-off (SPEC §6.2).
@@ -27,6 +28,9 @@ func (c Composition) ResynthesisRequested() bool {
 type Handoff struct {
 	Decision  Decision
 	Resources []SliceResource
+	// HistoryWritten is the write time of the history the tombstones came from; the pending
+	// hand-off's recheck compares objects with it (design §6.2).
+	HistoryWritten time.Time
 }
 
 // NewHandoff turns a Recovered plan into the content of its recovery slice.
@@ -35,12 +39,24 @@ func NewHandoff(plan RecoveryPlan) (Handoff, error) {
 	if d.Outcome != OutcomeRecovered || len(plan.Tombstones) == 0 {
 		return Handoff{}, fmt.Errorf("only a Recovered plan with tombstones is handed to Eno, not %s with %d", d.Outcome, len(plan.Tombstones))
 	}
-	h := Handoff{Decision: d, Resources: make([]SliceResource, len(plan.Tombstones))}
+	if plan.HistoryWritten.IsZero() {
+		return Handoff{}, fmt.Errorf("a Recovered plan names the write time of its history")
+	}
+	h := Handoff{Decision: d, Resources: make([]SliceResource, len(plan.Tombstones)), HistoryWritten: plan.HistoryWritten.UTC()}
 	h.Decision.TombstoneSlice = ""
 	for i, t := range plan.Tombstones {
 		h.Resources[i] = SliceResource{Manifest: t.Manifest(), Deleted: true}
 	}
 	return h, nil
+}
+
+// SliceAnnotations are the annotations a recovery slice carries for the hand-off: the decision,
+// and the write time of the history.
+func (h Handoff) SliceAnnotations() map[string]string {
+	return map[string]string{
+		AnnotationDecision:       h.Decision.Encode(),
+		AnnotationHistoryWritten: h.HistoryWritten.UTC().Format(time.RFC3339),
+	}
 }
 
 // SynthesisUUID is the synthesis the tombstones are handed to.
@@ -92,7 +108,8 @@ func HandoffFromSlice(c Composition, s ResourceSlice) (Handoff, error) {
 			return Handoff{}, fmt.Errorf("resource slice %s: resource %d is not a tombstone", s.Name, i)
 		}
 	}
-	return Handoff{Decision: d, Resources: s.Resources}, nil
+	written, _ := HistoryWrittenAt(s)
+	return Handoff{Decision: d, Resources: s.Resources, HistoryWritten: written}, nil
 }
 
 // RecoverySliceInvalidError: the synthesis names a slice under a recovery slice's name that is

@@ -45,7 +45,7 @@ func TestHandoffFromSlice(t *testing.T) {
 	require.NoError(t, err)
 	c := composition()
 	good := domain.ResourceSlice{Namespace: "team-a", Name: "web-recovery-11111111", SynthesisUUID: synUUID, ControllerUID: c.UID,
-		Annotations: map[string]string{domain.AnnotationDecision: h.Decision.Encode()}, Resources: h.Resources}
+		Annotations: h.SliceAnnotations(), Resources: h.Resources}
 	back, err := domain.HandoffFromSlice(c, good)
 	require.NoError(t, err)
 	assert.Equal(t, h, back)
@@ -69,7 +69,7 @@ func TestHandoffFromSlice(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := good
-			s.Annotations = map[string]string{domain.AnnotationDecision: h.Decision.Encode()}
+			s.Annotations = h.SliceAnnotations()
 			tt.mutate(&s)
 			_, err := domain.HandoffFromSlice(c, s)
 			assert.Error(t, err)

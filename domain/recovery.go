@@ -98,6 +98,8 @@ type RecoveryPlan struct {
 	Held       []Tombstone
 	Dropped    []DroppedTombstone
 	Verify     []Tombstone
+	// HistoryWritten is the write time of the selected history, when the checks used it.
+	HistoryWritten time.Time
 }
 
 // Decided reports whether the plan decides, rather than asking for downstream reads first.
@@ -214,7 +216,7 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 		return RecoveryPlan{Decision: d, Dropped: dropped}, nil
 	}
 	d.Tombstones = len(verified)
-	plan := RecoveryPlan{Decision: d, Dropped: dropped}
+	plan := RecoveryPlan{Decision: d, Dropped: dropped, HistoryWritten: writeTime}
 	if overDeletionGuard(len(verified), total, in.MaxTombstoneFraction) {
 		switch ReviewOf(c) {
 		case ReviewApprove:

@@ -17,7 +17,9 @@ type ResourceSlice struct {
 	Annotations map[string]string
 	// ControllerUID is the UID in the slice's controller owner reference, "" when none is set.
 	ControllerUID string
-	Resources     []SliceResource
+	// ResourceVersion guards a rewrite of the slice.
+	ResourceVersion string
+	Resources       []SliceResource
 }
 
 // SliceResource is one entry of spec.resources.

@@ -69,6 +69,10 @@ type TombstoneSink interface {
 	// RequestResynthesis (step 5) sets Eno's force-resynthesis annotation to comp's current
 	// synthesis UUID, with comp.ResourceVersion as precondition (ErrConflict otherwise).
 	RequestResynthesis(ctx context.Context, comp domain.Composition) error
+	// WithdrawTombstones writes s.Resources back to comp's recovery slice s.Name, guarded by
+	// s.ResourceVersion (ErrConflict when the slice changed since it was read, ErrNotFound when
+	// it is gone): the pending hand-off's withdrawals, each manifest in its position.
+	WithdrawTombstones(ctx context.Context, comp domain.Composition, s domain.ResourceSlice) error
 }
 
 // DownstreamReader reads the metadata of objects in the downstream cluster, by identity, just
@@ -112,6 +116,9 @@ type Metrics interface {
 	ChunkHeadroom(lineage domain.Lineage, largestBytes, limitBytes int)
 	// ReconcileDone observes one reconcile.
 	ReconcileDone(d time.Duration, err error)
+	// TombstoneAlert counts tombstones a check after the hand-off reported, by reason:
+	// TombstoneWithdrawn, TombstoneAtRisk, OrphansRemain.
+	TombstoneAlert(reason string, n int)
 }
 
 // WorkQueue is the rate-limited queue the controller loop drains. client-go's
@@ -123,6 +130,7 @@ type WorkQueue interface {
 	Done(item domain.CompositionRef)
 	Forget(item domain.CompositionRef)
 	AddRateLimited(item domain.CompositionRef)
+	AddAfter(item domain.CompositionRef, d time.Duration)
 	ShutDown()
 	ShuttingDown() bool
 }

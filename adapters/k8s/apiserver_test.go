@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -312,6 +313,8 @@ func TestGetSlice(t *testing.T) {
 	require.NoError(t, err)
 	got, err := slices.GetSlice(ctx, ns, want.Name)
 	require.NoError(t, err)
+	assert.NotEmpty(t, got.ResourceVersion)
+	got.ResourceVersion = ""
 	assert.Equal(t, want, got)
 
 	_, err = slices.GetSlice(ctx, ns, "missing")
@@ -351,8 +354,9 @@ func TestPublishTombstones(t *testing.T) {
 	comp := mustCreateComposition(t, c, sampleComposition(ns, "web"))
 	tombstones := sampleTombstones()
 	h, err := domain.NewHandoff(domain.RecoveryPlan{
-		Decision:   domain.Decision{SynthesisUUID: comp.SynthesisUUID(), Outcome: domain.OutcomeRecovered, Tombstones: len(tombstones)},
-		Tombstones: tombstones,
+		Decision:       domain.Decision{SynthesisUUID: comp.SynthesisUUID(), Outcome: domain.OutcomeRecovered, Tombstones: len(tombstones)},
+		Tombstones:     tombstones,
+		HistoryWritten: time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC),
 	})
 	require.NoError(t, err)
 	name, err := sink.PublishTombstones(ctx, comp, h)
@@ -389,6 +393,42 @@ func TestPublishTombstones(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, before.GetResourceVersion(), after.GetResourceVersion())
 	})
+}
+
+// The commit patch itself refuses a Composition written since the read: its test of the
+// resourceVersion is what closes the window between the sink's last read and the patch (a
+// review flipped to reject, another replica's decision). On kube-apiserver 1.37 a failed test
+// operation answers 422, and a resourceVersion tested as a JSON string passes when it matches.
+func TestCommitPatchTestsTheResourceVersion(t *testing.T) {
+	c := env.AdminClients(t)
+	ctx := testContext(t)
+	ns := c.NewNamespace(t, "commit-patch")
+	client := c.Dynamic.Resource(CompositionGVR).Namespace(ns)
+	comp := mustCreateComposition(t, c, sampleComposition(ns, "web"))
+	read, err := client.Get(ctx, comp.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	refs, _, _ := nested(read.Object, "status", "currentSynthesis", "resourceSlices")
+	stale := domain.CommitPreconditionOf(comp)
+
+	review, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{domain.AnnotationReview: "reject:" + comp.SynthesisUUID()}}})
+	require.NoError(t, err)
+	changed, err := client.Patch(ctx, comp.Name, types.MergePatchType, review, metav1.PatchOptions{})
+	require.NoError(t, err)
+
+	patch, err := commitPatch(stale, refs, "web-recovery-x")
+	require.NoError(t, err)
+	_, err = client.Patch(ctx, comp.Name, types.JSONPatchType, patch, metav1.PatchOptions{}, "status")
+	require.True(t, apierrors.IsInvalid(err), "a stale resourceVersion fails the test operation: %v", err)
+
+	fresh := stale
+	fresh.ResourceVersion = changed.GetResourceVersion()
+	patch, err = commitPatch(fresh, refs, "web-recovery-x")
+	require.NoError(t, err)
+	after, err := client.Patch(ctx, comp.Name, types.JSONPatchType, patch, metav1.PatchOptions{}, "status")
+	require.NoError(t, err)
+	got, err := compositionFromUnstructured(after)
+	require.NoError(t, err)
+	assert.True(t, got.NamesSlice("web-recovery-x"))
 }
 
 // chunk is a Secret as the recorder writes it.

@@ -203,6 +203,8 @@ func sliceFromUnstructured(u *unstructured.Unstructured) (domain.ResourceSlice, 
 		Namespace: u.GetNamespace(),
 		Name:      u.GetName(),
 		Deleting:  u.GetDeletionTimestamp() != nil,
+		// Kept for rewrites of recovery slices; compare slices by content, not by it.
+		ResourceVersion: u.GetResourceVersion(),
 	}
 	if a := u.GetAnnotations(); len(a) > 0 {
 		s.Annotations = maps.Clone(a)
@@ -256,7 +258,7 @@ func recoverySlice(name string, comp domain.Composition, h domain.Handoff) *unst
 	u.SetNamespace(comp.Namespace)
 	u.SetName(name)
 	u.SetLabels(map[string]string{domain.LabelManagedBy: domain.ManagedByValue})
-	u.SetAnnotations(map[string]string{domain.AnnotationDecision: h.Decision.Encode()})
+	u.SetAnnotations(h.SliceAnnotations())
 	u.SetOwnerReferences([]metav1.OwnerReference{compositionOwner(comp)})
 	u.SetFinalizers([]string{domain.SliceFinalizer})
 	return u

@@ -198,8 +198,9 @@ func TestRecoverySlice(t *testing.T) {
 		{Entry: domain.Entry{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "team-a", Name: "gone"}},
 	}
 	h, err := domain.NewHandoff(domain.RecoveryPlan{
-		Decision:   domain.Decision{SynthesisUUID: "abcdef0123456789", Outcome: domain.OutcomeRecovered, Tombstones: 2},
-		Tombstones: tombstones,
+		Decision:       domain.Decision{SynthesisUUID: "abcdef0123456789", Outcome: domain.OutcomeRecovered, Tombstones: 2},
+		Tombstones:     tombstones,
+		HistoryWritten: time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC),
 	})
 	require.NoError(t, err)
 	u := recoverySlice("web-recovery-abcdef01", comp, h)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -102,8 +103,7 @@ func (t *TombstoneSink) PublishTombstones(ctx context.Context, comp domain.Compo
 		if comp.NamesSlice(name) {
 			return name, nil // committed: never rewritten
 		}
-		if equality.Semantic.DeepEqual(existing.Object["spec"], desired.Object["spec"]) &&
-			existing.GetAnnotations()[domain.AnnotationDecision] == h.Decision.Encode() {
+		if equality.Semantic.DeepEqual(existing.Object["spec"], desired.Object["spec"]) && carries(existing, h.SliceAnnotations()) {
 			log.V(1).Info("reused recovery slice", "tombstones", len(h.Resources))
 			return name, nil
 		}
@@ -113,7 +113,7 @@ func (t *TombstoneSink) PublishTombstones(ctx context.Context, comp domain.Compo
 		if annotations == nil {
 			annotations = map[string]string{}
 		}
-		annotations[domain.AnnotationDecision] = h.Decision.Encode()
+		maps.Copy(annotations, h.SliceAnnotations())
 		existing.SetAnnotations(annotations)
 		if _, err := client.Update(ctx, existing, metav1.UpdateOptions{}); err != nil {
 			return "", apiError(what+": updating the existing slice", err)
@@ -122,6 +122,17 @@ func (t *TombstoneSink) PublishTombstones(ctx context.Context, comp domain.Compo
 		return name, nil
 	}
 	return "", fmt.Errorf("publishing tombstones for composition %s: every recovery slice name %v holds another synthesis: %w", comp.Ref(), names, ports.ErrAlreadyExists)
+}
+
+// carries reports whether u holds each of the annotations with its value.
+func carries(u *unstructured.Unstructured, want map[string]string) bool {
+	have := u.GetAnnotations()
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 // controlledBy says why an existing recovery slice is not comp's to rewrite.
@@ -253,6 +264,35 @@ func (t *TombstoneSink) EnsureTombstones(ctx context.Context, comp domain.Compos
 		return apiError(what+": creating it again", err)
 	}
 	logr.FromContextOrDiscard(ctx).Info("recreated a recovery slice that was gone", "slice", slice)
+	return nil
+}
+
+// WithdrawTombstones writes s.Resources back to comp's recovery slice with an update carrying
+// s.ResourceVersion, so the API server refuses it (ports.ErrConflict) if the slice changed
+// since it was read. Only spec.resources changes, one manifest for one, in place.
+func (t *TombstoneSink) WithdrawTombstones(ctx context.Context, comp domain.Composition, s domain.ResourceSlice) error {
+	what := fmt.Sprintf("withdrawing tombstones in recovery slice %s/%s", comp.Namespace, s.Name)
+	client := t.client.Resource(ResourceSliceGVR).Namespace(comp.Namespace)
+	u, err := client.Get(ctx, s.Name, metav1.GetOptions{})
+	if err != nil {
+		return apiError(what, err)
+	}
+	if s.ResourceVersion == "" || u.GetResourceVersion() != s.ResourceVersion {
+		return fmt.Errorf("%s: it changed since it was read: %w", what, ports.ErrConflict)
+	}
+	if o := metav1.GetControllerOfNoCopy(u); o == nil || string(o.UID) != comp.UID {
+		return fmt.Errorf("%s: it is not controlled by composition UID %s", what, comp.UID)
+	}
+	current, _ := optList(u.Object, "spec", "resources")
+	if len(current) != len(s.Resources) {
+		return fmt.Errorf("%s: %d resources would replace %d; positions must stay", what, len(s.Resources), len(current))
+	}
+	if err := unstructured.SetNestedSlice(u.Object, sliceResourcesToUnstructured(s.Resources), "spec", "resources"); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if _, err := client.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+		return apiError(what, err)
+	}
 	return nil
 }
 

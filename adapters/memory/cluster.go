@@ -33,6 +33,7 @@ const (
 	OpCommitTombstones   = "CommitTombstones"
 	OpEnsureTombstones   = "EnsureTombstones"
 	OpRequestResynthesis = "RequestResynthesis"
+	OpWithdrawTombstones = "WithdrawTombstones"
 )
 
 // BeforeWrite is a fault-injection hook. It runs before every port write with the operation

@@ -192,8 +192,9 @@ func commitRecoverySlice(t *testing.T, c *memory.Cluster, comp domain.Compositio
 		ts[i] = domain.Tombstone{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: enoRef.Namespace, Name: n}}
 	}
 	h, err := domain.NewHandoff(domain.RecoveryPlan{
-		Decision:   domain.Decision{SynthesisUUID: comp.SynthesisUUID(), Outcome: domain.OutcomeRecovered, Tombstones: len(ts)},
-		Tombstones: ts,
+		Decision:       domain.Decision{SynthesisUUID: comp.SynthesisUUID(), Outcome: domain.OutcomeRecovered, Tombstones: len(ts)},
+		Tombstones:     ts,
+		HistoryWritten: time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC),
 	})
 	require.NoError(t, err)
 	slice, err := c.PublishTombstones(t.Context(), comp, h)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -327,8 +328,9 @@ func TestPublishTombstones(t *testing.T) {
 			ts[i] = domain.Tombstone{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: n}}
 		}
 		h, err := domain.NewHandoff(domain.RecoveryPlan{
-			Decision:   domain.Decision{SynthesisUUID: comp.SynthesisUUID(), Outcome: domain.OutcomeRecovered, Tombstones: len(ts)},
-			Tombstones: ts,
+			Decision:       domain.Decision{SynthesisUUID: comp.SynthesisUUID(), Outcome: domain.OutcomeRecovered, Tombstones: len(ts)},
+			Tombstones:     ts,
+			HistoryWritten: time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC),
 		})
 		require.NoError(t, err)
 		return h

@@ -30,6 +30,7 @@ func (c *Cluster) GetSlice(ctx context.Context, namespace, name string) (domain.
 func (s storedSlice) read() domain.ResourceSlice {
 	out := cloneSlice(s.slice)
 	out.ControllerUID = s.owner
+	out.ResourceVersion = s.resourceVersion
 	return out
 }
 
@@ -129,6 +130,33 @@ func (c *Cluster) EnsureTombstones(ctx context.Context, comp domain.Composition,
 	return nil
 }
 
+// WithdrawTombstones writes s.Resources back to the recovery slice if s.ResourceVersion is the
+// stored one (ErrConflict otherwise; ErrNotFound when it is gone).
+func (c *Cluster) WithdrawTombstones(ctx context.Context, comp domain.Composition, s domain.ResourceSlice) error {
+	key := objectKey{comp.Namespace, s.Name}
+	if err := c.runBeforeWrite(ctx, OpWithdrawTombstones, key); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cur, ok := c.slices[key]
+	switch {
+	case !ok:
+		return fmt.Errorf("withdrawing tombstones in resource slice %s: %w", key, ports.ErrNotFound)
+	case cur.owner != comp.UID:
+		return fmt.Errorf("withdrawing tombstones in resource slice %s: it is owned by %q, not %q", key, cur.owner, comp.UID)
+	case s.ResourceVersion == "" || s.ResourceVersion != cur.resourceVersion:
+		return fmt.Errorf("withdrawing tombstones in resource slice %s: %w", key, ports.ErrConflict)
+	case len(s.Resources) != len(cur.slice.Resources):
+		return fmt.Errorf("withdrawing tombstones in resource slice %s: %d resources would replace %d; positions must stay", key, len(s.Resources), len(cur.slice.Resources))
+	}
+	cur.slice = cloneSlice(cur.slice)
+	cur.slice.Resources = slices.Clone(s.Resources)
+	cur.resourceVersion = c.nextVersion()
+	c.slices[key] = cur
+	return nil
+}
+
 // RequestResynthesis sets the force-resynthesis annotation if comp.ResourceVersion is the
 // stored one (ErrConflict otherwise).
 func (c *Cluster) RequestResynthesis(ctx context.Context, comp domain.Composition) error {
@@ -162,7 +190,7 @@ func (c *Cluster) namedLocked(comp domain.Composition, slice string) bool {
 
 func recoverySlice(comp domain.Composition, name string, h domain.Handoff) domain.ResourceSlice {
 	return domain.ResourceSlice{Namespace: comp.Namespace, Name: name, SynthesisUUID: h.SynthesisUUID(),
-		Annotations: map[string]string{domain.AnnotationDecision: h.Decision.Encode()},
+		Annotations: h.SliceAnnotations(),
 		Resources:   slices.Clone(h.Resources)}
 }
 

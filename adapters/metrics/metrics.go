@@ -24,6 +24,7 @@ type Recorder struct {
 	chunkBytes    *prometheus.GaugeVec
 	chunkLimit    *prometheus.GaugeVec
 	chunkHeadroom *prometheus.GaugeVec
+	alerts        *prometheus.CounterVec
 }
 
 // New registers the collectors on reg.
@@ -62,8 +63,12 @@ func New(reg prometheus.Registerer) (*Recorder, error) {
 			Namespace: namespace, Name: "chunk_headroom_ratio",
 			Help: "1 - largest chunk bytes / limit, per lineage: how close a chunk is to the limit.",
 		}, []string{"lineage"}),
+		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "tombstone_alerts_total",
+			Help: "Tombstones reported after the hand-off, by reason: TombstoneWithdrawn (taken back before Eno acted), TombstoneAtRisk (carried by Eno, no longer passing the checks), OrphansRemain (still present after Eno's carrying synthesis was Ready).",
+		}, []string{"reason"}),
 	}
-	for _, c := range []prometheus.Collector{r.snapshots, r.chunkWrites, r.decisions, r.refusals, r.reconciles, r.chunkBytes, r.chunkLimit, r.chunkHeadroom} {
+	for _, c := range []prometheus.Collector{r.snapshots, r.chunkWrites, r.decisions, r.refusals, r.reconciles, r.chunkBytes, r.chunkLimit, r.chunkHeadroom, r.alerts} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -84,6 +89,10 @@ func (r *Recorder) SnapshotRecorded(written bool) {
 func (r *Recorder) DecisionMade(o domain.Outcome) { r.decisions.WithLabelValues(o.String()).Inc() }
 
 func (r *Recorder) Refusal(reason string) { r.refusals.WithLabelValues(reason).Inc() }
+
+func (r *Recorder) TombstoneAlert(reason string, n int) {
+	r.alerts.WithLabelValues(reason).Add(float64(n))
+}
 
 func (r *Recorder) ChunkHeadroom(l domain.Lineage, largest, limit int) {
 	r.chunkBytes.WithLabelValues(l.String()).Set(float64(largest))

@@ -28,6 +28,9 @@ type FakeMetrics struct {
 	SnapshotRecordedStub        func(bool)
 	snapshotRecordedMutex       sync.RWMutex
 	snapshotRecordedArgsForCall []FakeMetricsSnapshotRecordedArgs
+	TombstoneAlertStub          func(string, int)
+	tombstoneAlertMutex         sync.RWMutex
+	tombstoneAlertArgsForCall   []FakeMetricsTombstoneAlertArgs
 	invocations                 map[string][][]interface{}
 	callOrder                   []string
 	invocationsMutex            sync.RWMutex
@@ -64,6 +67,12 @@ type FakeMetricsRefusalArgs struct {
 // FakeMetricsSnapshotRecordedArgs holds the arguments of one call to SnapshotRecorded.
 type FakeMetricsSnapshotRecordedArgs struct {
 	Arg1 bool
+}
+
+// FakeMetricsTombstoneAlertArgs holds the arguments of one call to TombstoneAlert.
+type FakeMetricsTombstoneAlertArgs struct {
+	Arg1 string
+	Arg2 int
 }
 
 func (fake *FakeMetrics) ChunkHeadroom(arg1 domain.Lineage, arg2 int, arg3 int) {
@@ -291,6 +300,44 @@ func (fake *FakeMetrics) SnapshotRecordedArgs() []FakeMetricsSnapshotRecordedArg
 	defer fake.snapshotRecordedMutex.RUnlock()
 	args := make([]FakeMetricsSnapshotRecordedArgs, len(fake.snapshotRecordedArgsForCall))
 	copy(args, fake.snapshotRecordedArgsForCall)
+	return args
+}
+
+func (fake *FakeMetrics) TombstoneAlert(arg1 string, arg2 int) {
+	fake.tombstoneAlertMutex.Lock()
+	fake.tombstoneAlertArgsForCall = append(fake.tombstoneAlertArgsForCall, FakeMetricsTombstoneAlertArgs{arg1, arg2})
+	stub := fake.TombstoneAlertStub
+	fake.recordInvocation("TombstoneAlert", []interface{}{arg1, arg2})
+	fake.tombstoneAlertMutex.Unlock()
+	if stub != nil {
+		stub(arg1, arg2)
+	}
+}
+
+func (fake *FakeMetrics) TombstoneAlertCallCount() int {
+	fake.tombstoneAlertMutex.RLock()
+	defer fake.tombstoneAlertMutex.RUnlock()
+	return len(fake.tombstoneAlertArgsForCall)
+}
+
+func (fake *FakeMetrics) TombstoneAlertCalls(stub func(string, int)) {
+	fake.tombstoneAlertMutex.Lock()
+	defer fake.tombstoneAlertMutex.Unlock()
+	fake.TombstoneAlertStub = stub
+}
+
+func (fake *FakeMetrics) TombstoneAlertArgsForCall(i int) (string, int) {
+	fake.tombstoneAlertMutex.RLock()
+	defer fake.tombstoneAlertMutex.RUnlock()
+	argsForCall := fake.tombstoneAlertArgsForCall[i]
+	return argsForCall.Arg1, argsForCall.Arg2
+}
+
+func (fake *FakeMetrics) TombstoneAlertArgs() []FakeMetricsTombstoneAlertArgs {
+	fake.tombstoneAlertMutex.RLock()
+	defer fake.tombstoneAlertMutex.RUnlock()
+	args := make([]FakeMetricsTombstoneAlertArgs, len(fake.tombstoneAlertArgsForCall))
+	copy(args, fake.tombstoneAlertArgsForCall)
 	return args
 }
 

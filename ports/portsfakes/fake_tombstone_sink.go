@@ -48,6 +48,15 @@ type FakeTombstoneSink struct {
 	requestResynthesisReturnsOnCall map[int]struct {
 		result1 error
 	}
+	WithdrawTombstonesStub        func(context.Context, domain.Composition, domain.ResourceSlice) error
+	withdrawTombstonesMutex       sync.RWMutex
+	withdrawTombstonesArgsForCall []FakeTombstoneSinkWithdrawTombstonesArgs
+	withdrawTombstonesReturns     struct {
+		result1 error
+	}
+	withdrawTombstonesReturnsOnCall map[int]struct {
+		result1 error
+	}
 	invocations      map[string][][]interface{}
 	callOrder        []string
 	invocationsMutex sync.RWMutex
@@ -79,6 +88,13 @@ type FakeTombstoneSinkPublishTombstonesArgs struct {
 type FakeTombstoneSinkRequestResynthesisArgs struct {
 	Arg1 context.Context
 	Arg2 domain.Composition
+}
+
+// FakeTombstoneSinkWithdrawTombstonesArgs holds the arguments of one call to WithdrawTombstones.
+type FakeTombstoneSinkWithdrawTombstonesArgs struct {
+	Arg1 context.Context
+	Arg2 domain.Composition
+	Arg3 domain.ResourceSlice
 }
 
 func (fake *FakeTombstoneSink) CommitTombstones(arg1 context.Context, arg2 domain.Composition, arg3 string) error {
@@ -348,6 +364,73 @@ func (fake *FakeTombstoneSink) RequestResynthesisReturnsOnCall(i int, result1 er
 		})
 	}
 	fake.requestResynthesisReturnsOnCall[i] = struct {
+		result1 error
+	}{result1}
+}
+
+func (fake *FakeTombstoneSink) WithdrawTombstones(arg1 context.Context, arg2 domain.Composition, arg3 domain.ResourceSlice) error {
+	fake.withdrawTombstonesMutex.Lock()
+	ret, specificReturn := fake.withdrawTombstonesReturnsOnCall[len(fake.withdrawTombstonesArgsForCall)]
+	fake.withdrawTombstonesArgsForCall = append(fake.withdrawTombstonesArgsForCall, FakeTombstoneSinkWithdrawTombstonesArgs{arg1, arg2, arg3})
+	stub := fake.WithdrawTombstonesStub
+	fakeReturns := fake.withdrawTombstonesReturns
+	fake.recordInvocation("WithdrawTombstones", []interface{}{arg1, arg2, arg3})
+	fake.withdrawTombstonesMutex.Unlock()
+	if stub != nil {
+		return stub(arg1, arg2, arg3)
+	}
+	if specificReturn {
+		return ret.result1
+	}
+	return fakeReturns.result1
+}
+
+func (fake *FakeTombstoneSink) WithdrawTombstonesCallCount() int {
+	fake.withdrawTombstonesMutex.RLock()
+	defer fake.withdrawTombstonesMutex.RUnlock()
+	return len(fake.withdrawTombstonesArgsForCall)
+}
+
+func (fake *FakeTombstoneSink) WithdrawTombstonesCalls(stub func(context.Context, domain.Composition, domain.ResourceSlice) error) {
+	fake.withdrawTombstonesMutex.Lock()
+	defer fake.withdrawTombstonesMutex.Unlock()
+	fake.WithdrawTombstonesStub = stub
+}
+
+func (fake *FakeTombstoneSink) WithdrawTombstonesArgsForCall(i int) (context.Context, domain.Composition, domain.ResourceSlice) {
+	fake.withdrawTombstonesMutex.RLock()
+	defer fake.withdrawTombstonesMutex.RUnlock()
+	argsForCall := fake.withdrawTombstonesArgsForCall[i]
+	return argsForCall.Arg1, argsForCall.Arg2, argsForCall.Arg3
+}
+
+func (fake *FakeTombstoneSink) WithdrawTombstonesArgs() []FakeTombstoneSinkWithdrawTombstonesArgs {
+	fake.withdrawTombstonesMutex.RLock()
+	defer fake.withdrawTombstonesMutex.RUnlock()
+	args := make([]FakeTombstoneSinkWithdrawTombstonesArgs, len(fake.withdrawTombstonesArgsForCall))
+	copy(args, fake.withdrawTombstonesArgsForCall)
+	return args
+}
+
+func (fake *FakeTombstoneSink) WithdrawTombstonesReturns(result1 error) {
+	fake.withdrawTombstonesMutex.Lock()
+	defer fake.withdrawTombstonesMutex.Unlock()
+	fake.WithdrawTombstonesStub = nil
+	fake.withdrawTombstonesReturns = struct {
+		result1 error
+	}{result1}
+}
+
+func (fake *FakeTombstoneSink) WithdrawTombstonesReturnsOnCall(i int, result1 error) {
+	fake.withdrawTombstonesMutex.Lock()
+	defer fake.withdrawTombstonesMutex.Unlock()
+	fake.WithdrawTombstonesStub = nil
+	if fake.withdrawTombstonesReturnsOnCall == nil {
+		fake.withdrawTombstonesReturnsOnCall = make(map[int]struct {
+			result1 error
+		})
+	}
+	fake.withdrawTombstonesReturnsOnCall[i] = struct {
 		result1 error
 	}{result1}
 }

@@ -3,12 +3,16 @@ package portsfakes
 
 import (
 	"sync"
+	"time"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
 type FakeWorkQueue struct {
+	AddAfterStub              func(domain.CompositionRef, time.Duration)
+	addAfterMutex             sync.RWMutex
+	addAfterArgsForCall       []FakeWorkQueueAddAfterArgs
 	AddRateLimitedStub        func(domain.CompositionRef)
 	addRateLimitedMutex       sync.RWMutex
 	addRateLimitedArgsForCall []FakeWorkQueueAddRateLimitedArgs
@@ -46,6 +50,12 @@ type FakeWorkQueue struct {
 	invocationsMutex sync.RWMutex
 }
 
+// FakeWorkQueueAddAfterArgs holds the arguments of one call to AddAfter.
+type FakeWorkQueueAddAfterArgs struct {
+	Arg1 domain.CompositionRef
+	Arg2 time.Duration
+}
+
 // FakeWorkQueueAddRateLimitedArgs holds the arguments of one call to AddRateLimited.
 type FakeWorkQueueAddRateLimitedArgs struct {
 	Arg1 domain.CompositionRef
@@ -59,6 +69,44 @@ type FakeWorkQueueDoneArgs struct {
 // FakeWorkQueueForgetArgs holds the arguments of one call to Forget.
 type FakeWorkQueueForgetArgs struct {
 	Arg1 domain.CompositionRef
+}
+
+func (fake *FakeWorkQueue) AddAfter(arg1 domain.CompositionRef, arg2 time.Duration) {
+	fake.addAfterMutex.Lock()
+	fake.addAfterArgsForCall = append(fake.addAfterArgsForCall, FakeWorkQueueAddAfterArgs{arg1, arg2})
+	stub := fake.AddAfterStub
+	fake.recordInvocation("AddAfter", []interface{}{arg1, arg2})
+	fake.addAfterMutex.Unlock()
+	if stub != nil {
+		stub(arg1, arg2)
+	}
+}
+
+func (fake *FakeWorkQueue) AddAfterCallCount() int {
+	fake.addAfterMutex.RLock()
+	defer fake.addAfterMutex.RUnlock()
+	return len(fake.addAfterArgsForCall)
+}
+
+func (fake *FakeWorkQueue) AddAfterCalls(stub func(domain.CompositionRef, time.Duration)) {
+	fake.addAfterMutex.Lock()
+	defer fake.addAfterMutex.Unlock()
+	fake.AddAfterStub = stub
+}
+
+func (fake *FakeWorkQueue) AddAfterArgsForCall(i int) (domain.CompositionRef, time.Duration) {
+	fake.addAfterMutex.RLock()
+	defer fake.addAfterMutex.RUnlock()
+	argsForCall := fake.addAfterArgsForCall[i]
+	return argsForCall.Arg1, argsForCall.Arg2
+}
+
+func (fake *FakeWorkQueue) AddAfterArgs() []FakeWorkQueueAddAfterArgs {
+	fake.addAfterMutex.RLock()
+	defer fake.addAfterMutex.RUnlock()
+	args := make([]FakeWorkQueueAddAfterArgs, len(fake.addAfterArgsForCall))
+	copy(args, fake.addAfterArgsForCall)
+	return args
 }
 
 func (fake *FakeWorkQueue) AddRateLimited(arg1 domain.CompositionRef) {

@@ -281,7 +281,8 @@ func runLifecycle(t *testing.T) lifecycle {
 		for i, n := range names {
 			ts[i] = domain.Tombstone{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: workloadNamespace, Name: n}}
 		}
-		h, err := domain.NewHandoff(domain.RecoveryPlan{Decision: domain.Decision{SynthesisUUID: spare.SynthesisUUID(), Outcome: domain.OutcomeRecovered}, Tombstones: ts})
+		h, err := domain.NewHandoff(domain.RecoveryPlan{Decision: domain.Decision{SynthesisUUID: spare.SynthesisUUID(), Outcome: domain.OutcomeRecovered}, Tombstones: ts,
+			HistoryWritten: time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)})
 		require.NoError(t, err)
 		return h
 	}
