@@ -32,7 +32,8 @@ type inspection struct {
 
 // newInspection: team-a/web was recreated; its predecessor recorded 12 ConfigMaps, of which the
 // current synthesis produces 9. A living sibling team-a/east shares the lineage and recorded
-// later. Downstream, cm-10 is gone; the other objects are older than the history.
+// later (so recovery refuses it as SharedLineage until a test removes east). Downstream, cm-10
+// is gone; the other objects are older than the history.
 func newInspection(t *testing.T) *inspection {
 	f := newFixture(t)
 	in := &inspection{fixture: f, lister: &portsfakes.FakeSnapshotLister{}}
@@ -78,6 +79,9 @@ func (in *inspection) inspector(t *testing.T, controlPlane bool) *app.Inspector 
 func TestInspectComposition(t *testing.T) {
 	in := newInspection(t)
 	ref := in.comp.Ref()
+	east := domain.CompositionRef{Namespace: ns, Name: "east"}
+	living := in.live[east]
+	delete(in.live, east) // gone since it recorded: no SharedLineage
 	r, err := in.inspector(t, true).Inspect(ctx(t), app.InspectTarget{Composition: &ref})
 	require.NoError(t, err)
 
@@ -99,7 +103,7 @@ func TestInspectComposition(t *testing.T) {
 	d := r.DryRun
 	require.NotNil(t, d)
 	assert.Equal(t, "team-a/web", d.Composition)
-	assert.Equal(t, &app.CandidatesReport{Own: true, SynthesisUUIDs: []string{oldSynth}}, d.Candidates)
+	assert.Equal(t, &app.CandidatesReport{Own: true, SynthesisUUIDs: []string{oldSynth}, OtherNamespaces: []string{}}, d.Candidates)
 	assert.False(t, d.WouldRun, "the fixture's synthesis is decided")
 	assert.Equal(t, "SynthesisDecided", d.NotRunReason, "not the §6 reason AlreadyDecided: this synthesis has a finished decision")
 	require.NotNil(t, d.RecordedDecision)
@@ -117,6 +121,17 @@ func TestInspectComposition(t *testing.T) {
 	assert.Equal(t, 1, in.lister.ListChunksCallCount())
 	assert.Equal(t, 3, in.downstream.ObserveObjectCallCount())
 	assert.Equal(t, 2, in.reader.GetSliceCallCount())
+
+	// The sibling lives: the same history, and the dry run refuses it (SPEC §6, SharedLineage).
+	in.live[east] = living
+	r, err = in.inspector(t, true).Inspect(ctx(t), app.InspectTarget{Composition: &ref})
+	require.NoError(t, err)
+	assert.Equal(t, app.VerdictSelected, r.Verdict.Outcome, "§5 selects; SharedLineage is §6's")
+	require.NotNil(t, r.DryRun.Decision)
+	assert.Equal(t, domain.OutcomeInventoryInvalid, r.DryRun.Decision.Outcome)
+	assert.Equal(t, "SharedLineage", r.DryRun.Decision.Reason)
+	assert.Contains(t, r.DryRun.Decision.Message, "team-a/east (exists)")
+	assert.Empty(t, r.DryRun.Tombstones)
 }
 
 func TestInspectCompositionOfThisIncarnation(t *testing.T) {
@@ -179,7 +194,7 @@ func TestInspectLineage(t *testing.T) {
 		assert.Equal(t, eastSynth, r.Verdict.SynthesisUUID, "the lineage-wide verdict")
 		require.NotNil(t, r.DryRun)
 		assert.Equal(t, "team-a/east", r.DryRun.Composition)
-		assert.Equal(t, &app.CandidatesReport{Own: true, SynthesisUUIDs: []string{eastSynth}}, r.DryRun.Candidates)
+		assert.Equal(t, &app.CandidatesReport{Own: true, SynthesisUUIDs: []string{eastSynth}, OtherNamespaces: []string{}}, r.DryRun.Candidates)
 		assert.Equal(t, domain.ReasonSameIncarnation, r.DryRun.Decision.Reason)
 	})
 	t.Run("no Composition of the lineage left", func(t *testing.T) {
