@@ -65,9 +65,10 @@ func (in *Inspector) Inspect(ctx context.Context, target InspectTarget) (*Inspec
 	report := &InspectReport{
 		InventoryNamespace: in.cfg.InventoryNamespace,
 		InspectedAt:        now.Truncate(time.Second),
-		Limits:             InspectLimits{MaxChunkBytes: in.cfg.MaxChunkBytes, MaxChunks: in.cfg.MaxChunks, MaxTombstoneFraction: in.cfg.MaxTombstoneFraction},
-		Snapshots:          []SnapshotReport{},
-		RejectedSecrets:    []RejectedSecret{},
+		Limits: InspectLimits{MaxChunkBytes: in.cfg.MaxChunkBytes, MaxChunks: in.cfg.MaxChunks, MaxTombstoneFraction: in.cfg.MaxTombstoneFraction,
+			AllowCrossNamespaceLineage: in.cfg.AllowCrossNamespaceLineage},
+		Snapshots:       []SnapshotReport{},
+		RejectedSecrets: []RejectedSecret{},
 	}
 	lineage := target.Lineage
 	var comp *domain.Composition

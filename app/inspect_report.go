@@ -33,6 +33,8 @@ type InspectLimits struct {
 	MaxChunkBytes        int     `json:"maxChunkBytes"`
 	MaxChunks            int     `json:"maxChunks"`
 	MaxTombstoneFraction float64 `json:"maxTombstoneFraction"`
+	// AllowCrossNamespaceLineage is the adoption §5 step 3 was read with.
+	AllowCrossNamespaceLineage bool `json:"allowCrossNamespaceLineage"`
 }
 
 type CompositionReport struct {
