@@ -26,6 +26,11 @@ type Config struct {
 	// PendingRecheckInterval is how often a pending hand-off's tombstones are checked again
 	// against their objects, until Eno carries them (design §6.2).
 	PendingRecheckInterval time.Duration
+	// AllowCrossNamespaceLineage lets a Composition with no history of its own adopt a
+	// lineage's history recorded in another namespace, and recording replace another
+	// namespace's Secrets once their Composition is gone (SPEC §4, §5 step 3). Off by default:
+	// a lineage override is only an annotation.
+	AllowCrossNamespaceLineage bool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -72,6 +77,14 @@ func (e *SettingError) Error() string {
 		return e.Setting.name + " " + e.Rule
 	}
 	return e.Setting.name + " " + e.Rule + ", got " + e.Got
+}
+
+// adoption is AllowCrossNamespaceLineage as domain reads it.
+func (c Config) adoption() domain.Adoption {
+	if c.AllowCrossNamespaceLineage {
+		return domain.AdoptAcrossNamespaces
+	}
+	return domain.AdoptWithinNamespace
 }
 
 // Validate reports the first unusable setting as a *SettingError.

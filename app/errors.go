@@ -18,17 +18,24 @@ func (e *ForeignSecretError) Error() string {
 }
 
 // LineageCollisionError: a Secret of ours at a chunk's name holds the history of another
-// Composition, which exists: two Compositions of one name in different namespaces share a
-// lineage, or their names collide after the 253-character cut (SPEC §4). Nothing was written.
+// Composition, which exists, or which is in another namespace while adoption across namespaces
+// is off: two Compositions of one name in different namespaces share a lineage, or their names
+// collide after the 253-character cut (SPEC §4). Nothing was written.
 type LineageCollisionError struct {
 	Namespace string
 	Name      string
 	// Other is the Composition the Secret was recorded for; Lineage is the Secret's lineage label.
 	Other   domain.CompositionRef
 	Lineage string
+	// OtherNamespace: refused because Other is in another namespace, whether it exists or not.
+	OtherNamespace bool
 }
 
 func (e *LineageCollisionError) Error() string {
+	if e.OtherNamespace {
+		return fmt.Sprintf("secret %s/%s holds the inventory of composition %s (lineage %q) in another namespace, and adoption across namespaces is off (--allow-cross-namespace-lineage); refusing to overwrite it — give one of them its own %s annotation",
+			e.Namespace, e.Name, e.Other, e.Lineage, domain.AnnotationLineageOverride)
+	}
 	return fmt.Sprintf("secret %s/%s holds the inventory of composition %s (lineage %q), which exists; refusing to overwrite it — give one of them its own %s annotation",
 		e.Namespace, e.Name, e.Other, e.Lineage, domain.AnnotationLineageOverride)
 }
@@ -44,13 +51,13 @@ func (e *StaleCompositionError) Error() string {
 	return fmt.Sprintf("composition %s changed before the write (%s); aborted the pass", e.Ref, e.Detail)
 }
 
-// SourceDeletingError: the Composition that recorded the selected snapshot exists and is being
-// deleted (Eno keeps it behind its finalizer while it cleans up). Nothing is decided; the pass
-// is retried with backoff until it is gone (SPEC §6, SharedLineage).
+// SourceDeletingError: another Composition that recorded snapshots of the lineage exists and is
+// being deleted (Eno keeps it behind its finalizer while it cleans up). Nothing is decided; the
+// pass is retried with backoff until it is gone (SPEC §6, SharedLineage).
 type SourceDeletingError struct {
 	Ref domain.CompositionRef
 }
 
 func (e *SourceDeletingError) Error() string {
-	return fmt.Sprintf("composition %s, which recorded the selected snapshot, is being deleted; deciding once it is gone", e.Ref)
+	return fmt.Sprintf("composition %s, which recorded snapshots of this lineage, is being deleted; deciding once it is gone", e.Ref)
 }

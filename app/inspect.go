@@ -65,9 +65,10 @@ func (in *Inspector) Inspect(ctx context.Context, target InspectTarget) (*Inspec
 	report := &InspectReport{
 		InventoryNamespace: in.cfg.InventoryNamespace,
 		InspectedAt:        now.Truncate(time.Second),
-		Limits:             InspectLimits{MaxChunkBytes: in.cfg.MaxChunkBytes, MaxChunks: in.cfg.MaxChunks, MaxTombstoneFraction: in.cfg.MaxTombstoneFraction},
-		Snapshots:          []SnapshotReport{},
-		RejectedSecrets:    []RejectedSecret{},
+		Limits: InspectLimits{MaxChunkBytes: in.cfg.MaxChunkBytes, MaxChunks: in.cfg.MaxChunks, MaxTombstoneFraction: in.cfg.MaxTombstoneFraction,
+			AllowCrossNamespaceLineage: in.cfg.AllowCrossNamespaceLineage},
+		Snapshots:       []SnapshotReport{},
+		RejectedSecrets: []RejectedSecret{},
 	}
 	lineage := target.Lineage
 	var comp *domain.Composition
@@ -92,7 +93,7 @@ func (in *Inspector) Inspect(ctx context.Context, target InspectTarget) (*Inspec
 	}
 	h := domain.ReadHistory(secrets, now, in.cfg.MaxChunks)
 	if comp != nil {
-		h = domain.ReadHistoryFor(*comp, secrets, now, in.cfg.MaxChunks)
+		h = domain.ReadHistoryFor(*comp, secrets, now, in.cfg.MaxChunks, in.cfg.adoption())
 	}
 	report.addHistory(h, secrets, in.cfg.MaxChunkBytes)
 
@@ -171,7 +172,7 @@ func (in *Inspector) dryRun(ctx context.Context, comp domain.Composition, secret
 	if err != nil {
 		return nil, err
 	}
-	h := domain.ReadHistoryFor(comp, secrets, now, cfg.MaxChunks)
+	h := domain.ReadHistoryFor(comp, secrets, now, cfg.MaxChunks, cfg.adoption())
 	r := &DryRunReport{
 		Composition:    comp.Ref().String(),
 		CompositionUID: comp.UID,
@@ -179,8 +180,9 @@ func (in *Inspector) dryRun(ctx context.Context, comp domain.Composition, secret
 		WouldRun:       true,
 		Tombstones:     []TombstoneReport{},
 		HeldForReview:  []TombstoneReport{},
-		Candidates:     &CandidatesReport{Own: h.OwnCandidates, SynthesisUUIDs: append([]string{}, h.Candidates...)},
-		Dropped:        []DroppedReport{},
+		Candidates: &CandidatesReport{Own: h.OwnCandidates, SynthesisUUIDs: append([]string{}, h.Candidates...),
+			AcrossNamespaces: h.Adoption == domain.AdoptAcrossNamespaces, OtherNamespaces: append([]string{}, h.OtherNamespaces...)},
+		Dropped: []DroppedReport{},
 	}
 	// The controller's scope is unknown here: only the Composition's own state counts.
 	if ie, ok := isIneligible(svc.policy.CheckRecovery(comp)); ok {
@@ -295,6 +297,7 @@ func findingText(f domain.Finding, chunkCount int) string {
 
 func verdictReportOf(snap domain.Snapshot, err error) VerdictReport {
 	var inv *domain.InventoryInvalidError
+	var other *domain.OtherNamespaceError
 	m := snap.Meta()
 	ts := m.SynthesisTime
 	switch {
@@ -303,6 +306,8 @@ func verdictReportOf(snap domain.Snapshot, err error) VerdictReport {
 			CompositionUID: m.CompositionUID, Entries: snap.Inventory().Len(), Digest: m.Digest}
 	case errors.Is(err, domain.ErrNoInventory):
 		return VerdictReport{Outcome: domain.OutcomeNoInventory.String(), Detail: err.Error()}
+	case errors.As(err, &other):
+		return VerdictReport{Outcome: domain.OutcomeNothingToRecover.String(), Reason: domain.ReasonOtherNamespace, Detail: err.Error()}
 	case errors.Is(err, domain.ErrSameIncarnation):
 		return VerdictReport{Outcome: domain.OutcomeNothingToRecover.String(), Reason: domain.ReasonSameIncarnation,
 			Detail:        fmt.Sprintf("snapshot %s carries this composition's UID; Eno's own synthesis diff owns cleanup", m.SynthesisUUID),

@@ -33,6 +33,8 @@ type InspectLimits struct {
 	MaxChunkBytes        int     `json:"maxChunkBytes"`
 	MaxChunks            int     `json:"maxChunks"`
 	MaxTombstoneFraction float64 `json:"maxTombstoneFraction"`
+	// AllowCrossNamespaceLineage is the adoption §5 step 3 was read with.
+	AllowCrossNamespaceLineage bool `json:"allowCrossNamespaceLineage"`
 }
 
 type CompositionReport struct {
@@ -64,8 +66,9 @@ type SnapshotReport struct {
 	Entries int `json:"entries"`
 	// Role is §5 step 3's: "selected", "newest" (the newest candidate, but the verdict is not a
 	// selection), "newest-tied", "older" (an older candidate), "same-incarnation" (a candidate
-	// with the Composition's own UID) or "not-candidate" (another Composition's, while the
-	// Composition has snapshots of its own).
+	// with the Composition's own UID), "not-candidate" (another Composition's, while the
+	// Composition has snapshots of its own) or "other-namespace" (recorded in another
+	// namespace, while adoption across namespaces is off).
 	Role     string        `json:"role"`
 	Problems []string      `json:"problems"`
 	Chunks   []ChunkReport `json:"chunks"`
@@ -96,10 +99,10 @@ const VerdictSelected = "Selected"
 
 type VerdictReport struct {
 	// Outcome is "Selected", "NoInventory", "InventoryInvalid" or "NothingToRecover"
-	// (SameIncarnation, for a Composition).
+	// (SameIncarnation or OtherNamespace, for a Composition).
 	Outcome string `json:"outcome"`
 	// Reason is the InventoryInvalid reason (Malformed, MixedMetadata, AmbiguousTimestamp,
-	// MissingChunk or DigestMismatch), or SameIncarnation.
+	// MissingChunk or DigestMismatch), SameIncarnation or OtherNamespace.
 	Reason string `json:"reason,omitempty"`
 	Secret string `json:"secret,omitempty"`
 	Detail string `json:"detail,omitempty"`
@@ -147,10 +150,15 @@ type TombstoneReport struct {
 // CandidatesReport is §5 step 3's candidate set for a Composition.
 type CandidatesReport struct {
 	// Own: the candidates are the snapshots recorded for the Composition's own
-	// namespace/name. Otherwise it has none, and every snapshot of the lineage is one (a
-	// rename, or a move between namespaces).
+	// namespace/name. Otherwise it has none, and the candidates are the lineage's snapshots of
+	// its namespace (a rename), or of every namespace when AcrossNamespaces.
 	Own            bool     `json:"own"`
 	SynthesisUUIDs []string `json:"synthesisUUIDs"`
+	// AcrossNamespaces: adoption across namespaces is allowed (--allow-cross-namespace-lineage).
+	AcrossNamespaces bool `json:"acrossNamespaces"`
+	// OtherNamespaces are the namespaces of the snapshots that are no candidates only because
+	// adoption across namespaces is off; with no candidate at all, the verdict is OtherNamespace.
+	OtherNamespaces []string `json:"otherNamespaces"`
 }
 
 // DroppedReport is a tombstone §6.3 does not publish, and why: NotFound, CreatedAfterHistory,

@@ -32,7 +32,8 @@ type inspection struct {
 
 // newInspection: team-a/web was recreated; its predecessor recorded 12 ConfigMaps, of which the
 // current synthesis produces 9. A living sibling team-a/east shares the lineage and recorded
-// later. Downstream, cm-10 is gone; the other objects are older than the history.
+// later (so recovery refuses it as SharedLineage until a test removes east). Downstream, cm-10
+// is gone; the other objects are older than the history.
 func newInspection(t *testing.T) *inspection {
 	f := newFixture(t)
 	in := &inspection{fixture: f, lister: &portsfakes.FakeSnapshotLister{}}
@@ -78,13 +79,16 @@ func (in *inspection) inspector(t *testing.T, controlPlane bool) *app.Inspector 
 func TestInspectComposition(t *testing.T) {
 	in := newInspection(t)
 	ref := in.comp.Ref()
+	east := domain.CompositionRef{Namespace: ns, Name: "east"}
+	living := in.live[east]
+	delete(in.live, east) // gone since it recorded: no SharedLineage
 	r, err := in.inspector(t, true).Inspect(ctx(t), app.InspectTarget{Composition: &ref})
 	require.NoError(t, err)
 
 	assert.Equal(t, domain.DefaultLineage(ns, name).String(), r.Lineage)
 	assert.Equal(t, &app.CompositionReport{Namespace: ns, Name: name, UID: uid, SynthesisUUID: synthID, LineageSource: "default"}, r.Composition)
 	assert.Equal(t, now, r.InspectedAt)
-	assert.Equal(t, app.InspectLimits{MaxChunkBytes: chunkLimit, MaxChunks: domain.DefaultMaxChunks, MaxTombstoneFraction: 0.5}, r.Limits)
+	assert.Equal(t, app.InspectLimits{MaxChunkBytes: chunkLimit, MaxChunks: domain.DefaultMaxChunks, MaxTombstoneFraction: 0.5, AllowCrossNamespaceLineage: false}, r.Limits)
 	// §5 step 3 for team-a/web: its own predecessor, not the sibling's newer snapshot.
 	require.Len(t, r.Snapshots, 2)
 	assert.Equal(t, eastSynth, r.Snapshots[0].SynthesisUUID)
@@ -99,7 +103,7 @@ func TestInspectComposition(t *testing.T) {
 	d := r.DryRun
 	require.NotNil(t, d)
 	assert.Equal(t, "team-a/web", d.Composition)
-	assert.Equal(t, &app.CandidatesReport{Own: true, SynthesisUUIDs: []string{oldSynth}}, d.Candidates)
+	assert.Equal(t, &app.CandidatesReport{Own: true, SynthesisUUIDs: []string{oldSynth}, OtherNamespaces: []string{}}, d.Candidates)
 	assert.False(t, d.WouldRun, "the fixture's synthesis is decided")
 	assert.Equal(t, "SynthesisDecided", d.NotRunReason, "not the §6 reason AlreadyDecided: this synthesis has a finished decision")
 	require.NotNil(t, d.RecordedDecision)
@@ -117,6 +121,59 @@ func TestInspectComposition(t *testing.T) {
 	assert.Equal(t, 1, in.lister.ListChunksCallCount())
 	assert.Equal(t, 3, in.downstream.ObserveObjectCallCount())
 	assert.Equal(t, 2, in.reader.GetSliceCallCount())
+
+	// The sibling lives: the same history, and the dry run refuses it (SPEC §6, SharedLineage).
+	in.live[east] = living
+	r, err = in.inspector(t, true).Inspect(ctx(t), app.InspectTarget{Composition: &ref})
+	require.NoError(t, err)
+	assert.Equal(t, app.VerdictSelected, r.Verdict.Outcome, "§5 selects; SharedLineage is §6's")
+	require.NotNil(t, r.DryRun.Decision)
+	assert.Equal(t, domain.OutcomeInventoryInvalid, r.DryRun.Decision.Outcome)
+	assert.Equal(t, "SharedLineage", r.DryRun.Decision.Reason)
+	assert.Contains(t, r.DryRun.Decision.Message, "team-a/east (exists)")
+	assert.Empty(t, r.DryRun.Tombstones)
+}
+
+// SPEC §5 step 3 as inspect shows it: team-b/web copied team-a's lineage override, and the
+// lineage holds only team-a's snapshots. With adoption across namespaces off, neither is a
+// candidate: the verdict and the dry run are NothingToRecover/OtherNamespace. With it on, the
+// newest is selected, and the dry run refuses it because its owners live (SharedLineage).
+func TestInspectOtherNamespace(t *testing.T) {
+	in := newInspection(t)
+	lineage := domain.DefaultLineage(ns, name).String()
+	other := in.comp
+	other.Namespace, other.UID = "team-b", "uid-team-b"
+	other.Annotations = map[string]string{domain.AnnotationOptIn: domain.OptInValue, domain.AnnotationLineageOverride: lineage}
+	in.live[other.Ref()] = other
+	ref := other.Ref()
+
+	r, err := in.inspector(t, true).Inspect(ctx(t), app.InspectTarget{Composition: &ref})
+	require.NoError(t, err)
+	assert.Equal(t, lineage, r.Lineage)
+	assert.False(t, r.Limits.AllowCrossNamespaceLineage)
+	assert.Equal(t, "NothingToRecover", r.Verdict.Outcome)
+	assert.Equal(t, domain.ReasonOtherNamespace, r.Verdict.Reason)
+	assert.Contains(t, r.Verdict.Detail, "(team-a)")
+	require.Len(t, r.Snapshots, 2)
+	for _, s := range r.Snapshots {
+		assert.Equal(t, "other-namespace", s.Role, s.SynthesisUUID)
+	}
+	require.NotNil(t, r.DryRun)
+	assert.Equal(t, &app.CandidatesReport{SynthesisUUIDs: []string{}, OtherNamespaces: []string{"team-a"}}, r.DryRun.Candidates)
+	require.NotNil(t, r.DryRun.Decision)
+	assert.Equal(t, domain.OutcomeNothingToRecover, r.DryRun.Decision.Outcome)
+	assert.Equal(t, domain.ReasonOtherNamespace, r.DryRun.Decision.Reason, "the dry run and the verdict read alike")
+	assert.Empty(t, r.DryRun.Tombstones)
+
+	in.cfg.AllowCrossNamespaceLineage = true
+	r, err = in.inspector(t, true).Inspect(ctx(t), app.InspectTarget{Composition: &ref})
+	require.NoError(t, err)
+	assert.True(t, r.Limits.AllowCrossNamespaceLineage)
+	assert.Equal(t, app.VerdictSelected, r.Verdict.Outcome)
+	assert.Equal(t, eastSynth, r.Verdict.SynthesisUUID, "the newest of every namespace")
+	assert.Equal(t, &app.CandidatesReport{SynthesisUUIDs: []string{eastSynth, oldSynth}, AcrossNamespaces: true, OtherNamespaces: []string{}}, r.DryRun.Candidates)
+	assert.Equal(t, "SharedLineage", r.DryRun.Decision.Reason)
+	assert.Contains(t, r.DryRun.Decision.Message, "team-a/east (exists), team-a/web (exists)")
 }
 
 func TestInspectCompositionOfThisIncarnation(t *testing.T) {
@@ -179,7 +236,7 @@ func TestInspectLineage(t *testing.T) {
 		assert.Equal(t, eastSynth, r.Verdict.SynthesisUUID, "the lineage-wide verdict")
 		require.NotNil(t, r.DryRun)
 		assert.Equal(t, "team-a/east", r.DryRun.Composition)
-		assert.Equal(t, &app.CandidatesReport{Own: true, SynthesisUUIDs: []string{eastSynth}}, r.DryRun.Candidates)
+		assert.Equal(t, &app.CandidatesReport{Own: true, SynthesisUUIDs: []string{eastSynth}, OtherNamespaces: []string{}}, r.DryRun.Candidates)
 		assert.Equal(t, domain.ReasonSameIncarnation, r.DryRun.Decision.Reason)
 	})
 	t.Run("no Composition of the lineage left", func(t *testing.T) {

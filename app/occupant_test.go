@@ -49,8 +49,17 @@ func chunkWrites(f *fixture) []string {
 	return out
 }
 
+// adoptingAcrossNamespaces allows adoption across namespaces, so that another namespace's
+// Secret is judged by whether its Composition lives (SPEC §4).
+func adoptingAcrossNamespaces(f *fixture) *fixture {
+	f.cfg.AllowCrossNamespaceLineage = true
+	return f
+}
+
 // SPEC §4, LineageCollision: an existing Secret of ours recorded for another Composition is
-// refused while that Composition exists live, and replaced once it is NotFound.
+// refused while that Composition exists live, and replaced once it is NotFound. The sibling is
+// in another namespace, so this holds with adoption across namespaces allowed; without it,
+// another namespace's Secret is refused whatever its Composition is.
 func TestRecordLineageCollision(t *testing.T) {
 	t.Run("the other Composition exists: refused, nothing written", func(t *testing.T) {
 		for desc, live := range map[string]domain.Composition{
@@ -60,7 +69,7 @@ func TestRecordLineageCollision(t *testing.T) {
 			"not opted in, not decided": {Namespace: sibling.Namespace, Name: sibling.Name, UID: "uid-x", Annotations: map[string]string{}},
 		} {
 			t.Run(desc, func(t *testing.T) {
-				f := newFixture(t)
+				f := adoptingAcrossNamespaces(newFixture(t))
 				f.store.ListChunksReturns(siblingSecrets(t), nil)
 				f.guard.LiveCompositionStub = nil
 				f.guard.LiveCompositionReturnsOnCall(0, live, nil)
@@ -84,7 +93,7 @@ func TestRecordLineageCollision(t *testing.T) {
 	})
 
 	t.Run("a collision at the last chunk name stops the pass before the first write", func(t *testing.T) {
-		f := newFixture(t)
+		f := adoptingAcrossNamespaces(newFixture(t))
 		existing := snapshotSecrets(t, oldUID, oldSynth, oldTime, chunkLimit, resources(9))
 		existing[2] = siblingSecrets(t)[2]
 		f.store.ListChunksReturns(existing, nil)
@@ -98,7 +107,7 @@ func TestRecordLineageCollision(t *testing.T) {
 	})
 
 	t.Run("the other Composition is NotFound: a predecessor's history, replaced as usual", func(t *testing.T) {
-		f := newFixture(t)
+		f := adoptingAcrossNamespaces(newFixture(t))
 		f.store.ListChunksReturns(siblingSecrets(t), nil)
 		f.guard.LiveCompositionStub = nil
 		f.guard.LiveCompositionReturnsOnCall(0, domain.Composition{}, fmt.Errorf("compositions %q not found: %w", sibling, ports.ErrNotFound))
@@ -122,7 +131,7 @@ func TestRecordLineageCollision(t *testing.T) {
 	t.Run("any other error reading it: no decision, nothing written, retried", func(t *testing.T) {
 		for _, fault := range []error{errors.New(`compositions.eno.azure.io "web" is forbidden`), errors.New("etcdserver: request timed out"), context.DeadlineExceeded} {
 			t.Run(fault.Error(), func(t *testing.T) {
-				f := newFixture(t)
+				f := adoptingAcrossNamespaces(newFixture(t))
 				f.store.ListChunksReturns(siblingSecrets(t), nil)
 				f.guard.LiveCompositionStub = nil
 				f.guard.LiveCompositionReturnsOnCall(0, domain.Composition{}, fault)
@@ -134,6 +143,59 @@ func TestRecordLineageCollision(t *testing.T) {
 				metrics, events := refusalsOf(f)
 				assert.Empty(t, metrics)
 				assert.Empty(t, events)
+			})
+		}
+	})
+
+	t.Run("adoption across namespaces off: another namespace's Secret is refused without a lookup, even when its Composition is NotFound", func(t *testing.T) {
+		f := newFixture(t)
+		f.store.ListChunksReturns(siblingSecrets(t), nil)
+		f.guard.LiveCompositionStub = nil
+		f.guard.LiveCompositionReturns(domain.Composition{}, fmt.Errorf("compositions %q not found: %w", sibling, ports.ErrNotFound))
+		_, err := f.service(t).Record(ctx(t), f.comp)
+		var lc *app.LineageCollisionError
+		require.ErrorAs(t, err, &lc)
+		assert.Equal(t, sibling, lc.Other)
+		assert.True(t, lc.OtherNamespace)
+		assert.Contains(t, err.Error(), "another namespace")
+		assert.Contains(t, err.Error(), "--allow-cross-namespace-lineage", "the error says what to do")
+		assert.Zero(t, f.writes(), "touch nothing")
+		assert.Zero(t, f.guard.LiveCompositionCallCount(), "nothing to ask: another namespace's history is never ours")
+		metrics, events := refusalsOf(f)
+		assert.Equal(t, []string{"LineageCollision"}, metrics)
+		assert.Equal(t, []string{"LineageCollision"}, events)
+		assert.Equal(t, []string{"refused"}, chunkWrites(f))
+	})
+
+	t.Run("adoption across namespaces off: another Composition of the same namespace is still looked up", func(t *testing.T) {
+		sameNS := domain.CompositionRef{Namespace: ns, Name: "web-other"}
+		secrets := snapshotSecrets(t, "uid-other", oldSynth, oldTime, chunkLimit, resources(9))
+		for i := range secrets {
+			secrets[i].Annotations[domain.AnnotationCompositionName] = sameNS.Name // names that collide after the cut
+		}
+		for desc, lookup := range map[string]error{"it lives: refused": nil, "it is NotFound: replaced": fmt.Errorf("gone: %w", ports.ErrNotFound)} {
+			t.Run(desc, func(t *testing.T) {
+				f := newFixture(t)
+				f.store.ListChunksReturns(secrets, nil)
+				self := f.comp
+				f.guard.LiveCompositionCalls(func(_ context.Context, ref domain.CompositionRef) (domain.Composition, error) {
+					if ref == sameNS {
+						return domain.Composition{Namespace: ns, Name: sameNS.Name, UID: "uid-other"}, lookup
+					}
+					return self, nil
+				})
+				_, err := f.service(t).Record(ctx(t), f.comp)
+				_, asked := f.guard.LiveCompositionArgsForCall(0)
+				assert.Equal(t, sameNS, asked)
+				var lc *app.LineageCollisionError
+				if lookup == nil {
+					require.ErrorAs(t, err, &lc)
+					assert.False(t, lc.OtherNamespace)
+					assert.Zero(t, f.writes())
+					return
+				}
+				require.NoError(t, err)
+				assert.Equal(t, 3, f.writes())
 			})
 		}
 	})
@@ -235,7 +297,7 @@ func TestRecordReadsANameFoundTaken(t *testing.T) {
 
 	siblings := siblingSecrets(t)[0]
 	t.Run("ours, recorded for another Composition that exists: LineageCollision", func(t *testing.T) {
-		f := taken(t, siblings, nil)
+		f := adoptingAcrossNamespaces(taken(t, siblings, nil))
 		f.guard.LiveCompositionStub = nil
 		f.guard.LiveCompositionReturnsOnCall(0, f.comp, nil) // the recheck before the create
 		f.guard.LiveCompositionReturnsOnCall(1, domain.Composition{Namespace: sibling.Namespace, Name: sibling.Name, UID: "uid-sibling"}, nil)
@@ -252,7 +314,7 @@ func TestRecordReadsANameFoundTaken(t *testing.T) {
 	})
 
 	t.Run("ours, recorded for another Composition that is NotFound: the conflict path", func(t *testing.T) {
-		f := taken(t, siblings, nil)
+		f := adoptingAcrossNamespaces(taken(t, siblings, nil))
 		f.guard.LiveCompositionStub = nil
 		f.guard.LiveCompositionReturnsOnCall(0, f.comp, nil)
 		f.guard.LiveCompositionReturnsOnCall(1, domain.Composition{}, fmt.Errorf("gone: %w", ports.ErrNotFound))
@@ -260,5 +322,18 @@ func TestRecordReadsANameFoundTaken(t *testing.T) {
 		require.ErrorIs(t, err, ports.ErrAlreadyExists)
 		metrics, _ := refusalsOf(f)
 		assert.Empty(t, metrics)
+	})
+	t.Run("ours, recorded in another namespace, adoption off: LineageCollision without a lookup", func(t *testing.T) {
+		f := taken(t, siblings, nil)
+		f.guard.LiveCompositionStub = nil
+		f.guard.LiveCompositionReturnsOnCall(0, f.comp, nil) // the recheck before the create
+		f.guard.LiveCompositionReturnsOnCall(1, domain.Composition{}, fmt.Errorf("gone: %w", ports.ErrNotFound))
+		_, err := f.service(t).Record(ctx(t), f.comp)
+		var lc *app.LineageCollisionError
+		require.ErrorAs(t, err, &lc)
+		assert.True(t, lc.OtherNamespace)
+		assert.Equal(t, 1, f.guard.LiveCompositionCallCount(), "only the recheck")
+		metrics, _ := refusalsOf(f)
+		assert.Equal(t, []string{"LineageCollision"}, metrics)
 	})
 }

@@ -155,8 +155,9 @@ func (s *Service) recordingStillHolds(read domain.Composition) func(domain.Compo
 
 // occupantCheck decides whether an existing Secret at one of comp's chunk names may be
 // replaced (SPEC §4): a foreign one is refused (ForeignSecret); one of ours recorded for another
-// Composition is refused while that Composition exists live (LineageCollision), and is a
-// predecessor's history, replaced as usual, once it is NotFound.
+// Composition is refused while that Composition exists live, or, unless adoption across
+// namespaces is allowed, whenever it is in another namespace (LineageCollision); otherwise it
+// is a predecessor's history, replaced as usual, once that Composition is NotFound.
 type occupantCheck struct {
 	svc  *Service
 	comp domain.Composition
@@ -177,6 +178,10 @@ func (o *occupantCheck) check(ctx context.Context, cur domain.ChunkSecret) error
 	if !ok || o.gone[other] {
 		return nil
 	}
+	if !s.cfg.adoption().Permits(o.comp.Ref(), other) {
+		// Another namespace's history, whether its Composition exists or not.
+		return o.collide(cur, other, true)
+	}
 	_, err := s.deps.Guard.LiveComposition(ctx, other)
 	switch {
 	case errors.Is(err, ports.ErrNotFound):
@@ -190,9 +195,14 @@ func (o *occupantCheck) check(ctx context.Context, cur domain.ChunkSecret) error
 	case err != nil:
 		return fmt.Errorf("reading composition %s, which secret %s/%s was recorded for: %w", other, cur.Namespace, cur.Name, err)
 	}
-	s.deps.Metrics.ChunkWrite("refused")
-	lc := &LineageCollisionError{Namespace: cur.Namespace, Name: cur.Name, Other: other, Lineage: cur.Labels[domain.LabelLineage]}
-	s.refuse(o.comp, "LineageCollision", lc)
+	return o.collide(cur, other, false)
+}
+
+// collide refuses cur, recorded for other, as LineageCollision (counted and announced).
+func (o *occupantCheck) collide(cur domain.ChunkSecret, other domain.CompositionRef, otherNamespace bool) error {
+	o.svc.deps.Metrics.ChunkWrite("refused")
+	lc := &LineageCollisionError{Namespace: cur.Namespace, Name: cur.Name, Other: other, Lineage: cur.Labels[domain.LabelLineage], OtherNamespace: otherNamespace}
+	o.svc.refuse(o.comp, "LineageCollision", lc)
 	return lc
 }
 

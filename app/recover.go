@@ -49,7 +49,7 @@ func (s *Service) plan(ctx context.Context, comp domain.Composition) (domain.Rec
 		return domain.RecoveryPlan{}, liveReads{}, fmt.Errorf("listing inventory secrets of lineage %s: %w", lineage, err)
 	}
 	now := s.cfg.Now()
-	snap, snapErr := domain.ReadSnapshotFor(comp, secrets, now, s.cfg.MaxChunks)
+	snap, snapErr := domain.ReadSnapshotFor(comp, secrets, now, s.cfg.MaxChunks, s.cfg.adoption())
 	contents, err := s.readSynthesis(ctx, comp)
 	if err != nil {
 		return domain.RecoveryPlan{}, liveReads{}, err
@@ -63,8 +63,8 @@ func (s *Service) plan(ctx context.Context, comp domain.Composition) (domain.Rec
 		MaxTombstoneFraction: s.cfg.MaxTombstoneFraction,
 		Now:                  now,
 	}
-	if snapErr == nil && domain.NeedsSourceCheck(comp, snap) {
-		if in.SourceAlive, err = s.sourceAlive(ctx, snap.RecordedFor()); err != nil {
+	if snapErr == nil {
+		if in.LiveOwners, err = s.liveOwners(ctx, domain.SharedLineageOwners(comp, snap)); err != nil {
 			return domain.RecoveryPlan{}, reads, err
 		}
 	}
@@ -79,20 +79,34 @@ func (s *Service) plan(ctx context.Context, comp domain.Composition) (domain.Rec
 	return plan, reads, err
 }
 
-// sourceAlive reads live the Composition a selected snapshot was recorded for, when that is
-// another one (SPEC §6, SharedLineage): NotFound is a predecessor (a rename) and false; one
-// being deleted, or any other failure, decides nothing and is retried with backoff.
-func (s *Service) sourceAlive(ctx context.Context, ref domain.CompositionRef) (bool, error) {
-	src, err := s.deps.Guard.LiveComposition(ctx, ref)
-	switch {
-	case errors.Is(err, ports.ErrNotFound):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("reading composition %s, which recorded the selected snapshot: %w", ref, err)
-	case src.Deleting:
-		return false, &SourceDeletingError{Ref: ref}
+// liveOwners reads live, once each, the other Compositions that recorded snapshots of the
+// lineage (SPEC §6, SharedLineage) and returns those that exist: found without a
+// deletionTimestamp (any UID), or Forbidden, which counts as existing. NotFound is a
+// predecessor (a rename). When none exists, one being deleted, or any other failure, decides
+// nothing and is retried with backoff; one that exists decides whatever the others are, since
+// SharedLineage is then the first rule that decides.
+func (s *Service) liveOwners(ctx context.Context, refs []domain.CompositionRef) ([]domain.LiveOwner, error) {
+	var live []domain.LiveOwner
+	var undecided []error
+	for _, ref := range refs {
+		owner, err := s.deps.Guard.LiveComposition(ctx, ref)
+		switch {
+		case errors.Is(err, ports.ErrNotFound):
+			continue
+		case errors.Is(err, ports.ErrForbidden):
+			live = append(live, domain.LiveOwner{Ref: ref, Forbidden: true})
+		case err != nil:
+			undecided = append(undecided, fmt.Errorf("reading composition %s, which recorded snapshots of this lineage: %w", ref, err))
+		case owner.Deleting:
+			undecided = append(undecided, &SourceDeletingError{Ref: ref})
+		default:
+			live = append(live, domain.LiveOwner{Ref: ref})
+		}
 	}
-	return true, nil
+	if len(live) > 0 || len(undecided) == 0 {
+		return live, nil
+	}
+	return nil, undecided[0]
 }
 
 // observe reads each tombstone's object downstream (SPEC §6.3).
@@ -332,6 +346,13 @@ func (s *Service) announce(comp domain.Composition, plan domain.RecoveryPlan, d 
 		s.deps.Metrics.Refusal(d.Reason)
 		s.deps.Events.Event(comp, true, reason, fmt.Sprintf("%s; awaiting review: %s", d.Message, domain.FirstIDs(plan.Held, heldEventLimit)))
 	case domain.OutcomeNothingToRecover:
+		if d.Reason == domain.ReasonOtherNamespace {
+			// Finished: the other namespace's history is never this Composition's, and an
+			// operator who meant to move it across namespaces has to say so.
+			s.deps.Metrics.Refusal(d.Reason)
+			s.deps.Events.Event(comp, true, reason, fmt.Sprintf("%s: %s", d.Reason, d.Message))
+			return
+		}
 		if d.Reason != domain.ReasonUnverified {
 			s.deps.Events.Event(comp, false, reason, d.Message)
 			return

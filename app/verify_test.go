@@ -123,8 +123,8 @@ func TestRecoverChecksEachTombstoneDownstream(t *testing.T) {
 	})
 }
 
-// SPEC §6 "A living sibling's history is not ours": the live read of the Composition the
-// selected snapshot was recorded for.
+// SPEC §6 "A lineage that a living Composition shares is not ours to clean": the live read of
+// the Composition the selected snapshot was recorded for.
 func TestRecoverSharedLineage(t *testing.T) {
 	rs := resources(9)
 	sibling := domain.CompositionRef{Namespace: ns, Name: "east"}
@@ -156,8 +156,11 @@ func TestRecoverSharedLineage(t *testing.T) {
 		{"the source is being deleted: nothing decided", func() (domain.Composition, error) {
 			return domain.Composition{Namespace: ns, Name: sibling.Name, UID: "uid-east", Deleting: true}, nil
 		}, domain.Outcome{}, "", new(*app.SourceDeletingError), true},
-		{"the source cannot be read (Forbidden): nothing decided", func() (domain.Composition, error) {
-			return domain.Composition{}, errors.New("forbidden")
+		{"the source cannot be read (Forbidden): it counts as living", func() (domain.Composition, error) {
+			return domain.Composition{}, fmt.Errorf("compositions %q is forbidden: %w", sibling, ports.ErrForbidden)
+		}, domain.OutcomeInventoryInvalid, "SharedLineage", nil, false},
+		{"the source cannot be read (another error): nothing decided", func() (domain.Composition, error) {
+			return domain.Composition{}, errors.New("etcdserver: request timed out")
 		}, domain.Outcome{}, "", nil, true},
 	}
 	for _, tt := range tests {

@@ -191,6 +191,11 @@ type SnapshotMeta struct {
 	Digest               string
 }
 
+// RecordedFor names the Composition the snapshot was recorded for.
+func (m SnapshotMeta) RecordedFor() CompositionRef {
+	return CompositionRef{Namespace: m.CompositionNamespace, Name: m.CompositionName}
+}
+
 // DesiredChunkSecret is the Secret that stores chunk c of a snapshot.
 func DesiredChunkSecret(namespace string, meta SnapshotMeta, c Chunk) ChunkSecret {
 	return ChunkSecret{

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,6 +15,11 @@ type CompositionRef struct {
 }
 
 func (r CompositionRef) String() string { return r.Namespace + "/" + r.Name }
+
+// Compare orders references by namespace, then name.
+func (r CompositionRef) Compare(o CompositionRef) int {
+	return cmp.Or(strings.Compare(r.Namespace, o.Namespace), strings.Compare(r.Name, o.Name))
+}
 
 // ParseCompositionRef parses "NAMESPACE/NAME".
 func ParseCompositionRef(s string) (CompositionRef, error) {

@@ -55,6 +55,9 @@ const (
 	ReasonApproved          = "Approved"
 	ReasonAlreadyDecided    = "AlreadyDecided"
 	ReasonUnverified        = "Unverified"
+	// ReasonOtherNamespace: the lineage's history was recorded in other namespaces and
+	// adoption across namespaces is off (SPEC §5 step 3).
+	ReasonOtherNamespace = "OtherNamespace"
 )
 
 // Decision is the JSON of the decision annotation (SPEC §6), fields in the specified order.

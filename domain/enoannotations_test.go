@@ -178,7 +178,7 @@ func TestVerifyTombstonesWithoutCreationTimestamp(t *testing.T) {
 func TestReadSnapshotRefusesFormatOne(t *testing.T) {
 	secrets := goldenSecrets(t)
 	secrets[1].Annotations[domain.AnnotationFormat] = "1"
-	_, err := domain.ReadSnapshotFor(composition(), secrets, now, domain.DefaultMaxChunks)
+	_, err := domain.ReadSnapshotFor(composition(), secrets, now, domain.DefaultMaxChunks, domain.AdoptWithinNamespace)
 	assert.Equal(t, domain.ReasonMalformed, invalidReason(t, err))
 	assert.Contains(t, err.Error(), "format 1")
 }

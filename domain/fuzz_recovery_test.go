@@ -72,11 +72,12 @@ type oracleSnapshot struct {
 
 // oracleCandidates is §5 step 3 computed from the Secrets' annotations alone: the snapshots
 // (metadata of each one's first Secret by name), those recorded for self's namespace/name, and
-// the candidates. It is meaningful only when every Secret passed step 1.
-func oracleCandidates(t *testing.T, self domain.Composition, secrets []domain.ChunkSecret) (all, own, cands []oracleSnapshot) {
+// the candidates under adoption. It is meaningful only when every Secret passed step 1.
+func oracleCandidates(t *testing.T, self domain.Composition, secrets []domain.ChunkSecret, adoption domain.Adoption) (all, own, cands []oracleSnapshot) {
 	sorted := slices.Clone(secrets)
 	slices.SortFunc(sorted, func(a, b domain.ChunkSecret) int { return strings.Compare(a.Name, b.Name) })
 	seen := map[string]bool{}
+	var adoptable []oracleSnapshot
 	for _, s := range sorted {
 		a := s.Annotations
 		uuid := a[domain.AnnotationSourceSynthesisUUID]
@@ -92,10 +93,13 @@ func oracleCandidates(t *testing.T, self domain.Composition, secrets []domain.Ch
 		if o.namespace == self.Namespace && o.name == self.Name {
 			own = append(own, o)
 		}
+		if o.namespace == self.Namespace || adoption == domain.AdoptAcrossNamespaces {
+			adoptable = append(adoptable, o)
+		}
 	}
 	cands = own
 	if len(own) == 0 {
-		cands = all
+		cands = adoptable
 	}
 	return all, own, cands
 }
@@ -115,10 +119,11 @@ func newestOf(ss []oracleSnapshot) (oracleSnapshot, bool) {
 }
 
 // FuzzCandidates: SPEC §5 step 3 on arbitrary Secret sets (historyPool edited as in
-// FuzzHistoryVerdict) read for a fuzzed reader. A selected snapshot is the reader's own
-// namespace/name's whenever the lineage holds one, never carries the reader's UID (that is
-// SameIncarnation), and is the strictly newest candidate; a tie is reported only among
-// candidates; steps 4–5 decide only for the newest candidate.
+// FuzzHistoryVerdict) read for a fuzzed reader, under both adoptions. A selected snapshot is
+// the reader's own namespace/name's whenever the lineage holds one, is of the reader's
+// namespace unless adoption across namespaces is allowed (none of it: OtherNamespace), never
+// carries the reader's UID (that is SameIncarnation), and is the strictly newest candidate; a
+// tie is reported only among candidates; steps 4–5 decide only for the newest candidate.
 func FuzzCandidates(f *testing.F) {
 	f.Add([]byte{}, "", []byte(nil), uint8(0), uint8(0), false)
 	f.Add([]byte{}, "", []byte(nil), uint8(0), uint8(0), true)                 // own predecessor over a newer sibling
@@ -132,8 +137,11 @@ func FuzzCandidates(f *testing.F) {
 	f.Add([]byte{0, 0x06, 1, 0x06}, "", []byte(nil), uint8(0), uint8(0), true) // own renamed to east
 	f.Add([]byte{0, 0x05, 1, 0x05}, "", []byte(nil), uint8(0), uint8(0), true) // own carries this UID
 	f.Add([]byte{2, 0x0c}, "team-b", []byte(nil), uint8(0), uint8(0), true)
-	f.Add([]byte{0, 0x08}, "", []byte("[{]"), uint8(0), uint8(0), true) // the selected is undecodable
-	f.Add([]byte{0, 0x00}, "", []byte(nil), uint8(0), uint8(0), true)   // the selected misses a chunk
+	f.Add([]byte{}, "", []byte(nil), uint8(3), uint8(3), true)                       // team-b/web: the lineage is team-a's
+	f.Add([]byte{2, 0x0c}, "team-b", []byte(nil), uint8(3), uint8(3), true)          // team-b/web: its own snapshot among team-a's
+	f.Add([]byte{2, 0x0c, 5, 0x0c}, "team-b", []byte(nil), uint8(5), uint8(3), true) // team-b/gone: a rename within team-b
+	f.Add([]byte{0, 0x08}, "", []byte("[{]"), uint8(0), uint8(0), true)              // the selected is undecodable
+	f.Add([]byte{0, 0x00}, "", []byte(nil), uint8(0), uint8(0), true)                // the selected misses a chunk
 	f.Add([]byte{3, 0x07}, "sha256:00", []byte(nil), uint8(0), uint8(0), true)
 	f.Fuzz(func(t *testing.T, ops []byte, s string, data []byte, readerName, readerUID uint8, dropMine bool) {
 		pool := historyPool(t)
@@ -145,76 +153,106 @@ func FuzzCandidates(f *testing.F) {
 		secrets := editPool(pool, ops, s, data)
 		self := composition()
 		self.Name = []string{"web", "east", "gone"}[int(readerName)%3]
+		self.Namespace = []string{"team-a", "team-b"}[int(readerName/3)%2]
 		self.UID = []string{compUID, "uid-east", "uid-pred", "uid-fresh"}[int(readerUID)%4]
 
-		snap, err := domain.ReadSnapshotFor(self, secrets, now, 0)
-		h := domain.ReadHistoryFor(self, secrets, now, 0)
-		_, hErr := h.Verdict()
-		require.Equal(t, err, hErr, "ReadHistoryFor judges as ReadSnapshotFor does")
-		if len(secrets) == 0 {
-			require.ErrorIs(t, err, domain.ErrNoInventory)
-			return
-		}
-		if len(h.Rejected()) > 0 {
-			require.Error(t, err, "a rejected Secret makes the lineage untrusted")
-			return
-		}
-		all, own, cands := oracleCandidates(t, self, secrets)
-		require.Equal(t, len(own) > 0, h.OwnCandidates)
-		var wantCands []string
-		for _, r := range h.Snapshots {
-			isCand := slices.ContainsFunc(cands, func(o oracleSnapshot) bool { return o.uuid == r.Meta.SynthesisUUID })
-			require.Equal(t, isCand, r.Candidate, "snapshot %s", r.Meta.SynthesisUUID)
-			require.Equal(t, !isCand, r.Role == domain.RoleNotCandidate, "snapshot %s is %s", r.Meta.SynthesisUUID, r.Role)
-			if r.Role == domain.RoleNewestTied || r.Role == domain.RoleSelected || r.Role == domain.RoleSameIncarnation {
-				require.True(t, r.Candidate, "only a candidate is %s", r.Role)
+		for _, adoption := range []domain.Adoption{domain.AdoptWithinNamespace, domain.AdoptAcrossNamespaces} {
+			snap, err := domain.ReadSnapshotFor(self, secrets, now, 0, adoption)
+			h := domain.ReadHistoryFor(self, secrets, now, 0, adoption)
+			_, hErr := h.Verdict()
+			require.Equal(t, err, hErr, "ReadHistoryFor judges as ReadSnapshotFor does")
+			if len(secrets) == 0 {
+				require.ErrorIs(t, err, domain.ErrNoInventory)
+				continue
 			}
-			if isCand {
-				wantCands = append(wantCands, r.Meta.SynthesisUUID)
+			if len(h.Rejected()) > 0 {
+				require.Error(t, err, "a rejected Secret makes the lineage untrusted")
+				continue
 			}
-		}
-		require.Equal(t, wantCands, h.Candidates)
-		require.Len(t, h.Snapshots, len(all))
+			all, own, cands := oracleCandidates(t, self, secrets, adoption)
+			require.Equal(t, len(own) > 0, h.OwnCandidates)
+			var wantCands []string
+			for _, r := range h.Snapshots {
+				isCand := slices.ContainsFunc(cands, func(o oracleSnapshot) bool { return o.uuid == r.Meta.SynthesisUUID })
+				require.Equal(t, isCand, r.Candidate, "snapshot %s", r.Meta.SynthesisUUID)
+				excluded := !isCand && len(own) == 0 && r.Meta.CompositionNamespace != self.Namespace && adoption == domain.AdoptWithinNamespace
+				require.Equal(t, excluded, r.Role == domain.RoleOtherNamespace, "snapshot %s is %s", r.Meta.SynthesisUUID, r.Role)
+				require.Equal(t, !isCand && !excluded, r.Role == domain.RoleNotCandidate, "snapshot %s is %s", r.Meta.SynthesisUUID, r.Role)
+				if r.Role == domain.RoleNewestTied || r.Role == domain.RoleSelected || r.Role == domain.RoleSameIncarnation {
+					require.True(t, r.Candidate, "only a candidate is %s", r.Role)
+				}
+				if isCand {
+					wantCands = append(wantCands, r.Meta.SynthesisUUID)
+				}
+			}
+			require.Equal(t, wantCands, h.Candidates)
+			require.Len(t, h.Snapshots, len(all))
+			var mixed bool
+			for _, f := range h.Findings {
+				if f.Step == 2 {
+					mixed = true
+				}
+			}
+			var other *domain.OtherNamespaceError
+			if len(cands) == 0 && mixed {
+				reason, _ := domain.InvalidReasonOf(err)
+				require.Equal(t, domain.ReasonMixedMetadata, reason, "step 2 decides before step 3")
+				continue
+			}
+			if len(cands) == 0 {
+				require.ErrorAs(t, err, &other, "a lineage with snapshots but no candidate is another namespace's")
+				require.Equal(t, domain.AdoptWithinNamespace, adoption, "with adoption across namespaces every snapshot is a candidate")
+				var namespaces []string
+				for _, o := range all {
+					require.NotEqual(t, self.Namespace, o.namespace)
+					if !slices.Contains(namespaces, o.namespace) {
+						namespaces = append(namespaces, o.namespace)
+					}
+				}
+				slices.Sort(namespaces)
+				require.Equal(t, namespaces, other.Namespaces)
+				require.Equal(t, namespaces, h.OtherNamespaces)
+				continue
+			}
+			require.False(t, errors.As(err, &other), "OtherNamespace only when nothing is a candidate: %v", err)
 
-		ownUID := slices.ContainsFunc(cands, func(o oracleSnapshot) bool { return o.uid == self.UID })
-		newest, tied := newestOf(cands)
-		var mixed bool
-		for _, f := range h.Findings {
-			if f.Step == 2 {
-				mixed = true
+			ownUID := slices.ContainsFunc(cands, func(o oracleSnapshot) bool { return o.uid == self.UID })
+			newest, tied := newestOf(cands)
+			reason, invalid := domain.InvalidReasonOf(err)
+			switch {
+			case err == nil:
+				m := snap.Meta()
+				if len(own) > 0 {
+					require.Equal(t, self.Namespace, m.CompositionNamespace, "the own namespace/name's snapshot is selected")
+					require.Equal(t, self.Name, m.CompositionName, "the own namespace/name's snapshot is selected")
+				}
+				require.NotEqual(t, self.UID, m.CompositionUID, "a snapshot of this incarnation is never selected")
+				require.False(t, ownUID, "a candidate of this incarnation is SameIncarnation")
+				require.False(t, tied, "a tie among candidates is AmbiguousTimestamp")
+				require.Equal(t, newest.uuid, m.SynthesisUUID, "the newest candidate is selected")
+				if adoption == domain.AdoptWithinNamespace {
+					require.Equal(t, self.Namespace, m.CompositionNamespace, "another namespace's snapshot is adopted only when allowed")
+				}
+			case errors.Is(err, domain.ErrSameIncarnation):
+				require.True(t, ownUID, "SameIncarnation needs a candidate carrying the reader's UID")
+				require.Equal(t, self.UID, snap.CompositionUID())
+				require.True(t, slices.ContainsFunc(cands, func(o oracleSnapshot) bool { return o.uuid == snap.SynthesisUUID() }))
+			case invalid && reason == domain.ReasonAmbiguousTimestamp:
+				require.False(t, ownUID, "SameIncarnation stops before the timestamps are compared")
+				require.True(t, tied, "AmbiguousTimestamp is a tie among the candidates, not the lineage")
+			case invalid && !mixed:
+				// Steps 4–5: they judge the newest candidate only.
+				require.False(t, ownUID)
+				require.False(t, tied)
+				first, ok := firstDecisive(h)
+				require.True(t, ok)
+				require.GreaterOrEqual(t, first.Step, 4, "%+v", first)
+				require.Equal(t, newest.uuid, first.Snapshot, "steps 4–5 decide only for the selected snapshot")
+			case invalid:
+				require.Equal(t, domain.ReasonMixedMetadata, reason)
+			default:
+				t.Fatalf("unexpected verdict %v", err)
 			}
-		}
-		reason, invalid := domain.InvalidReasonOf(err)
-		switch {
-		case err == nil:
-			m := snap.Meta()
-			if len(own) > 0 {
-				require.Equal(t, self.Namespace, m.CompositionNamespace, "the own namespace/name's snapshot is selected")
-				require.Equal(t, self.Name, m.CompositionName, "the own namespace/name's snapshot is selected")
-			}
-			require.NotEqual(t, self.UID, m.CompositionUID, "a snapshot of this incarnation is never selected")
-			require.False(t, ownUID, "a candidate of this incarnation is SameIncarnation")
-			require.False(t, tied, "a tie among candidates is AmbiguousTimestamp")
-			require.Equal(t, newest.uuid, m.SynthesisUUID, "the newest candidate is selected")
-		case errors.Is(err, domain.ErrSameIncarnation):
-			require.True(t, ownUID, "SameIncarnation needs a candidate carrying the reader's UID")
-			require.Equal(t, self.UID, snap.CompositionUID())
-			require.True(t, slices.ContainsFunc(cands, func(o oracleSnapshot) bool { return o.uuid == snap.SynthesisUUID() }))
-		case invalid && reason == domain.ReasonAmbiguousTimestamp:
-			require.False(t, ownUID, "SameIncarnation stops before the timestamps are compared")
-			require.True(t, tied, "AmbiguousTimestamp is a tie among the candidates, not the lineage")
-		case invalid && !mixed:
-			// Steps 4–5: they judge the newest candidate only.
-			require.False(t, ownUID)
-			require.False(t, tied)
-			first, ok := firstDecisive(h)
-			require.True(t, ok)
-			require.GreaterOrEqual(t, first.Step, 4, "%+v", first)
-			require.Equal(t, newest.uuid, first.Snapshot, "steps 4–5 decide only for the selected snapshot")
-		case invalid:
-			require.Equal(t, domain.ReasonMixedMetadata, reason)
-		default:
-			t.Fatalf("unexpected verdict %v", err)
 		}
 	})
 }
@@ -231,7 +269,7 @@ const (
 )
 
 // FuzzPlanRecovery: SPEC §6 and §6.3 on a snapshot of n entries of an earlier team-a/web (or of
-// team-b/web, renamed), with fuzzed absent entries, downstream observations, write time,
+// team-a/web-old, renamed), with fuzzed absent entries, downstream observations, write time,
 // current decision (its recoveredFrom), SharedLineage, guard and review. Recovery from the
 // snapshot already decided stops with AlreadyDecided; no tombstone is ever published for an
 // object not observed Present with a creationTimestamp at or before the history's write time
@@ -263,7 +301,7 @@ func FuzzPlanRecovery(f *testing.F) {
 		inv := mustInventory(t, entries)
 		m := meta(inv, "uid-pred", "s-pred", synTime.Add(-time.Hour))
 		if renamed {
-			m.CompositionNamespace = "team-b"
+			m.CompositionName = "web-old"
 		}
 		secrets := secretsFor(t, inv, m, 400)
 		// The newest chunk write is the history's write time; it may fall anywhere in its second.
@@ -297,7 +335,7 @@ func FuzzPlanRecovery(f *testing.F) {
 		if r := review % 3; r != 0 {
 			c.Annotations[domain.AnnotationReview] = []string{"", "approve:", "reject:"}[r] + synUUID
 		}
-		snap, err := domain.ReadSnapshotFor(c, secrets, now, 0)
+		snap, err := domain.ReadSnapshotFor(c, secrets, now, 0, domain.AdoptWithinNamespace)
 		require.NoError(t, err)
 		var ms []string
 		var absent []domain.Entry
@@ -330,8 +368,12 @@ func FuzzPlanRecovery(f *testing.F) {
 				observed[e.ID()] = domain.Observation{State: domain.ObjectUnreadable, Detail: "forbidden"}
 			}
 		}
-		in := domain.RecoveryInput{Composition: c, Snapshot: snap, SourceAlive: sourceAlive, Synthesis: readSynthesis(t, ms...),
+		in := domain.RecoveryInput{Composition: c, Snapshot: snap, Synthesis: readSynthesis(t, ms...),
 			MaxTombstoneFraction: float64(fraction%101) / 100, Now: now}
+		if sourceAlive {
+			// Alive is the snapshot's own recorder: another Composition only when renamed.
+			in.LiveOwners = []domain.LiveOwner{{Ref: m.RecordedFor()}}
+		}
 
 		p, err := domain.PlanRecovery(in)
 		require.NoError(t, err)

@@ -60,6 +60,9 @@ var (
 	// RoleNotCandidate: recorded for another Composition while the reader has snapshots of
 	// its own, ignored.
 	RoleNotCandidate = SnapshotRole{"not-candidate"}
+	// RoleOtherNamespace: recorded in another namespace than the reader's, which has no
+	// snapshot of its own, while adoption across namespaces is off; ignored.
+	RoleOtherNamespace = SnapshotRole{"other-namespace"}
 )
 
 func (r SnapshotRole) String() string { return r.name }
@@ -107,16 +110,21 @@ type History struct {
 	// Snapshots are newest first, ties by synthesis UUID.
 	Snapshots []SnapshotReading
 	// Candidates are the synthesis UUIDs of §5 step 3's candidates, in Snapshots' order.
-	// OwnCandidates: they are the reader's own namespace/name's snapshots; otherwise every
-	// snapshot of the lineage is one (no reader, or none of its own).
+	// OwnCandidates: they are the reader's own namespace/name's snapshots; otherwise those of
+	// the reader's namespace, or every snapshot of the lineage when Adoption allows it or there
+	// is no reader.
 	Candidates    []string
 	OwnCandidates bool
+	// Adoption is the reader's; OtherNamespaces are the namespaces of the snapshots it kept
+	// from being candidates (RoleOtherNamespace), sorted.
+	Adoption        Adoption
+	OtherNamespaces []string
 
 	verdict verdict
 }
 
 // Verdict is §5's verdict: the first decisive finding as an *InventoryInvalidError, else
-// ErrNoInventory, ErrSameIncarnation, or the selected snapshot.
+// ErrNoInventory, an *OtherNamespaceError, ErrSameIncarnation, or the selected snapshot.
 func (h History) Verdict() (Snapshot, error) { return h.verdict.derive(h.Findings) }
 
 // Rejected are the findings of step 1, one per Secret that does not parse, by Secret name.
@@ -138,19 +146,22 @@ func ReadHistory(secrets []ChunkSecret, now time.Time, maxChunks int) History {
 }
 
 // ReadHistoryFor is ReadSnapshotFor with every finding.
-func ReadHistoryFor(c Composition, secrets []ChunkSecret, now time.Time, maxChunks int) History {
-	r := reader{now: now, maxChunks: maxChunks, self: &c, all: true}
+func ReadHistoryFor(c Composition, secrets []ChunkSecret, now time.Time, maxChunks int, adoption Adoption) History {
+	r := reader{now: now, maxChunks: maxChunks, self: &c, adoption: adoption, all: true}
 	r.read(secrets)
 	return r.history()
 }
 
-// verdict is what the findings leave to decide: no Secret at all, a candidate of the reader's
-// incarnation, or the selected snapshot.
+// verdict is what the findings leave to decide: no Secret at all, no candidate because the
+// history is another namespace's, a candidate of the reader's incarnation, or the selected
+// snapshot. owners go with whatever snapshot it returns.
 type verdict struct {
-	empty    bool
-	same     *SnapshotMeta
-	selected Snapshot
-	readFor  *string
+	empty           bool
+	otherNamespaces []string
+	same            *SnapshotMeta
+	selected        Snapshot
+	readFor         *string
+	owners          []CompositionRef
 }
 
 func (v verdict) derive(findings []Finding) (Snapshot, error) {
@@ -162,11 +173,14 @@ func (v verdict) derive(findings []Finding) (Snapshot, error) {
 			return Snapshot{}, f.Err()
 		}
 	}
+	if v.otherNamespaces != nil {
+		return Snapshot{readFor: v.readFor, owners: v.owners}, &OtherNamespaceError{Namespaces: slices.Clone(v.otherNamespaces)}
+	}
 	if v.same != nil {
-		return Snapshot{meta: *v.same, readFor: v.readFor}, ErrSameIncarnation
+		return Snapshot{meta: *v.same, readFor: v.readFor, owners: v.owners}, ErrSameIncarnation
 	}
 	s := v.selected
-	s.readFor = v.readFor
+	s.readFor, s.owners = v.readFor, v.owners
 	return s, nil
 }
 
@@ -176,6 +190,7 @@ type reader struct {
 	now       time.Time
 	maxChunks int
 	self      *Composition
+	adoption  Adoption
 	all       bool
 
 	findings   []Finding
@@ -237,12 +252,16 @@ func (r *reader) parse(secrets []ChunkSecret) bool {
 			}
 			continue
 		}
+		if owner := c.Meta.RecordedFor(); !slices.Contains(r.verdict.owners, owner) {
+			r.verdict.owners = append(r.verdict.owners, owner)
+		}
 		uuid := c.Meta.SynthesisUUID
 		if _, ok := r.groups[uuid]; !ok {
 			r.order = append(r.order, uuid)
 		}
 		r.groups[uuid] = append(r.groups[uuid], c)
 	}
+	slices.SortFunc(r.verdict.owners, CompositionRef.Compare)
 	return true
 }
 
@@ -266,13 +285,18 @@ func (r *reader) agree() bool {
 	return true
 }
 
-// choose is step 3: the candidates; one of the reader's incarnation stops here; the newest
-// is selected, and a tie between candidates is ambiguous.
+// choose is step 3: the candidates; none, when the history is another namespace's, stops
+// here, and so does one of the reader's incarnation; the newest is selected, and a tie
+// between candidates is ambiguous.
 func (r *reader) choose() bool {
 	if len(r.order) == 0 {
 		return true // every Secret was rejected: step 1 decided
 	}
-	r.candidates, r.own = candidatesFor(r.self, r.order, r.groups)
+	r.candidates, r.own = candidatesFor(r.self, r.adoption, r.order, r.groups)
+	if len(r.candidates) == 0 {
+		r.verdict.otherNamespaces = namespacesOf(r.order, r.groups)
+		return r.all
+	}
 	if r.self != nil {
 		for _, uuid := range r.candidates {
 			if m := r.groups[uuid][0].Meta; m.CompositionUID == r.self.UID {
@@ -300,18 +324,26 @@ func (r *reader) choose() bool {
 }
 
 // candidatesFor is §5 step 3's candidate set, in the order given: the snapshots recorded for
-// self's namespace/name (own), or every snapshot when there is none or no reader.
-func candidatesFor(self *Composition, order []string, groups map[string][]StoredChunk) (candidates []string, own bool) {
+// self's namespace/name (own); when there is none, every snapshot that adoption permits self
+// to take (those of self's namespace: a rename; of any namespace when adoption across them is
+// allowed). With no reader, every snapshot. It may be empty: the history is another
+// namespace's.
+func candidatesFor(self *Composition, adoption Adoption, order []string, groups map[string][]StoredChunk) (candidates []string, own bool) {
 	if self == nil {
 		return order, false
 	}
+	var adoptable []string
 	for _, uuid := range order {
-		if m := groups[uuid][0].Meta; m.CompositionNamespace == self.Namespace && m.CompositionName == self.Name {
+		m := groups[uuid][0].Meta
+		if m.RecordedFor() == self.Ref() {
 			candidates = append(candidates, uuid)
+		}
+		if adoption.Permits(self.Ref(), m.RecordedFor()) {
+			adoptable = append(adoptable, uuid)
 		}
 	}
 	if len(candidates) == 0 {
-		return order, false
+		return adoptable, false
 	}
 	return candidates, true
 }
@@ -407,7 +439,10 @@ func (r *reader) byTime() []string {
 
 // history assembles what an all-findings read found.
 func (r *reader) history() History {
-	h := History{Findings: r.findings, OwnCandidates: r.own, verdict: r.verdict}
+	h := History{Findings: r.findings, OwnCandidates: r.own, Adoption: r.adoption, verdict: r.verdict}
+	if h.Adoption != AdoptAcrossNamespaces {
+		h.Adoption = AdoptWithinNamespace
+	}
 	_, verdictErr := h.Verdict()
 	for _, uuid := range r.byTime() {
 		rd := r.readings[uuid]
@@ -425,8 +460,12 @@ func (r *reader) history() History {
 		if rd.Candidate {
 			h.Candidates = append(h.Candidates, uuid)
 		}
+		if ns := rd.Meta.CompositionNamespace; rd.Role == RoleOtherNamespace && !slices.Contains(h.OtherNamespaces, ns) {
+			h.OtherNamespaces = append(h.OtherNamespaces, ns)
+		}
 		h.Snapshots = append(h.Snapshots, *rd)
 	}
+	slices.Sort(h.OtherNamespaces)
 	return h
 }
 
@@ -434,6 +473,8 @@ func (r *reader) history() History {
 func (r *reader) role(uuid string, selects bool) SnapshotRole {
 	meta := r.groups[uuid][0].Meta
 	switch {
+	case !slices.Contains(r.candidates, uuid) && !r.own && !r.adoption.Permits(r.self.Ref(), meta.RecordedFor()):
+		return RoleOtherNamespace
 	case !slices.Contains(r.candidates, uuid):
 		return RoleNotCandidate
 	case r.verdict.same != nil && r.verdict.same.SynthesisUUID == uuid:

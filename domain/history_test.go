@@ -33,6 +33,12 @@ func firstDecisive(h domain.History) (domain.Finding, bool) {
 // ReadHistoryFor's is ReadSnapshotFor's.
 func assertSameVerdict(t *testing.T, self *domain.Composition, secrets []domain.ChunkSecret) domain.History {
 	t.Helper()
+	return assertSameVerdictUnder(t, self, secrets, domain.AdoptWithinNamespace)
+}
+
+// assertSameVerdictUnder is assertSameVerdict for a reader under adoption.
+func assertSameVerdictUnder(t *testing.T, self *domain.Composition, secrets []domain.ChunkSecret, adoption domain.Adoption) domain.History {
+	t.Helper()
 	var h domain.History
 	var snap domain.Snapshot
 	var err error
@@ -40,8 +46,8 @@ func assertSameVerdict(t *testing.T, self *domain.Composition, secrets []domain.
 		h = domain.ReadHistory(secrets, now, 0)
 		snap, err = domain.ReadSnapshot(secrets, now, 0)
 	} else {
-		h = domain.ReadHistoryFor(*self, secrets, now, 0)
-		snap, err = domain.ReadSnapshotFor(*self, secrets, now, 0)
+		h = domain.ReadHistoryFor(*self, secrets, now, 0, adoption)
+		snap, err = domain.ReadSnapshotFor(*self, secrets, now, 0, adoption)
 	}
 	hSnap, hErr := h.Verdict()
 	assert.Equal(t, err, hErr)
@@ -233,6 +239,35 @@ func TestHistoryCandidatesAndRoles(t *testing.T) {
 			assert.Equal(t, domain.RoleNewestTied, s.Role)
 		}
 	}
+
+	// Another namespace's snapshot: not a candidate because of its own snapshots, or because
+	// adoption across namespaces is off.
+	otherNS := recordedBy(t, "team-b", "web", "uid-b", "s-b", newer.Add(time.Minute), 2)
+	roleOf := func(h domain.History) map[string]domain.SnapshotRole {
+		out := map[string]domain.SnapshotRole{}
+		for _, s := range h.Snapshots {
+			out[s.Meta.SynthesisUUID] = s.Role
+		}
+		return out
+	}
+	h = assertSameVerdict(t, &self, slices.Concat(own, otherNS))
+	assert.Equal(t, map[string]domain.SnapshotRole{"s-own": domain.RoleSelected, "s-b": domain.RoleNotCandidate}, roleOf(h))
+	assert.Empty(t, h.OtherNamespaces, "its own snapshots keep it from the candidates, not adoption")
+	h = assertSameVerdict(t, &self, slices.Concat(sibling, otherNS))
+	assert.Equal(t, map[string]domain.SnapshotRole{"s-east": domain.RoleSelected, "s-b": domain.RoleOtherNamespace}, roleOf(h))
+	assert.Equal(t, []string{"team-b"}, h.OtherNamespaces)
+	assert.Equal(t, domain.AdoptWithinNamespace, h.Adoption)
+	h = assertSameVerdict(t, &self, otherNS)
+	assert.Equal(t, map[string]domain.SnapshotRole{"s-b": domain.RoleOtherNamespace}, roleOf(h))
+	assert.Empty(t, h.Candidates)
+	_, err := h.Verdict()
+	var other *domain.OtherNamespaceError
+	require.ErrorAs(t, err, &other)
+	assert.Equal(t, []string{"team-b"}, other.Namespaces)
+	h = assertSameVerdictUnder(t, &self, slices.Concat(sibling, otherNS), domain.AdoptAcrossNamespaces)
+	assert.Equal(t, map[string]domain.SnapshotRole{"s-east": domain.RoleOlder, "s-b": domain.RoleSelected}, roleOf(h))
+	assert.Empty(t, h.OtherNamespaces)
+	assert.Equal(t, domain.AdoptAcrossNamespaces, h.Adoption)
 }
 
 // historyPool is a lineage with four snapshots: the §3.1 one of an earlier team-a/web, an
@@ -269,8 +304,8 @@ func FuzzHistoryVerdict(f *testing.F) {
 				h = domain.ReadHistory(secrets, now, 0)
 				snap, err = domain.ReadSnapshot(secrets, now, 0)
 			} else {
-				h = domain.ReadHistoryFor(self, secrets, now, 0)
-				snap, err = domain.ReadSnapshotFor(self, secrets, now, 0)
+				h = domain.ReadHistoryFor(self, secrets, now, 0, domain.AdoptWithinNamespace)
+				snap, err = domain.ReadSnapshotFor(self, secrets, now, 0, domain.AdoptWithinNamespace)
 			}
 			hSnap, hErr := h.Verdict()
 			require.Equal(t, err, hErr)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -74,13 +75,13 @@ type RecoveryInput struct {
 	// Snapshot is the selected snapshot when SnapshotErr is nil, and the own-UID candidate's
 	// metadata when it is ErrSameIncarnation.
 	Snapshot Snapshot
-	// SnapshotErr is ErrNoInventory, ErrSameIncarnation, an *InventoryInvalidError, or nil
-	// (ReadSnapshotFor's verdict).
+	// SnapshotErr is ErrNoInventory, an *OtherNamespaceError, ErrSameIncarnation, an
+	// *InventoryInvalidError, or nil (ReadSnapshotFor's verdict).
 	SnapshotErr error
-	// SourceAlive says that the Composition the selected snapshot was recorded for, when it is
-	// another than this one, exists live without a deletionTimestamp (SPEC §6, SharedLineage).
-	SourceAlive bool
-	Synthesis   SynthesisContents
+	// LiveOwners are the Compositions of SharedLineageOwners that a live read found to exist
+	// without a deletionTimestamp, or was forbidden to read (SPEC §6, SharedLineage).
+	LiveOwners []LiveOwner
+	Synthesis  SynthesisContents
 	// Observed is what a read of each object of RecoveryPlan.Verify found downstream; nil until
 	// the objects were read (SPEC §6.3).
 	Observed             map[ResourceID]Observation
@@ -105,10 +106,46 @@ type RecoveryPlan struct {
 // Decided reports whether the plan decides, rather than asking for downstream reads first.
 func (p RecoveryPlan) Decided() bool { return !p.Decision.Outcome.IsZero() }
 
-// NeedsSourceCheck reports whether recovery must read live the Composition the selected
-// snapshot was recorded for (SPEC §6, SharedLineage): it is another Composition than c.
-func NeedsSourceCheck(c Composition, snap Snapshot) bool {
-	return snap.RecordedFor() != c.Ref()
+// SharedLineageOwners are the Compositions recovery must read live before it decides for c
+// from snap (SPEC §6, SharedLineage): every one a Secret of the lineage was recorded for,
+// candidate or not, whatever its namespace, except c itself. Usually there is none.
+func SharedLineageOwners(c Composition, snap Snapshot) []CompositionRef {
+	var out []CompositionRef
+	for _, ref := range snap.owners {
+		if ref != c.Ref() {
+			out = append(out, ref)
+		}
+	}
+	return out
+}
+
+// LiveOwner is another Composition of the lineage that exists: a live read found it without a
+// deletionTimestamp (any UID), or was refused it (Forbidden). Either way its history is not
+// ours to clean (SPEC §6, SharedLineage): a namespace-scoped grant must not let recovery
+// delete what a Composition it cannot see still manages.
+type LiveOwner struct {
+	Ref CompositionRef
+	// Forbidden: the read was refused, and the Composition counts as existing.
+	Forbidden bool
+}
+
+func (o LiveOwner) String() string {
+	if o.Forbidden {
+		return o.Ref.String() + " (could not be read: forbidden, so it counts as existing)"
+	}
+	return o.Ref.String() + " (exists)"
+}
+
+// sharedWith returns the live owners that are Compositions of the lineage other than c.
+func sharedWith(c Composition, snap Snapshot, live []LiveOwner) []LiveOwner {
+	others := SharedLineageOwners(c, snap)
+	var out []LiveOwner
+	for _, o := range live {
+		if slices.Contains(others, o.Ref) {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // PlanRecovery decides per SPEC §6. It is pure: it reads nothing and writes nothing.
@@ -146,10 +183,14 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	snap := in.Snapshot
 	if in.SnapshotErr != nil {
 		var invalid *InventoryInvalidError
+		var other *OtherNamespaceError
 		switch {
 		case errors.Is(in.SnapshotErr, ErrNoInventory):
 			d.Outcome = OutcomeNoInventory
 			d.Message = "no inventory snapshot exists for this lineage; nothing to recover"
+		case errors.As(in.SnapshotErr, &other):
+			d.Outcome, d.Reason = OutcomeNothingToRecover, ReasonOtherNamespace
+			d.Message = other.Error() + "; no tombstones are generated"
 		case errors.Is(in.SnapshotErr, ErrSameIncarnation):
 			return sameIncarnation(d, snap.meta), nil
 		case errors.As(in.SnapshotErr, &invalid):
@@ -169,10 +210,14 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	if snap.readFor == nil || *snap.readFor != c.UID {
 		return RecoveryPlan{}, fmt.Errorf("composition %s: the snapshot was not read for this incarnation; recovery decides from ReadSnapshotFor's verdict", c.Ref())
 	}
-	if in.SourceAlive && NeedsSourceCheck(c, snap) {
+	if shared := sharedWith(c, snap, in.LiveOwners); len(shared) > 0 {
 		d.Outcome, d.Reason = OutcomeInventoryInvalid, ReasonSharedLineage.String()
-		d.Message = fmt.Sprintf("the selected snapshot was recorded for %s, which exists: a living sibling's history is not ours; no tombstones are generated",
-			snap.RecordedFor())
+		names := make([]string, len(shared))
+		for i, o := range shared {
+			names[i] = o.String()
+		}
+		d.Message = fmt.Sprintf("the lineage's history is shared with composition %s: a lineage a living Composition shares is not ours to clean; give each Composition its own lineage (%s); no tombstones are generated",
+			strings.Join(names, ", "), AnnotationLineageOverride)
 		return RecoveryPlan{Decision: d}, nil
 	}
 	if prev, ok := c.Decision(); ok && prev.RecoveredFrom != "" && prev.RecoveredFrom == snap.meta.SynthesisUUID {

@@ -19,7 +19,7 @@ import (
 func readFor(t testing.TB, entries []domain.Entry, uid string) (domain.Snapshot, error) {
 	t.Helper()
 	inv := mustInventory(t, entries)
-	return domain.ReadSnapshotFor(composition(), secretsFor(t, inv, meta(inv, uid, oldSynUUID, synTime.Add(-time.Hour)), 400), now, domain.DefaultMaxChunks)
+	return domain.ReadSnapshotFor(composition(), secretsFor(t, inv, meta(inv, uid, oldSynUUID, synTime.Add(-time.Hour)), 400), now, domain.DefaultMaxChunks, domain.AdoptWithinNamespace)
 }
 
 // snapshotOf is readFor's snapshot of an earlier incarnation.
@@ -125,7 +125,7 @@ func TestPlanRecoveryNeedsItsOwnReading(t *testing.T) {
 	require.NoError(t, err)
 	other := composition()
 	other.UID = "uid-someone-else"
-	othersReading, err := domain.ReadSnapshotFor(other, secrets, now, 0)
+	othersReading, err := domain.ReadSnapshotFor(other, secrets, now, 0, domain.AdoptWithinNamespace)
 	require.NoError(t, err)
 	for name, snap := range map[string]domain.Snapshot{"lineage-wide": lineageWide, "another incarnation's": othersReading} {
 		t.Run(name, func(t *testing.T) {
@@ -432,6 +432,7 @@ func TestDecisionSetsRecoveredFrom(t *testing.T) {
 		{domain.OutcomeNothingToRecover, domain.ReasonAlreadyDecided, true},
 		{domain.OutcomeNothingToRecover, domain.ReasonSameIncarnation, false},
 		{domain.OutcomeNothingToRecover, "Unverified", false},
+		{domain.OutcomeNothingToRecover, domain.ReasonOtherNamespace, false},
 		{domain.OutcomeInventoryInvalid, "SharedLineage", false},
 		{domain.OutcomeInventoryInvalid, domain.ReasonMissingChunk.String(), false},
 		{domain.OutcomeHeldForReview, domain.ReasonOverDeletionGuard, false},

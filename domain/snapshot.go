@@ -59,6 +59,8 @@ type Snapshot struct {
 	// readFor is the UID of the Composition whose candidates it was chosen from
 	// (ReadSnapshotFor); nil for a lineage-wide read.
 	readFor *string
+	// owners are the Compositions the lineage's Secrets were recorded for (LineageOwners).
+	owners []CompositionRef
 }
 
 func (s Snapshot) Meta() SnapshotMeta     { return s.meta }
@@ -69,9 +71,12 @@ func (s Snapshot) CompositionUID() string { return s.meta.CompositionUID }
 func (s Snapshot) Timestamp() time.Time   { return s.meta.SynthesisTime }
 
 // RecordedFor names the Composition the snapshot was recorded for.
-func (s Snapshot) RecordedFor() CompositionRef {
-	return CompositionRef{Namespace: s.meta.CompositionNamespace, Name: s.meta.CompositionName}
-}
+func (s Snapshot) RecordedFor() CompositionRef { return s.meta.RecordedFor() }
+
+// LineageOwners names every Composition that a Secret of the lineage passing §5 step 1 was
+// recorded for, sorted: the selected snapshot's and every other's, candidate or not, whatever
+// its namespace (SPEC §6, SharedLineage).
+func (s Snapshot) LineageOwners() []CompositionRef { return slices.Clone(s.owners) }
 
 // WriteTime is when the snapshot was written, by the downstream API server's clock: the newest
 // data write of its chunks (SPEC §6.3). It is unknown when any chunk's is.
@@ -172,12 +177,14 @@ func ParseStoredChunk(s ChunkSecret, now time.Time, maxChunks int) (StoredChunk,
 var ErrSameIncarnation = errors.New("a snapshot of this composition incarnation exists")
 
 // ReadSnapshotFor applies SPEC §5 for the Composition c: every Secret of the lineage is judged
-// (steps 1–2); the candidates are the snapshots recorded for c's namespace/name, or all of them
-// when there is none (a rename, or a move between namespaces); a candidate with c's UID stops
-// with ErrSameIncarnation; the newest candidate is selected, a tie is AmbiguousTimestamp, and
-// only the selected one is judged by steps 4–5. maxChunks <= 0 means DefaultMaxChunks.
-func ReadSnapshotFor(c Composition, secrets []ChunkSecret, now time.Time, maxChunks int) (Snapshot, error) {
-	return readSnapshot(secrets, now, maxChunks, &c)
+// (steps 1–2); the candidates are the snapshots recorded for c's namespace/name, or, when there
+// is none, those recorded in c's namespace (a rename), or in any namespace when adoption allows
+// it (a move between namespaces); a lineage with snapshots but no candidate stops with an
+// *OtherNamespaceError, and a candidate with c's UID with ErrSameIncarnation; the newest
+// candidate is selected, a tie is AmbiguousTimestamp, and only the selected one is judged by
+// steps 4–5. maxChunks <= 0 means DefaultMaxChunks.
+func ReadSnapshotFor(c Composition, secrets []ChunkSecret, now time.Time, maxChunks int, adoption Adoption) (Snapshot, error) {
+	return readSnapshot(secrets, now, maxChunks, &c, adoption)
 }
 
 // ReadSnapshot applies SPEC §5 to a whole lineage, for a reader that is no Composition of it
@@ -186,12 +193,12 @@ func ReadSnapshotFor(c Composition, secrets []ChunkSecret, now time.Time, maxChu
 // is no fallback to an older snapshot. Its verdict is ReadHistory's: the first decisive
 // finding, found by the same checks, which stop there.
 func ReadSnapshot(secrets []ChunkSecret, now time.Time, maxChunks int) (Snapshot, error) {
-	return readSnapshot(secrets, now, maxChunks, nil)
+	return readSnapshot(secrets, now, maxChunks, nil, AdoptWithinNamespace)
 }
 
 // readSnapshot stops at the first decisive finding, which is the verdict.
-func readSnapshot(secrets []ChunkSecret, now time.Time, maxChunks int, self *Composition) (Snapshot, error) {
-	r := reader{now: now, maxChunks: maxChunks, self: self}
+func readSnapshot(secrets []ChunkSecret, now time.Time, maxChunks int, self *Composition, adoption Adoption) (Snapshot, error) {
+	r := reader{now: now, maxChunks: maxChunks, self: self, adoption: adoption}
 	r.read(secrets)
 	return r.verdict.derive(r.findings)
 }

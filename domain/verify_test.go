@@ -62,7 +62,7 @@ func ptr[T any](v T) *T { return &v }
 func TestPlanRecoveryVerification(t *testing.T) {
 	self := composition()
 	own := recordedBy(t, "team-a", "web", "uid-pred", "s-pred", synTime, 4)
-	snap, err := domain.ReadSnapshotFor(self, own, now, 0)
+	snap, err := domain.ReadSnapshotFor(self, own, now, 0, domain.AdoptWithinNamespace)
 	require.NoError(t, err)
 	ids := make([]domain.ResourceID, 4)
 	for i, e := range entriesN(4) {
@@ -115,7 +115,7 @@ func TestPlanRecoveryVerification(t *testing.T) {
 	t.Run("unknown write time keeps everything", func(t *testing.T) {
 		secrets := recordedBy(t, "team-a", "web", "uid-pred", "s-pred", synTime, 4)
 		secrets[0].DataWrittenAt = time.Time{}
-		snap, err := domain.ReadSnapshotFor(self, secrets, now, 0)
+		snap, err := domain.ReadSnapshotFor(self, secrets, now, 0, domain.AdoptWithinNamespace)
 		require.NoError(t, err)
 		observed := map[domain.ResourceID]domain.Observation{}
 		for _, id := range ids {

@@ -10,6 +10,8 @@ var (
 	ErrConflict = errors.New("conflict: the object was modified since it was read")
 	// ErrAlreadyExists: a create found the name taken.
 	ErrAlreadyExists = errors.New("already exists")
+	// ErrForbidden: the API server refused the request for lack of permission.
+	ErrForbidden = errors.New("forbidden")
 	// ErrSynthesisMoved: a hand-off step found the Composition's synthesis changed, or one in
 	// flight; nothing was committed and the next reconcile decides again.
 	ErrSynthesisMoved = errors.New("the composition's synthesis moved on")

@@ -11,14 +11,15 @@ import (
 // The environment variables Options.Getenv reads. A process that embeds the controller keeps
 // its own flags; these let an operator change the controller's settings without a rebuild.
 const (
-	EnvEnabled                 = "ENO_TOMBSTONE_RECOVERY_ENABLED"                   // true or false
-	EnvInventoryNamespace      = "ENO_TOMBSTONE_RECOVERY_INVENTORY_NAMESPACE"       // a namespace
-	EnvMaxChunkBytes           = "ENO_TOMBSTONE_RECOVERY_MAX_CHUNK_BYTES"           // an integer
-	EnvMaxChunks               = "ENO_TOMBSTONE_RECOVERY_MAX_CHUNKS"                // an integer
-	EnvMaxTombstoneFraction    = "ENO_TOMBSTONE_RECOVERY_MAX_TOMBSTONE_FRACTION"    // 0 to 1
-	EnvWorkers                 = "ENO_TOMBSTONE_RECOVERY_WORKERS"                   // an integer
-	EnvLeaderElect             = "ENO_TOMBSTONE_RECOVERY_LEADER_ELECT"              // true or false
-	EnvLeaderElectionNamespace = "ENO_TOMBSTONE_RECOVERY_LEADER_ELECTION_NAMESPACE" // a namespace
+	EnvEnabled                    = "ENO_TOMBSTONE_RECOVERY_ENABLED"                       // true or false
+	EnvInventoryNamespace         = "ENO_TOMBSTONE_RECOVERY_INVENTORY_NAMESPACE"           // a namespace
+	EnvMaxChunkBytes              = "ENO_TOMBSTONE_RECOVERY_MAX_CHUNK_BYTES"               // an integer
+	EnvMaxChunks                  = "ENO_TOMBSTONE_RECOVERY_MAX_CHUNKS"                    // an integer
+	EnvMaxTombstoneFraction       = "ENO_TOMBSTONE_RECOVERY_MAX_TOMBSTONE_FRACTION"        // 0 to 1
+	EnvAllowCrossNamespaceLineage = "ENO_TOMBSTONE_RECOVERY_ALLOW_CROSS_NAMESPACE_LINEAGE" // true or false
+	EnvWorkers                    = "ENO_TOMBSTONE_RECOVERY_WORKERS"                       // an integer
+	EnvLeaderElect                = "ENO_TOMBSTONE_RECOVERY_LEADER_ELECT"                  // true or false
+	EnvLeaderElectionNamespace    = "ENO_TOMBSTONE_RECOVERY_LEADER_ELECTION_NAMESPACE"     // a namespace
 )
 
 // settingEnv names the variable behind each setting app.Config.Validate checks.
@@ -70,6 +71,7 @@ func (o Options) fromEnvironment(getenv func(string) string) (Options, error) {
 			o.MaxTombstoneFraction = &f
 		}
 	}
+	boolean(EnvAllowCrossNamespaceLineage, &o.AllowCrossNamespaceLineage)
 	integer(EnvWorkers, &o.Workers)
 	elect := !o.LeaderElection.Disabled
 	boolean(EnvLeaderElect, &elect)

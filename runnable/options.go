@@ -49,6 +49,11 @@ type Options struct {
 	// MaxTombstoneFraction is the deletion guard (SPEC §6.1); nil is
 	// domain.DefaultMaxTombstoneFraction, 1 disables the guard, 0 holds every recovery.
 	MaxTombstoneFraction *float64
+	// AllowCrossNamespaceLineage lets a Composition with no history of its own adopt its
+	// lineage's history from another namespace (SPEC §5 step 3). False, the default, keeps
+	// each namespace's history to itself: a lineage override must not let anyone who can write
+	// Compositions in one namespace have Eno delete another namespace's orphans.
+	AllowCrossNamespaceLineage bool
 
 	// Workers is the number of concurrent reconciles; 0 is 2.
 	Workers int
@@ -182,6 +187,7 @@ func (o Options) resolve() (settings, error) {
 	if o.MaxTombstoneFraction != nil {
 		cfg.MaxTombstoneFraction = *o.MaxTombstoneFraction
 	}
+	cfg.AllowCrossNamespaceLineage = o.AllowCrossNamespaceLineage
 	if err := cfg.Validate(); err != nil {
 		if named := withEnvName(err, o.Getenv); named != err {
 			return s, named

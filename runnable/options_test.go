@@ -32,6 +32,7 @@ func TestResolveDefaults(t *testing.T) {
 	assert.Equal(t, domain.DefaultMaxChunkBytes, s.config.MaxChunkBytes)
 	assert.Equal(t, domain.DefaultMaxChunks, s.config.MaxChunks)
 	assert.Equal(t, domain.DefaultMaxTombstoneFraction, s.config.MaxTombstoneFraction)
+	assert.False(t, s.config.AllowCrossNamespaceLineage, "each namespace's history is its own by default (SPEC §5 step 3)")
 	assert.Equal(t, 2, s.Workers)
 	assert.Equal(t, 10*time.Minute, s.ResyncPeriod)
 	assert.False(t, s.LeaderElection.Disabled, "a Lease of its own by default")
@@ -50,10 +51,11 @@ func TestResolveExplicitValues(t *testing.T) {
 	s, err := Options{
 		ControlPlane: cluster, Enabled: true, CompositionNamespace: "team-a", CompositionSelector: sel,
 		InventoryNamespace: "inv", MaxChunkBytes: 100, MaxChunks: 3, MaxTombstoneFraction: &zero,
-		Workers: 5, ResyncPeriod: -1,
+		AllowCrossNamespaceLineage: true, Workers: 5, ResyncPeriod: -1,
 	}.resolve()
 	require.NoError(t, err)
 	assert.True(t, s.config.Enabled)
+	assert.True(t, s.config.AllowCrossNamespaceLineage)
 	assert.Equal(t, "inv", s.config.InventoryNamespace)
 	assert.Equal(t, 100, s.config.MaxChunkBytes)
 	assert.Equal(t, 3, s.config.MaxChunks)
@@ -89,14 +91,15 @@ func TestDefaultLeaseNameFollowsTheShard(t *testing.T) {
 
 func TestResolveEnvironment(t *testing.T) {
 	vars := map[string]string{
-		EnvEnabled:                 "false",
-		EnvInventoryNamespace:      "inv",
-		EnvMaxChunkBytes:           "2048",
-		EnvMaxChunks:               "7",
-		EnvMaxTombstoneFraction:    "1",
-		EnvWorkers:                 "3",
-		EnvLeaderElect:             "false",
-		EnvLeaderElectionNamespace: "leases",
+		EnvEnabled:                    "false",
+		EnvInventoryNamespace:         "inv",
+		EnvMaxChunkBytes:              "2048",
+		EnvMaxChunks:                  "7",
+		EnvMaxTombstoneFraction:       "1",
+		EnvAllowCrossNamespaceLineage: "true",
+		EnvWorkers:                    "3",
+		EnvLeaderElect:                "false",
+		EnvLeaderElectionNamespace:    "leases",
 	}
 	s, err := Options{ControlPlane: cluster, Enabled: true, Getenv: func(k string) string { return vars[k] }}.resolve()
 	require.NoError(t, err)
@@ -105,6 +108,7 @@ func TestResolveEnvironment(t *testing.T) {
 	assert.Equal(t, 2048, s.config.MaxChunkBytes)
 	assert.Equal(t, 7, s.config.MaxChunks)
 	assert.Equal(t, 1.0, s.config.MaxTombstoneFraction)
+	assert.True(t, s.config.AllowCrossNamespaceLineage)
 	assert.Equal(t, 3, s.Workers)
 	assert.True(t, s.LeaderElection.Disabled)
 	assert.Equal(t, "leases", s.LeaderElection.Namespace)

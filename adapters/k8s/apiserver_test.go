@@ -147,6 +147,28 @@ func TestLiveCompositionReadsARealComposition(t *testing.T) {
 	})
 }
 
+// SPEC §6, SharedLineage: a Composition the controller may not read counts as existing, so the
+// adapter's refusal must be told apart from NotFound. inventory-writer has no rights on
+// Compositions: the real API server answers 403, which LiveComposition wraps as ErrForbidden.
+func TestLiveCompositionForbiddenIsTyped(t *testing.T) {
+	c := env.AdminClients(t)
+	ctx := testContext(t)
+	ns := c.NewNamespace(t, "forbidden")
+	want := sampleComposition(ns, "web")
+	mustCreateComposition(t, c, want)
+
+	user := kubetest.NewClients(t, env.UserConfig(inventoryWriter))
+	_, err := newCompositions(t, user.Dynamic, nil).LiveComposition(ctx, want.Ref())
+	require.ErrorIs(t, err, ports.ErrForbidden)
+	assert.NotErrorIs(t, err, ports.ErrNotFound, "a Composition it may not read is not a Composition that is gone")
+	assert.True(t, apierrors.IsForbidden(err), "the API server's error stays in the chain")
+	assert.Contains(t, err.Error(), "reading composition "+ns+"/web")
+
+	_, err = newCompositions(t, c.Dynamic, nil).LiveComposition(ctx, domain.CompositionRef{Namespace: ns, Name: "gone"})
+	require.ErrorIs(t, err, ports.ErrNotFound)
+	assert.NotErrorIs(t, err, ports.ErrForbidden)
+}
+
 func TestGetCompositionFromTheCache(t *testing.T) {
 	c := env.AdminClients(t)
 	ctx := testContext(t)

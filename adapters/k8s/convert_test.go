@@ -348,9 +348,10 @@ func TestAPIError(t *testing.T) {
 		{name: "not found", err: apierrors.NewNotFound(gr, "web"), is: ports.ErrNotFound, apiChk: apierrors.IsNotFound},
 		{name: "conflict", err: apierrors.NewConflict(gr, "web", errors.New("rv")), is: ports.ErrConflict, apiChk: apierrors.IsConflict},
 		{name: "already exists", err: apierrors.NewAlreadyExists(gr, "web"), is: ports.ErrAlreadyExists, apiChk: apierrors.IsAlreadyExists},
-		{name: "other", err: apierrors.NewForbidden(gr, "web", errors.New("rbac")), apiChk: apierrors.IsForbidden},
+		{name: "forbidden", err: apierrors.NewForbidden(gr, "web", errors.New("rbac")), is: ports.ErrForbidden, apiChk: apierrors.IsForbidden},
+		{name: "other", err: apierrors.NewInternalError(errors.New("etcd")), apiChk: apierrors.IsInternalError},
 	}
-	all := []error{ports.ErrNotFound, ports.ErrConflict, ports.ErrAlreadyExists}
+	all := []error{ports.ErrNotFound, ports.ErrConflict, ports.ErrAlreadyExists, ports.ErrForbidden}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			err := apiError("reading composition team-a/web", tc.err)

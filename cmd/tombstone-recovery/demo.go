@@ -397,7 +397,7 @@ func (d *demo) halfWritten(ctx context.Context) error {
 }
 
 func (d *demo) siblings(ctx context.Context) error {
-	d.chapter("3. Siblings sharing a lineage: each reads its own history, and a living sibling's is never ours")
+	d.chapter("3. Siblings sharing a lineage: a living sibling's history is never ours, nor another namespace's")
 	shared := map[string]string{domain.AnnotationLineageOverride: "checkout"}
 	east := domain.CompositionRef{Namespace: "shop", Name: "checkout-east"}
 	west := domain.CompositionRef{Namespace: "shop", Name: "checkout-west"}
@@ -414,10 +414,14 @@ func (d *demo) siblings(ctx context.Context) error {
 		return err
 	}
 	d.say("   %s and %s share lineage override %q (copied from one template); %s recorded later", east, west, "checkout", east)
+	if err := d.cluster.DeleteComposition(east); err != nil {
+		return err
+	}
+	d.say("   %s is deleted with an orphaning strategy and not re-created", east)
 	if err := d.recreate(west, shared, "Deployment/checkout-west"); err != nil {
 		return err
 	}
-	d.say("   %s's own predecessor is the candidate, not %s's newer snapshot:", west, east)
+	d.say("   %s's own predecessor is the candidate, not %s's newer snapshot, and no other Composition of the lineage lives:", west, east)
 	if _, err := d.reconcile(ctx, west); err != nil {
 		return err
 	}
@@ -427,12 +431,21 @@ func (d *demo) siblings(ctx context.Context) error {
 	d.showDownstream(east)
 
 	north := domain.CompositionRef{Namespace: "shop", Name: "checkout-north"}
-	d.say("   a new %s with the same override has no history of its own, so every snapshot of the lineage is a candidate;", north)
-	d.say("   the newest was recorded for a sibling that is alive:")
+	d.say("   a new %s with the same override has no history of its own, so every snapshot of the lineage in namespace shop is a candidate;", north)
+	d.say("   one was recorded for a sibling that is alive:")
 	if _, err := d.synthesize(north, shared, "Deployment/checkout-north"); err != nil {
 		return err
 	}
 	if _, err := d.reconcile(ctx, north); err != nil {
+		return err
+	}
+
+	eu := domain.CompositionRef{Namespace: "shop-eu", Name: "checkout"}
+	d.say("   %s in another namespace copies the override: adoption across namespaces is off, so the history of namespace shop is not its own:", eu)
+	if _, err := d.synthesize(eu, shared, "Deployment/checkout"); err != nil {
+		return err
+	}
+	if _, err := d.reconcile(ctx, eu); err != nil {
 		return err
 	}
 	d.showDownstream(east)

@@ -48,12 +48,15 @@ func TestDemoTellsTheWholeStory(t *testing.T) {
 		"deleted by Eno: none",
 		// The refusals.
 		"recovery decision for team-b/api synthesis 00000007: InventoryInvalid (MissingChunk)",
-		// Siblings: each recovers from its own predecessor; a living sibling's history is refused.
+		// Siblings: a living sibling's history is refused; once it is gone, each recovers from its
+		// own predecessor; another namespace's history is none of a Composition's.
+		"recovery decision for shop/checkout-east synthesis 00000009: InventoryInvalid (SharedLineage)",
 		"recovery decision for shop/checkout-west synthesis 0000000a: Recovered",
 		"deleted by Eno: ConfigMap/shop/checkout-west\n",
 		"recovery decision for shop/checkout-north synthesis 0000000c: InventoryInvalid (SharedLineage)",
-		"recovery decision for team-c/db synthesis 0000000e: HeldForReview (OverDeletionGuard)",
-		"recovery decision for team-c/db synthesis 0000000e: Recovered (Approved)",
+		"recovery decision for shop-eu/checkout synthesis 0000000d: NothingToRecover (OtherNamespace)",
+		"recovery decision for team-c/db synthesis 0000000f: HeldForReview (OverDeletionGuard)",
+		"recovery decision for team-c/db synthesis 0000000f: Recovered (Approved)",
 		"deleted by Eno: ConfigMap/team-c/db-config, ConfigMap/team-c/db-init, Secret/team-c/db-credentials-ref, Service/team-c/db-headless\n",
 	} {
 		assert.Contains(t, story, want)

@@ -8,7 +8,8 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// clusterFlags are the flags run and inspect share: the two clusters and the inventory limits.
+// clusterFlags are the flags run and inspect share: the two clusters, the inventory limits and
+// whether history may cross namespaces.
 // Both commands bind them under the same names and defaults and refuse bad values with the
 // same one-line errors, before any cluster is contacted.
 type clusterFlags struct {
@@ -16,6 +17,7 @@ type clusterFlags struct {
 	inventoryNamespace           string
 	maxChunkBytes, maxChunks     int
 	maxTombstoneFraction         float64
+	allowCrossNamespaceLineage   bool
 }
 
 // clusterFlagHelp is the help text of the flags whose meaning differs between the commands.
@@ -30,6 +32,8 @@ func (f *clusterFlags) bind(fs *flag.FlagSet, help clusterFlagHelp) {
 	fs.IntVar(&f.maxChunkBytes, "max-chunk-bytes", domain.DefaultMaxChunkBytes, help.maxChunkBytes)
 	fs.IntVar(&f.maxChunks, "max-chunks", domain.DefaultMaxChunks, help.maxChunks)
 	fs.Float64Var(&f.maxTombstoneFraction, "max-tombstone-fraction", domain.DefaultMaxTombstoneFraction, help.maxTombstoneFraction)
+	fs.BoolVar(&f.allowCrossNamespaceLineage, "allow-cross-namespace-lineage", false,
+		"let a Composition with no history of its own adopt its lineage's history from another namespace, and record over it once its Composition is gone (default false: a lineage override must not reach into another namespace)")
 }
 
 // settingFlags names the flag behind each setting app.Config.Validate checks.
@@ -56,10 +60,11 @@ func (f clusterFlags) check() error {
 	return errors.New(msg)
 }
 
-// configure sets the inventory namespace and limits of cfg.
+// configure sets the inventory namespace, the limits and the adoption across namespaces of cfg.
 func (f clusterFlags) configure(cfg *app.Config) {
 	cfg.InventoryNamespace = f.inventoryNamespace
 	cfg.MaxChunkBytes = f.maxChunkBytes
 	cfg.MaxChunks = f.maxChunks
 	cfg.MaxTombstoneFraction = f.maxTombstoneFraction
+	cfg.AllowCrossNamespaceLineage = f.allowCrossNamespaceLineage
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/Azure/eno-tombstone-recovery/app"
 )
 
 // TestClusterFlagsAreCheckedAlikeByRunAndInspect: a bad shared flag is refused by both commands
@@ -43,4 +45,24 @@ func TestClusterFlagsKeepTheirDefaults(t *testing.T) {
 	want := clusterFlags{inventoryNamespace: "kube-system", maxChunkBytes: 1048576, maxChunks: 64, maxTombstoneFraction: 0.5}
 	assert.Equal(t, want, run.clusterFlags)
 	assert.Equal(t, want, inspect.clusterFlags)
+}
+
+// --allow-cross-namespace-lineage (SPEC §5 step 3, §9) is off unless given, for run and inspect
+// alike, and reaches the use cases' configuration.
+func TestAllowCrossNamespaceLineageFlag(t *testing.T) {
+	run, err := parseRunFlags([]string{"--allow-cross-namespace-lineage"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	inspect, err := parseInspectFlags([]string{"--lineage", "x", "--allow-cross-namespace-lineage=true"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	for _, f := range []clusterFlags{run.clusterFlags, inspect.clusterFlags} {
+		assert.True(t, f.allowCrossNamespaceLineage)
+		cfg := app.DefaultConfig()
+		f.configure(&cfg)
+		assert.True(t, cfg.AllowCrossNamespaceLineage)
+	}
+	run, err = parseRunFlags(nil, &bytes.Buffer{})
+	require.NoError(t, err)
+	cfg := app.DefaultConfig()
+	run.configure(&cfg)
+	assert.False(t, cfg.AllowCrossNamespaceLineage, "off by default")
 }

@@ -39,7 +39,11 @@ func writeInspectTable(w io.Writer, r *app.InspectReport) error {
 		}
 		p("Composition %s/%s  uid %s  current synthesis %s  (lineage from %s)", clean(c.Namespace), clean(c.Name), clean(c.UID), cmp.Or(clean(c.SynthesisUUID), "-"), clean(from))
 	}
-	p("Limits: %s per chunk, %d chunks per snapshot, deletion guard %g", sizeOf(r.Limits.MaxChunkBytes), r.Limits.MaxChunks, r.Limits.MaxTombstoneFraction)
+	adoption := "off"
+	if r.Limits.AllowCrossNamespaceLineage {
+		adoption = "on"
+	}
+	p("Limits: %s per chunk, %d chunks per snapshot, deletion guard %g, adoption across namespaces %s", sizeOf(r.Limits.MaxChunkBytes), r.Limits.MaxChunks, r.Limits.MaxTombstoneFraction, adoption)
 
 	var snapshots, secrets [][]string
 	var problems []string
@@ -151,13 +155,22 @@ func writeDryRun(p func(string, ...any), d *app.DryRunReport) {
 // candidatesNote words §5 step 3's candidate set of the Composition comp.
 func candidatesNote(c *app.CandidatesReport, comp string) string {
 	ids := clean(strings.Join(c.SynthesisUUIDs, ", "))
+	others := ""
+	if len(c.OtherNamespaces) > 0 {
+		others = fmt.Sprintf("; not those of namespace %s: adoption across namespaces is off", clean(strings.Join(c.OtherNamespaces, ", ")))
+	}
 	switch {
+	case len(c.SynthesisUUIDs) == 0 && len(c.OtherNamespaces) > 0:
+		return fmt.Sprintf("none: every snapshot of the lineage is of namespace %s, and adoption across namespaces is off", clean(strings.Join(c.OtherNamespaces, ", ")))
 	case len(c.SynthesisUUIDs) == 0:
 		return "none: no snapshot passed §5 step 1"
 	case c.Own:
 		return fmt.Sprintf("%d recorded for %s: %s", len(c.SynthesisUUIDs), clean(comp), ids)
+	case c.AcrossNamespaces:
+		return fmt.Sprintf("none recorded for %s, so every snapshot of the lineage, of any namespace (%d): %s", clean(comp), len(c.SynthesisUUIDs), ids)
 	}
-	return fmt.Sprintf("none recorded for %s, so every snapshot of the lineage (%d): %s", clean(comp), len(c.SynthesisUUIDs), ids)
+	ns, _, _ := strings.Cut(comp, "/")
+	return fmt.Sprintf("none recorded for %s, so every snapshot of the lineage in namespace %s (%d): %s%s", clean(comp), clean(ns), len(c.SynthesisUUIDs), ids, others)
 }
 
 func snapshotState(s app.SnapshotReport) string {

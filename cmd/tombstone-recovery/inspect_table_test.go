@@ -47,7 +47,7 @@ func goldenReport() *app.InspectReport {
 			CompositionUID: "uid-west-1", Entries: 6, Digest: "sha256:aa"},
 		DryRun: &app.DryRunReport{Composition: "shop/west", CompositionUID: "uid-west-2", SynthesisUUID: decision.SynthesisUUID, WouldRun: true,
 			Decision: &decision, Tombstones: []app.TombstoneReport{tomb("ConfigMap", "", "team-a", "flags"), tomb("CronJob", "batch", "team-a", "cleanup")},
-			HeldForReview: []app.TombstoneReport{}, Candidates: &app.CandidatesReport{Own: true, SynthesisUUIDs: []string{decision.SourceSynthesisUUID}},
+			HeldForReview: []app.TombstoneReport{}, Candidates: &app.CandidatesReport{Own: true, SynthesisUUIDs: []string{decision.SourceSynthesisUUID}, OtherNamespaces: []string{}},
 			Dropped: []app.DroppedReport{{TombstoneReport: tomb("ConfigMap", "", "team-a", "gone"), Reason: "NotFound"},
 				{TombstoneReport: tomb("Role", "rbac.authorization.k8s.io", "team-a", "reader"), Reason: "Unreadable", Detail: "forbidden"}}},
 	}

@@ -272,7 +272,7 @@ func TestInspectLineageWithAValidSnapshot(t *testing.T) {
 
 	out := inspectOK(t, "--lineage", lineage, "--remote-kubeconfig", kubeconfigOf(t, ""), "--max-chunk-bytes", "300")
 	t.Log("\n" + out)
-	hasLine(t, out, `^Limits: 300 B per chunk, 64 chunks per snapshot, deletion guard 0.5$`)
+	hasLine(t, out, `^Limits: 300 B per chunk, 64 chunks per snapshot, deletion guard 0.5, adoption across namespaces off$`)
 	hasLine(t, out, `^SNAPSHOTS \(1\)$`)
 	hasLine(t, out, `^`+uuid+`\s+`+ts.Format(time.RFC3339)+`\s+team-a/web\s+uid-1\s+2/2\s+461 B\s+255 B / 300 B \(85%\)\s+ok\s+complete, selected$`)
 	hasLine(t, out, `^SECRETS \(2\)$`)
@@ -395,9 +395,10 @@ func TestInspectCompositionWithALineageOverride(t *testing.T) {
 	r.assertUntouched(t, c)
 }
 
-// Two live Compositions share a lineage override and west was recreated: its own predecessor
-// is the candidate, not east's newer snapshot, and an orphan already gone downstream is
-// dropped, not tombstoned (SPEC §5 step 3, §6.3). east reads its own incarnation's snapshot.
+// Two Compositions share a lineage override and west was recreated: its own predecessor is the
+// candidate, not east's newer snapshot (SPEC §5 step 3). While east lives the dry run refuses
+// the lineage (SPEC §6, SharedLineage); east reads its own incarnation's snapshot. Once east is
+// gone, an orphan already gone downstream is dropped, not tombstoned (SPEC §6.3).
 func TestInspectShowsTheCandidatesAndTheDroppedTombstones(t *testing.T) {
 	c := testEnv.AdminClients(t)
 	ctx := testCtx(t)
@@ -435,19 +436,9 @@ func TestInspectShowsTheCandidatesAndTheDroppedTombstones(t *testing.T) {
 	hasLine(t, out, `^`+westOld+`\s.*\s`+ns+`/west\s.*\sok\s+complete, selected$`)
 	hasLine(t, out, `^VERDICT \(§5\): snapshot `+westOld+` selected: .*, 6 entries,`)
 	hasLine(t, out, `^\s+candidates \(§5\)\s+1 recorded for `+ns+`/west: `+westOld+`$`)
-	hasLine(t, out, `^\s+decision\s+Recovered$`)
-	hasLine(t, out, `^\s+message\s+2 of 6 resources .*; dropped 1: 1 NotFound \(first ConfigMap/team-a/web-gone\)$`)
-	hasLine(t, out, `^TOMBSTONES \(2\)$`)
-	hasLine(t, out, `^DROPPED AFTER READING THE OBJECTS DOWNSTREAM \(§6.3\) \(1\)$`)
-	hasLine(t, out, `^KIND\s+API VERSION\s+NAMESPACE\s+NAME\s+REASON$`)
-	hasLine(t, out, `^ConfigMap\s+v1\s+team-a\s+web-gone\s+NotFound$`)
-
-	r := inspectJSON(t, "--composition", ns+"/west", "--kubeconfig", admin)
-	require.NotNil(t, r.DryRun)
-	assert.Equal(t, &app.CandidatesReport{Own: true, SynthesisUUIDs: []string{westOld}}, r.DryRun.Candidates)
-	assert.Equal(t, []app.DroppedReport{{TombstoneReport: app.TombstoneReport{Version: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "web-gone",
-		Manifest: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"web-gone","namespace":"team-a"}}`}, Reason: "NotFound"}}, r.DryRun.Dropped)
-	require.Len(t, r.DryRun.Tombstones, 2)
+	hasLine(t, out, `^\s+decision\s+InventoryInvalid \(SharedLineage\)$`)
+	hasLine(t, out, `^\s+message\s+the lineage's history is shared with composition `+ns+`/east \(exists\): .*give each Composition its own lineage`)
+	hasLine(t, out, `^TOMBSTONES \(0\)$`)
 
 	out = inspectOK(t, "--composition", ns+"/east", "--kubeconfig", admin)
 	t.Log("\n" + out)
@@ -457,10 +448,65 @@ func TestInspectShowsTheCandidatesAndTheDroppedTombstones(t *testing.T) {
 	hasLine(t, out, `^\s+decision\s+NothingToRecover \(SameIncarnation\)$`)
 	assert.NotContains(t, out, "DROPPED")
 
+	// east is gone: its snapshot is a predecessor's, and west recovers from its own.
+	require.NoError(t, c.Dynamic.Resource(k8s.CompositionGVR).Namespace(ns).Delete(ctx, "east", metav1.DeleteOptions{}))
+	out = inspectOK(t, "--composition", ns+"/west", "--kubeconfig", admin)
+	t.Log("\n" + out)
+	hasLine(t, out, `^\s+decision\s+Recovered$`)
+	hasLine(t, out, `^\s+message\s+2 of 6 resources .*; dropped 1: 1 NotFound \(first ConfigMap/team-a/web-gone\)$`)
+	hasLine(t, out, `^TOMBSTONES \(2\)$`)
+	hasLine(t, out, `^DROPPED AFTER READING THE OBJECTS DOWNSTREAM \(§6.3\) \(1\)$`)
+	hasLine(t, out, `^KIND\s+API VERSION\s+NAMESPACE\s+NAME\s+REASON$`)
+	hasLine(t, out, `^ConfigMap\s+v1\s+team-a\s+web-gone\s+NotFound$`)
+
+	r := inspectJSON(t, "--composition", ns+"/west", "--kubeconfig", admin)
+	require.NotNil(t, r.DryRun)
+	assert.Equal(t, &app.CandidatesReport{Own: true, SynthesisUUIDs: []string{westOld}, OtherNamespaces: []string{}}, r.DryRun.Candidates)
+	assert.Equal(t, []app.DroppedReport{{TombstoneReport: app.TombstoneReport{Version: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "web-gone",
+		Manifest: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"web-gone","namespace":"team-a"}}`}, Reason: "NotFound"}}, r.DryRun.Dropped)
+	require.Len(t, r.DryRun.Tombstones, 2)
+
 	// The lineage read by no Composition: every snapshot is a candidate, and east's is the newest.
 	out = inspectOK(t, "--lineage", lineage, "--remote-kubeconfig", admin)
 	hasLine(t, out, `^`+eastNow+`\s.*\sok\s+complete, selected$`)
 	hasLine(t, out, `^`+westOld+`\s.*\sok\s+complete, older$`)
+}
+
+// SPEC §5 step 3 in inspect: a Composition of another namespace with a copied lineage override
+// adopts nothing unless --allow-cross-namespace-lineage is given, and the table says why.
+func TestInspectShowsAnotherNamespacesHistory(t *testing.T) {
+	c := testEnv.AdminClients(t)
+	ctx := testCtx(t)
+	admin := kubeconfigOf(t, "")
+	home, away, lineage := c.NewNamespace(t, "insp-home"), c.NewNamespace(t, "insp-away"), uniqueLineage("insp-otherns")
+	l, _ := domain.NewLineage(lineage)
+	const homeOld, awayNow = "bbbbbbbb-0000-4000-8000-0000000000b1", "bbbbbbbb-0000-4000-8000-0000000000b2"
+	storeSnapshot(t, c, domain.SnapshotMeta{Lineage: l, CompositionNamespace: home, CompositionName: "web", CompositionUID: "0ld0ld00-0000-4000-8000-000000000001",
+		SynthesisUUID: homeOld, SynthesisTime: time.Now().UTC().Truncate(time.Second).Add(-time.Hour)}, webEntries(), domain.DefaultMaxChunkBytes)
+	slice := domain.ResourceSlice{Namespace: away, Name: "web-" + awayNow[:8], SynthesisUUID: awayNow}
+	_, err := kubetest.CreateSlice(ctx, c.Dynamic, slice)
+	require.NoError(t, err)
+	_, err = kubetest.CreateComposition(ctx, c.Dynamic, domain.Composition{Namespace: away, Name: "web",
+		Annotations: map[string]string{domain.AnnotationOptIn: domain.OptInValue, domain.AnnotationLineageOverride: lineage},
+		Synthesis:   &domain.Synthesis{UUID: awayNow, Synthesized: time.Now().Add(-time.Minute), Ready: true, Slices: []string{slice.Name}}})
+	require.NoError(t, err)
+
+	out := inspectOK(t, "--composition", away+"/web", "--kubeconfig", admin)
+	t.Log("\n" + out)
+	hasLine(t, out, `^Limits: .*, adoption across namespaces off$`)
+	hasLine(t, out, `^`+homeOld+`\s.*\s`+home+`/web\s.*\sok\s+complete, other-namespace$`)
+	hasLine(t, out, `^VERDICT \(§5\): NothingToRecover \(OtherNamespace\): every snapshot of the lineage was recorded in another namespace \(`+home+`\)`)
+	hasLine(t, out, `^\s+candidates \(§5\)\s+none: every snapshot of the lineage is of namespace `+home+`, and adoption across namespaces is off$`)
+	hasLine(t, out, `^\s+decision\s+NothingToRecover \(OtherNamespace\)$`)
+
+	out = inspectOK(t, "--composition", away+"/web", "--kubeconfig", admin, "--allow-cross-namespace-lineage")
+	t.Log("\n" + out)
+	hasLine(t, out, `^Limits: .*, adoption across namespaces on$`)
+	hasLine(t, out, `^`+homeOld+`\s.*\sok\s+complete, selected$`)
+	hasLine(t, out, `^\s+candidates \(§5\)\s+none recorded for `+away+`/web, so every snapshot of the lineage, of any namespace \(1\): `+homeOld+`$`)
+	// Adopted and judged: none of its objects is downstream, so §6.3 leaves nothing orphaned.
+	hasLine(t, out, `^\s+decision\s+NothingToRecover \(NoOrphans\)$`)
+	hasLine(t, out, `^\s+from snapshot\s+`+homeOld+` `)
 }
 
 func TestInspectJSONIsAStableDocument(t *testing.T) {

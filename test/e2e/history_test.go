@@ -163,8 +163,10 @@ func writtenAt(t *testing.T, secrets []corev1.Secret) time.Time {
 }
 
 // A sibling's newer snapshot does not win (SPEC §5 step 3). west and east share a lineage
-// override and both live; east recorded later. When west is recreated, it recovers from its
-// own predecessor's snapshot: its own orphan is tombstoned, east's live objects are not.
+// override; east recorded later and has since been deleted (orphaning its objects), so no
+// other Composition of the lineage lives (SPEC §6, SharedLineage). When west is recreated, it
+// recovers from its own predecessor's snapshot: its own orphan is tombstoned, east's objects
+// are not.
 func TestSiblingsNewerSnapshotDoesNotWin(t *testing.T) {
 	h := newHistory(t, "sibling")
 	lineage := h.ns // a DNS label of its own per run
@@ -182,6 +184,7 @@ func TestSiblingsNewerSnapshotDoesNotWin(t *testing.T) {
 	snap, _ := waitForSnapshot(t, h.c, "kube-system", lineage, string(east.GetUID()), d.SynthesisUUID)
 	require.Equal(t, "east", snap.Meta().CompositionName, "east's snapshot is the lineage's newest")
 
+	h.remove("east")
 	h.remove("west")
 	_, d = h.create("west", lineage, h.configMaps("west-a"))
 	assert.Equal(t, "Recovered", d.Outcome.String(), d.Message)
@@ -311,6 +314,63 @@ func TestSameSnapshotUsedTwiceIsHarmless(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, recovery, "only the first recovery published a slice")
+	h.ctl.stop(t)
+}
+
+// The old name re-created after a rename (SPEC §6, "A lineage that a living Composition shares
+// is not ours to clean"). old-name is renamed to new-name: its successor inherits the lineage
+// override, recovers nothing (it produces everything) and records its own snapshots under the
+// new name. When old-name is re-created producing less, its own stale snapshot is the
+// candidate, and it lists objects the living successor now manages: recovery reads the
+// successor live, finds it, and decides SharedLineage. Nothing is handed to Eno, nothing is
+// deleted, and the successor's history is left as it was.
+func TestRenamedSuccessorKeepsTheOldNamesHistory(t *testing.T) {
+	h := newHistory(t, "successor")
+	lineage := h.ns
+	old, d := h.create("old-name", lineage, h.configMaps("x", "y"))
+	require.Equal(t, "NoInventory", d.Outcome.String(), d.Message)
+	waitForSnapshot(t, h.c, "kube-system", lineage, string(old.GetUID()), d.SynthesisUUID)
+
+	h.remove("old-name")
+	successor, d := h.create("new-name", lineage, h.configMaps("x", "y"))
+	require.Equal(t, "NothingToRecover", d.Outcome.String(), d.Message)
+	require.Equal(t, "NoOrphans", d.Reason, "a rename whose successor produces everything")
+	waitForSnapshot(t, h.c, "kube-system", lineage, string(successor.GetUID()), d.SynthesisUUID)
+	before := mustList(t, h.c, lineage)
+	var successors []corev1.Secret
+	for _, s := range before {
+		if s.Annotations["eno.azure.io/composition-name"] == "new-name" {
+			successors = append(successors, s)
+		}
+	}
+	require.NotEmpty(t, successors)
+	stale := 0
+	for _, s := range before {
+		if s.Annotations["eno.azure.io/composition-name"] == "old-name" {
+			stale++
+		}
+	}
+	require.NotZero(t, stale, "the old name's stale snapshot is still there: the successor's Secrets have names of their own")
+
+	_, d = h.create("old-name", lineage, h.configMaps("x"))
+	assert.Equal(t, "InventoryInvalid", d.Outcome.String(), d.Message)
+	assert.Equal(t, "SharedLineage", d.Reason)
+	assert.Contains(t, d.Message, h.ns+"/new-name (exists)")
+	assert.Contains(t, d.Message, "give each Composition its own lineage")
+	assert.Zero(t, d.Tombstones)
+	assert.Empty(t, d.TombstoneSlice)
+	refused := waitForEvent(t, h.c, h.ns, "old-name", "InventoryInvalid")
+	assert.Equal(t, "Warning", refused.Type)
+	assert.Contains(t, refused.Message, "SharedLineage")
+	h.noRecoverySlices()
+	_, ok := h.configMap("y")
+	assert.True(t, ok, "the object the successor manages is not deleted")
+	after := mustList(t, h.c, lineage)
+	for _, want := range successors {
+		i := slices.IndexFunc(after, func(s corev1.Secret) bool { return s.Name == want.Name })
+		require.GreaterOrEqual(t, i, 0, "secret %s", want.Name)
+		assertSameSecret(t, want, after[i])
+	}
 	h.ctl.stop(t)
 }
 

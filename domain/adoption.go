@@ -1,0 +1,61 @@
+package domain
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Adoption says whether a Composition may take history recorded in another namespace as its
+// own (SPEC §5 step 3, --allow-cross-namespace-lineage). A lineage override is only an
+// annotation: without this switch, anyone who can write Compositions in one namespace could
+// adopt another namespace's history and have Eno delete its orphans.
+type Adoption struct{ name string }
+
+var (
+	// AdoptWithinNamespace: only history recorded in the Composition's own namespace. The
+	// default, and what the zero Adoption means.
+	AdoptWithinNamespace = Adoption{"within-namespace"}
+	// AdoptAcrossNamespaces: a Composition with no history of its own may adopt a lineage's
+	// history from any namespace.
+	AdoptAcrossNamespaces = Adoption{"across-namespaces"}
+)
+
+func (a Adoption) String() string {
+	if a == AdoptAcrossNamespaces {
+		return a.name
+	}
+	return AdoptWithinNamespace.name
+}
+
+// Permits reports whether history recorded for recordedFor may become reader's: always within
+// one namespace, across namespaces only when adoption across them is allowed. §5 step 3 asks it
+// of every snapshot, and recording (§4, LineageCollision) of every Secret it would replace.
+func (a Adoption) Permits(reader, recordedFor CompositionRef) bool {
+	return reader.Namespace == recordedFor.Namespace || a == AdoptAcrossNamespaces
+}
+
+// OtherNamespaceError is §5 step 3's stop when a lineage has snapshots but none is a candidate
+// because each was recorded in another namespace and adoption across namespaces is off:
+// NothingToRecover, reason OtherNamespace.
+type OtherNamespaceError struct {
+	// Namespaces are those the lineage's snapshots were recorded in, sorted.
+	Namespaces []string
+}
+
+func (e *OtherNamespaceError) Error() string {
+	return fmt.Sprintf("every snapshot of the lineage was recorded in another namespace (%s) and adoption across namespaces is off (--allow-cross-namespace-lineage); that history is not this composition's",
+		strings.Join(e.Namespaces, ", "))
+}
+
+// namespacesOf lists the distinct namespaces the snapshots were recorded for, sorted.
+func namespacesOf(uuids []string, groups map[string][]StoredChunk) []string {
+	var out []string
+	for _, uuid := range uuids {
+		if ns := groups[uuid][0].Meta.CompositionNamespace; !slices.Contains(out, ns) {
+			out = append(out, ns)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
