@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/Azure/eno-tombstone-recovery/app"
 )
@@ -17,6 +18,7 @@ const (
 	EnvMaxChunks                  = "ENO_TOMBSTONE_RECOVERY_MAX_CHUNKS"                    // an integer
 	EnvMaxTombstoneFraction       = "ENO_TOMBSTONE_RECOVERY_MAX_TOMBSTONE_FRACTION"        // 0 to 1
 	EnvAllowCrossNamespaceLineage = "ENO_TOMBSTONE_RECOVERY_ALLOW_CROSS_NAMESPACE_LINEAGE" // true or false
+	EnvPendingRecheckInterval     = "ENO_TOMBSTONE_RECOVERY_PENDING_RECHECK_INTERVAL"      // a duration, e.g. 1m
 	EnvWorkers                    = "ENO_TOMBSTONE_RECOVERY_WORKERS"                       // an integer
 	EnvLeaderElect                = "ENO_TOMBSTONE_RECOVERY_LEADER_ELECT"                  // true or false
 	EnvLeaderElectionNamespace    = "ENO_TOMBSTONE_RECOVERY_LEADER_ELECTION_NAMESPACE"     // a namespace
@@ -24,10 +26,11 @@ const (
 
 // settingEnv names the variable behind each setting app.Config.Validate checks.
 var settingEnv = map[app.Setting]string{
-	app.SettingInventoryNamespace:   EnvInventoryNamespace,
-	app.SettingMaxChunkBytes:        EnvMaxChunkBytes,
-	app.SettingMaxChunks:            EnvMaxChunks,
-	app.SettingMaxTombstoneFraction: EnvMaxTombstoneFraction,
+	app.SettingInventoryNamespace:     EnvInventoryNamespace,
+	app.SettingMaxChunkBytes:          EnvMaxChunkBytes,
+	app.SettingMaxChunks:              EnvMaxChunks,
+	app.SettingMaxTombstoneFraction:   EnvMaxTombstoneFraction,
+	app.SettingPendingRecheckInterval: EnvPendingRecheckInterval,
 }
 
 // fromEnvironment returns o with every variable that getenv reports set (non-empty) applied
@@ -72,6 +75,14 @@ func (o Options) fromEnvironment(getenv func(string) string) (Options, error) {
 		}
 	}
 	boolean(EnvAllowCrossNamespaceLineage, &o.AllowCrossNamespaceLineage)
+	if v := getenv(EnvPendingRecheckInterval); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: want a duration such as 1m", EnvPendingRecheckInterval, v))
+		} else {
+			o.PendingRecheckInterval = d
+		}
+	}
 	integer(EnvWorkers, &o.Workers)
 	elect := !o.LeaderElection.Disabled
 	boolean(EnvLeaderElect, &elect)

@@ -54,6 +54,9 @@ type Options struct {
 	// each namespace's history to itself: a lineage override must not let anyone who can write
 	// Compositions in one namespace have Eno delete another namespace's orphans.
 	AllowCrossNamespaceLineage bool
+	// PendingRecheckInterval is how often a hand-off that Eno has not carried yet is checked
+	// again against the downstream objects (design §6.2); 0 is app.DefaultPendingRecheckInterval.
+	PendingRecheckInterval time.Duration
 
 	// Workers is the number of concurrent reconciles; 0 is 2.
 	Workers int
@@ -188,6 +191,9 @@ func (o Options) resolve() (settings, error) {
 		cfg.MaxTombstoneFraction = *o.MaxTombstoneFraction
 	}
 	cfg.AllowCrossNamespaceLineage = o.AllowCrossNamespaceLineage
+	if o.PendingRecheckInterval != 0 {
+		cfg.PendingRecheckInterval = o.PendingRecheckInterval
+	}
 	if err := cfg.Validate(); err != nil {
 		if named := withEnvName(err, o.Getenv); named != err {
 			return s, named

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -65,4 +66,20 @@ func TestAllowCrossNamespaceLineageFlag(t *testing.T) {
 	cfg := app.DefaultConfig()
 	run.configure(&cfg)
 	assert.False(t, cfg.AllowCrossNamespaceLineage, "off by default")
+}
+
+// --pending-recheck-interval defaults to a minute, reaches the controller's options, and a
+// value under a second is refused before any cluster is contacted.
+func TestPendingRecheckIntervalFlag(t *testing.T) {
+	o, err := parseRunFlags(nil, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, app.DefaultPendingRecheckInterval, o.pendingRecheck)
+	o, err = parseRunFlags([]string{"--pending-recheck-interval=15s"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, 15*time.Second, o.pendingRecheck)
+	o, err = parseRunFlags([]string{"--pending-recheck-interval=10ms"}, &bytes.Buffer{})
+	if err == nil {
+		err = o.validate()
+	}
+	assert.ErrorContains(t, err, "--pending-recheck-interval must be at least 1s")
 }

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/Azure/eno-tombstone-recovery/app"
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
 	"github.com/Azure/eno-tombstone-recovery/runnable"
 )
@@ -36,6 +37,7 @@ type runOptions struct {
 	qps                                       float64
 	burst                                     int
 	resync                                    time.Duration
+	pendingRecheck                            time.Duration
 	logging                                   logOptions
 }
 
@@ -62,6 +64,8 @@ func parseRunFlags(args []string, stderr io.Writer) (runOptions, error) {
 	fs.Float64Var(&o.qps, "kube-api-qps", 50, "client QPS towards each API server")
 	fs.IntVar(&o.burst, "kube-api-burst", 100, "client burst towards each API server")
 	fs.DurationVar(&o.resync, "resync-period", 10*time.Minute, "re-deliver every cached Composition this often")
+	fs.DurationVar(&o.pendingRecheck, "pending-recheck-interval", app.DefaultPendingRecheckInterval,
+		"check the tombstones of a hand-off that Eno has not carried yet against their objects this often, withdrawing any that no longer pass (at least 1s)")
 	o.logging.bind(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -98,6 +102,8 @@ func (o runOptions) validate() error {
 	switch {
 	case !(o.qps > 0) || o.burst < 1:
 		return fmt.Errorf("run: --kube-api-qps must be positive and --kube-api-burst at least 1, got %g and %d", o.qps, o.burst)
+	case o.pendingRecheck < time.Second:
+		return fmt.Errorf("run: --pending-recheck-interval must be at least 1s, got %s", o.pendingRecheck)
 	case o.resync < 0:
 		return fmt.Errorf("run: --resync-period must not be negative, got %s", o.resync)
 	}
@@ -192,6 +198,7 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 		MaxChunks:                  o.maxChunks,
 		MaxTombstoneFraction:       &fraction,
 		AllowCrossNamespaceLineage: o.allowCrossNamespaceLineage,
+		PendingRecheckInterval:     o.pendingRecheck,
 		Workers:                    o.workers,
 		ResyncPeriod:               resync,
 		LeaderElection: runnable.LeaderElection{
