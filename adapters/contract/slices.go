@@ -231,6 +231,45 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 		assert.Equal(t, comp.Synthesis.Slices, live.Synthesis.Slices)
 	})
 
+	t.Run("WithdrawTombstones rewrites the slice in place, guarded by its resourceVersion", func(t *testing.T) {
+		h := newHarness(t)
+		comp := h.CreateComposition(t, sampleComposition(h))
+		handoff := sampleHandoff(comp)
+		name, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
+		require.NoError(t, err)
+		read, err := h.SliceReader().GetSlice(t.Context(), comp.Namespace, name)
+		require.NoError(t, err)
+		require.NotEmpty(t, read.ResourceVersion)
+		e, _, err := domain.ParseTombstone(read.Resources[1])
+		require.NoError(t, err)
+		withdrawn := read
+		withdrawn.Resources = append([]domain.SliceResource(nil), read.Resources...)
+		withdrawn.Resources[1] = domain.Withdrawn(e)
+
+		require.NoError(t, h.TombstoneSink().WithdrawTombstones(t.Context(), comp, withdrawn))
+		got := h.ReadSlice(t, comp.Namespace, name)
+		assert.Equal(t, withdrawn.Resources, got.Resources, "each manifest in its position")
+		assert.Equal(t, comp.UID, h.SliceOwnerUID(t, comp.Namespace, name))
+		assert.Equal(t, handoff.SliceAnnotations()[domain.AnnotationDecision], got.Annotations[domain.AnnotationDecision])
+
+		// The read is stale now: a second writer's rewrite is refused.
+		require.ErrorIs(t, h.TombstoneSink().WithdrawTombstones(t.Context(), comp, withdrawn), ports.ErrConflict)
+		// Positions must stay.
+		fresh, err := h.SliceReader().GetSlice(t.Context(), comp.Namespace, name)
+		require.NoError(t, err)
+		fresh.Resources = fresh.Resources[:1]
+		require.Error(t, h.TombstoneSink().WithdrawTombstones(t.Context(), comp, fresh))
+		assert.Len(t, h.ReadSlice(t, comp.Namespace, name).Resources, 2)
+		// Another incarnation's slice is never written.
+		again, err := h.SliceReader().GetSlice(t.Context(), comp.Namespace, name)
+		require.NoError(t, err)
+		other := comp
+		other.UID = "00000000-0000-0000-0000-0000000000aa"
+		require.Error(t, h.TombstoneSink().WithdrawTombstones(t.Context(), other, again))
+		h.RemoveSlice(t, comp.Namespace, name)
+		require.ErrorIs(t, h.TombstoneSink().WithdrawTombstones(t.Context(), comp, again), ports.ErrNotFound)
+	})
+
 	t.Run("EnsureTombstones does not count a terminating slice as present", func(t *testing.T) {
 		h := newHarness(t)
 		comp := h.CreateComposition(t, sampleComposition(h))

@@ -113,6 +113,8 @@ func (c *Cluster) DeleteDownstream(id domain.ResourceID) {
 type manifest struct {
 	id    domain.ResourceID
 	patch bool // an eno.azure.io/v1 Patch: it patches an object Eno does not own
+	// disabled: eno.azure.io/disable-reconciliation is "true"; Eno neither applies nor deletes it.
+	disabled bool
 }
 
 func parseManifest(raw string) (manifest, error) {
@@ -120,8 +122,9 @@ func parseManifest(raw string) (manifest, error) {
 		APIVersion string `json:"apiVersion"`
 		Kind       string `json:"kind"`
 		Metadata   struct {
-			Name      string `json:"name"`
-			Namespace string `json:"namespace"`
+			Name        string            `json:"name"`
+			Namespace   string            `json:"namespace"`
+			Annotations map[string]string `json:"annotations"`
 		} `json:"metadata"`
 	}
 	if err := json.Unmarshal([]byte(raw), &m); err != nil {
@@ -137,5 +140,7 @@ func parseManifest(raw string) (manifest, error) {
 	return manifest{
 		id:    domain.ResourceID{Group: group, Kind: m.Kind, Namespace: m.Metadata.Namespace, Name: m.Metadata.Name},
 		patch: m.APIVersion == "eno.azure.io/v1" && m.Kind == "Patch",
+		// Stock Eno skips a resource whose reconciliation is disabled, even a tombstone.
+		disabled: m.Metadata.Annotations[domain.AnnotationDisableReconciliation] == "true",
 	}, nil
 }

@@ -127,9 +127,12 @@ func (e *Eno) Reconcile(ref domain.CompositionRef) (domain.Composition, error) {
 	if err != nil {
 		return domain.Composition{}, err
 	}
+	// As stock Eno's reconciler does, a resource whose reconciliation is disabled, on the
+	// manifest or on the Composition, is left alone, even a tombstone (a withdrawn one, say).
+	compDisabled := cur.Annotations[domain.AnnotationDisableReconciliation] == "true"
 	for _, ch := range changes {
 		switch {
-		case ch.m.patch:
+		case ch.m.patch, ch.m.disabled, compDisabled:
 		case ch.tombstone:
 			delete(c.downstream, ch.m.id)
 		default:
