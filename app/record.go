@@ -48,6 +48,9 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 		}
 	}
 
+	// The first synthesis after a hand-off is recorded only once Ready: check Eno did its part.
+	s.verifyCarried(ctx, comp)
+
 	var contents domain.SynthesisContents
 	if prior != nil {
 		contents = prior.contents

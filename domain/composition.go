@@ -44,6 +44,9 @@ type Composition struct {
 	Synthesis *Synthesis
 	// InFlightSynthesis is the UUID of status.inFlightSynthesis, "" when none is in flight.
 	InFlightSynthesis string
+	// PreviousSynthesis is status.previousSynthesis (its UUID and slices); nil when there is
+	// none. Only the check after a hand-off reads it (design §6.2, "Did Eno do it?").
+	PreviousSynthesis *Synthesis
 }
 
 // Synthesis is status.currentSynthesis.

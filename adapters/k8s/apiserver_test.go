@@ -169,6 +169,31 @@ func TestLiveCompositionForbiddenIsTyped(t *testing.T) {
 	assert.NotErrorIs(t, err, ports.ErrForbidden)
 }
 
+// status.previousSynthesis, as Eno's CRD stores it, is read for the check after a hand-off: its
+// UUID and slice names; an unusable one reads as none.
+func TestLiveCompositionReadsThePreviousSynthesis(t *testing.T) {
+	c := env.AdminClients(t)
+	ctx := testContext(t)
+	ns := c.NewNamespace(t, "previous")
+	comps := newCompositions(t, c.Dynamic, nil)
+	want := sampleComposition(ns, "web")
+	stored, err := kubetest.CreateComposition(ctx, c.Dynamic, want)
+	require.NoError(t, err)
+	status, _, err := unstructured.NestedMap(stored.Object, "status")
+	require.NoError(t, err)
+	status["previousSynthesis"] = map[string]any{"uuid": "prev-uuid", "synthesized": "2025-03-14T15:00:00Z",
+		"resourceSlices": []any{map[string]any{"name": "web-a"}, map[string]any{"name": "web-recovery-prev-uui"}}}
+	stored.Object["status"] = status
+	_, err = c.Dynamic.Resource(CompositionGVR).Namespace(ns).UpdateStatus(ctx, stored, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	got, err := comps.LiveComposition(ctx, want.Ref())
+	require.NoError(t, err)
+	require.NotNil(t, got.PreviousSynthesis)
+	assert.Equal(t, &domain.Synthesis{UUID: "prev-uuid", Slices: []string{"web-a", "web-recovery-prev-uui"}}, got.PreviousSynthesis)
+	assert.Equal(t, want.Synthesis.UUID, got.SynthesisUUID(), "the current synthesis is read as before")
+}
+
 func TestGetCompositionFromTheCache(t *testing.T) {
 	c := env.AdminClients(t)
 	ctx := testContext(t)

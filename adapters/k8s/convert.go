@@ -137,6 +137,7 @@ func compositionFromUnstructured(u *unstructured.Unstructured) (domain.Compositi
 			}
 		}
 	}
+	c.PreviousSynthesis = previousSynthesis(u)
 	syn, found, err := nested(u.Object, "status", "currentSynthesis")
 	if err != nil {
 		return bad(err)
@@ -195,6 +196,29 @@ func compositionFromUnstructured(u *unstructured.Unstructured) (domain.Compositi
 	}
 	c.Synthesis = s
 	return c, nil
+}
+
+// previousSynthesis reads the UUID and slice names of status.previousSynthesis, leniently: it
+// only serves the report after a hand-off, so anything unreadable reads as no previous synthesis.
+func previousSynthesis(u *unstructured.Unstructured) *domain.Synthesis {
+	obj, found, err := unstructured.NestedMap(u.Object, "status", "previousSynthesis")
+	if err != nil || !found {
+		return nil
+	}
+	uuid, _, _ := unstructured.NestedString(obj, "uuid")
+	if uuid == "" {
+		return nil
+	}
+	s := &domain.Synthesis{UUID: uuid}
+	refs, _, _ := unstructured.NestedSlice(obj, "resourceSlices")
+	for _, r := range refs {
+		if ref, ok := r.(map[string]any); ok {
+			if name, ok := ref["name"].(string); ok && name != "" {
+				s.Slices = append(s.Slices, name)
+			}
+		}
+	}
+	return s
 }
 
 // sliceFromUnstructured reads the fields of SPEC §2. A malformed slice is a *domain.SliceError.

@@ -141,6 +141,11 @@ func cloneComposition(comp domain.Composition) domain.Composition {
 		s.Slices = slices.Clone(comp.Synthesis.Slices)
 		out.Synthesis = &s
 	}
+	if comp.PreviousSynthesis != nil {
+		s := *comp.PreviousSynthesis
+		s.Slices = slices.Clone(comp.PreviousSynthesis.Slices)
+		out.PreviousSynthesis = &s
+	}
 	return out
 }
 

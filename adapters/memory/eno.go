@@ -204,6 +204,7 @@ func (e *Eno) synthesizeLocked(cur domain.Composition, manifests []string) (doma
 	}
 
 	cur = cloneComposition(cur)
+	cur.PreviousSynthesis = cur.Synthesis
 	cur.Synthesis = &domain.Synthesis{UUID: uuid, Synthesized: e.now().UTC().Truncate(time.Second), Slices: names}
 	cur.InFlightSynthesis = ""
 	cur.ResourceVersion = c.nextVersion()

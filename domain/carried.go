@@ -1,0 +1,74 @@
+package domain
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// CarriedRecoverySlices names the recovery slices that c's previous synthesis holds: a hand-off
+// that Eno's executor carried into the current synthesis. Once that synthesis is Ready, the
+// tombstoned objects should be gone (design §6.2, "Did Eno do it?").
+func CarriedRecoverySlices(c Composition) []string {
+	prev := c.PreviousSynthesis
+	if prev == nil || prev.UUID == "" {
+		return nil
+	}
+	var out []string
+	for _, name := range prev.Slices {
+		if isRecoverySliceOf(c.Name, prev.UUID, name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// isRecoverySliceOf reports whether name is one of the recovery slice names of the synthesis:
+// a base name, or a base name with a part suffix "-N".
+func isRecoverySliceOf(comp, uuid, name string) bool {
+	for _, base := range RecoverySliceNames(comp, uuid) {
+		if name == base {
+			return true
+		}
+		if rest, ok := strings.CutPrefix(name, base+"-"); ok {
+			if n, err := strconv.Atoi(rest); err == nil && n > 0 && strconv.Itoa(n) == rest {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// CarriedTombstones reads the tombstones a carried recovery slice handed over, skipping the
+// withdrawn ones. The slice must be this incarnation's hand-off of the previous synthesis.
+func CarriedTombstones(c Composition, s ResourceSlice) ([]Tombstone, error) {
+	prev := c.PreviousSynthesis
+	switch {
+	case prev == nil:
+		return nil, fmt.Errorf("composition %s has no previous synthesis", c.Ref())
+	case s.ControllerUID != c.UID:
+		return nil, fmt.Errorf("resource slice %s is controlled by %q, not by this composition (UID %s)", s.Name, s.ControllerUID, c.UID)
+	case s.SynthesisUUID != prev.UUID:
+		return nil, fmt.Errorf("resource slice %s holds synthesis %q, not the previous synthesis %q", s.Name, s.SynthesisUUID, prev.UUID)
+	}
+	return PendingTombstones(s)
+}
+
+// RemainingOrphans lists the tombstones whose object a read found still present, in canonical
+// order: Eno's carrying synthesis is Ready, yet these were not deleted.
+func RemainingOrphans(tombstones []Tombstone, observed map[ResourceID]Observation) []Tombstone {
+	var out []Tombstone
+	for _, t := range tombstones {
+		if o, ok := observed[t.Entry.ID()]; ok && o.State == ObjectPresent {
+			out = append(out, t)
+		}
+	}
+	sortTombstones(out)
+	return out
+}
+
+// sortTombstones puts tombstones in the canonical order of their entries.
+func sortTombstones(ts []Tombstone) {
+	slices.SortFunc(ts, func(a, b Tombstone) int { return compareEntries(&a.Entry, &b.Entry) })
+}

@@ -1,0 +1,62 @@
+package domain_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/Azure/eno-tombstone-recovery/domain"
+)
+
+func TestCarriedRecoverySlices(t *testing.T) {
+	c := composition()
+	names := domain.RecoverySliceNames(c.Name, oldSynUUID)
+	c.PreviousSynthesis = &domain.Synthesis{UUID: oldSynUUID, Slices: []string{
+		"web-slice-0", names[0], names[0] + "-1", names[0] + "-2", names[0] + "-x", names[0] + "-01", names[1],
+		domain.RecoverySliceName(c.Name, synUUID), // the current synthesis's name, not the previous one's
+	}}
+	assert.Equal(t, []string{names[0], names[0] + "-1", names[0] + "-2", names[1]}, domain.CarriedRecoverySlices(c))
+	c.PreviousSynthesis = nil
+	assert.Empty(t, domain.CarriedRecoverySlices(c))
+}
+
+// Only this incarnation's hand-off of the previous synthesis is read back, without the
+// tombstones that were withdrawn.
+func TestCarriedTombstones(t *testing.T) {
+	s, ts := pendingSlice(t, "a", "b")
+	s.SynthesisUUID = oldSynUUID
+	e, _, err := domain.ParseTombstone(s.Resources[1])
+	require.NoError(t, err)
+	s.Resources[1] = domain.Withdrawn(e)
+	c := composition()
+	c.PreviousSynthesis = &domain.Synthesis{UUID: oldSynUUID}
+	got, err := domain.CarriedTombstones(c, s)
+	require.NoError(t, err)
+	assert.Equal(t, []domain.Tombstone{ts[0]}, got)
+
+	other := s
+	other.ControllerUID = oldCompUID
+	_, err = domain.CarriedTombstones(c, other)
+	assert.Error(t, err)
+	other = s
+	other.SynthesisUUID = synUUID
+	_, err = domain.CarriedTombstones(c, other)
+	assert.Error(t, err)
+	c.PreviousSynthesis = nil
+	_, err = domain.CarriedTombstones(c, s)
+	assert.Error(t, err)
+}
+
+func TestRemainingOrphans(t *testing.T) {
+	_, ts := pendingSlice(t, "b", "a", "c", "d")
+	observed := map[domain.ResourceID]domain.Observation{
+		ts[0].Entry.ID(): {State: domain.ObjectPresent, Created: time.Now()},
+		ts[1].Entry.ID(): {State: domain.ObjectPresent, Created: time.Now()},
+		ts[2].Entry.ID(): {State: domain.ObjectAbsent},
+		ts[3].Entry.ID(): {State: domain.ObjectUnreadable},
+	}
+	got := domain.RemainingOrphans(ts, observed)
+	assert.Equal(t, []domain.ResourceID{ts[1].Entry.ID(), ts[0].Entry.ID()}, tombstoneIDs(got), "present ones, in canonical order")
+}
