@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 
@@ -69,4 +70,62 @@ func (s *Service) verifyCarried(ctx context.Context, comp domain.Composition) {
 		"%d of the %d objects handed to Eno as tombstones still exist after its carrying synthesis %s became Ready: %s; check them by hand (recording proceeds, and they leave the history)",
 		len(remaining), len(tombstones), comp.SynthesisUUID(), domain.FirstIDs(remaining, orphansEventLimit)))
 	log.Info("objects handed to Eno as tombstones remain", "remaining", len(remaining), "tombstones", len(tombstones))
+}
+
+// checkAtRisk keeps checking carried tombstones while Eno has not acted on them (design §6.2):
+// while the synthesis that carried a hand-off is not Ready, a tombstone can wait behind an
+// earlier readiness group, and Eno never re-reads it. Each that no longer passes the checks at
+// the moment of deletion is a TombstoneAtRisk warning: the operator's cue to protect the object.
+// It returns when to look again; zero when nothing waits. reads, when set, is what recovery
+// read of the synthesis in this reconcile.
+func (s *Service) checkAtRisk(ctx context.Context, comp domain.Composition, reads *liveReads) (time.Duration, error) {
+	names := domain.CarriedRecoverySlices(comp)
+	if len(names) == 0 || comp.Synthesis == nil || comp.Synthesis.Ready || s.policy.CheckHandoff(comp) != nil {
+		return 0, nil
+	}
+	var contents domain.SynthesisContents
+	if reads != nil {
+		contents = reads.contents
+	} else {
+		c, err := s.readSynthesis(ctx, comp)
+		if err != nil {
+			return 0, fmt.Errorf("checking carried tombstones: %w", err)
+		}
+		contents = c
+	}
+	var atRisk []domain.DroppedTombstone
+	for _, name := range names {
+		sl, err := s.deps.Slices.GetSlice(ctx, comp.Namespace, name)
+		if errors.Is(err, ports.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("checking carried tombstones: reading recovery slice %s: %w", name, err)
+		}
+		carried, err := domain.CarriedTombstones(comp, sl)
+		if err != nil {
+			continue // not this controller's hand-off
+		}
+		waiting := domain.Waiting(carried, contents)
+		if len(waiting) == 0 {
+			continue
+		}
+		observed, err := s.observe(ctx, waiting)
+		if err != nil {
+			return 0, fmt.Errorf("checking carried tombstones: %w", err)
+		}
+		written, known := domain.HistoryWrittenAt(sl)
+		atRisk = append(atRisk, domain.AtRisk(waiting, observed, written, known)...)
+	}
+	if len(atRisk) > 0 {
+		ts := make([]domain.Tombstone, len(atRisk))
+		for i, d := range atRisk {
+			ts[i] = d.Tombstone
+		}
+		s.deps.Metrics.TombstoneAlert("TombstoneAtRisk", len(atRisk))
+		s.deps.Events.Event(comp, true, "TombstoneAtRisk", fmt.Sprintf(
+			"%d tombstones Eno carried into synthesis %s no longer pass the checks before deletion, and Eno may still delete their objects: %s; %s; protect them (for example with %s on the Composition) before Eno acts",
+			len(atRisk), comp.SynthesisUUID(), domain.FirstIDs(ts, orphansEventLimit), domain.DroppedSummary(atRisk), domain.AnnotationDisableReconciliation))
+	}
+	return s.cfg.PendingRecheckInterval, nil
 }

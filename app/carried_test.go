@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -126,5 +127,78 @@ func TestRecordVerifiesCarriedTombstones(t *testing.T) {
 		res, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
 		require.NoError(t, err)
 		require.NotNil(t, res.Recording)
+	})
+}
+
+// While the carrying synthesis is not Ready (an earlier readiness group waits), the carried
+// tombstones it still holds are checked on the interval; one whose object was re-created since
+// the history is TombstoneAtRisk. It cannot be withdrawn: nothing is written.
+func TestCarriedTombstonesAtRisk(t *testing.T) {
+	carriedWaiting := func(t *testing.T) *fixture {
+		f := pendingFixture(t)
+		decided := f.comp.Synthesis
+		next := "44444444-aaaa-bbbb-cccc-000000000004"
+		rs := resources(9)
+		cm7, cm8 := rs[7], rs[8]
+		cm7.deleted, cm8.deleted = true, true
+		f.setSynthesis(next, append(rs[:7:7], cm7, cm8))
+		annotations := f.comp.Annotations
+		f.comp = composition(uid, next, f.slices, false)
+		f.comp.Synthesis.Ready = false
+		f.comp.Annotations = annotations
+		f.comp.PreviousSynthesis = &domain.Synthesis{UUID: decided.UUID, Slices: append([]string(nil), decided.Slices...)}
+		return f
+	}
+	t.Run("an object re-created since the history", func(t *testing.T) {
+		f := carriedWaiting(t)
+		f.downstream.ObserveObjectCalls(func(_ context.Context, e domain.Entry) (domain.Observation, error) {
+			if e.Name == "cm-08" {
+				return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour)}, nil
+			}
+			return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour)}, nil
+		})
+		res, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
+		require.NoError(t, err)
+		assert.Equal(t, 90*time.Second, res.RequeueAfter, "checked again on the interval")
+		warnings, _ := eventsOf(f, "TombstoneAtRisk")
+		require.Len(t, warnings, 1)
+		assert.Contains(t, warnings[0], "ConfigMap/team-a/cm-08")
+		assert.NotContains(t, warnings[0], "cm-07")
+		reason, n := f.metrics.TombstoneAlertArgsForCall(f.metrics.TombstoneAlertCallCount() - 1)
+		assert.Equal(t, "TombstoneAtRisk", reason)
+		assert.Equal(t, 1, n)
+		assert.Zero(t, f.sink.WithdrawTombstonesCallCount(), "a carried tombstone is Eno's: never rewritten")
+	})
+	t.Run("every object as recorded, or gone", func(t *testing.T) {
+		f := carriedWaiting(t)
+		f.downstream.ObserveObjectCalls(func(_ context.Context, e domain.Entry) (domain.Observation, error) {
+			if e.Name == "cm-08" {
+				return domain.Observation{State: domain.ObjectAbsent}, nil
+			}
+			return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour)}, nil
+		})
+		res, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
+		require.NoError(t, err)
+		assert.Equal(t, 90*time.Second, res.RequeueAfter)
+		warnings, _ := eventsOf(f, "TombstoneAtRisk")
+		assert.Empty(t, warnings)
+	})
+	t.Run("Ready: Eno acted, nothing waits", func(t *testing.T) {
+		f := carriedWaiting(t)
+		f.comp.Synthesis.Ready = true
+		f.downstream.ObserveObjectReturns(domain.Observation{State: domain.ObjectAbsent}, nil)
+		f.downstream.ObserveObjectStub = nil
+		res, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
+		require.NoError(t, err)
+		assert.Zero(t, res.RequeueAfter)
+		warnings, _ := eventsOf(f, "TombstoneAtRisk")
+		assert.Empty(t, warnings)
+	})
+	t.Run("a failed read is retried", func(t *testing.T) {
+		f := carriedWaiting(t)
+		f.downstream.ObserveObjectReturns(domain.Observation{}, errors.New("500"))
+		f.downstream.ObserveObjectStub = nil
+		_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
+		require.Error(t, err)
 	})
 }

@@ -67,6 +67,15 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 		return res, err
 	}
 
+	// A carried hand-off waits for Eno while its synthesis is not Ready: keep checking it.
+	wait, err := s.checkAtRisk(ctx, comp, reads)
+	if err != nil {
+		return res, err
+	}
+	if wait > 0 && (res.RequeueAfter == 0 || wait < res.RequeueAfter) {
+		res.RequeueAfter = wait
+	}
+
 	recRes, err := s.record(ctx, comp, reads)
 	if ie, ok := isIneligible(err); ok {
 		res.Skipped = ie

@@ -60,3 +60,27 @@ func TestRemainingOrphans(t *testing.T) {
 	got := domain.RemainingOrphans(ts, observed)
 	assert.Equal(t, []domain.ResourceID{ts[1].Entry.ID(), ts[0].Entry.ID()}, tombstoneIDs(got), "present ones, in canonical order")
 }
+
+func TestWaitingAndAtRisk(t *testing.T) {
+	_, ts := pendingSlice(t, "a", "b", "c", "d")
+	current, err := domain.ReadSynthesis(composition(), []domain.ResourceSlice{slice(goldenSlice,
+		domain.SliceResource{Manifest: manifest("v1", "ConfigMap", "ns", "a"), Deleted: true},
+		domain.SliceResource{Manifest: manifest("v1", "ConfigMap", "ns", "b"), Deleted: true},
+		domain.SliceResource{Manifest: manifest("v1", "ConfigMap", "ns", "c"), Deleted: true},
+		domain.SliceResource{Manifest: manifest("v1", "ConfigMap", "ns", "d")}, // produced again: not waiting
+	)})
+	require.NoError(t, err)
+	waiting := domain.Waiting(ts, current)
+	assert.Equal(t, []domain.ResourceID{ts[0].Entry.ID(), ts[1].Entry.ID(), ts[2].Entry.ID()}, tombstoneIDs(waiting))
+
+	observed := map[domain.ResourceID]domain.Observation{
+		ts[0].Entry.ID(): {State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour)}, // as recorded
+		ts[1].Entry.ID(): {State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour)},  // re-created
+		ts[2].Entry.ID(): {State: domain.ObjectAbsent},                                           // Eno did it
+	}
+	risk := domain.AtRisk(waiting, observed, historyWritten, true)
+	require.Len(t, risk, 1)
+	assert.Equal(t, ts[1].Entry.ID(), risk[0].Tombstone.Entry.ID())
+	assert.Equal(t, domain.DropNewer, risk[0].Reason)
+	assert.Len(t, domain.AtRisk(waiting, observed, time.Time{}, false), 2, "an unknown write time puts every present object at risk")
+}

@@ -78,6 +78,12 @@ type SynthesisContents struct {
 
 func (s SynthesisContents) Inventory() Inventory { return s.inventory }
 
+// Tombstones reports whether the synthesis holds a tombstone for id.
+func (s SynthesisContents) Tombstones(id ResourceID) bool {
+	_, ok := s.tombstoned[id]
+	return ok
+}
+
 // Covers reports whether the synthesis produces, patches or already tombstones id.
 func (s SynthesisContents) Covers(id ResourceID) bool {
 	if _, ok := s.patched[id]; ok {
