@@ -20,7 +20,8 @@ const withdrawnEventLimit = 20
 // carries them into a later one (design §6.2, "A pending hand-off stays checked").
 func pendingHandoff(comp domain.Composition) (domain.Decision, bool) {
 	d, ok := comp.FinishedDecision()
-	if !ok || d.Outcome != domain.OutcomeRecovered || d.TombstoneSlice == "" || d.SynthesisUUID != comp.SynthesisUUID() {
+	// FinishedDecision is the current synthesis's: a later synthesis ends the recheck.
+	if !ok || d.Outcome != domain.OutcomeRecovered || d.TombstoneSlice == "" {
 		return domain.Decision{}, false
 	}
 	return d, true
