@@ -26,6 +26,8 @@ type Config struct {
 	// PendingRecheckInterval is how often a pending hand-off's tombstones are checked again
 	// against their objects, until Eno carries them (design §6.2).
 	PendingRecheckInterval time.Duration
+	// ReconcileTimeout bounds one reconcile; a reconcile past it is cancelled and retried.
+	ReconcileTimeout time.Duration
 	// AllowCrossNamespaceLineage lets a Composition with no history of its own adopt a
 	// lineage's history recorded in another namespace, and recording replace another
 	// namespace's Secrets once their Composition is gone (SPEC §4, §5 step 3). Off by default:
@@ -45,11 +47,15 @@ func DefaultConfig() Config {
 		MaxChunks:              domain.DefaultMaxChunks,
 		MaxTombstoneFraction:   domain.DefaultMaxTombstoneFraction,
 		PendingRecheckInterval: DefaultPendingRecheckInterval,
+		ReconcileTimeout:       DefaultReconcileTimeout,
 	}
 }
 
 // DefaultPendingRecheckInterval is how often a pending hand-off is checked by default.
 const DefaultPendingRecheckInterval = time.Minute
+
+// DefaultReconcileTimeout bounds one reconcile by default.
+const DefaultReconcileTimeout = 2 * time.Minute
 
 // Setting names one field of Config, so that callers can report a refusal in their own terms
 // (the binary names its flag).
@@ -61,6 +67,7 @@ var (
 	SettingMaxChunks              = Setting{"max chunks"}
 	SettingMaxTombstoneFraction   = Setting{"max tombstone fraction"}
 	SettingPendingRecheckInterval = Setting{"pending recheck interval"}
+	SettingReconcileTimeout       = Setting{"reconcile timeout"}
 )
 
 func (s Setting) String() string { return s.name }
@@ -100,6 +107,8 @@ func (c Config) Validate() error {
 		return &SettingError{Setting: SettingMaxTombstoneFraction, Rule: "must be between 0 and 1", Got: fmt.Sprintf("%g", c.MaxTombstoneFraction)}
 	case c.PendingRecheckInterval < time.Second:
 		return &SettingError{Setting: SettingPendingRecheckInterval, Rule: "must be at least 1s", Got: c.PendingRecheckInterval.String()}
+	case c.ReconcileTimeout <= 0:
+		return &SettingError{Setting: SettingReconcileTimeout, Rule: "must be positive", Got: c.ReconcileTimeout.String()}
 	}
 	return nil
 }
@@ -180,6 +189,7 @@ type noMetrics struct{}
 
 func (noMetrics) ChunkWrite(string)                      {}
 func (noMetrics) TombstoneAlert(string, int)             {}
+func (noMetrics) Panicked(string)                        {}
 func (noMetrics) SnapshotRecorded(bool)                  {}
 func (noMetrics) DecisionMade(domain.Outcome)            {}
 func (noMetrics) Refusal(string)                         {}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 
 	"github.com/go-logr/logr"
 
+	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
@@ -48,6 +50,31 @@ func (c *Controller) Run(ctx context.Context) {
 	wg.Wait()
 }
 
+// reconcile runs one reconcile under the configured deadline, and turns a panic inside it (ours
+// or a library's) into an error, logged with its stack and counted: a guest inside
+// eno-reconciler must never take its host down.
+func (c *Controller) reconcile(ctx context.Context, ref domain.CompositionRef) (res Result, err error) {
+	ctx, cancel := context.WithTimeout(ctx, c.svc.cfg.ReconcileTimeout)
+	defer cancel()
+	defer func() {
+		if r := recover(); r != nil {
+			c.svc.deps.Metrics.Panicked("reconcile")
+			pe := &PanicError{Value: r, Stack: debug.Stack()}
+			logr.FromContextOrDiscard(ctx).Error(pe, "reconcile panicked; retrying with backoff", "composition", ref.String(), "stack", string(pe.Stack))
+			err = pe
+		}
+	}()
+	return c.svc.Reconcile(ctx, ref)
+}
+
+// PanicError is a panic recovered from a reconcile.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
+
 // processNext handles one item: Forget on success (then AddAfter when the result asks for a
 // later look), AddRateLimited on error.
 func (c *Controller) processNext(ctx context.Context) bool {
@@ -58,7 +85,7 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	defer c.queue.Done(ref)
 	// Reconcile adds the Composition to the logger it passes on.
 	log := logr.FromContextOrDiscard(ctx).WithValues("composition", ref.String())
-	res, err := c.svc.Reconcile(ctx, ref)
+	res, err := c.reconcile(ctx, ref)
 	if err != nil {
 		if ctx.Err() == nil {
 			log.Error(err, "reconcile failed; retrying with backoff")

@@ -116,6 +116,9 @@ type Metrics interface {
 	ChunkHeadroom(lineage domain.Lineage, largestBytes, limitBytes int)
 	// ReconcileDone observes one reconcile.
 	ReconcileDone(d time.Duration, err error)
+	// Panicked counts a panic recovered where it would have reached the host process: in a
+	// reconcile ("reconcile") or an informer event handler ("event-handler").
+	Panicked(where string)
 	// TombstoneAlert counts tombstones a check after the hand-off reported, by reason:
 	// TombstoneWithdrawn, TombstoneAtRisk, OrphansRemain.
 	TombstoneAlert(reason string, n int)

@@ -137,10 +137,10 @@ func (c *Controller) build(opts Options) error {
 	}
 	c.deps.Compositions, c.deps.Guard, c.deps.Decisions = comps, comps, comps
 	c.deps.Slices, c.deps.Sink, c.deps.Store, c.deps.Downstream = slices, sink, c.store, downstream
-	if err := c.informer.AddRefHandler(c.enqueue); err != nil {
+	if err := c.informer.AddRefHandler(c.enqueue, c.handlerPanicked); err != nil {
 		return err
 	}
-	if err := c.store.AddRefHandler(c.enqueue); err != nil {
+	if err := c.store.AddRefHandler(c.enqueue, c.handlerPanicked); err != nil {
 		return err
 	}
 
@@ -229,6 +229,14 @@ func stoppedOr(ctx context.Context, log logr.Logger, err error) error {
 
 // enqueue hands a Composition to the current term's queue. Between terms there is none: a term
 // starts by queueing every cached Composition.
+// handlerPanicked logs and counts a panic recovered in an informer event handler.
+func (c *Controller) handlerPanicked(recovered any, stack []byte) {
+	if c.deps.Metrics != nil {
+		c.deps.Metrics.Panicked("event-handler")
+	}
+	c.s.Logger.Error(fmt.Errorf("panic: %v", recovered), "an informer event handler panicked; the event is dropped, the next resync re-delivers it", "stack", string(stack))
+}
+
 func (c *Controller) enqueue(ref domain.CompositionRef) {
 	c.mu.Lock()
 	q := c.queue

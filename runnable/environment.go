@@ -19,6 +19,7 @@ const (
 	EnvMaxTombstoneFraction       = "ENO_TOMBSTONE_RECOVERY_MAX_TOMBSTONE_FRACTION"        // 0 to 1
 	EnvAllowCrossNamespaceLineage = "ENO_TOMBSTONE_RECOVERY_ALLOW_CROSS_NAMESPACE_LINEAGE" // true or false
 	EnvPendingRecheckInterval     = "ENO_TOMBSTONE_RECOVERY_PENDING_RECHECK_INTERVAL"      // a duration, e.g. 1m
+	EnvReconcileTimeout           = "ENO_TOMBSTONE_RECOVERY_RECONCILE_TIMEOUT"             // a duration, e.g. 2m
 	EnvWorkers                    = "ENO_TOMBSTONE_RECOVERY_WORKERS"                       // an integer
 	EnvLeaderElect                = "ENO_TOMBSTONE_RECOVERY_LEADER_ELECT"                  // true or false
 	EnvLeaderElectionNamespace    = "ENO_TOMBSTONE_RECOVERY_LEADER_ELECTION_NAMESPACE"     // a namespace
@@ -31,6 +32,7 @@ var settingEnv = map[app.Setting]string{
 	app.SettingMaxChunks:              EnvMaxChunks,
 	app.SettingMaxTombstoneFraction:   EnvMaxTombstoneFraction,
 	app.SettingPendingRecheckInterval: EnvPendingRecheckInterval,
+	app.SettingReconcileTimeout:       EnvReconcileTimeout,
 }
 
 // fromEnvironment returns o with every variable that getenv reports set (non-empty) applied
@@ -75,14 +77,18 @@ func (o Options) fromEnvironment(getenv func(string) string) (Options, error) {
 		}
 	}
 	boolean(EnvAllowCrossNamespaceLineage, &o.AllowCrossNamespaceLineage)
-	if v := getenv(EnvPendingRecheckInterval); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s=%q: want a duration such as 1m", EnvPendingRecheckInterval, v))
-		} else {
-			o.PendingRecheckInterval = d
+	duration := func(name string, dst *time.Duration) {
+		if v := getenv(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: want a duration such as 1m", name, v))
+				return
+			}
+			*dst = d
 		}
 	}
+	duration(EnvPendingRecheckInterval, &o.PendingRecheckInterval)
+	duration(EnvReconcileTimeout, &o.ReconcileTimeout)
 	integer(EnvWorkers, &o.Workers)
 	elect := !o.LeaderElection.Disabled
 	boolean(EnvLeaderElect, &elect)

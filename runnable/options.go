@@ -57,6 +57,8 @@ type Options struct {
 	// PendingRecheckInterval is how often a hand-off that Eno has not carried yet is checked
 	// again against the downstream objects (design §6.2); 0 is app.DefaultPendingRecheckInterval.
 	PendingRecheckInterval time.Duration
+	// ReconcileTimeout bounds one reconcile; 0 is app.DefaultReconcileTimeout.
+	ReconcileTimeout time.Duration
 
 	// Workers is the number of concurrent reconciles; 0 is 2.
 	Workers int
@@ -193,6 +195,9 @@ func (o Options) resolve() (settings, error) {
 	cfg.AllowCrossNamespaceLineage = o.AllowCrossNamespaceLineage
 	if o.PendingRecheckInterval != 0 {
 		cfg.PendingRecheckInterval = o.PendingRecheckInterval
+	}
+	if o.ReconcileTimeout != 0 {
+		cfg.ReconcileTimeout = o.ReconcileTimeout
 	}
 	if err := cfg.Validate(); err != nil {
 		if named := withEnvName(err, o.Getenv); named != err {

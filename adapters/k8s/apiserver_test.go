@@ -3,6 +3,7 @@ package k8s
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -220,7 +221,7 @@ func TestAddRefHandlerSeesChanges(t *testing.T) {
 	ns := c.NewNamespace(t, "handler")
 	informer := NewCompositionInformer(c.Dynamic, CompositionScope{Namespace: ns, LabelSelector: "example.com/shard=a"})
 	refs := make(chan domain.CompositionRef, 16)
-	require.NoError(t, informer.AddRefHandler(func(r domain.CompositionRef) { refs <- r }))
+	require.NoError(t, informer.AddRefHandler(func(r domain.CompositionRef) { refs <- r }, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	informer.Start(ctx)
 	t.Cleanup(func() { cancel(); informer.Wait() })
@@ -235,6 +236,44 @@ func TestAddRefHandlerSeesChanges(t *testing.T) {
 		assert.Equal(t, inScope.Ref(), got, "only the Composition in the label selector's scope is seen")
 	case <-time.After(eventually):
 		t.Fatal("the handler saw nothing")
+	}
+}
+
+// A panic in an event handler is recovered and handed over with its stack: client-go would
+// re-panic and take the host process (eno-reconciler) down. The informer keeps delivering.
+func TestAddRefHandlerRecoversPanics(t *testing.T) {
+	c := env.AdminClients(t)
+	ns := c.NewNamespace(t, "handler-panic")
+	informer := NewCompositionInformer(c.Dynamic, CompositionScope{Namespace: ns})
+	panics := make(chan string, 16)
+	refs := make(chan domain.CompositionRef, 16)
+	require.NoError(t, informer.AddRefHandler(func(r domain.CompositionRef) {
+		if r.Name == "boom" {
+			panic("boom")
+		}
+		refs <- r
+	}, func(recovered any, stack []byte) {
+		assert.Contains(t, string(stack), "TestAddRefHandlerRecoversPanics")
+		panics <- fmt.Sprint(recovered)
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	informer.Start(ctx)
+	t.Cleanup(func() { cancel(); informer.Wait() })
+	require.NoError(t, informer.WaitForCacheSync(testContext(t)))
+
+	mustCreateComposition(t, c, sampleComposition(ns, "boom"))
+	select {
+	case got := <-panics:
+		assert.Equal(t, "boom", got)
+	case <-time.After(eventually):
+		t.Fatal("the panic was not handed over")
+	}
+	later := mustCreateComposition(t, c, sampleComposition(ns, "web"))
+	select {
+	case got := <-refs:
+		assert.Equal(t, later.Ref(), got, "the informer still delivers")
+	case <-time.After(eventually):
+		t.Fatal("the handler saw nothing after the panic")
 	}
 }
 

@@ -159,9 +159,12 @@ func (i *CompositionInformer) Informer() cache.SharedIndexInformer { return i.ge
 func (i *CompositionInformer) Lister() cache.GenericLister { return i.generic.Lister() }
 
 // AddRefHandler calls fn with the Composition's name on every add, update and delete.
-// Register handlers before Start so none misses the initial list.
-func (i *CompositionInformer) AddRefHandler(fn func(domain.CompositionRef)) error {
+// Register handlers before Start so none misses the initial list. A panic in the handler is
+// recovered and given to onPanic (nil drops it): client-go re-panics by default, which would
+// take the host process down.
+func (i *CompositionInformer) AddRefHandler(fn func(domain.CompositionRef), onPanic PanicHandler) error {
 	enqueue := func(obj any) {
+		defer recoverInto(onPanic)
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
 		}

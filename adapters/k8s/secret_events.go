@@ -12,8 +12,10 @@ import (
 // AddRefHandler calls fn with the Composition an inventory Secret names in its annotations,
 // on every add, update and delete the cache sees, so a changed or removed chunk is
 // re-recorded promptly. Register before Start.
-func (st *SecretStore) AddRefHandler(fn func(domain.CompositionRef)) error {
+// A panic in the handler is recovered and given to onPanic (nil drops it).
+func (st *SecretStore) AddRefHandler(fn func(domain.CompositionRef), onPanic PanicHandler) error {
 	enqueue := func(obj any) {
+		defer recoverInto(onPanic)
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
 		}

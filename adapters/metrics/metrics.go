@@ -25,6 +25,7 @@ type Recorder struct {
 	chunkLimit    *prometheus.GaugeVec
 	chunkHeadroom *prometheus.GaugeVec
 	alerts        *prometheus.CounterVec
+	panics        *prometheus.CounterVec
 }
 
 // New registers the collectors on reg.
@@ -67,8 +68,12 @@ func New(reg prometheus.Registerer) (*Recorder, error) {
 			Namespace: namespace, Name: "tombstone_alerts_total",
 			Help: "Tombstones reported after the hand-off, by reason: TombstoneWithdrawn (taken back before Eno acted), TombstoneAtRisk (carried by Eno, no longer passing the checks), OrphansRemain (still present after Eno's carrying synthesis was Ready).",
 		}, []string{"reason"}),
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "panics_total",
+			Help: "Panics recovered before they reached the host process, by where: reconcile or event-handler. Each reconcile that panicked is retried with backoff.",
+		}, []string{"where"}),
 	}
-	for _, c := range []prometheus.Collector{r.snapshots, r.chunkWrites, r.decisions, r.refusals, r.reconciles, r.chunkBytes, r.chunkLimit, r.chunkHeadroom, r.alerts} {
+	for _, c := range []prometheus.Collector{r.snapshots, r.chunkWrites, r.decisions, r.refusals, r.reconciles, r.chunkBytes, r.chunkLimit, r.chunkHeadroom, r.alerts, r.panics} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -89,6 +94,8 @@ func (r *Recorder) SnapshotRecorded(written bool) {
 func (r *Recorder) DecisionMade(o domain.Outcome) { r.decisions.WithLabelValues(o.String()).Inc() }
 
 func (r *Recorder) Refusal(reason string) { r.refusals.WithLabelValues(reason).Inc() }
+
+func (r *Recorder) Panicked(where string) { r.panics.WithLabelValues(where).Inc() }
 
 func (r *Recorder) TombstoneAlert(reason string, n int) {
 	r.alerts.WithLabelValues(reason).Add(float64(n))

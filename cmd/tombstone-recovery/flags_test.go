@@ -83,3 +83,15 @@ func TestPendingRecheckIntervalFlag(t *testing.T) {
 	}
 	assert.ErrorContains(t, err, "--pending-recheck-interval must be at least 1s")
 }
+
+// --reconcile-timeout defaults to two minutes and must be positive.
+func TestReconcileTimeoutFlag(t *testing.T) {
+	o, err := parseRunFlags(nil, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, app.DefaultReconcileTimeout, o.reconcileTimeout)
+	o, err = parseRunFlags([]string{"--reconcile-timeout=0s"}, &bytes.Buffer{})
+	if err == nil {
+		err = o.validate()
+	}
+	assert.ErrorContains(t, err, "--reconcile-timeout must be positive")
+}

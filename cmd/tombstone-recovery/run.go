@@ -37,7 +37,7 @@ type runOptions struct {
 	qps                                       float64
 	burst                                     int
 	resync                                    time.Duration
-	pendingRecheck                            time.Duration
+	pendingRecheck, reconcileTimeout          time.Duration
 	logging                                   logOptions
 }
 
@@ -64,6 +64,8 @@ func parseRunFlags(args []string, stderr io.Writer) (runOptions, error) {
 	fs.Float64Var(&o.qps, "kube-api-qps", 50, "client QPS towards each API server")
 	fs.IntVar(&o.burst, "kube-api-burst", 100, "client burst towards each API server")
 	fs.DurationVar(&o.resync, "resync-period", 10*time.Minute, "re-deliver every cached Composition this often")
+	fs.DurationVar(&o.reconcileTimeout, "reconcile-timeout", app.DefaultReconcileTimeout,
+		"cancel a reconcile that takes longer than this and retry it with backoff")
 	fs.DurationVar(&o.pendingRecheck, "pending-recheck-interval", app.DefaultPendingRecheckInterval,
 		"check the tombstones of a hand-off that Eno has not carried yet against their objects this often, withdrawing any that no longer pass (at least 1s)")
 	o.logging.bind(fs)
@@ -102,6 +104,8 @@ func (o runOptions) validate() error {
 	switch {
 	case !(o.qps > 0) || o.burst < 1:
 		return fmt.Errorf("run: --kube-api-qps must be positive and --kube-api-burst at least 1, got %g and %d", o.qps, o.burst)
+	case o.reconcileTimeout <= 0:
+		return fmt.Errorf("run: --reconcile-timeout must be positive, got %s", o.reconcileTimeout)
 	case o.pendingRecheck < time.Second:
 		return fmt.Errorf("run: --pending-recheck-interval must be at least 1s, got %s", o.pendingRecheck)
 	case o.resync < 0:
@@ -199,6 +203,7 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 		MaxTombstoneFraction:       &fraction,
 		AllowCrossNamespaceLineage: o.allowCrossNamespaceLineage,
 		PendingRecheckInterval:     o.pendingRecheck,
+		ReconcileTimeout:           o.reconcileTimeout,
 		Workers:                    o.workers,
 		ResyncPeriod:               resync,
 		LeaderElection: runnable.LeaderElection{

@@ -19,6 +19,9 @@ type FakeMetrics struct {
 	DecisionMadeStub            func(domain.Outcome)
 	decisionMadeMutex           sync.RWMutex
 	decisionMadeArgsForCall     []FakeMetricsDecisionMadeArgs
+	PanickedStub                func(string)
+	panickedMutex               sync.RWMutex
+	panickedArgsForCall         []FakeMetricsPanickedArgs
 	ReconcileDoneStub           func(time.Duration, error)
 	reconcileDoneMutex          sync.RWMutex
 	reconcileDoneArgsForCall    []FakeMetricsReconcileDoneArgs
@@ -51,6 +54,11 @@ type FakeMetricsChunkWriteArgs struct {
 // FakeMetricsDecisionMadeArgs holds the arguments of one call to DecisionMade.
 type FakeMetricsDecisionMadeArgs struct {
 	Arg1 domain.Outcome
+}
+
+// FakeMetricsPanickedArgs holds the arguments of one call to Panicked.
+type FakeMetricsPanickedArgs struct {
+	Arg1 string
 }
 
 // FakeMetricsReconcileDoneArgs holds the arguments of one call to ReconcileDone.
@@ -186,6 +194,44 @@ func (fake *FakeMetrics) DecisionMadeArgs() []FakeMetricsDecisionMadeArgs {
 	defer fake.decisionMadeMutex.RUnlock()
 	args := make([]FakeMetricsDecisionMadeArgs, len(fake.decisionMadeArgsForCall))
 	copy(args, fake.decisionMadeArgsForCall)
+	return args
+}
+
+func (fake *FakeMetrics) Panicked(arg1 string) {
+	fake.panickedMutex.Lock()
+	fake.panickedArgsForCall = append(fake.panickedArgsForCall, FakeMetricsPanickedArgs{arg1})
+	stub := fake.PanickedStub
+	fake.recordInvocation("Panicked", []interface{}{arg1})
+	fake.panickedMutex.Unlock()
+	if stub != nil {
+		stub(arg1)
+	}
+}
+
+func (fake *FakeMetrics) PanickedCallCount() int {
+	fake.panickedMutex.RLock()
+	defer fake.panickedMutex.RUnlock()
+	return len(fake.panickedArgsForCall)
+}
+
+func (fake *FakeMetrics) PanickedCalls(stub func(string)) {
+	fake.panickedMutex.Lock()
+	defer fake.panickedMutex.Unlock()
+	fake.PanickedStub = stub
+}
+
+func (fake *FakeMetrics) PanickedArgsForCall(i int) string {
+	fake.panickedMutex.RLock()
+	defer fake.panickedMutex.RUnlock()
+	argsForCall := fake.panickedArgsForCall[i]
+	return argsForCall.Arg1
+}
+
+func (fake *FakeMetrics) PanickedArgs() []FakeMetricsPanickedArgs {
+	fake.panickedMutex.RLock()
+	defer fake.panickedMutex.RUnlock()
+	args := make([]FakeMetricsPanickedArgs, len(fake.panickedArgsForCall))
+	copy(args, fake.panickedArgsForCall)
 	return args
 }
 

@@ -102,8 +102,8 @@ func startInProcessController(t *testing.T, cfg *rest.Config, ns string, log log
 	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[domain.CompositionRef]())
 	ctrl, err := app.NewController(svc, queue, 2)
 	require.NoError(t, err)
-	require.NoError(t, informer.AddRefHandler(func(r domain.CompositionRef) { queue.Add(r) }))
-	require.NoError(t, store.AddRefHandler(func(r domain.CompositionRef) { queue.Add(r) }))
+	require.NoError(t, informer.AddRefHandler(func(r domain.CompositionRef) { queue.Add(r) }, nil))
+	require.NoError(t, store.AddRefHandler(func(r domain.CompositionRef) { queue.Add(r) }, nil))
 
 	done := make(chan struct{})
 	p := &inProcessController{sink: sink, compositions: comps, stopFn: func() {

@@ -1,0 +1,143 @@
+package app_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/Azure/eno-tombstone-recovery/app"
+	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/ports/portsfakes"
+)
+
+// runOnce runs the controller over one item and returns the queue once it was handled.
+func runOnce(t *testing.T, f *fixture) *portsfakes.FakeWorkQueue {
+	t.Helper()
+	queue := &portsfakes.FakeWorkQueue{}
+	queue.GetReturnsOnCall(0, f.comp.Ref(), false)
+	queue.GetReturns(domain.CompositionRef{}, true)
+	c, err := app.NewController(f.service(t), queue, 1)
+	require.NoError(t, err)
+	runCtx, cancel := context.WithCancel(ctx(t))
+	done := make(chan struct{})
+	go func() { c.Run(runCtx); close(done) }()
+	require.Eventually(t, func() bool { return queue.DoneCallCount() == 1 }, timeout, tick)
+	cancel()
+	<-done
+	return queue
+}
+
+// A panic at any port call of recovery or recording, ours or a library's, is recovered,
+// counted and retried with backoff: it never reaches the host process.
+func TestControllerRecoversPanics(t *testing.T) {
+	boom := func() { panic("boom") }
+	recovering := func(t *testing.T) *fixture {
+		f := recoveryFixture(t, resources(9), resources(9)[:7])
+		f.cfg.MaxTombstoneFraction = 1
+		return f
+	}
+	recording := func(t *testing.T) *fixture { return newFixture(t) }
+	for name, tt := range map[string]struct {
+		fixture func(*testing.T) *fixture
+		inject  func(f *fixture)
+	}{
+		"reading the composition": {recording, func(f *fixture) {
+			f.comps.GetCompositionCalls(func(context.Context, domain.CompositionRef) (domain.Composition, error) {
+				boom()
+				return domain.Composition{}, nil
+			})
+		}},
+		"listing the history": {recovering, func(f *fixture) {
+			f.store.ListChunksCalls(func(context.Context, domain.Lineage) ([]domain.ChunkSecret, error) { boom(); return nil, nil })
+		}},
+		"reading a slice": {recovering, func(f *fixture) {
+			f.reader.GetSliceCalls(func(context.Context, string, string) (domain.ResourceSlice, error) {
+				boom()
+				return domain.ResourceSlice{}, nil
+			})
+		}},
+		"reading downstream": {recovering, func(f *fixture) {
+			f.downstream.ObserveObjectCalls(func(context.Context, domain.Entry) (domain.Observation, error) {
+				boom()
+				return domain.Observation{}, nil
+			})
+		}},
+		"the live recheck": {recovering, func(f *fixture) {
+			f.guard.LiveCompositionCalls(func(context.Context, domain.CompositionRef) (domain.Composition, error) {
+				boom()
+				return domain.Composition{}, nil
+			})
+		}},
+		"publishing": {recovering, func(f *fixture) {
+			f.sink.PublishTombstonesCalls(func(context.Context, domain.Composition, domain.Handoff) (string, error) { boom(); return "", nil })
+		}},
+		"the commit": {recovering, func(f *fixture) {
+			f.sink.CommitTombstonesCalls(func(context.Context, domain.Composition, string) error { boom(); return nil })
+		}},
+		"the decision": {recovering, func(f *fixture) {
+			f.decisions.WriteDecisionCalls(func(context.Context, domain.Composition, domain.Decision) error { boom(); return nil })
+		}},
+		"step 4": {recovering, func(f *fixture) {
+			f.sink.EnsureTombstonesCalls(func(context.Context, domain.Composition, string, domain.Handoff) error { boom(); return nil })
+		}},
+		"step 5": {recovering, func(f *fixture) {
+			f.sink.RequestResynthesisCalls(func(context.Context, domain.Composition) error { boom(); return nil })
+		}},
+		"recording's cache": {recording, func(f *fixture) {
+			f.store.ListCachedChunksCalls(func(context.Context, domain.Lineage) ([]domain.ChunkSecret, error) { boom(); return nil, nil })
+		}},
+		"writing a chunk": {recording, func(f *fixture) {
+			f.store.CreateChunkCalls(func(context.Context, domain.ChunkSecret) (domain.ChunkSecret, error) {
+				boom()
+				return domain.ChunkSecret{}, nil
+			})
+		}},
+		"an event": {recovering, func(f *fixture) {
+			f.events.EventCalls(func(domain.Composition, bool, string, string) { boom() })
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := tt.fixture(t)
+			tt.inject(f)
+			queue := runOnce(t, f)
+			require.Equal(t, 1, queue.AddRateLimitedCallCount(), "retried with backoff")
+			assert.Zero(t, queue.ForgetCallCount())
+			require.Equal(t, 1, f.metrics.PanickedCallCount())
+			assert.Equal(t, "reconcile", f.metrics.PanickedArgsForCall(0))
+			require.Equal(t, 1, f.metrics.ReconcileDoneCallCount(), "the reconcile is still observed")
+		})
+	}
+}
+
+// A reconcile that hangs at a port call is cancelled at the deadline and retried with backoff.
+func TestControllerBoundsEveryReconcile(t *testing.T) {
+	hang := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+	for name, inject := range map[string]func(f *fixture){
+		"the live recheck": func(f *fixture) {
+			f.guard.LiveCompositionCalls(func(ctx context.Context, _ domain.CompositionRef) (domain.Composition, error) {
+				return domain.Composition{}, hang(ctx)
+			})
+		},
+		"reading downstream": func(f *fixture) {
+			f.downstream.ObserveObjectCalls(func(ctx context.Context, _ domain.Entry) (domain.Observation, error) {
+				return domain.Observation{}, hang(ctx)
+			})
+		},
+		"the commit": func(f *fixture) {
+			f.sink.CommitTombstonesCalls(func(ctx context.Context, _ domain.Composition, _ string) error { return hang(ctx) })
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := recoveryFixture(t, resources(9), resources(9)[:7])
+			f.cfg.MaxTombstoneFraction = 1
+			f.cfg.ReconcileTimeout = 50 * time.Millisecond
+			inject(f)
+			queue := runOnce(t, f)
+			assert.Equal(t, 1, queue.AddRateLimitedCallCount())
+			assert.Zero(t, f.metrics.PanickedCallCount())
+		})
+	}
+}
