@@ -35,7 +35,7 @@ die() {
 # mgrOpts.CompositionSelector (labels.Selector), logger (logr.Logger), fmt and os.
 read -r -d '' call <<'EOF' || true
 	// Tombstone recovery (github.com/Azure/eno-tombstone-recovery): records each Composition's
-	// inventory and recovers it when the Composition is recreated. It elects its own leader.
+	// inventory and recovers it when the Composition is recreated.
 	if err := mgr.Add(tombstonerecovery.New(tombstonerecovery.Options{
 		ControlPlane:         mgr.GetConfig(),
 		Downstream:           remoteConfig,
@@ -45,6 +45,9 @@ read -r -d '' call <<'EOF' || true
 		Logger:               logger.WithName("tombstone-recovery"),
 		Registerer:           ctrlmetrics.Registry,
 		Getenv:               os.Getenv, // ENO_TOMBSTONE_RECOVERY_* override the settings
+		// With --leader-election the manager starts it on its leader only, and it takes no
+		// Lease of its own; without, it elects its own leader among the replicas.
+		LeaderElection: tombstonerecovery.LeaderElection{HostElects: mgrOpts.LeaderElection},
 	})); err != nil {
 		return fmt.Errorf("adding the tombstone recovery controller: %w", err)
 	}

@@ -34,6 +34,8 @@ import (
 type Controller struct {
 	s   settings
 	err error // New's; Start returns it
+	// hostElects is Options.LeaderElection.HostElects, kept even when the options are refused.
+	hostElects bool
 
 	cp       kubernetes.Interface
 	informer *k8s.CompositionInformer
@@ -53,7 +55,7 @@ type Controller struct {
 // a single value so that it fits mgr.Add(New(...)); a bad option makes Start fail at once with
 // the reason.
 func New(opts Options) *Controller {
-	c := &Controller{}
+	c := &Controller{hostElects: opts.LeaderElection.HostElects}
 	c.err = c.build(opts)
 	return c
 }
@@ -61,10 +63,12 @@ func New(opts Options) *Controller {
 // Err is the reason Start will fail at once, or nil: New's refusal of its options.
 func (c *Controller) Err() error { return c.err }
 
-// NeedLeaderElection is false: a manager starts the controller on every replica, and the
-// controller elects its own leader (Options.LeaderElection). It satisfies controller-runtime's
+// NeedLeaderElection is true when the host elects a leader (LeaderElection.HostElects): the
+// manager then starts the controller on its leader only, and the controller takes no Lease.
+// Otherwise it is false: the manager starts the controller on every replica, and the controller
+// elects its own leader (unless LeaderElection.Disabled). It satisfies controller-runtime's
 // LeaderElectionRunnable.
-func (c *Controller) NeedLeaderElection() bool { return false }
+func (c *Controller) NeedLeaderElection() bool { return c.hostElects }
 
 // ReadyzCheck is nil once the caches have synced. It has the shape of controller-runtime's
 // healthz.Checker, for mgr.AddReadyzCheck.
@@ -212,7 +216,7 @@ func (c *Controller) Start(ctx context.Context) error {
 	c.synced.Store(true)
 	log.Info("caches synced", "workers", c.s.Workers, "inventoryNamespace", c.s.config.InventoryNamespace)
 
-	if c.s.LeaderElection.Disabled {
+	if c.s.LeaderElection.Disabled || c.hostElects {
 		return c.reconcile(ctx, svc)
 	}
 	return c.lead(ctx, svc)

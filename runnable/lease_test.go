@@ -277,3 +277,32 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// When the host elects (eno-reconciler --leader-election), the controller follows it: the
+// manager starts it on the leader only (NeedLeaderElection), and it reconciles at once with no
+// Lease of its own.
+func TestFollowsTheHostsLeaderElection(t *testing.T) {
+	c := env.AdminClients(t)
+	ns := c.NewNamespace(t, "host-elects")
+	inventory := c.NewNamespace(t, "inventory")
+	ctl := runnable.New(runnable.Options{
+		ControlPlane:         env.AdminConfig(),
+		CompositionNamespace: ns,
+		Enabled:              true,
+		InventoryNamespace:   inventory,
+		LeaderElection:       runnable.LeaderElection{HostElects: true, Namespace: ns},
+		Logger:               testr.New(t),
+	})
+	require.NoError(t, ctl.Err())
+	require.True(t, ctl.NeedLeaderElection(), "the host's leader starts it; a follower starts nothing of it")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ctl.Start(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+
+	createRecordable(t, c, ns, "first")
+	waitForRecording(t, c, ns, inventory, "first")
+	leases, err := c.Kube.CoordinationV1().Leases(ns).List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, leases.Items, "no Lease of its own")
+}

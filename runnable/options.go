@@ -93,6 +93,11 @@ type LeaderElection struct {
 	// Disabled reconciles on every replica at once: safe for snapshots and decisions, but see
 	// ARCHITECTURE.md on the tombstone slice a concurrent replica can leave behind.
 	Disabled bool
+	// HostElects says that the process embedding the controller elects a leader and starts
+	// leader-election runnables only on its leader (eno-reconciler run with --leader-election:
+	// pass mgrOpts.LeaderElection). The controller then follows the host: NeedLeaderElection is
+	// true and it takes no Lease of its own, so a follower starts nothing of it and sends nothing.
+	HostElects bool
 	// Namespace of the Lease; "" is $POD_NAMESPACE, else kube-system.
 	Namespace string
 	// Name of the Lease; "" is DefaultLeaseName for the controller's Composition scope.
@@ -239,7 +244,7 @@ func (o Options) resolve() (settings, error) {
 		}
 	}
 	// client-go's own rules (leaderelection.NewLeaderElector), checked here so Start cannot fail on them.
-	if !le.Disabled && (le.LeaseDuration <= le.RenewDeadline || le.RetryPeriod <= 0 ||
+	if !le.Disabled && !le.HostElects && (le.LeaseDuration <= le.RenewDeadline || le.RetryPeriod <= 0 ||
 		float64(le.RenewDeadline) <= 1.2*float64(le.RetryPeriod)) {
 		return s, fmt.Errorf("tombstone recovery: leader election needs LeaseDuration > RenewDeadline > 1.2 × RetryPeriod > 0, got %s, %s, %s",
 			le.LeaseDuration, le.RenewDeadline, le.RetryPeriod)

@@ -175,7 +175,8 @@ func TestWirePatch(t *testing.T) {
 	assert.Less(t, add, start)
 	assert.NotContains(t, text[rec:add], "logger.Info(", "inserted right after the error check")
 	assert.Contains(t, text, `tombstonerecovery "`+trModule+`/runnable"`)
-	for _, arg := range []string{"mgr.GetConfig()", "remoteConfig", "compositionNamespace", "mgrOpts.CompositionSelector", "Enabled:              true"} {
+	for _, arg := range []string{"mgr.GetConfig()", "remoteConfig", "compositionNamespace", "mgrOpts.CompositionSelector", "Enabled:              true",
+		"HostElects: mgrOpts.LeaderElection"} {
 		assert.Contains(t, text[add:start], arg)
 	}
 
