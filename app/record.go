@@ -40,10 +40,11 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 	res := RecordResult{Lineage: lineage}
 
 	// Fast path: the cache already holds this incarnation's snapshot of this synthesis.
+	// It is judged on labels and annotations only: no data is read.
 	if cached, err := s.deps.Store.ListCachedChunks(ctx, lineage); err == nil {
-		if snap, err := domain.ReadSnapshot(cached, s.cfg.Now(), s.cfg.MaxChunks); err == nil && domain.SnapshotMatches(snap, comp) {
+		if meta, ok := domain.RecordedByMetadata(cached, comp, s.cfg.Now(), s.cfg.MaxChunks); ok {
 			s.deps.Metrics.SnapshotRecorded(false)
-			res.Unchanged, res.Chunks, res.Digest = true, snap.Meta().ChunkCount, snap.Meta().Digest
+			res.Unchanged, res.Chunks, res.Digest = true, meta.ChunkCount, meta.Digest
 			return res, nil
 		}
 	}

@@ -376,3 +376,20 @@ func TestRecordEmptyInventoryIsOneChunk(t *testing.T) {
 	assert.Equal(t, "[]", string(s.Data[domain.SecretDataKey]))
 	assert.Equal(t, 1, res.Chunks)
 }
+
+// The fast path is judged on labels and annotations only, so a cache that holds the inventory
+// Secrets' metadata without their data serves it.
+func TestRecordFastPathNeedsNoData(t *testing.T) {
+	f := newFixture(t)
+	cached := snapshotSecrets(t, uid, synthID, synthTime, chunkLimit, resources(9))
+	for i := range cached {
+		cached[i].Data = nil
+	}
+	f.store.ListCachedChunksReturns(cached, nil)
+	res, err := f.service(t).Record(ctx(t), f.comp)
+	require.NoError(t, err)
+	assert.True(t, res.Unchanged)
+	assert.Len(t, cached, res.Chunks)
+	assert.Zero(t, f.store.ListChunksCallCount())
+	assert.Zero(t, f.writes())
+}

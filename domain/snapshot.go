@@ -104,6 +104,25 @@ var digestPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
 // ParseStoredChunk applies §5 step 1 to one Secret. maxChunks <= 0 means DefaultMaxChunks.
 func ParseStoredChunk(s ChunkSecret, now time.Time, maxChunks int) (StoredChunk, error) {
+	sc, err := parseChunkMetadata(s, now, maxChunks)
+	if err != nil {
+		return sc, err
+	}
+	bad := func(format string, args ...any) (StoredChunk, error) {
+		return StoredChunk{}, &InventoryInvalidError{Reason: ReasonMalformed, Secret: s.Name, Detail: fmt.Sprintf(format, args...)}
+	}
+	if size := s.DataSize(); size > SecretDataLimit {
+		return bad("data holds %d bytes, over the %d-byte limit", size, SecretDataLimit)
+	}
+	if _, ok := s.Data[SecretDataKey]; !ok {
+		return bad("data key %s is missing", SecretDataKey)
+	}
+	return sc, nil
+}
+
+// parseChunkMetadata applies the checks of §5 step 1 that read the Secret's type, labels and
+// annotations only.
+func parseChunkMetadata(s ChunkSecret, now time.Time, maxChunks int) (StoredChunk, error) {
 	bad := func(format string, args ...any) (StoredChunk, error) {
 		return StoredChunk{}, &InventoryInvalidError{Reason: ReasonMalformed, Secret: s.Name, Detail: fmt.Sprintf(format, args...)}
 	}
@@ -148,12 +167,6 @@ func ParseStoredChunk(s ChunkSecret, now time.Time, maxChunks int) (StoredChunk,
 	}
 	if !digestPattern.MatchString(a[AnnotationDigest]) {
 		return bad("digest %q is not sha256:<64 hex>", truncate(a[AnnotationDigest], 80))
-	}
-	if size := s.DataSize(); size > SecretDataLimit {
-		return bad("data holds %d bytes, over the %d-byte limit", size, SecretDataLimit)
-	}
-	if _, ok := s.Data[SecretDataKey]; !ok {
-		return bad("data key %s is missing", SecretDataKey)
 	}
 	return StoredChunk{
 		Secret: s,
@@ -218,4 +231,40 @@ func canonicalInt(s string) (int, error) {
 		return 0, fmt.Errorf("%q is not a canonical decimal integer", s)
 	}
 	return n, err
+}
+
+// RecordedByMetadata reports whether secrets hold a complete, consistent snapshot of c's current
+// synthesis, judged on labels and annotations only (the recording fast path, design §4): every
+// listed Secret ours and well formed (§5 step 1), the chunks recorded for this incarnation and
+// synthesis agreeing on their metadata (one digest, one timestamp, one count), and holding the
+// indexes 0..count-1 each once. No data is read, so a cache may hold metadata only.
+func RecordedByMetadata(secrets []ChunkSecret, c Composition, now time.Time, maxChunks int) (SnapshotMeta, bool) {
+	if c.Synthesis == nil || len(secrets) == 0 {
+		return SnapshotMeta{}, false
+	}
+	var meta SnapshotMeta
+	seen := map[int]bool{}
+	for _, s := range secrets {
+		sc, err := parseChunkMetadata(s, now, maxChunks)
+		if err != nil {
+			return SnapshotMeta{}, false
+		}
+		m := sc.Meta
+		if m.CompositionUID != c.UID || m.SynthesisUUID != c.Synthesis.UUID {
+			continue // another snapshot of the lineage
+		}
+		if len(seen) == 0 {
+			meta = m
+		} else if m != meta {
+			return SnapshotMeta{}, false
+		}
+		if seen[sc.Index] || sc.Index >= m.ChunkCount {
+			return SnapshotMeta{}, false
+		}
+		seen[sc.Index] = true
+	}
+	if len(seen) == 0 || len(seen) != meta.ChunkCount || meta.RecordedFor() != c.Ref() {
+		return SnapshotMeta{}, false
+	}
+	return meta, true
 }

@@ -537,3 +537,68 @@ func TestSnapshotMatches(t *testing.T) {
 		})
 	}
 }
+
+// The recording fast path is judged on labels and annotations only: the data may be absent (a
+// metadata-only cache), but the metadata must say the snapshot is this incarnation's, of this
+// synthesis, complete and consistent.
+func TestRecordedByMetadata(t *testing.T) {
+	c := composition()
+	inv := goldenInventory(t)
+	m := meta(inv, compUID, synUUID, synTime)
+	mine := func() []domain.ChunkSecret {
+		out := secretsFor(t, inv, m, 300)
+		for i := range out {
+			out[i].Data = nil // what a metadata-only cache holds
+		}
+		return out
+	}
+	got, ok := domain.RecordedByMetadata(mine(), c, now, 0)
+	require.True(t, ok)
+	assert.Equal(t, 2, got.ChunkCount)
+	assert.Equal(t, goldenDigest, got.Digest)
+
+	older := secretsFor(t, inv, meta(inv, compUID, oldSynUUID, synTime.Add(-time.Hour)), 300)
+	_, ok = domain.RecordedByMetadata(append(mine(), older...), c, now, 0)
+	assert.True(t, ok, "another snapshot's chunks are no concern")
+
+	for name, spoil := range map[string]func([]domain.ChunkSecret) []domain.ChunkSecret{
+		"none":            func([]domain.ChunkSecret) []domain.ChunkSecret { return nil },
+		"a chunk missing": func(s []domain.ChunkSecret) []domain.ChunkSecret { return s[:1] },
+		"a chunk twice":   func(s []domain.ChunkSecret) []domain.ChunkSecret { s[1] = s[0]; return s },
+		"another UID": func(s []domain.ChunkSecret) []domain.ChunkSecret {
+			return setAll(s, domain.AnnotationCompositionUID, oldCompUID)
+		},
+		"another synthesis": func(s []domain.ChunkSecret) []domain.ChunkSecret {
+			return setAll(s, domain.AnnotationSourceSynthesisUUID, oldSynUUID)
+		},
+		"another name": func(s []domain.ChunkSecret) []domain.ChunkSecret {
+			return setAll(s, domain.AnnotationCompositionName, "other")
+		},
+		"two digests": func(s []domain.ChunkSecret) []domain.ChunkSecret {
+			s[1].Annotations[domain.AnnotationDigest] = "sha256:" + strings.Repeat("0", 64)
+			return s
+		},
+		"two timestamps": func(s []domain.ChunkSecret) []domain.ChunkSecret {
+			s[1].Annotations[domain.AnnotationSourceSynthesisTime] = "2025-06-01T10:59:59Z"
+			return s
+		},
+		"a foreign Secret": func(s []domain.ChunkSecret) []domain.ChunkSecret { s[0].Type = "Opaque"; return s },
+		"format 1":         func(s []domain.ChunkSecret) []domain.ChunkSecret { return setAll(s, domain.AnnotationFormat, "1") },
+		"an index too large": func(s []domain.ChunkSecret) []domain.ChunkSecret {
+			s[1].Annotations[domain.AnnotationChunkIndex] = "2"
+			return s
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, ok := domain.RecordedByMetadata(spoil(mine()), c, now, 0)
+			assert.False(t, ok)
+		})
+	}
+}
+
+func setAll(s []domain.ChunkSecret, key, value string) []domain.ChunkSecret {
+	for i := range s {
+		s[i].Annotations[key] = value
+	}
+	return s
+}
