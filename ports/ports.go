@@ -37,8 +37,9 @@ type SnapshotStore interface {
 	// ListChunks lists every Secret carrying the lineage label, live from the API, with the time
 	// the API server last stored each one's data (ChunkSecret.DataWrittenAt, SPEC §6.3).
 	ListChunks(ctx context.Context, lineage domain.Lineage) ([]domain.ChunkSecret, error)
-	// ListCachedChunks lists our Secrets of the lineage from a cache that may be stale.
-	// Only the recording fast path uses it.
+	// ListCachedChunks lists our Secrets of the lineage from a cache that may be stale, with
+	// their type, labels and annotations but no data (the cache holds metadata only). Only the
+	// recording fast path uses it.
 	ListCachedChunks(ctx context.Context, lineage domain.Lineage) ([]domain.ChunkSecret, error)
 	// GetChunk reads the Secret of that name in the inventory namespace live, whoever wrote it
 	// and whatever its labels; ErrNotFound when there is none. Recording reads a name that

@@ -47,11 +47,14 @@ func NewSecretStore(client kubernetes.Interface, namespace string) (*SecretStore
 	informer := coreinformers.NewFilteredSecretInformer(client, namespace, 0,
 		cache.Indexers{lineageIndex: indexByLineage},
 		func(o *metav1.ListOptions) { o.LabelSelector = managed })
-	// The cache serves only the recording fast path, which needs no write time (SPEC §6.3 reads
-	// it from managedFields on the live LIST): don't keep managedFields in memory.
+	// The cache serves only the recording fast path, judged on type, labels and annotations: it
+	// holds no data and no managedFields (the write time is read from the live LIST recovery
+	// makes). Inventory data is read live, by label, when recovery or a write needs it, so the
+	// cache grows with the number of Secrets, not with the size of the inventories.
 	if err := informer.SetTransform(func(obj any) (any, error) {
 		if s, ok := obj.(*corev1.Secret); ok {
 			s.ManagedFields = nil
+			s.Data, s.StringData = nil, nil
 		}
 		return obj, nil
 	}); err != nil {

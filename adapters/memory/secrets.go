@@ -42,7 +42,11 @@ func (c *Cluster) ListChunks(ctx context.Context, lineage domain.Lineage) ([]dom
 
 // ListCachedChunks is ListChunks: the memory adapter has no cache to lag.
 func (c *Cluster) ListCachedChunks(ctx context.Context, lineage domain.Lineage) ([]domain.ChunkSecret, error) {
-	return c.ListChunks(ctx, lineage)
+	out, err := c.ListChunks(ctx, lineage)
+	for i := range out {
+		out[i].Data = nil // as the Kubernetes adapter's cache: metadata only
+	}
+	return out, err
 }
 
 // GetChunk reads the Secret of that name in the inventory namespace, whoever wrote it.
