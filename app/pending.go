@@ -50,25 +50,32 @@ func (s *Service) recheckPending(ctx context.Context, comp domain.Composition) (
 		s.refuse(comp, "RecoverySliceInvalid", invalid)
 		return 0, invalid
 	}
-	pending, err := domain.PendingTombstones(sl)
-	if err != nil {
-		return 0, fmt.Errorf("rechecking the pending hand-off: %w", err)
+	if _, err := s.withdrawFailing(ctx, comp, sl); err != nil {
+		return 0, err
 	}
-	if len(pending) == 0 {
-		return again, nil
+	return again, nil
+}
+
+// withdrawFailing re-runs the checks at the moment of deletion on the tombstones of sl not yet
+// withdrawn, and withdraws in place each that fails, with a TombstoneWithdrawn event and metric.
+// It returns the slice as it now stands.
+func (s *Service) withdrawFailing(ctx context.Context, comp domain.Composition, sl domain.ResourceSlice) (domain.ResourceSlice, error) {
+	pending, err := domain.PendingTombstones(sl)
+	if err != nil || len(pending) == 0 {
+		return sl, err
 	}
 	observed, err := s.observe(ctx, pending)
 	if err != nil {
-		return 0, fmt.Errorf("rechecking the pending hand-off: %w", err)
+		return sl, fmt.Errorf("rechecking the hand-off: %w", err)
 	}
 	w, err := domain.PlanWithdrawal(sl, observed)
 	if err != nil || len(w.Withdrawn) == 0 {
-		return again, err
+		return sl, err
 	}
 	rewritten := sl
 	rewritten.Resources = w.Resources
 	if err := s.deps.Sink.WithdrawTombstones(ctx, comp, rewritten); err != nil {
-		return 0, fmt.Errorf("rechecking the pending hand-off: withdrawing %d tombstones from %s: %w", len(w.Withdrawn), sl.Name, err)
+		return sl, fmt.Errorf("rechecking the hand-off: withdrawing %d tombstones from %s: %w", len(w.Withdrawn), sl.Name, err)
 	}
 	withdrawn := make([]domain.Tombstone, len(w.Withdrawn))
 	for i, dt := range w.Withdrawn {
@@ -79,5 +86,5 @@ func (s *Service) recheckPending(ctx context.Context, comp domain.Composition) (
 		"%d tombstones of recovery slice %s no longer pass the checks before deletion and were withdrawn (Eno skips them): %s; %s",
 		len(w.Withdrawn), sl.Name, domain.FirstIDs(withdrawn, withdrawnEventLimit), domain.DroppedSummary(w.Withdrawn)))
 	logr.FromContextOrDiscard(ctx).Info("withdrew tombstones of a pending hand-off", "slice", sl.Name, "withdrawn", len(w.Withdrawn))
-	return again, nil
+	return rewritten, nil
 }

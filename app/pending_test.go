@@ -199,3 +199,31 @@ func TestPendingHandoffEndsWithTheNextSynthesis(t *testing.T) {
 	assert.Equal(t, reads, f.downstream.ObserveObjectCallCount())
 	assert.Zero(t, f.sink.WithdrawTombstonesCallCount())
 }
+
+// A committed hand-off whose decision was never written (a crash, a lost Lease) is checked
+// again when it is resumed, before anything asks Eno to carry it: an object re-created since
+// is withdrawn first.
+func TestResumedHandoffIsCheckedBeforeTheResynthesis(t *testing.T) {
+	rs := resources(9)
+	f := recoveryFixture(t, rs, rs[:7])
+	f.cfg.MaxTombstoneFraction = 1
+	f.decisions.WriteDecisionStub = nil
+	f.decisions.WriteDecisionReturnsOnCall(0, fmt.Errorf("the process died"))
+	_, err := f.service(t).Recover(ctx(t), f.comp)
+	require.Error(t, err)
+	require.True(t, f.comp.NamesSlice(pendingSlice), "committed before the crash")
+
+	f.downstream.ObserveObjectCalls(func(_ context.Context, e domain.Entry) (domain.Observation, error) {
+		if e.Name == "cm-07" {
+			return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour)}, nil
+		}
+		return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour)}, nil
+	})
+	_, err = f.service(t).Recover(ctx(t), f.comp)
+	require.NoError(t, err)
+	require.Equal(t, 1, f.sink.WithdrawTombstonesCallCount(), "withdrawn on resume")
+	assert.Equal(t, []string{"cm-07"}, withdrawnNames(t, f.published[pendingSlice]))
+	require.Equal(t, 1, f.sink.RequestResynthesisCallCount())
+	_, _, _, h := f.sink.EnsureTombstonesArgsForCall(f.sink.EnsureTombstonesCallCount() - 1)
+	assert.Equal(t, f.published[pendingSlice].Resources, h.Resources, "step 4 knows the withdrawn content")
+}

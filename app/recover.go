@@ -281,6 +281,12 @@ func (s *Service) resume(ctx context.Context, comp domain.Composition, slice str
 		return res, true, fmt.Errorf("recovering %s: %w", comp.Ref(), invalid)
 	}
 	logr.FromContextOrDiscard(ctx).Info("resuming a committed hand-off", "slice", slice)
+	// Time may have passed since the commit (a crash, a lost Lease, a decision write that kept
+	// failing): check the tombstones again before anything asks Eno to carry them.
+	if sl, err = s.withdrawFailing(ctx, comp, sl); err != nil {
+		return res, true, fmt.Errorf("recovering %s: %w", comp.Ref(), err)
+	}
+	h.Resources = sl.Resources
 	plan := domain.RecoveryPlan{Decision: h.DecisionFor(slice)}
 	res, err = s.finishHandoff(ctx, comp, plan, slice, h)
 	return res, true, err

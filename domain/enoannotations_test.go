@@ -239,3 +239,31 @@ func FuzzDisabledNeverTombstoned(f *testing.F) {
 		}
 	})
 }
+
+// Eno reads disable-reconciliation from the resource first, else from the Composition: a paused
+// Composition's resources are recorded disabled (Eno marks it Ready without applying them), and
+// so are never tombstoned later; a resource's own value wins.
+func TestReadSynthesisCascadesTheCompositionsDisable(t *testing.T) {
+	c := composition()
+	c.Annotations[domain.AnnotationDisableReconciliation] = "true"
+	own := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{
+		"name": "own", "namespace": "ns", "annotations": map[string]string{domain.AnnotationDisableReconciliation: "false"}}}
+	b, err := json.Marshal(own)
+	require.NoError(t, err)
+	contents, err := domain.ReadSynthesis(c, []domain.ResourceSlice{slice(goldenSlice,
+		domain.SliceResource{Manifest: manifest("v1", "ConfigMap", "ns", "paused")},
+		domain.SliceResource{Manifest: string(b)},
+	)})
+	require.NoError(t, err)
+	byName := map[string]domain.Entry{}
+	for _, e := range contents.Inventory().Entries() {
+		byName[e.Name] = e
+	}
+	assert.True(t, byName["paused"].Disabled(), "recorded disabled through the Composition")
+	assert.False(t, byName["own"].Disabled(), "the resource's own value wins, as in Eno")
+
+	delete(c.Annotations, domain.AnnotationDisableReconciliation)
+	contents, err = domain.ReadSynthesis(c, []domain.ResourceSlice{slice(goldenSlice, domain.SliceResource{Manifest: manifest("v1", "ConfigMap", "ns", "paused")})})
+	require.NoError(t, err)
+	assert.False(t, contents.Inventory().Entries()[0].Disabled())
+}

@@ -149,7 +149,9 @@ func ReadSynthesis(c Composition, slices []ResourceSlice) (SynthesisContents, er
 			case r.Deleted:
 				contents.tombstoned[ResourceID{Group: group, Kind: m.Kind, Namespace: m.Namespace, Name: m.Name}] = struct{}{}
 			default:
-				entries = append(entries, entryFromManifest(group, version, &m))
+				e := entryFromManifest(group, version, &m)
+				cascadeDisable(&e, c)
+				entries = append(entries, e)
 			}
 		}
 	}
@@ -180,4 +182,24 @@ func entryFromManifest(group, version string, m *manifestMeta) Entry {
 		e.Annotations = m.Annotations
 	}
 	return e
+}
+
+// cascadeDisable records on e the Composition's eno.azure.io/disable-reconciliation when e has
+// none of its own, as Eno reads it: a resource's annotation first, else the Composition's. A
+// Composition paused this way is still marked Ready by Eno, with manifests it never applied; an
+// entry recorded while paused must never be tombstoned later (design §6.3, Disabled).
+func cascadeDisable(e *Entry, c Composition) {
+	v, ok := c.Annotations[AnnotationDisableReconciliation]
+	if !ok {
+		return
+	}
+	if _, own := e.Annotations[AnnotationDisableReconciliation]; own {
+		return
+	}
+	annotations := make(map[string]string, len(e.Annotations)+1)
+	for k, val := range e.Annotations {
+		annotations[k] = val
+	}
+	annotations[AnnotationDisableReconciliation] = v
+	e.Annotations = annotations
 }
