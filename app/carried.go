@@ -40,7 +40,7 @@ func (s *Service) verifyCarried(ctx context.Context, comp domain.Composition) {
 			log.Error(err, "could not read a carried recovery slice; not checking that Eno deleted its tombstones", "slice", name)
 			return
 		}
-		ts, err := domain.CarriedTombstones(comp, sl)
+		ts, _, err := domain.CarriedTombstones(comp, sl)
 		if err != nil {
 			log.Info("a slice with a recovery slice's name in the previous synthesis is not this controller's hand-off; not checked", "slice", name, "reason", err.Error())
 			continue
@@ -102,11 +102,12 @@ func (s *Service) checkAtRisk(ctx context.Context, comp domain.Composition, read
 		if err != nil {
 			return 0, fmt.Errorf("checking carried tombstones: reading recovery slice %s: %w", name, err)
 		}
-		carried, err := domain.CarriedTombstones(comp, sl)
+		pending, withdrawn, err := domain.CarriedTombstones(comp, sl)
 		if err != nil {
 			continue // not this controller's hand-off
 		}
-		waiting := domain.Waiting(carried, contents)
+		// A withdrawn tombstone that Eno carried armed lost the race with the executor.
+		waiting := domain.Waiting(append(pending, withdrawn...), contents)
 		if len(waiting) == 0 {
 			continue
 		}

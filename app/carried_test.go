@@ -169,6 +169,27 @@ func TestCarriedTombstonesAtRisk(t *testing.T) {
 		assert.Equal(t, 1, n)
 		assert.Zero(t, f.sink.WithdrawTombstonesCallCount(), "a carried tombstone is Eno's: never rewritten")
 	})
+	t.Run("a withdrawal that Eno's executor missed is reported", func(t *testing.T) {
+		// The executor read the recovery slice before the withdrawal: Eno carried cm-08 armed.
+		f := carriedWaiting(t)
+		s := f.published[pendingSlice]
+		s.Resources = append([]domain.SliceResource(nil), s.Resources...)
+		e, _, err := domain.ParseTombstone(s.Resources[1])
+		require.NoError(t, err)
+		s.Resources[1] = domain.Withdrawn(e)
+		f.published[pendingSlice] = s
+		f.downstream.ObserveObjectCalls(func(_ context.Context, e domain.Entry) (domain.Observation, error) {
+			if e.Name == "cm-08" {
+				return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour)}, nil
+			}
+			return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour)}, nil
+		})
+		_, err = f.service(t).Reconcile(ctx(t), f.comp.Ref())
+		require.NoError(t, err)
+		warnings, _ := eventsOf(f, "TombstoneAtRisk")
+		require.Len(t, warnings, 1)
+		assert.Contains(t, warnings[0], "ConfigMap/team-a/cm-08")
+	})
 	t.Run("every object as recorded, or gone", func(t *testing.T) {
 		f := carriedWaiting(t)
 		f.downstream.ObserveObjectCalls(func(_ context.Context, e domain.Entry) (domain.Observation, error) {

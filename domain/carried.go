@@ -41,19 +41,30 @@ func isRecoverySliceOf(comp, uuid, name string) bool {
 	return false
 }
 
-// CarriedTombstones reads the tombstones a carried recovery slice handed over, skipping the
-// withdrawn ones. The slice must be this incarnation's hand-off of the previous synthesis.
-func CarriedTombstones(c Composition, s ResourceSlice) ([]Tombstone, error) {
+// CarriedTombstones reads the tombstones a carried recovery slice handed over: the pending ones,
+// and the withdrawn ones. The slice must be this incarnation's hand-off of the previous synthesis.
+func CarriedTombstones(c Composition, s ResourceSlice) (pending, withdrawn []Tombstone, err error) {
 	prev := c.PreviousSynthesis
 	switch {
 	case prev == nil:
-		return nil, fmt.Errorf("composition %s has no previous synthesis", c.Ref())
+		return nil, nil, fmt.Errorf("composition %s has no previous synthesis", c.Ref())
 	case s.ControllerUID != c.UID:
-		return nil, fmt.Errorf("resource slice %s is controlled by %q, not by this composition (UID %s)", s.Name, s.ControllerUID, c.UID)
+		return nil, nil, fmt.Errorf("resource slice %s is controlled by %q, not by this composition (UID %s)", s.Name, s.ControllerUID, c.UID)
 	case s.SynthesisUUID != prev.UUID:
-		return nil, fmt.Errorf("resource slice %s holds synthesis %q, not the previous synthesis %q", s.Name, s.SynthesisUUID, prev.UUID)
+		return nil, nil, fmt.Errorf("resource slice %s holds synthesis %q, not the previous synthesis %q", s.Name, s.SynthesisUUID, prev.UUID)
 	}
-	return PendingTombstones(s)
+	for i, r := range s.Resources {
+		e, off, err := ParseTombstone(r)
+		if err != nil {
+			return nil, nil, fmt.Errorf("resource slice %s, resource %d: %w", s.Name, i, err)
+		}
+		if off {
+			withdrawn = append(withdrawn, Tombstone{Entry: e})
+		} else {
+			pending = append(pending, Tombstone{Entry: e})
+		}
+	}
+	return pending, withdrawn, nil
 }
 
 // RemainingOrphans lists the tombstones whose object a read found still present, in canonical
@@ -74,8 +85,9 @@ func sortTombstones(ts []Tombstone) {
 	slices.SortFunc(ts, func(a, b Tombstone) int { return compareEntries(&a.Entry, &b.Entry) })
 }
 
-// Waiting lists the carried tombstones that the current synthesis still holds as tombstones:
-// Eno has them, and may not have acted on them yet.
+// Waiting lists the carried tombstones that the current synthesis still holds as tombstones Eno
+// acts on (not disabled): Eno has them, and may not have acted on them yet. A withdrawn one
+// that Eno holds armed lost its withdrawal (an executor that read the slice before it).
 func Waiting(carried []Tombstone, current SynthesisContents) []Tombstone {
 	var out []Tombstone
 	for _, t := range carried {

@@ -32,20 +32,22 @@ func TestCarriedTombstones(t *testing.T) {
 	s.Resources[1] = domain.Withdrawn(e)
 	c := composition()
 	c.PreviousSynthesis = &domain.Synthesis{UUID: oldSynUUID}
-	got, err := domain.CarriedTombstones(c, s)
+	got, withdrawn, err := domain.CarriedTombstones(c, s)
 	require.NoError(t, err)
 	assert.Equal(t, []domain.Tombstone{ts[0]}, got)
+	require.Len(t, withdrawn, 1)
+	assert.Equal(t, ts[1].Entry.ID(), withdrawn[0].Entry.ID())
 
 	other := s
 	other.ControllerUID = oldCompUID
-	_, err = domain.CarriedTombstones(c, other)
+	_, _, err = domain.CarriedTombstones(c, other)
 	assert.Error(t, err)
 	other = s
 	other.SynthesisUUID = synUUID
-	_, err = domain.CarriedTombstones(c, other)
+	_, _, err = domain.CarriedTombstones(c, other)
 	assert.Error(t, err)
 	c.PreviousSynthesis = nil
-	_, err = domain.CarriedTombstones(c, s)
+	_, _, err = domain.CarriedTombstones(c, s)
 	assert.Error(t, err)
 }
 
@@ -68,9 +70,11 @@ func TestWaitingAndAtRisk(t *testing.T) {
 		domain.SliceResource{Manifest: manifest("v1", "ConfigMap", "ns", "b"), Deleted: true},
 		domain.SliceResource{Manifest: manifest("v1", "ConfigMap", "ns", "c"), Deleted: true},
 		domain.SliceResource{Manifest: manifest("v1", "ConfigMap", "ns", "d")}, // produced again: not waiting
+		domain.SliceResource{Manifest: domain.Withdrawn(domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "e"}).Manifest, Deleted: true},
 	)})
 	require.NoError(t, err)
-	waiting := domain.Waiting(ts, current)
+	withdrawnE := domain.Tombstone{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "e"}}
+	waiting := domain.Waiting(append(ts, withdrawnE), current)
 	assert.Equal(t, []domain.ResourceID{ts[0].Entry.ID(), ts[1].Entry.ID(), ts[2].Entry.ID()}, tombstoneIDs(waiting))
 
 	observed := map[domain.ResourceID]domain.Observation{

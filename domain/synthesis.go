@@ -74,13 +74,16 @@ type SynthesisContents struct {
 	produced   map[ResourceID]struct{}
 	patched    map[ResourceID]struct{}
 	tombstoned map[ResourceID]struct{}
+	// armed are the tombstones Eno acts on: reconciliation not disabled on the manifest.
+	armed map[ResourceID]struct{}
 }
 
 func (s SynthesisContents) Inventory() Inventory { return s.inventory }
 
-// Tombstones reports whether the synthesis holds a tombstone for id.
+// Tombstones reports whether the synthesis holds a tombstone for id that Eno acts on: one whose
+// manifest does not disable reconciliation.
 func (s SynthesisContents) Tombstones(id ResourceID) bool {
-	_, ok := s.tombstoned[id]
+	_, ok := s.armed[id]
 	return ok
 }
 
@@ -115,7 +118,7 @@ func ReadSynthesis(c Composition, slices []ResourceSlice) (SynthesisContents, er
 			return SynthesisContents{}, &SliceError{Slice: name, Problem: SliceMissing, Detail: "named by status.currentSynthesis.resourceSlices but not read"}
 		}
 	}
-	contents := SynthesisContents{patched: map[ResourceID]struct{}{}, tombstoned: map[ResourceID]struct{}{}}
+	contents := SynthesisContents{patched: map[ResourceID]struct{}{}, tombstoned: map[ResourceID]struct{}{}, armed: map[ResourceID]struct{}{}}
 	var entries []Entry
 	for _, s := range slices {
 		if s.Deleting {
@@ -147,7 +150,11 @@ func ReadSynthesis(c Composition, slices []ResourceSlice) (SynthesisContents, er
 				tg, _ := splitAPIVersion(targetVersion)
 				contents.patched[ResourceID{Group: tg, Kind: targetKind, Namespace: m.Namespace, Name: m.Name}] = struct{}{}
 			case r.Deleted:
-				contents.tombstoned[ResourceID{Group: group, Kind: m.Kind, Namespace: m.Namespace, Name: m.Name}] = struct{}{}
+				id := ResourceID{Group: group, Kind: m.Kind, Namespace: m.Namespace, Name: m.Name}
+				contents.tombstoned[id] = struct{}{}
+				if m.Annotations[AnnotationDisableReconciliation] != "true" {
+					contents.armed[id] = struct{}{}
+				}
 			default:
 				e := entryFromManifest(group, version, &m)
 				cascadeDisable(&e, c)
