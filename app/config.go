@@ -125,6 +125,9 @@ type Deps struct {
 	Downstream ports.DownstreamReader
 	Events     ports.EventRecorder
 	Metrics    ports.Metrics
+	// Lister, when set, lets recovery find Compositions that share the lineage but have not
+	// recorded yet (design §6, SharedLineage). Without it only the snapshots' owners are checked.
+	Lister ports.CompositionLister
 }
 
 func (d Deps) validate() error {

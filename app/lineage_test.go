@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -14,6 +15,7 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/app"
 	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/ports"
+	"github.com/Azure/eno-tombstone-recovery/ports/portsfakes"
 )
 
 // recordedFor is a snapshot of rs recorded for another Composition of the lineage, at Secret
@@ -214,4 +216,85 @@ func TestRecoverOtherNamespace(t *testing.T) {
 		assert.Equal(t, oldSynth, plan.Decision.SourceSynthesisUUID)
 		assert.Equal(t, 2, f.guard.LiveCompositionCallCount(), "both owners are read")
 	})
+}
+
+// A Composition that carries the same lineage (a copied override) shares it even before it has
+// recorded anything: listed, read live, it makes the history SharedLineage.
+func TestRecoverSeesALineageMemberThatHasNotRecorded(t *testing.T) {
+	rs := resources(9)
+	override := func(c domain.Composition, l string) domain.Composition {
+		c.Annotations = maps.Clone(c.Annotations)
+		c.Annotations[domain.AnnotationLineageOverride] = l
+		return c
+	}
+	for name, tt := range map[string]struct {
+		member   func(domain.Composition) domain.Composition
+		live     error
+		shared   bool
+		errorOut bool
+	}{
+		"a sibling with the same override lives": {member: func(c domain.Composition) domain.Composition { return override(c, "shared") }, shared: true},
+		"a sibling with the same override is gone": {member: func(c domain.Composition) domain.Composition { return override(c, "shared") },
+			live: fmt.Errorf("gone: %w", ports.ErrNotFound)},
+		"a sibling with another lineage": {member: func(c domain.Composition) domain.Composition { return override(c, "other") }},
+		"listing fails: decide nothing":  {errorOut: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := recoveryFixture(t, rs, rs[:7])
+			f.cfg.MaxTombstoneFraction = 1
+			f.comp = override(f.comp, "shared")
+			f.store.ListChunksReturns(snapshotSecretsOfLineage(t, "shared", oldUID, oldSynth, rs), nil)
+			lister := &portsfakes.FakeCompositionLister{}
+			if tt.errorOut {
+				lister.ListCompositionsReturns(nil, errors.New("cache not synced"))
+			} else {
+				sibling := tt.member(composition("uid-split", "99999999-aaaa-bbbb-cccc-000000000009", nil, false))
+				sibling.Name = "web-split"
+				lister.ListCompositionsReturns([]domain.Composition{f.comp, sibling}, nil)
+				guard := f.guard.LiveCompositionStub
+				f.guard.LiveCompositionCalls(func(c context.Context, ref domain.CompositionRef) (domain.Composition, error) {
+					if ref.Name == "web-split" {
+						if tt.live != nil {
+							return domain.Composition{}, tt.live
+						}
+						return sibling, nil
+					}
+					return guard(c, ref)
+				})
+			}
+			svc, err := app.New(f.cfg, app.Deps{
+				Compositions: f.comps, Guard: f.guard, Slices: f.reader, Store: f.store, Sink: f.sink,
+				Decisions: f.decisions, Downstream: f.downstream, Events: f.events, Metrics: f.metrics, Lister: lister,
+			})
+			require.NoError(t, err)
+			_, err = svc.Recover(ctx(t), f.comp)
+			if tt.errorOut {
+				require.Error(t, err)
+				assert.Zero(t, f.decisions.WriteDecisionCallCount())
+				return
+			}
+			require.NoError(t, err)
+			d := writtenDecision(t, f)
+			if tt.shared {
+				assert.Equal(t, domain.OutcomeInventoryInvalid, d.Outcome, d.Message)
+				assert.Equal(t, domain.ReasonSharedLineage.String(), d.Reason)
+				assert.Contains(t, d.Message, "team-a/web-split")
+				assert.Zero(t, f.sink.PublishTombstonesCallCount())
+				return
+			}
+			assert.Equal(t, domain.OutcomeRecovered, d.Outcome, d.Message)
+		})
+	}
+}
+
+// snapshotSecretsOfLineage is snapshotSecrets recorded under the lineage override l.
+func snapshotSecretsOfLineage(t *testing.T, l, compUID, uuid string, rs []res) []domain.ChunkSecret {
+	t.Helper()
+	lineage, err := domain.NewLineage(l)
+	require.NoError(t, err)
+	out := snapshotSecrets(t, compUID, uuid, oldTime, chunkLimit, rs)
+	for i := range out {
+		out[i].Labels[domain.LabelLineage] = lineage.String()
+	}
+	return out
 }

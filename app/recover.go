@@ -64,7 +64,14 @@ func (s *Service) plan(ctx context.Context, comp domain.Composition) (domain.Rec
 		Now:                  now,
 	}
 	if snapErr == nil {
-		if in.LiveOwners, err = s.liveOwners(ctx, domain.SharedLineageOwners(comp, snap)); err != nil {
+		if s.deps.Lister != nil {
+			all, err := s.deps.Lister.ListCompositions(ctx)
+			if err != nil {
+				return domain.RecoveryPlan{}, reads, fmt.Errorf("listing compositions that may share lineage %s: %w", lineage, err)
+			}
+			in.LineageMembers = domain.LineageMembers(comp, lineage, all)
+		}
+		if in.LiveOwners, err = s.liveOwners(ctx, domain.SharedLineageOwners(comp, snap, in.LineageMembers...)); err != nil {
 			return domain.RecoveryPlan{}, reads, err
 		}
 	}

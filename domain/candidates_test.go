@@ -332,3 +332,22 @@ func TestPlanRecoveryOtherNamespace(t *testing.T) {
 	assert.False(t, d.SetsRecoveredFrom())
 	assert.Equal(t, "s-earlier", d.RecoveredFrom, "OtherNamespace carries the recoveredFrom it replaces")
 }
+
+func TestLineageMembers(t *testing.T) {
+	self := composition()
+	lineage, err := domain.LineageOf(self)
+	require.NoError(t, err)
+	same := composition()
+	same.Name = "web-copy"
+	same.Annotations = map[string]string{domain.AnnotationLineageOverride: lineage.String()}
+	other := composition()
+	other.Name = "api"
+	bad := composition()
+	bad.Name = "bad"
+	bad.Annotations = map[string]string{domain.AnnotationLineageOverride: "Not A Label"}
+	got := domain.LineageMembers(self, lineage, []domain.Composition{self, other, bad, same})
+	assert.Equal(t, []domain.CompositionRef{same.Ref()}, got)
+	snap, err := readFor(t, goldenEntries(), oldCompUID)
+	require.NoError(t, err)
+	assert.Contains(t, domain.SharedLineageOwners(self, snap, got...), same.Ref(), "a member counts as an owner")
+}

@@ -81,7 +81,9 @@ type RecoveryInput struct {
 	// LiveOwners are the Compositions of SharedLineageOwners that a live read found to exist
 	// without a deletionTimestamp, or was forbidden to read (SPEC §6, SharedLineage).
 	LiveOwners []LiveOwner
-	Synthesis  SynthesisContents
+	// LineageMembers are the other Compositions known to carry this lineage, recorded or not.
+	LineageMembers []CompositionRef
+	Synthesis      SynthesisContents
 	// Observed is what a read of each object of RecoveryPlan.Verify found downstream; nil until
 	// the objects were read (SPEC §6.3).
 	Observed             map[ResourceID]Observation
@@ -109,13 +111,31 @@ func (p RecoveryPlan) Decided() bool { return !p.Decision.Outcome.IsZero() }
 // SharedLineageOwners are the Compositions recovery must read live before it decides for c
 // from snap (SPEC §6, SharedLineage): every one a Secret of the lineage was recorded for,
 // candidate or not, whatever its namespace, except c itself. Usually there is none.
-func SharedLineageOwners(c Composition, snap Snapshot) []CompositionRef {
+//
+// members are the other Compositions known to carry the same lineage (a copied override), even
+// ones that have recorded nothing yet: they share it as much as a snapshot's owner does.
+func SharedLineageOwners(c Composition, snap Snapshot, members ...CompositionRef) []CompositionRef {
 	var out []CompositionRef
-	for _, ref := range snap.owners {
-		if ref != c.Ref() {
+	for _, ref := range append(slices.Clone(snap.owners), members...) {
+		if ref != c.Ref() && !slices.Contains(out, ref) {
 			out = append(out, ref)
 		}
 	}
+	return out
+}
+
+// LineageMembers lists the Compositions of all that carry lineage, other than c.
+func LineageMembers(c Composition, lineage Lineage, all []Composition) []CompositionRef {
+	var out []CompositionRef
+	for _, o := range all {
+		if o.Ref() == c.Ref() {
+			continue
+		}
+		if l, err := LineageOf(o); err == nil && l == lineage {
+			out = append(out, o.Ref())
+		}
+	}
+	slices.SortFunc(out, CompositionRef.Compare)
 	return out
 }
 
@@ -137,8 +157,8 @@ func (o LiveOwner) String() string {
 }
 
 // sharedWith returns the live owners that are Compositions of the lineage other than c.
-func sharedWith(c Composition, snap Snapshot, live []LiveOwner) []LiveOwner {
-	others := SharedLineageOwners(c, snap)
+func sharedWith(c Composition, snap Snapshot, members []CompositionRef, live []LiveOwner) []LiveOwner {
+	others := SharedLineageOwners(c, snap, members...)
 	var out []LiveOwner
 	for _, o := range live {
 		if slices.Contains(others, o.Ref) {
@@ -210,7 +230,7 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	if snap.readFor == nil || *snap.readFor != c.UID {
 		return RecoveryPlan{}, fmt.Errorf("composition %s: the snapshot was not read for this incarnation; recovery decides from ReadSnapshotFor's verdict", c.Ref())
 	}
-	if shared := sharedWith(c, snap, in.LiveOwners); len(shared) > 0 {
+	if shared := sharedWith(c, snap, in.LineageMembers, in.LiveOwners); len(shared) > 0 {
 		d.Outcome, d.Reason = OutcomeInventoryInvalid, ReasonSharedLineage.String()
 		names := make([]string, len(shared))
 		for i, o := range shared {

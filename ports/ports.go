@@ -14,6 +14,15 @@ type CompositionReader interface {
 	GetComposition(ctx context.Context, ref domain.CompositionRef) (domain.Composition, error)
 }
 
+// CompositionLister lists the Compositions in the controller's scope, possibly from a cache.
+// Recovery uses it to find another Composition that shares the lineage before it has recorded
+// any snapshot (design §6, SharedLineage).
+//
+//counterfeiter:generate . CompositionLister
+type CompositionLister interface {
+	ListCompositions(ctx context.Context) ([]domain.Composition, error)
+}
+
 // CompositionGuard reads a Composition live from the API server, never from a cache.
 // The use cases call it immediately before every write.
 //

@@ -139,7 +139,7 @@ func (c *Controller) build(opts Options) error {
 	if err != nil {
 		return err
 	}
-	c.deps.Compositions, c.deps.Guard, c.deps.Decisions = comps, comps, comps
+	c.deps.Compositions, c.deps.Guard, c.deps.Decisions, c.deps.Lister = comps, comps, comps, comps
 	c.deps.Slices, c.deps.Sink, c.deps.Store, c.deps.Downstream = slices, sink, c.store, downstream
 	if err := c.informer.AddRefHandler(c.enqueue, c.handlerPanicked); err != nil {
 		return err

@@ -32,6 +32,23 @@ func RunCompositions(t *testing.T, newHarness NewHarness) {
 		assertComposition(t, want, got)
 	})
 
+	t.Run("ListCompositions eventually lists a created Composition", func(t *testing.T) {
+		h := newHarness(t)
+		want := h.CreateComposition(t, sampleComposition(h))
+		h.Eventually(t, func() bool {
+			all, err := h.CompositionLister().ListCompositions(t.Context())
+			if err != nil {
+				return false
+			}
+			for _, c := range all {
+				if c.Ref() == want.Ref() && c.UID == want.UID {
+					return true
+				}
+			}
+			return false
+		})
+	})
+
 	t.Run("reading a missing Composition is ErrNotFound", func(t *testing.T) {
 		h := newHarness(t)
 		ref := domain.CompositionRef{Namespace: h.Namespace(), Name: uniqueName("missing")}

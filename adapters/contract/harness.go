@@ -23,6 +23,7 @@ type Harness interface {
 	Namespace() string
 	CompositionReader() ports.CompositionReader
 	CompositionGuard() ports.CompositionGuard
+	CompositionLister() ports.CompositionLister
 	DecisionWriter() ports.DecisionWriter
 	// CreateComposition creates c (metadata, and status.currentSynthesis when c.Synthesis
 	// is set) and returns it as stored, with its UID and latest resourceVersion.

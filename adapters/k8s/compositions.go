@@ -8,6 +8,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -21,6 +23,7 @@ import (
 
 var (
 	_ ports.CompositionReader = (*Compositions)(nil)
+	_ ports.CompositionLister = (*Compositions)(nil)
 	_ ports.CompositionGuard  = (*Compositions)(nil)
 	_ ports.DecisionWriter    = (*Compositions)(nil)
 )
@@ -57,6 +60,37 @@ func (c *Compositions) GetComposition(ctx context.Context, ref domain.Compositio
 	}
 	// The conversion copies what it keeps, so the cached object is never mutated.
 	return compositionFromUnstructured(u)
+}
+
+// ListCompositions lists the Compositions in the cache, or live when there is none. One that
+// cannot be read as a Composition is left out: the caller looks for those that share a lineage.
+func (c *Compositions) ListCompositions(ctx context.Context) ([]domain.Composition, error) {
+	var objs []runtime.Object
+	if c.lister != nil {
+		var err error
+		if objs, err = c.lister.List(labels.Everything()); err != nil {
+			return nil, fmt.Errorf("listing compositions from the cache: %w", err)
+		}
+	} else {
+		list, err := c.client.Resource(CompositionGVR).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, apiError("listing compositions", err)
+		}
+		for i := range list.Items {
+			objs = append(objs, &list.Items[i])
+		}
+	}
+	out := make([]domain.Composition, 0, len(objs))
+	for _, obj := range objs {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		if comp, err := compositionFromUnstructured(u); err == nil {
+			out = append(out, comp)
+		}
+	}
+	return out, nil
 }
 
 // LiveComposition reads the Composition from the API server, never from a cache.

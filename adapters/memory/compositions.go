@@ -144,6 +144,14 @@ func (c *Cluster) DeleteComposition(ref domain.CompositionRef) error {
 }
 
 // Compositions lists every Composition, sorted by namespace and name.
+// ListCompositions lists every stored Composition (the memory adapter has no cache).
+func (c *Cluster) ListCompositions(ctx context.Context) ([]domain.Composition, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return c.Compositions(), nil
+}
+
 func (c *Cluster) Compositions() []domain.Composition {
 	c.mu.Lock()
 	defer c.mu.Unlock()
