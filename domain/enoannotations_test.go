@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
@@ -266,4 +267,31 @@ func TestReadSynthesisCascadesTheCompositionsDisable(t *testing.T) {
 	contents, err = domain.ReadSynthesis(c, []domain.ResourceSlice{slice(goldenSlice, domain.SliceResource{Manifest: manifest("v1", "ConfigMap", "ns", "paused")})})
 	require.NoError(t, err)
 	assert.False(t, contents.Inventory().Entries()[0].Disabled())
+}
+
+// An object written after the history was (taken over by another Composition, edited by hand)
+// may no longer be the orphan it recorded, though it is older: it is kept, and so unverified.
+func TestVerifyTombstonesKeepsAnObjectChangedAfterTheHistory(t *testing.T) {
+	ts := domain.Tombstone{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "a"}}
+	old := historyWritten.Add(-time.Hour)
+	for name, tt := range map[string]struct {
+		changed time.Time
+		keep    bool
+	}{
+		"never written since":     {changed: old, keep: true},
+		"written the same second": {changed: historyWritten.Add(500 * time.Millisecond), keep: true},
+		"written after":           {changed: historyWritten.Add(time.Second)},
+		"unknown":                 {keep: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			keep, dropped := domain.VerifyTombstones([]domain.Tombstone{ts},
+				map[domain.ResourceID]domain.Observation{ts.Entry.ID(): {State: domain.ObjectPresent, Created: old, Changed: tt.changed}}, historyWritten, true)
+			if tt.keep {
+				assert.Len(t, keep, 1)
+				return
+			}
+			require.Len(t, dropped, 1)
+			assert.Equal(t, domain.DropChanged, dropped[0].Reason)
+		})
+	}
 }

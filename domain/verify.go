@@ -25,6 +25,9 @@ type Observation struct {
 	State ObjectState
 	// Created is the object's creationTimestamp (downstream clock, whole seconds).
 	Created time.Time
+	// Changed is the newest write of the object itself by any field manager (its
+	// managedFields' times, subresources aside); zero when unknown.
+	Changed time.Time
 	// Detail says why an object is unreadable.
 	Detail string
 }
@@ -47,6 +50,9 @@ var (
 	// can disable it (Entry.Disabled). Eno would skip the tombstone anyway, or might act on an
 	// object another Composition now owns; no read is needed.
 	DropDisabled = DropReason{"Disabled"}
+	// DropChanged: the object was written after the history was (another manager took it
+	// over, an operator edited it): it may no longer be the orphan the history recorded.
+	DropChanged = DropReason{"ChangedAfterHistory"}
 )
 
 func (r DropReason) String() string { return r.name }
@@ -113,6 +119,9 @@ func VerifyTombstones(tombstones []Tombstone, observed map[ResourceID]Observatio
 		case o.Created.Truncate(time.Second).After(writeTime.Truncate(time.Second)):
 			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropNewer,
 				Detail: fmt.Sprintf("created %s, history written %s", o.Created.UTC().Format(time.RFC3339), writeTime.UTC().Format(time.RFC3339))})
+		case o.Changed.Truncate(time.Second).After(writeTime.Truncate(time.Second)):
+			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropChanged,
+				Detail: fmt.Sprintf("written %s, history written %s", o.Changed.UTC().Format(time.RFC3339), writeTime.UTC().Format(time.RFC3339))})
 		default:
 			keep = append(keep, t)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -75,5 +76,17 @@ func (d *DownstreamObjects) ObserveObject(ctx context.Context, e domain.Entry) (
 	case err != nil:
 		return domain.Observation{}, apiError(fmt.Sprintf("reading %s downstream", e.ID()), err)
 	}
-	return domain.Observation{State: domain.ObjectPresent, Created: obj.CreationTimestamp.UTC()}, nil
+	return domain.Observation{State: domain.ObjectPresent, Created: obj.CreationTimestamp.UTC(), Changed: lastWritten(obj.ManagedFields)}, nil
+}
+
+// lastWritten is the newest time a field manager wrote the object itself; writes to a
+// subresource (status, scale) do not count.
+func lastWritten(entries []metav1.ManagedFieldsEntry) time.Time {
+	var newest time.Time
+	for _, e := range entries {
+		if e.Subresource == "" && e.Time != nil && e.Time.After(newest) {
+			newest = e.Time.UTC()
+		}
+	}
+	return newest
 }

@@ -63,3 +63,28 @@ func TestObserveObject(t *testing.T) {
 		})
 	}
 }
+
+// The newest write of the object itself is read from managedFields: a later edit by another
+// field manager moves it, a status write does not.
+func TestObserveObjectReadsTheLastWrite(t *testing.T) {
+	c := env.AdminClients(t)
+	ctx := testContext(t)
+	ns := c.NewNamespace(t, "changed")
+	created, err := c.Kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: ns},
+		Data: map[string]string{"a": "b"}}, metav1.CreateOptions{FieldManager: "first"})
+	require.NoError(t, err)
+	reader, err := NewDownstreamObjects(c.Metadata, c.Kube.Discovery())
+	require.NoError(t, err)
+	entry := domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: ns, Name: "cm"}
+	o, err := reader.ObserveObject(ctx, entry)
+	require.NoError(t, err)
+	assert.Equal(t, created.CreationTimestamp.UTC(), o.Changed, "written once, at its creation")
+
+	time.Sleep(1100 * time.Millisecond) // managedFields times have whole seconds
+	created.Data["taken"] = "over"
+	_, err = c.Kube.CoreV1().ConfigMaps(ns).Update(ctx, created, metav1.UpdateOptions{FieldManager: "second"})
+	require.NoError(t, err)
+	o, err = reader.ObserveObject(ctx, entry)
+	require.NoError(t, err)
+	assert.True(t, o.Changed.After(o.Created), "the later write by another manager: %s after %s", o.Changed, o.Created)
+}
