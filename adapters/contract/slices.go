@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -71,8 +72,7 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 		assert.Equal(t, first, second)
 		assertRecoverySlice(t, h, comp, first, handoff)
 
-		smaller := handoff
-		smaller.Resources = handoff.Resources[:1]
+		smaller := handoffOf(comp, sampleTombstones()[:1])
 		third, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, smaller)
 		require.NoError(t, err)
 		assert.Equal(t, first, third)
@@ -279,13 +279,17 @@ func sampleTombstones() []domain.Tombstone {
 	}
 }
 
-// sampleHandoff is a Recovered plan's hand-off for comp's current synthesis.
+// sampleHandoff is a Recovered plan's hand-off for comp's current synthesis: one slice.
 func sampleHandoff(comp domain.Composition) domain.Handoff {
+	return handoffOf(comp, sampleTombstones())
+}
+
+// handoffOf is the Recovered hand-off of tombstones for comp's current synthesis.
+func handoffOf(comp domain.Composition, tombstones []domain.Tombstone) domain.Handoff {
 	ts := time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)
-	tombstones := sampleTombstones()
 	h, err := domain.NewHandoff(domain.RecoveryPlan{
 		Decision: domain.Decision{SynthesisUUID: comp.SynthesisUUID(), Outcome: domain.OutcomeRecovered,
-			Message: "2 of 5 resources of the previous incarnation are orphaned", SourceSynthesisUUID: "source-uuid",
+			Message: fmt.Sprintf("%d of %d resources of the previous incarnation are orphaned", len(tombstones), len(tombstones)+3), SourceSynthesisUUID: "source-uuid",
 			SourceSynthesisTimestamp: &ts, Tombstones: len(tombstones), RecoveredFrom: "source-uuid",
 			DecidedAt: time.Date(2025, 3, 14, 15, 10, 0, 0, time.UTC)},
 		Tombstones:     tombstones,
