@@ -97,9 +97,6 @@ func (c Composition) WithoutSlices(names ...string) Composition {
 	return c
 }
 
-// WithoutSlice is a copy of c whose current synthesis does not name the slice.
-func (c Composition) WithoutSlice(name string) Composition { return c.WithoutSlices(name) }
-
 // FinishedDecision returns the decision for the current synthesis when it is finished.
 func (c Composition) FinishedDecision() (Decision, bool) {
 	d, ok := c.Decision()

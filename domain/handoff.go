@@ -192,15 +192,6 @@ func (c Composition) CommittedRecoverySlices() ([]string, bool) {
 	return nil, false
 }
 
-// CommittedRecoverySlice returns the first of CommittedRecoverySlices.
-func (c Composition) CommittedRecoverySlice() (string, bool) {
-	names, ok := c.CommittedRecoverySlices()
-	if !ok {
-		return "", false
-	}
-	return names[0], true
-}
-
 // DecidedRecoverySlices are the recovery slices of d, a Recovered decision of the Composition's
 // current synthesis: every one the synthesis names when the first is d.TombstoneSlice, else
 // d.TombstoneSlice alone, so that a slice no longer named is still looked at.
