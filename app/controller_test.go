@@ -72,16 +72,16 @@ func TestControllerRecoversPanics(t *testing.T) {
 			})
 		}},
 		"publishing": {recovering, func(f *fixture) {
-			f.sink.PublishTombstonesCalls(func(context.Context, domain.Composition, domain.Handoff) (string, error) { boom(); return "", nil })
+			f.sink.PublishTombstonesCalls(func(context.Context, domain.Composition, domain.Handoff) ([]string, error) { boom(); return nil, nil })
 		}},
 		"the commit": {recovering, func(f *fixture) {
-			f.sink.CommitTombstonesCalls(func(context.Context, domain.Composition, string) error { boom(); return nil })
+			f.sink.CommitTombstonesCalls(func(context.Context, domain.Composition, []string) error { boom(); return nil })
 		}},
 		"the decision": {recovering, func(f *fixture) {
 			f.decisions.WriteDecisionCalls(func(context.Context, domain.Composition, domain.Decision) error { boom(); return nil })
 		}},
 		"step 4": {recovering, func(f *fixture) {
-			f.sink.EnsureTombstonesCalls(func(context.Context, domain.Composition, string, domain.Handoff) error { boom(); return nil })
+			f.sink.EnsureTombstonesCalls(func(context.Context, domain.Composition, []string, domain.Handoff) error { boom(); return nil })
 		}},
 		"step 5": {recovering, func(f *fixture) {
 			f.sink.RequestResynthesisCalls(func(context.Context, domain.Composition) error { boom(); return nil })
@@ -127,7 +127,7 @@ func TestControllerBoundsEveryReconcile(t *testing.T) {
 			})
 		},
 		"the commit": func(f *fixture) {
-			f.sink.CommitTombstonesCalls(func(ctx context.Context, _ domain.Composition, _ string) error { return hang(ctx) })
+			f.sink.CommitTombstonesCalls(func(ctx context.Context, _ domain.Composition, _ []string) error { return hang(ctx) })
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

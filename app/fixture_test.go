@@ -174,15 +174,27 @@ func newFixture(t *testing.T) *fixture {
 	f.store.UpdateChunkCalls(func(_ context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error) { return s, nil })
 	// Like an API server: a published recovery slice can be read back, until a test removes it.
 	f.published = map[string]domain.ResourceSlice{}
-	f.sink.PublishTombstonesCalls(func(_ context.Context, c domain.Composition, h domain.Handoff) (string, error) {
-		name := domain.RecoverySliceName(c.Name, c.SynthesisUUID())
-		f.published[name] = domain.ResourceSlice{Namespace: c.Namespace, Name: name, SynthesisUUID: h.SynthesisUUID(), ControllerUID: c.UID,
-			Annotations: h.SliceAnnotations(), Resources: h.Resources}
-		return name, nil
+	f.sink.PublishTombstonesCalls(func(_ context.Context, c domain.Composition, h domain.Handoff) ([]string, error) {
+		parts, err := h.Parts()
+		if err != nil {
+			return nil, err
+		}
+		names := domain.RecoverySliceSeriesOf(c.Name, c.SynthesisUUID())[0].Names(len(parts))
+		for i, name := range names {
+			f.published[name] = domain.ResourceSlice{Namespace: c.Namespace, Name: name, SynthesisUUID: h.SynthesisUUID(), ControllerUID: c.UID,
+				Annotations: h.SliceAnnotations(), Resources: parts[i]}
+		}
+		return names, nil
 	})
-	f.sink.CommitTombstonesCalls(func(_ context.Context, _ domain.Composition, slice string) error {
+	f.sink.CommitTombstonesCalls(func(_ context.Context, _ domain.Composition, names []string) error {
+		var missing []string
+		for _, n := range names {
+			if !f.comp.NamesSlice(n) {
+				missing = append(missing, n)
+			}
+		}
 		f.comp.Synthesis = &domain.Synthesis{UUID: f.comp.Synthesis.UUID, Synthesized: f.comp.Synthesis.Synthesized,
-			Slices: append(slices.Clone(f.comp.Synthesis.Slices), slice)}
+			Slices: append(slices.Clone(f.comp.Synthesis.Slices), missing...)}
 		return nil
 	})
 	f.sink.WithdrawTombstonesCalls(func(_ context.Context, _ domain.Composition, s domain.ResourceSlice) error {

@@ -50,9 +50,9 @@ func TestHandoffFaults(t *testing.T) {
 	t.Run("the slice's rewrite conflicts: nothing committed, the next pass hands off", func(t *testing.T) {
 		f := newRecovery(t)
 		publish := f.sink.PublishTombstonesStub
-		f.sink.PublishTombstonesCalls(func(c context.Context, comp domain.Composition, h domain.Handoff) (string, error) {
+		f.sink.PublishTombstonesCalls(func(c context.Context, comp domain.Composition, h domain.Handoff) ([]string, error) {
 			if f.sink.PublishTombstonesCallCount() == 1 {
-				return "", fmt.Errorf("update slice %s: %w", slice, ports.ErrConflict)
+				return nil, fmt.Errorf("update slice %s: %w", slice, ports.ErrConflict)
 			}
 			return publish(c, comp, h)
 		})
@@ -127,12 +127,12 @@ func TestHandoffFaults(t *testing.T) {
 		assert.Equal(t, 1, f.decisions.WriteDecisionCallCount(), "the decision is not written again")
 		assert.Equal(t, 2, f.sink.RequestResynthesisCallCount())
 		_, _, ensured, h := f.sink.EnsureTombstonesArgsForCall(1)
-		assert.Equal(t, slice, ensured)
+		assert.Equal(t, []string{slice}, ensured)
 		assert.Len(t, h.Resources, 2, "the resumed pass knows the content from the slice")
 	})
 	t.Run("the slice is gone after the append: created again, same content", func(t *testing.T) {
 		f := newRecovery(t)
-		f.sink.EnsureTombstonesCalls(func(_ context.Context, c domain.Composition, name string, h domain.Handoff) error {
+		f.sink.EnsureTombstonesCalls(func(_ context.Context, c domain.Composition, names []string, h domain.Handoff) error {
 			require.Len(t, h.Resources, 2)
 			return nil
 		})
@@ -149,7 +149,7 @@ func TestHandoffFaults(t *testing.T) {
 		_, err := f.service(t).Recover(ctx(t), f.comp)
 		require.Error(t, err)
 		delete(f.published, slice)
-		f.sink.EnsureTombstonesCalls(func(_ context.Context, _ domain.Composition, _ string, h domain.Handoff) error {
+		f.sink.EnsureTombstonesCalls(func(_ context.Context, _ domain.Composition, _ []string, h domain.Handoff) error {
 			if h.SynthesisUUID() == "" {
 				return fmt.Errorf("gone: %w", ports.ErrNotFound)
 			}
@@ -261,7 +261,7 @@ func TestHandoffStepFourRunsWhateverTheForceAnnotationSays(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, pass, f.sink.EnsureTombstonesCallCount(), "step 4 runs on every pass while the hand-off is pending")
 		_, _, ensured, h := f.sink.EnsureTombstonesArgsForCall(pass - 1)
-		assert.Equal(t, slice, ensured)
+		assert.Equal(t, []string{slice}, ensured)
 		assert.Len(t, h.Resources, 2)
 	}
 	assert.Equal(t, 1, f.sink.RequestResynthesisCallCount(), "step 5 is not repeated once the annotation names the synthesis")

@@ -396,15 +396,15 @@ func (listedSecrets) UpdateChunk(context.Context, domain.ChunkSecret) (domain.Ch
 // refusedWrites stands in for the tombstone sink and the decision writer.
 type refusedWrites struct{}
 
-func (refusedWrites) PublishTombstones(context.Context, domain.Composition, domain.Handoff) (string, error) {
-	return "", errInspectWrites
+func (refusedWrites) PublishTombstones(context.Context, domain.Composition, domain.Handoff) ([]string, error) {
+	return nil, errInspectWrites
 }
 
-func (refusedWrites) CommitTombstones(context.Context, domain.Composition, string) error {
+func (refusedWrites) CommitTombstones(context.Context, domain.Composition, []string) error {
 	return errInspectWrites
 }
 
-func (refusedWrites) EnsureTombstones(context.Context, domain.Composition, string, domain.Handoff) error {
+func (refusedWrites) EnsureTombstones(context.Context, domain.Composition, []string, domain.Handoff) error {
 	return errInspectWrites
 }
 

@@ -38,15 +38,28 @@ func (s *Service) recheckPending(ctx context.Context, comp domain.Composition) (
 		return 0, nil
 	}
 	again := s.cfg.PendingRecheckInterval
-	sl, err := s.deps.Slices.GetSlice(ctx, comp.Namespace, d.TombstoneSlice)
+	for _, slice := range comp.DecidedRecoverySlices(d) {
+		var err error
+		if again, err = s.recheckPendingSlice(ctx, comp, slice); err != nil {
+			return 0, err
+		}
+	}
+	return again, nil
+}
+
+// recheckPendingSlice re-runs the checks on the tombstones of one recovery slice of a pending
+// hand-off and withdraws in place each that no longer passes.
+func (s *Service) recheckPendingSlice(ctx context.Context, comp domain.Composition, slice string) (time.Duration, error) {
+	again := s.cfg.PendingRecheckInterval
+	sl, err := s.deps.Slices.GetSlice(ctx, comp.Namespace, slice)
 	switch {
 	case errors.Is(err, ports.ErrNotFound):
 		return again, nil // step 4 creates it again, or reports it lost
 	case err != nil:
-		return 0, fmt.Errorf("rechecking the pending hand-off: reading recovery slice %s: %w", d.TombstoneSlice, err)
+		return 0, fmt.Errorf("rechecking the pending hand-off: reading recovery slice %s: %w", slice, err)
 	}
 	if _, err := domain.HandoffFromSlice(comp, sl); err != nil {
-		invalid := &domain.RecoverySliceInvalidError{Slice: d.TombstoneSlice, Detail: err.Error()}
+		invalid := &domain.RecoverySliceInvalidError{Slice: slice, Detail: err.Error()}
 		s.refuse(comp, "RecoverySliceInvalid", invalid)
 		return 0, invalid
 	}

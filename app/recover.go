@@ -144,16 +144,16 @@ func (s *Service) recover(ctx context.Context, comp domain.Composition) (Recover
 	ctx = logr.NewContext(ctx, logr.FromContextOrDiscard(ctx).WithValues("synthesisUUID", comp.SynthesisUUID()))
 	// Past the commit point of an earlier pass: finish that hand-off, never plan again.
 	planFrom := comp
-	if slice, ok := comp.CommittedRecoverySlice(); ok {
-		res, resumed, err := s.resume(ctx, comp, slice)
+	if committed, ok := comp.CommittedRecoverySlices(); ok {
+		res, resumed, err := s.resume(ctx, comp, committed)
 		switch {
 		case resumed:
 			return res, liveReads{}, err
 		case errors.Is(err, ports.ErrNotFound):
-			// Named but gone before its decision: plan again without it; the hand-off creates
-			// it again under the same name, which the synthesis already names.
-			logr.FromContextOrDiscard(ctx).Info("the committed recovery slice is gone; planning again", "slice", slice)
-			planFrom = comp.WithoutSlice(slice)
+			// Named but gone before its decision: plan again without them; the hand-off creates
+			// the gone ones again under the names the synthesis already holds.
+			logr.FromContextOrDiscard(ctx).Info("a committed recovery slice is gone; planning again", "slices", committed)
+			planFrom = comp.WithoutSlices(committed...)
 		case err != nil:
 			return res, liveReads{}, err
 		}
@@ -206,14 +206,14 @@ func (s *Service) decide(ctx context.Context, live domain.Composition, plan doma
 	return nil
 }
 
-// handOff hands the plan's tombstones to Eno (SPEC §6.2): publish the slice, append it to the
-// synthesis (the commit point), then finish. Each step follows a live recheck; a crash before
-// the commit point leaves nothing committed, and the next reconcile plans again.
+// handOff hands the plan's tombstones to Eno (SPEC §6.2): publish every recovery slice, append
+// them all to the synthesis (the commit point), then finish. Each step follows a live recheck; a
+// crash before the commit point leaves nothing committed, and the next reconcile plans again.
 func (s *Service) handOff(ctx context.Context, comp domain.Composition, plan domain.RecoveryPlan) (RecoverResult, error) {
 	res := RecoverResult{Plan: plan, Composition: comp}
 	h, err := domain.NewHandoff(plan)
 	if err != nil {
-		return res, err
+		return res, fmt.Errorf("recovering %s: %w", comp.Ref(), err)
 	}
 	fail := func(step string, err error) (RecoverResult, error) {
 		if errors.Is(err, ports.ErrSynthesisMoved) {
@@ -225,17 +225,17 @@ func (s *Service) handOff(ctx context.Context, comp domain.Composition, plan dom
 	if err != nil {
 		return fail("publishing", err)
 	}
-	slice, err := s.deps.Sink.PublishTombstones(ctx, live, h)
+	slices, err := s.deps.Sink.PublishTombstones(ctx, live, h)
 	if err != nil {
 		return fail("publishing", err)
 	}
 	if live, err = s.recheck(ctx, comp, s.readyToCommit(comp)); err != nil {
 		return fail("committing", err)
 	}
-	if err := s.deps.Sink.CommitTombstones(ctx, live, slice); err != nil {
+	if err := s.deps.Sink.CommitTombstones(ctx, live, slices); err != nil {
 		return fail("committing", err)
 	}
-	return s.finishHandoff(ctx, comp, plan, slice, h)
+	return s.finishHandoff(ctx, comp, plan, slices, h)
 }
 
 // readyToCommit adds to planStillHolds what the commit point requires of the live object
@@ -250,10 +250,11 @@ func (s *Service) readyToCommit(read domain.Composition) func(domain.Composition
 	}
 }
 
-// finishHandoff runs the steps after the commit point: the Recovered decision (step 3), then
-// the slice check and the forced resynthesis (steps 4 and 5).
-func (s *Service) finishHandoff(ctx context.Context, comp domain.Composition, plan domain.RecoveryPlan, slice string, h domain.Handoff) (RecoverResult, error) {
-	d := h.DecisionFor(slice)
+// finishHandoff runs the steps after the commit point: the Recovered decision (step 3), naming
+// the first recovery slice and counting every tombstone, then the slice check and the forced
+// resynthesis (steps 4 and 5).
+func (s *Service) finishHandoff(ctx context.Context, comp domain.Composition, plan domain.RecoveryPlan, slices []string, h domain.Handoff) (RecoverResult, error) {
+	d := h.DecisionFor(slices[0])
 	res := RecoverResult{Plan: plan, Composition: comp}
 	res.Plan.Decision = d
 	// After the commit point the plan is fixed: only the incarnation and synthesis matter.
@@ -266,56 +267,79 @@ func (s *Service) finishHandoff(ctx context.Context, comp domain.Composition, pl
 	}
 	res.Written = true
 	res.Composition = withDecision(live, d)
-	if err := s.completeHandoff(ctx, res.Composition, slice, h); err != nil {
+	if err := s.completeHandoff(ctx, res.Composition, slices, h); err != nil {
 		return res, err
 	}
 	return res, nil
 }
 
-// resume finishes a hand-off whose slice the synthesis already names (SPEC §6.2): it writes
-// Recovered from the slice's content. A slice of that name that is not this controller's for
-// this synthesis is not a hand-off: resumed is false and recovery plans as usual.
-func (s *Service) resume(ctx context.Context, comp domain.Composition, slice string) (res RecoverResult, resumed bool, err error) {
-	sl, err := s.deps.Slices.GetSlice(ctx, comp.Namespace, slice)
+// resume finishes a hand-off whose recovery slices the synthesis already names (SPEC §6.2): it
+// reads every one and writes Recovered from their content. One that is gone wraps
+// ports.ErrNotFound with resumed false: recovery plans again. One that is not this controller's
+// for this synthesis is never adopted: a RecoverySliceInvalid refusal.
+func (s *Service) resume(ctx context.Context, comp domain.Composition, slices []string) (res RecoverResult, resumed bool, err error) {
+	read, err := s.readRecoverySlices(ctx, comp, slices)
 	if err != nil {
-		return res, false, fmt.Errorf("recovering %s: reading recovery slice %s that synthesis %s names: %w", comp.Ref(), slice, comp.SynthesisUUID(), err)
+		return res, false, fmt.Errorf("recovering %s: %w", comp.Ref(), err)
 	}
-	h, err := domain.HandoffFromSlice(comp, sl)
+	h, err := domain.HandoffFromSlices(comp, read)
 	if err != nil {
 		// Never adopted, and never planned around: the synthesis Eno applies holds it.
-		invalid := &domain.RecoverySliceInvalidError{Slice: slice, Detail: err.Error()}
-		s.refuse(comp, "RecoverySliceInvalid", invalid)
-		return res, true, fmt.Errorf("recovering %s: %w", comp.Ref(), invalid)
-	}
-	logr.FromContextOrDiscard(ctx).Info("resuming a committed hand-off", "slice", slice)
-	// Time may have passed since the commit (a crash, a lost Lease, a decision write that kept
-	// failing): check the tombstones again before anything asks Eno to carry them.
-	if sl, err = s.withdrawFailing(ctx, comp, sl); err != nil {
+		var invalid *domain.RecoverySliceInvalidError
+		if errors.As(err, &invalid) {
+			s.refuse(comp, "RecoverySliceInvalid", invalid)
+		}
 		return res, true, fmt.Errorf("recovering %s: %w", comp.Ref(), err)
 	}
-	h.Resources = sl.Resources
-	plan := domain.RecoveryPlan{Decision: h.DecisionFor(slice)}
-	res, err = s.finishHandoff(ctx, comp, plan, slice, h)
+	// Time may have passed since the commit (a crash, a lost Lease, a decision write that kept
+	// failing): check the tombstones again before anything asks Eno to carry them.
+	for i := range read {
+		if read[i], err = s.withdrawFailing(ctx, comp, read[i]); err != nil {
+			return res, true, fmt.Errorf("recovering %s: %w", comp.Ref(), err)
+		}
+	}
+	if h, err = domain.HandoffFromSlices(comp, read); err != nil {
+		return res, true, fmt.Errorf("recovering %s: %w", comp.Ref(), err)
+	}
+	logr.FromContextOrDiscard(ctx).Info("resuming a committed hand-off", "slices", slices)
+	plan := domain.RecoveryPlan{Decision: h.DecisionFor(slices[0])}
+	res, err = s.finishHandoff(ctx, comp, plan, slices, h)
 	return res, true, err
 }
 
+// readRecoverySlices reads each recovery slice, in order; the first that is gone wraps
+// ports.ErrNotFound.
+func (s *Service) readRecoverySlices(ctx context.Context, comp domain.Composition, slices []string) ([]domain.ResourceSlice, error) {
+	read := make([]domain.ResourceSlice, len(slices))
+	for i, name := range slices {
+		sl, err := s.deps.Slices.GetSlice(ctx, comp.Namespace, name)
+		if err != nil {
+			return nil, fmt.Errorf("reading recovery slice %s of synthesis %s: %w", name, comp.SynthesisUUID(), err)
+		}
+		read[i] = sl
+	}
+	return read, nil
+}
+
 // completeHandoff runs steps 4 and 5 of SPEC §6.2 for a Composition whose current synthesis is
-// decided Recovered: re-read the slice and create it again if it is gone, then ask Eno for a
-// new synthesis, which carries the tombstones into Eno's own state. Once the annotation names
-// this synthesis both steps are done.
-func (s *Service) completeHandoff(ctx context.Context, comp domain.Composition, slice string, h domain.Handoff) error {
+// decided Recovered: re-read every recovery slice and create again each that is gone, then ask
+// Eno for a new synthesis, which carries the tombstones into Eno's own state. Once the
+// annotation names this synthesis both steps are done.
+func (s *Service) completeHandoff(ctx context.Context, comp domain.Composition, slices []string, h domain.Handoff) error {
 	// Step 4 runs whatever the force annotation says: Eno itself sets it to the current
 	// synthesis when a named slice goes missing, so "already forced" never means "step 4 done".
 	live, err := s.recheck(ctx, comp, s.policy.CheckHandoff)
 	if err != nil {
 		return fmt.Errorf("handing tombstones to Eno for %s: %w", comp.Ref(), err)
 	}
-	if err := s.deps.Sink.EnsureTombstones(ctx, live, slice, h); err != nil {
+	if err := s.deps.Sink.EnsureTombstones(ctx, live, slices, h); err != nil {
 		if !errors.Is(err, ports.ErrNotFound) {
-			return fmt.Errorf("handing tombstones to Eno for %s: checking slice %s: %w", comp.Ref(), slice, err)
+			return fmt.Errorf("handing tombstones to Eno for %s: checking slices %v: %w", comp.Ref(), slices, err)
 		}
-		// Its content is known only to the pass that published it; Eno moves on without it.
-		s.deps.Events.Event(live, true, "RecoverySliceLost", fmt.Sprintf("recovery slice %s is gone and its content is unknown; its tombstones are not handed to Eno", slice))
+		// Their content is known only to a pass that read it; Eno moves on without them.
+		lost := &ports.SlicesLostError{Slices: slices}
+		errors.As(err, &lost)
+		s.deps.Events.Event(live, true, "RecoverySliceLost", fmt.Sprintf("%s; their tombstones are not handed to Eno", lost))
 	}
 	if live, err = s.recheck(ctx, comp, s.policy.CheckHandoff); err != nil {
 		return fmt.Errorf("handing tombstones to Eno for %s: %w", comp.Ref(), err)
@@ -326,12 +350,13 @@ func (s *Service) completeHandoff(ctx context.Context, comp domain.Composition, 
 	if err := s.deps.Sink.RequestResynthesis(ctx, live); err != nil {
 		return fmt.Errorf("handing tombstones to Eno for %s: requesting a resynthesis: %w", comp.Ref(), err)
 	}
-	logr.FromContextOrDiscard(ctx).Info("asked Eno for a new synthesis carrying the tombstones", "slice", slice)
+	logr.FromContextOrDiscard(ctx).Info("asked Eno for a new synthesis carrying the tombstones", "slices", slices)
 	return nil
 }
 
 // resumeHandoff runs steps 4 and 5 for a Composition already decided Recovered, for a pass
-// that stopped after the decision.
+// that stopped after the decision. It knows the hand-off's content only when every recovery
+// slice can be read: a gone one's tombstones are known to no one.
 func (s *Service) resumeHandoff(ctx context.Context, comp domain.Composition) error {
 	d, ok := comp.FinishedDecision()
 	if !ok || d.Outcome != domain.OutcomeRecovered || d.TombstoneSlice == "" {
@@ -340,13 +365,14 @@ func (s *Service) resumeHandoff(ctx context.Context, comp domain.Composition) er
 	if s.policy.CheckHandoff(comp) != nil {
 		return nil
 	}
+	slices := comp.DecidedRecoverySlices(d)
 	var h domain.Handoff
-	if sl, err := s.deps.Slices.GetSlice(ctx, comp.Namespace, d.TombstoneSlice); err == nil {
-		h, _ = domain.HandoffFromSlice(comp, sl)
+	if read, err := s.readRecoverySlices(ctx, comp, slices); err == nil {
+		h, _ = domain.HandoffFromSlices(comp, read)
 	} else if !errors.Is(err, ports.ErrNotFound) {
-		return fmt.Errorf("handing tombstones to Eno for %s: reading slice %s: %w", comp.Ref(), d.TombstoneSlice, err)
+		return fmt.Errorf("handing tombstones to Eno for %s: %w", comp.Ref(), err)
 	}
-	return s.completeHandoff(ctx, comp, d.TombstoneSlice, h)
+	return s.completeHandoff(ctx, comp, slices, h)
 }
 
 func (s *Service) announce(comp domain.Composition, plan domain.RecoveryPlan, d domain.Decision) {

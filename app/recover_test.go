@@ -54,20 +54,20 @@ func TestRecoverPublishesTombstonesForOrphansThenWritesTheDecision(t *testing.T)
 	// slice check, forced resynthesis.
 	var order []string
 	publish, commit, resynth := f.sink.PublishTombstonesStub, f.sink.CommitTombstonesStub, f.sink.RequestResynthesisStub
-	f.sink.PublishTombstonesCalls(func(ctx context.Context, c domain.Composition, h domain.Handoff) (string, error) {
+	f.sink.PublishTombstonesCalls(func(ctx context.Context, c domain.Composition, h domain.Handoff) ([]string, error) {
 		order = append(order, "publish")
 		return publish(ctx, c, h)
 	})
-	f.sink.CommitTombstonesCalls(func(ctx context.Context, c domain.Composition, slice string) error {
+	f.sink.CommitTombstonesCalls(func(ctx context.Context, c domain.Composition, slices []string) error {
 		order = append(order, "commit")
-		return commit(ctx, c, slice)
+		return commit(ctx, c, slices)
 	})
 	write := f.decisions.WriteDecisionStub
 	f.decisions.WriteDecisionCalls(func(ctx context.Context, c domain.Composition, d domain.Decision) error {
 		order = append(order, "decision")
 		return write(ctx, c, d)
 	})
-	f.sink.EnsureTombstonesCalls(func(context.Context, domain.Composition, string, domain.Handoff) error {
+	f.sink.EnsureTombstonesCalls(func(context.Context, domain.Composition, []string, domain.Handoff) error {
 		order = append(order, "ensure")
 		return nil
 	})
@@ -88,9 +88,9 @@ func TestRecoverPublishesTombstonesForOrphansThenWritesTheDecision(t *testing.T)
 	require.Len(t, h.Resources, 2)
 	assert.Equal(t, domain.SliceResource{Manifest: published[0].Manifest(), Deleted: true}, h.Resources[0])
 	_, _, committed := f.sink.CommitTombstonesArgsForCall(0)
-	assert.Equal(t, "web-recovery-11111111", committed)
+	assert.Equal(t, []string{"web-recovery-11111111"}, committed)
 	_, _, ensured, eh := f.sink.EnsureTombstonesArgsForCall(0)
-	assert.Equal(t, "web-recovery-11111111", ensured)
+	assert.Equal(t, []string{"web-recovery-11111111"}, ensured)
 	assert.Equal(t, h, eh, "a slice that is gone is recreated with the same content")
 	_, resynthesized := f.sink.RequestResynthesisArgsForCall(0)
 	assert.Equal(t, synthID, resynthesized.SynthesisUUID(), "force-resynthesis names the decided synthesis")
@@ -299,7 +299,7 @@ func TestRecoverWriteFailures(t *testing.T) {
 	t.Run("publish fails: no decision points at nothing", func(t *testing.T) {
 		f := recoveryFixture(t, rs, rs[:7])
 		f.sink.PublishTombstonesStub = nil
-		f.sink.PublishTombstonesReturns("", errors.New("503 unavailable"))
+		f.sink.PublishTombstonesReturns(nil, errors.New("503 unavailable"))
 		_, err := f.service(t).Recover(ctx(t), f.comp)
 		require.Error(t, err)
 		assert.Zero(t, f.decisions.WriteDecisionCallCount())

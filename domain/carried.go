@@ -3,8 +3,6 @@ package domain
 import (
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -16,29 +14,16 @@ func CarriedRecoverySlices(c Composition) []string {
 	if prev == nil || prev.UUID == "" {
 		return nil
 	}
-	var out []string
-	for _, name := range prev.Slices {
-		if isRecoverySliceOf(c.Name, prev.UUID, name) {
-			out = append(out, name)
+	for _, series := range RecoverySliceSeriesOf(c.Name, prev.UUID) {
+		var names []string
+		for part := 0; slices.Contains(prev.Slices, series.Name(part)); part++ {
+			names = append(names, series.Name(part))
+		}
+		if len(names) > 0 {
+			return names
 		}
 	}
-	return out
-}
-
-// isRecoverySliceOf reports whether name is one of the recovery slice names of the synthesis:
-// a base name, or a base name with a part suffix "-N".
-func isRecoverySliceOf(comp, uuid, name string) bool {
-	for _, base := range RecoverySliceNames(comp, uuid) {
-		if name == base {
-			return true
-		}
-		if rest, ok := strings.CutPrefix(name, base+"-"); ok {
-			if n, err := strconv.Atoi(rest); err == nil && n > 0 && strconv.Itoa(n) == rest {
-				return true
-			}
-		}
-	}
-	return false
+	return nil
 }
 
 // CarriedTombstones reads the tombstones a carried recovery slice handed over: the pending ones,

@@ -12,12 +12,14 @@ import (
 
 func TestCarriedRecoverySlices(t *testing.T) {
 	c := composition()
-	names := domain.RecoverySliceNames(c.Name, oldSynUUID)
+	series := domain.RecoverySliceSeriesOf(c.Name, oldSynUUID)
 	c.PreviousSynthesis = &domain.Synthesis{UUID: oldSynUUID, Slices: []string{
-		"web-slice-0", names[0], names[0] + "-1", names[0] + "-2", names[0] + "-x", names[0] + "-01", names[1],
+		"web-slice-0", series[0].Name(0), series[0].Name(1), series[0].Name(2), series[0].Name(0) + "-x",
 		domain.RecoverySliceName(c.Name, synUUID), // the current synthesis's name, not the previous one's
 	}}
-	assert.Equal(t, []string{names[0], names[0] + "-1", names[0] + "-2", names[1]}, domain.CarriedRecoverySlices(c))
+	assert.Equal(t, []string{series[0].Name(0), series[0].Name(1), series[0].Name(2)}, domain.CarriedRecoverySlices(c))
+	c.PreviousSynthesis.Slices = []string{"web-slice-0", series[1].Name(0), series[1].Name(1)}
+	assert.Equal(t, []string{series[1].Name(0), series[1].Name(1)}, domain.CarriedRecoverySlices(c), "the whole-UUID fallback")
 	c.PreviousSynthesis = nil
 	assert.Empty(t, domain.CarriedRecoverySlices(c))
 }

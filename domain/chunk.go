@@ -97,25 +97,62 @@ func ChunkName(compName string, lineage Lineage, index int) string {
 	return boundedName(compName, "-"+lineage.String()+"-"+strconv.Itoa(index))
 }
 
-// RecoverySliceName is "<comp-name>-recovery-<first 8 of synthesis UUID>", cut like chunk names.
+// RecoverySliceName is "<comp-name>-recovery-<first 8 of synthesis UUID>", cut like chunk names:
+// the name of a synthesis's first recovery slice.
 func RecoverySliceName(compName, synthesisUUID string) string {
+	return RecoverySliceSeriesOf(compName, synthesisUUID)[0].Name(0)
+}
+
+// RecoverySliceNames are the names a synthesis's first recovery slice may have, in the order
+// they are tried (SPEC §6.2): RecoverySliceName, then "<comp-name>-recovery-<whole UUID>" for
+// when the short name holds another synthesis's slice.
+func RecoverySliceNames(compName, synthesisUUID string) []string {
+	var names []string
+	for _, s := range RecoverySliceSeriesOf(compName, synthesisUUID) {
+		names = append(names, s.Name(0))
+	}
+	return names
+}
+
+// RecoverySliceSeries names the recovery slices of one synthesis under one of its ids, the first
+// 8 characters of the synthesis UUID or the whole UUID (SPEC §6.2). A hand-off larger than one
+// slice's budget continues in further slices of the same series.
+type RecoverySliceSeries struct {
+	compName, id string
+}
+
+// RecoverySliceSeriesOf are the series a synthesis's recovery slices may be named in, in the
+// order they are tried: the short id, then the whole UUID (one series when the UUID is short).
+func RecoverySliceSeriesOf(compName, synthesisUUID string) []RecoverySliceSeries {
 	short := synthesisUUID
 	if len(short) > 8 {
 		short = short[:8]
 	}
-	return boundedName(compName, "-recovery-"+short)
+	series := []RecoverySliceSeries{{compName: compName, id: short}}
+	if short != synthesisUUID {
+		series = append(series, RecoverySliceSeries{compName: compName, id: synthesisUUID})
+	}
+	return series
 }
 
-// RecoverySliceNames are the names a synthesis's recovery slice may have, in the order they
-// are tried (SPEC §6.2): RecoverySliceName, then "<comp-name>-recovery-<whole UUID>" for when
-// the short name holds another synthesis's slice.
-func RecoverySliceNames(compName, synthesisUUID string) []string {
-	short := RecoverySliceName(compName, synthesisUUID)
-	long := boundedName(compName, "-recovery-"+synthesisUUID)
-	if long == short {
-		return []string{short}
+// Name is the name of the recovery slice at index part: "<comp-name>-recovery-<id>" for the
+// first (0), "<comp-name>-recovery-<id>-<part>" after it. The cut to 253 characters shortens the
+// comp-name part, never the suffix, so that every part stays apart from the others.
+func (s RecoverySliceSeries) Name(part int) string {
+	suffix := "-recovery-" + s.id
+	if part > 0 {
+		suffix += "-" + strconv.Itoa(part)
 	}
-	return []string{short, long}
+	return boundedName(s.compName, suffix)
+}
+
+// Names are the names of the first n recovery slices of the series, in part order.
+func (s RecoverySliceSeries) Names(n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = s.Name(i)
+	}
+	return names
 }
 
 func boundedName(prefix, suffix string) string {

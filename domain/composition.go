@@ -89,13 +89,13 @@ func (c Composition) NamesSlice(name string) bool {
 	return c.Synthesis != nil && slices.Contains(c.Synthesis.Slices, name)
 }
 
-// WithoutSlice is a copy of c whose current synthesis does not name the slice.
-func (c Composition) WithoutSlice(name string) Composition {
+// WithoutSlices is a copy of c whose current synthesis names none of the slices.
+func (c Composition) WithoutSlices(names ...string) Composition {
 	if c.Synthesis == nil {
 		return c
 	}
 	s := *c.Synthesis
-	s.Slices = slices.DeleteFunc(slices.Clone(s.Slices), func(n string) bool { return n == name })
+	s.Slices = slices.DeleteFunc(slices.Clone(s.Slices), func(n string) bool { return slices.Contains(names, n) })
 	c.Synthesis = &s
 	return c
 }

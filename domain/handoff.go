@@ -21,19 +21,31 @@ func (c Composition) ResynthesisRequested() bool {
 	return c.Annotations[AnnotationForceResynthesis] == c.SynthesisUUID()
 }
 
+// MaxSliceManifestBytes is Eno's own slice budget, the executor's maxSliceJsonBytes: the most
+// manifest JSON one recovery slice holds, measured as Eno measures a slice, the sum of its
+// manifests' lengths (SPEC §6.2 step 1). It keeps each create well under the API server's
+// request limit however many tombstones a recovery hands over.
+const MaxSliceManifestBytes = 512 << 10
+
 // Handoff is what recovery hands to Eno for one synthesis: the tombstones as slice resources,
-// and the Recovered decision they came from. The recovery slice carries the decision in its
-// AnnotationDecision, so a reconcile that finds the slice already named by the synthesis (after
-// the commit point) writes the decision from the slice alone.
+// cut into recovery slices (Parts), and the Recovered decision they came from. Every recovery
+// slice carries the decision in its AnnotationDecision, so a reconcile that finds the slices
+// already named by the synthesis (after the commit point) writes the decision from them alone.
 type Handoff struct {
-	Decision  Decision
+	Decision Decision
+	// Resources are every tombstone of the hand-off, in canonical order, across its slices.
 	Resources []SliceResource
 	// HistoryWritten is the write time of the history the tombstones came from; the pending
 	// hand-off's recheck compares objects with it (design §6.2).
 	HistoryWritten time.Time
+	// partLens is how many of Resources each recovery slice holds: the cut by the budget for a
+	// planned hand-off, the slices' own for one read back (a withdrawal changes a manifest's
+	// size, so cutting again could move a tombstone to another slice). Nil cuts by the budget.
+	partLens []int
 }
 
-// NewHandoff turns a Recovered plan into the content of its recovery slice.
+// NewHandoff turns a Recovered plan into the content of its recovery slices. A tombstone larger
+// than a whole slice's budget is a *TombstoneTooLargeError: nothing can be handed over.
 func NewHandoff(plan RecoveryPlan) (Handoff, error) {
 	d := plan.Decision
 	if d.Outcome != OutcomeRecovered || len(plan.Tombstones) == 0 {
@@ -47,11 +59,100 @@ func NewHandoff(plan RecoveryPlan) (Handoff, error) {
 	for i, t := range plan.Tombstones {
 		h.Resources[i] = SliceResource{Manifest: t.Manifest(), Deleted: true}
 	}
+	lens, err := cutRecoverySlices(h.Resources)
+	if err != nil {
+		return Handoff{}, err
+	}
+	h.partLens = lens
 	return h, nil
 }
 
-// SliceAnnotations are the annotations a recovery slice carries for the hand-off: the decision,
-// and the write time of the history.
+// Parts are the tombstones of each recovery slice of the hand-off, in part order. A hand-off
+// built by hand (not by NewHandoff or HandoffFromSlices) is cut by the budget here; one without
+// tombstones has no slice to publish and is an error.
+func (h Handoff) Parts() ([][]SliceResource, error) {
+	if len(h.Resources) == 0 {
+		return nil, fmt.Errorf("the hand-off holds no tombstones")
+	}
+	lens := h.partLens
+	if lens == nil {
+		var err error
+		if lens, err = cutRecoverySlices(h.Resources); err != nil {
+			return nil, err
+		}
+	}
+	parts := make([][]SliceResource, len(lens))
+	from := 0
+	for i, n := range lens {
+		if from+n > len(h.Resources) {
+			break
+		}
+		parts[i] = h.Resources[from : from+n : from+n]
+		from += n
+	}
+	if from != len(h.Resources) {
+		return nil, fmt.Errorf("the hand-off's %d recovery slices do not hold its %d tombstones exactly", len(lens), len(h.Resources))
+	}
+	return parts, nil
+}
+
+// PartsFor are h's parts to create again the recovery slices named slices, one each (SPEC §6.2
+// step 4), or nil when h is empty: the content is unknown.
+func (h Handoff) PartsFor(slices []string) ([][]SliceResource, error) {
+	if h.SynthesisUUID() == "" {
+		return nil, nil
+	}
+	parts, err := h.Parts()
+	if err == nil && len(parts) != len(slices) {
+		err = fmt.Errorf("the hand-off has %d recovery slices, not the %d named", len(parts), len(slices))
+	}
+	return parts, err
+}
+
+// cutRecoverySlices cuts rs in order into recovery slices, each holding as many resources as fit
+// in MaxSliceManifestBytes of manifest JSON, and returns how many each holds. The cut depends on
+// rs alone, so a retry publishes the same slices (SPEC §6.2 step 1).
+func cutRecoverySlices(rs []SliceResource) ([]int, error) {
+	var lens []int
+	used := 0
+	for i, r := range rs {
+		size := len(r.Manifest)
+		if size > MaxSliceManifestBytes {
+			return nil, &TombstoneTooLargeError{Tombstone: describeResource(r, i), Bytes: size, Limit: MaxSliceManifestBytes}
+		}
+		if len(lens) == 0 || used+size > MaxSliceManifestBytes {
+			lens = append(lens, 0)
+			used = 0
+		}
+		lens[len(lens)-1]++
+		used += size
+	}
+	return lens, nil
+}
+
+// describeResource names a slice resource in an error: its identity when it reads as a
+// tombstone, else its position.
+func describeResource(r SliceResource, i int) string {
+	if e, _, err := ParseTombstone(r); err == nil {
+		return e.ID().String()
+	}
+	return fmt.Sprintf("resource %d", i)
+}
+
+// TombstoneTooLargeError: one tombstone's manifest alone is larger than a recovery slice may
+// hold (Eno's slice budget), so no cut hands it to Eno. Nothing is written.
+type TombstoneTooLargeError struct {
+	Tombstone string
+	Bytes     int
+	Limit     int
+}
+
+func (e *TombstoneTooLargeError) Error() string {
+	return fmt.Sprintf("the tombstone of %s is %d bytes of manifest JSON, over the %d a recovery slice holds (Eno's slice budget); nothing was handed to Eno", e.Tombstone, e.Bytes, e.Limit)
+}
+
+// SliceAnnotations are the annotations every recovery slice of the hand-off carries: the
+// decision, and the write time of the history.
 func (h Handoff) SliceAnnotations() map[string]string {
 	return map[string]string{
 		AnnotationDecision:       h.Decision.Encode(),
@@ -62,26 +163,46 @@ func (h Handoff) SliceAnnotations() map[string]string {
 // SynthesisUUID is the synthesis the tombstones are handed to.
 func (h Handoff) SynthesisUUID() string { return h.Decision.SynthesisUUID }
 
-// DecisionFor is the decision to write once the slice is committed under name.
-func (h Handoff) DecisionFor(slice string) Decision {
+// DecisionFor is the decision to write once the recovery slices are committed, the first under
+// name first: it names that slice and counts every tombstone.
+func (h Handoff) DecisionFor(first string) Decision {
 	d := h.Decision
-	d.TombstoneSlice = slice
+	d.TombstoneSlice = first
 	d.Tombstones = len(h.Resources)
 	return d
 }
 
-// CommittedRecoverySlice returns the name of the recovery slice that the Composition's
-// current synthesis already names, if any: the commit point of SPEC §6.2 was passed.
-func (c Composition) CommittedRecoverySlice() (string, bool) {
+// CommittedRecoverySlices returns the names of the recovery slices that the Composition's
+// current synthesis already names, in part order: the commit point of SPEC §6.2 was passed. The
+// first slice decides the series; the further ones count while the synthesis names them (the
+// commit appends them all in one patch).
+func (c Composition) CommittedRecoverySlices() ([]string, bool) {
 	if c.Synthesis == nil || c.Synthesis.UUID == "" {
-		return "", false
+		return nil, false
 	}
-	for _, name := range RecoverySliceNames(c.Name, c.Synthesis.UUID) {
-		if c.NamesSlice(name) {
-			return name, true
+	for _, series := range RecoverySliceSeriesOf(c.Name, c.Synthesis.UUID) {
+		var names []string
+		for part := 0; c.NamesSlice(series.Name(part)); part++ {
+			names = append(names, series.Name(part))
+		}
+		if len(names) > 0 {
+			return names, true
 		}
 	}
-	return "", false
+	return nil, false
+}
+
+// DecidedRecoverySlices are the recovery slices of d, a Recovered decision of the Composition's
+// current synthesis: every one the synthesis names when the first is d.TombstoneSlice, else
+// d.TombstoneSlice alone, so that a slice no longer named is still looked at.
+func (c Composition) DecidedRecoverySlices(d Decision) []string {
+	if names, ok := c.CommittedRecoverySlices(); ok && names[0] == d.TombstoneSlice {
+		return names
+	}
+	if d.TombstoneSlice == "" {
+		return nil
+	}
+	return []string{d.TombstoneSlice}
 }
 
 // HandoffFromSlice reads back the hand-off a recovery slice carries for the Composition's
@@ -109,7 +230,30 @@ func HandoffFromSlice(c Composition, s ResourceSlice) (Handoff, error) {
 		}
 	}
 	written, _ := HistoryWrittenAt(s)
-	return Handoff{Decision: d, Resources: s.Resources, HistoryWritten: written}, nil
+	return Handoff{Decision: d, Resources: s.Resources, HistoryWritten: written, partLens: []int{len(s.Resources)}}, nil
+}
+
+// HandoffFromSlices reads back the hand-off that the recovery slices of the Composition's
+// current synthesis carry, given in part order: every slice's tombstones, each slice keeping its
+// own, and the decision and history write time of the first. A slice that is not a valid
+// hand-off of that synthesis (HandoffFromSlice) is a *RecoverySliceInvalidError naming it.
+func HandoffFromSlices(c Composition, parts []ResourceSlice) (Handoff, error) {
+	if len(parts) == 0 {
+		return Handoff{}, fmt.Errorf("a hand-off is read back from at least one recovery slice")
+	}
+	var h Handoff
+	for i, s := range parts {
+		p, err := HandoffFromSlice(c, s)
+		if err != nil {
+			return Handoff{}, &RecoverySliceInvalidError{Slice: s.Name, Detail: err.Error()}
+		}
+		if i == 0 {
+			h = Handoff{Decision: p.Decision, HistoryWritten: p.HistoryWritten}
+		}
+		h.Resources = append(h.Resources, p.Resources...)
+		h.partLens = append(h.partLens, len(p.Resources))
+	}
+	return h, nil
 }
 
 // RecoverySliceInvalidError: the synthesis names a slice under a recovery slice's name that is

@@ -49,6 +49,9 @@ func TestHandoffFromSlice(t *testing.T) {
 	back, err := domain.HandoffFromSlice(c, good)
 	require.NoError(t, err)
 	assert.Equal(t, h, back)
+	all, err := domain.HandoffFromSlices(c, []domain.ResourceSlice{good})
+	require.NoError(t, err)
+	assert.Equal(t, h, all)
 
 	tests := []struct {
 		name   string
@@ -73,32 +76,52 @@ func TestHandoffFromSlice(t *testing.T) {
 			tt.mutate(&s)
 			_, err := domain.HandoffFromSlice(c, s)
 			assert.Error(t, err)
+			// Among several, the slice that is no hand-off is named.
+			second := s
+			second.Name = "web-recovery-11111111-1"
+			_, err = domain.HandoffFromSlices(c, []domain.ResourceSlice{good, second})
+			var invalid *domain.RecoverySliceInvalidError
+			require.ErrorAs(t, err, &invalid)
+			assert.Equal(t, second.Name, invalid.Slice)
 		})
 	}
 }
 
-func TestCommittedRecoverySlice(t *testing.T) {
+func TestCommittedRecoverySlices(t *testing.T) {
 	names := domain.RecoverySliceNames("web", synUUID)
 	require.Equal(t, []string{"web-recovery-11111111", "web-recovery-" + synUUID}, names)
+	series := domain.RecoverySliceSeriesOf("web", synUUID)
 	for _, tt := range []struct {
 		name   string
 		slices []string
-		want   string
+		want   []string
 	}{
-		{"none", []string{"web-slice-1"}, ""},
-		{"short name", []string{"web-slice-1", names[0]}, names[0]},
-		{"whole-UUID name", []string{names[1], "web-slice-1"}, names[1]},
-		{"another synthesis's recovery slice", []string{domain.RecoverySliceName("web", oldSynUUID)}, ""},
+		{"none", []string{"web-slice-1"}, nil},
+		{"short name", []string{"web-slice-1", names[0]}, names[:1]},
+		{"whole-UUID name", []string{names[1], "web-slice-1"}, names[1:]},
+		{"several slices, in part order", []string{"web-slice-1", series[0].Name(0), series[0].Name(1), series[0].Name(2)}, series[0].Names(3)},
+		{"several slices of the whole UUID", []string{series[1].Name(0), series[1].Name(1)}, series[1].Names(2)},
+		{"a later slice without the first is no hand-off", []string{"web-slice-1", series[0].Name(1)}, nil},
+		{"another synthesis's recovery slice", []string{domain.RecoverySliceName("web", oldSynUUID)}, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := composition()
 			c.Synthesis.Slices = tt.slices
-			got, ok := c.CommittedRecoverySlice()
+			got, ok := c.CommittedRecoverySlices()
 			assert.Equal(t, tt.want, got)
-			assert.Equal(t, tt.want != "", ok)
+			assert.Equal(t, tt.want != nil, ok)
 		})
 	}
 	assert.Equal(t, []string{"web-recovery-abc"}, domain.RecoverySliceNames("web", "abc"), "a short UUID has one name")
+}
+
+func TestDecidedRecoverySlices(t *testing.T) {
+	series := domain.RecoverySliceSeriesOf("web", synUUID)
+	c := composition()
+	c.Synthesis.Slices = append([]string{goldenSlice}, series[0].Names(3)...)
+	assert.Equal(t, series[0].Names(3), c.DecidedRecoverySlices(domain.Decision{TombstoneSlice: series[0].Name(0)}), "every slice the synthesis names")
+	assert.Equal(t, []string{"gone"}, c.DecidedRecoverySlices(domain.Decision{TombstoneSlice: "gone"}), "the decided slice, named or not")
+	assert.Empty(t, c.DecidedRecoverySlices(domain.Decision{}))
 }
 
 // The hand-off is complete once force-resynthesis names the current synthesis, not another.

@@ -1,6 +1,10 @@
 package ports
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
 
 // Adapters wrap these with %w so callers can act on them with errors.Is.
 var (
@@ -18,3 +22,17 @@ var (
 	// ErrOutsideInventoryNamespace: a Secret write named another namespace; the store refuses it.
 	ErrOutsideInventoryNamespace = errors.New("secret is outside the inventory namespace")
 )
+
+// SlicesLostError: recovery slices that the synthesis names are gone, and the hand-off's content
+// is unknown to the caller, so they cannot be created again (SPEC §6.2 step 4). It matches
+// ErrNotFound.
+type SlicesLostError struct {
+	Slices []string
+}
+
+func (e *SlicesLostError) Error() string {
+	return fmt.Sprintf("recovery slices gone, their content unknown: %s", strings.Join(e.Slices, ", "))
+}
+
+// Is makes errors.Is(err, ErrNotFound) hold.
+func (e *SlicesLostError) Is(target error) bool { return target == ErrNotFound }

@@ -65,17 +65,20 @@ type SnapshotStore interface {
 //
 //counterfeiter:generate . TombstoneSink
 type TombstoneSink interface {
-	// PublishTombstones (step 1) creates the recovery slice of comp's current synthesis, owned
-	// by comp as its controller and carrying Eno's finalizer, or rewrites it to h while the
-	// synthesis does not name it yet. It returns the slice's name.
-	PublishTombstones(ctx context.Context, comp domain.Composition, h domain.Handoff) (string, error)
-	// CommitTombstones (step 2, the commit point) appends the slice to comp's current
-	// synthesis, guarded by its UUID, no in-flight synthesis and the slice list comp holds.
-	// Already named: nothing to do. ErrSynthesisMoved when the Composition moved on.
-	CommitTombstones(ctx context.Context, comp domain.Composition, slice string) error
-	// EnsureTombstones (step 4) re-reads the slice live and creates it again from h when it is
-	// gone. With an empty h (the content is unknown) a missing slice wraps ErrNotFound.
-	EnsureTombstones(ctx context.Context, comp domain.Composition, slice string, h domain.Handoff) error
+	// PublishTombstones (step 1) creates the recovery slices of comp's current synthesis, one
+	// per part of h (domain.Handoff.Parts), owned by comp as their controller and carrying Eno's
+	// finalizer, or rewrites each to h while the synthesis does not name it yet. It returns the
+	// slices' names in part order, the first one first.
+	PublishTombstones(ctx context.Context, comp domain.Composition, h domain.Handoff) ([]string, error)
+	// CommitTombstones (step 2, the commit point) re-reads every slice live, then appends them
+	// all, in order, to comp's current synthesis in one write, guarded by its UUID, no in-flight
+	// synthesis and the slice list comp holds. Already named: nothing to do. ErrSynthesisMoved
+	// when the Composition moved on.
+	CommitTombstones(ctx context.Context, comp domain.Composition, slices []string) error
+	// EnsureTombstones (step 4) re-reads every slice live and creates again from its part of h
+	// each that is gone. With an empty h (the content is unknown) the gone slices are a
+	// *SlicesLostError, which matches ErrNotFound.
+	EnsureTombstones(ctx context.Context, comp domain.Composition, slices []string, h domain.Handoff) error
 	// RequestResynthesis (step 5) sets Eno's force-resynthesis annotation to comp's current
 	// synthesis UUID, with comp.ResourceVersion as precondition (ErrConflict otherwise).
 	RequestResynthesis(ctx context.Context, comp domain.Composition) error

@@ -1,7 +1,9 @@
 package contract
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,11 +54,11 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 		comp := h.CreateComposition(t, sampleComposition(h))
 		handoff := sampleHandoff(comp)
 
-		name, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
+		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
 		require.NoError(t, err)
-		assert.Equal(t, domain.RecoverySliceName(comp.Name, comp.SynthesisUUID()), name)
-		assertRecoverySlice(t, h, comp, name, handoff)
-		assert.Equal(t, comp.UID, h.SliceOwnerUID(t, comp.Namespace, name))
+		assert.Equal(t, []string{domain.RecoverySliceName(comp.Name, comp.SynthesisUUID())}, names)
+		assertRecoverySlices(t, h, comp, names, handoff)
+		assert.Equal(t, comp.UID, h.SliceOwnerUID(t, comp.Namespace, names[0]))
 	})
 
 	t.Run("PublishTombstones again reuses the slice, and rewrites it to a new plan before the commit", func(t *testing.T) {
@@ -69,22 +71,14 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 		second, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
 		require.NoError(t, err)
 		assert.Equal(t, first, second)
-		assertRecoverySlice(t, h, comp, first, handoff)
+		assertRecoverySlices(t, h, comp, first, handoff)
 
-		smaller := handoff
-		smaller.Resources = handoff.Resources[:1]
+		smaller := handoffOf(comp, sampleTombstones()[:1])
 		third, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, smaller)
 		require.NoError(t, err)
 		assert.Equal(t, first, third)
-		assertRecoverySlice(t, h, comp, first, smaller)
-
-		var ours []string
-		for _, s := range h.ListSlices(t, comp.Namespace) {
-			if s.SynthesisUUID == comp.SynthesisUUID() {
-				ours = append(ours, s.Name)
-			}
-		}
-		assert.Equal(t, []string{first}, ours, "one slice per synthesis")
+		assertRecoverySlices(t, h, comp, first, smaller)
+		assert.Equal(t, first, ourSlices(t, h, comp), "one slice per synthesis")
 	})
 
 	t.Run("PublishTombstones falls back to the whole UUID and never overwrites another synthesis's slice", func(t *testing.T) {
@@ -100,52 +94,120 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 		}
 		h.CreateSlice(t, taken)
 
-		name, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, sampleHandoff(comp))
+		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, sampleHandoff(comp))
 		require.NoError(t, err)
-		assert.Equal(t, domain.RecoverySliceNames(comp.Name, comp.SynthesisUUID())[1], name)
-		assertRecoverySlice(t, h, comp, name, sampleHandoff(comp))
+		assert.Equal(t, []string{domain.RecoverySliceNames(comp.Name, comp.SynthesisUUID())[1]}, names)
+		assertRecoverySlices(t, h, comp, names, sampleHandoff(comp))
 		stored := h.ReadSlice(t, taken.Namespace, taken.Name)
 		stored.ResourceVersion = ""
 		assert.Equal(t, taken, stored)
 	})
 
+	t.Run("PublishTombstones writes a hand-off over Eno's slice budget into several slices, in order", func(t *testing.T) {
+		h := newHarness(t)
+		comp := h.CreateComposition(t, sampleComposition(h))
+		handoff := largeHandoff(comp)
+		parts, err := handoff.Parts()
+		require.NoError(t, err)
+		require.Greater(t, len(parts), 2)
+
+		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
+		require.NoError(t, err)
+		assert.Equal(t, domain.RecoverySliceSeriesOf(comp.Name, comp.SynthesisUUID())[0].Names(len(parts)), names)
+		assertRecoverySlices(t, h, comp, names, handoff)
+		for _, name := range names {
+			assert.LessOrEqual(t, manifestBytes(h.ReadSlice(t, comp.Namespace, name)), domain.MaxSliceManifestBytes, name)
+		}
+
+		// Again: every slice is reused as it is, without a write.
+		versions := sliceVersions(t, h, comp.Namespace, names)
+		again, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
+		require.NoError(t, err)
+		assert.Equal(t, names, again)
+		assert.Equal(t, versions, sliceVersions(t, h, comp.Namespace, names))
+	})
+
+	t.Run("PublishTombstones moves every slice to the whole UUID when a later one's name is taken", func(t *testing.T) {
+		h := newHarness(t)
+		comp := h.CreateComposition(t, sampleComposition(h))
+		handoff := largeHandoff(comp)
+		series := domain.RecoverySliceSeriesOf(comp.Name, comp.SynthesisUUID())
+		taken := domain.ResourceSlice{Namespace: comp.Namespace, Name: series[0].Name(1), SynthesisUUID: comp.SynthesisUUID()[:8] + uniqueUUID()[8:],
+			Resources: []domain.SliceResource{{Manifest: sampleTombstones()[0].Manifest(), Deleted: true}}}
+		h.CreateSlice(t, taken)
+
+		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
+		require.NoError(t, err)
+		parts, err := handoff.Parts()
+		require.NoError(t, err)
+		assert.Equal(t, series[1].Names(len(parts)), names)
+		assertRecoverySlices(t, h, comp, names, handoff)
+		assert.Equal(t, taken.SynthesisUUID, h.ReadSlice(t, taken.Namespace, taken.Name).SynthesisUUID)
+	})
+
 	t.Run("CommitTombstones appends the slice once", func(t *testing.T) {
 		h := newHarness(t)
 		comp := h.CreateComposition(t, sampleComposition(h))
-		name, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, sampleHandoff(comp))
+		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, sampleHandoff(comp))
 		require.NoError(t, err)
 
-		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, name))
+		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, names))
 		live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
 		require.NoError(t, err)
-		assert.Equal(t, append(comp.Synthesis.Slices, name), live.Synthesis.Slices)
+		assert.Equal(t, append(slices.Clone(comp.Synthesis.Slices), names...), live.Synthesis.Slices)
 
 		// Idempotent, even from the Composition read before the append.
-		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, name))
-		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), live, name))
+		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, names))
+		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), live, names))
 		live, err = h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
 		require.NoError(t, err)
-		assert.Equal(t, append(comp.Synthesis.Slices, name), live.Synthesis.Slices)
+		assert.Equal(t, append(slices.Clone(comp.Synthesis.Slices), names...), live.Synthesis.Slices)
 
 		// Committed: a later publish leaves the slice as the synthesis names it.
 		again, err := h.TombstoneSink().PublishTombstones(t.Context(), live, domain.Handoff{Decision: sampleHandoff(comp).Decision, Resources: sampleHandoff(comp).Resources[:1]})
 		require.NoError(t, err)
-		assert.Equal(t, name, again)
-		assertRecoverySlice(t, h, comp, name, sampleHandoff(comp))
+		assert.Equal(t, names, again)
+		assertRecoverySlices(t, h, comp, names, sampleHandoff(comp))
+	})
+
+	t.Run("CommitTombstones appends every slice of a large hand-off, in order", func(t *testing.T) {
+		h := newHarness(t)
+		comp := h.CreateComposition(t, sampleComposition(h))
+		handoff := largeHandoff(comp)
+		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
+		require.NoError(t, err)
+
+		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, names))
+		live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
+		require.NoError(t, err)
+		assert.Equal(t, append(slices.Clone(comp.Synthesis.Slices), names...), live.Synthesis.Slices)
+		committed, ok := live.CommittedRecoverySlices()
+		require.True(t, ok)
+		assert.Equal(t, names, committed)
+		// Again, from the read before the append: every slice is named, nothing is written.
+		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, names))
+		again, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
+		require.NoError(t, err)
+		assert.Equal(t, live.ResourceVersion, again.ResourceVersion)
+		assertRecoverySlices(t, h, live, names, handoff)
 	})
 
 	t.Run("CommitTombstones adds the whole list to a synthesis that has none", func(t *testing.T) {
-		h := newHarness(t)
-		c := sampleComposition(h)
-		c.Synthesis.Slices = nil // an empty synthesis has no resourceSlices key at all
-		comp := h.CreateComposition(t, c)
-		name, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, sampleHandoff(comp))
-		require.NoError(t, err)
+		for name, handoffFor := range map[string]func(domain.Composition) domain.Handoff{"one slice": sampleHandoff, "several slices": largeHandoff} {
+			t.Run(name, func(t *testing.T) {
+				h := newHarness(t)
+				c := sampleComposition(h)
+				c.Synthesis.Slices = nil // an empty synthesis has no resourceSlices key at all
+				comp := h.CreateComposition(t, c)
+				names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoffFor(comp))
+				require.NoError(t, err)
 
-		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, name))
-		live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
-		require.NoError(t, err)
-		assert.Equal(t, []string{name}, live.Synthesis.Slices)
+				require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, names))
+				live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
+				require.NoError(t, err)
+				assert.Equal(t, names, live.Synthesis.Slices)
+			})
+		}
 	})
 
 	t.Run("CommitTombstones refuses once the Composition moved on", func(t *testing.T) {
@@ -163,14 +225,14 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 			t.Run(tt.name, func(t *testing.T) {
 				h := newHarness(t)
 				comp := h.CreateComposition(t, sampleComposition(h))
-				name, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, sampleHandoff(comp))
+				names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, sampleHandoff(comp))
 				require.NoError(t, err)
 				syn := *comp.Synthesis
 				syn.Slices = slices.Clone(comp.Synthesis.Slices)
 				moved, inFlight := tt.change(&syn)
 				stored := h.SetSynthesis(t, comp.Ref(), moved, inFlight)
 
-				err = h.TombstoneSink().CommitTombstones(t.Context(), comp, name)
+				err = h.TombstoneSink().CommitTombstones(t.Context(), comp, names)
 				require.ErrorIs(t, err, ports.ErrSynthesisMoved)
 				live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
 				require.NoError(t, err)
@@ -184,36 +246,40 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 		// the write, the resourceVersion the caller decided from no longer holds.
 		h := newHarness(t)
 		comp := h.CreateComposition(t, sampleComposition(h))
-		name, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, sampleHandoff(comp))
+		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, sampleHandoff(comp))
 		require.NoError(t, err)
 		h.SetAnnotation(t, comp.Ref(), domain.AnnotationReview, "reject:"+comp.SynthesisUUID())
 
-		err = h.TombstoneSink().CommitTombstones(t.Context(), comp, name)
+		err = h.TombstoneSink().CommitTombstones(t.Context(), comp, names)
 		require.ErrorIs(t, err, ports.ErrSynthesisMoved)
 		live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
 		require.NoError(t, err)
 		assert.Equal(t, comp.Synthesis.Slices, live.Synthesis.Slices)
 	})
 
-	t.Run("CommitTombstones re-reads the slice and never names one that is gone or terminating", func(t *testing.T) {
+	t.Run("CommitTombstones re-reads every slice and never names one when any is gone or terminating", func(t *testing.T) {
 		for _, tt := range []struct {
-			name   string
-			remove func(t testing.TB, h Harness, namespace, name string)
+			name    string
+			handoff func(domain.Composition) domain.Handoff
+			part    int
+			remove  func(t testing.TB, h Harness, namespace, name string)
 		}{
-			{"gone", func(t testing.TB, h Harness, ns, n string) { h.RemoveSlice(t, ns, n) }},
-			{"terminating", func(t testing.TB, h Harness, ns, n string) { h.MarkSliceDeleting(t, ns, n) }},
+			{"gone", sampleHandoff, 0, func(t testing.TB, h Harness, ns, n string) { h.RemoveSlice(t, ns, n) }},
+			{"terminating", sampleHandoff, 0, func(t testing.TB, h Harness, ns, n string) { h.MarkSliceDeleting(t, ns, n) }},
+			{"a later slice gone", largeHandoff, 1, func(t testing.TB, h Harness, ns, n string) { h.RemoveSlice(t, ns, n) }},
+			{"a later slice terminating", largeHandoff, 1, func(t testing.TB, h Harness, ns, n string) { h.MarkSliceDeleting(t, ns, n) }},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
 				h := newHarness(t)
 				comp := h.CreateComposition(t, sampleComposition(h))
-				name, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, sampleHandoff(comp))
+				names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, tt.handoff(comp))
 				require.NoError(t, err)
-				tt.remove(t, h, comp.Namespace, name)
+				tt.remove(t, h, comp.Namespace, names[tt.part])
 
-				require.Error(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, name))
+				require.Error(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, names))
 				live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
 				require.NoError(t, err)
-				assert.Equal(t, comp.Synthesis.Slices, live.Synthesis.Slices)
+				assert.Equal(t, comp.Synthesis.Slices, live.Synthesis.Slices, "none of them named")
 			})
 		}
 	})
@@ -225,7 +291,7 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 		h.CreateSlice(t, domain.ResourceSlice{Namespace: comp.Namespace, Name: name, SynthesisUUID: comp.SynthesisUUID(),
 			Resources: sampleHandoff(comp).Resources})
 
-		require.Error(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, name))
+		require.Error(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, []string{name}))
 		live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
 		require.NoError(t, err)
 		assert.Equal(t, comp.Synthesis.Slices, live.Synthesis.Slices)
@@ -235,8 +301,9 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 		h := newHarness(t)
 		comp := h.CreateComposition(t, sampleComposition(h))
 		handoff := sampleHandoff(comp)
-		name, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
+		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
 		require.NoError(t, err)
+		name := names[0]
 		read, err := h.SliceReader().GetSlice(t.Context(), comp.Namespace, name)
 		require.NoError(t, err)
 		require.NotEmpty(t, read.ResourceVersion)
@@ -274,26 +341,48 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 		h := newHarness(t)
 		comp := h.CreateComposition(t, sampleComposition(h))
 		handoff := sampleHandoff(comp)
-		name, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
+		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
 		require.NoError(t, err)
-		h.MarkSliceDeleting(t, comp.Namespace, name)
-		require.Error(t, h.TombstoneSink().EnsureTombstones(t.Context(), comp, name, handoff))
+		h.MarkSliceDeleting(t, comp.Namespace, names[0])
+		require.Error(t, h.TombstoneSink().EnsureTombstones(t.Context(), comp, names, handoff))
 	})
 
 	t.Run("EnsureTombstones creates a slice again that is gone", func(t *testing.T) {
 		h := newHarness(t)
 		comp := h.CreateComposition(t, sampleComposition(h))
 		handoff := sampleHandoff(comp)
-		name, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
+		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
 		require.NoError(t, err)
-		require.NoError(t, h.TombstoneSink().EnsureTombstones(t.Context(), comp, name, handoff))
-		assertRecoverySlice(t, h, comp, name, handoff)
+		require.NoError(t, h.TombstoneSink().EnsureTombstones(t.Context(), comp, names, handoff))
+		assertRecoverySlices(t, h, comp, names, handoff)
 
-		h.RemoveSlice(t, comp.Namespace, name)
-		require.ErrorIs(t, h.TombstoneSink().EnsureTombstones(t.Context(), comp, name, domain.Handoff{}), ports.ErrNotFound)
-		require.NoError(t, h.TombstoneSink().EnsureTombstones(t.Context(), comp, name, handoff))
-		assertRecoverySlice(t, h, comp, name, handoff)
-		assert.Equal(t, comp.UID, h.SliceOwnerUID(t, comp.Namespace, name))
+		h.RemoveSlice(t, comp.Namespace, names[0])
+		require.ErrorIs(t, h.TombstoneSink().EnsureTombstones(t.Context(), comp, names, domain.Handoff{}), ports.ErrNotFound)
+		require.NoError(t, h.TombstoneSink().EnsureTombstones(t.Context(), comp, names, handoff))
+		assertRecoverySlices(t, h, comp, names, handoff)
+		assert.Equal(t, comp.UID, h.SliceOwnerUID(t, comp.Namespace, names[0]))
+	})
+
+	t.Run("EnsureTombstones checks every slice and creates each gone one again from its own part", func(t *testing.T) {
+		h := newHarness(t)
+		comp := h.CreateComposition(t, sampleComposition(h))
+		handoff := largeHandoff(comp)
+		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
+		require.NoError(t, err)
+		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, names))
+		gone := names[1:3]
+		for _, name := range gone {
+			h.RemoveSlice(t, comp.Namespace, name)
+		}
+
+		err = h.TombstoneSink().EnsureTombstones(t.Context(), comp, names, domain.Handoff{})
+		require.ErrorIs(t, err, ports.ErrNotFound)
+		var lost *ports.SlicesLostError
+		require.ErrorAs(t, err, &lost)
+		assert.Equal(t, gone, lost.Slices, "every gone slice, and only those")
+
+		require.NoError(t, h.TombstoneSink().EnsureTombstones(t.Context(), comp, names, handoff))
+		assertRecoverySlices(t, h, comp, names, handoff)
 	})
 
 	t.Run("RequestResynthesis names the current synthesis, guarded by the resourceVersion", func(t *testing.T) {
@@ -318,13 +407,32 @@ func sampleTombstones() []domain.Tombstone {
 	}
 }
 
-// sampleHandoff is a Recovered plan's hand-off for comp's current synthesis.
+// sampleHandoff is a Recovered plan's hand-off for comp's current synthesis: one slice.
 func sampleHandoff(comp domain.Composition) domain.Handoff {
+	return handoffOf(comp, sampleTombstones())
+}
+
+// largeHandoffTombstones is how many tombstones largeHandoff holds, each of about a fifth of
+// Eno's slice budget: four recovery slices.
+const largeHandoffTombstones = 16
+
+// largeHandoff is a hand-off over Eno's slice budget: its tombstones carry a large annotation,
+// so that few of them fill a recovery slice.
+func largeHandoff(comp domain.Composition) domain.Handoff {
+	ts := make([]domain.Tombstone, largeHandoffTombstones)
+	for i := range ts {
+		ts[i] = domain.Tombstone{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: fmt.Sprintf("large-%02d", i),
+			Annotations: map[string]string{"example.com/padding": strings.Repeat("x", domain.MaxSliceManifestBytes/5)}}}
+	}
+	return handoffOf(comp, ts)
+}
+
+// handoffOf is the Recovered hand-off of tombstones for comp's current synthesis.
+func handoffOf(comp domain.Composition, tombstones []domain.Tombstone) domain.Handoff {
 	ts := time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)
-	tombstones := sampleTombstones()
 	h, err := domain.NewHandoff(domain.RecoveryPlan{
 		Decision: domain.Decision{SynthesisUUID: comp.SynthesisUUID(), Outcome: domain.OutcomeRecovered,
-			Message: "2 of 5 resources of the previous incarnation are orphaned", SourceSynthesisUUID: "source-uuid",
+			Message: fmt.Sprintf("%d of %d resources of the previous incarnation are orphaned", len(tombstones), len(tombstones)+3), SourceSynthesisUUID: "source-uuid",
 			SourceSynthesisTimestamp: &ts, Tombstones: len(tombstones), RecoveredFrom: "source-uuid",
 			DecidedAt: time.Date(2025, 3, 14, 15, 10, 0, 0, time.UTC)},
 		Tombstones:     tombstones,
@@ -336,19 +444,54 @@ func sampleHandoff(comp domain.Composition) domain.Handoff {
 	return h
 }
 
-// assertRecoverySlice checks that the slice holds exactly the hand-off: its tombstones in
-// order, as deleted manifests, and the decision they came from.
-func assertRecoverySlice(t testing.TB, h Harness, comp domain.Composition, name string, handoff domain.Handoff) {
+// assertRecoverySlices checks that the named slices hold exactly the hand-off, one part each in
+// order: its tombstones as deleted manifests, and the decision they came from on every one.
+func assertRecoverySlices(t testing.TB, h Harness, comp domain.Composition, names []string, handoff domain.Handoff) {
 	t.Helper()
-	got := h.ReadSlice(t, comp.Namespace, name)
-	assert.Equal(t, domain.ResourceSlice{
-		Namespace: comp.Namespace, Name: name, SynthesisUUID: comp.SynthesisUUID(), ControllerUID: comp.UID,
-		Annotations: handoff.SliceAnnotations(),
-		Resources:   handoff.Resources,
-	}, withoutForeignAnnotations(got))
-	back, err := domain.HandoffFromSlice(comp, got)
+	parts, err := handoff.Parts()
+	require.NoError(t, err)
+	require.Len(t, names, len(parts))
+	read := make([]domain.ResourceSlice, len(names))
+	for i, name := range names {
+		read[i] = h.ReadSlice(t, comp.Namespace, name)
+		assert.Equal(t, domain.ResourceSlice{
+			Namespace: comp.Namespace, Name: name, SynthesisUUID: comp.SynthesisUUID(), ControllerUID: comp.UID,
+			Annotations: handoff.SliceAnnotations(),
+			Resources:   parts[i],
+		}, withoutForeignAnnotations(read[i]))
+	}
+	back, err := domain.HandoffFromSlices(comp, read)
 	require.NoError(t, err)
 	assert.Equal(t, handoff, back)
+}
+
+// ourSlices are the names of the slices stamped with comp's current synthesis.
+func ourSlices(t testing.TB, h Harness, comp domain.Composition) []string {
+	var ours []string
+	for _, s := range h.ListSlices(t, comp.Namespace) {
+		if s.SynthesisUUID == comp.SynthesisUUID() {
+			ours = append(ours, s.Name)
+		}
+	}
+	return ours
+}
+
+// sliceVersions are the resourceVersions of the named slices.
+func sliceVersions(t testing.TB, h Harness, namespace string, names []string) []string {
+	out := make([]string, len(names))
+	for i, name := range names {
+		out[i] = h.ReadSlice(t, namespace, name).ResourceVersion
+	}
+	return out
+}
+
+// manifestBytes measures a slice as Eno's executor does: the sum of its manifests' lengths.
+func manifestBytes(s domain.ResourceSlice) int {
+	n := 0
+	for _, r := range s.Resources {
+		n += len(r.Manifest)
+	}
+	return n
 }
 
 // withoutForeignAnnotations keeps only the annotation this controller sets on its slices.

@@ -445,9 +445,10 @@ func TestPublishTombstones(t *testing.T) {
 		HistoryWritten: time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC),
 	})
 	require.NoError(t, err)
-	name, err := sink.PublishTombstones(ctx, comp, h)
+	names, err := sink.PublishTombstones(ctx, comp, h)
 	require.NoError(t, err)
-	assert.Equal(t, "web-recovery-5f0c8a4e", name)
+	assert.Equal(t, []string{"web-recovery-5f0c8a4e"}, names)
+	name := names[0]
 
 	// What eno-controller's slice cleanup needs: a controller reference naming the
 	// Composition, and Eno's own finalizer against the cleanup race (SPEC §6.2).
@@ -462,7 +463,7 @@ func TestPublishTombstones(t *testing.T) {
 	t.Run("publishing again reuses the slice without writing", func(t *testing.T) {
 		again, err := sink.PublishTombstones(ctx, comp, h)
 		require.NoError(t, err)
-		assert.Equal(t, name, again)
+		assert.Equal(t, names, again)
 		after, err := sliceClient.Get(ctx, name, metav1.GetOptions{})
 		require.NoError(t, err)
 		assert.Equal(t, stored.GetResourceVersion(), after.GetResourceVersion())
@@ -501,14 +502,14 @@ func TestCommitPatchTestsTheResourceVersion(t *testing.T) {
 	changed, err := client.Patch(ctx, comp.Name, types.MergePatchType, review, metav1.PatchOptions{})
 	require.NoError(t, err)
 
-	patch, err := commitPatch(stale, refs, "web-recovery-x")
+	patch, err := commitPatch(stale, refs, []string{"web-recovery-x"})
 	require.NoError(t, err)
 	_, err = client.Patch(ctx, comp.Name, types.JSONPatchType, patch, metav1.PatchOptions{}, "status")
 	require.True(t, apierrors.IsInvalid(err), "a stale resourceVersion fails the test operation: %v", err)
 
 	fresh := stale
 	fresh.ResourceVersion = changed.GetResourceVersion()
-	patch, err = commitPatch(fresh, refs, "web-recovery-x")
+	patch, err = commitPatch(fresh, refs, []string{"web-recovery-x"})
 	require.NoError(t, err)
 	after, err := client.Patch(ctx, comp.Name, types.JSONPatchType, patch, metav1.PatchOptions{}, "status")
 	require.NoError(t, err)

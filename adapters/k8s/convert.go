@@ -266,17 +266,17 @@ func sliceFromUnstructured(u *unstructured.Unstructured) (domain.ResourceSlice, 
 	return s, nil
 }
 
-// recoverySlice is the ResourceSlice that hands recovered tombstones to Eno (SPEC §6.2): owned
-// by the Composition as its controller (eno-controller's slice cleanup dereferences that
-// reference), carrying Eno's own finalizer, spec.synthesisUUID set to the synthesis it is for,
-// and the hand-off's decision in an annotation.
-func recoverySlice(name string, comp domain.Composition, h domain.Handoff) *unstructured.Unstructured {
+// recoverySlice is a ResourceSlice that hands part, one part of h's tombstones, to Eno (SPEC
+// §6.2): owned by the Composition as its controller (eno-controller's slice cleanup dereferences
+// that reference), carrying Eno's own finalizer, spec.synthesisUUID set to the synthesis it is
+// for, and the hand-off's decision in an annotation.
+func recoverySlice(name string, comp domain.Composition, h domain.Handoff, part []domain.SliceResource) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": enoAPIVersion,
 		"kind":       resourceSliceKind,
 		"spec": map[string]any{
 			"synthesisUUID": h.SynthesisUUID(),
-			"resources":     sliceResourcesToUnstructured(h.Resources),
+			"resources":     sliceResourcesToUnstructured(part),
 		},
 	}}
 	u.SetNamespace(comp.Namespace)

@@ -203,7 +203,7 @@ func TestRecoverySlice(t *testing.T) {
 		HistoryWritten: time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC),
 	})
 	require.NoError(t, err)
-	u := recoverySlice("web-recovery-abcdef01", comp, h)
+	u := recoverySlice("web-recovery-abcdef01", comp, h, h.Resources)
 
 	assert.Equal(t, enoAPIVersion, u.GetAPIVersion())
 	assert.Equal(t, resourceSliceKind, u.GetKind())
@@ -258,7 +258,7 @@ func TestControlledBy(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			u := recoverySlice("web-recovery-abcdef01", comp, domain.Handoff{})
+			u := recoverySlice("web-recovery-abcdef01", comp, domain.Handoff{}, nil)
 			tc.mutate(u)
 			err := controlledBy(u, comp)
 			if tc.wantErr == "" {

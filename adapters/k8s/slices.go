@@ -63,65 +63,95 @@ func NewTombstoneSink(client dynamic.Interface) (*TombstoneSink, error) {
 	return &TombstoneSink{client: client}, nil
 }
 
-// PublishTombstones creates the recovery slice of comp's current synthesis, or rewrites it to h
-// while the synthesis does not name it yet. A name holding another synthesis's slice falls back
-// to the whole-UUID name; a slice owned by anything else is refused with ports.ErrAlreadyExists.
-func (t *TombstoneSink) PublishTombstones(ctx context.Context, comp domain.Composition, h domain.Handoff) (string, error) {
+// PublishTombstones creates the recovery slices of comp's current synthesis, one per part of h
+// in part order, or rewrites each to h while the synthesis does not name it yet. When a name of
+// the series holds another synthesis's slice, the whole series falls back to the whole-UUID
+// names; a slice owned by anything else is refused with ports.ErrAlreadyExists. It returns the
+// slices' names, the first one first.
+func (t *TombstoneSink) PublishTombstones(ctx context.Context, comp domain.Composition, h domain.Handoff) ([]string, error) {
 	uuid := comp.SynthesisUUID()
 	if comp.Namespace == "" || comp.Name == "" || comp.UID == "" || uuid == "" || h.SynthesisUUID() != uuid {
-		return "", fmt.Errorf("publishing tombstones for composition %s: namespace, name, UID and a current synthesis matching the hand-off's %q are required", comp.Ref(), h.SynthesisUUID())
+		return nil, fmt.Errorf("publishing tombstones for composition %s: namespace, name, UID and a current synthesis matching the hand-off's %q are required", comp.Ref(), h.SynthesisUUID())
 	}
+	parts, err := h.Parts()
+	if err != nil {
+		return nil, fmt.Errorf("publishing tombstones for composition %s: %w", comp.Ref(), err)
+	}
+	series := domain.RecoverySliceSeriesOf(comp.Name, uuid)
+	for _, s := range series {
+		names := s.Names(len(parts))
+		taken, err := t.publishSeries(ctx, comp, h, names, parts)
+		if err != nil {
+			return nil, err
+		}
+		if !taken {
+			return names, nil
+		}
+	}
+	return nil, fmt.Errorf("publishing tombstones for composition %s: every recovery slice series %v holds another synthesis's slice: %w", comp.Ref(), domain.RecoverySliceNames(comp.Name, uuid), ports.ErrAlreadyExists)
+}
+
+// publishSeries writes each part under its name, in order. taken reports that a name holds
+// another synthesis's slice: the series cannot be used, and the caller tries the next one.
+func (t *TombstoneSink) publishSeries(ctx context.Context, comp domain.Composition, h domain.Handoff, names []string, parts [][]domain.SliceResource) (taken bool, err error) {
+	for i, name := range names {
+		if taken, err := t.publishPart(ctx, comp, h, name, parts[i]); taken || err != nil {
+			return taken, err
+		}
+	}
+	return false, nil
+}
+
+// publishPart creates the recovery slice name holding part, or rewrites it to part while the
+// synthesis does not name it. taken reports that name holds another synthesis's slice.
+func (t *TombstoneSink) publishPart(ctx context.Context, comp domain.Composition, h domain.Handoff, name string, part []domain.SliceResource) (taken bool, err error) {
 	client := t.client.Resource(ResourceSliceGVR).Namespace(comp.Namespace)
-	names := domain.RecoverySliceNames(comp.Name, uuid)
-	for _, name := range names {
-		what := fmt.Sprintf("publishing tombstones for composition %s in resource slice %s", comp.Ref(), name)
-		log := logr.FromContextOrDiscard(ctx).WithValues("slice", name)
-		desired := recoverySlice(name, comp, h)
-		_, err := client.Create(ctx, desired, metav1.CreateOptions{})
-		if err == nil {
-			log.V(1).Info("created recovery slice", "tombstones", len(h.Resources))
-			return name, nil
-		}
-		if !apierrors.IsAlreadyExists(err) {
-			return "", apiError(what, err)
-		}
-		existing, err := client.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return "", apiError(what+": reading the existing slice", err)
-		}
-		other, err := optString(existing.Object, "spec", "synthesisUUID")
-		if err != nil {
-			return "", fmt.Errorf("%s: the existing slice is malformed: %w", what, err)
-		}
-		if other != uuid {
-			log.V(1).Info("recovery slice name holds another synthesis's slice; trying the next name", "otherSynthesisUUID", other)
-			continue
-		}
-		if err := controlledBy(existing, comp); err != nil {
-			return "", fmt.Errorf("%s: %w: %w", what, ports.ErrAlreadyExists, err)
-		}
-		if comp.NamesSlice(name) {
-			return name, nil // committed: never rewritten
-		}
-		if equality.Semantic.DeepEqual(existing.Object["spec"], desired.Object["spec"]) && carries(existing, h.SliceAnnotations()) {
-			log.V(1).Info("reused recovery slice", "tombstones", len(h.Resources))
-			return name, nil
-		}
-		// The update carries the resourceVersion just read; a concurrent writer makes it a Conflict.
-		existing.Object["spec"] = desired.Object["spec"]
-		annotations := existing.GetAnnotations()
-		if annotations == nil {
-			annotations = map[string]string{}
-		}
-		maps.Copy(annotations, h.SliceAnnotations())
-		existing.SetAnnotations(annotations)
-		if _, err := client.Update(ctx, existing, metav1.UpdateOptions{}); err != nil {
-			return "", apiError(what+": updating the existing slice", err)
-		}
-		log.V(1).Info("rewrote recovery slice", "tombstones", len(h.Resources))
-		return name, nil
+	what := fmt.Sprintf("publishing tombstones for composition %s in resource slice %s", comp.Ref(), name)
+	log := logr.FromContextOrDiscard(ctx).WithValues("slice", name)
+	desired := recoverySlice(name, comp, h, part)
+	_, err = client.Create(ctx, desired, metav1.CreateOptions{})
+	if err == nil {
+		log.V(1).Info("created recovery slice", "tombstones", len(part))
+		return false, nil
 	}
-	return "", fmt.Errorf("publishing tombstones for composition %s: every recovery slice name %v holds another synthesis: %w", comp.Ref(), names, ports.ErrAlreadyExists)
+	if !apierrors.IsAlreadyExists(err) {
+		return false, apiError(what, err)
+	}
+	existing, err := client.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return false, apiError(what+": reading the existing slice", err)
+	}
+	other, err := optString(existing.Object, "spec", "synthesisUUID")
+	if err != nil {
+		return false, fmt.Errorf("%s: the existing slice is malformed: %w", what, err)
+	}
+	if other != comp.SynthesisUUID() {
+		log.V(1).Info("recovery slice name holds another synthesis's slice; trying the next series", "otherSynthesisUUID", other)
+		return true, nil
+	}
+	if err := controlledBy(existing, comp); err != nil {
+		return false, fmt.Errorf("%s: %w: %w", what, ports.ErrAlreadyExists, err)
+	}
+	if comp.NamesSlice(name) {
+		return false, nil // committed: never rewritten
+	}
+	if equality.Semantic.DeepEqual(existing.Object["spec"], desired.Object["spec"]) && carries(existing, h.SliceAnnotations()) {
+		log.V(1).Info("reused recovery slice", "tombstones", len(part))
+		return false, nil
+	}
+	// The update carries the resourceVersion just read; a concurrent writer makes it a Conflict.
+	existing.Object["spec"] = desired.Object["spec"]
+	annotations := existing.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	maps.Copy(annotations, h.SliceAnnotations())
+	existing.SetAnnotations(annotations)
+	if _, err := client.Update(ctx, existing, metav1.UpdateOptions{}); err != nil {
+		return false, apiError(what+": updating the existing slice", err)
+	}
+	log.V(1).Info("rewrote recovery slice", "tombstones", len(part))
+	return false, nil
 }
 
 // carries reports whether u holds each of the annotations with its value.
@@ -148,17 +178,22 @@ func controlledBy(u *unstructured.Unstructured, comp domain.Composition) error {
 	return fmt.Errorf("the existing slice is not controlled by composition UID %s; refusing to overwrite it", comp.UID)
 }
 
-// CommitTombstones appends {"name": slice} to status.currentSynthesis.resourceSlices with a JSON
-// patch on the status subresource (design §6.2 step 2). Just before it the slice is re-read live:
-// it must be comp's, for this synthesis, and not terminating (Eno's cleanup deletes an unnamed
-// slice seconds after its creation). The patch's test operations are domain.CommitPrecondition
-// of the live read: the resourceVersion, so any write since aborts it, the UID, the synthesis
-// UUID, no in-flight synthesis and the slice list (null when absent: an empty synthesis has no
-// list, and "/-" cannot append to a missing array). A 422 or 409 is told apart by a re-read:
-// the Composition moved on (ports.ErrSynthesisMoved) or the patch was bad (an error).
-func (t *TombstoneSink) CommitTombstones(ctx context.Context, comp domain.Composition, slice string) error {
+// CommitTombstones appends {"name": ...} for each recovery slice, in order, to
+// status.currentSynthesis.resourceSlices with one JSON patch on the status subresource (design
+// §6.2 step 2). Just before it every slice is re-read live: it must be comp's, for this
+// synthesis, and not terminating (Eno's cleanup deletes an unnamed slice seconds after its
+// creation). The patch's test operations are domain.CommitPrecondition of the live read: the
+// resourceVersion, so any write since aborts it, the UID, the synthesis UUID, no in-flight
+// synthesis and the slice list (null when absent: an empty synthesis has no list, and "/-"
+// cannot append to a missing array). Slices the synthesis names already are not appended again.
+// A 422 or 409 is told apart by a re-read: the Composition moved on (ports.ErrSynthesisMoved)
+// or the patch was bad (an error).
+func (t *TombstoneSink) CommitTombstones(ctx context.Context, comp domain.Composition, slices []string) error {
 	ref := comp.Ref()
-	what := fmt.Sprintf("appending recovery slice %s to the current synthesis of composition %s", slice, ref)
+	what := fmt.Sprintf("appending recovery slices %v to the current synthesis of composition %s", slices, ref)
+	if len(slices) == 0 {
+		return fmt.Errorf("%s: no slice to append", what)
+	}
 	client := t.client.Resource(CompositionGVR).Namespace(comp.Namespace)
 	u, err := client.Get(ctx, comp.Name, metav1.GetOptions{})
 	if err != nil {
@@ -168,25 +203,28 @@ func (t *TombstoneSink) CommitTombstones(ctx context.Context, comp domain.Compos
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	if live.NamesSlice(slice) && live.UID == comp.UID && live.SynthesisUUID() == comp.SynthesisUUID() {
+	missing := unnamed(live, slices)
+	if len(missing) == 0 && live.UID == comp.UID && live.SynthesisUUID() == comp.SynthesisUUID() {
 		return nil
 	}
 	pre := domain.CommitPreconditionOf(comp)
 	if why := pre.MovedOn(live); why != "" {
 		return fmt.Errorf("%s: %s: %w", what, why, ports.ErrSynthesisMoved)
 	}
-	if err := t.checkCommittable(ctx, live, slice); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+	for _, slice := range slices {
+		if err := t.checkCommittable(ctx, live, slice); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
 	}
 	// The list is tested as read, so that fields Eno may add to a reference match too.
 	refs, _, _ := nested(u.Object, "status", "currentSynthesis", "resourceSlices")
-	patch, err := commitPatch(pre, refs, slice)
+	patch, err := commitPatch(pre, refs, missing)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	_, err = client.Patch(ctx, comp.Name, types.JSONPatchType, patch, metav1.PatchOptions{}, "status")
 	if err == nil {
-		logr.FromContextOrDiscard(ctx).V(1).Info("appended recovery slice to the synthesis", "slice", slice)
+		logr.FromContextOrDiscard(ctx).V(1).Info("appended recovery slices to the synthesis", "slices", missing)
 		return nil
 	}
 	if !apierrors.IsInvalid(err) && !apierrors.IsConflict(err) {
@@ -207,10 +245,21 @@ func (t *TombstoneSink) CommitTombstones(ctx context.Context, comp domain.Compos
 	return fmt.Errorf("%s: the API server rejected the patch although the composition did not change: %w", what, err)
 }
 
+// unnamed are the slices c's current synthesis does not name yet, in order.
+func unnamed(c domain.Composition, slices []string) []string {
+	var out []string
+	for _, s := range slices {
+		if !c.NamesSlice(s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // commitPatch is the JSON patch of the commit point: pre's tests, with refs the slice list as
-// read (nil when absent, tested as null), then the append. Test values are JSON strings (a
-// resourceVersion sent as a number fails its test).
-func commitPatch(pre domain.CommitPrecondition, refs any, slice string) ([]byte, error) {
+// read (nil when absent, tested as null), then the append of every slice, in order. Test values
+// are JSON strings (a resourceVersion sent as a number fails its test).
+func commitPatch(pre domain.CommitPrecondition, refs any, slices []string) ([]byte, error) {
 	ops := []map[string]any{
 		{"op": "test", "path": "/metadata/uid", "value": pre.UID},
 		{"op": "test", "path": "/metadata/resourceVersion", "value": pre.ResourceVersion},
@@ -218,16 +267,20 @@ func commitPatch(pre domain.CommitPrecondition, refs any, slice string) ([]byte,
 		{"op": "test", "path": "/status/inFlightSynthesis", "value": nil},
 		{"op": "test", "path": "/status/currentSynthesis/resourceSlices", "value": refs},
 	}
-	ref0 := map[string]any{"name": slice}
+	added := make([]any, len(slices))
+	for i, s := range slices {
+		added[i] = map[string]any{"name": s}
+	}
 	if refs == nil {
-		ops = append(ops, map[string]any{"op": "add", "path": "/status/currentSynthesis/resourceSlices", "value": []any{ref0}})
-	} else {
-		ops = append(ops, map[string]any{"op": "add", "path": "/status/currentSynthesis/resourceSlices/-", "value": ref0})
+		return json.Marshal(append(ops, map[string]any{"op": "add", "path": "/status/currentSynthesis/resourceSlices", "value": added}))
+	}
+	for _, ref := range added {
+		ops = append(ops, map[string]any{"op": "add", "path": "/status/currentSynthesis/resourceSlices/-", "value": ref})
 	}
 	return json.Marshal(ops)
 }
 
-// checkCommittable re-reads the recovery slice live just before the commit point.
+// checkCommittable re-reads a recovery slice live just before the commit point.
 func (t *TombstoneSink) checkCommittable(ctx context.Context, comp domain.Composition, slice string) error {
 	u, err := t.client.Resource(ResourceSliceGVR).Namespace(comp.Namespace).Get(ctx, slice, metav1.GetOptions{})
 	if err != nil {
@@ -240,30 +293,43 @@ func (t *TombstoneSink) checkCommittable(ctx context.Context, comp domain.Compos
 	return domain.CheckCommittable(comp, s)
 }
 
-// EnsureTombstones re-reads the slice live and creates it again from h when it is gone: it is
-// still named by the synthesis, and Eno's executor reads it at the next synthesis. A slice
-// being deleted does not count as present: the call fails until it is gone.
-func (t *TombstoneSink) EnsureTombstones(ctx context.Context, comp domain.Composition, slice string, h domain.Handoff) error {
-	what := fmt.Sprintf("checking recovery slice %s/%s", comp.Namespace, slice)
+// EnsureTombstones re-reads every recovery slice live and creates again from its part of h each
+// that is gone: it is still named by the synthesis, and Eno's executor reads it at the next
+// synthesis. A slice being deleted does not count as present: the call fails until it is gone.
+// With an empty h (the content is unknown) the gone slices are reported, once every other slice
+// was checked, as a *ports.SlicesLostError.
+func (t *TombstoneSink) EnsureTombstones(ctx context.Context, comp domain.Composition, slices []string, h domain.Handoff) error {
+	parts, err := h.PartsFor(slices)
+	if err != nil {
+		return fmt.Errorf("checking the recovery slices of composition %s: %w", comp.Ref(), err)
+	}
 	client := t.client.Resource(ResourceSliceGVR).Namespace(comp.Namespace)
-	existing, err := client.Get(ctx, slice, metav1.GetOptions{})
-	if err == nil {
-		if existing.GetDeletionTimestamp() != nil {
-			// Not present: it is gone once its finalizers are released, then created again.
-			return fmt.Errorf("%s: it is being deleted; it is created again once it is gone", what)
+	var lost []string
+	for i, slice := range slices {
+		what := fmt.Sprintf("checking recovery slice %s/%s", comp.Namespace, slice)
+		existing, err := client.Get(ctx, slice, metav1.GetOptions{})
+		if err == nil {
+			if existing.GetDeletionTimestamp() != nil {
+				// Not present: it is gone once its finalizers are released, then created again.
+				return fmt.Errorf("%s: it is being deleted; it is created again once it is gone", what)
+			}
+			continue
 		}
-		return nil
+		if !apierrors.IsNotFound(err) {
+			return apiError(what, err)
+		}
+		if parts == nil {
+			lost = append(lost, slice)
+			continue
+		}
+		if _, err := client.Create(ctx, recoverySlice(slice, comp, h, parts[i]), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return apiError(what+": creating it again", err)
+		}
+		logr.FromContextOrDiscard(ctx).Info("recreated a recovery slice that was gone", "slice", slice)
 	}
-	if !apierrors.IsNotFound(err) {
-		return apiError(what, err)
+	if len(lost) > 0 {
+		return fmt.Errorf("checking the recovery slices of composition %s: %w", comp.Ref(), &ports.SlicesLostError{Slices: lost})
 	}
-	if h.SynthesisUUID() == "" {
-		return fmt.Errorf("%s: it is gone and its content is unknown: %w", what, ports.ErrNotFound)
-	}
-	if _, err := client.Create(ctx, recoverySlice(slice, comp, h), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return apiError(what+": creating it again", err)
-	}
-	logr.FromContextOrDiscard(ctx).Info("recreated a recovery slice that was gone", "slice", slice)
 	return nil
 }
 

@@ -197,10 +197,10 @@ func commitRecoverySlice(t *testing.T, c *memory.Cluster, comp domain.Compositio
 		HistoryWritten: time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC),
 	})
 	require.NoError(t, err)
-	slice, err := c.PublishTombstones(t.Context(), comp, h)
+	slices, err := c.PublishTombstones(t.Context(), comp, h)
 	require.NoError(t, err)
-	require.NoError(t, c.CommitTombstones(t.Context(), comp, slice))
-	return slice
+	require.NoError(t, c.CommitTombstones(t.Context(), comp, slices))
+	return slices[0]
 }
 
 func TestEnoSlicesPerSynthesis(t *testing.T) {

@@ -359,8 +359,9 @@ func TestPublishTombstones(t *testing.T) {
 	t.Run("refuses a terminating slice and one owned by another incarnation", func(t *testing.T) {
 		c := memory.NewCluster(inventoryNamespace)
 		old := c.PutComposition(composition("web"))
-		name, err := c.PublishTombstones(t.Context(), old, handoffFor(old, "old"))
+		names, err := c.PublishTombstones(t.Context(), old, handoffFor(old, "old"))
 		require.NoError(t, err)
+		name := names[0]
 
 		require.NoError(t, c.DeleteComposition(old.Ref()))
 		recreated := c.PutComposition(composition("web")) // same synthesis UUID only in this test
@@ -376,19 +377,19 @@ func TestPublishTombstones(t *testing.T) {
 	t.Run("a retry with other tombstones replaces the content until the synthesis names it", func(t *testing.T) {
 		c := memory.NewCluster(inventoryNamespace)
 		comp := c.PutComposition(composition("web"))
-		name, err := c.PublishTombstones(t.Context(), comp, handoffFor(comp, "old"))
+		names, err := c.PublishTombstones(t.Context(), comp, handoffFor(comp, "old"))
 		require.NoError(t, err)
 		again, err := c.PublishTombstones(t.Context(), comp, handoffFor(comp, "old", "older"))
 		require.NoError(t, err)
-		assert.Equal(t, name, again)
-		got, err := c.GetSlice(t.Context(), "team-a", name)
+		assert.Equal(t, names, again)
+		got, err := c.GetSlice(t.Context(), "team-a", names[0])
 		require.NoError(t, err)
 		assert.Len(t, got.Resources, 2)
 
-		require.NoError(t, c.CommitTombstones(t.Context(), comp, name))
+		require.NoError(t, c.CommitTombstones(t.Context(), comp, names))
 		_, err = c.PublishTombstones(t.Context(), comp, handoffFor(comp, "old"))
 		require.NoError(t, err)
-		got, err = c.GetSlice(t.Context(), "team-a", name)
+		got, err = c.GetSlice(t.Context(), "team-a", names[0])
 		require.NoError(t, err)
 		assert.Len(t, got.Resources, 2, "a committed slice is never rewritten")
 	})
@@ -397,9 +398,9 @@ func TestPublishTombstones(t *testing.T) {
 		c := memory.NewCluster(inventoryNamespace)
 		comp := c.PutComposition(composition("web"))
 		require.True(t, comp.Synthesis.Ready)
-		name, err := c.PublishTombstones(t.Context(), comp, handoffFor(comp, "old"))
+		names, err := c.PublishTombstones(t.Context(), comp, handoffFor(comp, "old"))
 		require.NoError(t, err)
-		require.NoError(t, c.CommitTombstones(t.Context(), comp, name))
+		require.NoError(t, c.CommitTombstones(t.Context(), comp, names))
 		live, err := c.LiveComposition(t.Context(), comp.Ref())
 		require.NoError(t, err)
 		assert.False(t, live.Synthesis.Ready)
@@ -421,7 +422,7 @@ func TestBeforeWriteHook(t *testing.T) {
 	_, err = c.UpdateChunk(ctx, chunk("a-0", "a", "[]"))
 	require.ErrorIs(t, err, injected)
 	require.ErrorIs(t, c.WriteDecision(ctx, comp, domain.Decision{SynthesisUUID: "x", Outcome: domain.OutcomeNoInventory}), injected)
-	_, err = c.PublishTombstones(ctx, comp, domain.Handoff{Decision: domain.Decision{SynthesisUUID: comp.SynthesisUUID()}})
+	_, err = c.PublishTombstones(ctx, comp, domain.Handoff{Decision: domain.Decision{SynthesisUUID: comp.SynthesisUUID()}, Resources: []domain.SliceResource{{Manifest: "{}", Deleted: true}}})
 	require.ErrorIs(t, err, injected)
 	assert.Equal(t, []string{
 		memory.OpCreateChunk + " kube-system/a-0",
@@ -462,7 +463,7 @@ func TestCancelledContextFailsEveryPort(t *testing.T) {
 	require.ErrorIs(t, c.WriteDecision(ctx, comp, domain.Decision{}), context.Canceled)
 	_, err = c.GetSlice(ctx, "team-a", "s0")
 	require.ErrorIs(t, err, context.Canceled)
-	_, err = c.PublishTombstones(ctx, comp, domain.Handoff{Decision: domain.Decision{SynthesisUUID: comp.SynthesisUUID()}})
+	_, err = c.PublishTombstones(ctx, comp, domain.Handoff{Decision: domain.Decision{SynthesisUUID: comp.SynthesisUUID()}, Resources: []domain.SliceResource{{Manifest: "{}", Deleted: true}}})
 	require.ErrorIs(t, err, context.Canceled)
 	assert.Empty(t, c.Secrets())
 }

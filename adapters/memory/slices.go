@@ -34,50 +34,71 @@ func (s storedSlice) read() domain.ResourceSlice {
 	return out
 }
 
-// PublishTombstones writes the recovery slice of comp's current synthesis, owned by comp, as
-// SPEC §6.2 step 1 says: created, or rewritten to h while the synthesis does not name it yet.
-// When the short name holds another synthesis's slice the whole-UUID name is used; a slice
-// owned by another Composition is refused with ErrAlreadyExists.
-func (c *Cluster) PublishTombstones(ctx context.Context, comp domain.Composition, h domain.Handoff) (string, error) {
+// PublishTombstones writes the recovery slices of comp's current synthesis, one per part of h,
+// owned by comp, as SPEC §6.2 step 1 says: each created, or rewritten to h while the synthesis
+// does not name it yet. When a name of the short series holds another synthesis's slice the
+// whole-UUID series is used; a slice owned by another Composition is refused with
+// ErrAlreadyExists. The hook runs before each slice's write.
+func (c *Cluster) PublishTombstones(ctx context.Context, comp domain.Composition, h domain.Handoff) ([]string, error) {
 	uuid := comp.SynthesisUUID()
 	if uuid == "" || comp.UID == "" || h.SynthesisUUID() != uuid {
-		return "", fmt.Errorf("publishing tombstones for composition %s: a UID and a current synthesis matching the hand-off's %q are required", comp.Ref(), h.SynthesisUUID())
+		return nil, fmt.Errorf("publishing tombstones for composition %s: a UID and a current synthesis matching the hand-off's %q are required", comp.Ref(), h.SynthesisUUID())
 	}
-	names := domain.RecoverySliceNames(comp.Name, uuid)
-	if err := c.runBeforeWrite(ctx, OpPublishTombstones, objectKey{comp.Namespace, names[0]}); err != nil {
-		return "", err
+	parts, err := h.Parts()
+	if err != nil {
+		return nil, fmt.Errorf("publishing tombstones for composition %s: %w", comp.Ref(), err)
 	}
-	want := recoverySlice(comp, "", h)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, name := range names {
-		key := objectKey{comp.Namespace, name}
-		cur, ok := c.slices[key]
-		if ok && cur.slice.SynthesisUUID != uuid {
-			continue // another synthesis's slice: try the next name
+series:
+	for _, s := range domain.RecoverySliceSeriesOf(comp.Name, uuid) {
+		names := s.Names(len(parts))
+		for i, name := range names {
+			taken, err := c.publishPart(ctx, comp, h, name, parts[i])
+			if err != nil {
+				return nil, err
+			}
+			if taken {
+				continue series
+			}
 		}
-		switch {
-		case !ok:
-		case cur.slice.Deleting:
-			return "", fmt.Errorf("publishing tombstones to resource slice %s: it is being deleted; retry once it is gone", key)
-		case cur.owner != comp.UID:
-			return "", fmt.Errorf("publishing tombstones to resource slice %s: it is owned by %q, not %q: %w", key, cur.owner, comp.UID, ports.ErrAlreadyExists)
-		case c.namedLocked(comp, name) || sameSlice(cur.slice, want):
-			return name, nil // committed, or an earlier attempt wrote exactly this
-		}
-		want.Name = name
-		c.slices[key] = storedSlice{slice: want, owner: comp.UID, resourceVersion: c.nextVersion()}
-		return name, nil
+		return names, nil
 	}
-	return "", fmt.Errorf("publishing tombstones for composition %s: every recovery slice name %v holds another synthesis: %w", comp.Ref(), names, ports.ErrAlreadyExists)
+	return nil, fmt.Errorf("publishing tombstones for composition %s: every recovery slice series %v holds another synthesis's slice: %w", comp.Ref(), domain.RecoverySliceNames(comp.Name, uuid), ports.ErrAlreadyExists)
 }
 
-// CommitTombstones appends slice to comp's current synthesis, as the guarded status patch of
-// design §6.2 step 2 does: the slice must be comp's, for this synthesis and not terminating, and
+// publishPart writes one recovery slice; taken reports that name holds another synthesis's slice.
+func (c *Cluster) publishPart(ctx context.Context, comp domain.Composition, h domain.Handoff, name string, part []domain.SliceResource) (taken bool, err error) {
+	key := objectKey{comp.Namespace, name}
+	if err := c.runBeforeWrite(ctx, OpPublishTombstones, key); err != nil {
+		return false, err
+	}
+	want := recoverySlice(comp, name, h, part)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cur, ok := c.slices[key]
+	switch {
+	case !ok:
+	case cur.slice.SynthesisUUID != comp.SynthesisUUID():
+		return true, nil // another synthesis's slice: try the next series
+	case cur.slice.Deleting:
+		return false, fmt.Errorf("publishing tombstones to resource slice %s: it is being deleted; retry once it is gone", key)
+	case cur.owner != comp.UID:
+		return false, fmt.Errorf("publishing tombstones to resource slice %s: it is owned by %q, not %q: %w", key, cur.owner, comp.UID, ports.ErrAlreadyExists)
+	case c.namedLocked(comp, name) || sameSlice(cur.slice, want):
+		return false, nil // committed, or an earlier attempt wrote exactly this
+	}
+	c.slices[key] = storedSlice{slice: want, owner: comp.UID, resourceVersion: c.nextVersion()}
+	return false, nil
+}
+
+// CommitTombstones appends the slices to comp's current synthesis, as the guarded status patch
+// of design §6.2 step 2 does: each must be comp's, for this synthesis and not terminating, and
 // the stored Composition must still meet domain.CommitPreconditionOf(comp), else
-// ErrSynthesisMoved.
-func (c *Cluster) CommitTombstones(ctx context.Context, comp domain.Composition, slice string) error {
+// ErrSynthesisMoved. Slices the synthesis names already are not appended again.
+func (c *Cluster) CommitTombstones(ctx context.Context, comp domain.Composition, slices []string) error {
 	key := objectKey{comp.Namespace, comp.Name}
+	if len(slices) == 0 {
+		return fmt.Errorf("committing tombstones on composition %s: no slice to append", key)
+	}
 	if err := c.runBeforeWrite(ctx, OpCommitTombstones, key); err != nil {
 		return err
 	}
@@ -87,21 +108,29 @@ func (c *Cluster) CommitTombstones(ctx context.Context, comp domain.Composition,
 	if !ok {
 		return fmt.Errorf("committing tombstones on composition %s: %w", key, ports.ErrNotFound)
 	}
-	if cur.UID == comp.UID && cur.SynthesisUUID() == comp.SynthesisUUID() && cur.NamesSlice(slice) {
+	var missing []string
+	for _, s := range slices {
+		if !cur.NamesSlice(s) {
+			missing = append(missing, s)
+		}
+	}
+	if cur.UID == comp.UID && cur.SynthesisUUID() == comp.SynthesisUUID() && len(missing) == 0 {
 		return nil
 	}
 	if why := domain.CommitPreconditionOf(comp).MovedOn(cur); why != "" {
 		return fmt.Errorf("committing tombstones on composition %s: %s: %w", key, why, ports.ErrSynthesisMoved)
 	}
-	stored, ok := c.slices[objectKey{comp.Namespace, slice}]
-	if !ok {
-		return fmt.Errorf("committing tombstones on composition %s: re-reading recovery slice %s: %w", key, slice, ports.ErrNotFound)
-	}
-	if err := domain.CheckCommittable(cur, stored.read()); err != nil {
-		return fmt.Errorf("committing tombstones on composition %s: %w", key, err)
+	for _, slice := range slices {
+		stored, ok := c.slices[objectKey{comp.Namespace, slice}]
+		if !ok {
+			return fmt.Errorf("committing tombstones on composition %s: re-reading recovery slice %s: %w", key, slice, ports.ErrNotFound)
+		}
+		if err := domain.CheckCommittable(cur, stored.read()); err != nil {
+			return fmt.Errorf("committing tombstones on composition %s: %w", key, err)
+		}
 	}
 	cur = cloneComposition(cur)
-	cur.Synthesis.Slices = append(cur.Synthesis.Slices, slice)
+	cur.Synthesis.Slices = append(cur.Synthesis.Slices, missing...)
 	// Eno clears readiness when a slice without status joins the synthesis (SPEC §6.2).
 	cur.Synthesis.Ready = false
 	cur.ResourceVersion = c.nextVersion()
@@ -109,25 +138,50 @@ func (c *Cluster) CommitTombstones(ctx context.Context, comp domain.Composition,
 	return nil
 }
 
-// EnsureTombstones creates the slice again from h when it is gone (SPEC §6.2 step 4).
-func (c *Cluster) EnsureTombstones(ctx context.Context, comp domain.Composition, slice string, h domain.Handoff) error {
+// EnsureTombstones creates again from its part of h each recovery slice that is gone (SPEC §6.2
+// step 4). With an empty h the gone slices are reported as a *ports.SlicesLostError. The hook
+// runs before each slice's check.
+func (c *Cluster) EnsureTombstones(ctx context.Context, comp domain.Composition, slices []string, h domain.Handoff) error {
+	parts, err := h.PartsFor(slices)
+	if err != nil {
+		return fmt.Errorf("checking the recovery slices of composition %s: %w", comp.Ref(), err)
+	}
+	var lost []string
+	for i, slice := range slices {
+		gone, err := c.ensurePart(ctx, comp, slice, h, parts, i)
+		if err != nil {
+			return err
+		}
+		if gone {
+			lost = append(lost, slice)
+		}
+	}
+	if len(lost) > 0 {
+		return fmt.Errorf("checking the recovery slices of composition %s: %w", comp.Ref(), &ports.SlicesLostError{Slices: lost})
+	}
+	return nil
+}
+
+// ensurePart checks slice i of the hand-off, and creates it again from parts when it is gone;
+// lost reports it gone with no content to create it from.
+func (c *Cluster) ensurePart(ctx context.Context, comp domain.Composition, slice string, h domain.Handoff, parts [][]domain.SliceResource, i int) (lost bool, err error) {
 	key := objectKey{comp.Namespace, slice}
 	if err := c.runBeforeWrite(ctx, OpEnsureTombstones, key); err != nil {
-		return err
+		return false, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cur, ok := c.slices[key]; ok {
 		if cur.slice.Deleting {
-			return fmt.Errorf("checking resource slice %s: it is being deleted; it is created again once it is gone", key)
+			return false, fmt.Errorf("checking resource slice %s: it is being deleted; it is created again once it is gone", key)
 		}
-		return nil
+		return false, nil
 	}
-	if h.SynthesisUUID() == "" {
-		return fmt.Errorf("resource slice %s is gone and its content is unknown: %w", key, ports.ErrNotFound)
+	if parts == nil {
+		return true, nil
 	}
-	c.slices[key] = storedSlice{slice: recoverySlice(comp, slice, h), owner: comp.UID, resourceVersion: c.nextVersion()}
-	return nil
+	c.slices[key] = storedSlice{slice: recoverySlice(comp, slice, h, parts[i]), owner: comp.UID, resourceVersion: c.nextVersion()}
+	return false, nil
 }
 
 // WithdrawTombstones writes s.Resources back to the recovery slice if s.ResourceVersion is the
@@ -188,10 +242,10 @@ func (c *Cluster) namedLocked(comp domain.Composition, slice string) bool {
 	return ok && cur.UID == comp.UID && cur.NamesSlice(slice)
 }
 
-func recoverySlice(comp domain.Composition, name string, h domain.Handoff) domain.ResourceSlice {
+func recoverySlice(comp domain.Composition, name string, h domain.Handoff, part []domain.SliceResource) domain.ResourceSlice {
 	return domain.ResourceSlice{Namespace: comp.Namespace, Name: name, SynthesisUUID: h.SynthesisUUID(),
 		Annotations: h.SliceAnnotations(),
-		Resources:   slices.Clone(h.Resources)}
+		Resources:   slices.Clone(part)}
 }
 
 func sameSlice(a, b domain.ResourceSlice) bool {

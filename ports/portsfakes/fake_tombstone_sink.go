@@ -10,7 +10,7 @@ import (
 )
 
 type FakeTombstoneSink struct {
-	CommitTombstonesStub        func(context.Context, domain.Composition, string) error
+	CommitTombstonesStub        func(context.Context, domain.Composition, []string) error
 	commitTombstonesMutex       sync.RWMutex
 	commitTombstonesArgsForCall []FakeTombstoneSinkCommitTombstonesArgs
 	commitTombstonesReturns     struct {
@@ -19,7 +19,7 @@ type FakeTombstoneSink struct {
 	commitTombstonesReturnsOnCall map[int]struct {
 		result1 error
 	}
-	EnsureTombstonesStub        func(context.Context, domain.Composition, string, domain.Handoff) error
+	EnsureTombstonesStub        func(context.Context, domain.Composition, []string, domain.Handoff) error
 	ensureTombstonesMutex       sync.RWMutex
 	ensureTombstonesArgsForCall []FakeTombstoneSinkEnsureTombstonesArgs
 	ensureTombstonesReturns     struct {
@@ -28,15 +28,15 @@ type FakeTombstoneSink struct {
 	ensureTombstonesReturnsOnCall map[int]struct {
 		result1 error
 	}
-	PublishTombstonesStub        func(context.Context, domain.Composition, domain.Handoff) (string, error)
+	PublishTombstonesStub        func(context.Context, domain.Composition, domain.Handoff) ([]string, error)
 	publishTombstonesMutex       sync.RWMutex
 	publishTombstonesArgsForCall []FakeTombstoneSinkPublishTombstonesArgs
 	publishTombstonesReturns     struct {
-		result1 string
+		result1 []string
 		result2 error
 	}
 	publishTombstonesReturnsOnCall map[int]struct {
-		result1 string
+		result1 []string
 		result2 error
 	}
 	RequestResynthesisStub        func(context.Context, domain.Composition) error
@@ -66,14 +66,14 @@ type FakeTombstoneSink struct {
 type FakeTombstoneSinkCommitTombstonesArgs struct {
 	Arg1 context.Context
 	Arg2 domain.Composition
-	Arg3 string
+	Arg3 []string
 }
 
 // FakeTombstoneSinkEnsureTombstonesArgs holds the arguments of one call to EnsureTombstones.
 type FakeTombstoneSinkEnsureTombstonesArgs struct {
 	Arg1 context.Context
 	Arg2 domain.Composition
-	Arg3 string
+	Arg3 []string
 	Arg4 domain.Handoff
 }
 
@@ -97,13 +97,18 @@ type FakeTombstoneSinkWithdrawTombstonesArgs struct {
 	Arg3 domain.ResourceSlice
 }
 
-func (fake *FakeTombstoneSink) CommitTombstones(arg1 context.Context, arg2 domain.Composition, arg3 string) error {
+func (fake *FakeTombstoneSink) CommitTombstones(arg1 context.Context, arg2 domain.Composition, arg3 []string) error {
+	var arg3Copy []string
+	if arg3 != nil {
+		arg3Copy = make([]string, len(arg3))
+		copy(arg3Copy, arg3)
+	}
 	fake.commitTombstonesMutex.Lock()
 	ret, specificReturn := fake.commitTombstonesReturnsOnCall[len(fake.commitTombstonesArgsForCall)]
-	fake.commitTombstonesArgsForCall = append(fake.commitTombstonesArgsForCall, FakeTombstoneSinkCommitTombstonesArgs{arg1, arg2, arg3})
+	fake.commitTombstonesArgsForCall = append(fake.commitTombstonesArgsForCall, FakeTombstoneSinkCommitTombstonesArgs{arg1, arg2, arg3Copy})
 	stub := fake.CommitTombstonesStub
 	fakeReturns := fake.commitTombstonesReturns
-	fake.recordInvocation("CommitTombstones", []interface{}{arg1, arg2, arg3})
+	fake.recordInvocation("CommitTombstones", []interface{}{arg1, arg2, arg3Copy})
 	fake.commitTombstonesMutex.Unlock()
 	if stub != nil {
 		return stub(arg1, arg2, arg3)
@@ -120,13 +125,13 @@ func (fake *FakeTombstoneSink) CommitTombstonesCallCount() int {
 	return len(fake.commitTombstonesArgsForCall)
 }
 
-func (fake *FakeTombstoneSink) CommitTombstonesCalls(stub func(context.Context, domain.Composition, string) error) {
+func (fake *FakeTombstoneSink) CommitTombstonesCalls(stub func(context.Context, domain.Composition, []string) error) {
 	fake.commitTombstonesMutex.Lock()
 	defer fake.commitTombstonesMutex.Unlock()
 	fake.CommitTombstonesStub = stub
 }
 
-func (fake *FakeTombstoneSink) CommitTombstonesArgsForCall(i int) (context.Context, domain.Composition, string) {
+func (fake *FakeTombstoneSink) CommitTombstonesArgsForCall(i int) (context.Context, domain.Composition, []string) {
 	fake.commitTombstonesMutex.RLock()
 	defer fake.commitTombstonesMutex.RUnlock()
 	argsForCall := fake.commitTombstonesArgsForCall[i]
@@ -164,13 +169,18 @@ func (fake *FakeTombstoneSink) CommitTombstonesReturnsOnCall(i int, result1 erro
 	}{result1}
 }
 
-func (fake *FakeTombstoneSink) EnsureTombstones(arg1 context.Context, arg2 domain.Composition, arg3 string, arg4 domain.Handoff) error {
+func (fake *FakeTombstoneSink) EnsureTombstones(arg1 context.Context, arg2 domain.Composition, arg3 []string, arg4 domain.Handoff) error {
+	var arg3Copy []string
+	if arg3 != nil {
+		arg3Copy = make([]string, len(arg3))
+		copy(arg3Copy, arg3)
+	}
 	fake.ensureTombstonesMutex.Lock()
 	ret, specificReturn := fake.ensureTombstonesReturnsOnCall[len(fake.ensureTombstonesArgsForCall)]
-	fake.ensureTombstonesArgsForCall = append(fake.ensureTombstonesArgsForCall, FakeTombstoneSinkEnsureTombstonesArgs{arg1, arg2, arg3, arg4})
+	fake.ensureTombstonesArgsForCall = append(fake.ensureTombstonesArgsForCall, FakeTombstoneSinkEnsureTombstonesArgs{arg1, arg2, arg3Copy, arg4})
 	stub := fake.EnsureTombstonesStub
 	fakeReturns := fake.ensureTombstonesReturns
-	fake.recordInvocation("EnsureTombstones", []interface{}{arg1, arg2, arg3, arg4})
+	fake.recordInvocation("EnsureTombstones", []interface{}{arg1, arg2, arg3Copy, arg4})
 	fake.ensureTombstonesMutex.Unlock()
 	if stub != nil {
 		return stub(arg1, arg2, arg3, arg4)
@@ -187,13 +197,13 @@ func (fake *FakeTombstoneSink) EnsureTombstonesCallCount() int {
 	return len(fake.ensureTombstonesArgsForCall)
 }
 
-func (fake *FakeTombstoneSink) EnsureTombstonesCalls(stub func(context.Context, domain.Composition, string, domain.Handoff) error) {
+func (fake *FakeTombstoneSink) EnsureTombstonesCalls(stub func(context.Context, domain.Composition, []string, domain.Handoff) error) {
 	fake.ensureTombstonesMutex.Lock()
 	defer fake.ensureTombstonesMutex.Unlock()
 	fake.EnsureTombstonesStub = stub
 }
 
-func (fake *FakeTombstoneSink) EnsureTombstonesArgsForCall(i int) (context.Context, domain.Composition, string, domain.Handoff) {
+func (fake *FakeTombstoneSink) EnsureTombstonesArgsForCall(i int) (context.Context, domain.Composition, []string, domain.Handoff) {
 	fake.ensureTombstonesMutex.RLock()
 	defer fake.ensureTombstonesMutex.RUnlock()
 	argsForCall := fake.ensureTombstonesArgsForCall[i]
@@ -231,7 +241,7 @@ func (fake *FakeTombstoneSink) EnsureTombstonesReturnsOnCall(i int, result1 erro
 	}{result1}
 }
 
-func (fake *FakeTombstoneSink) PublishTombstones(arg1 context.Context, arg2 domain.Composition, arg3 domain.Handoff) (string, error) {
+func (fake *FakeTombstoneSink) PublishTombstones(arg1 context.Context, arg2 domain.Composition, arg3 domain.Handoff) ([]string, error) {
 	fake.publishTombstonesMutex.Lock()
 	ret, specificReturn := fake.publishTombstonesReturnsOnCall[len(fake.publishTombstonesArgsForCall)]
 	fake.publishTombstonesArgsForCall = append(fake.publishTombstonesArgsForCall, FakeTombstoneSinkPublishTombstonesArgs{arg1, arg2, arg3})
@@ -254,7 +264,7 @@ func (fake *FakeTombstoneSink) PublishTombstonesCallCount() int {
 	return len(fake.publishTombstonesArgsForCall)
 }
 
-func (fake *FakeTombstoneSink) PublishTombstonesCalls(stub func(context.Context, domain.Composition, domain.Handoff) (string, error)) {
+func (fake *FakeTombstoneSink) PublishTombstonesCalls(stub func(context.Context, domain.Composition, domain.Handoff) ([]string, error)) {
 	fake.publishTombstonesMutex.Lock()
 	defer fake.publishTombstonesMutex.Unlock()
 	fake.PublishTombstonesStub = stub
@@ -275,28 +285,28 @@ func (fake *FakeTombstoneSink) PublishTombstonesArgs() []FakeTombstoneSinkPublis
 	return args
 }
 
-func (fake *FakeTombstoneSink) PublishTombstonesReturns(result1 string, result2 error) {
+func (fake *FakeTombstoneSink) PublishTombstonesReturns(result1 []string, result2 error) {
 	fake.publishTombstonesMutex.Lock()
 	defer fake.publishTombstonesMutex.Unlock()
 	fake.PublishTombstonesStub = nil
 	fake.publishTombstonesReturns = struct {
-		result1 string
+		result1 []string
 		result2 error
 	}{result1, result2}
 }
 
-func (fake *FakeTombstoneSink) PublishTombstonesReturnsOnCall(i int, result1 string, result2 error) {
+func (fake *FakeTombstoneSink) PublishTombstonesReturnsOnCall(i int, result1 []string, result2 error) {
 	fake.publishTombstonesMutex.Lock()
 	defer fake.publishTombstonesMutex.Unlock()
 	fake.PublishTombstonesStub = nil
 	if fake.publishTombstonesReturnsOnCall == nil {
 		fake.publishTombstonesReturnsOnCall = make(map[int]struct {
-			result1 string
+			result1 []string
 			result2 error
 		})
 	}
 	fake.publishTombstonesReturnsOnCall[i] = struct {
-		result1 string
+		result1 []string
 		result2 error
 	}{result1, result2}
 }

@@ -58,16 +58,18 @@ func resynthesisCost(s, n int) Counts {
 // process that has not read downstream yet. Recovery lists the lineage, GETs each slice, maps
 // the orphans' kinds through discovery (GET /api and /apis, once per process) and GETs each
 // orphan's metadata downstream (SPEC §6.3; perKind counts them by resource). Then the hand-off
-// (design §6.2), each step after a live recheck of the Composition (5 GETs): POST the recovery
-// slice, GET the raw Composition, GET the slice live and PATCH status to append it (the commit
-// point), PUT the decision, GET the slice back and PATCH the force-resynthesis annotation. A synthesis decided Recovered is never recorded: no Secret
-// is written, and the only event is the decision's. The PUT of the decision starts from the
-// cached Composition when the cache already holds the version the recheck read; the status
-// PATCH just before it can leave the cache behind, and then it GETs it (lagGets, 0 or 1).
-func handOffCost(s int, perKind Counts, lagGets int) Counts {
+// (design §6.2) in p recovery slices (one per 512 KiB of tombstone manifests), each step after a
+// live recheck of the Composition (5 GETs): POST each recovery slice, GET the raw Composition,
+// GET each slice live and PATCH status once to append them all (the commit point), PUT the
+// decision, GET each slice back and PATCH the force-resynthesis annotation. A synthesis decided
+// Recovered is never recorded: no Secret is written, and the only event is the decision's. The
+// PUT of the decision starts from the cached Composition when the cache already holds the
+// version the recheck read; the status PATCH just before it can leave the cache behind, and then
+// it GETs it (lagGets, 0 or 1).
+func handOffCost(s, p int, perKind Counts, lagGets int) Counts {
 	c := Counts{
-		"list secrets": 1, "get resourceslices": s + 2, "get /api": 1, "get /apis": 1,
-		"get compositions": 6 + lagGets, "create resourceslices": 1, "patch compositions/status": 1,
+		"list secrets": 1, "get resourceslices": s + 2*p, "get /api": 1, "get /apis": 1,
+		"get compositions": 6 + lagGets, "create resourceslices": p, "patch compositions/status": 1,
 		"update compositions": 1, "patch compositions": 1, "create events": 1,
 	}
 	for k, v := range perKind {
@@ -198,7 +200,7 @@ func TestAPICostOfOneReconcile(t *testing.T) {
 				assert.Nil(t, res.Recording, "a synthesis decided Recovered is never recorded")
 				lag := got["get compositions"] - 6
 				assert.Contains(t, []int{0, 1}, lag, "live rechecks, and at most one GET for a lagging cache: %s", got)
-				assert.Equal(t, handOffCost(s2, downstreamGets(smaller.resources, first.resources), lag), got)
+				assert.Equal(t, handOffCost(s2, 1, downstreamGets(smaller.resources, first.resources), lag), got, "a few orphans fit one recovery slice")
 
 				// Eno's next synthesis carries the tombstones; it is decided and recorded.
 				carried := smaller

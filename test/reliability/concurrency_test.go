@@ -527,7 +527,7 @@ func TestPlanMeetsACommittedHandoff(t *testing.T) {
 			_, err := w.service().Reconcile(ctx, crashRef)
 			w.cluster.SetBeforeWrite(nil)
 			require.ErrorIs(t, err, errCrash, "pass A dies at step 3")
-			committed, ok := w.live(crashRef).CommittedRecoverySlice()
+			committed, ok := w.live(crashRef).CommittedRecoverySlices()
 			require.True(t, ok, "pass A committed its slice")
 			_, err = w.enoReconcile(crashRef)
 			require.NoError(t, err)

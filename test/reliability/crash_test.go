@@ -313,7 +313,7 @@ func TestCrashDuringSnapshotReplacement(t *testing.T) {
 					}
 				}
 				// Past the commit point the synthesis is not Ready until Eno's next one is.
-				if _, committed := live.CommittedRecoverySlice(); committed {
+				if _, committed := live.CommittedRecoverySlices(); committed {
 					assert.False(t, live.Synthesis.Ready, "the commit cleared Ready, as Eno does")
 				}
 				assert.Empty(t, c.w.audit.recordedRecovered(), "a synthesis decided Recovered is never recorded")

@@ -356,6 +356,8 @@ type decisionRecord struct {
 	Decision domain.Decision
 }
 
+// publishRecord is one accepted publication or commit; Slice is its first recovery slice, the
+// one a decision names.
 type publishRecord struct {
 	Ref                       domain.CompositionRef
 	UID, SynthesisUUID, Slice string
@@ -524,31 +526,31 @@ type auditedSink struct {
 	yield bool
 }
 
-func (s *auditedSink) PublishTombstones(ctx context.Context, comp domain.Composition, h domain.Handoff) (string, error) {
+func (s *auditedSink) PublishTombstones(ctx context.Context, comp domain.Composition, h domain.Handoff) ([]string, error) {
 	maybeYield(s.yield)
 	where, err := s.TombstoneSink.PublishTombstones(ctx, comp, h)
 	if err == nil {
 		s.audit.mu.Lock()
-		s.audit.publishes = append(s.audit.publishes, publishRecord{Ref: comp.Ref(), UID: comp.UID, SynthesisUUID: comp.SynthesisUUID(), Slice: where, Tombstones: len(h.Resources)})
+		s.audit.publishes = append(s.audit.publishes, publishRecord{Ref: comp.Ref(), UID: comp.UID, SynthesisUUID: comp.SynthesisUUID(), Slice: where[0], Tombstones: len(h.Resources)})
 		s.audit.mu.Unlock()
 	}
 	return where, err
 }
 
-func (s *auditedSink) CommitTombstones(ctx context.Context, comp domain.Composition, slice string) error {
+func (s *auditedSink) CommitTombstones(ctx context.Context, comp domain.Composition, slices []string) error {
 	maybeYield(s.yield)
-	err := s.TombstoneSink.CommitTombstones(ctx, comp, slice)
+	err := s.TombstoneSink.CommitTombstones(ctx, comp, slices)
 	if err == nil {
 		s.audit.mu.Lock()
-		s.audit.commits = append(s.audit.commits, publishRecord{Ref: comp.Ref(), UID: comp.UID, SynthesisUUID: comp.SynthesisUUID(), Slice: slice})
+		s.audit.commits = append(s.audit.commits, publishRecord{Ref: comp.Ref(), UID: comp.UID, SynthesisUUID: comp.SynthesisUUID(), Slice: slices[0]})
 		s.audit.mu.Unlock()
 	}
 	return err
 }
 
-func (s *auditedSink) EnsureTombstones(ctx context.Context, comp domain.Composition, slice string, h domain.Handoff) error {
+func (s *auditedSink) EnsureTombstones(ctx context.Context, comp domain.Composition, slices []string, h domain.Handoff) error {
 	maybeYield(s.yield)
-	return s.TombstoneSink.EnsureTombstones(ctx, comp, slice, h)
+	return s.TombstoneSink.EnsureTombstones(ctx, comp, slices, h)
 }
 
 func (s *auditedSink) RequestResynthesis(ctx context.Context, comp domain.Composition) error {

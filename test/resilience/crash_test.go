@@ -88,25 +88,25 @@ type crashingSink struct {
 	sw *crashSwitch
 }
 
-func (s crashingSink) PublishTombstones(ctx context.Context, c domain.Composition, h domain.Handoff) (string, error) {
+func (s crashingSink) PublishTombstones(ctx context.Context, c domain.Composition, h domain.Handoff) ([]string, error) {
 	if err := s.sw.admit("publish tombstones"); err != nil {
-		return "", err
+		return nil, err
 	}
 	return s.TombstoneSink.PublishTombstones(ctx, c, h)
 }
 
-func (s crashingSink) CommitTombstones(ctx context.Context, c domain.Composition, slice string) error {
+func (s crashingSink) CommitTombstones(ctx context.Context, c domain.Composition, slices []string) error {
 	if err := s.sw.admit("commit tombstones"); err != nil {
 		return err
 	}
-	return s.TombstoneSink.CommitTombstones(ctx, c, slice)
+	return s.TombstoneSink.CommitTombstones(ctx, c, slices)
 }
 
-func (s crashingSink) EnsureTombstones(ctx context.Context, c domain.Composition, slice string, h domain.Handoff) error {
+func (s crashingSink) EnsureTombstones(ctx context.Context, c domain.Composition, slices []string, h domain.Handoff) error {
 	if err := s.sw.admit("ensure tombstones"); err != nil {
 		return err
 	}
-	return s.TombstoneSink.EnsureTombstones(ctx, c, slice, h)
+	return s.TombstoneSink.EnsureTombstones(ctx, c, slices, h)
 }
 
 func (s crashingSink) RequestResynthesis(ctx context.Context, c domain.Composition) error {
