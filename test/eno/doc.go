@@ -21,6 +21,14 @@
 // TestEnoAlone checks the harness models Eno (a dropped resource is deleted by Eno) and
 // TestEnoFacts checks, on stock Eno alone, the behaviour SPEC §6.2's hand-off is built on.
 //
+// disabled_test.go holds the stories about Eno's eno.azure.io/disable-reconciliation, which
+// makes Eno's reconciler skip a resource even when it is a tombstone: an entry recorded
+// disabled, or with overrides that can disable it (Eno's resource migration), is never
+// tombstoned; a pending hand-off's tombstone whose object was re-created is withdrawn by
+// disabling it, so an eno-reconciler restarted later skips it. Those scenarios create
+// Synthesizers of their own, whose script can fail on demand (a gate file), as a broken
+// synthesizer would.
+//
 // Each scenario works in its own namespace, with an eno-reconciler (and, in the standalone
 // mode, a `tombstone-recovery run`) limited to that namespace; eno-controller and the stand-in
 // are shared. Every scenario runs twice: with the standalone binary next to stock

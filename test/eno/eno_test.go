@@ -5,6 +5,7 @@ package eno
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -56,6 +57,20 @@ func TestEnoAlone(t *testing.T) {
 	})
 }
 
+// incarnations are the two Compositions of a recovery scenario under one name: the first, opted
+// in and set to orphan on deletion, and the recreated one, opted in.
+type incarnations struct {
+	first, recreated string // their Synthesizers
+	// deploys are the ConfigMaps that exist once the first is ready.
+	deploys []string
+	// firstAnnotations and recreatedAnnotations are added to the opt-in (and, for the first,
+	// the orphan strategy).
+	firstAnnotations, recreatedAnnotations map[string]string
+}
+
+// twoThenOne is every scenario's default: synth-two deploys cm-a and cm-b, synth-one only cm-a.
+var twoThenOne = incarnations{first: "synth-two", recreated: "synth-one", deploys: []string{"cm-a", "cm-b"}}
+
 // recordThenRecreate runs the first half of every recovery scenario: the Composition, opted
 // in and set to orphan on deletion, deploys cm-a and cm-b; its snapshot of chunks chunks is
 // recorded; it is deleted (both ConfigMaps survive); damage, when set, is done to the history;
@@ -63,24 +78,37 @@ func TestEnoAlone(t *testing.T) {
 // UIDs, when the recreation happened and the new incarnation's UID.
 func (s *scenario) recordThenRecreate(chunks int, damage func()) (map[string]types.UID, time.Time, types.UID) {
 	s.t.Helper()
-	created := s.createComposition(comp, "synth-two", map[string]string{
+	return s.recordThenRecreateAs(twoThenOne, chunks, damage)
+}
+
+// recordThenRecreateAs is recordThenRecreate with the given incarnations; between, when set,
+// runs after the deletion and before the recreation.
+func (s *scenario) recordThenRecreateAs(inc incarnations, chunks int, between func()) (map[string]types.UID, time.Time, types.UID) {
+	s.t.Helper()
+	created := s.createComposition(comp, inc.first, withAnnotations(map[string]string{
 		optInAnnotation:            "enabled",
 		deletionStrategyAnnotation: "orphan",
-	})
-	uids := s.waitConfigMaps("cm-a", "cm-b")
+	}, inc.firstAnnotations))
+	uids := s.waitConfigMaps(inc.deploys...)
 	syn := s.waitReady(comp, "")
 	s.waitDecision(created.GetUID(), syn.UUID, "NoInventory")
 	s.waitRecorded(comp, created.GetUID(), syn.UUID, chunks)
 
 	s.deleteComposition(comp)
 	s.requireUnchanged(uids)
-	if damage != nil {
-		damage()
+	if between != nil {
+		between()
 	}
 
 	recreatedAt := time.Now()
-	recreated := s.createComposition(comp, "synth-one", map[string]string{optInAnnotation: "enabled"})
+	recreated := s.createComposition(comp, inc.recreated, withAnnotations(map[string]string{optInAnnotation: "enabled"}, inc.recreatedAnnotations))
 	return uids, recreatedAt, recreated.GetUID()
+}
+
+// withAnnotations returns base with extra added.
+func withAnnotations(base, extra map[string]string) map[string]string {
+	maps.Copy(base, extra)
+	return base
 }
 
 // requireNotRecovered asserts a decision recovers nothing again (SPEC §6: one recovery per

@@ -47,6 +47,8 @@ const (
 	// observeFor is how long a scenario watches that something does NOT happen (a deletion, a
 	// further synthesis). A bounded observation, never an assertion of speed.
 	observeFor = 20 * time.Second
+	// logLag bounds how long a process's log line may trail what it did.
+	logLag = 10 * time.Second
 )
 
 // mode is how the recovery controller runs next to Eno.
@@ -71,6 +73,9 @@ type settings struct {
 	// maxChunkBytes and maxTombstoneFraction override the defaults when set.
 	maxChunkBytes        int
 	maxTombstoneFraction string
+	// pendingRecheckInterval overrides how often a pending hand-off is checked again (default
+	// 1m) when set.
+	pendingRecheckInterval time.Duration
 }
 
 // scenario is one namespace with its own eno-reconciler and, in the standalone mode, its own
@@ -79,6 +84,7 @@ type scenario struct {
 	t          *testing.T
 	mode       mode
 	ns         string
+	dir        string // the scenario's logs, scripts and gate files
 	reconciler *process
 	// reconcilerStart starts eno-reconciler again, as it was started first.
 	reconcilerStart func() (*process, error)
@@ -96,7 +102,8 @@ func newScenario(t *testing.T, m mode, st settings) *scenario {
 	}
 	s := &scenario{t: t, mode: m, controllerLogFrom: enoController.logSize()}
 	s.ns = admin.NewNamespace(t, "eno")
-	dir := t.TempDir()
+	s.dir = t.TempDir()
+	dir := s.dir
 	s.history = watchHistory(s.ns)
 	t.Cleanup(s.finish)
 
@@ -130,6 +137,9 @@ func newScenario(t *testing.T, m mode, st settings) *scenario {
 		}
 		if st.maxTombstoneFraction != "" {
 			args = append(args, "--max-tombstone-fraction="+st.maxTombstoneFraction)
+		}
+		if st.pendingRecheckInterval > 0 {
+			args = append(args, "--pending-recheck-interval="+st.pendingRecheckInterval.String())
 		}
 		s.recovery, err = startProcess("tombstone-recovery", bins.recovery, args, nil, filepath.Join(dir, "tombstone-recovery.log"))
 		if err != nil {
@@ -176,6 +186,9 @@ func wiredSettings(st settings) (extraEnv []string) {
 	}
 	if st.maxTombstoneFraction != "" {
 		extraEnv = append(extraEnv, "ENO_TOMBSTONE_RECOVERY_MAX_TOMBSTONE_FRACTION="+st.maxTombstoneFraction)
+	}
+	if st.pendingRecheckInterval > 0 {
+		extraEnv = append(extraEnv, "ENO_TOMBSTONE_RECOVERY_PENDING_RECHECK_INTERVAL="+st.pendingRecheckInterval.String())
 	}
 	return extraEnv
 }
@@ -550,16 +563,36 @@ func (s *scenario) requireUnchanged(uids map[string]types.UID) {
 	}
 }
 
-// requireDeletedByEno asserts that eno-reconciler's log records deleting the ConfigMap.
+// requireDeletedByEno asserts that eno-reconciler's log records deleting the ConfigMap. Eno
+// logs the line once its delete call has returned, so it may land just after a poll saw the
+// ConfigMap gone: the line is waited for, up to logLag.
 func (s *scenario) requireDeletedByEno(name string) {
 	s.t.Helper()
+	s.waitFor(fmt.Sprintf("eno-reconciler's log records deleting ConfigMap %s/%s", s.ns, name), logLag, func(context.Context) error {
+		if !s.deletedByEno(name) {
+			return fmt.Errorf("no \"deleted resource\" line")
+		}
+		return nil
+	})
+}
+
+// requireNotDeletedByEno asserts that eno-reconciler's log, over every restart, records no
+// deletion of the ConfigMap.
+func (s *scenario) requireNotDeletedByEno(name string) {
+	s.t.Helper()
+	if s.deletedByEno(name) {
+		s.t.Fatalf("eno-reconciler's log has a \"deleted resource\" line for ConfigMap %s/%s", s.ns, name)
+	}
+}
+
+func (s *scenario) deletedByEno(name string) bool {
 	for _, line := range strings.Split(s.reconciler.log(), "\n") {
 		if strings.Contains(line, `"msg":"deleted resource"`) && strings.Contains(line, `"resourceName":"`+name+`"`) &&
 			strings.Contains(line, `"resourceNamespace":"`+s.ns+`"`) {
-			return
+			return true
 		}
 	}
-	s.t.Fatalf("eno-reconciler's log has no \"deleted resource\" line for ConfigMap %s/%s", s.ns, name)
+	return false
 }
 
 // --- inventory ---
