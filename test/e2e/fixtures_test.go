@@ -102,6 +102,10 @@ type synthesis struct {
 	uuid        string
 	synthesized time.Time
 	slices      [][]resource
+	// extraSlices are named by the synthesis besides its own (a slice someone else created).
+	extraSlices []string
+	// previous is written as status.previousSynthesis, as Eno keeps the synthesis it replaced.
+	previous *domain.Synthesis
 }
 
 func newSynthesis(synthesized time.Time, slices ...[]resource) synthesis {
@@ -160,10 +164,18 @@ func publish(t *testing.T, c kubetest.Clients, comp *unstructured.Unstructured, 
 		require.NoError(t, err)
 		status.Slices = append(status.Slices, slice.Name)
 	}
+	status.Slices = append(status.Slices, syn.extraSlices...)
 	for {
 		cur, err := client.Get(ctx, name, metav1.GetOptions{})
 		require.NoError(t, err)
 		cur.Object["status"] = kubetest.CompositionStatus(status)
+		if p := syn.previous; p != nil {
+			refs := make([]any, len(p.Slices))
+			for i, n := range p.Slices {
+				refs[i] = map[string]any{"name": n}
+			}
+			cur.Object["status"].(map[string]any)["previousSynthesis"] = map[string]any{"uuid": p.UUID, "resourceSlices": refs}
+		}
 		updated, err := client.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) {
 			continue // the controller wrote a decision meanwhile
