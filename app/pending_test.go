@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -226,4 +227,40 @@ func TestResumedHandoffIsCheckedBeforeTheResynthesis(t *testing.T) {
 	require.Equal(t, 1, f.sink.RequestResynthesisCallCount())
 	_, _, _, h := f.sink.EnsureTombstonesArgsForCall(f.sink.EnsureTombstonesCallCount() - 1)
 	assert.Equal(t, f.published[pendingSlice].Resources, h.Resources, "step 4 knows the withdrawn content")
+}
+
+// The pending recheck does not wait for the hand-off to complete: step 4 failing (a part stuck
+// terminating, say) still lets it withdraw, and the reconcile is retried.
+func TestPendingRecheckRunsWhateverStepFourMeets(t *testing.T) {
+	f := pendingFixture(t)
+	f.sink.EnsureTombstonesStub = nil
+	f.sink.EnsureTombstonesReturns(errors.New("recovery slice is being deleted; it is created again once it is gone"))
+	f.downstream.ObserveObjectCalls(func(_ context.Context, e domain.Entry) (domain.Observation, error) {
+		return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour)}, nil
+	})
+	_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
+	require.Error(t, err)
+	require.Equal(t, 1, f.sink.WithdrawTombstonesCallCount())
+	assert.Equal(t, []string{"cm-07", "cm-08"}, withdrawnNames(t, f.published[pendingSlice]))
+}
+
+// A committed hand-off whose decision was never written and one of whose parts is gone: Eno's
+// executor would carry the others as they are, so they are checked, and failing tombstones
+// withdrawn, before recovery plans again around the gap.
+func TestResumeWithAGonePartChecksTheOthers(t *testing.T) {
+	f := largeRecoveryFixture(t)
+	f.decisions.WriteDecisionStub = nil
+	f.decisions.WriteDecisionReturnsOnCall(0, errors.New("the process died"))
+	_, err := f.service(t).Recover(ctx(t), f.comp)
+	require.Error(t, err)
+	_, names := publishedParts(t, f)
+	delete(f.published, names[1])
+	f.downstream.ObserveObjectCalls(func(_ context.Context, e domain.Entry) (domain.Observation, error) {
+		return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour)}, nil
+	})
+	_, _ = f.service(t).Recover(ctx(t), f.comp)
+	require.GreaterOrEqual(t, f.sink.WithdrawTombstonesCallCount(), 1)
+	_, _, first := f.sink.WithdrawTombstonesArgsForCall(0)
+	assert.Equal(t, names[0], first.Name, "the readable part is checked first")
+	assert.NotEmpty(t, withdrawnNames(t, f.published[names[0]]))
 }

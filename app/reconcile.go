@@ -53,11 +53,15 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 		}
 		comp, reads = rec.Composition, &r
 	case ineligible && ie.Reason == domain.IneligibleDecided:
+		// Withdraw first, whatever step 4 or 5 then meets (a part stuck terminating, a
+		// failing write): the recheck must not wait for the hand-off to complete.
+		var recheckErr error
+		res.RequeueAfter, recheckErr = s.recheckPending(ctx, comp)
 		if err := s.resumeHandoff(ctx, comp); err != nil {
-			return res, err
+			return res, errors.Join(err, recheckErr)
 		}
-		if res.RequeueAfter, err = s.recheckPending(ctx, comp); err != nil {
-			return res, err
+		if recheckErr != nil {
+			return res, recheckErr
 		}
 	case ineligible:
 		s.skipped(ctx, comp, ie)

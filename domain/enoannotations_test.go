@@ -267,6 +267,14 @@ func TestReadSynthesisCascadesTheCompositionsDisable(t *testing.T) {
 	contents, err = domain.ReadSynthesis(c, []domain.ResourceSlice{slice(goldenSlice, domain.SliceResource{Manifest: manifest("v1", "ConfigMap", "ns", "paused")})})
 	require.NoError(t, err)
 	assert.False(t, contents.Inventory().Entries()[0].Disabled())
+
+	// Only a pause is carried: an explicit "false" recorded into a tombstone would beat a pause
+	// an operator puts on the recreated Composition.
+	c.Annotations[domain.AnnotationDisableReconciliation] = "false"
+	contents, err = domain.ReadSynthesis(c, []domain.ResourceSlice{slice(goldenSlice, domain.SliceResource{Manifest: manifest("v1", "ConfigMap", "ns", "paused")})})
+	require.NoError(t, err)
+	_, recorded := contents.Inventory().Entries()[0].Annotations[domain.AnnotationDisableReconciliation]
+	assert.False(t, recorded)
 }
 
 // An object written after the history was (taken over by another Composition, edited by hand)

@@ -196,8 +196,10 @@ func entryFromManifest(group, version string, m *manifestMeta) Entry {
 // Composition paused this way is still marked Ready by Eno, with manifests it never applied; an
 // entry recorded while paused must never be tombstoned later (design §6.3, Disabled).
 func cascadeDisable(e *Entry, c Composition) {
-	v, ok := c.Annotations[AnnotationDisableReconciliation]
-	if !ok {
+	// Only a pause is carried: an explicit "false" recorded into a tombstone would beat a pause
+	// an operator later puts on the recreated Composition, since Eno reads the resource's first.
+	v := c.Annotations[AnnotationDisableReconciliation]
+	if v != "true" {
 		return
 	}
 	if _, own := e.Annotations[AnnotationDisableReconciliation]; own {
