@@ -282,6 +282,7 @@ func requireDroppedDisabled(t *testing.T, d decision, configMap string) {
 // emitted is a ConfigMap a scenario's own Synthesizer emits into the scenario's namespace.
 type emitted struct {
 	name        string
+	labels      map[string]string
 	annotations map[string]string
 	data        map[string]string // default: synthesizer=<the Synthesizer's name>
 }
@@ -296,6 +297,9 @@ func (s *scenario) createOwnSynthesizer(name string, g *gate, configMaps ...emit
 	items := make([]any, len(configMaps))
 	for i, cm := range configMaps {
 		meta := map[string]any{"name": cm.name, "namespace": s.ns}
+		if len(cm.labels) > 0 {
+			meta["labels"] = cm.labels
+		}
 		if len(cm.annotations) > 0 {
 			meta["annotations"] = cm.annotations
 		}

@@ -29,6 +29,13 @@
 // Synthesizers of their own, whose script can fail on demand (a gate file), as a broken
 // synthesizer would.
 //
+// large_test.go holds the story of a large recovery: 400 ConfigMaps with long names and many
+// long labels, whose tombstones (about 1.8 MB) are cut into four recovery slices of at most
+// Eno's slice budget (512 KiB of manifests). Approved over the deletion guard, the hand-off is
+// committed with every slice named by the synthesis; Eno's executor carries the tombstones of all
+// of them into its own slices (cut by its own rule, which fills a slice until it crosses the
+// budget) and eno-reconciler deletes every orphan and nothing else.
+//
 // Each scenario works in its own namespace, with an eno-reconciler (and, in the standalone
 // mode, a `tombstone-recovery run`) limited to that namespace; eno-controller and the stand-in
 // are shared. Every scenario runs twice: with the standalone binary next to stock
