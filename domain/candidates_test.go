@@ -351,3 +351,17 @@ func TestLineageMembers(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, domain.SharedLineageOwners(self, snap, got...), same.Ref(), "a member counts as an owner")
 }
+
+// Each other Composition of the lineage is named once, however many Secrets and snapshots it
+// recorded: one live read each.
+func TestLineageOwnersAreDistinct(t *testing.T) {
+	older := synTime.Add(-3 * time.Hour)
+	secrets := join(
+		recordedBy(t, "team-a", "web", "uid-pred", "s-own", older, 3),
+		recordedBy(t, "team-a", "east", "uid-east", "s-east-1", older.Add(time.Minute), 20),
+		recordedBy(t, "team-a", "east", "uid-east", "s-east-2", older.Add(2*time.Minute), 20),
+	)
+	snap, err := domain.ReadSnapshotFor(composition(), secrets, now, 0, domain.AdoptWithinNamespace)
+	require.NoError(t, err)
+	assert.Equal(t, []domain.CompositionRef{{Namespace: "team-a", Name: "east"}, {Namespace: "team-a", Name: "web"}}, snap.LineageOwners())
+}
