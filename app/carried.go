@@ -28,24 +28,14 @@ func (s *Service) verifyCarried(ctx context.Context, comp domain.Composition) {
 		return
 	}
 	log := logr.FromContextOrDiscard(ctx)
+	read, gone, err := s.readCarried(ctx, comp, names)
+	if err != nil {
+		log.Error(err, "could not read a carried recovery slice; not checking that Eno deleted its tombstones")
+		return
+	}
 	var tombstones []domain.Tombstone
-	var gone []string
-	for _, name := range names {
-		sl, err := s.deps.Slices.GetSlice(ctx, comp.Namespace, name)
-		if errors.Is(err, ports.ErrNotFound) {
-			gone = append(gone, name)
-			continue
-		}
-		if err != nil {
-			log.Error(err, "could not read a carried recovery slice; not checking that Eno deleted its tombstones", "slice", name)
-			return
-		}
-		ts, _, err := domain.CarriedTombstones(comp, sl)
-		if err != nil {
-			log.Info("a slice with a recovery slice's name in the previous synthesis is not this controller's hand-off; not checked", "slice", name, "reason", err.Error())
-			continue
-		}
-		tombstones = append(tombstones, ts...)
+	for _, c := range read {
+		tombstones = append(tombstones, c.pending...)
 	}
 	if len(gone) > 0 {
 		s.deps.Events.Event(comp, false, "VerificationSkipped", fmt.Sprintf(
@@ -93,21 +83,14 @@ func (s *Service) checkAtRisk(ctx context.Context, comp domain.Composition, read
 		}
 		contents = c
 	}
+	read, _, err := s.readCarried(ctx, comp, names)
+	if err != nil {
+		return 0, fmt.Errorf("checking carried tombstones: %w", err)
+	}
 	var atRisk []domain.DroppedTombstone
-	for _, name := range names {
-		sl, err := s.deps.Slices.GetSlice(ctx, comp.Namespace, name)
-		if errors.Is(err, ports.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return 0, fmt.Errorf("checking carried tombstones: reading recovery slice %s: %w", name, err)
-		}
-		pending, withdrawn, err := domain.CarriedTombstones(comp, sl)
-		if err != nil {
-			continue // not this controller's hand-off
-		}
+	for _, c := range read {
 		// A withdrawn tombstone that Eno carried armed lost the race with the executor.
-		waiting := domain.Waiting(append(pending, withdrawn...), contents)
+		waiting := domain.Waiting(append(c.pending, c.withdrawn...), contents)
 		if len(waiting) == 0 {
 			continue
 		}
@@ -115,7 +98,7 @@ func (s *Service) checkAtRisk(ctx context.Context, comp domain.Composition, read
 		if err != nil {
 			return 0, fmt.Errorf("checking carried tombstones: %w", err)
 		}
-		written, known := domain.HistoryWrittenAt(sl)
+		written, known := domain.HistoryWrittenAt(c.slice)
 		atRisk = append(atRisk, domain.AtRisk(waiting, observed, written, known)...)
 	}
 	if len(atRisk) > 0 {
@@ -129,4 +112,35 @@ func (s *Service) checkAtRisk(ctx context.Context, comp domain.Composition, read
 			len(atRisk), comp.SynthesisUUID(), domain.FirstIDs(ts, orphansEventLimit), domain.DroppedSummary(atRisk), domain.AnnotationDisableReconciliation))
 	}
 	return s.cfg.PendingRecheckInterval, nil
+}
+
+// carriedSlice is one carried recovery slice of this incarnation, read back.
+type carriedSlice struct {
+	slice              domain.ResourceSlice
+	pending, withdrawn []domain.Tombstone
+}
+
+// readCarried reads the carried recovery slices names: those that are this incarnation's hand-off
+// of the previous synthesis, and the names of those that are gone. A slice under such a name
+// that is not ours is left out (logged): it is never checked, nor written.
+func (s *Service) readCarried(ctx context.Context, comp domain.Composition, names []string) ([]carriedSlice, []string, error) {
+	var read []carriedSlice
+	var gone []string
+	for _, name := range names {
+		sl, err := s.deps.Slices.GetSlice(ctx, comp.Namespace, name)
+		switch {
+		case errors.Is(err, ports.ErrNotFound):
+			gone = append(gone, name)
+			continue
+		case err != nil:
+			return nil, nil, fmt.Errorf("reading recovery slice %s: %w", name, err)
+		}
+		pending, withdrawn, err := domain.CarriedTombstones(comp, sl)
+		if err != nil {
+			logr.FromContextOrDiscard(ctx).Info("a slice with a recovery slice's name in the previous synthesis is not this controller's hand-off; not checked", "slice", name, "reason", err.Error())
+			continue
+		}
+		read = append(read, carriedSlice{slice: sl, pending: pending, withdrawn: withdrawn})
+	}
+	return read, gone, nil
 }

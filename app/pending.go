@@ -37,36 +37,33 @@ func (s *Service) recheckPending(ctx context.Context, comp domain.Composition) (
 	if !ok || s.policy.CheckHandoff(comp) != nil {
 		return 0, nil
 	}
-	again := s.cfg.PendingRecheckInterval
 	for _, slice := range comp.DecidedRecoverySlices(d) {
-		var err error
-		if again, err = s.recheckPendingSlice(ctx, comp, slice); err != nil {
+		if err := s.recheckSlice(ctx, comp, slice); err != nil {
 			return 0, err
 		}
 	}
-	return again, nil
+	return s.cfg.PendingRecheckInterval, nil
 }
 
-// recheckPendingSlice re-runs the checks on the tombstones of one recovery slice of a pending
-// hand-off and withdraws in place each that no longer passes.
-func (s *Service) recheckPendingSlice(ctx context.Context, comp domain.Composition, slice string) (time.Duration, error) {
-	again := s.cfg.PendingRecheckInterval
+// recheckSlice re-runs the checks on the tombstones of one committed recovery slice and
+// withdraws in place each that no longer passes. A gone slice is left to step 4 (which creates
+// it again, or reports it lost); one that is not this controller's hand-off is never written,
+// and refused as RecoverySliceInvalid.
+func (s *Service) recheckSlice(ctx context.Context, comp domain.Composition, slice string) error {
 	sl, err := s.deps.Slices.GetSlice(ctx, comp.Namespace, slice)
 	switch {
 	case errors.Is(err, ports.ErrNotFound):
-		return again, nil // step 4 creates it again, or reports it lost
+		return nil
 	case err != nil:
-		return 0, fmt.Errorf("rechecking the pending hand-off: reading recovery slice %s: %w", slice, err)
+		return fmt.Errorf("rechecking the hand-off: reading recovery slice %s: %w", slice, err)
 	}
 	if _, err := domain.HandoffFromSlice(comp, sl); err != nil {
 		invalid := &domain.RecoverySliceInvalidError{Slice: slice, Detail: err.Error()}
 		s.refuse(comp, "RecoverySliceInvalid", invalid)
-		return 0, invalid
+		return invalid
 	}
-	if _, err := s.withdrawFailing(ctx, comp, sl); err != nil {
-		return 0, err
-	}
-	return again, nil
+	_, err = s.withdrawFailing(ctx, comp, sl)
+	return err
 }
 
 // withdrawFailing re-runs the checks at the moment of deletion on the tombstones of sl not yet

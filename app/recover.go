@@ -283,8 +283,10 @@ func (s *Service) resume(ctx context.Context, comp domain.Composition, slices []
 		if errors.Is(err, ports.ErrNotFound) {
 			// A part is gone, yet Eno's executor carries the others as they are: check them
 			// before recovery plans again around the gap.
-			if werr := s.withdrawReadable(ctx, comp, slices); werr != nil {
-				return res, true, fmt.Errorf("recovering %s: %w", comp.Ref(), werr)
+			for _, name := range slices {
+				if werr := s.recheckSlice(ctx, comp, name); werr != nil {
+					return res, true, fmt.Errorf("recovering %s: %w", comp.Ref(), werr)
+				}
 			}
 		}
 		return res, false, fmt.Errorf("recovering %s: %w", comp.Ref(), err)
@@ -312,27 +314,6 @@ func (s *Service) resume(ctx context.Context, comp domain.Composition, slices []
 	plan := domain.RecoveryPlan{Decision: h.DecisionFor(slices[0])}
 	res, err = s.finishHandoff(ctx, comp, plan, slices, h)
 	return res, true, err
-}
-
-// withdrawReadable re-checks the tombstones of every part of a committed hand-off that can still
-// be read and is this controller's, withdrawing each that fails.
-func (s *Service) withdrawReadable(ctx context.Context, comp domain.Composition, slices []string) error {
-	for _, name := range slices {
-		sl, err := s.deps.Slices.GetSlice(ctx, comp.Namespace, name)
-		switch {
-		case errors.Is(err, ports.ErrNotFound):
-			continue
-		case err != nil:
-			return fmt.Errorf("reading recovery slice %s: %w", name, err)
-		}
-		if _, err := domain.HandoffFromSlice(comp, sl); err != nil {
-			continue // not ours: never written
-		}
-		if _, err := s.withdrawFailing(ctx, comp, sl); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // readRecoverySlices reads each recovery slice, in order; the first that is gone wraps
