@@ -151,12 +151,7 @@ func TestCarriedTombstonesAtRisk(t *testing.T) {
 	}
 	t.Run("an object re-created since the history", func(t *testing.T) {
 		f := carriedWaiting(t)
-		f.downstream.ObserveObjectCalls(func(_ context.Context, e domain.Entry) (domain.Observation, error) {
-			if e.Name == "cm-08" {
-				return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour)}, nil
-			}
-			return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour)}, nil
-		})
+		f.downstream.ObserveObjectCalls(recreatedSince("cm-08"))
 		res, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
 		require.NoError(t, err)
 		assert.Equal(t, 90*time.Second, res.RequeueAfter, "checked again on the interval")
@@ -178,12 +173,7 @@ func TestCarriedTombstonesAtRisk(t *testing.T) {
 		require.NoError(t, err)
 		s.Resources[1] = domain.Withdrawn(e)
 		f.published[pendingSlice] = s
-		f.downstream.ObserveObjectCalls(func(_ context.Context, e domain.Entry) (domain.Observation, error) {
-			if e.Name == "cm-08" {
-				return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour)}, nil
-			}
-			return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour)}, nil
-		})
+		f.downstream.ObserveObjectCalls(recreatedSince("cm-08"))
 		_, err = f.service(t).Reconcile(ctx(t), f.comp.Ref())
 		require.NoError(t, err)
 		warnings, _ := eventsOf(f, "TombstoneAtRisk")

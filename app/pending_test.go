@@ -50,12 +50,7 @@ func withdrawnNames(t *testing.T, s domain.ResourceSlice) []string {
 func TestPendingHandoffWithdrawsWhatNoLongerPasses(t *testing.T) {
 	f := pendingFixture(t)
 	reads := f.downstream.ObserveObjectCallCount()
-	f.downstream.ObserveObjectCalls(func(_ context.Context, e domain.Entry) (domain.Observation, error) {
-		if e.Name == "cm-08" {
-			return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour)}, nil
-		}
-		return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour)}, nil
-	})
+	f.downstream.ObserveObjectCalls(recreatedSince("cm-08"))
 	before := f.published[pendingSlice]
 
 	res, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
@@ -214,12 +209,7 @@ func TestResumedHandoffIsCheckedBeforeTheResynthesis(t *testing.T) {
 	require.Error(t, err)
 	require.True(t, f.comp.NamesSlice(pendingSlice), "committed before the crash")
 
-	f.downstream.ObserveObjectCalls(func(_ context.Context, e domain.Entry) (domain.Observation, error) {
-		if e.Name == "cm-07" {
-			return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour)}, nil
-		}
-		return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour)}, nil
-	})
+	f.downstream.ObserveObjectCalls(recreatedSince("cm-07"))
 	_, err = f.service(t).Recover(ctx(t), f.comp)
 	require.NoError(t, err)
 	require.Equal(t, 1, f.sink.WithdrawTombstonesCallCount(), "withdrawn on resume")
@@ -263,4 +253,17 @@ func TestResumeWithAGonePartChecksTheOthers(t *testing.T) {
 	_, _, first := f.sink.WithdrawTombstonesArgsForCall(0)
 	assert.Equal(t, names[0], first.Name, "the readable part is checked first")
 	assert.NotEmpty(t, withdrawnNames(t, f.published[names[0]]))
+}
+
+// recreatedSince observes the named objects as created after the history was written, and every
+// other one as older: what the checks at the moment of deletion see once an orphan was re-created.
+func recreatedSince(names ...string) func(context.Context, domain.Entry) (domain.Observation, error) {
+	return func(_ context.Context, e domain.Entry) (domain.Observation, error) {
+		for _, n := range names {
+			if e.Name == n {
+				return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour)}, nil
+			}
+		}
+		return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour)}, nil
+	}
 }
