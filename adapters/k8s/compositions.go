@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,8 +63,9 @@ func (c *Compositions) GetComposition(ctx context.Context, ref domain.Compositio
 	return compositionFromUnstructured(u)
 }
 
-// ListCompositions lists the Compositions in the cache, or live when there is none. One that
-// cannot be read as a Composition is left out: the caller looks for those that share a lineage.
+// ListCompositions lists the Compositions in the cache, or live when there is none. One whose
+// status cannot be read is listed with its metadata only: the caller looks for those that share
+// a lineage, which the annotations decide.
 func (c *Compositions) ListCompositions(ctx context.Context) ([]domain.Composition, error) {
 	var objs []runtime.Object
 	if c.lister != nil {
@@ -86,9 +88,14 @@ func (c *Compositions) ListCompositions(ctx context.Context) ([]domain.Compositi
 		if !ok {
 			continue
 		}
-		if comp, err := compositionFromUnstructured(u); err == nil {
-			out = append(out, comp)
+		comp, err := compositionFromUnstructured(u)
+		if err != nil {
+			// A status this adapter cannot read says nothing about the lineage: keep the
+			// identity and annotations, so that a Composition sharing it is never missed.
+			comp = domain.Composition{Namespace: u.GetNamespace(), Name: u.GetName(), UID: string(u.GetUID()),
+				Labels: maps.Clone(u.GetLabels()), Annotations: maps.Clone(u.GetAnnotations())}
 		}
+		out = append(out, comp)
 	}
 	return out, nil
 }

@@ -11,7 +11,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/ports"
@@ -421,4 +424,28 @@ func TestDataWrittenAt(t *testing.T) {
 			assert.True(t, tt.want.Equal(chunkFromSecret(s).DataWrittenAt), "the chunk read carries it")
 		})
 	}
+}
+
+// A Composition whose status this adapter cannot read is still listed, with its identity and
+// annotations: whether it shares a lineage is decided by them, and one missed would let recovery
+// clean a lineage that a living Composition shares.
+func TestListCompositionsKeepsAnUnreadableStatus(t *testing.T) {
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	bad := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "eno.azure.io/v1", "kind": "Composition",
+		"metadata": map[string]any{"namespace": "team-a", "name": "web-split", "uid": "uid-split",
+			"annotations": map[string]any{domain.AnnotationLineageOverride: "shared"}},
+		"status": map[string]any{"currentSynthesis": map[string]any{"uuid": "u", "synthesized": "not a time"}},
+	}}
+	require.NoError(t, indexer.Add(bad))
+	comps, err := NewCompositions(dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()),
+		cache.NewGenericLister(indexer, CompositionGVR.GroupResource()))
+	require.NoError(t, err)
+	all, err := comps.ListCompositions(t.Context())
+	require.NoError(t, err)
+	require.Len(t, all, 1)
+	assert.Equal(t, domain.CompositionRef{Namespace: "team-a", Name: "web-split"}, all[0].Ref())
+	l, err := domain.LineageOf(all[0])
+	require.NoError(t, err)
+	assert.Equal(t, "shared", l.String())
 }
