@@ -141,6 +141,7 @@ func (s *Service) recover(ctx context.Context, comp domain.Composition) (Recover
 	if err := s.policy.CheckRecovery(comp); err != nil {
 		return RecoverResult{}, liveReads{}, err
 	}
+	fault(ctx, faultRecover, comp.Ref())
 	ctx = logr.NewContext(ctx, logr.FromContextOrDiscard(ctx).WithValues("synthesisUUID", comp.SynthesisUUID()))
 	// Past the commit point of an earlier pass: finish that hand-off, never plan again.
 	planFrom := comp
@@ -235,6 +236,7 @@ func (s *Service) handOff(ctx context.Context, comp domain.Composition, plan dom
 	if err := s.deps.Sink.CommitTombstones(ctx, live, slices); err != nil {
 		return fail("committing", err)
 	}
+	fault(ctx, faultCommitted, comp.Ref())
 	return s.finishHandoff(ctx, comp, plan, slices, h)
 }
 

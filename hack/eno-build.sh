@@ -12,6 +12,8 @@
 #   <key>/bin/executor            symlink to eno-controller (the executor is eno-controller run under
 #                                 a name ending in "executor")
 #   <key>/bin/eno-reconciler-wired  stock eno-reconciler plus this checkout's recovery controller
+#   <key>/bin/eno-reconciler-wired-faults  the same, built with the fault injection of the
+#                                 acceptance tests (tag tombstonerecovery_faults)
 #
 # <key> identifies the source by content: for a tarball, the sha256 of the file; for a directory, the
 # sha256 of the sorted list of "<sha256>  <path>" lines of its files (.git excluded). Same source, same
@@ -112,9 +114,10 @@ wire="$root/hack/eno-wire.sh"
 if [[ -x "$wire" ]]; then
 	log "building eno-reconciler with the recovery controller wired in (hack/eno-wire.sh)..."
 	start=$SECONDS
-	rm -f "$bin/eno-reconciler-wired.tmp"
-	"$wire" "$dir/src" "$bin/eno-reconciler-wired.tmp" >&2
+	rm -f "$bin/eno-reconciler-wired.tmp" "$bin/eno-reconciler-wired-faults.tmp"
+	"$wire" "$dir/src" "$bin/eno-reconciler-wired.tmp" "$bin/eno-reconciler-wired-faults.tmp" >&2
 	mv -f "$bin/eno-reconciler-wired.tmp" "$bin/eno-reconciler-wired"
+	mv -f "$bin/eno-reconciler-wired-faults.tmp" "$bin/eno-reconciler-wired-faults"
 	log "built the wired eno-reconciler in $((SECONDS - start)) s"
 else
 	rm -f "$bin/eno-reconciler-wired"

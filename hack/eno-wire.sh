@@ -3,7 +3,7 @@
 # proves that importing this module changes no version of any module Eno already required.
 #
 # Usage:
-#   hack/eno-wire.sh SRC_DIR OUT_BINARY
+#   hack/eno-wire.sh SRC_DIR OUT_BINARY [FAULTS_BINARY]
 #       SRC_DIR is an unpacked stock Eno source tree; it is copied, never modified. In the copy:
 #       1. `GOWORK=off go list -m all` (the module versions before);
 #       2. cmd/eno-reconciler/main.go gets mgr.Add(tombstonerecovery.New(...)) after
@@ -13,6 +13,9 @@
 #       4. `GOWORK=off go list -m all` again: any module of step 1 at another version, or gone, fails
 #          the run, and so does a changed go or toolchain line (--compare);
 #       5. `GOWORK=off go build -o OUT_BINARY ./cmd/eno-reconciler`.
+#       6. with FAULTS_BINARY, the same build with `-tags tombstonerecovery_faults` to that path: the
+#          acceptance tests' build, in which environment variables inject panics and crashes
+#          (app/fault_injection.go). OUT_BINARY never has them.
 #   hack/eno-wire.sh --patch MAIN_GO
 #       Step 2 alone, in place. Fails, changing nothing, unless each anchor is found exactly once.
 #   hack/eno-wire.sh --compare BEFORE AFTER
@@ -153,15 +156,18 @@ case "${1:-}" in
 	;;
 esac
 
-[[ $# -eq 2 && -n "$1" && -n "$2" ]] || die "usage: $0 SRC_DIR OUT_BINARY  (or --patch MAIN_GO, --compare BEFORE AFTER)"
+[[ ($# -eq 2 || $# -eq 3) && -n "$1" && -n "$2" ]] ||
+	die "usage: $0 SRC_DIR OUT_BINARY [FAULTS_BINARY]  (or --patch MAIN_GO, --compare BEFORE AFTER)"
 src="$1"
 outbin="$2"
+faultsbin="${3:-}"
 [[ -d "$src" ]] || die "SRC_DIR=$src is not a directory (unpack Eno's source first)"
 [[ -f "$src/go.mod" ]] && grep -q '^module github.com/Azure/eno$' "$src/go.mod" ||
 	die "$src/go.mod is not github.com/Azure/eno's: SRC_DIR must be an unpacked Eno source tree"
 [[ -f "$src/cmd/eno-reconciler/main.go" ]] || die "$src has no cmd/eno-reconciler/main.go"
 command -v go >/dev/null 2>&1 || die "go is not on PATH"
 case "$outbin" in /*) ;; *) outbin="$PWD/$outbin" ;; esac
+case "$faultsbin" in /* | "") ;; *) faultsbin="$PWD/$faultsbin" ;; esac
 
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/eno-wire.XXXXXX")"
 trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
@@ -192,3 +198,8 @@ log "building eno-reconciler (GOWORK=off go build ./cmd/eno-reconciler)"
 start=$SECONDS
 go build -o "$outbin" ./cmd/eno-reconciler
 log "built $outbin in $((SECONDS - start)) s"
+if [[ -n "$faultsbin" ]]; then
+	start=$SECONDS
+	go build -tags tombstonerecovery_faults -o "$faultsbin" ./cmd/eno-reconciler
+	log "built $faultsbin (fault injection) in $((SECONDS - start)) s"
+fi

@@ -13,13 +13,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
@@ -37,7 +40,7 @@ type Controller struct {
 	// hostElects is Options.LeaderElection.HostElects, kept even when the options are refused.
 	hostElects bool
 
-	cp       kubernetes.Interface
+	cp       typedClients // of the control plane
 	informer *k8s.CompositionInformer
 	store    *k8s.SecretStore
 	deps     app.Deps // without Events: the recorder starts in Start
@@ -86,10 +89,12 @@ func (c *Controller) build(opts Options) error {
 	}
 	c.s = s
 	cpConfig, remoteConfig := c.clientConfig(s.ControlPlane), c.clientConfig(s.Downstream)
-	if c.cp, err = kubernetes.NewForConfig(cpConfig); err != nil {
+	// Only the typed clients of the two resources used (events and Leases on the control plane,
+	// Secrets downstream): the full clientset would link every API group's client into the host.
+	if c.cp, err = newTypedClients(cpConfig); err != nil {
 		return fmt.Errorf("tombstone recovery: control plane client: %w", err)
 	}
-	remote, err := kubernetes.NewForConfig(remoteConfig)
+	remote, err := newTypedClients(remoteConfig)
 	if err != nil {
 		return fmt.Errorf("tombstone recovery: downstream client: %w", err)
 	}
@@ -128,14 +133,14 @@ func (c *Controller) build(opts Options) error {
 	if err != nil {
 		return err
 	}
-	if c.store, err = k8s.NewSecretStore(remote, s.config.InventoryNamespace); err != nil {
-		return err
-	}
 	meta, err := metadata.NewForConfig(remoteConfig)
 	if err != nil {
 		return fmt.Errorf("tombstone recovery: downstream metadata client: %w", err)
 	}
-	downstream, err := k8s.NewDownstreamObjects(meta, remote.Discovery())
+	if c.store, err = k8s.NewSecretStore(remote.core, meta, s.config.InventoryNamespace); err != nil {
+		return err
+	}
+	downstream, err := k8s.NewDownstreamObjects(meta, remote.discovery)
 	if err != nil {
 		return err
 	}
@@ -154,6 +159,34 @@ func (c *Controller) build(opts Options) error {
 		c.identity = host + "_" + string(uuid.NewUUID())
 	}
 	return nil
+}
+
+// typedClients are the typed clients of one cluster the controller uses, sharing one HTTP client
+// and one rate limiter, as a clientset's would.
+type typedClients struct {
+	core         corev1client.CoreV1Interface
+	coordination coordinationv1client.CoordinationV1Interface
+	discovery    discovery.DiscoveryInterface
+}
+
+func newTypedClients(cfg *rest.Config) (typedClients, error) {
+	var tc typedClients
+	cfg = rest.CopyConfig(cfg)
+	if cfg.RateLimiter == nil && cfg.QPS > 0 {
+		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
+	}
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return tc, err
+	}
+	if tc.core, err = corev1client.NewForConfigAndClient(cfg, httpClient); err != nil {
+		return tc, err
+	}
+	if tc.coordination, err = coordinationv1client.NewForConfigAndClient(cfg, httpClient); err != nil {
+		return tc, err
+	}
+	tc.discovery, err = discovery.NewDiscoveryClientForConfigAndClient(cfg, httpClient)
+	return tc, err
 }
 
 // clientConfig copies cfg for this controller's clients: its own user agent and limits.
@@ -188,7 +221,7 @@ func (c *Controller) Start(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	recorder, err := k8s.StartRecorder(ctx, c.cp, "")
+	recorder, err := k8s.StartRecorder(ctx, c.cp.core, "")
 	if err != nil {
 		return err
 	}
@@ -326,7 +359,7 @@ func (c *Controller) campaign(ctx context.Context, svc *app.Service) error {
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: &resourcelock.LeaseLock{
 			LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.Name},
-			Client:     c.cp.CoordinationV1(),
+			Client:     c.cp.coordination,
 			LockConfig: resourcelock.ResourceLockConfig{Identity: c.identity},
 		},
 		ReleaseOnCancel: true,

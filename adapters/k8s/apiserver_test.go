@@ -18,8 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
@@ -210,6 +210,17 @@ func TestGetCompositionFromTheCache(t *testing.T) {
 	got, err := comps.GetComposition(ctx, want.Ref())
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
+
+	// The cache keeps no managedFields. A write that starts from the cached copy sends none, and
+	// the API server keeps the stored ones.
+	cached, err := informer.Lister().ByNamespace(ns).Get("web")
+	require.NoError(t, err)
+	assert.Empty(t, cached.(metav1.Object).GetManagedFields())
+	require.NoError(t, comps.WriteDecision(ctx, got, sampleDecision(got)))
+	stored, err := c.Dynamic.Resource(CompositionGVR).Namespace(ns).Get(ctx, "web", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.NotEmpty(t, stored.GetManagedFields(), "the stored managedFields are kept")
+	assert.Equal(t, sampleDecision(got).Encode(), stored.GetAnnotations()[domain.AnnotationDecision])
 
 	_, err = comps.GetComposition(ctx, domain.CompositionRef{Namespace: ns, Name: "missing"})
 	require.ErrorIs(t, err, ports.ErrNotFound)
@@ -533,9 +544,9 @@ func chunk(namespace, name string, lineage domain.Lineage, data string) domain.C
 	}
 }
 
-func newStore(t *testing.T, kube kubernetes.Interface, namespace string) *SecretStore {
+func newStore(t *testing.T, secrets typedcorev1.SecretsGetter, meta metadata.Interface, namespace string) *SecretStore {
 	t.Helper()
-	store, err := NewSecretStore(kube, namespace)
+	store, err := NewSecretStore(secrets, meta, namespace)
 	require.NoError(t, err)
 	return store
 }
@@ -552,7 +563,7 @@ func TestSecretStoreTypedErrors(t *testing.T) {
 	c := env.AdminClients(t)
 	ctx := testContext(t)
 	ns := c.NewNamespace(t, "inventory")
-	store := newStore(t, c.Kube, ns)
+	store := newStore(t, c.Kube.CoreV1(), c.Metadata, ns)
 	lineage := domain.DefaultLineage("team-a", "web")
 
 	created, err := store.CreateChunk(ctx, chunk(ns, "web-0", lineage, `[]`))
@@ -587,13 +598,13 @@ func TestSecretStoreTypedErrors(t *testing.T) {
 
 	t.Run("the API server's own conflict check maps to ErrConflict", func(t *testing.T) {
 		secrets := c.Kube.CoreV1().Secrets(ns)
-		racing := newStore(t, racingKube{Interface: c.Kube, beforeUpdate: func() {
+		racing := newStore(t, racingCore{CoreV1Interface: c.Kube.CoreV1(), beforeUpdate: func() {
 			s, err := secrets.Get(ctx, "web-0", metav1.GetOptions{})
 			require.NoError(t, err)
 			s.Annotations["example.com/touched"] = "yes"
 			_, err = secrets.Update(ctx, s, metav1.UpdateOptions{})
 			require.NoError(t, err)
-		}}, ns)
+		}}, c.Metadata, ns)
 		late := updated.Clone()
 		late.Data[domain.SecretDataKey] = []byte(`[{"version":"v2"}]`)
 		_, err := racing.UpdateChunk(ctx, late)
@@ -606,7 +617,7 @@ func TestSecretStoreRefusals(t *testing.T) {
 	c := env.AdminClients(t)
 	ctx := testContext(t)
 	ns := c.NewNamespace(t, "inventory")
-	store := newStore(t, c.Kube, ns)
+	store := newStore(t, c.Kube.CoreV1(), c.Metadata, ns)
 	lineage := domain.DefaultLineage("team-a", "web")
 	secrets := c.Kube.CoreV1().Secrets(ns)
 
@@ -669,7 +680,7 @@ func TestSecretStoreRefusals(t *testing.T) {
 		require.NoError(t, err)
 	})
 
-	_, err := NewSecretStore(c.Kube, "")
+	_, err := NewSecretStore(c.Kube.CoreV1(), c.Metadata, "")
 	assert.Error(t, err)
 }
 
@@ -677,7 +688,7 @@ func TestListChunks(t *testing.T) {
 	c := env.AdminClients(t)
 	ctx := testContext(t)
 	ns := c.NewNamespace(t, "inventory")
-	store := newStore(t, c.Kube, ns)
+	store := newStore(t, c.Kube.CoreV1(), c.Metadata, ns)
 	mine, other := domain.DefaultLineage("team-a", "web"), domain.DefaultLineage("team-a", "api")
 
 	ours, err := store.CreateChunk(ctx, chunk(ns, "web-0", mine, `[]`))
@@ -704,7 +715,7 @@ func TestListCachedChunksCatchesUp(t *testing.T) {
 	c := env.AdminClients(t)
 	ctx := testContext(t)
 	ns := c.NewNamespace(t, "inventory")
-	store := newStore(t, c.Kube, ns)
+	store := newStore(t, c.Kube.CoreV1(), c.Metadata, ns)
 	startStore(t, store)
 	lineage := domain.DefaultLineage("team-a", "web")
 
@@ -759,6 +770,14 @@ func TestListCachedChunksCatchesUp(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "foreign", Namespace: ns, Labels: map[string]string{domain.LabelLineage: lineage.String()}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	// A Secret with our labels but another type is no inventory: the API server never sends it to
+	// the cache (a field selector on the type), while the live listing shows it for §5 to refuse.
+	_, err = c.Kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "labelled-opaque", Namespace: ns, Labels: map[string]string{
+			domain.LabelLineage: lineage.String(), domain.LabelManagedBy: domain.ManagedByValue}},
+		Type: corev1.SecretTypeOpaque,
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
 	otherLineage, err := store.CreateChunk(ctx, chunk(ns, "api-0", domain.DefaultLineage("team-a", "api"), `[]`))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
@@ -768,6 +787,17 @@ func TestListCachedChunksCatchesUp(t *testing.T) {
 	got, err = store.ListCachedChunks(ctx, lineage)
 	require.NoError(t, err)
 	assert.Equal(t, []domain.ChunkSecret{updated}, got)
+	live, err = store.ListChunks(ctx, lineage)
+	require.NoError(t, err)
+	assert.Len(t, live, 3, "the live listing shows every Secret of the lineage")
+
+	// The cache holds metadata only: no Secret, no data, no managedFields.
+	for _, obj := range store.informer.GetStore().List() {
+		m, ok := obj.(*metav1.PartialObjectMetadata)
+		require.True(t, ok, "cached %T, want *metav1.PartialObjectMetadata", obj)
+		assert.Empty(t, m.ManagedFields, "cached %s keeps managedFields", m.Name)
+		assert.NotEqual(t, "labelled-opaque", m.Name)
+	}
 }
 
 // TestSecretStoreNeedsOnlyNamespacedRights runs the store as a user who may only get, list,
@@ -792,7 +822,7 @@ func TestSecretStoreNeedsOnlyNamespacedRights(t *testing.T) {
 	require.NoError(t, err)
 
 	user := kubetest.NewClients(t, env.UserConfig(inventoryWriter))
-	store := newStore(t, user.Kube, ns)
+	store := newStore(t, user.Kube.CoreV1(), user.Metadata, ns)
 	// RBAC bindings take effect asynchronously in the authorizer's cache.
 	lineage := domain.DefaultLineage("team-a", "web")
 	require.Eventually(t, func() bool {
@@ -826,7 +856,7 @@ func TestInformersStopOnCancel(t *testing.T) {
 	c := env.AdminClients(t)
 	ns := c.NewNamespace(t, "shutdown")
 	lineage := domain.DefaultLineage("team-a", "web")
-	store := newStore(t, c.Kube, ns)
+	store := newStore(t, c.Kube.CoreV1(), c.Metadata, ns)
 	informer := NewCompositionInformer(c.Dynamic, CompositionScope{Namespace: ns})
 	_, err := store.ListChunks(testContext(t), lineage) // open the client's connection first
 	require.NoError(t, err)
@@ -847,7 +877,7 @@ func TestInformersStopOnCancel(t *testing.T) {
 	goleak.VerifyNone(t, append([]goleak.Option{before}, httpConnectionGoroutines...)...)
 
 	// A cancelled context ends a wait for a cache that never syncs.
-	never := newStore(t, c.Kube, ns)
+	never := newStore(t, c.Kube.CoreV1(), c.Metadata, ns)
 	waitCtx, waitCancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer waitCancel()
 	err = never.WaitForCacheSync(waitCtx)
@@ -860,7 +890,7 @@ func TestStartRecorderWritesEvents(t *testing.T) {
 	ns := c.NewNamespace(t, "events")
 	comp := mustCreateComposition(t, c, sampleComposition(ns, "web"))
 
-	recorder, err := StartRecorder(ctx, c.Kube, "")
+	recorder, err := StartRecorder(ctx, c.Kube.CoreV1(), "")
 	require.NoError(t, err)
 	recorder.Event(comp, true, "InventoryInvalid", "chunk 1 of 2 is missing")
 
@@ -918,15 +948,6 @@ func (r racingResource) Update(ctx context.Context, obj *unstructured.Unstructur
 }
 
 // racingKube runs beforeUpdate just before every Secret update.
-type racingKube struct {
-	kubernetes.Interface
-	beforeUpdate func()
-}
-
-func (k racingKube) CoreV1() typedcorev1.CoreV1Interface {
-	return racingCore{k.Interface.CoreV1(), k.beforeUpdate}
-}
-
 type racingCore struct {
 	typedcorev1.CoreV1Interface
 	beforeUpdate func()

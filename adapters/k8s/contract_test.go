@@ -28,7 +28,7 @@ func TestContract(t *testing.T) {
 		namespace: c.NewNamespace(t, "contract"),
 		inventory: c.NewNamespace(t, "contract-inventory"),
 	}
-	store, err := NewSecretStore(c.Kube, h.inventory)
+	store, err := NewSecretStore(c.Kube.CoreV1(), c.Metadata, h.inventory)
 	require.NoError(t, err)
 	informer := NewCompositionInformer(c.Dynamic, CompositionScope{Namespace: h.namespace})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -6,9 +6,8 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
@@ -39,18 +38,20 @@ func NewRecorder(events record.EventRecorder) (*Recorder, error) {
 // StartRecorder starts an event broadcaster that writes to the events API of controlPlane, the
 // cluster that holds the Compositions, as component ("" for DefaultEventSource). It runs until
 // Shutdown is called or ctx is cancelled.
-func StartRecorder(ctx context.Context, controlPlane kubernetes.Interface, component string) (*Recorder, error) {
+func StartRecorder(ctx context.Context, controlPlane typedcorev1.EventsGetter, component string) (*Recorder, error) {
 	if controlPlane == nil {
 		return nil, errors.New("recorder: a kubernetes client for the control plane is required")
 	}
 	if component == "" {
 		component = DefaultEventSource
 	}
-	sink := newEventSink(controlPlane.CoreV1().Events(""))
+	sink := newEventSink(controlPlane.Events(""))
 	b := record.NewBroadcaster(record.WithContext(ctx))
 	b.StartRecordingToSink(sink)
 	return &Recorder{
-		events:      b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component}),
+		// Events name their object by an ObjectReference, so the recorder needs no scheme of
+		// types to resolve one: an empty scheme keeps the API types out of the binary.
+		events:      b.NewRecorder(runtime.NewScheme(), corev1.EventSource{Component: component}),
 		broadcaster: b,
 		sink:        sink,
 	}, nil

@@ -91,7 +91,7 @@ func TestShutdownEndsTheEventWriteInFlight(t *testing.T) {
 	}})
 	require.NoError(t, err)
 
-	recorder, err := StartRecorder(t.Context(), client, "")
+	recorder, err := StartRecorder(t.Context(), client.CoreV1(), "")
 	require.NoError(t, err)
 	comp := domain.Composition{Namespace: "team-a", Name: "web", UID: "u"}
 	recorder.Event(comp, true, "InventoryInvalid", "chunk 1 of 2 is missing")

@@ -3,7 +3,7 @@ package k8s
 import (
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
@@ -19,11 +19,12 @@ func (st *SecretStore) AddRefHandler(fn func(domain.CompositionRef), onPanic Pan
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
 		}
-		s, ok := obj.(*corev1.Secret)
+		m, ok := obj.(metav1.Object)
 		if !ok {
 			return
 		}
-		ref := domain.CompositionRef{Namespace: s.Annotations[domain.AnnotationCompositionNamespace], Name: s.Annotations[domain.AnnotationCompositionName]}
+		a := m.GetAnnotations()
+		ref := domain.CompositionRef{Namespace: a[domain.AnnotationCompositionNamespace], Name: a[domain.AnnotationCompositionName]}
 		if ref.Namespace != "" && ref.Name != "" {
 			fn(ref)
 		}

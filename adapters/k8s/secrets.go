@@ -7,9 +7,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/go-logr/logr"
@@ -27,41 +29,42 @@ const lineageIndex = "lineage"
 // It creates and updates, never deletes, and refuses Secrets outside its namespace or
 // without our managed-by label.
 type SecretStore struct {
-	client    kubernetes.Interface
+	secrets   corev1client.SecretInterface
 	namespace string
 	informer  cache.SharedIndexInformer
 	run       *informerRun
 }
 
+// secretsResource is what the metadata informer lists and watches.
+var secretsResource = corev1.SchemeGroupVersion.WithResource("secrets")
+
 // NewSecretStore binds the store to namespace (the inventory namespace, usually
-// domain.DefaultInventoryNamespace). Its cache of our Secrets for ListCachedChunks is built here
-// but runs only once Start is called.
-func NewSecretStore(client kubernetes.Interface, namespace string) (*SecretStore, error) {
-	if client == nil {
-		return nil, errors.New("secret store: a kubernetes client is required")
+// domain.DefaultInventoryNamespace). Secrets are read and written live through secrets; the
+// cache of our Secrets for ListCachedChunks is a metadata informer through meta, built here
+// but run only once Start is called.
+func NewSecretStore(secrets corev1client.SecretsGetter, meta metadata.Interface, namespace string) (*SecretStore, error) {
+	if secrets == nil || meta == nil {
+		return nil, errors.New("secret store: a secrets client and a metadata client are required")
 	}
 	if namespace == "" {
 		return nil, errors.New("secret store: the inventory namespace is required")
 	}
+	// The cache serves only the recording fast path, judged on type, labels and annotations. It
+	// holds metadata only: the API server sends no data at all, so the cache, the initial list
+	// and every watch event grow with the number of Secrets, not with the size of the
+	// inventories. The field selector keeps only our type, so every cached Secret is of it (a
+	// Secret's type cannot change). managedFields are dropped too: the write time is read from
+	// the live LIST recovery makes.
 	managed := labels.Set{domain.LabelManagedBy: domain.ManagedByValue}.AsSelector().String()
-	informer := coreinformers.NewFilteredSecretInformer(client, namespace, 0,
+	ofOurType := fields.OneTermEqualSelector("type", domain.SecretType).String()
+	informer := metadatainformer.NewFilteredMetadataInformer(meta, secretsResource, namespace, 0,
 		cache.Indexers{lineageIndex: indexByLineage},
-		func(o *metav1.ListOptions) { o.LabelSelector = managed })
-	// The cache serves only the recording fast path, judged on type, labels and annotations: it
-	// holds no data and no managedFields (the write time is read from the live LIST recovery
-	// makes). Inventory data is read live, by label, when recovery or a write needs it, so the
-	// cache grows with the number of Secrets, not with the size of the inventories.
-	if err := informer.SetTransform(func(obj any) (any, error) {
-		if s, ok := obj.(*corev1.Secret); ok {
-			s.ManagedFields = nil
-			s.Data, s.StringData = nil, nil
-		}
-		return obj, nil
-	}); err != nil {
+		func(o *metav1.ListOptions) { o.LabelSelector, o.FieldSelector = managed, ofOurType }).Informer()
+	if err := informer.SetTransform(dropManagedFields); err != nil {
 		return nil, fmt.Errorf("secret store: %w", err)
 	}
 	return &SecretStore{
-		client:    client,
+		secrets:   secrets.Secrets(namespace),
 		namespace: namespace,
 		informer:  informer,
 		run:       &informerRun{informer: informer, what: "inventory secret"},
@@ -69,14 +72,20 @@ func NewSecretStore(client kubernetes.Interface, namespace string) (*SecretStore
 }
 
 func indexByLineage(obj any) ([]string, error) {
-	s, ok := obj.(*corev1.Secret)
+	m, ok := obj.(metav1.Object)
 	if !ok {
 		return nil, nil
 	}
-	if l, ok := s.Labels[domain.LabelLineage]; ok {
+	if l, ok := m.GetLabels()[domain.LabelLineage]; ok {
 		return []string{l}, nil
 	}
 	return nil, nil
+}
+
+// chunkFromCached is a cached Secret's metadata as a chunk without data. Its type is ours: the
+// cache lists no other (NewSecretStore's field selector).
+func chunkFromCached(m *metav1.PartialObjectMetadata) domain.ChunkSecret {
+	return chunkFromSecret(&corev1.Secret{ObjectMeta: m.ObjectMeta, Type: domain.SecretType})
 }
 
 // Namespace is the inventory namespace.
@@ -101,7 +110,7 @@ func (st *SecretStore) ListChunks(ctx context.Context, lineage domain.Lineage) (
 }
 
 func (st *SecretStore) list(ctx context.Context, lineage domain.Lineage, selector string) ([]domain.ChunkSecret, error) {
-	list, err := st.client.CoreV1().Secrets(st.namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	list, err := st.secrets.List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		return nil, apiError(fmt.Sprintf("listing inventory secrets of lineage %s in namespace %s", lineage, st.namespace), err)
 	}
@@ -125,8 +134,8 @@ func (st *SecretStore) ListCachedChunks(ctx context.Context, lineage domain.Line
 	}
 	out := make([]domain.ChunkSecret, 0, len(objs))
 	for _, obj := range objs {
-		if s, ok := obj.(*corev1.Secret); ok {
-			out = append(out, chunkFromSecret(s)) // a copy: the cache is never handed out
+		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+			out = append(out, chunkFromCached(m)) // a copy: the cache is never handed out
 		}
 	}
 	return out, nil
@@ -135,7 +144,7 @@ func (st *SecretStore) ListCachedChunks(ctx context.Context, lineage domain.Line
 // GetChunk reads the Secret of that name in the inventory namespace live, ours or not; never
 // a Secret of another namespace.
 func (st *SecretStore) GetChunk(ctx context.Context, name string) (domain.ChunkSecret, error) {
-	s, err := st.client.CoreV1().Secrets(st.namespace).Get(ctx, name, metav1.GetOptions{})
+	s, err := st.secrets.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return domain.ChunkSecret{}, apiError(fmt.Sprintf("reading inventory secret %s/%s", st.namespace, name), err)
 	}
@@ -149,7 +158,7 @@ func (st *SecretStore) CreateChunk(ctx context.Context, s domain.ChunkSecret) (d
 	}
 	// A resourceVersion on s is passed on: the API server rejects it, as it should a create
 	// prepared from a Secret the caller believed existed.
-	created, err := st.client.CoreV1().Secrets(st.namespace).Create(ctx, secretFromChunk(s), metav1.CreateOptions{})
+	created, err := st.secrets.Create(ctx, secretFromChunk(s), metav1.CreateOptions{})
 	if err != nil {
 		return domain.ChunkSecret{}, apiError(fmt.Sprintf("creating inventory secret %s/%s", st.namespace, s.Name), err)
 	}
@@ -168,7 +177,6 @@ func (st *SecretStore) UpdateChunk(ctx context.Context, s domain.ChunkSecret) (d
 	if s.ResourceVersion == "" {
 		return domain.ChunkSecret{}, fmt.Errorf("%s: %w: no resourceVersion to use as precondition; read the secret and retry", what, ports.ErrConflict)
 	}
-	secrets := st.client.CoreV1().Secrets(st.namespace)
 	live, err := st.atVersion(ctx, s.Name, s.ResourceVersion)
 	if err != nil {
 		return domain.ChunkSecret{}, apiError(what, err)
@@ -182,7 +190,7 @@ func (st *SecretStore) UpdateChunk(ctx context.Context, s domain.ChunkSecret) (d
 			what, domain.LabelManagedBy, domain.ManagedByValue, domain.SecretType)
 	}
 	applyChunk(live, s)
-	updated, err := secrets.Update(ctx, live, metav1.UpdateOptions{})
+	updated, err := st.secrets.Update(ctx, live, metav1.UpdateOptions{})
 	if err != nil {
 		return domain.ChunkSecret{}, apiError(what, err)
 	}
@@ -190,19 +198,19 @@ func (st *SecretStore) UpdateChunk(ctx context.Context, s domain.ChunkSecret) (d
 	return chunkFromSecret(updated), nil
 }
 
-// atVersion returns the Secret to modify: a copy of the cached object when the cache holds
+// atVersion returns the Secret to modify: built from the cached metadata when the cache holds
 // exactly resourceVersion rv (a resourceVersion names one version of one object, so this saves
-// a GET), else the live object. The update carries that resourceVersion, so the API server
-// still rejects it if anything changed since.
+// a GET; the caller replaces the data anyway), else the live object. The update carries that
+// resourceVersion, so the API server still rejects it if anything changed since.
 func (st *SecretStore) atVersion(ctx context.Context, name, rv string) (*corev1.Secret, error) {
 	if st.informer.HasSynced() {
 		if obj, ok, err := st.informer.GetIndexer().GetByKey(st.namespace + "/" + name); err == nil && ok {
-			if cached, ok := obj.(*corev1.Secret); ok && cached.ResourceVersion == rv {
-				return cached.DeepCopy(), nil
+			if cached, ok := obj.(*metav1.PartialObjectMetadata); ok && cached.ResourceVersion == rv {
+				return &corev1.Secret{ObjectMeta: *cached.ObjectMeta.DeepCopy(), Type: domain.SecretType}, nil
 			}
 		}
 	}
-	return st.client.CoreV1().Secrets(st.namespace).Get(ctx, name, metav1.GetOptions{})
+	return st.secrets.Get(ctx, name, metav1.GetOptions{})
 }
 
 // admit refuses writes outside the inventory namespace and of Secrets that are not ours.

@@ -10,8 +10,9 @@ import (
 	"net/http"
 	"time"
 
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
@@ -174,17 +175,21 @@ func (in inspector) loadConfigs(o inspectOptions) (cp, remote *rest.Config, err 
 // inspect builds the readers over the clusters and runs app.Inspector. Every read goes to the
 // API server: no cache, no lister.
 func (in inspector) inspect(ctx context.Context, o inspectOptions, cpConfig, remoteConfig *rest.Config) (*app.InspectReport, error) {
-	remoteKube, err := kubernetes.NewForConfig(remoteConfig)
+	remoteCore, err := corev1client.NewForConfig(remoteConfig)
 	if err != nil {
 		return nil, fmt.Errorf("downstream client: %w", err)
 	}
+	remoteDiscovery, err := discovery.NewDiscoveryClientForConfig(remoteConfig)
+	if err != nil {
+		return nil, fmt.Errorf("downstream discovery client: %w", err)
+	}
 	var deps app.InspectDeps
 	if cpConfig != nil {
-		cpKube, err := kubernetes.NewForConfig(cpConfig)
+		cpDiscovery, err := discovery.NewDiscoveryClientForConfig(cpConfig)
 		if err != nil {
 			return nil, fmt.Errorf("control plane client: %w", err)
 		}
-		if err := checkReachable(ctx, "the control plane", cpKube); err != nil {
+		if err := checkReachable(ctx, "the control plane", cpDiscovery); err != nil {
 			return nil, err
 		}
 		dyn, err := dynamic.NewForConfig(cpConfig)
@@ -199,18 +204,18 @@ func (in inspector) inspect(ctx context.Context, o inspectOptions, cpConfig, rem
 		}
 	}
 	if cpConfig == nil || o.remoteKubeconfig != "" {
-		if err := checkReachable(ctx, "the downstream cluster", remoteKube); err != nil {
+		if err := checkReachable(ctx, "the downstream cluster", remoteDiscovery); err != nil {
 			return nil, err
 		}
-	}
-	if deps.Secrets, err = k8s.NewSecretStore(remoteKube, o.inventoryNamespace); err != nil {
-		return nil, err
 	}
 	meta, err := metadata.NewForConfig(remoteConfig)
 	if err != nil {
 		return nil, fmt.Errorf("downstream metadata client: %w", err)
 	}
-	if deps.Downstream, err = k8s.NewDownstreamObjects(meta, remoteKube.Discovery()); err != nil {
+	if deps.Secrets, err = k8s.NewSecretStore(remoteCore, meta, o.inventoryNamespace); err != nil {
+		return nil, err
+	}
+	if deps.Downstream, err = k8s.NewDownstreamObjects(meta, remoteDiscovery); err != nil {
 		return nil, err
 	}
 	cfg := app.DefaultConfig()

@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -130,10 +130,10 @@ func loadRESTConfig(path string) (*rest.Config, error) {
 }
 
 // checkReachable fails fast with one line when an API server does not answer.
-func checkReachable(ctx context.Context, name string, client kubernetes.Interface) error {
+func checkReachable(ctx context.Context, name string, client discovery.DiscoveryInterface) error {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	if err := client.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error(); err != nil {
+	if err := client.RESTClient().Get().AbsPath("/version").Do(ctx).Error(); err != nil {
 		return fmt.Errorf("%s is unreachable: %s", name, oneLine(err))
 	}
 	return nil
@@ -169,7 +169,7 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 		name string
 		cfg  *rest.Config
 	}{{"the control plane", cpConfig}, {"the downstream cluster", remoteConfig}} {
-		client, err := kubernetes.NewForConfig(c.cfg)
+		client, err := discovery.NewDiscoveryClientForConfig(c.cfg)
 		if err != nil {
 			return fmt.Errorf("%s client: %w", c.name, err)
 		}

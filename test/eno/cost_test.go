@@ -64,8 +64,9 @@ var costConfigMaps = []string{"cm-0", "cm-1", "cm-2", "cm-3"}
 // TestMeasureReconcilerCost (ENO_MEASURE=1) measures what the recovery controller adds to
 // eno-reconciler (SPEC §8.2): the same workload — N opted-in Compositions, each deploying four
 // ConfigMaps — is run by stock eno-reconciler, then by eno-reconciler-wired (recovery enabled;
-// every Composition also recorded), then by two wired replicas of one shard (one holds the
-// Lease). Each process reaches the API server through a counting reverse proxy of its own (its
+// every Composition also recorded), then by two stock and two wired replicas of one shard, every
+// process with --leader-election as Eno deploys it (so the recovery controller runs on the
+// host's leader only). Each process reaches the API server through a counting reverse proxy of its own (its
 // kubeconfig's only server), so every request it sends is counted by User-Agent, verb and
 // resource; its memory is read from /proc/<pid>/status (VmHWM, VmRSS) and its Go heap from its
 // own /metrics. Figures are only logged (and written to $ENO_MEASURE_REPORT when set): nothing
@@ -89,9 +90,12 @@ func TestMeasureReconcilerCost(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Every phase runs eno-reconciler as Eno deploys it, with --leader-election: the recovery
+	// controller follows the host's leader and takes no Lease of its own.
 	phases := []costPhase{
 		{name: "stock", binary: bins.reconciler, replicas: 1},
 		{name: "wired", binary: bins.wired, wired: true, replicas: 1},
+		{name: "stock-2-replicas", binary: bins.reconciler, replicas: 2},
 		{name: "wired-2-replicas", binary: bins.wired, wired: true, replicas: 2},
 	}
 	var results [][]replicaCost
@@ -213,7 +217,7 @@ type replica struct {
 // replicaCost is what was measured of one replica.
 type replicaCost struct {
 	name   string
-	leader bool // held the recovery controller's Lease (wired only)
+	leader bool // held eno-reconciler's Lease
 
 	peakRSS    uint64 // VmHWM at the end of the quiet window
 	steadyRSS  uint64 // median VmRSS over the quiet window
@@ -281,7 +285,7 @@ func (ph *costPhase) run(t *testing.T, n int) []replicaCost {
 			}
 			r.sampler.stop()
 			r.proxy.Close()
-			if lines := panicLines(r.proc.log(), 10); len(lines) > 0 {
+			if lines := panicLines(r.proc.log(), 10, false); len(lines) > 0 {
 				t.Errorf("%s logged a panic:\n%s", r.name, strings.Join(lines, "\n"))
 			}
 			if t.Failed() || os.Getenv(showLogsEnv) != "" {
@@ -305,7 +309,8 @@ func (ph *costPhase) run(t *testing.T, n int) []replicaCost {
 			t.Fatal(err)
 		}
 		r.metrics = fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[i])
-		args := []string{"--metrics-addr=127.0.0.1:" + strconv.Itoa(ports[i]), "--health-probe-addr=0", "--composition-namespace=" + ph.ns}
+		args := []string{"--metrics-addr=127.0.0.1:" + strconv.Itoa(ports[i]), "--health-probe-addr=0", "--composition-namespace=" + ph.ns,
+			"--leader-election", "--leader-election-namespace=" + ph.ns, "--leader-election-id=eno-reconciler"}
 		extraEnv := []string{"KUBECONFIG=" + kubeconfig}
 		if ph.wired {
 			extraEnv = append(extraEnv, "ENO_TOMBSTONE_RECOVERY_ENABLED=true")
@@ -424,7 +429,7 @@ func (ph *costPhase) run(t *testing.T, n int) []replicaCost {
 		c := &out[i]
 		c.run, c.runBytes = r.proxy.counts(r.started, quietStart)
 		c.quiet, c.quietBytes = r.proxy.counts(quietStart, quietEnd)
-		c.leader = ph.wired && strings.Contains(r.proc.log(), `"became leader"`)
+		c.leader = strings.Contains(r.proc.log(), "successfully acquired lease")
 		t.Logf("%s %s: requests before the quiet window: %s", ph.name, c.name, c.run)
 		t.Logf("%s %s: requests in the quiet window: %s", ph.name, c.name, c.quiet)
 		t.Logf("%s %s: response bytes by request, whole phase: %s", ph.name, c.name, bytesString(r.proxy.bytesByKey()))
@@ -870,25 +875,41 @@ func costReport(n int, phases []costPhase, results [][]replicaCost) string {
 		fp.composition/1024, fp.compositionNoMF/1024, fp.secret/1024)
 	fmt.Fprintf(&b, "Response bytes of the recovery controller's watches over the whole wired phase: %s.\n", bytesString(filterBytes(wired.runBytes, wired.quietBytes, "recovery watch")))
 
-	if len(results) > 2 {
-		reps := results[2]
-		fmt.Fprintf(&b, "\nTwo wired replicas of one shard (same workload, both also running Eno's reconciliation; %.0f s to done):\n\n", phases[2].workload.Seconds())
-		b.WriteString("| replica | Lease | peak RSS | steady RSS | Go live heap | requests before quiet (recovery's) | requests/min quiet (recovery's) |\n|---|---|---|---|---|---|---|\n")
-		for _, r := range reps {
-			role := "follower"
-			if r.leader {
-				role = "leader"
+	if len(results) > 3 {
+		fmt.Fprintf(&b, "\nTwo replicas of one shard, eno-reconciler's Lease deciding the leader (%.0f s to done stock, %.0f s wired):\n\n",
+			phases[2].workload.Seconds(), phases[3].workload.Seconds())
+		b.WriteString("| role | stock steady RSS | wired steady RSS | wired/stock | stock peak | wired peak | requests/min quiet, stock | wired (recovery's) |\n|---|---|---|---|---|---|---|---|\n")
+		for _, leader := range []bool{true, false} {
+			st, wi, ok := byRole(results[2], leader), byRole(results[3], leader), true
+			if st == nil || wi == nil {
+				ok = false
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %d (%d) | %s (%s) |\n", r.name, role,
-				mib(float64(r.peakRSS)), mib(float64(r.steadyRSS)), mib(r.heapLive),
-				r.run.total(""), r.run.total("recovery"), count(perMin(r.quiet, "")), count(perMin(r.quiet, "recovery")))
+			role := map[bool]string{true: "leader", false: "follower"}[leader]
+			if !ok {
+				fmt.Fprintf(&b, "| %s | no replica held that role |\n", role)
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s (%s) |\n", role,
+				mib(float64(st.steadyRSS)), mib(float64(wi.steadyRSS)), ratio(float64(wi.steadyRSS), float64(st.steadyRSS)),
+				mib(float64(st.peakRSS)), mib(float64(wi.peakRSS)),
+				count(perMin(st.quiet, "")), count(perMin(wi.quiet, "")), count(perMin(wi.quiet, "recovery")))
 		}
-		for _, r := range reps {
-			fmt.Fprintf(&b, "\n%s, the recovery controller's requests before the quiet window: %s; in the quiet minute: %s.", r.name, r.run.filter("recovery"), r.quiet.filter("recovery"))
+		for _, r := range results[3] {
+			fmt.Fprintf(&b, "\nwired %s (leader %v), the recovery controller's requests before the quiet window: %s; in the quiet minute: %s.", r.name, r.leader, r.run.filter("recovery"), r.quiet.filter("recovery"))
 		}
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// byRole is the replica of a two-replica phase that led (or followed), nil when none did.
+func byRole(reps []replicaCost, leader bool) *replicaCost {
+	for i := range reps {
+		if reps[i].leader == leader {
+			return &reps[i]
+		}
+	}
+	return nil
 }
 
 // filterBytes adds up the byte counts of keys starting with prefix.

@@ -58,8 +58,11 @@ type binaries struct {
 	controller string // eno-controller
 	reconciler string // stock eno-reconciler
 	wired      string // eno-reconciler with the recovery controller wired in; "" if not built
-	executor   string // eno-controller under the name "executor"
-	recovery   string // tombstone-recovery
+	// wiredFaults is wired built with the acceptance tests' fault injection (tag
+	// tombstonerecovery_faults); "" if not built.
+	wiredFaults string
+	executor    string // eno-controller under the name "executor"
+	recovery    string // tombstone-recovery
 }
 
 var (
@@ -109,6 +112,9 @@ func loadBinaries() ([]byte, error) {
 	}
 	if wired := filepath.Join(dir, "bin", "eno-reconciler-wired"); fileExists(wired) {
 		bins.wired = wired
+	}
+	if faults := filepath.Join(dir, "bin", "eno-reconciler-wired-faults"); fileExists(faults) {
+		bins.wiredFaults = faults
 	}
 	var crds bytes.Buffer
 	for _, name := range []string{"compositions", "resourceslices", "synthesizers", "symphonies"} {
@@ -207,7 +213,7 @@ func tearDownEno(failed bool) error {
 		if err := enoController.stop(); err != nil {
 			errs = append(errs, fmt.Errorf("stopping eno-controller: %w", err))
 		}
-		if lines := panicLines(enoController.log(), 20); len(lines) > 0 {
+		if lines := panicLines(enoController.log(), 20, false); len(lines) > 0 {
 			errs = append(errs, fmt.Errorf("eno-controller logged a panic:\n%s", strings.Join(lines, "\n")))
 		}
 		if failed || len(errs) > 0 || os.Getenv(showLogsEnv) != "" {

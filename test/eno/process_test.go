@@ -27,6 +27,9 @@ type process struct {
 	done    chan struct{} // closed once the process has been reaped
 	waitErr error         // valid after done
 	stopped bool          // stop was called: an exit is expected
+	// mayDie, when set, reports whether an exit is expected although stop was not called (a
+	// crash the scenario injected).
+	mayDie func(pid int) bool
 }
 
 // startProcess runs binary with args and the test environment plus extraEnv (KEY=VALUE).
@@ -64,7 +67,7 @@ func (p *process) exited() bool {
 
 // unexpectedExit describes an exit that nobody asked for, or is nil.
 func (p *process) unexpectedExit() error {
-	if p == nil || p.stopped || !p.exited() {
+	if p == nil || p.stopped || !p.exited() || (p.mayDie != nil && p.mayDie(p.pid())) {
 		return nil
 	}
 	return fmt.Errorf("%s (pid %d) exited unexpectedly: %v\n--- last 40 lines of %s ---\n%s",
@@ -139,12 +142,20 @@ func readFile(path string) string {
 	return string(b)
 }
 
-// panicLines returns the lines of log that mention a panic (case-insensitive), at most max.
-func panicLines(log string, max int) []string {
+// recoveredPanicMessage is the log message of a panic the recovery controller recovered in a
+// reconcile (app.Controller): logged and retried, never reaching the process.
+const recoveredPanicMessage = `"msg":"reconcile panicked; retrying with backoff"`
+
+// panicLines returns the lines of log that mention a panic (case-insensitive), at most max;
+// with allowRecovered, not those of a panic the recovery controller recovered.
+func panicLines(log string, max int, allowRecovered bool) []string {
 	var found []string
 	sc := bufio.NewScanner(strings.NewReader(log))
 	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
 	for sc.Scan() {
+		if allowRecovered && strings.Contains(sc.Text(), recoveredPanicMessage) {
+			continue
+		}
 		if strings.Contains(strings.ToLower(sc.Text()), "panic") {
 			found = append(found, sc.Text())
 			if len(found) == max {

@@ -76,6 +76,15 @@ type settings struct {
 	// pendingRecheckInterval overrides how often a pending hand-off is checked again (default
 	// 1m) when set.
 	pendingRecheckInterval time.Duration
+	// replicas is how many eno-reconciler replicas of the scenario's shard run (0 is 1).
+	replicas int
+	// hostElects runs eno-reconciler with --leader-election (a short Lease in the scenario's
+	// namespace), as Eno's own deployment does.
+	hostElects bool
+	// faults, when set, runs the wired eno-reconciler built with fault injection
+	// (eno-reconciler-wired-faults) with the ENO_TOMBSTONE_RECOVERY_FAULT_* variables it returns
+	// for the scenario's namespace.
+	faults func(namespace string) []string
 }
 
 // scenario is one namespace with its own eno-reconciler and, in the standalone mode, its own
@@ -84,10 +93,13 @@ type scenario struct {
 	t          *testing.T
 	mode       mode
 	ns         string
-	dir        string // the scenario's logs, scripts and gate files
-	reconciler *process
-	// reconcilerStart starts eno-reconciler again, as it was started first.
+	dir        string     // the scenario's logs, scripts and gate files
+	reconciler *process   // the first replica
+	replicas   []*process // every eno-reconciler replica, the first included
+	// reconcilerStart starts the first eno-reconciler replica again, as it was started first.
 	reconcilerStart func() (*process, error)
+	// recoveredPanics allows the log line of a panic that the recovery controller recovered.
+	recoveredPanics bool
 	recovery        *process // standalone only
 	procs           []*process
 	history         *history
@@ -97,6 +109,9 @@ type scenario struct {
 
 func newScenario(t *testing.T, m mode, st settings) *scenario {
 	t.Helper()
+	if m.wired && st.faults != nil && bins.wiredFaults == "" {
+		t.Fatalf("no wired eno-reconciler with fault injection: %s/bin/eno-reconciler-wired-faults was not built (hack/eno-build.sh)", os.Getenv(enoDirEnv))
+	}
 	if m.wired && bins.wired == "" {
 		t.Fatalf("no wired eno-reconciler: hack/eno-wire.sh was not found when hack/eno-build.sh ran, so %s/bin/eno-reconciler-wired was not built", os.Getenv(enoDirEnv))
 	}
@@ -109,21 +124,41 @@ func newScenario(t *testing.T, m mode, st settings) *scenario {
 
 	reconcilerBin := bins.reconciler
 	args := []string{"--metrics-addr=0", "--health-probe-addr=0", "--composition-namespace=" + s.ns}
+	if st.hostElects {
+		// Eno's flags; a short Lease so that a successor takes over within seconds.
+		args = append(args, "--leader-election", "--leader-election-namespace="+s.ns, "--leader-election-id=eno-reconciler",
+			"--leader-election-lease-duration=8s", "--leader-election-lease-renew-deadline=6s", "--leader-election-lease-retry=1s")
+	}
 	var extraEnv []string
 	if m.wired {
 		reconcilerBin = bins.wired
 		extraEnv = wiredSettings(st)
+		if st.faults != nil {
+			reconcilerBin = bins.wiredFaults
+			extraEnv = append(extraEnv, st.faults(s.ns)...)
+		}
+	} else if st.faults != nil {
+		t.Fatal("faults are injected into the wired eno-reconciler only")
 	}
-	s.reconcilerStart = func() (*process, error) {
-		return startProcess("eno-reconciler", reconcilerBin, args,
-			append(extraEnv, "KUBECONFIG="+adminKubeconfig), filepath.Join(dir, "eno-reconciler.log"))
+	startReplica := func(i int) (*process, error) {
+		name := "eno-reconciler"
+		if st.replicas > 1 {
+			name = fmt.Sprintf("eno-reconciler-%d", i)
+		}
+		return startProcess(name, reconcilerBin, args,
+			append(extraEnv, "KUBECONFIG="+adminKubeconfig), filepath.Join(dir, name+".log"))
 	}
+	s.reconcilerStart = func() (*process, error) { return startReplica(0) }
+	for i := range max(st.replicas, 1) {
+		p, err := startReplica(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.replicas = append(s.replicas, p)
+		s.procs = append(s.procs, p)
+	}
+	s.reconciler = s.replicas[0]
 	var err error
-	s.reconciler, err = s.reconcilerStart()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.procs = append(s.procs, s.reconciler)
 
 	if !m.wired && st.recovery {
 		args := []string{"run",
@@ -174,6 +209,7 @@ func (s *scenario) restartReconciler() {
 			s.procs[i] = p
 		}
 	}
+	s.replicas[0] = p
 	s.t.Logf("eno-reconciler restarted: pid %d", p.pid())
 	s.reconciler = p
 }
@@ -216,7 +252,7 @@ func (s *scenario) finish() {
 		}
 	}
 	for name, log := range logs {
-		if lines := panicLines(log, 10); len(lines) > 0 {
+		if lines := panicLines(log, 10, s.recoveredPanics); len(lines) > 0 {
 			t.Errorf("%s logged a panic:\n%s", name, strings.Join(lines, "\n"))
 		}
 	}
@@ -586,10 +622,12 @@ func (s *scenario) requireNotDeletedByEno(name string) {
 }
 
 func (s *scenario) deletedByEno(name string) bool {
-	for _, line := range strings.Split(s.reconciler.log(), "\n") {
-		if strings.Contains(line, `"msg":"deleted resource"`) && strings.Contains(line, `"resourceName":"`+name+`"`) &&
-			strings.Contains(line, `"resourceNamespace":"`+s.ns+`"`) {
-			return true
+	for _, r := range s.replicas {
+		for _, line := range strings.Split(r.log(), "\n") {
+			if strings.Contains(line, `"msg":"deleted resource"`) && strings.Contains(line, `"resourceName":"`+name+`"`) &&
+				strings.Contains(line, `"resourceNamespace":"`+s.ns+`"`) {
+				return true
+			}
 		}
 	}
 	return false

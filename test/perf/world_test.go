@@ -48,14 +48,22 @@ func newAdmin(t testing.TB) admin {
 	return admin{Clients: kubetest.NewClients(t, cfg)}
 }
 
+// extraLabels is how many more labels each manifest carries (ENO_SCALE_EXTRA_LABELS in
+// TestScale): labels are recorded, so they make the inventories larger with the same resources.
+var extraLabels int
+
 // manifest is resource i of a synthesis: mostly ConfigMaps, every 10th a Deployment, every 50th
 // a ClusterRole, each with labels and a deletion group as Eno manifests carry them.
 func manifest(namespace string, i int) string {
+	labels := map[string]string{"app.kubernetes.io/name": "perf", "app.kubernetes.io/instance": fmt.Sprintf("i%04d", i)}
+	for k := range extraLabels {
+		labels[fmt.Sprintf("perf.example.com/padding-%02d", k)] = fmt.Sprintf("value-%04d-%02d", i, k)
+	}
 	m := map[string]any{
 		"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{
 			"name": fmt.Sprintf("res-%04d", i), "namespace": namespace,
-			"labels":      map[string]string{"app.kubernetes.io/name": "perf", "app.kubernetes.io/instance": fmt.Sprintf("i%04d", i)},
+			"labels":      labels,
 			"annotations": map[string]string{domain.AnnotationDeletionGroup: fmt.Sprint(i % 3)},
 		},
 		"data": map[string]string{"key": "value"},
@@ -235,9 +243,11 @@ func startController(t testing.TB, namespace, inventoryNamespace string, maxChun
 	require.NoError(t, err)
 	sink, err := k8s.NewTombstoneSink(dyn)
 	require.NoError(t, err)
-	store, err := k8s.NewSecretStore(remote, inventoryNamespace)
+	meta, err := metadata.NewForConfig(cfg())
 	require.NoError(t, err)
-	recorder, err := k8s.StartRecorder(ctx, cp, "")
+	store, err := k8s.NewSecretStore(remote.CoreV1(), meta, inventoryNamespace)
+	require.NoError(t, err)
+	recorder, err := k8s.StartRecorder(ctx, cp.CoreV1(), "")
 	require.NoError(t, err)
 	informer.Start(ctx)
 	store.Start(ctx)
@@ -255,8 +265,6 @@ func startController(t testing.TB, namespace, inventoryNamespace string, maxChun
 	c.Scope = domain.Scope{Namespace: namespace, Selector: domain.Everything}
 	c.InventoryNamespace = inventoryNamespace
 	c.MaxChunkBytes = maxChunkBytes
-	meta, err := metadata.NewForConfig(cfg())
-	require.NoError(t, err)
 	downstream, err := k8s.NewDownstreamObjects(meta, remote.Discovery())
 	require.NoError(t, err)
 	svc, err := app.New(c, app.Deps{

@@ -86,9 +86,9 @@ func startInProcessController(t *testing.T, cfg *rest.Config, ns string, log log
 	require.NoError(t, err)
 	sink, err := k8s.NewTombstoneSink(c.Dynamic)
 	require.NoError(t, err)
-	store, err := k8s.NewSecretStore(c.Kube, inventoryNamespace)
+	store, err := k8s.NewSecretStore(c.Kube.CoreV1(), c.Metadata, inventoryNamespace)
 	require.NoError(t, err)
-	events, err := k8s.StartRecorder(ctx, c.Kube, "")
+	events, err := k8s.StartRecorder(ctx, c.Kube.CoreV1(), "")
 	require.NoError(t, err)
 	svcCfg := app.DefaultConfig()
 	svcCfg.Enabled = true
