@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make verify: generated fakes are fresh, code is formatted and vetted, packages import only in
-# the allowed direction, and the main module stays embeddable in eno-reconciler (SPEC §8.1).
+# the allowed direction, and the main module stays embeddable in eno-reconciler (design §8.1).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
