@@ -25,8 +25,9 @@ test: testbin
 	@echo "test: go test $(GOTEST_FLAGS) ./... (real API server tests start etcd + kube-apiserver from bin/)"
 	$(GO) test $(GOTEST_FLAGS) ./...
 
-## test-eno: the acceptance test next to stock Eno built from ENO_SRC (SPEC §10), e.g.
-##   make test-eno ENO_SRC=../shared/third_party/eno-v0.2.17.tar.gz
+## test-eno: the acceptance test next to stock Eno built from ENO_SRC (design §10), e.g.
+##   make test-eno ENO_SRC=path/to/eno-v0.2.17.tar.gz
+##   or: git clone --branch v0.2.17 https://github.com/Azure/eno ../eno && make test-eno ENO_SRC=../eno
 ## ENO_SRC is Eno's source: a directory or a .tar.gz. ENO_TEST_FLAGS adds go test flags (-run=...);
 ## ENO_MEASURE=1 adds the latency measurement, ENO_SHOW_LOGS=1 prints every process's log tail.
 ENO_SRC ?=
@@ -34,7 +35,7 @@ ENO_TEST_FLAGS ?=
 test-eno:
 	@if [[ -z "$(ENO_SRC)" ]]; then \
 		echo "test-eno: ENO_SRC is not set. It is Eno's source (github.com/Azure/eno v0.2.17), a directory or a .tar.gz:" >&2; \
-		echo "  make test-eno ENO_SRC=../shared/third_party/eno-v0.2.17.tar.gz" >&2; \
+		echo "  make test-eno ENO_SRC=path/to/eno-v0.2.17.tar.gz" >&2; \
 		echo "  or: git clone --branch v0.2.17 https://github.com/Azure/eno ../eno && make test-eno ENO_SRC=../eno" >&2; \
 		exit 1; \
 	fi

@@ -21,7 +21,7 @@ type Config struct {
 	MaxChunkBytes int
 	// MaxChunks caps the chunks of one snapshot.
 	MaxChunks int
-	// MaxTombstoneFraction is the deletion guard (SPEC §6.1); 1.0 disables it.
+	// MaxTombstoneFraction is the deletion guard (design §6.1); 1.0 disables it.
 	MaxTombstoneFraction float64
 	// PendingRecheckInterval is how often a pending hand-off's tombstones are checked again
 	// against their objects, until Eno carries them (design §6.2).
@@ -30,14 +30,14 @@ type Config struct {
 	ReconcileTimeout time.Duration
 	// AllowCrossNamespaceLineage lets a Composition with no history of its own adopt a
 	// lineage's history recorded in another namespace, and recording replace another
-	// namespace's Secrets once their Composition is gone (SPEC §4, §5 step 3). Off by default:
+	// namespace's Secrets once their Composition is gone (design §4, design §5 step 3). Off by default:
 	// a lineage override is only an annotation.
 	AllowCrossNamespaceLineage bool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
 
-// DefaultConfig is the library default: everything per SPEC, but disabled.
+// DefaultConfig is the library default: everything as docs/design.md describes it, but disabled (design §4).
 func DefaultConfig() Config {
 	return Config{
 		Enabled:                false,
@@ -121,7 +121,7 @@ type Deps struct {
 	Store        ports.SnapshotStore
 	Sink         ports.TombstoneSink
 	Decisions    ports.DecisionWriter
-	// Downstream reads each tombstone's object before it is published (SPEC §6.3).
+	// Downstream reads each tombstone's object before it is published (design §6.3).
 	Downstream ports.DownstreamReader
 	Events     ports.EventRecorder
 	Metrics    ports.Metrics

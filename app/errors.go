@@ -20,7 +20,7 @@ func (e *ForeignSecretError) Error() string {
 // LineageCollisionError: a Secret of ours at a chunk's name holds the history of another
 // Composition, which exists, or which is in another namespace while adoption across namespaces
 // is off: two Compositions of one name in different namespaces share a lineage, or their names
-// collide after the 253-character cut (SPEC §4). Nothing was written.
+// collide after the 253-character cut (design §4). Nothing was written.
 type LineageCollisionError struct {
 	Namespace string
 	Name      string
@@ -53,7 +53,7 @@ func (e *StaleCompositionError) Error() string {
 
 // SourceDeletingError: another Composition that recorded snapshots of the lineage exists and is
 // being deleted (Eno keeps it behind its finalizer while it cleans up). Nothing is decided; the
-// pass is retried with backoff until it is gone (SPEC §6, SharedLineage).
+// pass is retried with backoff until it is gone (design §6, SharedLineage).
 type SourceDeletingError struct {
 	Ref domain.CompositionRef
 }

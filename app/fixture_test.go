@@ -80,7 +80,7 @@ func resources(n int) []res {
 
 // slicesOf is a synthesis's slices as stock Eno writes them: stamp is their spec.synthesisUUID,
 // the synthesis current when the executor wrote them, "" on a first synthesis and the previous
-// synthesis's UUID after that (SPEC §2); membership comes from the Composition's resourceSlices
+// synthesis's UUID after that (design §2); membership comes from the Composition's resourceSlices
 // alone, never from the stamp.
 func slicesOf(stamp string, rs ...[]res) []domain.ResourceSlice {
 	out := make([]domain.ResourceSlice, len(rs))

@@ -22,7 +22,7 @@ const largeOrphans = 2500
 
 // largeRecoveryFixture is a recreated Composition whose old incarnation had largeOrphans
 // ConfigMaps with long names that the current synthesis no longer produces: the hand-off spans
-// several recovery slices (SPEC §6.2 step 1).
+// several recovery slices (design §6.2 step 1).
 func largeRecoveryFixture(t *testing.T) *fixture {
 	t.Helper()
 	old := make([]res, largeOrphans)

@@ -15,7 +15,7 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
-// Fault injection at every step of the hand-off (SPEC §6.2). The fixture's sink behaves as the
+// Fault injection at every step of the hand-off (design §6.2). The fixture's sink behaves as the
 // API server and Eno do for the steps that succeed: a published slice can be read back, the
 // commit names it in the synthesis (and clears Ready), the forced resynthesis sets the annotation.
 func TestHandoffFaults(t *testing.T) {
@@ -201,7 +201,7 @@ func TestHandoffFaults(t *testing.T) {
 	})
 }
 
-// Steps 4 and 5 of the hand-off (SPEC §6.2) follow their own live recheck: a Composition that
+// Steps 4 and 5 of the hand-off (design §6.2) follow their own live recheck: a Composition that
 // was recreated, resynthesized, opted out or started deleting after the decision gets neither
 // its slice recreated nor a forced resynthesis.
 func TestHandoffRechecksBeforeStepsFourAndFive(t *testing.T) {

@@ -22,7 +22,7 @@ type InspectDeps struct {
 	Slices       ports.SliceReader
 }
 
-// Inspector is the inspect use case (SPEC §9): a lineage's history as SPEC §5 reads it, with
+// Inspector is the inspect use case (design §9): a lineage's history as design §5 reads it, with
 // every finding, and, given the control plane, what recovery would decide now. It is read-only
 // by construction: it holds only readers, and its dry run runs Service.Plan over stand-ins
 // whose writes refuse.
@@ -264,7 +264,7 @@ func snapshotReportOf(s domain.SnapshotReading, maxChunkBytes int) SnapshotRepor
 	return r
 }
 
-// oversizeProblem is no §5 finding: chunks over the configured size still read, but recording
+// oversizeProblem is no design §5 finding: chunks over the configured size still read, but recording
 // would not write them so today.
 func oversizeProblem(secret string, size, limit int) string {
 	return fmt.Sprintf("secret %s holds %d bytes, over --max-chunk-bytes %d", secret, size, limit)
@@ -315,7 +315,7 @@ func verdictReportOf(snap domain.Snapshot, err error) VerdictReport {
 	case errors.As(err, &inv):
 		return VerdictReport{Outcome: domain.OutcomeInventoryInvalid.String(), Reason: inv.Reason.String(), Secret: inv.Secret, Detail: inv.Detail}
 	}
-	// §5 returns nothing else; say so rather than guess.
+	// design §5 returns nothing else; say so rather than guess.
 	return VerdictReport{Outcome: domain.OutcomeInventoryInvalid.String(), Detail: err.Error()}
 }
 

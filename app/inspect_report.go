@@ -13,16 +13,16 @@ type InspectReport struct {
 	// Lineage is the lineage inspected: the one asked for, or the Composition's.
 	Lineage            string `json:"lineage"`
 	InventoryNamespace string `json:"inventoryNamespace"`
-	// InspectedAt is the reader's clock used for §5's future-timestamp check.
+	// InspectedAt is the reader's clock used for design §5's future-timestamp check.
 	InspectedAt time.Time     `json:"inspectedAt"`
 	Limits      InspectLimits `json:"limits"`
 	// Composition is set when a Composition was inspected.
 	Composition *CompositionReport `json:"composition,omitempty"`
-	// Snapshots groups the Secrets that pass §5 step 1 by source synthesis UUID, newest first.
+	// Snapshots groups the Secrets that pass design §5 step 1 by source synthesis UUID, newest first.
 	Snapshots []SnapshotReport `json:"snapshots"`
-	// RejectedSecrets fail §5 step 1 (each makes the verdict Malformed).
+	// RejectedSecrets fail design §5 step 1 (each makes the verdict Malformed).
 	RejectedSecrets []RejectedSecret `json:"rejectedSecrets"`
-	// Verdict is §5's, for the Composition when one was inspected (its candidates), else for
+	// Verdict is design §5's, for the Composition when one was inspected (its candidates), else for
 	// the whole lineage.
 	Verdict VerdictReport `json:"verdict"`
 	// DryRun is set when the control plane was given.
@@ -33,7 +33,7 @@ type InspectLimits struct {
 	MaxChunkBytes        int     `json:"maxChunkBytes"`
 	MaxChunks            int     `json:"maxChunks"`
 	MaxTombstoneFraction float64 `json:"maxTombstoneFraction"`
-	// AllowCrossNamespaceLineage is the adoption §5 step 3 was read with.
+	// AllowCrossNamespaceLineage is the adoption design §5 step 3 was read with.
 	AllowCrossNamespaceLineage bool `json:"allowCrossNamespaceLineage"`
 }
 
@@ -64,7 +64,7 @@ type SnapshotReport struct {
 	Digest            DigestReport `json:"digest"`
 	// Entries is the number of inventory entries, when the chunks decoded.
 	Entries int `json:"entries"`
-	// Role is §5 step 3's: "selected", "newest" (the newest candidate, but the verdict is not a
+	// Role is design §5 step 3's: "selected", "newest" (the newest candidate, but the verdict is not a
 	// selection), "newest-tied", "older" (an older candidate), "same-incarnation" (a candidate
 	// with the Composition's own UID), "not-candidate" (another Composition's, while the
 	// Composition has snapshots of its own) or "other-namespace" (recorded in another
@@ -94,7 +94,7 @@ type RejectedSecret struct {
 	Detail string `json:"detail"`
 }
 
-// VerdictSelected is the verdict's outcome when §5 selects a snapshot.
+// VerdictSelected is the verdict's outcome when design §5 selects a snapshot.
 const VerdictSelected = "Selected"
 
 type VerdictReport struct {
@@ -131,9 +131,9 @@ type DryRunReport struct {
 	Unavailable   string            `json:"unavailable,omitempty"`
 	Tombstones    []TombstoneReport `json:"tombstones"`
 	HeldForReview []TombstoneReport `json:"heldForReview"`
-	// Candidates are the snapshots §5 step 3 chooses from for this Composition.
+	// Candidates are the snapshots design §5 step 3 chooses from for this Composition.
 	Candidates *CandidatesReport `json:"candidates,omitempty"`
-	// Dropped are the tombstones §6.3 keeps back after reading their objects downstream.
+	// Dropped are the tombstones design §6.3 keeps back after reading their objects downstream.
 	Dropped []DroppedReport `json:"dropped"`
 }
 
@@ -147,7 +147,7 @@ type TombstoneReport struct {
 	Manifest string `json:"manifest"`
 }
 
-// CandidatesReport is §5 step 3's candidate set for a Composition.
+// CandidatesReport is design §5 step 3's candidate set for a Composition.
 type CandidatesReport struct {
 	// Own: the candidates are the snapshots recorded for the Composition's own
 	// namespace/name. Otherwise it has none, and the candidates are the lineage's snapshots of
@@ -161,7 +161,7 @@ type CandidatesReport struct {
 	OtherNamespaces []string `json:"otherNamespaces"`
 }
 
-// DroppedReport is a tombstone §6.3 does not publish, and why: NotFound, CreatedAfterHistory,
+// DroppedReport is a tombstone design §6.3 does not publish, and why: NotFound, CreatedAfterHistory,
 // Unreadable or UnknownWriteTime.
 type DroppedReport struct {
 	TombstoneReport

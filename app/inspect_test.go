@@ -89,7 +89,7 @@ func TestInspectComposition(t *testing.T) {
 	assert.Equal(t, &app.CompositionReport{Namespace: ns, Name: name, UID: uid, SynthesisUUID: synthID, LineageSource: "default"}, r.Composition)
 	assert.Equal(t, now, r.InspectedAt)
 	assert.Equal(t, app.InspectLimits{MaxChunkBytes: chunkLimit, MaxChunks: domain.DefaultMaxChunks, MaxTombstoneFraction: 0.5, AllowCrossNamespaceLineage: false}, r.Limits)
-	// §5 step 3 for team-a/web: its own predecessor, not the sibling's newer snapshot.
+	// design §5 step 3 for team-a/web: its own predecessor, not the sibling's newer snapshot.
 	require.Len(t, r.Snapshots, 2)
 	assert.Equal(t, eastSynth, r.Snapshots[0].SynthesisUUID)
 	assert.Equal(t, "not-candidate", r.Snapshots[0].Role)
@@ -105,13 +105,13 @@ func TestInspectComposition(t *testing.T) {
 	assert.Equal(t, "team-a/web", d.Composition)
 	assert.Equal(t, &app.CandidatesReport{Own: true, SynthesisUUIDs: []string{oldSynth}, OtherNamespaces: []string{}}, d.Candidates)
 	assert.False(t, d.WouldRun, "the fixture's synthesis is decided")
-	assert.Equal(t, "SynthesisDecided", d.NotRunReason, "not the §6 reason AlreadyDecided: this synthesis has a finished decision")
+	assert.Equal(t, "SynthesisDecided", d.NotRunReason, "not the design §6 reason AlreadyDecided: this synthesis has a finished decision")
 	require.NotNil(t, d.RecordedDecision)
 	require.NotNil(t, d.Decision)
 	assert.Equal(t, domain.OutcomeRecovered, d.Decision.Outcome)
 	assert.Equal(t, 2, d.Decision.Tombstones)
 	assert.Equal(t, []string{"cm-09", "cm-11"}, []string{d.Tombstones[0].Name, d.Tombstones[1].Name})
-	require.Len(t, d.Dropped, 1, "§6.3: cm-10 is gone downstream")
+	require.Len(t, d.Dropped, 1, "design §6.3: cm-10 is gone downstream")
 	assert.Equal(t, "cm-10", d.Dropped[0].Name)
 	assert.Equal(t, "NotFound", d.Dropped[0].Reason)
 	assert.Contains(t, d.Decision.Message, "dropped 1: 1 NotFound (first ConfigMap/team-a/cm-10)")
@@ -122,11 +122,11 @@ func TestInspectComposition(t *testing.T) {
 	assert.Equal(t, 3, in.downstream.ObserveObjectCallCount())
 	assert.Equal(t, 2, in.reader.GetSliceCallCount())
 
-	// The sibling lives: the same history, and the dry run refuses it (SPEC §6, SharedLineage).
+	// The sibling lives: the same history, and the dry run refuses it (design §6, SharedLineage).
 	in.live[east] = living
 	r, err = in.inspector(t, true).Inspect(ctx(t), app.InspectTarget{Composition: &ref})
 	require.NoError(t, err)
-	assert.Equal(t, app.VerdictSelected, r.Verdict.Outcome, "§5 selects; SharedLineage is §6's")
+	assert.Equal(t, app.VerdictSelected, r.Verdict.Outcome, "design §5 selects; SharedLineage is design §6's")
 	require.NotNil(t, r.DryRun.Decision)
 	assert.Equal(t, domain.OutcomeInventoryInvalid, r.DryRun.Decision.Outcome)
 	assert.Equal(t, "SharedLineage", r.DryRun.Decision.Reason)
@@ -134,7 +134,7 @@ func TestInspectComposition(t *testing.T) {
 	assert.Empty(t, r.DryRun.Tombstones)
 }
 
-// SPEC §5 step 3 as inspect shows it: team-b/web copied team-a's lineage override, and the
+// design §5 step 3 as inspect shows it: team-b/web copied team-a's lineage override, and the
 // lineage holds only team-a's snapshots. With adoption across namespaces off, neither is a
 // candidate: the verdict and the dry run are NothingToRecover/OtherNamespace. With it on, the
 // newest is selected, and the dry run refuses it because its owners live (SharedLineage).

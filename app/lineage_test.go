@@ -31,7 +31,7 @@ func recordedFor(t *testing.T, owner domain.CompositionRef, compUID, uuid string
 	return out
 }
 
-// SPEC §6, SharedLineage, read wider than the selected snapshot: team-a/web was re-created
+// design §6, SharedLineage, read wider than the selected snapshot: team-a/web was re-created
 // after a rename, so its own stale snapshot is the candidate, while the lineage also holds the
 // snapshots of its renamed successor team-a/web-v2 and of team-b/api in another namespace
 // (neither a candidate). Recovery reads each of those two live, once, before it decides:
@@ -164,7 +164,7 @@ func TestRecoverReadsEveryOtherOwnerOfTheLineage(t *testing.T) {
 	})
 }
 
-// SPEC §5 step 3, OtherNamespace: team-a/web has no history of its own; the lineage's snapshots
+// design §5 step 3, OtherNamespace: team-a/web has no history of its own; the lineage's snapshots
 // were recorded in team-b and team-c (a copied lineage override). With adoption across
 // namespaces off the decision is NothingToRecover/OtherNamespace: finished, nothing read live,
 // nothing published, a Warning event naming the namespaces and a refusal counted. With it on,

@@ -50,13 +50,13 @@ func chunkWrites(f *fixture) []string {
 }
 
 // adoptingAcrossNamespaces allows adoption across namespaces, so that another namespace's
-// Secret is judged by whether its Composition lives (SPEC §4).
+// Secret is judged by whether its Composition lives (design §4).
 func adoptingAcrossNamespaces(f *fixture) *fixture {
 	f.cfg.AllowCrossNamespaceLineage = true
 	return f
 }
 
-// SPEC §4, LineageCollision: an existing Secret of ours recorded for another Composition is
+// design §4, LineageCollision: an existing Secret of ours recorded for another Composition is
 // refused while that Composition exists live, and replaced once it is NotFound. The sibling is
 // in another namespace, so this holds with adoption across namespaces allowed; without it,
 // another namespace's Secret is refused whatever its Composition is.
@@ -216,7 +216,7 @@ func TestRecordLineageCollision(t *testing.T) {
 	})
 }
 
-// SPEC §4: Secrets are matched by name, not only by label. A Secret without our labels makes
+// design §4: Secrets are matched by name, not only by label. A Secret without our labels makes
 // CreateChunk fail with AlreadyExists; the name is read and refused as any foreign Secret.
 func TestRecordReadsANameFoundTaken(t *testing.T) {
 	foreign := map[string]domain.ChunkSecret{

@@ -14,7 +14,7 @@ import (
 )
 
 // A HeldForReview decision ends the reconcile that wrote it: recording is not even evaluated,
-// and the old snapshot stays as it is (SPEC §6.1).
+// and the old snapshot stays as it is (design §6.1).
 func TestReconcileHeldStopsBeforeRecording(t *testing.T) {
 	rs := resources(9)
 	f := recoveryFixture(t, rs, rs[:3]) // 6 of 9 orphaned: over the guard of 0.5

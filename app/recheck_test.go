@@ -10,7 +10,7 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// A decision without tombstones is written only after its own live recheck (SPEC §6): a
+// A decision without tombstones is written only after its own live recheck (design §6): a
 // Composition that changed since the plan gets no decision.
 func TestRecoverRechecksBeforeADecisionWithoutTombstones(t *testing.T) {
 	rs := resources(9)

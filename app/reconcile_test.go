@@ -31,7 +31,7 @@ func TestReconcileDecidesThenRecordsReadingSlicesOnce(t *testing.T) {
 }
 
 // A synthesis decided Recovered is never recorded: Eno clears its Ready on the commit, and a
-// reading taken before Eno reacts would record a snapshot without the orphans (SPEC §6.2).
+// reading taken before Eno reacts would record a snapshot without the orphans (design §6.2).
 func TestReconcileNeverRecordsARecoveredSynthesis(t *testing.T) {
 	rs := resources(9)
 	f := recoveryFixture(t, rs, rs[:7])

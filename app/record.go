@@ -23,7 +23,7 @@ type RecordResult struct {
 	Digest    string
 }
 
-// Record saves the inventory of the Composition's current synthesis (SPEC §4). It returns an
+// Record saves the inventory of the Composition's current synthesis (design §4). It returns an
 // *domain.IneligibleError when the Composition is not eligible, and aborts with no further
 // writes on the first conflict, foreign Secret, or changed Composition.
 func (s *Service) Record(ctx context.Context, comp domain.Composition) (RecordResult, error) {
@@ -151,14 +151,14 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 	return res, nil
 }
 
-// recordingStillHolds is the recheck before each chunk write (SPEC §4): recording's eligibility,
+// recordingStillHolds is the recheck before each chunk write (design §4): recording's eligibility,
 // and the inputs the inventory and the Secret names were computed from.
 func (s *Service) recordingStillHolds(read domain.Composition) func(domain.Composition) error {
 	return stillHolds(read, s.policy.CheckRecording, domain.ChangedRecordingInput)
 }
 
 // occupantCheck decides whether an existing Secret at one of comp's chunk names may be
-// replaced (SPEC §4): a foreign one is refused (ForeignSecret); one of ours recorded for another
+// replaced (design §4): a foreign one is refused (ForeignSecret); one of ours recorded for another
 // Composition is refused while that Composition exists live, or, unless adoption across
 // namespaces is allowed, whenever it is in another namespace (LineageCollision); otherwise it
 // is a predecessor's history, replaced as usual, once that Composition is NotFound.

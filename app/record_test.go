@@ -107,7 +107,7 @@ func TestRecordLiveRecheckAbortsBeforeAnyWrite(t *testing.T) {
 		"deletion started": func(c *domain.Composition) { c.Deleting = true },
 		"no longer ready":  func(c *domain.Composition) { c.Synthesis.Ready = false },
 		// A lineage override added under the same synthesis: the names, labels and Secret list
-		// of the old lineage must not be written to (SPEC §4, "lineage unchanged").
+		// of the old lineage must not be written to (design §4, "lineage unchanged").
 		"lineage override added": func(c *domain.Composition) { c.Annotations[domain.AnnotationLineageOverride] = "fresh-start" },
 		"a slice committed to the synthesis": func(c *domain.Composition) {
 			c.Synthesis.Slices = append(slices.Clone(c.Synthesis.Slices), "web-recovery-11111111")

@@ -11,7 +11,7 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
-// heldEventLimit is how many held tombstones an event lists (SPEC §6.1).
+// heldEventLimit is how many held tombstones an event lists (design §6.1).
 const heldEventLimit = 20
 
 // RecoverResult is the plan recovery acted on, and whether it wrote the decision.
@@ -24,7 +24,7 @@ type RecoverResult struct {
 
 // Plan computes what recovery would decide now, without writing anything: the dry run that
 // inspect shows. Stock Eno has no hook that could consume it; tombstones reach Eno only
-// through the hand-off (SPEC §6.2).
+// through the hand-off (design §6.2).
 func (s *Service) Plan(ctx context.Context, comp domain.Composition) (domain.RecoveryPlan, error) {
 	plan, _, err := s.plan(ctx, comp)
 	return plan, err
@@ -87,7 +87,7 @@ func (s *Service) plan(ctx context.Context, comp domain.Composition) (domain.Rec
 }
 
 // liveOwners reads live, once each, the other Compositions that recorded snapshots of the
-// lineage (SPEC §6, SharedLineage) and returns those that exist: found without a
+// lineage (design §6, SharedLineage) and returns those that exist: found without a
 // deletionTimestamp (any UID), or Forbidden, which counts as existing. NotFound is a
 // predecessor (a rename). When none exists, one being deleted, or any other failure, decides
 // nothing and is retried with backoff; one that exists decides whatever the others are, since
@@ -116,7 +116,7 @@ func (s *Service) liveOwners(ctx context.Context, refs []domain.CompositionRef) 
 	return nil, undecided[0]
 }
 
-// observe reads each tombstone's object downstream (SPEC §6.3).
+// observe reads each tombstone's object downstream (design §6.3).
 func (s *Service) observe(ctx context.Context, tombstones []domain.Tombstone) (map[domain.ResourceID]domain.Observation, error) {
 	observed := make(map[domain.ResourceID]domain.Observation, len(tombstones))
 	for _, t := range tombstones {
@@ -129,7 +129,7 @@ func (s *Service) observe(ctx context.Context, tombstones []domain.Tombstone) (m
 	return observed, nil
 }
 
-// Recover decides recovery for the Composition's current synthesis (SPEC §6) and writes the
+// Recover decides recovery for the Composition's current synthesis (design §6) and writes the
 // decision. Tombstones are published before the decision, so a decision never points at
 // nothing; both writes follow a live recheck of the Composition.
 func (s *Service) Recover(ctx context.Context, comp domain.Composition) (RecoverResult, error) {
@@ -190,7 +190,7 @@ func (s *Service) recover(ctx context.Context, comp domain.Composition) (Recover
 }
 
 // planStillHolds is the recheck before each write of a recovery: the run conditions, and every
-// input of the plan computed from read (SPEC §6, "Decide from what is live").
+// input of the plan computed from read (design §6, "Decide from what is live").
 func (s *Service) planStillHolds(read domain.Composition) func(domain.Composition) error {
 	return stillHolds(read, s.policy.CheckRecovery, domain.ChangedPlanInput)
 }
@@ -207,7 +207,7 @@ func (s *Service) decide(ctx context.Context, live domain.Composition, plan doma
 	return nil
 }
 
-// handOff hands the plan's tombstones to Eno (SPEC §6.2): publish every recovery slice, append
+// handOff hands the plan's tombstones to Eno (design §6.2): publish every recovery slice, append
 // them all to the synthesis (the commit point), then finish. Each step follows a live recheck; a
 // crash before the commit point leaves nothing committed, and the next reconcile plans again.
 func (s *Service) handOff(ctx context.Context, comp domain.Composition, plan domain.RecoveryPlan) (RecoverResult, error) {
@@ -275,7 +275,7 @@ func (s *Service) finishHandoff(ctx context.Context, comp domain.Composition, pl
 	return res, nil
 }
 
-// resume finishes a hand-off whose recovery slices the synthesis already names (SPEC §6.2): it
+// resume finishes a hand-off whose recovery slices the synthesis already names (design §6.2): it
 // reads every one and writes Recovered from their content. One that is gone wraps
 // ports.ErrNotFound with resumed false: recovery plans again. One that is not this controller's
 // for this synthesis is never adopted: a RecoverySliceInvalid refusal.
@@ -332,7 +332,7 @@ func (s *Service) readRecoverySlices(ctx context.Context, comp domain.Compositio
 	return read, nil
 }
 
-// completeHandoff runs steps 4 and 5 of SPEC §6.2 for a Composition whose current synthesis is
+// completeHandoff runs steps 4 and 5 of design §6.2 for a Composition whose current synthesis is
 // decided Recovered: re-read every recovery slice and create again each that is gone, then ask
 // Eno for a new synthesis, which carries the tombstones into Eno's own state. Once the
 // annotation names this synthesis both steps are done.

@@ -50,7 +50,7 @@ func TestRecoverPublishesTombstonesForOrphansThenWritesTheDecision(t *testing.T)
 	f := recoveryFixture(t, rs, rs[:6], []res{patch, tomb})
 	f.cfg.MaxTombstoneFraction = 1
 
-	// One shared log shows the order of the hand-off (SPEC §6.2): publish, commit, decision,
+	// One shared log shows the order of the hand-off (design §6.2): publish, commit, decision,
 	// slice check, forced resynthesis.
 	var order []string
 	publish, commit, resynth := f.sink.PublishTombstonesStub, f.sink.CommitTombstonesStub, f.sink.RequestResynthesisStub

@@ -17,7 +17,7 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
-// SPEC §6.3: each tombstone's object is read downstream just before publishing; what the read
+// design §6.3: each tombstone's object is read downstream just before publishing; what the read
 // finds decides what is published.
 func TestRecoverChecksEachTombstoneDownstream(t *testing.T) {
 	rs := resources(9)
@@ -123,7 +123,7 @@ func TestRecoverChecksEachTombstoneDownstream(t *testing.T) {
 	})
 }
 
-// SPEC §6 "A lineage that a living Composition shares is not ours to clean": the live read of
+// design §6 "A lineage that a living Composition shares is not ours to clean": the live read of
 // the Composition the selected snapshot was recorded for.
 func TestRecoverSharedLineage(t *testing.T) {
 	rs := resources(9)
@@ -196,7 +196,7 @@ func TestRecoverSharedLineage(t *testing.T) {
 	}
 }
 
-// SPEC §6 "Decide from what is live": every input of the plan is rechecked before each write.
+// design §6 "Decide from what is live": every input of the plan is rechecked before each write.
 func TestRecoverRechecksEveryPlanInputBeforeEachWrite(t *testing.T) {
 	rs := resources(9)
 	changes := map[string]func(c domain.Composition) domain.Composition{
@@ -232,7 +232,7 @@ func TestRecoverRechecksEveryPlanInputBeforeEachWrite(t *testing.T) {
 		}
 	}
 	// Past the commit point the tombstones are Eno's: the plan is fixed, and the decision records
-	// what was handed over (SPEC §6.2 resumes rather than plans again).
+	// what was handed over (design §6.2 resumes rather than plans again).
 	t.Run("after the commit point the decision is written whatever the inputs", func(t *testing.T) {
 		f := recoveryFixture(t, rs, rs[:7])
 		f.cfg.MaxTombstoneFraction = 1

@@ -8,7 +8,7 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// SPEC §5 step 3 and §4: history crosses a namespace boundary only when adoption across
+// design §5 step 3 and design §4: history crosses a namespace boundary only when adoption across
 // namespaces is allowed; the zero Adoption is the default, within one namespace.
 func TestAdoptionPermits(t *testing.T) {
 	reader := domain.CompositionRef{Namespace: "team-a", Name: "web"}

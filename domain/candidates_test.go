@@ -28,7 +28,7 @@ func join(sets ...[]domain.ChunkSecret) []domain.ChunkSecret {
 	return out
 }
 
-// SPEC §5 step 3: the candidates are the Composition's own snapshots; only when it has none,
+// design §5 step 3: the candidates are the Composition's own snapshots; only when it has none,
 // those of its namespace (a rename), or of every namespace when adoption across namespaces is
 // allowed. A lineage with snapshots but no candidate is OtherNamespace. A candidate with its UID
 // stops with SameIncarnation, before steps 4–5.
@@ -112,7 +112,7 @@ func TestReadSnapshotForCandidates(t *testing.T) {
 	})
 }
 
-// SPEC §6 SharedLineage reads every other Composition a Secret of the lineage was recorded for,
+// design §6 SharedLineage reads every other Composition a Secret of the lineage was recorded for,
 // candidate or not, whatever its namespace; never the reader itself.
 func TestSharedLineageOwners(t *testing.T) {
 	self := composition() // team-a/web
@@ -172,7 +172,7 @@ func TestSnapshotWriteTime(t *testing.T) {
 	assert.False(t, known, "one chunk of unknown write time makes the snapshot's unknown")
 }
 
-// SPEC §6 order of evaluation: for each adjacent pair of rules, a case where both apply shows
+// design §6 order of evaluation: for each adjacent pair of rules, a case where both apply shows
 // that the earlier one decides.
 func TestPlanRecoveryOrderOfEvaluation(t *testing.T) {
 	self := composition()
@@ -197,10 +197,10 @@ func TestPlanRecoveryOrderOfEvaluation(t *testing.T) {
 		reason   string
 		observed bool
 	}{
-		{"§5 before SharedLineage: an invalid history is refused even if its source lives", func() domain.RecoveryInput {
+		{"design §5 before SharedLineage: an invalid history is refused even if its source lives", func() domain.RecoveryInput {
 			return domain.RecoveryInput{SnapshotErr: &domain.InventoryInvalidError{Reason: domain.ReasonMissingChunk}, LiveOwners: predAlive}
 		}, domain.OutcomeInventoryInvalid, domain.ReasonMissingChunk.String(), false},
-		{"§5 step 3 before SharedLineage: another namespace's history is OtherNamespace even if its owner lives", func() domain.RecoveryInput {
+		{"design §5 step 3 before SharedLineage: another namespace's history is OtherNamespace even if its owner lives", func() domain.RecoveryInput {
 			return domain.RecoveryInput{SnapshotErr: &domain.OtherNamespaceError{Namespaces: []string{"team-b"}}, LiveOwners: predAlive}
 		}, domain.OutcomeNothingToRecover, domain.ReasonOtherNamespace, false},
 		{"SharedLineage before AlreadyDecided", func() domain.RecoveryInput {
@@ -213,10 +213,10 @@ func TestPlanRecoveryOrderOfEvaluation(t *testing.T) {
 			alreadyFrom(&c)
 			return domain.RecoveryInput{Composition: c, Snapshot: predSnap, Synthesis: producing(t, 0)}
 		}, domain.OutcomeNothingToRecover, domain.ReasonAlreadyDecided, false},
-		{"the absent entries before §6.3: nothing absent needs no downstream read", func() domain.RecoveryInput {
+		{"the absent entries before design §6.3: nothing absent needs no downstream read", func() domain.RecoveryInput {
 			return domain.RecoveryInput{Snapshot: predSnap, Synthesis: producing(t, 4)}
 		}, domain.OutcomeNothingToRecover, domain.ReasonNoOrphans, false},
-		{"§6.3 before the guard: dropped tombstones do not trip it", func() domain.RecoveryInput {
+		{"design §6.3 before the guard: dropped tombstones do not trip it", func() domain.RecoveryInput {
 			in := domain.RecoveryInput{Snapshot: predSnap, Synthesis: producing(t, 0), MaxTombstoneFraction: 0.5}
 			obs := allPresentOld(nil)
 			for i, e := range entriesN(4) {
@@ -258,7 +258,7 @@ func TestPlanRecoveryOrderOfEvaluation(t *testing.T) {
 	}
 }
 
-// SPEC §6 SharedLineage: any other Composition of the lineage that lives (or could not be read)
+// design §6 SharedLineage: any other Composition of the lineage that lives (or could not be read)
 // refuses the history, whichever snapshot was selected.
 func TestPlanRecoverySharedLineage(t *testing.T) {
 	self := composition() // team-a/web
@@ -313,7 +313,7 @@ func TestPlanRecoverySharedLineage(t *testing.T) {
 	}
 }
 
-// SPEC §5 step 3, OtherNamespace: finished, no tombstones, the namespaces named, and no
+// design §5 step 3, OtherNamespace: finished, no tombstones, the namespaces named, and no
 // recoveredFrom of its own: it carries the one it replaces.
 func TestPlanRecoveryOtherNamespace(t *testing.T) {
 	self := composition()

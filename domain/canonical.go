@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 )
 
-// The canonical encoding must be byte-identical to encoding/json.Marshal of Entry (SPEC §3).
+// The canonical encoding must be byte-identical to encoding/json.Marshal of Entry (design §3).
 // This hand-written encoder produces it without reflection or per-entry allocations;
 // canonical_test.go and FuzzAppendEntryMatchesMarshal hold it to json.Marshal.
 

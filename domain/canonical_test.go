@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 )
 
-// The hand-written encoder must agree with encoding/json.Marshal byte for byte (SPEC §3).
+// The hand-written encoder must agree with encoding/json.Marshal byte for byte (design §3).
 
 func marshalEntry(t testing.TB, e Entry) string {
 	t.Helper()
@@ -261,9 +261,9 @@ func TestParseCanonical(t *testing.T) {
 	}
 }
 
-// The canonical order of SPEC §3 is (group, kind, namespace, name, version), compared as byte
+// The canonical order of design §3 is (group, kind, namespace, name, version), compared as byte
 // strings. compareEntries (and ResourceID.Compare for identities) define it; sortedOrder spells
-// it out again over ranks for speed. FuzzSortedOrderIsCanonical holds all three to the SPEC's
+// it out again over ranks for speed. FuzzSortedOrderIsCanonical holds all three to the design's
 // tuple on entries whose fields are drawn from values that tie, prefix one another and differ
 // only in case or in bytes above ASCII.
 func FuzzSortedOrderIsCanonical(f *testing.F) {

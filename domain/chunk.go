@@ -92,7 +92,7 @@ func effectiveMaxChunks(n int) int {
 	return n
 }
 
-// ChunkName is "<comp-name>-<lineage>-<index>", cut to 253 characters (SPEC §3).
+// ChunkName is "<comp-name>-<lineage>-<index>", cut to 253 characters (design §3).
 func ChunkName(compName string, lineage Lineage, index int) string {
 	return boundedName(compName, "-"+lineage.String()+"-"+strconv.Itoa(index))
 }
@@ -104,7 +104,7 @@ func RecoverySliceName(compName, synthesisUUID string) string {
 }
 
 // RecoverySliceNames are the names a synthesis's first recovery slice may have, in the order
-// they are tried (SPEC §6.2): RecoverySliceName, then "<comp-name>-recovery-<whole UUID>" for
+// they are tried (design §6.2): RecoverySliceName, then "<comp-name>-recovery-<whole UUID>" for
 // when the short name holds another synthesis's slice.
 func RecoverySliceNames(compName, synthesisUUID string) []string {
 	var names []string
@@ -115,7 +115,7 @@ func RecoverySliceNames(compName, synthesisUUID string) []string {
 }
 
 // RecoverySliceSeries names the recovery slices of one synthesis under one of its ids, the first
-// 8 characters of the synthesis UUID or the whole UUID (SPEC §6.2). A hand-off larger than one
+// 8 characters of the synthesis UUID or the whole UUID (design §6.2). A hand-off larger than one
 // slice's budget continues in further slices of the same series.
 type RecoverySliceSeries struct {
 	compName, id string
@@ -185,7 +185,7 @@ func (s ChunkSecret) Owned() bool {
 // RecordedForAnother returns the Composition an existing Secret at one of c's chunk names was
 // recorded for, when its composition-namespace/-name annotations name another one: two
 // Compositions of one name in different namespaces sharing a lineage, or names that collide
-// after the 253-character cut (SPEC §4, LineageCollision). A Secret that names no Composition
+// after the 253-character cut (design §4, LineageCollision). A Secret that names no Composition
 // (an annotation missing) names no other one. Whether the Secret is ours is Owned's question.
 func (s ChunkSecret) RecordedForAnother(c CompositionRef) (CompositionRef, bool) {
 	ref := CompositionRef{Namespace: s.Annotations[AnnotationCompositionNamespace], Name: s.Annotations[AnnotationCompositionName]}

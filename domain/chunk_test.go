@@ -195,7 +195,7 @@ func TestSplitJoinReproducesCanonical(t *testing.T) {
 		chunks, err := domain.SplitInventory(inv, limit, domain.DefaultMaxChunks)
 		require.NoError(t, err)
 		assert.Equal(t, string(inv.Canonical()), string(joinChunks(chunks)), "limit %d", limit)
-		// Decoding every chunk and re-encoding yields the same digest, as §5 checks.
+		// Decoding every chunk and re-encoding yields the same digest, as design §5 checks.
 		var all []domain.Entry
 		for _, c := range chunks {
 			part, err := domain.DecodeEntries(c.Data())

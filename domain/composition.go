@@ -31,7 +31,7 @@ func ParseCompositionRef(s string) (CompositionRef, error) {
 	return CompositionRef{Namespace: ns, Name: name}, nil
 }
 
-// Composition is the part of an Eno Composition this project reads (SPEC §2).
+// Composition is the part of an Eno Composition this project reads (design §2).
 type Composition struct {
 	Namespace       string
 	Name            string

@@ -47,7 +47,7 @@ func TestCompositionAccessors(t *testing.T) {
 	assert.Equal(t, "", c.SynthesisUUID())
 }
 
-// The exact strings of SPEC §3 that other tools depend on.
+// The exact strings of design §3 that other tools depend on.
 func TestSpecStrings(t *testing.T) {
 	for _, pair := range [][2]string{
 		{domain.AnnotationOptIn, "eno.azure.io/tombstone-recovery"},

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Outcome is a recovery decision's result (SPEC §6).
+// Outcome is a recovery decision's result (design §6).
 type Outcome struct{ name string }
 
 var (
@@ -56,11 +56,11 @@ const (
 	ReasonAlreadyDecided    = "AlreadyDecided"
 	ReasonUnverified        = "Unverified"
 	// ReasonOtherNamespace: the lineage's history was recorded in other namespaces and
-	// adoption across namespaces is off (SPEC §5 step 3).
+	// adoption across namespaces is off (design §5 step 3).
 	ReasonOtherNamespace = "OtherNamespace"
 )
 
-// Decision is the JSON of the decision annotation (SPEC §6), fields in the specified order.
+// Decision is the JSON of the decision annotation (design §6), fields in the specified order.
 type Decision struct {
 	SynthesisUUID            string     `json:"synthesisUUID"`
 	Outcome                  Outcome    `json:"outcome"`
@@ -72,7 +72,7 @@ type Decision struct {
 	TombstoneSlice           string     `json:"tombstoneSlice"`
 	DecidedAt                time.Time  `json:"decidedAt"`
 	// RecoveredFrom is the source synthesis UUID this incarnation has recovered from, or chose
-	// not to (SPEC §6, AlreadyDecided); it is carried over by decisions that do not set it.
+	// not to (design §6, AlreadyDecided); it is carried over by decisions that do not set it.
 	RecoveredFrom string `json:"recoveredFrom"`
 }
 

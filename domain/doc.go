@@ -1,5 +1,5 @@
 // Package domain holds the rules of tombstone recovery: inventories, lineages,
-// chunks, snapshots, eligibility and recovery decisions (SPEC §3–§6).
+// chunks, snapshots, eligibility and recovery decisions (design §3–§6).
 //
 // It imports only the standard library. Nothing here performs I/O; adapters
 // convert their storage types to and from the value objects defined here.

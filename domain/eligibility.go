@@ -89,7 +89,7 @@ func (p Policy) base(c Composition) error {
 	return nil
 }
 
-// CheckRecovery applies SPEC §6: recovery runs until a finished decision exists for the synthesis.
+// CheckRecovery applies design §6: recovery runs until a finished decision exists for the synthesis.
 func (p Policy) CheckRecovery(c Composition) error {
 	if err := p.base(c); err != nil {
 		return err
@@ -100,9 +100,9 @@ func (p Policy) CheckRecovery(c Composition) error {
 	return nil
 }
 
-// CheckRecording applies SPEC §4: the synthesis is Ready and its recovery decision is finished
+// CheckRecording applies design §4: the synthesis is Ready and its recovery decision is finished
 // and not Recovered. A synthesis decided Recovered is never recorded: Eno's next synthesis,
-// which carries the tombstones, is (SPEC §6.2).
+// which carries the tombstones, is (design §6.2).
 func (p Policy) CheckRecording(c Composition) error {
 	if err := p.base(c); err != nil {
 		return err
@@ -121,18 +121,18 @@ func (p Policy) CheckRecording(c Composition) error {
 }
 
 // CheckHandoff applies the run conditions that still hold once a Recovered decision is written:
-// steps 4 and 5 of the hand-off (SPEC §6.2) follow it.
+// steps 4 and 5 of the hand-off (design §6.2) follow it.
 func (p Policy) CheckHandoff(c Composition) error {
 	return p.base(c)
 }
 
 // ChangedPlanInput names the first input of a recovery plan that differs between the
 // Composition the plan was computed from and the live one, or returns "" when none does
-// (SPEC §6, "Decide from what is live"): the slices the synthesis names, the lineage, the
+// (design §6, "Decide from what is live"): the slices the synthesis names, the lineage, the
 // review annotation and the recoveredFrom of the decision on record. UID, synthesis and the
 // run conditions are checked by the caller's recheck.
 //
-// The slices change under one synthesis only when a hand-off is committed to it (SPEC §6.2):
+// The slices change under one synthesis only when a hand-off is committed to it (design §6.2):
 // from then on the synthesis belongs to that hand-off, and a plan read before it is void even
 // when it reaches another outcome (Eno may already have deleted the orphans it hands over).
 func ChangedPlanInput(read, live Composition) string {
@@ -149,7 +149,7 @@ func ChangedPlanInput(read, live Composition) string {
 }
 
 // ChangedRecordingInput names the first input of a recording pass that differs between the
-// Composition the inventory was read from and the live one, or returns "" (SPEC §4, "immediately
+// Composition the inventory was read from and the live one, or returns "" (design §4, "immediately
 // before each write"): the slices the synthesis names, whose content is the inventory, and the
 // lineage, which picks the Secrets. UID, synthesis and eligibility are checked by the caller's
 // recheck. A lineage override added under one synthesis must never be written to with the

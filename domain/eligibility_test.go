@@ -127,7 +127,7 @@ func TestCheckRecording(t *testing.T) {
 		{"no decision", func(*domain.Composition) {}, domain.IneligibleAwaitsDecision},
 		{"held for review is not finished", withDecision(domain.OutcomeHeldForReview, synUUID), domain.IneligibleAwaitsDecision},
 		{"decision for another synthesis", withDecision(domain.OutcomeRecovered, oldSynUUID), domain.IneligibleAwaitsDecision},
-		// Eno's next synthesis carries the tombstones and is recorded once Ready (SPEC §6.2).
+		// Eno's next synthesis carries the tombstones and is recorded once Ready (design §6.2).
 		{"a synthesis decided Recovered is never recorded", withDecision(domain.OutcomeRecovered, synUUID), domain.IneligibleRecovered},
 		{"unparseable decision", func(c *domain.Composition) { c.Annotations[domain.AnnotationDecision] = "nope" }, domain.IneligibleAwaitsDecision},
 		{"decision with unknown outcome", func(c *domain.Composition) {

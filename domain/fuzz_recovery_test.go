@@ -70,7 +70,7 @@ type oracleSnapshot struct {
 	at                         time.Time
 }
 
-// oracleCandidates is §5 step 3 computed from the Secrets' annotations alone: the snapshots
+// oracleCandidates is design §5 step 3 computed from the Secrets' annotations alone: the snapshots
 // (metadata of each one's first Secret by name), those recorded for self's namespace/name, and
 // the candidates under adoption. It is meaningful only when every Secret passed step 1.
 func oracleCandidates(t *testing.T, self domain.Composition, secrets []domain.ChunkSecret, adoption domain.Adoption) (all, own, cands []oracleSnapshot) {
@@ -118,7 +118,7 @@ func newestOf(ss []oracleSnapshot) (oracleSnapshot, bool) {
 	return best, tied
 }
 
-// FuzzCandidates: SPEC §5 step 3 on arbitrary Secret sets (historyPool edited as in
+// FuzzCandidates: design §5 step 3 on arbitrary Secret sets (historyPool edited as in
 // FuzzHistoryVerdict) read for a fuzzed reader, under both adoptions. A selected snapshot is
 // the reader's own namespace/name's whenever the lineage holds one, is of the reader's
 // namespace unless adoption across namespaces is allowed (none of it: OtherNamespace), never
@@ -268,7 +268,7 @@ const (
 	obsKinds
 )
 
-// FuzzPlanRecovery: SPEC §6 and §6.3 on a snapshot of n entries of an earlier team-a/web (or of
+// FuzzPlanRecovery: design §6 and design §6.3 on a snapshot of n entries of an earlier team-a/web (or of
 // team-a/web-old, renamed), with fuzzed absent entries, downstream observations, write time,
 // current decision (its recoveredFrom), SharedLineage, guard and review. Recovery from the
 // snapshot already decided stops with AlreadyDecided; no tombstone is ever published for an
@@ -384,7 +384,7 @@ func FuzzPlanRecovery(f *testing.F) {
 			in.Observed = observed
 			again, err := domain.PlanRecovery(in)
 			require.NoError(t, err)
-			require.True(t, p.Decision.SameAs(again.Decision), "what downstream holds changes nothing before §6.3")
+			require.True(t, p.Decision.SameAs(again.Decision), "what downstream holds changes nothing before design §6.3")
 			switch {
 			case shared:
 				require.Equal(t, domain.OutcomeInventoryInvalid, p.Decision.Outcome)
@@ -413,7 +413,7 @@ func FuzzPlanRecovery(f *testing.F) {
 		require.NoError(t, err)
 		require.True(t, p.Decided())
 
-		// The oracle of §6.3.
+		// The oracle of design §6.3.
 		var verified []domain.ResourceID
 		drops := map[domain.DropReason][]domain.ResourceID{}
 		var reasons []domain.DropReason

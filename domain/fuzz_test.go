@@ -57,7 +57,7 @@ func FuzzDecodeEntries(f *testing.F) {
 }
 
 // FuzzReadSnapshot builds one or two chunk Secrets from fuzzed annotations and data. Reading
-// never panics, every failure carries a §5 reason, and a returned snapshot re-verifies.
+// never panics, every failure carries a design §5 reason, and a returned snapshot re-verifies.
 func FuzzReadSnapshot(f *testing.F) {
 	ts := synTime.Format(time.RFC3339)
 	f.Add(domain.ManagedByValue, domain.SecretType, ts, "0", "1", goldenDigest, "1", []byte(goldenCanonical), false, "1", []byte(""))
@@ -101,7 +101,7 @@ func FuzzReadSnapshot(f *testing.F) {
 		snap, err := domain.ReadSnapshot(secrets, now, domain.DefaultMaxChunks)
 		if err != nil {
 			_, ok := domain.InvalidReasonOf(err)
-			require.True(t, ok, "every refusal names a §5 reason: %v", err)
+			require.True(t, ok, "every refusal names a design §5 reason: %v", err)
 			return
 		}
 		got := snap.Meta()
@@ -222,7 +222,7 @@ func FuzzReadSynthesis(f *testing.F) {
 		require.NoError(t, err)
 		require.Len(t, back, inv.Len())
 		// Whatever is accepted has one identity: Kubernetes' exact-key reading and encoding/json's
-		// case-insensitive one agree, and that identity is what is recorded or covered (SPEC §4).
+		// case-insensitive one agree, and that identity is what is recorded or covered (design §4).
 		for _, m := range []string{m1, m2} {
 			exact, ok := exactIdentity(m)
 			require.True(t, ok, "accepted manifest is JSON: %s", m)

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Eno's own names used by the hand-off (SPEC §6.2).
+// Eno's own names used by the hand-off (design §6.2).
 const (
 	// AnnotationForceResynthesis starts a new synthesis when it names the current one.
 	AnnotationForceResynthesis = "eno.azure.io/force-resynthesis"
@@ -16,14 +16,14 @@ const (
 )
 
 // ResynthesisRequested reports whether the force-resynthesis annotation names c's current
-// synthesis: step 5 of the hand-off (SPEC §6.2) is done, and step 4 before it.
+// synthesis: step 5 of the hand-off (design §6.2) is done, and step 4 before it.
 func (c Composition) ResynthesisRequested() bool {
 	return c.Annotations[AnnotationForceResynthesis] == c.SynthesisUUID()
 }
 
 // MaxSliceManifestBytes is Eno's own slice budget, the executor's maxSliceJsonBytes: the most
 // manifest JSON one recovery slice holds, measured as Eno measures a slice, the sum of its
-// manifests' lengths (SPEC §6.2 step 1). It keeps each create well under the API server's
+// manifests' lengths (design §6.2 step 1). It keeps each create well under the API server's
 // request limit however many tombstones a recovery hands over.
 const MaxSliceManifestBytes = 512 << 10
 
@@ -96,7 +96,7 @@ func (h Handoff) Parts() ([][]SliceResource, error) {
 	return parts, nil
 }
 
-// PartsFor are h's parts to create again the recovery slices named slices, one each (SPEC §6.2
+// PartsFor are h's parts to create again the recovery slices named slices, one each (design §6.2
 // step 4), or nil when h is empty: the content is unknown.
 func (h Handoff) PartsFor(slices []string) ([][]SliceResource, error) {
 	if h.SynthesisUUID() == "" {
@@ -111,7 +111,7 @@ func (h Handoff) PartsFor(slices []string) ([][]SliceResource, error) {
 
 // cutRecoverySlices cuts rs in order into recovery slices, each holding as many resources as fit
 // in MaxSliceManifestBytes of manifest JSON, and returns how many each holds. The cut depends on
-// rs alone, so a retry publishes the same slices (SPEC §6.2 step 1).
+// rs alone, so a retry publishes the same slices (design §6.2 step 1).
 func cutRecoverySlices(rs []SliceResource) ([]int, error) {
 	var lens []int
 	used := 0
@@ -173,7 +173,7 @@ func (h Handoff) DecisionFor(first string) Decision {
 }
 
 // CommittedRecoverySlices returns the names of the recovery slices that the Composition's
-// current synthesis already names, in part order: the commit point of SPEC §6.2 was passed. The
+// current synthesis already names, in part order: the commit point of design §6.2 was passed. The
 // first slice decides the series; the further ones count while the synthesis names them (the
 // commit appends them all in one patch).
 func (c Composition) CommittedRecoverySlices() ([]string, bool) {

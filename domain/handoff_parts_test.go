@@ -36,7 +36,7 @@ func partSizes(parts [][]domain.SliceResource) [][]int {
 }
 
 // A recovery slice holds at most Eno's slice budget of manifest JSON; the next tombstone starts
-// the next slice (SPEC §6.2 step 1).
+// the next slice (design §6.2 step 1).
 func TestHandoffPartsCutAtTheBudget(t *testing.T) {
 	const budget = domain.MaxSliceManifestBytes
 	for _, tt := range []struct {

@@ -11,7 +11,7 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// Golden values of SPEC §3.1.
+// Golden values of design §3.1.
 const (
 	goldenLineage   = "a6d6889313c2"
 	goldenChunkName = "web-a6d6889313c2-0"
@@ -38,7 +38,7 @@ var (
 	roleID   = domain.ResourceID{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "web-reader"}
 )
 
-// goldenEntries are the §3.1 entries, deliberately out of canonical order.
+// goldenEntries are the design §3.1 entries, deliberately out of canonical order.
 func goldenEntries() []domain.Entry {
 	return []domain.Entry{
 		{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole", Name: "web-reader"},
@@ -59,7 +59,7 @@ func goldenInventory(t testing.TB) domain.Inventory {
 	return inv
 }
 
-// goldenManifests are what the §3.1 synthesis produced, with the spec, data and foreign
+// goldenManifests are what the design §3.1 synthesis produced, with the spec, data and foreign
 // annotations an inventory must drop.
 func goldenManifests() []string {
 	return []string{
@@ -110,7 +110,7 @@ func composition() domain.Composition {
 	}
 }
 
-// slice is a slice as stock Eno writes it on a first synthesis: spec.synthesisUUID is "" (SPEC §2).
+// slice is a slice as stock Eno writes it on a first synthesis: spec.synthesisUUID is "" (design §2).
 func slice(name string, res ...domain.SliceResource) domain.ResourceSlice {
 	return domain.ResourceSlice{Namespace: "team-a", Name: name, Resources: res}
 }
@@ -149,7 +149,7 @@ func secretsFor(t testing.TB, inv domain.Inventory, m domain.SnapshotMeta, maxBy
 	return out
 }
 
-// historyWritten is when the API server stored the test snapshots' data (SPEC §6.3).
+// historyWritten is when the API server stored the test snapshots' data (design §6.3).
 var historyWritten = time.Date(2025, 6, 1, 11, 0, 0, 0, time.UTC)
 
 // planObserved plans, and when the plan asks for downstream reads, answers them with every
@@ -173,7 +173,7 @@ func planObserved(t testing.TB, in domain.RecoveryInput) domain.RecoveryPlan {
 	return p
 }
 
-// goldenSecrets is the §3.1 snapshot of the old incarnation in two chunks.
+// goldenSecrets is the design §3.1 snapshot of the old incarnation in two chunks.
 func goldenSecrets(t testing.TB) []domain.ChunkSecret {
 	t.Helper()
 	inv := goldenInventory(t)

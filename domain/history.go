@@ -8,11 +8,11 @@ import (
 	"time"
 )
 
-// Finding is one problem SPEC §5 found in a lineage's Secrets. The verdict is the first
-// decisive finding in §5's order: ReadSnapshot, ReadSnapshotFor and ReadHistory all derive it
+// Finding is one problem design §5 found in a lineage's Secrets. The verdict is the first
+// decisive finding in design §5's order: ReadSnapshot, ReadSnapshotFor and ReadHistory all derive it
 // so, from the same checks.
 type Finding struct {
-	// Step is the §5 step that found it: 1 (one Secret), 2 (a snapshot's chunks disagree),
+	// Step is the design §5 step that found it: 1 (one Secret), 2 (a snapshot's chunks disagree),
 	// 3 (a tie among the candidates), 4 (indexes) or 5 (decoding and digest).
 	Step   int
 	Reason InvalidReason
@@ -35,7 +35,7 @@ type Finding struct {
 	Decisive bool
 }
 
-// Err is the finding as §5's refusal.
+// Err is the finding as design §5's refusal.
 func (f Finding) Err() *InventoryInvalidError {
 	return &InventoryInvalidError{Reason: f.Reason, Secret: f.Secret, Detail: f.Detail}
 }
@@ -43,7 +43,7 @@ func (f Finding) Err() *InventoryInvalidError {
 // listedMissing is how many missing indexes a gap finding lists.
 const listedMissing = 10
 
-// SnapshotRole is what §5 step 3 made of a snapshot.
+// SnapshotRole is what design §5 step 3 made of a snapshot.
 type SnapshotRole struct{ name string }
 
 var (
@@ -67,7 +67,7 @@ var (
 
 func (r SnapshotRole) String() string { return r.name }
 
-// DigestCheck is what §5 step 5 found of a snapshot's digest.
+// DigestCheck is what design §5 step 5 found of a snapshot's digest.
 type DigestCheck struct{ name string }
 
 var (
@@ -102,14 +102,14 @@ type SnapshotReading struct {
 	Findings []Finding
 }
 
-// History is SPEC §5 applied to every Secret of a lineage, with every finding rather than the
+// History is design §5 applied to every Secret of a lineage, with every finding rather than the
 // first: what inspect shows. Its verdict is ReadSnapshot's (or ReadSnapshotFor's).
 type History struct {
-	// Findings are all findings in §5's order.
+	// Findings are all findings in design §5's order.
 	Findings []Finding
 	// Snapshots are newest first, ties by synthesis UUID.
 	Snapshots []SnapshotReading
-	// Candidates are the synthesis UUIDs of §5 step 3's candidates, in Snapshots' order.
+	// Candidates are the synthesis UUIDs of design §5 step 3's candidates, in Snapshots' order.
 	// OwnCandidates: they are the reader's own namespace/name's snapshots; otherwise those of
 	// the reader's namespace, or every snapshot of the lineage when Adoption allows it or there
 	// is no reader.
@@ -123,7 +123,7 @@ type History struct {
 	verdict verdict
 }
 
-// Verdict is §5's verdict: the first decisive finding as an *InventoryInvalidError, else
+// Verdict is design §5's verdict: the first decisive finding as an *InventoryInvalidError, else
 // ErrNoInventory, an *OtherNamespaceError, ErrSameIncarnation, or the selected snapshot.
 func (h History) Verdict() (Snapshot, error) { return h.verdict.derive(h.Findings) }
 
@@ -184,7 +184,7 @@ func (v verdict) derive(findings []Finding) (Snapshot, error) {
 	return s, nil
 }
 
-// reader applies §5 in its order. With all unset it stops at the first decisive finding,
+// reader applies design §5 in its order. With all unset it stops at the first decisive finding,
 // which is then the verdict (ReadSnapshot); with all set it judges everything (ReadHistory).
 type reader struct {
 	now       time.Time
@@ -323,7 +323,7 @@ func (r *reader) choose() bool {
 	return true
 }
 
-// candidatesFor is §5 step 3's candidate set, in the order given: the snapshots recorded for
+// candidatesFor is design §5 step 3's candidate set, in the order given: the snapshots recorded for
 // self's namespace/name (own); when there is none, every snapshot that adoption permits self
 // to take (those of self's namespace: a rename; of any namespace when adoption across them is
 // allowed). With no reader, every snapshot. It may be empty: the history is another

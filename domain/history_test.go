@@ -60,7 +60,7 @@ func assertSameVerdictUnder(t *testing.T, self *domain.Composition, secrets []do
 	return h
 }
 
-// For each §5 reason the finding and the verdict agree: same reason, Secret and detail.
+// For each design §5 reason the finding and the verdict agree: same reason, Secret and detail.
 func TestHistoryFindingsAndVerdictAgree(t *testing.T) {
 	golden := goldenSecrets(t) // 2 chunks of oldSynUUID for team-a/web
 	self := composition()
@@ -209,7 +209,7 @@ func TestHistoryListsEveryFinding(t *testing.T) {
 	})
 }
 
-// The roles and candidates of §5 step 3, as inspect shows them.
+// The roles and candidates of design §5 step 3, as inspect shows them.
 func TestHistoryCandidatesAndRoles(t *testing.T) {
 	self := composition() // team-a/web
 	older, newer := synTime.Add(-2*time.Hour), synTime.Add(-time.Hour)
@@ -270,7 +270,7 @@ func TestHistoryCandidatesAndRoles(t *testing.T) {
 	assert.Equal(t, domain.AdoptAcrossNamespaces, h.Adoption)
 }
 
-// historyPool is a lineage with four snapshots: the §3.1 one of an earlier team-a/web, an
+// historyPool is a lineage with four snapshots: the design §3.1 one of an earlier team-a/web, an
 // older predecessor, a living sibling's and one of composition()'s own incarnation.
 func historyPool(t testing.TB) []domain.ChunkSecret {
 	return slices.Concat(goldenSecrets(t),

@@ -260,7 +260,7 @@ func (inv Inventory) Size() int { return len(inv.canonical) }
 // Digest is "sha256:<hex>" of the canonical encoding.
 func (inv Inventory) Digest() string { return inv.digest }
 
-// Canonical returns the compact JSON array of all entries (SPEC §3).
+// Canonical returns the compact JSON array of all entries (design §3).
 func (inv Inventory) Canonical() []byte {
 	if inv.canonical == nil {
 		return []byte("[]")

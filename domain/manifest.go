@@ -26,7 +26,7 @@ type manifestMeta struct {
 // encoding/json matches struct fields case-insensitively: for {"metadata":{"name":"a","Name":"b"}}
 // it reads "b" where Kubernetes reads "a", so a later recovery could tombstone an object this
 // Composition never deployed. A key that only case-folds to one of these fields, or one of them
-// given twice, makes the two readings differ and is an error (SPEC §4).
+// given twice, makes the two readings differ and is an error (design §4).
 func readManifest(data []byte) (manifestMeta, error) {
 	var m manifestMeta
 	if !json.Valid(data) {
@@ -81,7 +81,7 @@ func (m *manifestMeta) readMetadata(val []byte) error {
 	})
 }
 
-// isRecordedAnnotationKey keeps only the annotations an inventory holds (SPEC §3).
+// isRecordedAnnotationKey keeps only the annotations an inventory holds (design §3).
 func isRecordedAnnotationKey(k []byte) bool { return IsRecordedAnnotation(string(k)) }
 
 // patchTarget reads a Patch's patch.apiVersion and patch.kind with exact keys.

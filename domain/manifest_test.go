@@ -10,7 +10,7 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// Identity keys are read as Kubernetes' case-sensitive decoder reads them (SPEC §4). A manifest
+// Identity keys are read as Kubernetes' case-sensitive decoder reads them (design §4). A manifest
 // that encoding/json's case-insensitive matching would read differently is Malformed.
 func TestReadSynthesisCaseSensitiveIdentity(t *testing.T) {
 	const cm = `"apiVersion":"v1","kind":"ConfigMap"`

@@ -1,6 +1,6 @@
 package domain
 
-// Exact strings of SPEC §3. Other tools and tests depend on them.
+// Exact strings of design §3. Other tools and tests depend on them.
 const (
 	AnnotationOptIn           = "eno.azure.io/tombstone-recovery"
 	OptInValue                = "enabled"
@@ -42,7 +42,7 @@ const (
 	SecretDataLimit = 1 << 20
 	// DefaultMaxChunks guards kube-system against runaway inventories.
 	DefaultMaxChunks = 64
-	// DefaultMaxTombstoneFraction is the deletion guard's default (SPEC §6.1).
+	// DefaultMaxTombstoneFraction is the deletion guard's default (design §6.1).
 	DefaultMaxTombstoneFraction = 0.5
 	// MaxClockSkew is how far ahead of the reader's clock a snapshot timestamp may be.
 	MaxClockSkew = 5 * 60 // seconds

@@ -45,7 +45,7 @@ func (t Tombstone) Manifest() string {
 	return string(b)
 }
 
-// Review is an operator's answer to a held recovery (SPEC §6.1).
+// Review is an operator's answer to a held recovery (design §6.1).
 type Review int
 
 const (
@@ -79,20 +79,20 @@ type RecoveryInput struct {
 	// *InventoryInvalidError, or nil (ReadSnapshotFor's verdict).
 	SnapshotErr error
 	// LiveOwners are the Compositions of SharedLineageOwners that a live read found to exist
-	// without a deletionTimestamp, or was forbidden to read (SPEC §6, SharedLineage).
+	// without a deletionTimestamp, or was forbidden to read (design §6, SharedLineage).
 	LiveOwners []LiveOwner
 	// LineageMembers are the other Compositions known to carry this lineage, recorded or not.
 	LineageMembers []CompositionRef
 	Synthesis      SynthesisContents
 	// Observed is what a read of each object of RecoveryPlan.Verify found downstream; nil until
-	// the objects were read (SPEC §6.3).
+	// the objects were read (design §6.3).
 	Observed             map[ResourceID]Observation
 	MaxTombstoneFraction float64
 	Now                  time.Time
 }
 
 // RecoveryPlan is the decision and the tombstones to publish (none unless Recovered).
-// Held lists what awaits review when the outcome is HeldForReview; Dropped what §6.3 kept
+// Held lists what awaits review when the outcome is HeldForReview; Dropped what design §6.3 kept
 // back. A plan with Verify set decides nothing yet: read those objects downstream and plan
 // again with RecoveryInput.Observed.
 type RecoveryPlan struct {
@@ -109,7 +109,7 @@ type RecoveryPlan struct {
 func (p RecoveryPlan) Decided() bool { return !p.Decision.Outcome.IsZero() }
 
 // SharedLineageOwners are the Compositions recovery must read live before it decides for c
-// from snap (SPEC §6, SharedLineage): every one a Secret of the lineage was recorded for,
+// from snap (design §6, SharedLineage): every one a Secret of the lineage was recorded for,
 // candidate or not, whatever its namespace, except c itself. Usually there is none.
 //
 // members are the other Compositions known to carry the same lineage (a copied override), even
@@ -141,7 +141,7 @@ func LineageMembers(c Composition, lineage Lineage, all []Composition) []Composi
 
 // LiveOwner is another Composition of the lineage that exists: a live read found it without a
 // deletionTimestamp (any UID), or was refused it (Forbidden). Either way its history is not
-// ours to clean (SPEC §6, SharedLineage): a namespace-scoped grant must not let recovery
+// ours to clean (design §6, SharedLineage): a namespace-scoped grant must not let recovery
 // delete what a Composition it cannot see still manages.
 type LiveOwner struct {
 	Ref CompositionRef
@@ -168,7 +168,7 @@ func sharedWith(c Composition, snap Snapshot, members []CompositionRef, live []L
 	return out
 }
 
-// PlanRecovery decides per SPEC §6. It is pure: it reads nothing and writes nothing.
+// PlanRecovery decides per design §6. It is pure: it reads nothing and writes nothing.
 func PlanRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	c := in.Composition
 	if c.Synthesis == nil {
@@ -183,7 +183,7 @@ func PlanRecovery(in RecoveryInput) (RecoveryPlan, error) {
 }
 
 // recoveredFrom is the decision's source when its outcome records one, else the value carried
-// by the decision it replaces on this Composition (SPEC §6, AlreadyDecided).
+// by the decision it replaces on this Composition (design §6, AlreadyDecided).
 func recoveredFrom(c Composition, d Decision) string {
 	if d.SetsRecoveredFrom() {
 		return d.SourceSynthesisUUID
@@ -194,8 +194,8 @@ func recoveredFrom(c Composition, d Decision) string {
 	return ""
 }
 
-// planRecovery decides in the order of SPEC §6: §5 (including SameIncarnation), SharedLineage,
-// AlreadyDecided, the absent entries, §6.3's checks, the deletion guard. The first rule that
+// planRecovery decides in the order of design §6: design §5 (including SameIncarnation), SharedLineage,
+// AlreadyDecided, the absent entries, design §6.3's checks, the deletion guard. The first rule that
 // decides ends the evaluation.
 func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	c := in.Composition
@@ -225,7 +225,7 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	ts := snap.meta.SynthesisTime
 	d.SourceSynthesisUUID = snap.meta.SynthesisUUID
 	d.SourceSynthesisTimestamp = &ts
-	// SameIncarnation is §5 step 3's (ReadSnapshotFor), decided there only: a snapshot chosen
+	// SameIncarnation is design §5 step 3's (ReadSnapshotFor), decided there only: a snapshot chosen
 	// from another reader's candidates, or from the whole lineage, is no input here.
 	if snap.readFor == nil || *snap.readFor != c.UID {
 		return RecoveryPlan{}, fmt.Errorf("composition %s: the snapshot was not read for this incarnation; recovery decides from ReadSnapshotFor's verdict", c.Ref())

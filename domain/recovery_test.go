@@ -14,7 +14,7 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// readFor is composition()'s §5 reading of a snapshot of entries recorded by incarnation uid of
+// readFor is composition()'s design §5 reading of a snapshot of entries recorded by incarnation uid of
 // team-a/web: what recovery decides from.
 func readFor(t testing.TB, entries []domain.Entry, uid string) (domain.Snapshot, error) {
 	t.Helper()
@@ -116,7 +116,7 @@ func TestPlanRecoverySameIncarnation(t *testing.T) {
 	assert.Equal(t, oldSynUUID, p.Decision.SourceSynthesisUUID)
 }
 
-// SameIncarnation is decided by §5 step 3 alone: recovery takes only the snapshot ReadSnapshotFor
+// SameIncarnation is decided by design §5 step 3 alone: recovery takes only the snapshot ReadSnapshotFor
 // chose for this incarnation, never one of the whole lineage or of another reader.
 func TestPlanRecoveryNeedsItsOwnReading(t *testing.T) {
 	inv := mustInventory(t, goldenEntries())
@@ -356,7 +356,7 @@ func TestFirstIDs(t *testing.T) {
 	assert.Equal(t, "ConfigMap/team-a/web-settings, and 2 more", domain.FirstIDs(ts, 1))
 }
 
-// One recovery per incarnation from one source (SPEC §6, AlreadyDecided): Eno drops a tombstone
+// One recovery per incarnation from one source (design §6, AlreadyDecided): Eno drops a tombstone
 // once it is reconciled, so a later synthesis of the same incarnation must not recover again.
 func TestPlanRecoveryAlreadyDecided(t *testing.T) {
 	snap := snapshotOf(t, entriesN(4), "uid-old")
@@ -381,7 +381,7 @@ func TestPlanRecoveryAlreadyDecided(t *testing.T) {
 		{"an earlier recovery from another source", prior(domain.OutcomeRecovered, "", "another-source"), "", domain.OutcomeRecovered, "", oldSynUUID},
 		{"a refusal in between carries recoveredFrom, so it still blocks", prior(domain.OutcomeInventoryInvalid, domain.ReasonMissingChunk.String(), oldSynUUID), "", domain.OutcomeNothingToRecover, domain.ReasonAlreadyDecided, oldSynUUID},
 		{"an earlier refusal without recoveredFrom never blocks", prior(domain.OutcomeInventoryInvalid, domain.ReasonMalformed.String(), ""), "", domain.OutcomeRecovered, "", oldSynUUID},
-		// Ordered before the guard (SPEC §6 order of evaluation): no review is asked for.
+		// Ordered before the guard (design §6 order of evaluation): no review is asked for.
 		{"already decided comes before the deletion guard", prior(domain.OutcomeRecovered, "", oldSynUUID), "", domain.OutcomeNothingToRecover, domain.ReasonAlreadyDecided, oldSynUUID},
 	}
 	for _, tt := range tests {
@@ -418,7 +418,7 @@ func TestPlanRecoveryAlreadyDecided(t *testing.T) {
 	})
 }
 
-// Which decisions record their source in recoveredFrom (SPEC §6).
+// Which decisions record their source in recoveredFrom (design §6).
 func TestDecisionSetsRecoveredFrom(t *testing.T) {
 	tests := []struct {
 		outcome domain.Outcome
@@ -474,7 +474,7 @@ func TestChangedPlanInput(t *testing.T) {
 	}
 }
 
-// Recording's recheck compares what the inventory and the Secret names came from (SPEC §4).
+// Recording's recheck compares what the inventory and the Secret names came from (design §4).
 func TestChangedRecordingInput(t *testing.T) {
 	tests := []struct {
 		name   string

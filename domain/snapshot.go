@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// InvalidReason says why §5 rejected a lineage's history.
+// InvalidReason says why design §5 rejected a lineage's history.
 type InvalidReason struct{ name string }
 
 var (
@@ -19,7 +19,7 @@ var (
 	ReasonMissingChunk       = InvalidReason{"MissingChunk"}
 	ReasonDigestMismatch     = InvalidReason{"DigestMismatch"}
 	// ReasonSharedLineage is not found by reading Secrets: the selected snapshot belongs to a
-	// living sibling Composition (SPEC §6).
+	// living sibling Composition (design §6).
 	ReasonSharedLineage = InvalidReason{"SharedLineage"}
 )
 
@@ -28,7 +28,7 @@ func (r InvalidReason) String() string { return r.name }
 // ErrNoInventory means no Secret carries the lineage label.
 var ErrNoInventory = errors.New("no inventory snapshot exists for this lineage")
 
-// InventoryInvalidError is §5's refusal: the history cannot be trusted.
+// InventoryInvalidError is design §5's refusal: the history cannot be trusted.
 type InventoryInvalidError struct {
 	Reason InvalidReason
 	Secret string // the Secret that showed the problem, when one did
@@ -73,13 +73,13 @@ func (s Snapshot) Timestamp() time.Time   { return s.meta.SynthesisTime }
 // RecordedFor names the Composition the snapshot was recorded for.
 func (s Snapshot) RecordedFor() CompositionRef { return s.meta.RecordedFor() }
 
-// LineageOwners names every Composition that a Secret of the lineage passing §5 step 1 was
+// LineageOwners names every Composition that a Secret of the lineage passing design §5 step 1 was
 // recorded for, sorted: the selected snapshot's and every other's, candidate or not, whatever
-// its namespace (SPEC §6, SharedLineage).
+// its namespace (design §6, SharedLineage).
 func (s Snapshot) LineageOwners() []CompositionRef { return slices.Clone(s.owners) }
 
 // WriteTime is when the snapshot was written, by the downstream API server's clock: the newest
-// data write of its chunks (SPEC §6.3). It is unknown when any chunk's is.
+// data write of its chunks (design §6.3). It is unknown when any chunk's is.
 func (s Snapshot) WriteTime() (time.Time, bool) {
 	var newest time.Time
 	for _, c := range s.chunks {
@@ -93,7 +93,7 @@ func (s Snapshot) WriteTime() (time.Time, bool) {
 	return newest, len(s.chunks) > 0
 }
 
-// StoredChunk is one Secret whose snapshot annotations parsed (§5 step 1).
+// StoredChunk is one Secret whose snapshot annotations parsed (design §5 step 1).
 type StoredChunk struct {
 	Secret ChunkSecret
 	Meta   SnapshotMeta
@@ -102,7 +102,7 @@ type StoredChunk struct {
 
 var digestPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
-// ParseStoredChunk applies §5 step 1 to one Secret. maxChunks <= 0 means DefaultMaxChunks.
+// ParseStoredChunk applies design §5 step 1 to one Secret. maxChunks <= 0 means DefaultMaxChunks.
 func ParseStoredChunk(s ChunkSecret, now time.Time, maxChunks int) (StoredChunk, error) {
 	sc, err := parseChunkMetadata(s, now, maxChunks)
 	if err != nil {
@@ -120,7 +120,7 @@ func ParseStoredChunk(s ChunkSecret, now time.Time, maxChunks int) (StoredChunk,
 	return sc, nil
 }
 
-// parseChunkMetadata applies the checks of §5 step 1 that read the Secret's type, labels and
+// parseChunkMetadata applies the checks of design §5 step 1 that read the Secret's type, labels and
 // annotations only.
 func parseChunkMetadata(s ChunkSecret, now time.Time, maxChunks int) (StoredChunk, error) {
 	bad := func(format string, args ...any) (StoredChunk, error) {
@@ -184,12 +184,12 @@ func parseChunkMetadata(s ChunkSecret, now time.Time, maxChunks int) (StoredChun
 	}, nil
 }
 
-// ErrSameIncarnation is §5 step 3's stop: a candidate snapshot carries the reading
+// ErrSameIncarnation is design §5 step 3's stop: a candidate snapshot carries the reading
 // Composition's own UID, so Eno's own synthesis diff owns cleanup. ReadSnapshotFor returns it
 // with a Snapshot holding only that candidate's metadata; its chunks are not judged.
 var ErrSameIncarnation = errors.New("a snapshot of this composition incarnation exists")
 
-// ReadSnapshotFor applies SPEC §5 for the Composition c: every Secret of the lineage is judged
+// ReadSnapshotFor applies design §5 for the Composition c: every Secret of the lineage is judged
 // (steps 1–2); the candidates are the snapshots recorded for c's namespace/name, or, when there
 // is none, those recorded in c's namespace (a rename), or in any namespace when adoption allows
 // it (a move between namespaces); a lineage with snapshots but no candidate stops with an
@@ -200,7 +200,7 @@ func ReadSnapshotFor(c Composition, secrets []ChunkSecret, now time.Time, maxChu
 	return readSnapshot(secrets, now, maxChunks, &c, adoption)
 }
 
-// ReadSnapshot applies SPEC §5 to a whole lineage, for a reader that is no Composition of it
+// ReadSnapshot applies design §5 to a whole lineage, for a reader that is no Composition of it
 // (recording's fast path, inspect of a lineage): every snapshot is a candidate and none is the
 // reader's own. It returns ErrNoInventory, an *InventoryInvalidError, or the snapshot. There
 // is no fallback to an older snapshot. Its verdict is ReadHistory's: the first decisive
@@ -235,7 +235,7 @@ func canonicalInt(s string) (int, error) {
 
 // RecordedByMetadata reports whether secrets hold a complete, consistent snapshot of c's current
 // synthesis, judged on labels and annotations only (the recording fast path, design §4): every
-// listed Secret ours and well formed (§5 step 1), the chunks recorded for this incarnation and
+// listed Secret ours and well formed (design §5 step 1), the chunks recorded for this incarnation and
 // synthesis agreeing on their metadata (one digest, one timestamp, one count), and holding the
 // indexes 0..count-1 each once. No data is read, so a cache may hold metadata only.
 func RecordedByMetadata(secrets []ChunkSecret, c Composition, now time.Time, maxChunks int) (SnapshotMeta, bool) {

@@ -5,13 +5,13 @@ import (
 	"fmt"
 )
 
-// ResourceSlice is the part of an Eno ResourceSlice this project reads (SPEC §2).
+// ResourceSlice is the part of an Eno ResourceSlice this project reads (design §2).
 type ResourceSlice struct {
 	Namespace string
 	Name      string
 	Deleting  bool
 	// SynthesisUUID is spec.synthesisUUID. Eno's own stamp says nothing about membership
-	// (SPEC §2); this controller sets it on its recovery slices to recognise them (§6.2).
+	// (design §2); this controller sets it on its recovery slices to recognise them (design §6.2).
 	SynthesisUUID string
 	// Annotations are read only on recovery slices, where they carry the hand-off's decision.
 	Annotations map[string]string
@@ -103,7 +103,7 @@ func (s SynthesisContents) Covers(id ResourceID) bool {
 // given in the order status.currentSynthesis.resourceSlices names them. Any terminating or
 // malformed slice is an error. Membership is decided by that list alone: stock Eno stamps
 // spec.synthesisUUID with the synthesis current when its executor wrote the slice ("" on a
-// first synthesis, the previous UUID after that), so the stamp is not checked (SPEC §2).
+// first synthesis, the previous UUID after that), so the stamp is not checked (design §2).
 func ReadSynthesis(c Composition, slices []ResourceSlice) (SynthesisContents, error) {
 	if c.Synthesis == nil || c.Synthesis.UUID == "" {
 		return SynthesisContents{}, fmt.Errorf("composition %s has no current synthesis", c.Ref())
@@ -139,7 +139,7 @@ func ReadSynthesis(c Composition, slices []ResourceSlice) (SynthesisContents, er
 			isPatch := m.APIVersion == enoAPIVersion && m.Kind == patchKind
 			switch {
 			case isPatch:
-				// A tombstoned Patch still names its target: when in doubt, keep (SPEC §6).
+				// A tombstoned Patch still names its target: when in doubt, keep (design §6).
 				targetVersion, targetKind, err := m.patchTarget()
 				if err != nil {
 					return SynthesisContents{}, &SliceError{Slice: s.Name, Problem: SliceMalformed, Detail: fmt.Sprintf("resource %d", i), Err: err}

@@ -85,7 +85,7 @@ func TestReadSynthesisEntryContents(t *testing.T) {
 }
 
 // Stock Eno stamps a slice with the synthesis current when its executor wrote it: "" on a
-// first synthesis and the previous UUID after that (observed on v0.2.17, SPEC §2). Membership is
+// first synthesis and the previous UUID after that (observed on v0.2.17, design §2). Membership is
 // the Composition's resourceSlices list alone.
 func TestReadSynthesisIgnoresEnosSynthesisStamp(t *testing.T) {
 	good := domain.SliceResource{Manifest: manifest("v1", "ConfigMap", "ns", "a")}

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// ObjectState is what a read of a downstream object found (SPEC §6.3).
+// ObjectState is what a read of a downstream object found (design §6.3).
 type ObjectState struct{ name string }
 
 var (
@@ -32,7 +32,7 @@ type Observation struct {
 	Detail string
 }
 
-// DropReason says why a tombstone is not published (SPEC §6.3).
+// DropReason says why a tombstone is not published (design §6.3).
 type DropReason struct{ name string }
 
 var (
@@ -90,7 +90,7 @@ func disabledDetail(e Entry) string {
 	return "recorded with " + AnnotationOverrides + " that can disable reconciliation"
 }
 
-// VerifyTombstones applies SPEC §6.3 to the tombstones of a plan: given what a metadata read
+// VerifyTombstones applies design §6.3 to the tombstones of a plan: given what a metadata read
 // of each object found just before publishing, and the time the selected history was written
 // (known false when it cannot be determined), it returns the tombstones to publish and the
 // ones dropped, in the order given. An object missing from observed counts as unreadable.

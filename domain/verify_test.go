@@ -10,7 +10,7 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// SPEC §6.3: a tombstone is published only for an object that exists and is not newer than
+// design §6.3: a tombstone is published only for an object that exists and is not newer than
 // the history; the same second counts as older.
 func TestVerifyTombstones(t *testing.T) {
 	written := time.Date(2025, 6, 1, 11, 0, 0, 0, time.UTC)
@@ -57,7 +57,7 @@ func TestVerifyTombstones(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-// The outcome when §6.3 leaves nothing: NoOrphans when every drop proves the object needs no
+// The outcome when design §6.3 leaves nothing: NoOrphans when every drop proves the object needs no
 // deletion, Unverified when anything was kept back for doubt; the guard counts what remains.
 func TestPlanRecoveryVerification(t *testing.T) {
 	self := composition()

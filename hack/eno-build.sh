@@ -3,7 +3,7 @@
 # and the eno-reconciler with the recovery controller wired in (hack/eno-wire.sh).
 #
 # Usage: hack/eno-build.sh ENO_SRC
-#   ENO_SRC is Eno's source: a directory or a .tar.gz (e.g. ../shared/third_party/eno-v0.2.17.tar.gz).
+#   ENO_SRC is Eno's source: a directory or a .tar.gz (e.g. path/to/eno-v0.2.17.tar.gz).
 #
 # Layout, under $ENO_BUILD_DIR (default <repo>/bin/eno):
 #   <key>/src                     the unpacked (or copied) source; never the caller's own directory

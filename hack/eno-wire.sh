@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds stock eno-reconciler with the tombstone recovery controller wired in (SPEC §8.2), and
+# Builds stock eno-reconciler with the tombstone recovery controller wired in (design §8.2), and
 # proves that importing this module changes no version of any module Eno already required.
 #
 # Usage:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make verify: generated fakes are fresh, code is formatted and vetted, packages import only in
-# the allowed direction, and the main module stays embeddable in eno-reconciler (SPEC §8.1).
+# the allowed direction, references to the design resolve inside the repository, and the main
+# module stays embeddable in eno-reconciler (design §8.1).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -33,6 +34,9 @@ go vet -tags eno ./test/eno/... || fail=1
 
 echo "verify: import direction and eno-reconciler embedding constraints"
 go test -count=1 ./internal/archtest/ || fail=1
+
+echo "verify: references to the design name sections docs/design.md has, and nothing outside the repository"
+go run ./hack/designrefs || fail=1
 
 echo "verify: counterfeiter stays out of the main module's graph"
 if go list -m all 2>/dev/null | grep -q counterfeiter; then

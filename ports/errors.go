@@ -24,7 +24,7 @@ var (
 )
 
 // SlicesLostError: recovery slices that the synthesis names are gone, and the hand-off's content
-// is unknown to the caller, so they cannot be created again (SPEC §6.2 step 4). It matches
+// is unknown to the caller, so they cannot be created again (design §6.2 step 4). It matches
 // ErrNotFound.
 type SlicesLostError struct {
 	Slices []string

@@ -44,7 +44,7 @@ type SliceReader interface {
 //counterfeiter:generate . SnapshotStore
 type SnapshotStore interface {
 	// ListChunks lists every Secret carrying the lineage label, live from the API, with the time
-	// the API server last stored each one's data (ChunkSecret.DataWrittenAt, SPEC §6.3).
+	// the API server last stored each one's data (ChunkSecret.DataWrittenAt, design §6.3).
 	ListChunks(ctx context.Context, lineage domain.Lineage) ([]domain.ChunkSecret, error)
 	// ListCachedChunks lists our Secrets of the lineage from a cache that may be stale, with
 	// their type, labels and annotations but no data (the cache holds metadata only). Only the
@@ -52,7 +52,7 @@ type SnapshotStore interface {
 	ListCachedChunks(ctx context.Context, lineage domain.Lineage) ([]domain.ChunkSecret, error)
 	// GetChunk reads the Secret of that name in the inventory namespace live, whoever wrote it
 	// and whatever its labels; ErrNotFound when there is none. Recording reads a name that
-	// CreateChunk found taken, to tell a foreign Secret from a race (SPEC §4).
+	// CreateChunk found taken, to tell a foreign Secret from a race (design §4).
 	GetChunk(ctx context.Context, name string) (domain.ChunkSecret, error)
 	// CreateChunk creates the Secret; ErrAlreadyExists when the name is taken.
 	CreateChunk(ctx context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error)
@@ -60,7 +60,7 @@ type SnapshotStore interface {
 	UpdateChunk(ctx context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error)
 }
 
-// TombstoneSink hands recovered tombstones to Eno in the idempotent steps of SPEC §6.2. The
+// TombstoneSink hands recovered tombstones to Eno in the idempotent steps of design §6.2. The
 // use case rechecks the Composition live before each call and passes that live object.
 //
 //counterfeiter:generate . TombstoneSink
@@ -89,7 +89,7 @@ type TombstoneSink interface {
 }
 
 // DownstreamReader reads the metadata of objects in the downstream cluster, by identity, just
-// before their tombstones are published (SPEC §6.3).
+// before their tombstones are published (design §6.3).
 //
 //counterfeiter:generate . DownstreamReader
 type DownstreamReader interface {

@@ -1,7 +1,7 @@
 // Package runnable is the tombstone recovery controller, ready to run inside another process:
 // New builds it from Options, and Start runs it until its context ends. Start and
 // NeedLeaderElection satisfy controller-runtime's Runnable and LeaderElectionRunnable
-// structurally, so eno-reconciler adds it to its manager with mgr.Add (SPEC §8.2) while this
+// structurally, so eno-reconciler adds it to its manager with mgr.Add (design §8.2) while this
 // module never imports controller-runtime. The standalone binary's `run` command runs the same
 // Controller.
 //

@@ -19,7 +19,7 @@ import (
 )
 
 // Options configures a Controller. Zero values mean the defaults named on each field, except
-// Enabled: the library default is off (SPEC §4), so a caller that wants recording and recovery
+// Enabled: the library default is off (design §4), so a caller that wants recording and recovery
 // says so.
 type Options struct {
 	// ControlPlane is the cluster that holds the Compositions and ResourceSlices (eno-reconciler:
@@ -46,11 +46,11 @@ type Options struct {
 	MaxChunkBytes int
 	// MaxChunks caps the chunks of one snapshot; 0 is domain.DefaultMaxChunks.
 	MaxChunks int
-	// MaxTombstoneFraction is the deletion guard (SPEC §6.1); nil is
+	// MaxTombstoneFraction is the deletion guard (design §6.1); nil is
 	// domain.DefaultMaxTombstoneFraction, 1 disables the guard, 0 holds every recovery.
 	MaxTombstoneFraction *float64
 	// AllowCrossNamespaceLineage lets a Composition with no history of its own adopt its
-	// lineage's history from another namespace (SPEC §5 step 3). False, the default, keeps
+	// lineage's history from another namespace (design §5 step 3). False, the default, keeps
 	// each namespace's history to itself: a lineage override must not let anyone who can write
 	// Compositions in one namespace have Eno delete another namespace's orphans.
 	AllowCrossNamespaceLineage bool

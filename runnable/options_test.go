@@ -13,7 +13,7 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// The structural interfaces of controller-runtime's manager (SPEC §8.2): Runnable and
+// The structural interfaces of controller-runtime's manager (design §8.2): Runnable and
 // LeaderElectionRunnable, spelled out so that this module needs no controller-runtime.
 var _ interface {
 	Start(context.Context) error
@@ -26,13 +26,13 @@ func TestResolveDefaults(t *testing.T) {
 	t.Setenv("POD_NAMESPACE", "")
 	s, err := Options{ControlPlane: cluster}.resolve()
 	require.NoError(t, err)
-	assert.False(t, s.config.Enabled, "the library default is off (SPEC §4)")
+	assert.False(t, s.config.Enabled, "the library default is off (design §4)")
 	assert.Same(t, cluster, s.Downstream, "the downstream defaults to the control plane")
 	assert.Equal(t, domain.DefaultInventoryNamespace, s.config.InventoryNamespace)
 	assert.Equal(t, domain.DefaultMaxChunkBytes, s.config.MaxChunkBytes)
 	assert.Equal(t, domain.DefaultMaxChunks, s.config.MaxChunks)
 	assert.Equal(t, domain.DefaultMaxTombstoneFraction, s.config.MaxTombstoneFraction)
-	assert.False(t, s.config.AllowCrossNamespaceLineage, "each namespace's history is its own by default (SPEC §5 step 3)")
+	assert.False(t, s.config.AllowCrossNamespaceLineage, "each namespace's history is its own by default (design §5 step 3)")
 	assert.Equal(t, 2, s.Workers)
 	assert.Equal(t, 10*time.Minute, s.ResyncPeriod)
 	assert.False(t, s.LeaderElection.Disabled, "a Lease of its own by default")

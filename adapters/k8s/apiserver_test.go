@@ -148,7 +148,7 @@ func TestLiveCompositionReadsARealComposition(t *testing.T) {
 	})
 }
 
-// SPEC §6, SharedLineage: a Composition the controller may not read counts as existing, so the
+// design §6, SharedLineage: a Composition the controller may not read counts as existing, so the
 // adapter's refusal must be told apart from NotFound. inventory-writer has no rights on
 // Compositions: the real API server answers 403, which LiveComposition wraps as ErrForbidden.
 func TestLiveCompositionForbiddenIsTyped(t *testing.T) {
@@ -462,7 +462,7 @@ func TestPublishTombstones(t *testing.T) {
 	name := names[0]
 
 	// What eno-controller's slice cleanup needs: a controller reference naming the
-	// Composition, and Eno's own finalizer against the cleanup race (SPEC §6.2).
+	// Composition, and Eno's own finalizer against the cleanup race (design §6.2).
 	stored, err := sliceClient.Get(ctx, name, metav1.GetOptions{})
 	require.NoError(t, err)
 	yes := true
@@ -743,7 +743,7 @@ func TestListCachedChunksCatchesUp(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, cachedHolds(updated), eventually, 20*time.Millisecond)
 
-	// The live answer carries the data's write time (SPEC §6.3) from managedFields; the cache
+	// The live answer carries the data's write time (design §6.3) from managedFields; the cache
 	// strips managedFields, so its copy has none.
 	live, err := store.ListChunks(ctx, lineage)
 	require.NoError(t, err)

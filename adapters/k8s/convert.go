@@ -17,7 +17,7 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// Eno's API (SPEC §2), read as unstructured.
+// Eno's API (design §2), read as unstructured.
 const (
 	enoGroup             = "eno.azure.io"
 	enoAPIVersion        = "eno.azure.io/v1"
@@ -111,7 +111,7 @@ func optList(obj map[string]any, path ...string) ([]any, error) {
 	return l, nil
 }
 
-// compositionFromUnstructured reads the fields of SPEC §2. Malformed status fields are an error:
+// compositionFromUnstructured reads the fields of design §2. Malformed status fields are an error:
 // the caller must not guess at a synthesis.
 func compositionFromUnstructured(u *unstructured.Unstructured) (domain.Composition, error) {
 	c := domain.Composition{
@@ -221,7 +221,7 @@ func previousSynthesis(u *unstructured.Unstructured) *domain.Synthesis {
 	return s
 }
 
-// sliceFromUnstructured reads the fields of SPEC §2. A malformed slice is a *domain.SliceError.
+// sliceFromUnstructured reads the fields of design §2. A malformed slice is a *domain.SliceError.
 func sliceFromUnstructured(u *unstructured.Unstructured) (domain.ResourceSlice, error) {
 	s := domain.ResourceSlice{
 		Namespace: u.GetNamespace(),
@@ -266,7 +266,7 @@ func sliceFromUnstructured(u *unstructured.Unstructured) (domain.ResourceSlice, 
 	return s, nil
 }
 
-// recoverySlice is a ResourceSlice that hands part, one part of h's tombstones, to Eno (SPEC
+// recoverySlice is a ResourceSlice that hands part, one part of h's tombstones, to Eno (design
 // §6.2): owned by the Composition as its controller (eno-controller's slice cleanup dereferences
 // that reference), carrying Eno's own finalizer, spec.synthesisUUID set to the synthesis it is
 // for, and the hand-off's decision in an annotation.
@@ -329,7 +329,7 @@ func chunkFromSecret(s *corev1.Secret) domain.ChunkSecret {
 }
 
 // dataWrittenAt is the newest time of a managedFields entry that owns f:data: when the API
-// server last stored a write of the Secret's data (SPEC §6.3). It is zero when no entry says,
+// server last stored a write of the Secret's data (design §6.3). It is zero when no entry says,
 // for example when managedFields were stripped.
 func dataWrittenAt(entries []metav1.ManagedFieldsEntry) time.Time {
 	var newest time.Time

@@ -219,7 +219,7 @@ func TestRecoverySlice(t *testing.T) {
 	assert.Equal(t, "web", owners[0].Name)
 	assert.Equal(t, "uid-1", string(owners[0].UID))
 	// eno-controller's slice cleanup dereferences the controller reference of every slice a
-	// Composition owns: without it, it panics (SPEC §6.2).
+	// Composition owns: without it, it panics (design §6.2).
 	require.NotNil(t, owners[0].Controller)
 	require.NotNil(t, owners[0].BlockOwnerDeletion)
 	assert.True(t, *owners[0].Controller)
@@ -368,7 +368,7 @@ func TestAPIError(t *testing.T) {
 	}
 }
 
-// dataWrittenAt is the snapshot's write time (SPEC §6.3): the newest time of a managedFields
+// dataWrittenAt is the snapshot's write time (design §6.3): the newest time of a managedFields
 // entry owning f:data at the top level. Entries that own other fields only, lack a time, or
 // whose fieldsV1 does not parse say nothing about the data; none at all is zero (unknown).
 func TestDataWrittenAt(t *testing.T) {

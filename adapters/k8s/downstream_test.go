@@ -14,7 +14,7 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 )
 
-// SPEC §6.3 on the real API server: each tombstone's object is read by identity through the
+// design §6.3 on the real API server: each tombstone's object is read by identity through the
 // metadata client; NotFound is absent, Forbidden and unknown kinds are unreadable.
 func TestObserveObject(t *testing.T) {
 	c := env.AdminClients(t)

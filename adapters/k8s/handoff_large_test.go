@@ -15,7 +15,7 @@ import (
 )
 
 // The commit point appends every recovery slice, in order, in one patch behind the same tests;
-// a synthesis without a list gets the whole array at once (SPEC §6.2 step 2).
+// a synthesis without a list gets the whole array at once (design §6.2 step 2).
 func TestCommitPatchAppendsEverySliceInOrder(t *testing.T) {
 	pre := domain.CommitPrecondition{UID: "uid-1", ResourceVersion: "41", SynthesisUUID: "s-1", Slices: []string{"web-slice-0"}}
 	tests := []map[string]any{
@@ -69,7 +69,7 @@ func largeTombstones(n int) []domain.Tombstone {
 	return ts
 }
 
-// A large approved recovery (SPEC §6.2 step 1): 6,000 tombstones would be one create of several
+// A large approved recovery (design §6.2 step 1): 6,000 tombstones would be one create of several
 // MiB, over the API server's request limit. The sink publishes them in recovery slices of at
 // most Eno's budget, commits them all in one patch, and every one reads back.
 func TestLargeHandoffOnARealAPIServer(t *testing.T) {

@@ -44,7 +44,7 @@ func (c *Cluster) applyDownstream(id domain.ResourceID, manifest string) {
 	c.downstream[id] = obj
 }
 
-// ObserveObject reads the object's metadata (SPEC §6.3): absent, present with its creation
+// ObserveObject reads the object's metadata (design §6.3): absent, present with its creation
 // time, or unreadable when MarkUnreadable named it.
 func (c *Cluster) ObserveObject(ctx context.Context, e domain.Entry) (domain.Observation, error) {
 	if err := ctx.Err(); err != nil {

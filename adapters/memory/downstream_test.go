@@ -17,7 +17,7 @@ type clock struct{ at time.Time }
 
 func (c *clock) now() time.Time { return c.at }
 
-// SPEC §6.3's downstream read: Present with the creation time (whole seconds, kept across
+// design §6.3's downstream read: Present with the creation time (whole seconds, kept across
 // re-applies), NotFound, or Unreadable while MarkUnreadable names the object.
 func TestObserveObject(t *testing.T) {
 	created := time.Date(2025, 6, 1, 11, 0, 0, 0, time.UTC)
@@ -91,7 +91,7 @@ func put(t *testing.T, c *memory.Cluster, manifest string) domain.ResourceID {
 }
 
 // A Secret's DataWrittenAt is the time of the write that last changed its data, as
-// managedFields' f:data entry says (SPEC §6.3): a write of labels or annotations only keeps it.
+// managedFields' f:data entry says (design §6.3): a write of labels or annotations only keeps it.
 func TestSecretDataWrittenAt(t *testing.T) {
 	t0 := time.Date(2025, 6, 1, 11, 0, 0, 0, time.UTC)
 	chunk := domain.ChunkSecret{

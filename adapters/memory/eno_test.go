@@ -184,7 +184,7 @@ func TestEnoSynthesizeCarriesAndWritesTombstones(t *testing.T) {
 }
 
 // commitRecoverySlice hands tombstones of the named ConfigMaps to comp's current synthesis
-// through the Cluster's sink, as recovery does (SPEC §6.2 steps 1 and 2).
+// through the Cluster's sink, as recovery does (design §6.2 steps 1 and 2).
 func commitRecoverySlice(t *testing.T, c *memory.Cluster, comp domain.Composition, names ...string) string {
 	t.Helper()
 	ts := make([]domain.Tombstone, len(names))
@@ -358,7 +358,7 @@ func setInFlight(t *testing.T, c *memory.Cluster, uuid string) {
 	require.NoError(t, err)
 }
 
-// The story the hand-off relies on (SPEC §6.2): a tombstone in the committed recovery slice
+// The story the hand-off relies on (design §6.2): a tombstone in the committed recovery slice
 // becomes Eno's own at the next synthesis, and Eno deletes the orphan downstream.
 func TestEnoDeletesAHandedOffOrphan(t *testing.T) {
 	c, eno := newEno(t)

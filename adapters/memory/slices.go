@@ -35,7 +35,7 @@ func (s storedSlice) read() domain.ResourceSlice {
 }
 
 // PublishTombstones writes the recovery slices of comp's current synthesis, one per part of h,
-// owned by comp, as SPEC §6.2 step 1 says: each created, or rewritten to h while the synthesis
+// owned by comp, as design §6.2 step 1 says: each created, or rewritten to h while the synthesis
 // does not name it yet. When a name of the short series holds another synthesis's slice the
 // whole-UUID series is used; a slice owned by another Composition is refused with
 // ErrAlreadyExists. The hook runs before each slice's write.
@@ -131,14 +131,14 @@ func (c *Cluster) CommitTombstones(ctx context.Context, comp domain.Composition,
 	}
 	cur = cloneComposition(cur)
 	cur.Synthesis.Slices = append(cur.Synthesis.Slices, missing...)
-	// Eno clears readiness when a slice without status joins the synthesis (SPEC §6.2).
+	// Eno clears readiness when a slice without status joins the synthesis (design §6.2).
 	cur.Synthesis.Ready = false
 	cur.ResourceVersion = c.nextVersion()
 	c.compositions[key] = cur
 	return nil
 }
 
-// EnsureTombstones creates again from its part of h each recovery slice that is gone (SPEC §6.2
+// EnsureTombstones creates again from its part of h each recovery slice that is gone (design §6.2
 // step 4). With an empty h the gone slices are reported as a *ports.SlicesLostError. The hook
 // runs before each slice's check.
 func (c *Cluster) EnsureTombstones(ctx context.Context, comp domain.Composition, slices []string, h domain.Handoff) error {

@@ -48,7 +48,7 @@ func TestClusterFlagsKeepTheirDefaults(t *testing.T) {
 	assert.Equal(t, want, inspect.clusterFlags)
 }
 
-// --allow-cross-namespace-lineage (SPEC §5 step 3, §9) is off unless given, for run and inspect
+// --allow-cross-namespace-lineage (design §5 step 3, design §9) is off unless given, for run and inspect
 // alike, and reaches the use cases' configuration.
 func TestAllowCrossNamespaceLineageFlag(t *testing.T) {
 	run, err := parseRunFlags([]string{"--allow-cross-namespace-lineage"}, &bytes.Buffer{})

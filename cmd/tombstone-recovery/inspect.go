@@ -48,7 +48,8 @@ func parseInspectFlags(args []string, stderr io.Writer) (inspectOptions, error) 
 		fmt.Fprint(stderr, `usage: tombstone-recovery inspect (--composition NAMESPACE/NAME | --lineage L) [flags]
 
 Prints every inventory snapshot of the lineage, its chunk Secrets and sizes against the limit,
-the verdict of SPEC §5 and, given the control plane, a dry run of recovery. It never writes.
+whether the history can be trusted and which snapshot recovery would read from, and, given the
+control plane, a dry run of recovery. It never writes.
 
 flags:
 `)
@@ -59,7 +60,7 @@ flags:
 	o.clusterFlags.bind(fs, clusterFlagHelp{
 		kubeconfig:           "kubeconfig of the control plane; used with --composition (default: in-cluster, then $KUBECONFIG) or when given",
 		maxChunkBytes:        "the chunk size limit the sizes are compared against",
-		maxChunks:            "most chunk Secrets one snapshot may use (§5 rejects more)",
+		maxChunks:            "most chunk Secrets one snapshot may use (a history with more is not trusted)",
 		maxTombstoneFraction: "deletion guard of the dry run (1 disables)",
 	})
 	fs.StringVar(&o.output, "o", "table", "output format: table or json")

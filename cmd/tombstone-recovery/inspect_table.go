@@ -60,7 +60,7 @@ func writeInspectTable(w io.Writer, r *app.InspectReport) error {
 		}
 	}
 	for _, s := range r.RejectedSecrets {
-		secrets = append(secrets, []string{clean(s.Secret), "-", "-", sizeOf(s.Bytes), fmt.Sprintf("rejected by §5 step 1 (%s): %s", clean(s.Reason), clean(s.Detail))})
+		secrets = append(secrets, []string{clean(s.Secret), "-", "-", sizeOf(s.Bytes), fmt.Sprintf("not trusted (%s): %s", clean(s.Reason), clean(s.Detail))})
 	}
 	section(p, "SNAPSHOTS", "SYNTHESIS\tSOURCE TIMESTAMP\tCOMPOSITION\tCOMPOSITION UID\tCHUNKS\tTOTAL\tLARGEST CHUNK / LIMIT\tDIGEST\tSTATE", snapshots)
 	section(p, "SECRETS", "NAME\tSYNTHESIS\tINDEX\tBYTES\tNOTE", secrets)
@@ -70,13 +70,13 @@ func writeInspectTable(w io.Writer, r *app.InspectReport) error {
 
 	switch v := r.Verdict; v.Outcome {
 	case app.VerdictSelected:
-		p("\nVERDICT (§5): snapshot %s selected: %s, %d entries, digest %s verified", clean(v.SynthesisUUID), rfc(*v.SynthesisTimestamp), v.Entries, clean(v.Digest))
+		p("\nVERDICT ON THE HISTORY: snapshot %s selected: %s, %d entries, digest %s verified", clean(v.SynthesisUUID), rfc(*v.SynthesisTimestamp), v.Entries, clean(v.Digest))
 	case domain.OutcomeNoInventory.String():
-		p("\nVERDICT (§5): NoInventory: no Secret in %s carries %s=%s", clean(r.InventoryNamespace), domain.LabelLineage, clean(r.Lineage))
+		p("\nVERDICT ON THE HISTORY: NoInventory: no Secret in %s carries %s=%s", clean(r.InventoryNamespace), domain.LabelLineage, clean(r.Lineage))
 	case domain.OutcomeNothingToRecover.String():
-		p("\nVERDICT (§5): NothingToRecover (%s): %s", clean(v.Reason), clean(v.Detail))
+		p("\nVERDICT ON THE HISTORY: NothingToRecover (%s): %s", clean(v.Reason), clean(v.Detail))
 	default:
-		p("\nVERDICT (§5): InventoryInvalid (%s): %s", clean(v.Reason), clean(v.Detail))
+		p("\nVERDICT ON THE HISTORY: InventoryInvalid (%s): %s", clean(v.Reason), clean(v.Detail))
 		if v.Secret != "" {
 			p("  secret: %s", clean(v.Secret))
 		}
@@ -117,7 +117,7 @@ func writeDryRun(p func(string, ...any), d *app.DryRunReport) {
 		p("  recovery runs now\tno (%s%s); the plan below is what it would decide", clean(d.NotRunReason), around(": ", d.NotRunDetail, ""))
 	}
 	if c := d.Candidates; c != nil {
-		p("  candidates (§5)\t%s", candidatesNote(c, d.Composition))
+		p("  candidate snapshots\t%s", candidatesNote(c, d.Composition))
 	}
 	if rd := d.RecordedDecision; rd != nil {
 		p("  recorded decision\t%s%s for synthesis %s, %d tombstones%s", rd.Outcome, parens(rd.Reason), clean(rd.SynthesisUUID), rd.Tombstones, around(" in ResourceSlice ", rd.TombstoneSlice, ""))
@@ -148,11 +148,11 @@ func writeDryRun(p func(string, ...any), d *app.DryRunReport) {
 		dropped = append(dropped, row(t.TombstoneReport, clean(t.Reason)+parens(t.Detail)))
 	}
 	if len(dropped) > 0 {
-		section(p, "DROPPED AFTER READING THE OBJECTS DOWNSTREAM (§6.3)", "KIND\tAPI VERSION\tNAMESPACE\tNAME\tREASON", dropped)
+		section(p, "DROPPED AFTER READING THE OBJECTS DOWNSTREAM", "KIND\tAPI VERSION\tNAMESPACE\tNAME\tREASON", dropped)
 	}
 }
 
-// candidatesNote words §5 step 3's candidate set of the Composition comp.
+// candidatesNote words design §5 step 3's candidate set of the Composition comp.
 func candidatesNote(c *app.CandidatesReport, comp string) string {
 	ids := clean(strings.Join(c.SynthesisUUIDs, ", "))
 	others := ""
@@ -163,7 +163,7 @@ func candidatesNote(c *app.CandidatesReport, comp string) string {
 	case len(c.SynthesisUUIDs) == 0 && len(c.OtherNamespaces) > 0:
 		return fmt.Sprintf("none: every snapshot of the lineage is of namespace %s, and adoption across namespaces is off", clean(strings.Join(c.OtherNamespaces, ", ")))
 	case len(c.SynthesisUUIDs) == 0:
-		return "none: no snapshot passed §5 step 1"
+		return "none: no Secret of the lineage holds a readable snapshot"
 	case c.Own:
 		return fmt.Sprintf("%d recorded for %s: %s", len(c.SynthesisUUIDs), clean(comp), ids)
 	case c.AcrossNamespaces:

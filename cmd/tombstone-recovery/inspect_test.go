@@ -77,7 +77,7 @@ func hasLine(t *testing.T, out, pattern string) {
 	assert.Regexp(t, regexp.MustCompile(`(?m)`+pattern), out)
 }
 
-// webEntries is the inventory of SPEC §3.1: 460 bytes, digest sha256:ad60f5..., two chunks at 300 bytes.
+// webEntries is the inventory of design §3.1: 460 bytes, digest sha256:ad60f5..., two chunks at 300 bytes.
 func webEntries() []domain.Entry {
 	return []domain.Entry{
 		{Version: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "web-settings",
@@ -186,7 +186,7 @@ func recreatedComposition(t *testing.T, c kubetest.Clients, lineage string) recr
 	l, err := domain.NewLineage(lineage)
 	require.NoError(t, err)
 	// The old incarnation's orphans exist downstream from before its snapshot was written, as
-	// Eno applies a synthesis before it is Ready and recorded (SPEC §6.3 reads them).
+	// Eno applies a synthesis before it is Ready and recorded (design §6.3 reads them).
 	deployOrphans(t, c)
 	storeSnapshot(t, c, domain.SnapshotMeta{Lineage: l, CompositionNamespace: r.ns, CompositionName: "web",
 		CompositionUID: "0ld0ld00-0000-4000-8000-000000000000", SynthesisUUID: r.sourceUUID, SynthesisTime: r.sourceTime},
@@ -251,7 +251,7 @@ func (r recreated) assertRecoveredTable(t *testing.T, out string) {
 	hasLine(t, out, `^Lineage `+r.lineage+` in namespace kube-system`)
 	hasLine(t, out, `^Composition `+r.ns+`/web\s+uid `+r.compUID+`\s+current synthesis `+r.nowUUID+`\s+\(lineage from override`)
 	hasLine(t, out, `^`+r.sourceUUID+`\s+`+r.sourceTime.Format(time.RFC3339)+`\s+`+r.ns+`/web\s+0ld0ld00-\S+\s+1/1\s+.*\s+ok\s+complete, selected$`)
-	hasLine(t, out, `^VERDICT \(§5\): snapshot `+r.sourceUUID+` selected: .*, 5 entries, digest sha256:[0-9a-f]{64} verified$`)
+	hasLine(t, out, `^VERDICT ON THE HISTORY: snapshot `+r.sourceUUID+` selected: .*, 5 entries, digest sha256:[0-9a-f]{64} verified$`)
 	hasLine(t, out, `^DRY RUN of recovery for `+r.ns+`/web \(nothing is written\)$`)
 	hasLine(t, out, `^\s+recovery runs now\s+yes$`)
 	hasLine(t, out, `^\s+decision\s+Recovered$`)
@@ -278,7 +278,7 @@ func TestInspectLineageWithAValidSnapshot(t *testing.T) {
 	hasLine(t, out, `^SECRETS \(2\)$`)
 	hasLine(t, out, `^web-`+lineage+`-0\s+`+uuid+`\s+0\s+206 B\s*$`)
 	hasLine(t, out, `^web-`+lineage+`-1\s+`+uuid+`\s+1\s+255 B\s*$`)
-	hasLine(t, out, `^VERDICT \(§5\): snapshot `+uuid+` selected: `+ts.Format(time.RFC3339)+`, 3 entries, digest `+webDigest+` verified$`)
+	hasLine(t, out, `^VERDICT ON THE HISTORY: snapshot `+uuid+` selected: `+ts.Format(time.RFC3339)+`, 3 entries, digest `+webDigest+` verified$`)
 	hasLine(t, out, `^DRY RUN: not run; the control plane was not given`)
 	assert.NotContains(t, out, "PROBLEMS")
 
@@ -314,7 +314,7 @@ func TestInspectLineageWithAHalfWrittenReplacement(t *testing.T) {
 	hasLine(t, out, `^api-`+lineage+`-0\s+`+newUUID+`\s+0\s`)
 	hasLine(t, out, `^api-`+lineage+`-1\s+`+oldUUID+`\s+1\s`)
 	hasLine(t, out, `^  snapshot `+oldUUID+`: missing chunk index 0$`)
-	hasLine(t, out, `^VERDICT \(§5\): InventoryInvalid \(MissingChunk\): chunk 1 of `+itoa(newCount)+` for synthesis `+newUUID+` is missing$`)
+	hasLine(t, out, `^VERDICT ON THE HISTORY: InventoryInvalid \(MissingChunk\): chunk 1 of `+itoa(newCount)+` for synthesis `+newUUID+` is missing$`)
 	hasLine(t, out, `^  recovery generates no tombstones from this history$`)
 
 	r := inspectJSON(t, "--lineage", lineage, "--remote-kubeconfig", kubeconfigOf(t, ""), "--max-chunk-bytes", "300")
@@ -335,7 +335,7 @@ func TestInspectLineageWithAForeignSecret(t *testing.T) {
 	storeSnapshot(t, c, domain.SnapshotMeta{Lineage: l, CompositionNamespace: "team-a", CompositionName: "web",
 		CompositionUID: "uid-1", SynthesisUUID: uuid, SynthesisTime: time.Now().Add(-time.Hour).UTC().Truncate(time.Second)},
 		webEntries(), domain.DefaultMaxChunkBytes)
-	// Someone else's Secret carrying our lineage label: §5 refuses to trust the lineage at all.
+	// Someone else's Secret carrying our lineage label: design §5 refuses to trust the lineage at all.
 	putSecret(t, c, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: impostor, Labels: map[string]string{domain.LabelLineage: lineage}},
 		Data:       map[string][]byte{"password": []byte("hunter2")},
@@ -345,8 +345,8 @@ func TestInspectLineageWithAForeignSecret(t *testing.T) {
 	t.Log("\n" + out)
 	hasLine(t, out, `^`+uuid+`\s.*\s1/1\s.*\sok\s+complete, newest$`)
 	hasLine(t, out, `^SECRETS \(2\)$`)
-	hasLine(t, out, `^`+impostor+`\s+-\s+-\s+7 B\s+rejected by §5 step 1 \(Malformed\): not managed by eno-tombstone-recovery`)
-	hasLine(t, out, `^VERDICT \(§5\): InventoryInvalid \(Malformed\): not managed by`)
+	hasLine(t, out, `^`+impostor+`\s+-\s+-\s+7 B\s+not trusted \(Malformed\): not managed by eno-tombstone-recovery`)
+	hasLine(t, out, `^VERDICT ON THE HISTORY: InventoryInvalid \(Malformed\): not managed by`)
 	hasLine(t, out, `^  secret: `+impostor+`$`)
 	assert.NotContains(t, out, "hunter2", "secret data must never be printed")
 
@@ -364,7 +364,7 @@ func TestInspectLineageWithNoSecrets(t *testing.T) {
 	t.Log("\n" + out)
 	hasLine(t, out, `^SNAPSHOTS \(0\)$`)
 	hasLine(t, out, `^SECRETS \(0\)$`)
-	hasLine(t, out, `^VERDICT \(§5\): NoInventory: no Secret in kube-system carries eno.azure.io/inventory-lineage=`+lineage+`$`)
+	hasLine(t, out, `^VERDICT ON THE HISTORY: NoInventory: no Secret in kube-system carries eno.azure.io/inventory-lineage=`+lineage+`$`)
 
 	r := inspectJSON(t, "--lineage", lineage, "--remote-kubeconfig", kubeconfigOf(t, ""))
 	assert.Equal(t, "NoInventory", r.Verdict.Outcome)
@@ -396,9 +396,9 @@ func TestInspectCompositionWithALineageOverride(t *testing.T) {
 }
 
 // Two Compositions share a lineage override and west was recreated: its own predecessor is the
-// candidate, not east's newer snapshot (SPEC §5 step 3). While east lives the dry run refuses
-// the lineage (SPEC §6, SharedLineage); east reads its own incarnation's snapshot. Once east is
-// gone, an orphan already gone downstream is dropped, not tombstoned (SPEC §6.3).
+// candidate, not east's newer snapshot (design §5 step 3). While east lives the dry run refuses
+// the lineage (design §6, SharedLineage); east reads its own incarnation's snapshot. Once east is
+// gone, an orphan already gone downstream is dropped, not tombstoned (design §6.3).
 func TestInspectShowsTheCandidatesAndTheDroppedTombstones(t *testing.T) {
 	c := testEnv.AdminClients(t)
 	ctx := testCtx(t)
@@ -434,8 +434,8 @@ func TestInspectShowsTheCandidatesAndTheDroppedTombstones(t *testing.T) {
 	t.Log("\n" + out)
 	hasLine(t, out, `^`+eastNow+`\s.*\s`+ns+`/east\s.*\sok\s+complete, not-candidate$`)
 	hasLine(t, out, `^`+westOld+`\s.*\s`+ns+`/west\s.*\sok\s+complete, selected$`)
-	hasLine(t, out, `^VERDICT \(§5\): snapshot `+westOld+` selected: .*, 6 entries,`)
-	hasLine(t, out, `^\s+candidates \(§5\)\s+1 recorded for `+ns+`/west: `+westOld+`$`)
+	hasLine(t, out, `^VERDICT ON THE HISTORY: snapshot `+westOld+` selected: .*, 6 entries,`)
+	hasLine(t, out, `^\s+candidate snapshots\s+1 recorded for `+ns+`/west: `+westOld+`$`)
 	hasLine(t, out, `^\s+decision\s+InventoryInvalid \(SharedLineage\)$`)
 	hasLine(t, out, `^\s+message\s+the lineage's history is shared with composition `+ns+`/east \(exists\): .*give each Composition its own lineage`)
 	hasLine(t, out, `^TOMBSTONES \(0\)$`)
@@ -444,7 +444,7 @@ func TestInspectShowsTheCandidatesAndTheDroppedTombstones(t *testing.T) {
 	t.Log("\n" + out)
 	hasLine(t, out, `^`+eastNow+`\s.*\sok\s+complete, same-incarnation$`)
 	hasLine(t, out, `^`+westOld+`\s.*\sok\s+complete, not-candidate$`)
-	hasLine(t, out, `^VERDICT \(§5\): NothingToRecover \(SameIncarnation\): snapshot `+eastNow+` carries this composition's UID`)
+	hasLine(t, out, `^VERDICT ON THE HISTORY: NothingToRecover \(SameIncarnation\): snapshot `+eastNow+` carries this composition's UID`)
 	hasLine(t, out, `^\s+decision\s+NothingToRecover \(SameIncarnation\)$`)
 	assert.NotContains(t, out, "DROPPED")
 
@@ -455,7 +455,7 @@ func TestInspectShowsTheCandidatesAndTheDroppedTombstones(t *testing.T) {
 	hasLine(t, out, `^\s+decision\s+Recovered$`)
 	hasLine(t, out, `^\s+message\s+2 of 6 resources .*; dropped 1: 1 NotFound \(first ConfigMap/team-a/web-gone\)$`)
 	hasLine(t, out, `^TOMBSTONES \(2\)$`)
-	hasLine(t, out, `^DROPPED AFTER READING THE OBJECTS DOWNSTREAM \(§6.3\) \(1\)$`)
+	hasLine(t, out, `^DROPPED AFTER READING THE OBJECTS DOWNSTREAM \(1\)$`)
 	hasLine(t, out, `^KIND\s+API VERSION\s+NAMESPACE\s+NAME\s+REASON$`)
 	hasLine(t, out, `^ConfigMap\s+v1\s+team-a\s+web-gone\s+NotFound$`)
 
@@ -472,7 +472,7 @@ func TestInspectShowsTheCandidatesAndTheDroppedTombstones(t *testing.T) {
 	hasLine(t, out, `^`+westOld+`\s.*\sok\s+complete, older$`)
 }
 
-// SPEC §5 step 3 in inspect: a Composition of another namespace with a copied lineage override
+// design §5 step 3 in inspect: a Composition of another namespace with a copied lineage override
 // adopts nothing unless --allow-cross-namespace-lineage is given, and the table says why.
 func TestInspectShowsAnotherNamespacesHistory(t *testing.T) {
 	c := testEnv.AdminClients(t)
@@ -495,16 +495,16 @@ func TestInspectShowsAnotherNamespacesHistory(t *testing.T) {
 	t.Log("\n" + out)
 	hasLine(t, out, `^Limits: .*, adoption across namespaces off$`)
 	hasLine(t, out, `^`+homeOld+`\s.*\s`+home+`/web\s.*\sok\s+complete, other-namespace$`)
-	hasLine(t, out, `^VERDICT \(§5\): NothingToRecover \(OtherNamespace\): every snapshot of the lineage was recorded in another namespace \(`+home+`\)`)
-	hasLine(t, out, `^\s+candidates \(§5\)\s+none: every snapshot of the lineage is of namespace `+home+`, and adoption across namespaces is off$`)
+	hasLine(t, out, `^VERDICT ON THE HISTORY: NothingToRecover \(OtherNamespace\): every snapshot of the lineage was recorded in another namespace \(`+home+`\)`)
+	hasLine(t, out, `^\s+candidate snapshots\s+none: every snapshot of the lineage is of namespace `+home+`, and adoption across namespaces is off$`)
 	hasLine(t, out, `^\s+decision\s+NothingToRecover \(OtherNamespace\)$`)
 
 	out = inspectOK(t, "--composition", away+"/web", "--kubeconfig", admin, "--allow-cross-namespace-lineage")
 	t.Log("\n" + out)
 	hasLine(t, out, `^Limits: .*, adoption across namespaces on$`)
 	hasLine(t, out, `^`+homeOld+`\s.*\sok\s+complete, selected$`)
-	hasLine(t, out, `^\s+candidates \(§5\)\s+none recorded for `+away+`/web, so every snapshot of the lineage, of any namespace \(1\): `+homeOld+`$`)
-	// Adopted and judged: none of its objects is downstream, so §6.3 leaves nothing orphaned.
+	hasLine(t, out, `^\s+candidate snapshots\s+none recorded for `+away+`/web, so every snapshot of the lineage, of any namespace \(1\): `+homeOld+`$`)
+	// Adopted and judged: none of its objects is downstream, so design §6.3 leaves nothing orphaned.
 	hasLine(t, out, `^\s+decision\s+NothingToRecover \(NoOrphans\)$`)
 	hasLine(t, out, `^\s+from snapshot\s+`+homeOld+` `)
 }
@@ -591,7 +591,7 @@ func TestInspectReportsWhyRecoveryWouldNotRun(t *testing.T) {
 	out = inspectOK(t, "--composition", r.ns+"/fresh", "--kubeconfig", kubeconfigOf(t, ""))
 	hasLine(t, out, `^Lineage `+domain.DefaultLineage(r.ns, "fresh").String()+` in namespace kube-system`)
 	hasLine(t, out, `\(lineage from default: sha256 of "`+r.ns+`/fresh"\)$`)
-	hasLine(t, out, `^VERDICT \(§5\): NoInventory`)
+	hasLine(t, out, `^VERDICT ON THE HISTORY: NoInventory`)
 	hasLine(t, out, `^\s+current synthesis\s+-$`)
 	hasLine(t, out, `^\s+recovery runs now\s+no \(NotSynthesized\)`)
 	hasLine(t, out, `^\s+decision\s+none: the composition has no current synthesis yet$`)
@@ -634,7 +634,7 @@ func TestInspectRunsAsAReadOnlyUser(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "inspect-reader-"},
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{"eno.azure.io"}, Resources: []string{"compositions", "resourceslices"}, Verbs: readVerbs},
-			// The dry run reads each tombstone's object downstream (SPEC §6.3).
+			// The dry run reads each tombstone's object downstream (design §6.3).
 			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: readVerbs},
 			{APIGroups: []string{"batch"}, Resources: []string{"cronjobs"}, Verbs: readVerbs},
 		},

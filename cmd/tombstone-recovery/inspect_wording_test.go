@@ -18,7 +18,7 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/ports/portsfakes"
 )
 
-// inspect words three problems as it did before SPEC §5 moved into domain (commit 64967d0
+// inspect words three problems as it did before design §5 moved into domain (commit 64967d0
 // changed them by accident): a mixed-metadata chunk, an index out of range and a repeated index.
 // app words them from the findings; the verdict keeps domain's detail. Secrets go through
 // app.Inspector and the rendering as `inspect` runs them, in the table and in the JSON document.
@@ -56,13 +56,13 @@ func TestInspectProblemWording(t *testing.T) {
 	}{
 		{"mixed metadata", with(func(s *domain.ChunkSecret) { s.Annotations[domain.AnnotationChunkCount] = "3" }),
 			"secret " + s1 + " disagrees with " + s0 + " on chunk count (2 vs 3)",
-			[]string{"VERDICT (§5): InventoryInvalid (MixedMetadata): disagrees with " + s0 + " on chunk count (2 vs 3)", "  secret: " + s1}},
+			[]string{"VERDICT ON THE HISTORY: InventoryInvalid (MixedMetadata): disagrees with " + s0 + " on chunk count (2 vs 3)", "  secret: " + s1}},
 		{"index out of range", with(func(s *domain.ChunkSecret) { s.Annotations[domain.AnnotationChunkIndex] = "7" }),
 			"secret " + s1 + " has index 7, out of range for 2 chunks",
-			[]string{"VERDICT (§5): InventoryInvalid (MissingChunk): index 7 is out of range for 2 chunks", "  secret: " + s1}},
+			[]string{"VERDICT ON THE HISTORY: InventoryInvalid (MissingChunk): index 7 is out of range for 2 chunks", "  secret: " + s1}},
 		{"repeated index", with(func(*domain.ChunkSecret) {}, copyOf),
 			"secrets " + s1 + " and " + s1 + "-copy both hold index 1",
-			[]string{"VERDICT (§5): InventoryInvalid (MissingChunk): index 1 is also held by " + s1, "  secret: " + s1 + "-copy"}},
+			[]string{"VERDICT ON THE HISTORY: InventoryInvalid (MissingChunk): index 1 is also held by " + s1, "  secret: " + s1 + "-copy"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			secrets := &portsfakes.FakeSnapshotLister{}

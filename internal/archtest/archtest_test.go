@@ -120,7 +120,7 @@ func TestDependencyDirection(t *testing.T) {
 					"app (%s) imports %s: app sees domain, ports and logr only", dir, imp)
 				continue
 			}
-			// Structural interfaces stand in for controller-runtime (SPEC §8.2); importing it would
+			// Structural interfaces stand in for controller-runtime (design §8.2); importing it would
 			// put it in eno-reconciler's graph at our version.
 			assert.False(t, strings.HasPrefix(imp, "sigs.k8s.io/controller-runtime"), "%s imports %s", dir, imp)
 			rel, ok := internal(imp)
@@ -138,7 +138,7 @@ func TestDependencyDirection(t *testing.T) {
 	}
 }
 
-// enoCeiling is what eno-reconciler's latest release line requires (SPEC §8.1).
+// enoCeiling is what eno-reconciler's latest release line requires (design §8.1).
 var enoCeiling = map[string]string{
 	"k8s.io/api":                          "v0.35.1",
 	"k8s.io/apimachinery":                 "v0.35.1",

@@ -11,7 +11,7 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// The objects below are written as Eno writes them (SPEC §2), spelled out here rather than
+// The objects below are written as Eno writes them (design §2), spelled out here rather than
 // through adapters/k8s, so that the adapter's conversions are tested against a second reading
 // of the format.
 

@@ -21,14 +21,14 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 )
 
-// lineageOverride is the Composition annotation that names its lineage (SPEC §3).
+// lineageOverride is the Composition annotation that names its lineage (design §3).
 const lineageOverride = "eno.azure.io/inventory-lineage"
 
-// SPEC §4, LineageCollision, on the real binary and API server: two Compositions of one name in
+// design §4, LineageCollision, on the real binary and API server: two Compositions of one name in
 // two namespaces share a lineage override (copied from a template), so they write the same
 // Secret names. The second is refused, with an event and a metric, and the first's Secret is
 // left byte for byte as it was; its recovery adopts nothing of the other namespace's history
-// (SPEC §5 step 3, OtherNamespace). Once the first is gone, its Secret is still another
+// (design §5 step 3, OtherNamespace). Once the first is gone, its Secret is still another
 // namespace's and refused while adoption across namespaces is off; with
 // --allow-cross-namespace-lineage it is a predecessor's history and the second records over it.
 func TestLineageCollisionRefusesTheSecondComposition(t *testing.T) {
@@ -146,7 +146,7 @@ func assertSameSecret(t *testing.T, want, got corev1.Secret) {
 	}
 }
 
-// SPEC §5 step 3, OtherNamespace, on the real binary and API server: a Composition in one
+// design §5 step 3, OtherNamespace, on the real binary and API server: a Composition in one
 // namespace copies another namespace's lineage override, and that namespace's Composition is
 // gone, so its history is nobody's. With --allow-cross-namespace-lineage off (the default) the
 // copy adopts none of it: NothingToRecover/OtherNamespace, a Warning event naming the

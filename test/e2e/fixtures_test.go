@@ -23,7 +23,7 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 )
 
-// Exact strings of SPEC §3, spelled out here rather than taken from domain so that a changed
+// Exact strings of design §3, spelled out here rather than taken from domain so that a changed
 // constant fails these tests.
 const (
 	optInAnnotation    = "eno.azure.io/tombstone-recovery"
@@ -142,7 +142,7 @@ func createComposition(t *testing.T, c kubetest.Clients, namespace, name string)
 // publish creates the synthesis's slices, then sets status.currentSynthesis through the
 // status subresource, as Eno does. The objects the synthesis produces are applied downstream
 // first (the test API server is also the downstream cluster), as eno-reconciler would have
-// applied them before the synthesis is Ready and its history is written (SPEC §6.3 reads them).
+// applied them before the synthesis is Ready and its history is written (design §6.3 reads them).
 func publish(t *testing.T, c kubetest.Clients, comp *unstructured.Unstructured, syn synthesis) *unstructured.Unstructured {
 	t.Helper()
 	ctx := testContext(t)
@@ -150,7 +150,7 @@ func publish(t *testing.T, c kubetest.Clients, comp *unstructured.Unstructured, 
 	require.NoError(t, env.AdminClients(t).ApplyDownstream(ctx, syn.produced()...))
 	client := c.Dynamic.Resource(compositionGVR).Namespace(ns)
 	// Stock Eno stamps a slice with the synthesis current when its executor writes it: "" on a
-	// first synthesis, the previous UUID after that (SPEC §2).
+	// first synthesis, the previous UUID after that (design §2).
 	before, err := client.Get(ctx, name, metav1.GetOptions{})
 	require.NoError(t, err)
 	stamp, _, _ := unstructured.NestedString(before.Object, "status", "currentSynthesis", "uuid")
@@ -235,7 +235,7 @@ func chunkSecrets(secrets []corev1.Secret) []domain.ChunkSecret {
 	return out
 }
 
-// waitForSnapshot waits until the lineage's Secrets read (SPEC §5) as a valid snapshot of the
+// waitForSnapshot waits until the lineage's Secrets read (design §5) as a valid snapshot of the
 // given Composition UID and synthesis, and returns it with the Secrets.
 func waitForSnapshot(t *testing.T, c kubetest.Clients, namespace, lineage, compUID, synthesisUUID string) (domain.Snapshot, []corev1.Secret) {
 	t.Helper()
@@ -289,7 +289,7 @@ func waitForEvent(t *testing.T, c kubetest.Clients, namespace, name, reason stri
 	return found
 }
 
-// lineageOf is the default lineage of a Composition (SPEC §3).
+// lineageOf is the default lineage of a Composition (design §3).
 func lineageOf(namespace, name string) string {
 	return domain.DefaultLineage(namespace, name).String()
 }

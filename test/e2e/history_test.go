@@ -19,12 +19,12 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 )
 
-// The stories of SPEC §5 step 3, §6 (SharedLineage, AlreadyDecided) and §6.3 on the real binary
+// The stories of design §5 step 3, design §6 (SharedLineage, AlreadyDecided) and design §6.3 on the real binary
 // and API server, which is also the downstream cluster: publish applies each synthesis's objects
 // before the controller records it, as eno-reconciler would. No Eno runs, so nothing is deleted
 // downstream unless a test deletes it, standing in for Eno or for a user.
 
-// overrideAnnotation is the lineage override of SPEC §3.
+// overrideAnnotation is the lineage override of design §3.
 const overrideAnnotation = "eno.azure.io/inventory-lineage"
 
 // history is one test's namespace, its running controller and its Compositions.
@@ -128,7 +128,7 @@ func (h *history) configMap(name string) (corev1.ConfigMap, bool) {
 func (h *history) id(name string) string { return "ConfigMap/" + h.ns + "/" + name }
 
 // recreateByHand deletes the downstream ConfigMap and creates it again, as a user would, in a
-// second later than the history was written (SPEC §6.3 compares whole seconds), and checks
+// second later than the history was written (design §6.3 compares whole seconds), and checks
 // that its creationTimestamp is later than the history's write time.
 func (h *history) recreateByHand(name string, written time.Time) {
 	h.t.Helper()
@@ -146,7 +146,7 @@ func (h *history) recreateByHand(name string, written time.Time) {
 		"the hand-made %s (created %s) is newer than the history (written %s)", name, created.CreationTimestamp.UTC(), written)
 }
 
-// writtenAt is a snapshot's write time as SPEC §6.3 defines it: the newest managedFields time
+// writtenAt is a snapshot's write time as design §6.3 defines it: the newest managedFields time
 // of an entry owning f:data, over the snapshot's Secrets.
 func writtenAt(t *testing.T, secrets []corev1.Secret) time.Time {
 	t.Helper()
@@ -162,9 +162,9 @@ func writtenAt(t *testing.T, secrets []corev1.Secret) time.Time {
 	return newest
 }
 
-// A sibling's newer snapshot does not win (SPEC §5 step 3). west and east share a lineage
+// A sibling's newer snapshot does not win (design §5 step 3). west and east share a lineage
 // override; east recorded later and has since been deleted (orphaning its objects), so no
-// other Composition of the lineage lives (SPEC §6, SharedLineage). When west is recreated, it
+// other Composition of the lineage lives (design §6, SharedLineage). When west is recreated, it
 // recovers from its own predecessor's snapshot: its own orphan is tombstoned, east's objects
 // are not.
 func TestSiblingsNewerSnapshotDoesNotWin(t *testing.T) {
@@ -198,7 +198,7 @@ func TestSiblingsNewerSnapshotDoesNotWin(t *testing.T) {
 	h.ctl.stop(t)
 }
 
-// SPEC §6, SharedLineage, on the real API server: two live Compositions share a lineage
+// design §6, SharedLineage, on the real API server: two live Compositions share a lineage
 // override and the second has no history of its own. The only history is the first's, which
 // lists every object of the first as absent from the second: nothing is published.
 func TestSharedLineageOfALivingSiblingPublishesNothing(t *testing.T) {
@@ -227,7 +227,7 @@ func TestSharedLineageOfALivingSiblingPublishesNothing(t *testing.T) {
 	h.ctl.stop(t)
 }
 
-// A hand-made object is not deleted (SPEC §6.3). After the snapshot is written, one of its
+// A hand-made object is not deleted (design §6.3). After the snapshot is written, one of its
 // objects is deleted and re-created by hand, and another is deleted for good. The recreated
 // Composition produces neither: the hand-made one is newer than the history and the gone one
 // is NotFound, so only the real orphan is tombstoned, and only it is counted by the guard
@@ -260,7 +260,7 @@ func TestHandMadeObjectIsNotDeleted(t *testing.T) {
 	h.ctl.stop(t)
 }
 
-// The same snapshot used twice is harmless (SPEC §6, "One recovery per incarnation"; §6.3). An
+// The same snapshot used twice is harmless (design §6, "One recovery per incarnation"; design §6.3). An
 // incarnation recovers from U_A; Eno deletes the orphans; the incarnation is deleted before it
 // records a snapshot of its own, and one orphan is re-created meanwhile. The next incarnation
 // may read U_A again, but the re-created object is newer than U_A and the deleted one is gone:
@@ -317,7 +317,7 @@ func TestSameSnapshotUsedTwiceIsHarmless(t *testing.T) {
 	h.ctl.stop(t)
 }
 
-// The old name re-created after a rename (SPEC §6, "A lineage that a living Composition shares
+// The old name re-created after a rename (design §6, "A lineage that a living Composition shares
 // is not ours to clean"). old-name is renamed to new-name: its successor inherits the lineage
 // override, recovers nothing (it produces everything) and records its own snapshots under the
 // new name. When old-name is re-created producing less, its own stale snapshot is the
@@ -374,7 +374,7 @@ func TestRenamedSuccessorKeepsTheOldNamesHistory(t *testing.T) {
 	h.ctl.stop(t)
 }
 
-// The rename case (SPEC §5 step 3, §6 SharedLineage): a Composition is deleted and another is
+// The rename case (design §5 step 3, design §6 SharedLineage): a Composition is deleted and another is
 // created under a new name with the same lineage override. No snapshot is its own, so all the
 // lineage's are candidates; the source Composition is NotFound, so the history is a
 // predecessor's and recovery proceeds.

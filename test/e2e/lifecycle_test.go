@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// The worked example of SPEC §3.1.
+// The worked example of design §3.1.
 const (
 	exampleLineage   = "a6d6889313c2"
 	exampleCanonical = `[{"version":"v1","kind":"ConfigMap","namespace":"team-a","name":"web-settings","labels":{"app":"web","tier":"frontend"},"annotations":{"eno.azure.io/deletion-group":"2","eno.azure.io/readiness-group":"1"}},{"group":"apps","version":"v1","kind":"Deployment","namespace":"team-a","name":"web","labels":{"app":"web"},"annotations":{"eno.azure.io/deletion-group":"-1"}},{"group":"rbac.authorization.k8s.io","version":"v1","kind":"ClusterRole","name":"web-reader"}]`
@@ -36,7 +36,7 @@ var (
 	webService = service("team-a", "web", map[string]string{"app": "web"})
 )
 
-// exampleSynthesis produces the three resources of §3.1 over two slices, next to a Patch and
+// exampleSynthesis produces the three resources of design §3.1 over two slices, next to a Patch and
 // a tombstone that the inventory must not hold.
 func exampleSynthesis(at time.Time) synthesis {
 	return newSynthesis(at,
@@ -51,7 +51,7 @@ func TestLifecycleRecordsThenRecoversAfterRecreation(t *testing.T) {
 	ctx := testContext(t)
 	const ns, name = "team-a", "web"
 	ensureNamespace(t, c, ns)
-	// The SPEC example fixes the names; clear what an earlier run under -count left.
+	// The worked example of design §3.1 fixes the names; clear what an earlier run under -count left.
 	err := c.Dynamic.Resource(compositionGVR).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{})
 	require.True(t, err == nil || apierrors.IsNotFound(err), "%v", err)
 	require.NoError(t, c.Kube.CoreV1().Secrets("kube-system").DeleteCollection(ctx, metav1.DeleteOptions{},
@@ -138,7 +138,7 @@ func TestLifecycleRecordsThenRecoversAfterRecreation(t *testing.T) {
 	assert.JSONEq(t, `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","namespace":"team-a",
 		"labels":{"app":"web"},"annotations":{"eno.azure.io/deletion-group":"-1"}}}`, r["manifest"].(string))
 
-	// The hand-off (SPEC §6.2): the slice is named by the synthesis, and a resynthesis of the
+	// The hand-off (design §6.2): the slice is named by the synthesis, and a resynthesis of the
 	// decided synthesis is requested. A synthesis decided Recovered is never recorded.
 	handedOff, err := client.Get(ctx, name, metav1.GetOptions{})
 	require.NoError(t, err)

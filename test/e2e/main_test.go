@@ -83,7 +83,7 @@ func TestMain(m *testing.M) {
 // testContext bounds one test's calls to the API server.
 func testContext(t *testing.T) context.Context { return kubetest.Context(t, 3*time.Minute) }
 
-// ensureNamespace creates a namespace with a fixed name (the SPEC example's team-a, eno-system).
+// ensureNamespace creates a namespace with a fixed name (design §3.1's team-a, eno-system).
 func ensureNamespace(t *testing.T, c kubetest.Clients, name string) {
 	t.Helper()
 	_, err := c.Kube.CoreV1().Namespaces().Create(testContext(t),

@@ -204,13 +204,13 @@ func TestLeastPrivilege(t *testing.T) {
 }
 
 // downstreamObjectsGrant is the ClusterRole (and its binding) of deploy/downstream-rbac.yaml
-// that lets the controller read tombstoned objects downstream (SPEC §6.3).
+// that lets the controller read tombstoned objects downstream (design §6.3).
 const downstreamObjectsGrant = "eno-tombstone-recovery-downstream-objects"
 
 // TestNarrowedDownstreamGrantKeepsObjects runs the binary as an identity bound to deploy/'s RBAC
 // without the downstream get on tombstoned kinds, as an operator who narrows it would: an orphan
 // it cannot read is kept, never deleted. Recovery reports it unreadable, decides
-// NothingToRecover/Unverified, and publishes nothing (SPEC §6.3).
+// NothingToRecover/Unverified, and publishes nothing (design §6.3).
 func TestNarrowedDownstreamGrantKeepsObjects(t *testing.T) {
 	c := env.AdminClients(t)
 	ctx := testContext(t)

@@ -62,7 +62,7 @@ const (
 var costConfigMaps = []string{"cm-0", "cm-1", "cm-2", "cm-3"}
 
 // TestMeasureReconcilerCost (ENO_MEASURE=1) measures what the recovery controller adds to
-// eno-reconciler (SPEC §8.2): the same workload — N opted-in Compositions, each deploying four
+// eno-reconciler (design §8.2): the same workload — N opted-in Compositions, each deploying four
 // ConfigMaps — is run by stock eno-reconciler, then by eno-reconciler-wired (recovery enabled;
 // every Composition also recorded), then by two stock and two wired replicas of one shard, every
 // process with --leader-election as Eno deploys it (so the recovery controller runs on the

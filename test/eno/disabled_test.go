@@ -23,7 +23,7 @@ import (
 )
 
 // Eno's per-resource annotations that make it skip a resource, and the recovery slice's record
-// of its history's write time (design §3, §6.2).
+// of its history's write time (design §3, design §6.2).
 const (
 	disableAnnotation         = "eno.azure.io/disable-reconciliation"
 	overridesAnnotation       = "eno.azure.io/overrides"

@@ -1,6 +1,6 @@
 //go:build eno
 
-// Package eno is the acceptance test of SPEC §10: the recovery controller next to stock Eno
+// Package eno is the acceptance test of design §10: the recovery controller next to stock Eno
 // v0.2.17 (eno-controller, eno-reconciler and its executor, built from Eno's source by
 // hack/eno-build.sh) on the real etcd and kube-apiserver of internal/kubetest, with Eno's own
 // CRDs. It holds tests only and compiles only with the build tag eno: run it with
@@ -19,7 +19,7 @@
 //   - The control plane and the downstream cluster are one API server.
 //
 // TestEnoAlone checks the harness models Eno (a dropped resource is deleted by Eno) and
-// TestEnoFacts checks, on stock Eno alone, the behaviour SPEC §6.2's hand-off is built on.
+// TestEnoFacts checks, on stock Eno alone, the behaviour design §6.2's hand-off is built on.
 //
 // disabled_test.go holds the stories about Eno's eno.azure.io/disable-reconciliation, which
 // makes Eno's reconciler skip a resource even when it is a tombstone: an entry recorded

@@ -111,7 +111,7 @@ func withAnnotations(base, extra map[string]string) map[string]string {
 	return base
 }
 
-// requireNotRecovered asserts a decision recovers nothing again (SPEC §6: one recovery per
+// requireNotRecovered asserts a decision recovers nothing again (design §6: one recovery per
 // incarnation from one source; within one incarnation Eno's own diff owns cleanup).
 func requireNotRecovered(t *testing.T, d decision) {
 	t.Helper()
@@ -140,7 +140,7 @@ func (s *scenario) requireStable(uuid string, since time.Time) {
 	})
 }
 
-// TestRecoveryDeletesOrphan is the end-to-end promise of SPEC §6.2/§10: after record → delete
+// TestRecoveryDeletesOrphan is the end-to-end promise of design §6.2/§10: after record → delete
 // with orphan → recreate without cm-b, Eno deletes cm-b downstream and leaves cm-a untouched;
 // a forced resynthesis afterwards recovers nothing again and does not loop.
 func TestRecoveryDeletesOrphan(t *testing.T) {
@@ -195,7 +195,7 @@ func TestRecoveryDeletesOrphan(t *testing.T) {
 	})
 }
 
-// TestInvalidHistoryDeletesNothing: a history that §5 rejects makes no tombstones under real
+// TestInvalidHistoryDeletesNothing: a history that design §5 rejects makes no tombstones under real
 // Eno either; the orphan stays and no recovery slice appears.
 func TestInvalidHistoryDeletesNothing(t *testing.T) {
 	cases := []struct {

@@ -17,9 +17,9 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 )
 
-// TestEnoFacts checks, on stock Eno alone, the behaviour SPEC §6.2 builds the hand-off on.
+// TestEnoFacts checks, on stock Eno alone, the behaviour design §6.2 builds the hand-off on.
 // If one of these fails, the hand-off's assumptions no longer hold for the Eno under test.
-// (§6.2's fact that a slice without a controller owner makes eno-controller's slice cleanup
+// (design §6.2's fact that a slice without a controller owner makes eno-controller's slice cleanup
 // panic is not run here: it would panic the shared eno-controller. It follows from Eno's
 // internal/controllers/resourceslice/slicecleanup.go, which dereferences
 // metav1.GetControllerOf(slice) unchecked.)
@@ -51,7 +51,7 @@ func TestEnoFacts(t *testing.T) {
 		age := gone.Sub(begin)
 		t.Logf("deleted %.1f s after creation", age.Seconds())
 		if age < 4*time.Second {
-			t.Errorf("deleted %s after creation; §6.2 says 5-10 s", age)
+			t.Errorf("deleted %s after creation; design §6.2 says 5-10 s", age)
 		}
 	})
 

@@ -94,7 +94,7 @@ func loadBinaries() ([]byte, error) {
 	dir := os.Getenv(enoDirEnv)
 	if dir == "" {
 		return nil, fmt.Errorf("%s is not set: run `make test-eno ENO_SRC=<Eno's source, a directory or a .tar.gz>`, "+
-			"for example `make test-eno ENO_SRC=../shared/third_party/eno-v0.2.17.tar.gz`", enoDirEnv)
+			"for example `make test-eno ENO_SRC=path/to/eno-v0.2.17.tar.gz`", enoDirEnv)
 	}
 	bins = binaries{
 		controller: filepath.Join(dir, "bin", "eno-controller"),

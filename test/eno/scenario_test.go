@@ -26,7 +26,7 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 )
 
-// The annotations and names of SPEC §3 and §6, and Eno's own annotations (§6.2).
+// The annotations and names of design §3 and design §6, and Eno's own annotations (design §6.2).
 const (
 	optInAnnotation            = "eno.azure.io/tombstone-recovery"
 	decisionAnnotation         = "eno.azure.io/tombstone-recovery-decision"
@@ -231,12 +231,12 @@ func wiredSettings(st settings) (extraEnv []string) {
 
 // finish stops the scenario's processes by PID and checks every log of the scenario for a
 // panic: eno-controller's since the scenario began, eno-reconciler's, tombstone-recovery's
-// and the executors' for this namespace (SPEC §10: Eno never panics).
+// and the executors' for this namespace (design §10: Eno never panics).
 func (s *scenario) finish() {
 	t := s.t
 	for _, p := range s.procs {
 		err := p.stop()
-		// The standalone binary promises exit 0 on SIGTERM after draining (SPEC §9).
+		// The standalone binary promises exit 0 on SIGTERM after draining (design §9).
 		if p == s.recovery && err != nil {
 			t.Errorf("tombstone-recovery (pid %d) did not exit 0 on SIGTERM: %v", p.pid(), err)
 		}
@@ -419,7 +419,7 @@ func (s *scenario) waitReady(name, after string) synthesis {
 	return syn
 }
 
-// decision is the recovery decision annotation (SPEC §6).
+// decision is the recovery decision annotation (design §6).
 type decision struct {
 	SynthesisUUID       string `json:"synthesisUUID"`
 	Outcome             string `json:"outcome"`
@@ -635,7 +635,7 @@ func (s *scenario) deletedByEno(name string) bool {
 
 // --- inventory ---
 
-// lineage is the default lineage of SPEC §3: 12 hex characters of sha256("<namespace>/<name>").
+// lineage is the default lineage of design §3: 12 hex characters of sha256("<namespace>/<name>").
 func lineage(namespace, name string) string {
 	sum := sha256.Sum256([]byte(namespace + "/" + name))
 	return hex.EncodeToString(sum[:])[:12]

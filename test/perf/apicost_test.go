@@ -21,13 +21,13 @@ const costChunkBytes = 1024
 // costSlices is how many ResourceSlices each synthesis of these tests spans.
 const costSlices = 2
 
-// minimum is the floor any design pays to record a synthesis safely (SPEC §4): read every slice,
+// minimum is the floor any design pays to record a synthesis safely (design §4): read every slice,
 // write every chunk, and re-read the Composition live before each write.
 func minimum(slices, chunks int) int { return slices + 2*chunks }
 
 // newSynthesisCost is what one reconcile of a first synthesis costs (no snapshot yet, outcome
 // NoInventory): s + 2n + 3 requests and 2 events.
-//   - recovery: LIST the lineage's Secrets live (§5 must see foreign ones), GET each slice,
+//   - recovery: LIST the lineage's Secrets live (design §5 must see foreign ones), GET each slice,
 //     GET the Composition live (the recheck), PUT the decision (built from the cached object
 //     when the cache holds the version the recheck saw, with that resourceVersion);
 //   - recording: reuses that list and those slices; per chunk, GET the Composition live and
@@ -57,7 +57,7 @@ func resynthesisCost(s, n int) Counts {
 // handOffCost is a recreated Composition whose old snapshot has t orphans (Recovered), in a
 // process that has not read downstream yet. Recovery lists the lineage, GETs each slice, maps
 // the orphans' kinds through discovery (GET /api and /apis, once per process) and GETs each
-// orphan's metadata downstream (SPEC §6.3; perKind counts them by resource). Then the hand-off
+// orphan's metadata downstream (design §6.3; perKind counts them by resource). Then the hand-off
 // (design §6.2) in p recovery slices (one per 512 KiB of tombstone manifests), each step after a
 // live recheck of the Composition (5 GETs): POST each recovery slice, GET the raw Composition,
 // GET each slice live and PATCH status once to append them all (the commit point), PUT the

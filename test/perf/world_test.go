@@ -37,7 +37,7 @@ var synthesizedAt = time.Now().UTC().Add(-time.Hour).Truncate(time.Second)
 type admin struct {
 	kubetest.Clients
 	// skipObjects leaves the syntheses' objects out of the downstream cluster: for runs that
-	// only record, where no recovery reads them (SPEC §6.3).
+	// only record, where no recovery reads them (design §6.3).
 	skipObjects bool
 }
 
@@ -103,7 +103,7 @@ func (s synthesis) sliceNames(comp string) []string {
 
 // domainSlices is the synthesis as the domain reads it. stamp is the spec.synthesisUUID stock
 // Eno writes: the synthesis current when its executor wrote the slices, "" on a Composition's
-// first synthesis and the previous one's UUID after that (SPEC §2). Membership never reads it.
+// first synthesis and the previous one's UUID after that (design §2). Membership never reads it.
 func (s synthesis) domainSlices(namespace, comp, stamp string) []domain.ResourceSlice {
 	names := s.sliceNames(comp)
 	out := make([]domain.ResourceSlice, len(names))
@@ -150,7 +150,7 @@ func resourcesForChunks(t testing.TB, n, maxChunkBytes int) int {
 // createSlices creates the synthesis's ResourceSlices, as the synthesizer would. The objects
 // the synthesis produces are applied downstream first (the test API server is also the
 // downstream cluster), as eno-reconciler would have applied them before the synthesis is Ready
-// and its history is written (SPEC §6.3 reads them).
+// and its history is written (design §6.3 reads them).
 func (a admin) createSlices(ctx context.Context, namespace, comp, stamp string, s synthesis) error {
 	if !a.skipObjects {
 		var produced []string

@@ -132,7 +132,7 @@ func runConcurrentControllers(t *testing.T, instances int) {
 	// The synthesizer: Eno's new synthesis of a Composition, sometimes of a whole new
 	// incarnation, reconciled downstream at once. After each it yields until the instances
 	// made a few passes, so every synthesis meets the controllers before the next replaces it;
-	// then Eno acts on every force-resynthesis annotation the controllers set (SPEC §6.2).
+	// then Eno acts on every force-resynthesis annotation the controllers set (design §6.2).
 	wg.Go(func() {
 		defer synthDone.Store(true)
 		for p := range publications {
@@ -364,8 +364,8 @@ func TestSynthesisChangesMidReplacement(t *testing.T) {
 				require.True(t, ok)
 				switch {
 				case k < 2 && change == "resynthesized":
-					// The half-written snapshot is this incarnation's own: SPEC §5 step 3 stops at
-					// SameIncarnation before its validity is judged (SPEC §6, order of evaluation).
+					// The half-written snapshot is this incarnation's own: design §5 step 3 stops at
+					// SameIncarnation before its validity is judged (design §6, order of evaluation).
 					require.Equal(t, third.SynthesisUUID(), live.SynthesisUUID())
 					assert.Equal(t, domain.OutcomeNothingToRecover, d.Outcome, d.Message)
 					assert.Equal(t, domain.ReasonSameIncarnation, d.Reason)
@@ -408,7 +408,7 @@ func TestSynthesisChangesMidReplacement(t *testing.T) {
 	}
 }
 
-// TestSynthesisChangesMidHandoff changes the Composition under the hand-off pass (SPEC §6.2),
+// TestSynthesisChangesMidHandoff changes the Composition under the hand-off pass (design §6.2),
 // right before each of its writes: Eno promotes a new synthesis of the same incarnation (same
 // output), or the Composition is recreated. The write that follows was already rechecked and
 // lands; the recheck before the next one sees the change. Then the controllers and Eno go on
@@ -487,7 +487,7 @@ func TestSynthesisChangesMidHandoff(t *testing.T) {
 	}
 }
 
-// observeFirst runs before once, right before the first object read of SPEC §6.3.
+// observeFirst runs before once, right before the first object read of design §6.3.
 type observeFirst struct {
 	ports.DownstreamReader
 	once   sync.Once
@@ -502,7 +502,7 @@ func (o *observeFirst) ObserveObject(ctx context.Context, e domain.Entry) (domai
 // TestPlanMeetsACommittedHandoff races two passes over a recreated Composition. Pass B reads
 // it and plans; while B reads the orphans downstream, pass A hands them to Eno and dies right
 // after the commit point, and eno-reconciler, loading the synthesis after the append, deletes
-// them (SPEC §6.2: a slice appended under the same UUID takes effect whenever the synthesis is
+// them (design §6.2: a slice appended under the same UUID takes effect whenever the synthesis is
 // loaded). B then finds the orphans gone. The synthesis is committed to the hand-off, so B
 // must not write its own decision: the next pass resumes the hand-off and decides Recovered.
 func TestPlanMeetsACommittedHandoff(t *testing.T) {

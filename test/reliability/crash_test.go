@@ -40,7 +40,7 @@ var (
 	threeToThree = shape{"3→3", 8, 8, 3, 3}
 )
 
-// verdict is what SPEC §5 reads in the state a crash left behind.
+// verdict is what design §5 reads in the state a crash left behind.
 type verdict string
 
 const (
@@ -55,7 +55,7 @@ const (
 	// then replaces the snapshot chunk by chunk.
 	passReplace = "replace"
 	// passHandoff: the Composition was recreated (new UID) with new resources; the pass hands
-	// the orphans' tombstones to Eno (SPEC §6.2): publish the recovery slice, commit it to the
+	// the orphans' tombstones to Eno (design §6.2): publish the recovery slice, commit it to the
 	// synthesis, write the Recovered decision, ensure the slice, request a resynthesis. It
 	// records nothing: a synthesis decided Recovered is never recorded.
 	passHandoff = "hand-off"
@@ -181,7 +181,7 @@ func TestCrashPointsCoverEveryWritePosition(t *testing.T) {
 		handoffOps = append(handoffOps, p.op)
 	}
 	assert.Equal(t, []string{memory.OpPublishTombstones, memory.OpCommitTombstones, memory.OpWriteDecision,
-		memory.OpEnsureTombstones, memory.OpRequestResynthesis, ""}, handoffOps, "every write of the hand-off (SPEC §6.2)")
+		memory.OpEnsureTombstones, memory.OpRequestResynthesis, ""}, handoffOps, "every write of the hand-off (design §6.2)")
 }
 
 // crashed is the state a crash left behind.
@@ -333,7 +333,7 @@ func TestCrashDuringSnapshotReplacement(t *testing.T) {
 // recoverRecreated recreates the Composition once more, with different resources, and checks
 // that its recovery read the history the crash left behind as exactly one complete snapshot
 // (the old or the new one alone) or as InventoryInvalid, that it tombstoned exactly the absent
-// entries whose objects are still downstream (SPEC §6.3: an object Eno already deleted, by its
+// entries whose objects are still downstream (design §6.3: an object Eno already deleted, by its
 // own diff or through an earlier hand-off, is NotFound and dropped), and that Eno then deleted
 // exactly those.
 func recoverRecreated(t *testing.T, c crashed, after verdict) {

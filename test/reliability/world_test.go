@@ -168,7 +168,7 @@ func (w *world) enoFollows(ref domain.CompositionRef) (bool, error) {
 }
 
 // settle runs controller passes and Eno's reactions to them until a round changes nothing:
-// the hand-off of SPEC §6.2 carried through to the recording of Eno's next synthesis.
+// the hand-off of design §6.2 carried through to the recording of Eno's next synthesis.
 func (w *world) settle(ctx context.Context, svc *app.Service, refs ...domain.CompositionRef) {
 	w.t.Helper()
 	for range 10 {
@@ -241,7 +241,7 @@ func (w *world) live(ref domain.CompositionRef) domain.Composition {
 	return comp
 }
 
-// readSnapshot applies SPEC §5 to what the cluster holds for the lineage.
+// readSnapshot applies design §5 to what the cluster holds for the lineage.
 func (w *world) readSnapshot(lineage domain.Lineage) (domain.Snapshot, error) {
 	w.t.Helper()
 	secrets, err := w.cluster.ListChunks(context.Background(), lineage)
@@ -398,7 +398,7 @@ func (a *audit) finishedDecisions() map[[2]string]int {
 }
 
 // recordedRecovered lists every synthesis decided Recovered that a snapshot chunk was written
-// for: none may be (SPEC §4: a synthesis decided Recovered is never recorded).
+// for: none may be (design §4: a synthesis decided Recovered is never recorded).
 func (a *audit) recordedRecovered() []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -421,7 +421,7 @@ func (a *audit) noteRecorded(c domain.ChunkSecret) {
 
 // auditedStore is one controller instance's view of the SnapshotStore. It remembers the
 // resourceVersion of every Secret the instance last listed live, and flags an update that
-// does not carry it: SPEC §4 replaces a Secret only under the resourceVersion it read. It
+// does not carry it: design §4 replaces a Secret only under the resourceVersion it read. It
 // also flags a stale update the store accepted: resourceVersions only grow, so one that
 // differed from the stored version before the call must come back as a conflict.
 type auditedStore struct {
@@ -572,7 +572,7 @@ type handoffBook struct {
 	decided, superseded, uncommitted int
 }
 
-// checkHandoffs asserts the bookkeeping of SPEC §6.2 over every hand-off of a run:
+// checkHandoffs asserts the bookkeeping of design §6.2 over every hand-off of a run:
 //   - a committed recovery slice has exactly one decision for its synthesis, Recovered, naming
 //     it and counting its tombstones; or none at all when its synthesis was superseded between
 //     the commit point and step 3. Never another outcome: past the commit point nothing plans

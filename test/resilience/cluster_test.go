@@ -44,7 +44,7 @@ var (
 )
 
 // resource is one object a synthesis produces downstream (a ConfigMap unless Kind names another
-// of downstreamKinds), or, when Deleted, a tombstone of one that Eno carries (SPEC §6.2).
+// of downstreamKinds), or, when Deleted, a tombstone of one that Eno carries (design §6.2).
 type resource struct {
 	Name    string
 	Kind    string
@@ -76,7 +76,7 @@ func workload(name string) map[string]any {
 }
 
 // downstreamKinds are the kinds deploy/downstream-rbac.yaml lets the controller read downstream
-// (SPEC §6.3), each with an object the API server accepts. The security lifecycle tombstones one
+// (design §6.3), each with an object the API server accepts. The security lifecycle tombstones one
 // of each, so that every grant is used.
 var downstreamKinds = map[string]downstreamKind{
 	"ConfigMap": {"v1", true, func(string) map[string]any { return map[string]any{"data": map[string]string{"key": "value"}} }},
@@ -249,11 +249,11 @@ func (s *synthesis) nameSlices(comp string) [][]resource {
 
 // publishSlices creates the synthesis's ResourceSlices in ns for composition comp. Stock Eno
 // stamps spec.synthesisUUID with the synthesis current when its executor writes the slice: ""
-// on a first synthesis, the previous UUID after that (SPEC §2). These tests stamp "" always;
+// on a first synthesis, the previous UUID after that (design §2). These tests stamp "" always;
 // membership comes from status.currentSynthesis.resourceSlices alone. The objects the synthesis
 // produces are applied downstream first (the test API server is also the downstream cluster),
 // as eno-reconciler would have applied them before the synthesis is Ready and its history is
-// written (SPEC §6.3 reads them). Nothing here deletes downstream: no Eno runs.
+// written (design §6.3 reads them). Nothing here deletes downstream: no Eno runs.
 func publishSlices(ctx context.Context, c kubetest.Clients, ns, comp string, s *synthesis) error {
 	var produced []string
 	for _, r := range s.Resources {
@@ -265,7 +265,7 @@ func publishSlices(ctx context.Context, c kubetest.Clients, ns, comp string, s *
 		return err
 	}
 	// Stock Eno stamps a slice with the synthesis current while its executor writes it: "" on a
-	// Composition's first synthesis (or one not created yet), the previous UUID after that (SPEC §2).
+	// Composition's first synthesis (or one not created yet), the previous UUID after that (design §2).
 	var stamp string
 	switch cur, err := c.Dynamic.Resource(compositionGVR).Namespace(ns).Get(ctx, comp, metav1.GetOptions{}); {
 	case err == nil:
@@ -361,7 +361,7 @@ func liveComposition(ctx context.Context, c kubetest.Clients, ref domain.Composi
 	return comps.LiveComposition(ctx, ref)
 }
 
-// readSnapshot applies SPEC §5 to the lineage's Secrets as they are in the API server now.
+// readSnapshot applies design §5 to the lineage's Secrets as they are in the API server now.
 func readSnapshot(ctx context.Context, c kubetest.Clients, lineage domain.Lineage) (domain.Snapshot, error) {
 	store, err := k8s.NewSecretStore(c.Kube.CoreV1(), c.Metadata, inventoryNamespace)
 	if err != nil {
@@ -385,7 +385,7 @@ func snapshotIDs(s domain.Snapshot) []string {
 	return out
 }
 
-// describeSnapshot names what §5 reads: NoInventory, InventoryInvalid(<reason>) or the UUID.
+// describeSnapshot names what design §5 reads: NoInventory, InventoryInvalid(<reason>) or the UUID.
 func describeSnapshot(s domain.Snapshot, err error) string {
 	if err == nil {
 		return "snapshot of synthesis " + s.SynthesisUUID()

@@ -146,7 +146,7 @@ var (
 		[]string{"write decision", "update chunk 0", "update chunk 1", "update chunk 2"}}
 )
 
-// verdict is what SPEC §5 reads in the state a crash left behind.
+// verdict is what design §5 reads in the state a crash left behind.
 type verdict string
 
 const (
@@ -217,7 +217,7 @@ type crashed struct {
 }
 
 // crash records the old snapshot through a normal pass, resynthesizes, and runs the replacement
-// pass until it dies at p. It checks which writes were attempted and what §5 reads afterwards.
+// pass until it dies at p. It checks which writes were attempted and what design §5 reads afterwards.
 func crash(t *testing.T, ctx context.Context, p crashPoint) crashed {
 	t.Helper()
 	c := env.AdminClients(t)
@@ -366,7 +366,7 @@ func TestCrashConsistencyOfSnapshotReplacement(t *testing.T) {
 					require.NoError(t, err)
 					assert.Equal(t, tombstones, got, "exact tombstones published")
 					assert.Equal(t, recreated.UUID, forSynthesis)
-					// Handed off (SPEC §6.2): committed, a resynthesis requested, and the
+					// Handed off (design §6.2): committed, a resynthesis requested, and the
 					// Recovered synthesis itself is never recorded.
 					assert.True(t, live.NamesSlice(sliceName))
 					assert.Equal(t, recreated.UUID, live.Annotations[domain.AnnotationForceResynthesis])

@@ -341,7 +341,7 @@ func faultCases(visits []visit) []faultCase {
 // TestAPIFaultsAtEveryCallSite injects faults into the requests of one reconcile through the
 // real adapters, one call site at a time, and checks that nothing partial is presented as
 // complete and that the next pass converges. Each pass starts a new Service, as a restarted
-// process would: the downstream reader caches discovery (SPEC §6.3), so only a first pass
+// process would: the downstream reader caches discovery (design §6.3), so only a first pass
 // visits it.
 func TestAPIFaultsAtEveryCallSite(t *testing.T) {
 	injector := &faultInjector{}
@@ -370,8 +370,8 @@ func TestAPIFaultsAtEveryCallSite(t *testing.T) {
 	t.Logf("a recovering reconcile and the recording one after Eno's next synthesis make %d requests at %d sites: %v", len(visits), len(sites), probeCount)
 	for _, want := range []string{
 		"get compositions.eno.azure.io", // the first read and the live guard before every write
-		"get nonresource:/apis",         // discovery, to map a tombstone's kind (SPEC §6.3)
-		"get configmaps",                // each tombstone's object, read downstream (SPEC §6.3)
+		"get nonresource:/apis",         // discovery, to map a tombstone's kind (design §6.3)
+		"get configmaps",                // each tombstone's object, read downstream (design §6.3)
 		"get resourceslices.eno.azure.io",
 		"list secrets (lineage)",
 		"get secrets",

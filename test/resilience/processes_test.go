@@ -507,7 +507,7 @@ func waitForDecision(t *testing.T, ctx context.Context, c kubetest.Clients, ns s
 // quiesce waits until every Composition has a finished decision and a complete snapshot of its
 // newest synthesis. It stands in for Eno where a recovery handed tombstones over: once the
 // decided synthesis asks for a resynthesis, it publishes the next synthesis carrying the
-// tombstones (SPEC §6.2), registers it, and waits for that one instead.
+// tombstones (design §6.2), registers it, and waits for that one instead.
 func quiesce(t *testing.T, ctx context.Context, c kubetest.Clients, ns string, comps []*churnComposition, register func(*synthesis)) {
 	t.Helper()
 	for _, cc := range comps {

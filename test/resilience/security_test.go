@@ -230,7 +230,7 @@ func runLifecycle(t *testing.T) lifecycle {
 	got, _, err := tombstoneSliceIDs(ctx, c, ns, d.TombstoneSlice)
 	require.NoError(t, err)
 	assert.Equal(t, minus(second.ids(), third.ids()), got)
-	// Eno's next synthesis carries the tombstones (SPEC §6.2); it is the one recorded.
+	// Eno's next synthesis carries the tombstones (design §6.2); it is the one recorded.
 	carried := withMarker("settings", "deployment")
 	for _, id := range got {
 		carried = append(carried, resource{Name: id[strings.LastIndex(id, "/")+1:], Deleted: true})
@@ -240,7 +240,7 @@ func runLifecycle(t *testing.T) lifecycle {
 	decided(fourth, domain.OutcomeNothingToRecover)
 	capture(fourth)
 
-	// 3b. One object of every kind the downstream RBAC lets the controller read (SPEC §6.3), each
+	// 3b. One object of every kind the downstream RBAC lets the controller read (design §6.3), each
 	// orphaned by a recreation: each is read downstream, found older than the history, and
 	// tombstoned.
 	kindsRef := domain.CompositionRef{Namespace: ns, Name: "kinds"}
@@ -267,7 +267,7 @@ func runLifecycle(t *testing.T) lifecycle {
 	assert.Len(t, got, len(downstreamKinds))
 	ctrl.stop()
 
-	// 4. The hand-off (SPEC §6.2) on a Composition of its own: a recovery slice that an earlier
+	// 4. The hand-off (design §6.2) on a Composition of its own: a recovery slice that an earlier
 	// attempt published with other tombstones is rewritten in place (what a retry after a changed
 	// snapshot does), appended to the synthesis through the status subresource, checked, and a
 	// resynthesis is requested.
