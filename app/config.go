@@ -194,7 +194,8 @@ func (noMetrics) ChunkWrite(string)                      {}
 func (noMetrics) TombstoneAlert(string, int)             {}
 func (noMetrics) Panicked(string)                        {}
 func (noMetrics) SnapshotRecorded(bool)                  {}
-func (noMetrics) DecisionMade(domain.Outcome)            {}
+func (noMetrics) DecisionMade(domain.Outcome, string)    {}
+func (noMetrics) CompositionObserved(domain.CompositionRef, ports.CompositionState) {}
 func (noMetrics) Refusal(string)                         {}
 func (noMetrics) ChunkHeadroom(domain.Lineage, int, int) {}
 func (noMetrics) ReconcileDone(time.Duration, error)     {}
