@@ -227,6 +227,7 @@ func writeArchive(o options, img v1.Image, created time.Time) (int64, error) {
 	}
 	desc.Annotations = map[string]string{"org.opencontainers.image.ref.name": tag, "io.containerd.image.name": o.ref}
 	desc.Platform = &v1.Platform{OS: "linux", Architecture: o.arch}
+	desc.ArtifactType = "" // an image, not an artifact
 	index, err := json.Marshal(v1.IndexManifest{SchemaVersion: 2, MediaType: types.OCIImageIndex, Manifests: []v1.Descriptor{*desc}})
 	if err != nil {
 		return 0, err

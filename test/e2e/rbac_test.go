@@ -23,21 +23,33 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/runnable"
 )
 
-// applyRBAC creates every object of a deploy/ RBAC manifest through the typed RBAC client.
+// applyRBAC creates every RBAC object of a deploy/ release file through the typed RBAC client.
 func applyRBAC(t *testing.T, kube kubernetes.Interface, file string) {
 	t.Helper()
 	applyRBACObjects(t, kube, file, deployRBAC(t, file))
 }
 
-// deployRBAC decodes a deploy/ RBAC manifest.
+// deployRBAC decodes the RBAC objects of a deploy/ release file: exactly what a release binds.
 func deployRBAC(t *testing.T, file string) []*unstructured.Unstructured {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", file))
 	require.NoError(t, err)
 	objs, err := kubetest.DecodeManifests(data)
 	require.NoError(t, err, "decoding %s", file)
-	return objs
+	var rbac []*unstructured.Unstructured
+	for _, obj := range objs {
+		if obj.GroupVersionKind().Group == rbacv1.GroupName {
+			rbac = append(rbac, obj)
+		}
+	}
+	return rbac
 }
+
+// The release files of deploy/: the control plane's and the downstream cluster's.
+const (
+	releaseFile           = "release.yaml"
+	releaseDownstreamFile = "release-downstream.yaml"
+)
 
 // applyRBACObjects creates RBAC objects through the typed RBAC client.
 func applyRBACObjects(t *testing.T, kube kubernetes.Interface, file string, objs []*unstructured.Unstructured) {
@@ -84,8 +96,8 @@ func TestLeastPrivilege(t *testing.T) {
 	c := env.AdminClients(t)
 	ctx := testContext(t)
 	ensureNamespace(t, c, "eno-system")
-	applyRBAC(t, c.Kube, "control-plane-rbac.yaml")
-	applyRBAC(t, c.Kube, "downstream-rbac.yaml")
+	applyRBAC(t, c.Kube, releaseFile)
+	applyRBAC(t, c.Kube, releaseDownstreamFile)
 	ns := c.NewNamespace(t, "least-privilege")
 	user := kubetest.NewClients(t, env.UserConfig(controllerUser))
 
@@ -203,7 +215,7 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 }
 
-// downstreamObjectsGrant is the ClusterRole (and its binding) of deploy/downstream-rbac.yaml
+// downstreamObjectsGrant is the ClusterRole (and its binding) of deploy/release-downstream.yaml
 // that lets the controller read tombstoned objects downstream (SPEC §6.3).
 const downstreamObjectsGrant = "eno-tombstone-recovery-downstream-objects"
 
@@ -214,7 +226,7 @@ const downstreamObjectsGrant = "eno-tombstone-recovery-downstream-objects"
 func TestNarrowedDownstreamGrantKeepsObjects(t *testing.T) {
 	c := env.AdminClients(t)
 	ctx := testContext(t)
-	for _, file := range []string{"control-plane-rbac.yaml", "downstream-rbac.yaml"} {
+	for _, file := range []string{releaseFile, releaseDownstreamFile} {
 		var narrowed []*unstructured.Unstructured
 		for _, obj := range deployRBAC(t, file) {
 			if obj.GetName() == downstreamObjectsGrant {
