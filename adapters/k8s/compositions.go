@@ -225,7 +225,9 @@ func (i *CompositionInformer) AddRefHandler(fn func(domain.CompositionRef), onPa
 }
 
 // CachedCount is the number of Compositions the cache holds.
-func (i *CompositionInformer) CachedCount() int { return len(i.generic.Informer().GetStore().ListKeys()) }
+func (i *CompositionInformer) CachedCount() int {
+	return len(i.generic.Informer().GetStore().ListKeys())
+}
 
 // Start runs the informer until ctx is cancelled. It returns at once; later calls do nothing.
 func (i *CompositionInformer) Start(ctx context.Context) { i.run.start(ctx) }

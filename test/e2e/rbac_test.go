@@ -122,14 +122,14 @@ func TestLeastPrivilege(t *testing.T) {
 	lineage := lineageOf(ns, name)
 	comp := createComposition(t, c, ns, name)
 	first := newSynthesis(time.Now().Add(-10*time.Minute), []resource{
-		{manifest: object("v1", "ConfigMap", ns, "api-config", map[string]string{"app": "api"}, nil, nil)},
-		{manifest: deployment(ns, "api", map[string]string{"app": "api"}, nil)},
-		{manifest: service(ns, "api", nil)},
+		{Manifest: object("v1", "ConfigMap", ns, "api-config", map[string]string{"app": "api"}, nil, nil)},
+		{Manifest: deployment(ns, "api", map[string]string{"app": "api"}, nil)},
+		{Manifest: service(ns, "api", nil)},
 	})
 	publish(t, c, comp, first)
-	d := waitForDecision(t, c, ns, name, first.uuid)
+	d := waitForDecision(t, c, ns, name, first.UUID)
 	assert.Equal(t, "NoInventory", d.Outcome.String())
-	_, secrets := waitForSnapshot(t, c, "kube-system", lineage, string(comp.GetUID()), first.uuid)
+	_, secrets := waitForSnapshot(t, c, "kube-system", lineage, string(comp.GetUID()), first.UUID)
 	require.Len(t, secrets, 1)
 
 	// The shard's own Lease: replicas scoped to other namespaces elect their own leaders.
@@ -151,11 +151,11 @@ func TestLeastPrivilege(t *testing.T) {
 	})
 	recreated := createComposition(t, c, ns, name)
 	second := newSynthesis(time.Now().Add(-5*time.Minute), []resource{
-		{manifest: object("v1", "ConfigMap", ns, "api-config", map[string]string{"app": "api"}, nil, nil)},
-		{manifest: deployment(ns, "api", map[string]string{"app": "api"}, nil)},
+		{Manifest: object("v1", "ConfigMap", ns, "api-config", map[string]string{"app": "api"}, nil, nil)},
+		{Manifest: deployment(ns, "api", map[string]string{"app": "api"}, nil)},
 	})
 	publish(t, c, recreated, second)
-	d = waitForDecision(t, c, ns, name, second.uuid)
+	d = waitForDecision(t, c, ns, name, second.UUID)
 	assert.Equal(t, "Recovered", d.Outcome.String())
 	assert.Equal(t, 1, d.Tombstones)
 	_, err = c.Dynamic.Resource(sliceGVR).Namespace(ns).Get(ctx, d.TombstoneSlice, metav1.GetOptions{})
@@ -167,19 +167,19 @@ func TestLeastPrivilege(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if got := u.GetAnnotations()["eno.azure.io/force-resynthesis"]; got != second.uuid {
+		if got := u.GetAnnotations()["eno.azure.io/force-resynthesis"]; got != second.UUID {
 			return fmt.Errorf("force-resynthesis is %q", got)
 		}
 		return nil
 	})
 	// Eno's next synthesis is recorded.
 	third := newSynthesis(time.Now().Add(-4*time.Minute), []resource{
-		{manifest: object("v1", "ConfigMap", ns, "api-config", map[string]string{"app": "api"}, nil, nil)},
-		{manifest: deployment(ns, "api", map[string]string{"app": "api"}, nil)},
-		{manifest: service(ns, "api", nil), deleted: true},
+		{Manifest: object("v1", "ConfigMap", ns, "api-config", map[string]string{"app": "api"}, nil, nil)},
+		{Manifest: deployment(ns, "api", map[string]string{"app": "api"}, nil)},
+		{Manifest: service(ns, "api", nil), Deleted: true},
 	})
 	publish(t, c, recreated, third)
-	waitForSnapshot(t, c, "kube-system", lineage, string(recreated.GetUID()), third.uuid)
+	waitForSnapshot(t, c, "kube-system", lineage, string(recreated.GetUID()), third.UUID)
 
 	// Requests beyond the grant are denied.
 	_, err = c.Kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "not-yours"}}, metav1.CreateOptions{})
@@ -204,9 +204,9 @@ func TestLeastPrivilege(t *testing.T) {
 		assert.True(t, apierrors.IsForbidden(err), "%s: got %v, want Forbidden", what, err)
 	}
 
-	ctl.stop(t)
+	ctl.Stop(t)
 	// Nothing the binary did needed more than deploy/ grants.
-	assert.NotContains(t, strings.ToLower(ctl.stderr()), "forbidden")
+	assert.NotContains(t, strings.ToLower(ctl.Stderr()), "forbidden")
 	// ReleaseOnCancel hands the Lease back on SIGTERM.
 	lease, err = c.Kube.CoordinationV1().Leases("eno-system").Get(ctx, leaseName, metav1.GetOptions{})
 	require.NoError(t, err)
@@ -253,16 +253,16 @@ func TestNarrowedDownstreamGrantKeepsObjects(t *testing.T) {
 	cms := func(names ...string) []resource {
 		out := make([]resource, len(names))
 		for i, n := range names {
-			out[i] = resource{manifest: object("v1", "ConfigMap", ns, n, map[string]string{"app": name}, nil, nil)}
+			out[i] = resource{Manifest: object("v1", "ConfigMap", ns, n, map[string]string{"app": name}, nil, nil)}
 		}
 		return out
 	}
 	comp := createComposition(t, c, ns, name)
 	first := newSynthesis(time.Now().Add(-10*time.Minute), cms("a", "b", "c", "orphan"))
 	publish(t, c, comp, first)
-	d := waitForDecision(t, c, ns, name, first.uuid)
+	d := waitForDecision(t, c, ns, name, first.UUID)
 	require.Equal(t, "NoInventory", d.Outcome.String(), d.Message)
-	waitForSnapshot(t, c, "kube-system", lineageOf(ns, name), string(comp.GetUID()), first.uuid)
+	waitForSnapshot(t, c, "kube-system", lineageOf(ns, name), string(comp.GetUID()), first.UUID)
 
 	require.NoError(t, c.Dynamic.Resource(compositionGVR).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}))
 	waitFor(t, "the composition to be gone", func(ctx context.Context) error {
@@ -275,7 +275,7 @@ func TestNarrowedDownstreamGrantKeepsObjects(t *testing.T) {
 	recreated := createComposition(t, c, ns, name)
 	second := newSynthesis(time.Now().Add(-5*time.Minute), cms("a", "b", "c"))
 	publish(t, c, recreated, second)
-	d = waitForDecision(t, c, ns, name, second.uuid)
+	d = waitForDecision(t, c, ns, name, second.UUID)
 	assert.Equal(t, "NothingToRecover", d.Outcome.String(), d.Message)
 	assert.Equal(t, "Unverified", d.Reason)
 	assert.Contains(t, d.Message, "1 Unreadable (first ConfigMap/"+ns+"/orphan: forbidden)")
@@ -292,7 +292,7 @@ func TestNarrowedDownstreamGrantKeepsObjects(t *testing.T) {
 	}
 	_, err = c.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "orphan", metav1.GetOptions{})
 	assert.NoError(t, err, "the orphan is kept")
-	ctl.stop(t)
+	ctl.Stop(t)
 }
 
 // boundTo renames an RBAC object of deploy/ for user and binds it to that user alone.
