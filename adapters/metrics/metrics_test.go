@@ -125,8 +125,12 @@ func TestCompositionsWaitingCountsEachCompositionOnce(t *testing.T) {
 func TestCacheSizesAreReadAtScrapeTime(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	n := 3
-	require.NoError(t, metrics.RegisterCacheSizes(reg, map[string]func() int{"compositions": func() int { return n }}))
-	assert.Contains(t, scrape(t, reg), `eno_tombstone_recovery_cached_objects{cache="compositions"} 3`)
+	require.NoError(t, metrics.RegisterCacheSizes(reg, map[string]func() int{
+		"compositions": func() int { return n }, "inventory-secrets": func() int { return 7 },
+	}))
+	body := scrape(t, reg)
+	assert.Contains(t, body, `eno_tombstone_recovery_cached_objects{cache="compositions"} 3`)
+	assert.Contains(t, body, `eno_tombstone_recovery_cached_objects{cache="inventory-secrets"} 7`)
 	n = 5
 	assert.Contains(t, scrape(t, reg), `eno_tombstone_recovery_cached_objects{cache="compositions"} 5`)
 }
