@@ -78,11 +78,31 @@ func TestImageRunsTheStory(t *testing.T) {
 	env.Publish(t, c, recreated, third)
 	kubetest.WaitForSnapshot(t, c, "kube-system", lineage, string(recreated.GetUID()), third.UUID)
 
+	// A refusal: a Composition whose lineage override is not a DNS label is left alone, with an
+	// InvalidLineage event.
+	_, err := kubetest.CreateComposition(ctx, c.Dynamic, domain.Composition{Namespace: ns, Name: "bad-lineage",
+		Annotations: map[string]string{"eno.azure.io/tombstone-recovery": "enabled", "eno.azure.io/inventory-lineage": "Not_A_Label"}})
+	require.NoError(t, err)
+	kubetest.WaitFor(t, "the InvalidLineage event", func(ctx context.Context) error {
+		list, err := c.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=bad-lineage"})
+		if err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Reason == "InvalidLineage" {
+				return nil
+			}
+		}
+		return fmt.Errorf("%d events, none InvalidLineage", len(list.Items))
+	})
+
 	status, body, err := kubetest.HTTPGet(ctl.MetricsURL)
 	require.NoError(t, err)
 	require.Equal(t, 200, status)
 	exposed := exposedNames(body)
 	assert.Contains(t, body, `eno_tombstone_recovery_decisions_total{outcome="Recovered",reason=""} 1`)
+	assert.Contains(t, body, `eno_tombstone_recovery_refusals_total{reason="InvalidLineage"} 1`)
+	assert.Contains(t, body, `eno_tombstone_recovery_cached_objects{cache="compositions"} 2`)
 	used := usedMetrics(t)
 	require.NotEmpty(t, used)
 	for _, name := range used {
