@@ -40,7 +40,7 @@ func TestOperatorSurface(t *testing.T) {
 
 	// The pass is counted once the decision and the chunk are written.
 	want := map[string]func(float64) bool{
-		`eno_tombstone_recovery_decisions_total{outcome="NoInventory"}`:             func(v float64) bool { return v >= 1 },
+		`eno_tombstone_recovery_decisions_total{outcome="NoInventory",reason=""}`:   func(v float64) bool { return v >= 1 },
 		`eno_tombstone_recovery_chunk_writes_total{result="created"}`:               func(v float64) bool { return v >= 1 },
 		`eno_tombstone_recovery_snapshots_total{result="written"}`:                  func(v float64) bool { return v >= 1 },
 		`workqueue_depth{name="compositions"}`:                                      func(v float64) bool { return v >= 0 },
