@@ -135,7 +135,7 @@ $(CURDIR)/bin/promtool:
 	@echo "rules-test: promtool from Debian's prometheus package (apt-get download, unpacked into bin/)"
 	@set -euo pipefail; tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
 	cd "$$tmp"; apt-get download prometheus >/dev/null 2>&1 || { apt-get update -qq && apt-get download prometheus; }; \
-	dpkg-deb -x prometheus_*.deb root; install -m 0755 root/usr/bin/promtool $(CURDIR)/bin/promtool
+	dpkg-deb -x prometheus_*.deb root; mkdir -p $(CURDIR)/bin; install -m 0755 root/usr/bin/promtool $(CURDIR)/bin/promtool
 	$(CURDIR)/bin/promtool --version | head -1
 
 clean:
