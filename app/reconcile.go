@@ -77,8 +77,8 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 			return res, recheckErr
 		}
 	case ineligible:
-		observed = &ports.CompositionState{}
 		s.skipped(ctx, comp, ie)
+		observed = &ports.CompositionState{}
 		res.Skipped = ie
 		return res, nil
 	default:
