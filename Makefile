@@ -5,7 +5,7 @@ GOTEST_FLAGS ?= -race -count=1
 FUZZTIME ?= 30s
 BENCHTIME ?= 1x
 
-.PHONY: all build demo test test-unit test-eno testbin generate verify bench scale fuzz mutation clean
+.PHONY: all build demo test test-unit test-eno testbin generate verify bench scale fuzz mutation clean image image-reproducible eno-reconciler-image release rules-test
 
 all: verify test
 
@@ -20,8 +20,9 @@ demo:
 testbin:
 	./hack/testbin.sh
 
-## test: every test, including the real API server, with the race detector and goleak.
-test: testbin
+## test: every test, including the real API server, with the race detector and goleak; the image
+## test runs the binary of `make image`, and `make rules-test` checks deploy/alerts.yaml.
+test: testbin image rules-test
 	@echo "test: go test $(GOTEST_FLAGS) ./... (real API server tests start etcd + kube-apiserver from bin/)"
 	$(GO) test $(GOTEST_FLAGS) ./...
 
@@ -75,5 +76,68 @@ fuzz:
 mutation: testbin
 	$(GO) run ./hack/mutate
 
+## image: the OCI image of tombstone-recovery as bin/tombstone-recovery-image.tar, built by
+## hack/image (its own module) without a container daemon or a registry. The same commit gives the
+## same digest: a static, trimmed binary without build id, every time the commit's.
+IMAGE_SOURCE ?= https://github.com/Azure/eno-tombstone-recovery
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
+IMAGE ?= eno-tombstone-recovery:$(VERSION)
+ENO_IMAGE ?= eno-reconciler-wired:$(VERSION)
+STATIC_BUILD = CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -buildvcs=false -ldflags='-s -w -buildid='
+IMAGE_TOOL = $(GO) -C hack/image run . -source=$(IMAGE_SOURCE) -revision=$(REVISION) -version=$(VERSION) \
+	-created=$(SOURCE_DATE_EPOCH) -arch=$(IMAGE_ARCH)
+image:
+	$(STATIC_BUILD) -o bin/image/tombstone-recovery ./cmd/tombstone-recovery
+	$(IMAGE_TOOL) -binary=$(CURDIR)/bin/image/tombstone-recovery -entrypoint=/tombstone-recovery \
+		-ref=$(IMAGE) -output=$(CURDIR)/bin/tombstone-recovery-image.tar
+
+## image-reproducible: build the image twice from scratch outputs; the digests must be equal.
+image-reproducible:
+	@rm -rf bin/image bin/tombstone-recovery-image.tar
+	@first="$$($(MAKE) --no-print-directory image | tail -1)" && echo "$$first" && \
+	rm -rf bin/image bin/tombstone-recovery-image.tar && \
+	second="$$($(MAKE) --no-print-directory image | tail -1)" && echo "$$second" && \
+	if [[ "$${first##* sha256:}" != "$${second##* sha256:}" ]]; then \
+		echo "image-reproducible: two builds of one commit gave different digests" >&2; exit 1; \
+	fi && echo "image-reproducible: ok"
+
+## eno-reconciler-image: the same for eno-reconciler with the controller wired in (design §8.2),
+## built from ENO_SRC by hack/eno-build.sh, as bin/eno-reconciler-image.tar.
+eno-reconciler-image:
+	@if [[ -z "$(ENO_SRC)" ]]; then \
+		echo "eno-reconciler-image: ENO_SRC is not set. It is Eno's source (v0.2.17), a directory or a .tar.gz:" >&2; \
+		echo "  make eno-reconciler-image ENO_SRC=path/to/eno-v0.2.17.tar.gz" >&2; \
+		exit 1; \
+	fi
+	@eno_dir="$$(CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) GOFLAGS='-trimpath -buildvcs=false -ldflags=-buildid=' \
+		./hack/eno-build.sh "$(ENO_SRC)")" && \
+	mkdir -p bin/image && cp "$$eno_dir/bin/eno-reconciler-wired" bin/image/eno-reconciler && \
+	$(IMAGE_TOOL) -binary=$(CURDIR)/bin/image/eno-reconciler -entrypoint=/eno-reconciler \
+		-ref=$(ENO_IMAGE) -output=$(CURDIR)/bin/eno-reconciler-image.tar
+
+## release: bin/release.yaml, deploy/release.yaml with its image set to IMAGE.
+release:
+	@mkdir -p bin
+	sed 's|image: eno-tombstone-recovery:dev$$|image: $(IMAGE)|' deploy/release.yaml > bin/release.yaml
+	@grep -q 'image: $(IMAGE)$$' bin/release.yaml || { echo "release: no image line replaced" >&2; exit 1; }
+	@echo "release: bin/release.yaml (image $(IMAGE)); apply bin/release.yaml on the control plane, deploy/release-downstream.yaml downstream"
+
+## rules-test: promtool checks and unit-tests deploy/alerts.yaml. Without promtool on PATH it takes
+## the one from Debian's prometheus package, unpacked into bin/ (apt-get download, no service).
+PROMTOOL ?= $(shell command -v promtool || echo $(CURDIR)/bin/promtool)
+rules-test: $(PROMTOOL)
+	$(PROMTOOL) check rules deploy/alerts.yaml
+	$(PROMTOOL) test rules deploy/alerts_test.yaml
+
+$(CURDIR)/bin/promtool:
+	@echo "rules-test: promtool from Debian's prometheus package (apt-get download, unpacked into bin/)"
+	@set -euo pipefail; tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
+	cd "$$tmp"; apt-get download prometheus >/dev/null 2>&1 || { apt-get update -qq && apt-get download prometheus; }; \
+	dpkg-deb -x prometheus_*.deb root; mkdir -p $(CURDIR)/bin; install -m 0755 root/usr/bin/promtool $(CURDIR)/bin/promtool
+	$(CURDIR)/bin/promtool --version | head -1
+
 clean:
-	rm -rf bin/tombstone-recovery
+	rm -rf bin/tombstone-recovery bin/image bin/*-image.tar bin/release.yaml bin/promtool

@@ -190,11 +190,12 @@ func (noEvents) Event(domain.Composition, bool, string, string) {}
 
 type noMetrics struct{}
 
-func (noMetrics) ChunkWrite(string)                      {}
-func (noMetrics) TombstoneAlert(string, int)             {}
-func (noMetrics) Panicked(string)                        {}
-func (noMetrics) SnapshotRecorded(bool)                  {}
-func (noMetrics) DecisionMade(domain.Outcome)            {}
-func (noMetrics) Refusal(string)                         {}
-func (noMetrics) ChunkHeadroom(domain.Lineage, int, int) {}
-func (noMetrics) ReconcileDone(time.Duration, error)     {}
+func (noMetrics) ChunkWrite(string)                                                 {}
+func (noMetrics) TombstoneAlert(string, int)                                        {}
+func (noMetrics) Panicked(string)                                                   {}
+func (noMetrics) SnapshotRecorded(bool)                                             {}
+func (noMetrics) DecisionMade(domain.Outcome, string)                               {}
+func (noMetrics) CompositionObserved(domain.CompositionRef, ports.CompositionState) {}
+func (noMetrics) Refusal(string)                                                    {}
+func (noMetrics) ChunkHeadroom(domain.Lineage, int, int)                            {}
+func (noMetrics) ReconcileDone(time.Duration, error)                                {}

@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"errors"
 	"math"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/Azure/eno-tombstone-recovery/app"
 	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/ports"
 	"github.com/Azure/eno-tombstone-recovery/ports/portsfakes"
 )
 
@@ -151,4 +153,51 @@ func TestNewControllerRefusesBadArguments(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotNil(t, c)
 	assert.Zero(t, len(queue.Invocations()), "the constructor touches nothing")
+}
+
+// Each reconcile reports what the Composition waits on, for the gauges behind the alerts: held
+// for review, recording failing, and nothing (a Composition gone or recorded) forgets it.
+func TestReconcileReportsWhatTheCompositionWaitsOn(t *testing.T) {
+	lastObserved := func(t *testing.T, f *fixture) ports.CompositionState {
+		t.Helper()
+		require.Equal(t, 1, f.metrics.CompositionObservedCallCount())
+		ref, state := f.metrics.CompositionObservedArgsForCall(0)
+		assert.Equal(t, f.comp.Ref(), ref)
+		return state
+	}
+	t.Run("held for review", func(t *testing.T) {
+		rs := resources(9)
+		f := recoveryFixture(t, rs, rs[:3])
+		f.comp.Synthesis.Ready = true
+		_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
+		require.NoError(t, err)
+		assert.Equal(t, ports.CompositionState{HeldForReview: true}, lastObserved(t, f))
+	})
+	t.Run("recording fails", func(t *testing.T) {
+		f := newFixture(t)
+		f.store.CreateChunkReturns(domain.ChunkSecret{}, errors.New("etcdserver: request timed out"))
+		_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
+		require.Error(t, err)
+		assert.Equal(t, ports.CompositionState{RecordingFailing: true}, lastObserved(t, f))
+	})
+	t.Run("recorded", func(t *testing.T) {
+		f := newFixture(t)
+		_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
+		require.NoError(t, err)
+		assert.Equal(t, ports.CompositionState{}, lastObserved(t, f))
+	})
+	t.Run("gone", func(t *testing.T) {
+		f := newFixture(t)
+		f.comps.GetCompositionReturns(domain.Composition{}, ports.ErrNotFound)
+		_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
+		require.NoError(t, err)
+		assert.Equal(t, ports.CompositionState{}, lastObserved(t, f))
+	})
+	t.Run("not read", func(t *testing.T) {
+		f := newFixture(t)
+		f.comps.GetCompositionReturns(domain.Composition{}, errors.New("connection refused"))
+		_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
+		require.Error(t, err)
+		assert.Zero(t, f.metrics.CompositionObservedCallCount(), "an unknown state keeps the last one")
+	})
 }

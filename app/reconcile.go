@@ -29,11 +29,19 @@ type Result struct {
 // and the controller loop call. A Composition that no longer exists is not an error.
 func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res Result, err error) {
 	start := time.Now()
-	defer func() { s.deps.Metrics.ReconcileDone(time.Since(start), err) }()
+	// observed is reported unless the reconcile stopped before it knew the state.
+	var observed *ports.CompositionState
+	defer func() {
+		if observed != nil {
+			s.deps.Metrics.CompositionObserved(ref, *observed)
+		}
+		s.deps.Metrics.ReconcileDone(time.Since(start), err)
+	}()
 	ctx = withComposition(ctx, ref)
 
 	comp, err := s.deps.Compositions.GetComposition(ctx, ref)
 	if errors.Is(err, ports.ErrNotFound) {
+		observed = &ports.CompositionState{}
 		return res, nil
 	}
 	if err != nil {
@@ -45,16 +53,21 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 	switch ie, ineligible := isIneligible(err); {
 	case err == nil:
 		res.Recovery = &rec
-		if _, pending := pendingHandoff(rec.Composition); pending && rec.Written {
+		_, pending := pendingHandoff(rec.Composition)
+		if pending && rec.Written {
 			res.RequeueAfter = s.cfg.PendingRecheckInterval
 		}
 		if !rec.Plan.Decision.Outcome.Finished() {
+			observed = &ports.CompositionState{HeldForReview: true}
 			return res, nil // held for review: recording waits (CheckRecording refuses it too)
 		}
+		observed = &ports.CompositionState{HandoffPending: pending}
 		comp, reads = rec.Composition, &r
 	case ineligible && ie.Reason == domain.IneligibleDecided:
 		// Withdraw first, whatever step 4 or 5 then meets (a part stuck terminating, a
 		// failing write): the recheck must not wait for the hand-off to complete.
+		_, pending := pendingHandoff(comp)
+		observed = &ports.CompositionState{HandoffPending: pending}
 		var recheckErr error
 		res.RequeueAfter, recheckErr = s.recheckPending(ctx, comp)
 		if err := s.resumeHandoff(ctx, comp); err != nil {
@@ -65,6 +78,7 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 		}
 	case ineligible:
 		s.skipped(ctx, comp, ie)
+		observed = &ports.CompositionState{}
 		res.Skipped = ie
 		return res, nil
 	default:
@@ -86,6 +100,9 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 		return res, nil
 	}
 	if err != nil {
+		if observed != nil {
+			observed.RecordingFailing = true
+		}
 		return res, err
 	}
 	res.Recording = &recRes

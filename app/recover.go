@@ -200,7 +200,7 @@ func (s *Service) decide(ctx context.Context, live domain.Composition, plan doma
 	if err := s.deps.Decisions.WriteDecision(ctx, live, d); err != nil {
 		return fmt.Errorf("recovering %s: writing decision %s: %w", live.Ref(), d.Outcome, err)
 	}
-	s.deps.Metrics.DecisionMade(d.Outcome)
+	s.deps.Metrics.DecisionMade(d.Outcome, d.Reason)
 	s.announce(live, plan, d)
 	logr.FromContextOrDiscard(ctx).Info("recovery decided", "outcome", d.Outcome.String(), "reason", d.Reason,
 		"tombstones", d.Tombstones, "tombstoneSlice", d.TombstoneSlice, "recoveredFrom", d.RecoveredFrom)

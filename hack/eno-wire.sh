@@ -174,7 +174,7 @@ trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
 work="$tmp/src"
 mkdir -p "$work"
 (cd "$src" && tar --exclude=./.git -cf - .) | tar -xf - -C "$work"
-export GOWORK=off GOFLAGS=-mod=mod
+export GOWORK=off GOFLAGS="-mod=mod${GOFLAGS:+ $GOFLAGS}" # make eno-reconciler-image adds -trimpath and a fixed build id
 cd "$work"
 
 log "module versions of stock Eno (GOWORK=off go list -m all)"

@@ -121,8 +121,8 @@ type Metrics interface {
 	ChunkWrite(result string)
 	// SnapshotRecorded counts a recording pass that wrote (true) or found the snapshot unchanged (false).
 	SnapshotRecorded(written bool)
-	// DecisionMade counts a written decision.
-	DecisionMade(outcome domain.Outcome)
+	// DecisionMade counts a written decision by outcome and reason.
+	DecisionMade(outcome domain.Outcome, reason string)
 	// Refusal counts a refusal: an InventoryInvalid reason, a slice problem, a foreign Secret, an ineligibility.
 	Refusal(reason string)
 	// ChunkHeadroom reports the largest chunk of a lineage's newest snapshot against the limit.
@@ -135,6 +135,19 @@ type Metrics interface {
 	// TombstoneAlert counts tombstones a check after the hand-off reported, by reason:
 	// TombstoneWithdrawn, TombstoneAtRisk, OrphansRemain.
 	TombstoneAlert(reason string, n int)
+	// CompositionObserved reports what one reconcile found a Composition waiting on, for the
+	// gauges of held reviews, pending hand-offs and failing recordings; the zero state forgets it.
+	CompositionObserved(ref domain.CompositionRef, state CompositionState)
+}
+
+// CompositionState is what a Composition waits on after a reconcile.
+type CompositionState struct {
+	// HeldForReview: the current synthesis's recovery is held by the deletion guard.
+	HeldForReview bool
+	// HandoffPending: the synthesis is decided Recovered and Eno has not carried its tombstones.
+	HandoffPending bool
+	// RecordingFailing: the last recording pass ended with an error or a refusal.
+	RecordingFailing bool
 }
 
 // WorkQueue is the rate-limited queue the controller loop drains. client-go's

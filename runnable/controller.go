@@ -144,6 +144,13 @@ func (c *Controller) build(opts Options) error {
 	if err != nil {
 		return err
 	}
+	if s.Registerer != nil {
+		if err := metrics.RegisterCacheSizes(s.Registerer, map[string]func() int{
+			"compositions": c.informer.CachedCount, "inventory-secrets": c.store.CachedCount,
+		}); err != nil {
+			return fmt.Errorf("tombstone recovery: registering cache metrics: %w", err)
+		}
+	}
 	c.deps.Compositions, c.deps.Guard, c.deps.Decisions, c.deps.Lister = comps, comps, comps, comps
 	c.deps.Slices, c.deps.Sink, c.deps.Store, c.deps.Downstream = slices, sink, c.store, downstream
 	if err := c.informer.AddRefHandler(c.enqueue, c.handlerPanicked); err != nil {

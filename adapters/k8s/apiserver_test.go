@@ -771,7 +771,7 @@ func TestListCachedChunksCatchesUp(t *testing.T) {
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	// A Secret with our labels but another type is no inventory: the API server never sends it to
-	// the cache (a field selector on the type), while the live listing shows it for §5 to refuse.
+	// the cache (a field selector on the type), while the live listing shows it for design §5 to refuse.
 	_, err = c.Kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "labelled-opaque", Namespace: ns, Labels: map[string]string{
 			domain.LabelLineage: lineage.String(), domain.LabelManagedBy: domain.ManagedByValue}},

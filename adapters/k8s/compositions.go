@@ -237,6 +237,11 @@ func (i *CompositionInformer) AddRefHandler(fn func(domain.CompositionRef), onPa
 	return nil
 }
 
+// CachedCount is the number of Compositions the cache holds.
+func (i *CompositionInformer) CachedCount() int {
+	return len(i.generic.Informer().GetStore().ListKeys())
+}
+
 // Start runs the informer until ctx is cancelled. It returns at once; later calls do nothing.
 func (i *CompositionInformer) Start(ctx context.Context) { i.run.start(ctx) }
 

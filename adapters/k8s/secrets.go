@@ -91,6 +91,9 @@ func chunkFromCached(m *metav1.PartialObjectMetadata) domain.ChunkSecret {
 // Namespace is the inventory namespace.
 func (st *SecretStore) Namespace() string { return st.namespace }
 
+// CachedCount is the number of our Secrets the cache holds (metadata only).
+func (st *SecretStore) CachedCount() int { return len(st.informer.GetStore().ListKeys()) }
+
 // Start runs the Secret cache until ctx is cancelled. It returns at once; later calls do nothing.
 func (st *SecretStore) Start(ctx context.Context) { st.run.start(ctx) }
 

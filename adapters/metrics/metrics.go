@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,7 +27,20 @@ type Recorder struct {
 	chunkHeadroom *prometheus.GaugeVec
 	alerts        *prometheus.CounterVec
 	panics        *prometheus.CounterVec
+	waiting       *prometheus.GaugeVec
+
+	mu     sync.Mutex
+	states map[domain.CompositionRef]ports.CompositionState
 }
+
+// The label values every counter and gauge starts with, so that alerts and dashboards see a
+// series (at 0) before the first event.
+var (
+	reconcileResults = []string{"success", "error"}
+	panicSites       = []string{"reconcile", "event-handler"}
+	alertReasons     = []string{"TombstoneWithdrawn", "TombstoneAtRisk", "OrphansRemain"}
+	waitingStates    = []string{"HeldForReview", "HandoffPending", "RecordingFailing"}
+)
 
 // New registers the collectors on reg.
 func New(reg prometheus.Registerer) (*Recorder, error) {
@@ -41,8 +55,8 @@ func New(reg prometheus.Registerer) (*Recorder, error) {
 		}, []string{"result"}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "decisions_total",
-			Help: "Recovery decisions written, by outcome.",
-		}, []string{"outcome"}),
+			Help: "Recovery decisions written, by outcome and reason.",
+		}, []string{"outcome", "reason"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "refusals_total",
 			Help: "Refusals by reason: InventoryInvalid reasons, slice problems, foreign Secrets, lineage collisions, invalid lineages, held deletions.",
@@ -72,11 +86,28 @@ func New(reg prometheus.Registerer) (*Recorder, error) {
 			Namespace: namespace, Name: "panics_total",
 			Help: "Panics recovered before they reached the host process, by where: reconcile or event-handler. Each reconcile that panicked is retried with backoff.",
 		}, []string{"where"}),
+		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "compositions_waiting",
+			Help: "Compositions this replica last saw waiting, by state: HeldForReview (the deletion guard holds the recovery), HandoffPending (decided Recovered, not yet carried by Eno), RecordingFailing (the last recording pass failed or was refused).",
+		}, []string{"state"}),
+		states: map[domain.CompositionRef]ports.CompositionState{},
 	}
-	for _, c := range []prometheus.Collector{r.snapshots, r.chunkWrites, r.decisions, r.refusals, r.reconciles, r.chunkBytes, r.chunkLimit, r.chunkHeadroom, r.alerts, r.panics} {
+	for _, c := range []prometheus.Collector{r.snapshots, r.chunkWrites, r.decisions, r.refusals, r.reconciles, r.chunkBytes, r.chunkLimit, r.chunkHeadroom, r.alerts, r.panics, r.waiting} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
+	}
+	for _, v := range reconcileResults {
+		r.reconciles.WithLabelValues(v)
+	}
+	for _, v := range panicSites {
+		r.panics.WithLabelValues(v)
+	}
+	for _, v := range alertReasons {
+		r.alerts.WithLabelValues(v)
+	}
+	for _, v := range waitingStates {
+		r.waiting.WithLabelValues(v)
 	}
 	return r, nil
 }
@@ -91,7 +122,36 @@ func (r *Recorder) SnapshotRecorded(written bool) {
 	r.snapshots.WithLabelValues(result).Inc()
 }
 
-func (r *Recorder) DecisionMade(o domain.Outcome) { r.decisions.WithLabelValues(o.String()).Inc() }
+func (r *Recorder) DecisionMade(o domain.Outcome, reason string) {
+	r.decisions.WithLabelValues(o.String(), reason).Inc()
+}
+
+// CompositionObserved keeps each Composition's last state and sets the gauges to the counts.
+func (r *Recorder) CompositionObserved(ref domain.CompositionRef, state ports.CompositionState) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if state == (ports.CompositionState{}) {
+		delete(r.states, ref)
+	} else {
+		r.states[ref] = state
+	}
+	var held, pending, failing int
+	for _, s := range r.states {
+		held += count(s.HeldForReview)
+		pending += count(s.HandoffPending)
+		failing += count(s.RecordingFailing)
+	}
+	r.waiting.WithLabelValues("HeldForReview").Set(float64(held))
+	r.waiting.WithLabelValues("HandoffPending").Set(float64(pending))
+	r.waiting.WithLabelValues("RecordingFailing").Set(float64(failing))
+}
+
+func count(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
 
 func (r *Recorder) Refusal(reason string) { r.refusals.WithLabelValues(reason).Inc() }
 
@@ -115,6 +175,22 @@ func (r *Recorder) ReconcileDone(d time.Duration, err error) {
 		result = "error"
 	}
 	r.reconciles.WithLabelValues(result).Observe(d.Seconds())
+}
+
+// RegisterCacheSizes exports the number of objects each informer cache holds, read at scrape
+// time, as eno_tombstone_recovery_cached_objects{cache}.
+func RegisterCacheSizes(reg prometheus.Registerer, sizes map[string]func() int) error {
+	for name, size := range sizes {
+		g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "cached_objects",
+			Help:        "Objects held by an informer cache: compositions, or inventory-secrets (metadata only).",
+			ConstLabels: prometheus.Labels{"cache": name},
+		}, func() float64 { return float64(size()) })
+		if err := reg.Register(g); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // WorkqueueProvider exposes client-go workqueue metrics (depth, adds, latency, work duration,

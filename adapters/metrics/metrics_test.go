@@ -17,6 +17,7 @@ import (
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/metrics"
 	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -41,7 +42,8 @@ func TestRecorderExposesEveryProductMetric(t *testing.T) {
 	r.SnapshotRecorded(false)
 	r.ChunkWrite("created")
 	r.ChunkWrite("conflict")
-	r.DecisionMade(domain.OutcomeRecovered)
+	r.DecisionMade(domain.OutcomeRecovered, "")
+	r.DecisionMade(domain.OutcomeNothingToRecover, "NoOrphans")
 	r.Refusal("MissingChunk")
 	r.ChunkHeadroom(domain.DefaultLineage("team-a", "web"), 786432, 1048576)
 	r.ReconcileDone(20*time.Millisecond, nil)
@@ -53,7 +55,8 @@ func TestRecorderExposesEveryProductMetric(t *testing.T) {
 		`eno_tombstone_recovery_snapshots_total{result="unchanged"} 1`,
 		`eno_tombstone_recovery_chunk_writes_total{result="created"} 1`,
 		`eno_tombstone_recovery_chunk_writes_total{result="conflict"} 1`,
-		`eno_tombstone_recovery_decisions_total{outcome="Recovered"} 1`,
+		`eno_tombstone_recovery_decisions_total{outcome="Recovered",reason=""} 1`,
+		`eno_tombstone_recovery_decisions_total{outcome="NothingToRecover",reason="NoOrphans"} 1`,
 		`eno_tombstone_recovery_refusals_total{reason="MissingChunk"} 1`,
 		`eno_tombstone_recovery_largest_chunk_bytes{lineage="a6d6889313c2"} 786432`,
 		`eno_tombstone_recovery_chunk_headroom_ratio{lineage="a6d6889313c2"} 0.25`,
@@ -62,6 +65,74 @@ func TestRecorderExposesEveryProductMetric(t *testing.T) {
 	} {
 		assert.Contains(t, body, want)
 	}
+}
+
+// TestSeriesExistBeforeTheFirstEvent: alerts and dashboards see every finite label value at 0.
+func TestSeriesExistBeforeTheFirstEvent(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	_, err := metrics.New(reg)
+	require.NoError(t, err)
+	body := scrape(t, reg)
+	for _, want := range []string{
+		`eno_tombstone_recovery_reconcile_duration_seconds_count{result="error"} 0`,
+		`eno_tombstone_recovery_reconcile_duration_seconds_count{result="success"} 0`,
+		`eno_tombstone_recovery_panics_total{where="reconcile"} 0`,
+		`eno_tombstone_recovery_panics_total{where="event-handler"} 0`,
+		`eno_tombstone_recovery_tombstone_alerts_total{reason="OrphansRemain"} 0`,
+		`eno_tombstone_recovery_tombstone_alerts_total{reason="TombstoneAtRisk"} 0`,
+		`eno_tombstone_recovery_tombstone_alerts_total{reason="TombstoneWithdrawn"} 0`,
+		`eno_tombstone_recovery_compositions_waiting{state="HeldForReview"} 0`,
+		`eno_tombstone_recovery_compositions_waiting{state="HandoffPending"} 0`,
+		`eno_tombstone_recovery_compositions_waiting{state="RecordingFailing"} 0`,
+	} {
+		assert.Contains(t, body, want)
+	}
+}
+
+// TestCompositionsWaitingCountsEachCompositionOnce: the gauges count Compositions by their last
+// observed state; a later state replaces an earlier one and the zero state forgets it.
+func TestCompositionsWaitingCountsEachCompositionOnce(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	r, err := metrics.New(reg)
+	require.NoError(t, err)
+	a := domain.CompositionRef{Namespace: "team-a", Name: "web"}
+	b := domain.CompositionRef{Namespace: "team-b", Name: "web"}
+	waiting := func() map[string]float64 {
+		out := map[string]float64{}
+		families, err := reg.Gather()
+		require.NoError(t, err)
+		for _, f := range families {
+			if f.GetName() != "eno_tombstone_recovery_compositions_waiting" {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				out[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+			}
+		}
+		return out
+	}
+	r.CompositionObserved(a, ports.CompositionState{HeldForReview: true})
+	r.CompositionObserved(a, ports.CompositionState{HeldForReview: true})
+	r.CompositionObserved(b, ports.CompositionState{HeldForReview: true, RecordingFailing: true})
+	assert.Equal(t, map[string]float64{"HeldForReview": 2, "HandoffPending": 0, "RecordingFailing": 1}, waiting())
+	r.CompositionObserved(a, ports.CompositionState{HandoffPending: true})
+	assert.Equal(t, map[string]float64{"HeldForReview": 1, "HandoffPending": 1, "RecordingFailing": 1}, waiting())
+	r.CompositionObserved(a, ports.CompositionState{})
+	r.CompositionObserved(b, ports.CompositionState{})
+	assert.Equal(t, map[string]float64{"HeldForReview": 0, "HandoffPending": 0, "RecordingFailing": 0}, waiting())
+}
+
+func TestCacheSizesAreReadAtScrapeTime(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	n := 3
+	require.NoError(t, metrics.RegisterCacheSizes(reg, map[string]func() int{
+		"compositions": func() int { return n }, "inventory-secrets": func() int { return 7 },
+	}))
+	body := scrape(t, reg)
+	assert.Contains(t, body, `eno_tombstone_recovery_cached_objects{cache="compositions"} 3`)
+	assert.Contains(t, body, `eno_tombstone_recovery_cached_objects{cache="inventory-secrets"} 7`)
+	n = 5
+	assert.Contains(t, scrape(t, reg), `eno_tombstone_recovery_cached_objects{cache="compositions"} 5`)
 }
 
 func TestWorkqueueProviderFeedsQueueMetrics(t *testing.T) {

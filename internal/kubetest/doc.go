@@ -9,9 +9,11 @@
 //
 // It also holds what the packages testing against it share: Clients for an identity, a namespace
 // and a context per test (clients.go); Compositions, their status.currentSynthesis and
-// ResourceSlices written as Eno writes them (fixtures.go); and building cmd/tombstone-recovery
-// and running it as a child process (StartBuild, RaceEnabled, ChildEnv, ChildSysProcAttr,
-// FreePorts, WriteKubeconfig).
+// ResourceSlices written as Eno writes them (fixtures.go); the steps of a story told to the real
+// binary: syntheses published as Eno publishes them, waits for decisions and snapshots (story.go);
+// and building cmd/tombstone-recovery and running it as a child process (StartBuild, RaceEnabled,
+// ChildEnv, ChildSysProcAttr, FreePorts, WriteKubeconfig; Env.StartController and Controller in
+// controller.go, for test/e2e and test/image alike).
 //
 // The binaries come from the separate test/kube module (built by hack/testbin.sh, `make testbin`)
 // so that k8s.io/kubernetes never enters the main module's graph. This package imports only the

@@ -10,33 +10,36 @@ import (
 )
 
 type FakeMetrics struct {
-	ChunkHeadroomStub           func(domain.Lineage, int, int)
-	chunkHeadroomMutex          sync.RWMutex
-	chunkHeadroomArgsForCall    []FakeMetricsChunkHeadroomArgs
-	ChunkWriteStub              func(string)
-	chunkWriteMutex             sync.RWMutex
-	chunkWriteArgsForCall       []FakeMetricsChunkWriteArgs
-	DecisionMadeStub            func(domain.Outcome)
-	decisionMadeMutex           sync.RWMutex
-	decisionMadeArgsForCall     []FakeMetricsDecisionMadeArgs
-	PanickedStub                func(string)
-	panickedMutex               sync.RWMutex
-	panickedArgsForCall         []FakeMetricsPanickedArgs
-	ReconcileDoneStub           func(time.Duration, error)
-	reconcileDoneMutex          sync.RWMutex
-	reconcileDoneArgsForCall    []FakeMetricsReconcileDoneArgs
-	RefusalStub                 func(string)
-	refusalMutex                sync.RWMutex
-	refusalArgsForCall          []FakeMetricsRefusalArgs
-	SnapshotRecordedStub        func(bool)
-	snapshotRecordedMutex       sync.RWMutex
-	snapshotRecordedArgsForCall []FakeMetricsSnapshotRecordedArgs
-	TombstoneAlertStub          func(string, int)
-	tombstoneAlertMutex         sync.RWMutex
-	tombstoneAlertArgsForCall   []FakeMetricsTombstoneAlertArgs
-	invocations                 map[string][][]interface{}
-	callOrder                   []string
-	invocationsMutex            sync.RWMutex
+	ChunkHeadroomStub              func(domain.Lineage, int, int)
+	chunkHeadroomMutex             sync.RWMutex
+	chunkHeadroomArgsForCall       []FakeMetricsChunkHeadroomArgs
+	ChunkWriteStub                 func(string)
+	chunkWriteMutex                sync.RWMutex
+	chunkWriteArgsForCall          []FakeMetricsChunkWriteArgs
+	CompositionObservedStub        func(domain.CompositionRef, ports.CompositionState)
+	compositionObservedMutex       sync.RWMutex
+	compositionObservedArgsForCall []FakeMetricsCompositionObservedArgs
+	DecisionMadeStub               func(domain.Outcome, string)
+	decisionMadeMutex              sync.RWMutex
+	decisionMadeArgsForCall        []FakeMetricsDecisionMadeArgs
+	PanickedStub                   func(string)
+	panickedMutex                  sync.RWMutex
+	panickedArgsForCall            []FakeMetricsPanickedArgs
+	ReconcileDoneStub              func(time.Duration, error)
+	reconcileDoneMutex             sync.RWMutex
+	reconcileDoneArgsForCall       []FakeMetricsReconcileDoneArgs
+	RefusalStub                    func(string)
+	refusalMutex                   sync.RWMutex
+	refusalArgsForCall             []FakeMetricsRefusalArgs
+	SnapshotRecordedStub           func(bool)
+	snapshotRecordedMutex          sync.RWMutex
+	snapshotRecordedArgsForCall    []FakeMetricsSnapshotRecordedArgs
+	TombstoneAlertStub             func(string, int)
+	tombstoneAlertMutex            sync.RWMutex
+	tombstoneAlertArgsForCall      []FakeMetricsTombstoneAlertArgs
+	invocations                    map[string][][]interface{}
+	callOrder                      []string
+	invocationsMutex               sync.RWMutex
 }
 
 // FakeMetricsChunkHeadroomArgs holds the arguments of one call to ChunkHeadroom.
@@ -51,9 +54,16 @@ type FakeMetricsChunkWriteArgs struct {
 	Arg1 string
 }
 
+// FakeMetricsCompositionObservedArgs holds the arguments of one call to CompositionObserved.
+type FakeMetricsCompositionObservedArgs struct {
+	Arg1 domain.CompositionRef
+	Arg2 ports.CompositionState
+}
+
 // FakeMetricsDecisionMadeArgs holds the arguments of one call to DecisionMade.
 type FakeMetricsDecisionMadeArgs struct {
 	Arg1 domain.Outcome
+	Arg2 string
 }
 
 // FakeMetricsPanickedArgs holds the arguments of one call to Panicked.
@@ -159,14 +169,52 @@ func (fake *FakeMetrics) ChunkWriteArgs() []FakeMetricsChunkWriteArgs {
 	return args
 }
 
-func (fake *FakeMetrics) DecisionMade(arg1 domain.Outcome) {
+func (fake *FakeMetrics) CompositionObserved(arg1 domain.CompositionRef, arg2 ports.CompositionState) {
+	fake.compositionObservedMutex.Lock()
+	fake.compositionObservedArgsForCall = append(fake.compositionObservedArgsForCall, FakeMetricsCompositionObservedArgs{arg1, arg2})
+	stub := fake.CompositionObservedStub
+	fake.recordInvocation("CompositionObserved", []interface{}{arg1, arg2})
+	fake.compositionObservedMutex.Unlock()
+	if stub != nil {
+		stub(arg1, arg2)
+	}
+}
+
+func (fake *FakeMetrics) CompositionObservedCallCount() int {
+	fake.compositionObservedMutex.RLock()
+	defer fake.compositionObservedMutex.RUnlock()
+	return len(fake.compositionObservedArgsForCall)
+}
+
+func (fake *FakeMetrics) CompositionObservedCalls(stub func(domain.CompositionRef, ports.CompositionState)) {
+	fake.compositionObservedMutex.Lock()
+	defer fake.compositionObservedMutex.Unlock()
+	fake.CompositionObservedStub = stub
+}
+
+func (fake *FakeMetrics) CompositionObservedArgsForCall(i int) (domain.CompositionRef, ports.CompositionState) {
+	fake.compositionObservedMutex.RLock()
+	defer fake.compositionObservedMutex.RUnlock()
+	argsForCall := fake.compositionObservedArgsForCall[i]
+	return argsForCall.Arg1, argsForCall.Arg2
+}
+
+func (fake *FakeMetrics) CompositionObservedArgs() []FakeMetricsCompositionObservedArgs {
+	fake.compositionObservedMutex.RLock()
+	defer fake.compositionObservedMutex.RUnlock()
+	args := make([]FakeMetricsCompositionObservedArgs, len(fake.compositionObservedArgsForCall))
+	copy(args, fake.compositionObservedArgsForCall)
+	return args
+}
+
+func (fake *FakeMetrics) DecisionMade(arg1 domain.Outcome, arg2 string) {
 	fake.decisionMadeMutex.Lock()
-	fake.decisionMadeArgsForCall = append(fake.decisionMadeArgsForCall, FakeMetricsDecisionMadeArgs{arg1})
+	fake.decisionMadeArgsForCall = append(fake.decisionMadeArgsForCall, FakeMetricsDecisionMadeArgs{arg1, arg2})
 	stub := fake.DecisionMadeStub
-	fake.recordInvocation("DecisionMade", []interface{}{arg1})
+	fake.recordInvocation("DecisionMade", []interface{}{arg1, arg2})
 	fake.decisionMadeMutex.Unlock()
 	if stub != nil {
-		stub(arg1)
+		stub(arg1, arg2)
 	}
 }
 
@@ -176,17 +224,17 @@ func (fake *FakeMetrics) DecisionMadeCallCount() int {
 	return len(fake.decisionMadeArgsForCall)
 }
 
-func (fake *FakeMetrics) DecisionMadeCalls(stub func(domain.Outcome)) {
+func (fake *FakeMetrics) DecisionMadeCalls(stub func(domain.Outcome, string)) {
 	fake.decisionMadeMutex.Lock()
 	defer fake.decisionMadeMutex.Unlock()
 	fake.DecisionMadeStub = stub
 }
 
-func (fake *FakeMetrics) DecisionMadeArgsForCall(i int) domain.Outcome {
+func (fake *FakeMetrics) DecisionMadeArgsForCall(i int) (domain.Outcome, string) {
 	fake.decisionMadeMutex.RLock()
 	defer fake.decisionMadeMutex.RUnlock()
 	argsForCall := fake.decisionMadeArgsForCall[i]
-	return argsForCall.Arg1
+	return argsForCall.Arg1, argsForCall.Arg2
 }
 
 func (fake *FakeMetrics) DecisionMadeArgs() []FakeMetricsDecisionMadeArgs {

@@ -43,7 +43,7 @@ func paddedConfigMap(ns, name string, pad int) (domain.Entry, resource) {
 		pad -= n
 	}
 	return domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: ns, Name: name, Labels: labels},
-		resource{manifest: object("v1", "ConfigMap", ns, name, labels, nil, nil)}
+		resource{Manifest: object("v1", "ConfigMap", ns, name, labels, nil, nil)}
 }
 
 func mustInventory(t *testing.T, entries []domain.Entry) domain.Inventory {
@@ -114,7 +114,7 @@ func TestChunkSizes(t *testing.T) {
 		comp := createComposition(t, c, ns, "exact")
 		syn := newSynthesis(at, resources)
 		publish(t, c, comp, syn)
-		_, secrets := waitForSnapshot(t, c, inventoryNS, lineageOf(ns, "exact"), string(comp.GetUID()), syn.uuid)
+		_, secrets := waitForSnapshot(t, c, inventoryNS, lineageOf(ns, "exact"), string(comp.GetUID()), syn.UUID)
 		require.Len(t, secrets, 1, "an inventory of exactly --max-chunk-bytes fits one chunk")
 		assert.Equal(t, "1", secrets[0].Annotations["eno.azure.io/inventory-chunk-count"])
 		assert.Len(t, secrets[0].Data[dataKey], chunkLimit)
@@ -132,7 +132,7 @@ func TestChunkSizes(t *testing.T) {
 		// Spread over three slices, out of canonical order.
 		syn := newSynthesis(at, resources[8:], resources[:4], resources[4:8])
 		publish(t, c, comp, syn)
-		snap, secrets := waitForSnapshot(t, c, inventoryNS, lineageOf(ns, "many"), string(comp.GetUID()), syn.uuid)
+		snap, secrets := waitForSnapshot(t, c, inventoryNS, lineageOf(ns, "many"), string(comp.GetUID()), syn.UUID)
 		assertChunks(t, secrets, inv, chunks)
 		for i, s := range secrets {
 			assert.Equal(t, fmt.Sprintf("many-%s-%d", lineageOf(ns, "many"), i), s.Name)
@@ -145,11 +145,11 @@ func TestChunkSizes(t *testing.T) {
 		comp := createComposition(t, c, ns, "empty")
 		// Only a Patch and a tombstone: nothing the inventory holds.
 		syn := newSynthesis(at, []resource{
-			{manifest: patchOf("v1", "ConfigMap", ns, "someone-elses")},
-			{manifest: object("v1", "ConfigMap", ns, "gone", nil, nil, nil), deleted: true},
+			{Manifest: patchOf("v1", "ConfigMap", ns, "someone-elses")},
+			{Manifest: object("v1", "ConfigMap", ns, "gone", nil, nil, nil), Deleted: true},
 		})
 		publish(t, c, comp, syn)
-		_, secrets := waitForSnapshot(t, c, inventoryNS, lineageOf(ns, "empty"), string(comp.GetUID()), syn.uuid)
+		_, secrets := waitForSnapshot(t, c, inventoryNS, lineageOf(ns, "empty"), string(comp.GetUID()), syn.UUID)
 		require.Len(t, secrets, 1)
 		assert.Equal(t, "[]", string(secrets[0].Data[dataKey]))
 		sum := sha256.Sum256([]byte("[]"))
@@ -165,7 +165,7 @@ func TestChunkSizes(t *testing.T) {
 		comp := createComposition(t, c, ns, "huge")
 		syn := newSynthesis(at, resources)
 		publish(t, c, comp, syn)
-		assert.Equal(t, "NoInventory", waitForDecision(t, c, ns, "huge", syn.uuid).Outcome.String())
+		assert.Equal(t, "NoInventory", waitForDecision(t, c, ns, "huge", syn.UUID).Outcome.String())
 		refused := waitForEvent(t, c, ns, "huge", "InventoryTooLarge")
 		assert.Equal(t, "Warning", refused.Type)
 		list, err := c.Kube.CoreV1().Secrets(inventoryNS).List(testContext(t), metav1.ListOptions{LabelSelector: lineageLabel + "=" + lineageOf(ns, "huge")})
@@ -173,5 +173,5 @@ func TestChunkSizes(t *testing.T) {
 		assert.Empty(t, list.Items, "nothing is written when an entry exceeds the limit")
 	})
 
-	ctl.stop(t)
+	ctl.Stop(t)
 }

@@ -52,11 +52,11 @@ func TestLineageCollisionRefusesTheSecondComposition(t *testing.T) {
 		})
 		require.NoError(t, err)
 		syn := newSynthesis(time.Now().Add(-time.Minute), []resource{
-			{manifest: object("v1", "ConfigMap", ns, "settings-"+ns, map[string]string{"app": name}, nil, nil)},
+			{Manifest: object("v1", "ConfigMap", ns, "settings-"+ns, map[string]string{"app": name}, nil, nil)},
 		})
 		publish(t, c, created, syn)
-		waitForDecision(t, c, ns, name, syn.uuid)
-		return string(created.GetUID()), syn.uuid
+		waitForDecision(t, c, ns, name, syn.UUID)
+		return string(created.GetUID()), syn.UUID
 	}
 
 	eastUID, eastSynth := create(east)
@@ -73,7 +73,7 @@ func TestLineageCollisionRefusesTheSecondComposition(t *testing.T) {
 	assert.Contains(t, refused.Message, east+"/"+name)
 	assert.Contains(t, refused.Message, "adoption across namespaces is off", "another namespace's history is refused whether or not its Composition lives")
 	waitFor(t, "the refusal metric", func(context.Context) error {
-		status, body, err := httpGet(ctl.metricsURL)
+		status, body, err := httpGet(ctl.MetricsURL)
 		if err != nil || status != http.StatusOK {
 			return fmt.Errorf("/metrics: %d, %v", status, err)
 		}
@@ -119,7 +119,7 @@ func TestLineageCollisionRefusesTheSecondComposition(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, after, 1)
 	assertSameSecret(t, before[0], after[0])
-	ctl.stop(t)
+	ctl.Stop(t)
 
 	// Allowed: east's Secret is a predecessor's history, replaced as usual.
 	ctl = startController(t, "", "--composition-label-selector="+selector, "--allow-cross-namespace-lineage")
@@ -129,7 +129,7 @@ func TestLineageCollisionRefusesTheSecondComposition(t *testing.T) {
 	assert.Equal(t, before[0].Name, replaced[0].Name)
 	assert.Equal(t, west, replaced[0].Annotations["eno.azure.io/composition-namespace"])
 
-	ctl.stop(t)
+	ctl.Stop(t)
 }
 
 // assertSameSecret checks that nothing wrote the Secret: same resourceVersion, type, labels,
@@ -172,11 +172,11 @@ func TestAnotherNamespacesHistoryIsNotAdopted(t *testing.T) {
 		require.NoError(t, err)
 		var rs []resource
 		for _, o := range objects {
-			rs = append(rs, resource{manifest: object("v1", "ConfigMap", ns, o, map[string]string{"app": name}, nil, nil)})
+			rs = append(rs, resource{Manifest: object("v1", "ConfigMap", ns, o, map[string]string{"app": name}, nil, nil)})
 		}
 		syn := newSynthesis(time.Now().Add(-time.Minute), rs)
 		publish(t, c, created, syn)
-		return created, waitForDecision(t, c, ns, name, syn.uuid)
+		return created, waitForDecision(t, c, ns, name, syn.UUID)
 	}
 
 	web, d := create(home, "web", "web-a", "web-b")
@@ -204,7 +204,7 @@ func TestAnotherNamespacesHistoryIsNotAdopted(t *testing.T) {
 	assert.Contains(t, warned.Message, "OtherNamespace")
 	assert.Contains(t, warned.Message, home)
 	waitFor(t, "the refusal metric", func(context.Context) error {
-		status, body, err := httpGet(ctl.metricsURL)
+		status, body, err := httpGet(ctl.MetricsURL)
 		if err != nil || status != http.StatusOK {
 			return fmt.Errorf("/metrics: %d, %v", status, err)
 		}
@@ -251,5 +251,5 @@ func TestAnotherNamespacesHistoryIsNotAdopted(t *testing.T) {
 		}
 		assert.True(t, found, "secret %s is still there", want.Name)
 	}
-	ctl.stop(t)
+	ctl.Stop(t)
 }

@@ -84,22 +84,22 @@ func TestResourceVersionGuard(t *testing.T) {
 	lineage := lineageOf(ns, name)
 	comp := createComposition(t, c, ns, name)
 	first := newSynthesis(time.Now().Add(-10*time.Minute), []resource{
-		{manifest: object("v1", "ConfigMap", ns, "billing", nil, nil, nil)},
-		{manifest: deployment(ns, "billing", nil, nil)},
+		{Manifest: object("v1", "ConfigMap", ns, "billing", nil, nil, nil)},
+		{Manifest: deployment(ns, "billing", nil, nil)},
 	})
 	publish(t, c, comp, first)
 	res, err := svc.Reconcile(ctx, ref)
 	require.NoError(t, err)
 	require.NotNil(t, res.Recording)
 	require.Equal(t, 1, res.Recording.Created)
-	_, before := waitForSnapshot(t, c, inventoryNS, lineage, string(comp.GetUID()), first.uuid)
+	_, before := waitForSnapshot(t, c, inventoryNS, lineage, string(comp.GetUID()), first.UUID)
 	require.Len(t, before, 1)
 
 	// A new synthesis changes the chunk: the pass must update it, and the other writer gets there first.
 	second := newSynthesis(time.Now().Add(-5*time.Minute), []resource{
-		{manifest: object("v1", "ConfigMap", ns, "billing", nil, nil, nil)},
-		{manifest: deployment(ns, "billing", nil, nil)},
-		{manifest: service(ns, "billing", nil)},
+		{Manifest: object("v1", "ConfigMap", ns, "billing", nil, nil, nil)},
+		{Manifest: deployment(ns, "billing", nil, nil)},
+		{Manifest: service(ns, "billing", nil)},
 	})
 	publish(t, c, comp, second)
 	_, err = svc.Reconcile(ctx, ref)
@@ -108,7 +108,7 @@ func TestResourceVersionGuard(t *testing.T) {
 	after, err := listInventory(ctx, c, inventoryNS, lineage)
 	require.NoError(t, err)
 	require.Len(t, after, 1)
-	assert.Equal(t, first.uuid, after[0].Annotations["eno.azure.io/source-synthesis-uuid"], "the refused write changed the Secret")
+	assert.Equal(t, first.UUID, after[0].Annotations["eno.azure.io/source-synthesis-uuid"], "the refused write changed the Secret")
 	assert.Equal(t, before[0].Data, after[0].Data)
 	assert.Contains(t, after[0].Annotations, foreignAnnotation, "the other writer's update was overwritten")
 
@@ -117,7 +117,7 @@ func TestResourceVersionGuard(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, res.Recording)
 	assert.Equal(t, 1, res.Recording.Updated)
-	snap, secrets := waitForSnapshot(t, c, inventoryNS, lineage, string(comp.GetUID()), second.uuid)
+	snap, secrets := waitForSnapshot(t, c, inventoryNS, lineage, string(comp.GetUID()), second.UUID)
 	assert.Equal(t, 3, snap.Inventory().Len())
 	assert.Equal(t, "2026-11-30T12:00:00Z", secrets[0].Annotations[foreignAnnotation], "others' annotations are preserved")
 	assert.Equal(t, 2, store.updates)

@@ -39,10 +39,10 @@ func newHandoffWorld(t *testing.T, c kubetest.Clients, prefix string, publishSec
 	w.ctl = startController(t, "", append([]string{"--composition-namespace=" + w.ns, "--pending-recheck-interval=1s"}, extra...)...)
 
 	comp := createComposition(t, c, w.ns, "web")
-	first := newSynthesis(time.Now().Add(-10*time.Minute), []resource{{manifest: w.kept}, {manifest: w.orphan}})
+	first := newSynthesis(time.Now().Add(-10*time.Minute), []resource{{Manifest: w.kept}, {Manifest: w.orphan}})
 	publish(t, c, comp, first)
-	waitForDecision(t, c, w.ns, "web", first.uuid)
-	waitForSnapshot(t, c, "kube-system", lineageOf(w.ns, "web"), string(comp.GetUID()), first.uuid)
+	waitForDecision(t, c, w.ns, "web", first.UUID)
+	waitForSnapshot(t, c, "kube-system", lineageOf(w.ns, "web"), string(comp.GetUID()), first.UUID)
 
 	client := c.Dynamic.Resource(compositionGVR).Namespace(w.ns)
 	require.NoError(t, client.Delete(ctx, "web", metav1.DeleteOptions{}))
@@ -53,7 +53,7 @@ func newHandoffWorld(t *testing.T, c kubetest.Clients, prefix string, publishSec
 		return nil
 	})
 	w.recreated = createComposition(t, c, w.ns, "web")
-	w.second = newSynthesis(time.Now().Add(-5*time.Minute), []resource{{manifest: w.kept}})
+	w.second = newSynthesis(time.Now().Add(-5*time.Minute), []resource{{Manifest: w.kept}})
 	if publishSecond {
 		publish(t, c, w.recreated, w.second)
 	}
@@ -79,7 +79,7 @@ func TestStepFourRunsWhateverTheForceAnnotationSays(t *testing.T) {
 	c := env.AdminClients(t)
 	ctx := testContext(t)
 	w := newHandoffWorld(t, c, "step4", true)
-	d := waitForDecision(t, c, w.ns, "web", w.second.uuid)
+	d := waitForDecision(t, c, w.ns, "web", w.second.UUID)
 	require.Equal(t, "Recovered", d.Outcome.String(), d.Message)
 	comps := c.Dynamic.Resource(compositionGVR).Namespace(w.ns)
 	waitFor(t, "the forced resynthesis", func(ctx context.Context) error {
@@ -87,7 +87,7 @@ func TestStepFourRunsWhateverTheForceAnnotationSays(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if u.GetAnnotations()["eno.azure.io/force-resynthesis"] != w.second.uuid {
+		if u.GetAnnotations()["eno.azure.io/force-resynthesis"] != w.second.UUID {
 			return errors.New("not forced yet")
 		}
 		return nil
@@ -110,7 +110,7 @@ func TestStepFourRunsWhateverTheForceAnnotationSays(t *testing.T) {
 	assert.Equal(t, "Warning", e.Type)
 	assert.Contains(t, e.Message, d.TombstoneSlice)
 	assert.Len(t, want, 1)
-	w.ctl.stop(t)
+	w.ctl.Stop(t)
 }
 
 // A slice that the synthesis names under a recovery slice's name but that is not this
@@ -120,11 +120,11 @@ func TestForeignSliceUnderARecoveryNameIsNotAdopted(t *testing.T) {
 	c := env.AdminClients(t)
 	ctx := testContext(t)
 	w := newHandoffWorld(t, c, "invalid", false)
-	foreign := domain.RecoverySliceName("web", w.second.uuid)
-	_, err := kubetest.CreateSlice(ctx, c.Dynamic, domain.ResourceSlice{Namespace: w.ns, Name: foreign, SynthesisUUID: w.second.uuid,
+	foreign := domain.RecoverySliceName("web", w.second.UUID)
+	_, err := kubetest.CreateSlice(ctx, c.Dynamic, domain.ResourceSlice{Namespace: w.ns, Name: foreign, SynthesisUUID: w.second.UUID,
 		Resources: []domain.SliceResource{{Manifest: w.orphan, Deleted: true}}})
 	require.NoError(t, err)
-	w.second.extraSlices = []string{foreign}
+	w.second.ExtraSlices = []string{foreign}
 	publish(t, c, w.recreated, w.second)
 
 	e := waitForEvent(t, c, w.ns, "web", "RecoverySliceInvalid")
@@ -134,11 +134,11 @@ func TestForeignSliceUnderARecoveryNameIsNotAdopted(t *testing.T) {
 	u, err := c.Dynamic.Resource(compositionGVR).Namespace(w.ns).Get(ctx, "web", metav1.GetOptions{})
 	require.NoError(t, err)
 	if raw, ok := u.GetAnnotations()[decisionAnnotation]; ok {
-		assert.NotContains(t, raw, w.second.uuid, "no decision for the synthesis that names the foreign slice")
+		assert.NotContains(t, raw, w.second.UUID, "no decision for the synthesis that names the foreign slice")
 	}
 	assert.Empty(t, u.GetAnnotations()["eno.azure.io/force-resynthesis"])
 	assert.True(t, configMapExists(t, c, w.ns, "orphan"))
-	w.ctl.stop(t)
+	w.ctl.Stop(t)
 }
 
 // Did Eno do it? Before the synthesis that carried a hand-off is recorded, the objects it was
@@ -148,23 +148,23 @@ func TestOrphansThatRemainAreReported(t *testing.T) {
 	c := env.AdminClients(t)
 	ctx := testContext(t)
 	w := newHandoffWorld(t, c, "remain", true)
-	d := waitForDecision(t, c, w.ns, "web", w.second.uuid)
+	d := waitForDecision(t, c, w.ns, "web", w.second.UUID)
 	require.Equal(t, "Recovered", d.Outcome.String(), d.Message)
 	slice, err := c.Dynamic.Resource(sliceGVR).Namespace(w.ns).Get(ctx, d.TombstoneSlice, metav1.GetOptions{})
 	require.NoError(t, err)
 	resources, _, _ := unstructured.NestedSlice(slice.Object, "spec", "resources")
 	require.Len(t, resources, 1)
-	carried := resource{manifest: resources[0].(map[string]any)["manifest"].(string), deleted: true}
+	carried := resource{Manifest: resources[0].(map[string]any)["manifest"].(string), Deleted: true}
 
 	// Eno's carrying synthesis, Ready; its previous synthesis names the recovery slice.
-	third := newSynthesis(time.Now().Add(-4*time.Minute), []resource{{manifest: w.kept}, carried})
-	third.previous = &domain.Synthesis{UUID: w.second.uuid, Slices: []string{w.second.sliceName("web", 0), d.TombstoneSlice}}
+	third := newSynthesis(time.Now().Add(-4*time.Minute), []resource{{Manifest: w.kept}, carried})
+	third.Previous = &domain.Synthesis{UUID: w.second.UUID, Slices: []string{w.second.SliceName("web", 0), d.TombstoneSlice}}
 	publish(t, c, w.recreated, third)
-	got := waitForDecision(t, c, w.ns, "web", third.uuid)
+	got := waitForDecision(t, c, w.ns, "web", third.UUID)
 	assert.Equal(t, "AlreadyDecided", got.Reason)
 	e := waitForEvent(t, c, w.ns, "web", "OrphansRemain")
 	assert.Equal(t, "Warning", e.Type)
 	assert.True(t, strings.Contains(e.Message, "ConfigMap/"+w.ns+"/orphan"), e.Message)
-	waitForSnapshot(t, c, "kube-system", lineageOf(w.ns, "web"), string(w.recreated.GetUID()), third.uuid)
-	w.ctl.stop(t)
+	waitForSnapshot(t, c, "kube-system", lineageOf(w.ns, "web"), string(w.recreated.GetUID()), third.UUID)
+	w.ctl.Stop(t)
 }

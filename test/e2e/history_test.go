@@ -49,7 +49,7 @@ func newHistory(t *testing.T, prefix string) *history {
 func (h *history) configMaps(names ...string) synthesis {
 	rs := make([]resource, len(names))
 	for i, n := range names {
-		rs[i] = resource{manifest: object("v1", "ConfigMap", h.ns, n, map[string]string{"app": "history"}, nil, nil)}
+		rs[i] = resource{Manifest: object("v1", "ConfigMap", h.ns, n, map[string]string{"app": "history"}, nil, nil)}
 	}
 	h.at = h.at.Add(time.Minute)
 	return newSynthesis(h.at, rs)
@@ -66,7 +66,7 @@ func (h *history) create(name, lineage string, syn synthesis) (*unstructured.Uns
 	comp, err := kubetest.CreateComposition(testContext(h.t), h.c.Dynamic, domain.Composition{Namespace: h.ns, Name: name, Annotations: annotations})
 	require.NoError(h.t, err)
 	publish(h.t, h.c, comp, syn)
-	return comp, waitForDecision(h.t, h.c, h.ns, name, syn.uuid)
+	return comp, waitForDecision(h.t, h.c, h.ns, name, syn.UUID)
 }
 
 // remove deletes the Composition (orphaning: nothing downstream is touched) and waits until
@@ -195,7 +195,7 @@ func TestSiblingsNewerSnapshotDoesNotWin(t *testing.T) {
 		_, ok := h.configMap(name)
 		assert.True(t, ok, "east's %s is untouched", name)
 	}
-	h.ctl.stop(t)
+	h.ctl.Stop(t)
 }
 
 // design §6, SharedLineage, on the real API server: two live Compositions share a lineage
@@ -224,7 +224,7 @@ func TestSharedLineageOfALivingSiblingPublishesNothing(t *testing.T) {
 		_, ok := h.configMap(name)
 		assert.True(t, ok, "the living sibling's %s is untouched", name)
 	}
-	h.ctl.stop(t)
+	h.ctl.Stop(t)
 }
 
 // A hand-made object is not deleted (design §6.3). After the snapshot is written, one of its
@@ -257,7 +257,7 @@ func TestHandMadeObjectIsNotDeleted(t *testing.T) {
 	cm, ok := h.configMap("hand")
 	require.True(t, ok)
 	assert.Equal(t, "hand", cm.Labels["made-by"], "the hand-made object is still there")
-	h.ctl.stop(t)
+	h.ctl.Stop(t)
 }
 
 // The same snapshot used twice is harmless (design §6, "One recovery per incarnation"; design §6.3). An
@@ -314,7 +314,7 @@ func TestSameSnapshotUsedTwiceIsHarmless(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, recovery, "only the first recovery published a slice")
-	h.ctl.stop(t)
+	h.ctl.Stop(t)
 }
 
 // The old name re-created after a rename (design §6, "A lineage that a living Composition shares
@@ -371,7 +371,7 @@ func TestRenamedSuccessorKeepsTheOldNamesHistory(t *testing.T) {
 		require.GreaterOrEqual(t, i, 0, "secret %s", want.Name)
 		assertSameSecret(t, want, after[i])
 	}
-	h.ctl.stop(t)
+	h.ctl.Stop(t)
 }
 
 // The rename case (design §5 step 3, design §6 SharedLineage): a Composition is deleted and another is
@@ -391,7 +391,7 @@ func TestRenameRecoversFromThePredecessor(t *testing.T) {
 	assert.Equal(t, "Recovered", d.Outcome.String(), d.Message)
 	assert.Equal(t, source, d.SourceSynthesisUUID)
 	assert.Equal(t, []string{h.id("y")}, h.tombstones(d.TombstoneSlice))
-	h.ctl.stop(t)
+	h.ctl.Stop(t)
 }
 
 func mustList(t *testing.T, c kubetest.Clients, lineage string) []corev1.Secret {

@@ -40,9 +40,9 @@ var (
 // a tombstone that the inventory must not hold.
 func exampleSynthesis(at time.Time) synthesis {
 	return newSynthesis(at,
-		[]resource{{manifest: webSettings}, {manifest: patchOf("v1", "Namespace", "", "team-a")}},
-		[]resource{{manifest: webDeployment}, {manifest: webReader},
-			{manifest: object("v1", "Secret", "team-a", "web-legacy", nil, nil, nil), deleted: true}},
+		[]resource{{Manifest: webSettings}, {Manifest: patchOf("v1", "Namespace", "", "team-a")}},
+		[]resource{{Manifest: webDeployment}, {Manifest: webReader},
+			{Manifest: object("v1", "Secret", "team-a", "web-legacy", nil, nil, nil), Deleted: true}},
 	)
 }
 
@@ -63,12 +63,12 @@ func TestLifecycleRecordsThenRecoversAfterRecreation(t *testing.T) {
 	first := exampleSynthesis(time.Now().Add(-10 * time.Minute))
 	publish(t, c, comp, first)
 
-	d := waitForDecision(t, c, ns, name, first.uuid)
+	d := waitForDecision(t, c, ns, name, first.UUID)
 	assert.Equal(t, "NoInventory", d.Outcome.String())
 	assert.Zero(t, d.Tombstones)
 	assert.Empty(t, d.TombstoneSlice)
 
-	_, secrets := waitForSnapshot(t, c, "kube-system", exampleLineage, string(comp.GetUID()), first.uuid)
+	_, secrets := waitForSnapshot(t, c, "kube-system", exampleLineage, string(comp.GetUID()), first.UUID)
 	require.Len(t, secrets, 1)
 	s := secrets[0]
 	assert.Equal(t, "web-a6d6889313c2-0", s.Name)
@@ -78,8 +78,8 @@ func TestLifecycleRecordsThenRecoversAfterRecreation(t *testing.T) {
 		"eno.azure.io/composition-namespace":      ns,
 		"eno.azure.io/composition-name":           name,
 		"eno.azure.io/composition-uid":            string(comp.GetUID()),
-		"eno.azure.io/source-synthesis-uuid":      first.uuid,
-		"eno.azure.io/source-synthesis-timestamp": first.synthesized.Format(time.RFC3339),
+		"eno.azure.io/source-synthesis-uuid":      first.UUID,
+		"eno.azure.io/source-synthesis-timestamp": first.Synthesized.Format(time.RFC3339),
 		"eno.azure.io/inventory-chunk-index":      "0",
 		"eno.azure.io/inventory-chunk-count":      "1",
 		"eno.azure.io/inventory-digest":           exampleDigest,
@@ -110,27 +110,27 @@ func TestLifecycleRecordsThenRecoversAfterRecreation(t *testing.T) {
 	recreated := createComposition(t, c, ns, name)
 	require.NotEqual(t, comp.GetUID(), recreated.GetUID())
 	second := newSynthesis(time.Now().Add(-5*time.Minute),
-		[]resource{{manifest: webSettings}, {manifest: patchOf("rbac.authorization.k8s.io/v1", "ClusterRole", "", "web-reader")}},
-		[]resource{{manifest: webService}},
+		[]resource{{Manifest: webSettings}, {Manifest: patchOf("rbac.authorization.k8s.io/v1", "ClusterRole", "", "web-reader")}},
+		[]resource{{Manifest: webService}},
 	)
 	publish(t, c, recreated, second)
 
-	d = waitForDecision(t, c, ns, name, second.uuid)
-	sliceName := "web-recovery-" + second.uuid[:8]
+	d = waitForDecision(t, c, ns, name, second.UUID)
+	sliceName := "web-recovery-" + second.UUID[:8]
 	assert.Equal(t, "Recovered", d.Outcome.String())
 	assert.Empty(t, d.Reason)
 	assert.Equal(t, 1, d.Tombstones)
 	assert.Equal(t, sliceName, d.TombstoneSlice)
-	assert.Equal(t, first.uuid, d.SourceSynthesisUUID)
+	assert.Equal(t, first.UUID, d.SourceSynthesisUUID)
 	if assert.NotNil(t, d.SourceSynthesisTimestamp) {
-		assert.True(t, first.synthesized.Equal(*d.SourceSynthesisTimestamp), "source timestamp %s", d.SourceSynthesisTimestamp)
+		assert.True(t, first.Synthesized.Equal(*d.SourceSynthesisTimestamp), "source timestamp %s", d.SourceSynthesisTimestamp)
 	}
 
 	slice, err := c.Dynamic.Resource(sliceGVR).Namespace(ns).Get(ctx, sliceName, metav1.GetOptions{})
 	require.NoError(t, err, "the decision names tombstone slice %s", sliceName)
 	assertOwnedBy(t, slice, recreated)
 	uuid, _, _ := unstructured.NestedString(slice.Object, "spec", "synthesisUUID")
-	assert.Equal(t, second.uuid, uuid)
+	assert.Equal(t, second.UUID, uuid)
 	resources, _, _ := unstructured.NestedSlice(slice.Object, "spec", "resources")
 	require.Len(t, resources, 1)
 	r := resources[0].(map[string]any)
@@ -142,36 +142,36 @@ func TestLifecycleRecordsThenRecoversAfterRecreation(t *testing.T) {
 	// decided synthesis is requested. A synthesis decided Recovered is never recorded.
 	handedOff, err := client.Get(ctx, name, metav1.GetOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, second.uuid, handedOff.GetAnnotations()["eno.azure.io/force-resynthesis"])
+	assert.Equal(t, second.UUID, handedOff.GetAnnotations()["eno.azure.io/force-resynthesis"])
 	refs, _, _ := unstructured.NestedSlice(handedOff.Object, "status", "currentSynthesis", "resourceSlices")
 	assert.Contains(t, refs, map[string]any{"name": sliceName})
-	assertNoSnapshotOf(t, c, "kube-system", exampleLineage, second.uuid)
+	assertNoSnapshotOf(t, c, "kube-system", exampleLineage, second.UUID)
 
 	// Eno's next synthesis carries the tombstone in its own slices; it decides nothing new
 	// (AlreadyDecided) and is the one recorded, over the same chunk name.
-	carried := resource{manifest: r["manifest"].(string), deleted: true}
+	carried := resource{Manifest: r["manifest"].(string), Deleted: true}
 	third := newSynthesis(time.Now().Add(-4*time.Minute),
-		[]resource{{manifest: webSettings}, {manifest: patchOf("rbac.authorization.k8s.io/v1", "ClusterRole", "", "web-reader")}, carried},
-		[]resource{{manifest: webService}},
+		[]resource{{Manifest: webSettings}, {Manifest: patchOf("rbac.authorization.k8s.io/v1", "ClusterRole", "", "web-reader")}, carried},
+		[]resource{{Manifest: webService}},
 	)
 	publish(t, c, recreated, third)
-	d = waitForDecision(t, c, ns, name, third.uuid)
+	d = waitForDecision(t, c, ns, name, third.UUID)
 	assert.Equal(t, "NothingToRecover", d.Outcome.String())
 	assert.Equal(t, "AlreadyDecided", d.Reason)
-	assert.Equal(t, first.uuid, d.RecoveredFrom)
+	assert.Equal(t, first.UUID, d.RecoveredFrom)
 	assert.Zero(t, d.Tombstones)
 
 	wantCanonical := `[{"version":"v1","kind":"ConfigMap","namespace":"team-a","name":"web-settings","labels":{"app":"web","tier":"frontend"},"annotations":{"eno.azure.io/deletion-group":"2","eno.azure.io/readiness-group":"1"}},{"version":"v1","kind":"Service","namespace":"team-a","name":"web","labels":{"app":"web"}}]`
 	sum := sha256.Sum256([]byte(wantCanonical))
-	snap, secrets := waitForSnapshot(t, c, "kube-system", exampleLineage, string(recreated.GetUID()), third.uuid)
+	snap, secrets := waitForSnapshot(t, c, "kube-system", exampleLineage, string(recreated.GetUID()), third.UUID)
 	require.Len(t, secrets, 1)
 	assert.Equal(t, "web-a6d6889313c2-0", secrets[0].Name)
 	assert.Equal(t, wantCanonical, string(secrets[0].Data[dataKey]))
 	assert.Equal(t, "sha256:"+hex.EncodeToString(sum[:]), secrets[0].Annotations["eno.azure.io/inventory-digest"])
-	assert.Equal(t, third.synthesized.Format(time.RFC3339), secrets[0].Annotations["eno.azure.io/source-synthesis-timestamp"])
+	assert.Equal(t, third.Synthesized.Format(time.RFC3339), secrets[0].Annotations["eno.azure.io/source-synthesis-timestamp"])
 	assert.Equal(t, 2, snap.Inventory().Len())
 
-	ctl.stop(t)
+	ctl.Stop(t)
 }
 
 func revision(t *testing.T, rv string) uint64 {

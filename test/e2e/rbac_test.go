@@ -23,21 +23,33 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/runnable"
 )
 
-// applyRBAC creates every object of a deploy/ RBAC manifest through the typed RBAC client.
+// applyRBAC creates every RBAC object of a deploy/ release file through the typed RBAC client.
 func applyRBAC(t *testing.T, kube kubernetes.Interface, file string) {
 	t.Helper()
 	applyRBACObjects(t, kube, file, deployRBAC(t, file))
 }
 
-// deployRBAC decodes a deploy/ RBAC manifest.
+// deployRBAC decodes the RBAC objects of a deploy/ release file: exactly what a release binds.
 func deployRBAC(t *testing.T, file string) []*unstructured.Unstructured {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", file))
 	require.NoError(t, err)
 	objs, err := kubetest.DecodeManifests(data)
 	require.NoError(t, err, "decoding %s", file)
-	return objs
+	var rbac []*unstructured.Unstructured
+	for _, obj := range objs {
+		if obj.GroupVersionKind().Group == rbacv1.GroupName {
+			rbac = append(rbac, obj)
+		}
+	}
+	return rbac
 }
+
+// The release files of deploy/: the control plane's and the downstream cluster's.
+const (
+	releaseFile           = "release.yaml"
+	releaseDownstreamFile = "release-downstream.yaml"
+)
 
 // applyRBACObjects creates RBAC objects through the typed RBAC client.
 func applyRBACObjects(t *testing.T, kube kubernetes.Interface, file string, objs []*unstructured.Unstructured) {
@@ -84,8 +96,8 @@ func TestLeastPrivilege(t *testing.T) {
 	c := env.AdminClients(t)
 	ctx := testContext(t)
 	ensureNamespace(t, c, "eno-system")
-	applyRBAC(t, c.Kube, "control-plane-rbac.yaml")
-	applyRBAC(t, c.Kube, "downstream-rbac.yaml")
+	applyRBAC(t, c.Kube, releaseFile)
+	applyRBAC(t, c.Kube, releaseDownstreamFile)
 	ns := c.NewNamespace(t, "least-privilege")
 	user := kubetest.NewClients(t, env.UserConfig(controllerUser))
 
@@ -110,14 +122,14 @@ func TestLeastPrivilege(t *testing.T) {
 	lineage := lineageOf(ns, name)
 	comp := createComposition(t, c, ns, name)
 	first := newSynthesis(time.Now().Add(-10*time.Minute), []resource{
-		{manifest: object("v1", "ConfigMap", ns, "api-config", map[string]string{"app": "api"}, nil, nil)},
-		{manifest: deployment(ns, "api", map[string]string{"app": "api"}, nil)},
-		{manifest: service(ns, "api", nil)},
+		{Manifest: object("v1", "ConfigMap", ns, "api-config", map[string]string{"app": "api"}, nil, nil)},
+		{Manifest: deployment(ns, "api", map[string]string{"app": "api"}, nil)},
+		{Manifest: service(ns, "api", nil)},
 	})
 	publish(t, c, comp, first)
-	d := waitForDecision(t, c, ns, name, first.uuid)
+	d := waitForDecision(t, c, ns, name, first.UUID)
 	assert.Equal(t, "NoInventory", d.Outcome.String())
-	_, secrets := waitForSnapshot(t, c, "kube-system", lineage, string(comp.GetUID()), first.uuid)
+	_, secrets := waitForSnapshot(t, c, "kube-system", lineage, string(comp.GetUID()), first.UUID)
 	require.Len(t, secrets, 1)
 
 	// The shard's own Lease: replicas scoped to other namespaces elect their own leaders.
@@ -139,11 +151,11 @@ func TestLeastPrivilege(t *testing.T) {
 	})
 	recreated := createComposition(t, c, ns, name)
 	second := newSynthesis(time.Now().Add(-5*time.Minute), []resource{
-		{manifest: object("v1", "ConfigMap", ns, "api-config", map[string]string{"app": "api"}, nil, nil)},
-		{manifest: deployment(ns, "api", map[string]string{"app": "api"}, nil)},
+		{Manifest: object("v1", "ConfigMap", ns, "api-config", map[string]string{"app": "api"}, nil, nil)},
+		{Manifest: deployment(ns, "api", map[string]string{"app": "api"}, nil)},
 	})
 	publish(t, c, recreated, second)
-	d = waitForDecision(t, c, ns, name, second.uuid)
+	d = waitForDecision(t, c, ns, name, second.UUID)
 	assert.Equal(t, "Recovered", d.Outcome.String())
 	assert.Equal(t, 1, d.Tombstones)
 	_, err = c.Dynamic.Resource(sliceGVR).Namespace(ns).Get(ctx, d.TombstoneSlice, metav1.GetOptions{})
@@ -155,19 +167,19 @@ func TestLeastPrivilege(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if got := u.GetAnnotations()["eno.azure.io/force-resynthesis"]; got != second.uuid {
+		if got := u.GetAnnotations()["eno.azure.io/force-resynthesis"]; got != second.UUID {
 			return fmt.Errorf("force-resynthesis is %q", got)
 		}
 		return nil
 	})
 	// Eno's next synthesis is recorded.
 	third := newSynthesis(time.Now().Add(-4*time.Minute), []resource{
-		{manifest: object("v1", "ConfigMap", ns, "api-config", map[string]string{"app": "api"}, nil, nil)},
-		{manifest: deployment(ns, "api", map[string]string{"app": "api"}, nil)},
-		{manifest: service(ns, "api", nil), deleted: true},
+		{Manifest: object("v1", "ConfigMap", ns, "api-config", map[string]string{"app": "api"}, nil, nil)},
+		{Manifest: deployment(ns, "api", map[string]string{"app": "api"}, nil)},
+		{Manifest: service(ns, "api", nil), Deleted: true},
 	})
 	publish(t, c, recreated, third)
-	waitForSnapshot(t, c, "kube-system", lineage, string(recreated.GetUID()), third.uuid)
+	waitForSnapshot(t, c, "kube-system", lineage, string(recreated.GetUID()), third.UUID)
 
 	// Requests beyond the grant are denied.
 	_, err = c.Kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "not-yours"}}, metav1.CreateOptions{})
@@ -192,9 +204,9 @@ func TestLeastPrivilege(t *testing.T) {
 		assert.True(t, apierrors.IsForbidden(err), "%s: got %v, want Forbidden", what, err)
 	}
 
-	ctl.stop(t)
+	ctl.Stop(t)
 	// Nothing the binary did needed more than deploy/ grants.
-	assert.NotContains(t, strings.ToLower(ctl.stderr()), "forbidden")
+	assert.NotContains(t, strings.ToLower(ctl.Stderr()), "forbidden")
 	// ReleaseOnCancel hands the Lease back on SIGTERM.
 	lease, err = c.Kube.CoordinationV1().Leases("eno-system").Get(ctx, leaseName, metav1.GetOptions{})
 	require.NoError(t, err)
@@ -203,7 +215,7 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 }
 
-// downstreamObjectsGrant is the ClusterRole (and its binding) of deploy/downstream-rbac.yaml
+// downstreamObjectsGrant is the ClusterRole (and its binding) of deploy/release-downstream.yaml
 // that lets the controller read tombstoned objects downstream (design §6.3).
 const downstreamObjectsGrant = "eno-tombstone-recovery-downstream-objects"
 
@@ -214,7 +226,7 @@ const downstreamObjectsGrant = "eno-tombstone-recovery-downstream-objects"
 func TestNarrowedDownstreamGrantKeepsObjects(t *testing.T) {
 	c := env.AdminClients(t)
 	ctx := testContext(t)
-	for _, file := range []string{"control-plane-rbac.yaml", "downstream-rbac.yaml"} {
+	for _, file := range []string{releaseFile, releaseDownstreamFile} {
 		var narrowed []*unstructured.Unstructured
 		for _, obj := range deployRBAC(t, file) {
 			if obj.GetName() == downstreamObjectsGrant {
@@ -241,16 +253,16 @@ func TestNarrowedDownstreamGrantKeepsObjects(t *testing.T) {
 	cms := func(names ...string) []resource {
 		out := make([]resource, len(names))
 		for i, n := range names {
-			out[i] = resource{manifest: object("v1", "ConfigMap", ns, n, map[string]string{"app": name}, nil, nil)}
+			out[i] = resource{Manifest: object("v1", "ConfigMap", ns, n, map[string]string{"app": name}, nil, nil)}
 		}
 		return out
 	}
 	comp := createComposition(t, c, ns, name)
 	first := newSynthesis(time.Now().Add(-10*time.Minute), cms("a", "b", "c", "orphan"))
 	publish(t, c, comp, first)
-	d := waitForDecision(t, c, ns, name, first.uuid)
+	d := waitForDecision(t, c, ns, name, first.UUID)
 	require.Equal(t, "NoInventory", d.Outcome.String(), d.Message)
-	waitForSnapshot(t, c, "kube-system", lineageOf(ns, name), string(comp.GetUID()), first.uuid)
+	waitForSnapshot(t, c, "kube-system", lineageOf(ns, name), string(comp.GetUID()), first.UUID)
 
 	require.NoError(t, c.Dynamic.Resource(compositionGVR).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}))
 	waitFor(t, "the composition to be gone", func(ctx context.Context) error {
@@ -263,7 +275,7 @@ func TestNarrowedDownstreamGrantKeepsObjects(t *testing.T) {
 	recreated := createComposition(t, c, ns, name)
 	second := newSynthesis(time.Now().Add(-5*time.Minute), cms("a", "b", "c"))
 	publish(t, c, recreated, second)
-	d = waitForDecision(t, c, ns, name, second.uuid)
+	d = waitForDecision(t, c, ns, name, second.UUID)
 	assert.Equal(t, "NothingToRecover", d.Outcome.String(), d.Message)
 	assert.Equal(t, "Unverified", d.Reason)
 	assert.Contains(t, d.Message, "1 Unreadable (first ConfigMap/"+ns+"/orphan: forbidden)")
@@ -280,7 +292,7 @@ func TestNarrowedDownstreamGrantKeepsObjects(t *testing.T) {
 	}
 	_, err = c.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "orphan", metav1.GetOptions{})
 	assert.NoError(t, err, "the orphan is kept")
-	ctl.stop(t)
+	ctl.Stop(t)
 }
 
 // boundTo renames an RBAC object of deploy/ for user and binds it to that user alone.

@@ -23,24 +23,24 @@ func TestOperatorSurface(t *testing.T) {
 	ctl := startController(t, "", "--composition-namespace="+ns)
 
 	for _, path := range []string{"/healthz", "/readyz"} {
-		status, body, err := httpGet(ctl.healthURL + path)
+		status, body, err := httpGet(ctl.HealthURL + path)
 		require.NoError(t, err)
 		assert.Equal(t, http.StatusOK, status, "%s: %s", path, body)
 	}
-	assert.Contains(t, ctl.stderr(), `"msg":"caches synced"`, "/readyz answered 200 only after the caches synced")
+	assert.Contains(t, ctl.Stderr(), `"msg":"caches synced"`, "/readyz answered 200 only after the caches synced")
 
 	const name = "shop"
 	comp := createComposition(t, c, ns, name)
 	syn := newSynthesis(time.Now().Add(-time.Minute), []resource{
-		{manifest: object("v1", "ConfigMap", ns, "shop", map[string]string{"app": "shop"}, nil, nil)},
+		{Manifest: object("v1", "ConfigMap", ns, "shop", map[string]string{"app": "shop"}, nil, nil)},
 	})
 	publish(t, c, comp, syn)
-	waitForDecision(t, c, ns, name, syn.uuid)
-	waitForSnapshot(t, c, "kube-system", lineageOf(ns, name), string(comp.GetUID()), syn.uuid)
+	waitForDecision(t, c, ns, name, syn.UUID)
+	waitForSnapshot(t, c, "kube-system", lineageOf(ns, name), string(comp.GetUID()), syn.UUID)
 
 	// The pass is counted once the decision and the chunk are written.
 	want := map[string]func(float64) bool{
-		`eno_tombstone_recovery_decisions_total{outcome="NoInventory"}`:             func(v float64) bool { return v >= 1 },
+		`eno_tombstone_recovery_decisions_total{outcome="NoInventory",reason=""}`:   func(v float64) bool { return v >= 1 },
 		`eno_tombstone_recovery_chunk_writes_total{result="created"}`:               func(v float64) bool { return v >= 1 },
 		`eno_tombstone_recovery_snapshots_total{result="written"}`:                  func(v float64) bool { return v >= 1 },
 		`workqueue_depth{name="compositions"}`:                                      func(v float64) bool { return v >= 0 },
@@ -48,7 +48,7 @@ func TestOperatorSurface(t *testing.T) {
 		`eno_tombstone_recovery_reconcile_duration_seconds_count{result="success"}`: func(v float64) bool { return v >= 1 },
 	}
 	waitFor(t, "metrics of the pass", func(context.Context) error {
-		status, body, err := httpGet(ctl.metricsURL)
+		status, body, err := httpGet(ctl.MetricsURL)
 		if err != nil {
 			return err
 		}
@@ -76,7 +76,7 @@ func TestOperatorSurface(t *testing.T) {
 	recorded := waitForEvent(t, c, ns, name, "InventoryRecorded")
 	assert.Equal(t, "Normal", recorded.Type)
 
-	ctl.stop(t, syscall.SIGINT)
+	ctl.Stop(t, syscall.SIGINT)
 }
 
 // parseSamples reads the Prometheus text format into series (name with labels) and values.
@@ -108,16 +108,16 @@ func TestNotReadyUntilSynced(t *testing.T) {
 	ctl := launchController(t, unprivilegedUser, "/healthz")
 	// The failing lists are logged; by then the binary has tried, and still is not ready.
 	waitFor(t, "a forbidden list in the logs", func(context.Context) error {
-		if !strings.Contains(ctl.stderr(), "forbidden") {
+		if !strings.Contains(ctl.Stderr(), "forbidden") {
 			return fmt.Errorf("no forbidden list logged yet")
 		}
 		return nil
 	})
-	status, body, err := httpGet(ctl.healthURL + "/readyz")
+	status, body, err := httpGet(ctl.HealthURL + "/readyz")
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusServiceUnavailable, status, body)
-	assert.NotContains(t, ctl.stderr(), `"msg":"caches synced"`)
+	assert.NotContains(t, ctl.Stderr(), `"msg":"caches synced"`)
 
-	ctl.exitCleanly(t)
-	assert.Contains(t, ctl.stderr(), `"msg":"stopped before the caches synced"`)
+	ctl.ExitCleanly(t)
+	assert.Contains(t, ctl.Stderr(), `"msg":"stopped before the caches synced"`)
 }

@@ -32,8 +32,8 @@ var (
 	controllerBinary string
 )
 
-// deployManifests are the files whose RBAC the controller runs under in these tests.
-var deployManifests = []string{"deploy/controller.yaml", "deploy/control-plane-rbac.yaml", "deploy/downstream-rbac.yaml"}
+// deployManifests are the release files whose RBAC the controller runs under in these tests.
+var deployManifests = []string{"deploy/release.yaml", "deploy/release-downstream.yaml"}
 
 // TestMain starts the API server, applies the RBAC of deploy/, builds the controller binary, runs
 // the tests, stops everything and checks for leaked goroutines with goleak (kubetest.TestMainWithEnv).
@@ -104,12 +104,13 @@ func startDownstream(ctx context.Context) error {
 // manifestResources maps the kinds deploy/ holds to their resources. A kind missing here fails
 // the apply, so a new kind in deploy/ is noticed; workloads are listed as skipped on purpose.
 var manifestResources = map[string]schema.GroupVersionResource{
-	"Namespace":          {Version: "v1", Resource: "namespaces"},
-	"ServiceAccount":     {Version: "v1", Resource: "serviceaccounts"},
-	"ClusterRole":        {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
-	"ClusterRoleBinding": {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
-	"Role":               {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
-	"RoleBinding":        {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
+	"Namespace":           {Version: "v1", Resource: "namespaces"},
+	"ServiceAccount":      {Version: "v1", Resource: "serviceaccounts"},
+	"ClusterRole":         {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
+	"ClusterRoleBinding":  {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
+	"Role":                {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
+	"RoleBinding":         {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
+	"PodDisruptionBudget": {Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"},
 }
 
 // skippedKinds need a kubelet or an image; the tests run the controller themselves.
