@@ -325,3 +325,28 @@ func CheckCommittable(c Composition, s ResourceSlice) error {
 	}
 	return nil
 }
+
+// AnnotationRecoverySealed is set on each recovery slice just before the commit point, to the
+// Composition resourceVersion the commit patch tests. From then on a commit may name the slice at
+// any moment, so publishing never rewrites it: a writer whose view of the Composition is stale (a
+// paused replica, a second writer) could otherwise put back into a committed slice a tombstone
+// that a fresher plan dropped or that the pending recheck withdrew. Only a withdrawal, which
+// can only disarm, still writes a sealed slice (design §6.2).
+const AnnotationRecoverySealed = "eno.azure.io/tombstone-recovery-sealed"
+
+// Sealed reports whether the recovery slice was sealed for a commit.
+func (s ResourceSlice) Sealed() bool {
+	_, ok := s.Annotations[AnnotationRecoverySealed]
+	return ok
+}
+
+// RefuseRewrite says why a recovery slice that differs from the plan must not be rewritten to
+// it, or is nil when it may be: a sealed slice is never rewritten (AnnotationRecoverySealed).
+func RefuseRewrite(s ResourceSlice) error {
+	if !s.Sealed() {
+		return nil
+	}
+	return fmt.Errorf("recovery slice %s was sealed for a commit (composition resourceVersion %s) and differs from this plan; "+
+		"a sealed slice is never rewritten: a later synthesis is handed off afresh, or an operator deletes the slice",
+		s.Name, s.Annotations[AnnotationRecoverySealed])
+}

@@ -90,8 +90,8 @@ type Options struct {
 // eno-reconciler starts every runnable on every replica (its own leader election is off by
 // default), so the controller elects a leader by itself unless Disabled.
 type LeaderElection struct {
-	// Disabled reconciles on every replica at once: safe for snapshots and decisions, but see
-	// ARCHITECTURE.md on the tombstone slice a concurrent replica can leave behind.
+	// Disabled reconciles on every replica at once: safe (resourceVersion preconditions, and
+	// recovery slices sealed before their commit), but every replica then does the work.
 	Disabled bool
 	// HostElects says that the process embedding the controller elects a leader and starts
 	// leader-election runnables only on its leader (eno-reconciler run with --leader-election:

@@ -39,6 +39,9 @@ type Harness interface {
 	ListSlices(t testing.TB, namespace string) []domain.ResourceSlice
 	// SliceOwnerUID is the UID of the Composition controlling the slice, "" when none does.
 	SliceOwnerUID(t testing.TB, namespace, name string) string
+	// SealSlice seals the slice for a commit at the Composition resourceVersion, as a commit does
+	// just before its patch (domain.AnnotationRecoverySealed); it fails t when the slice is absent.
+	SealSlice(t testing.TB, namespace, name, resourceVersion string)
 	// RemoveSlice makes the slice gone at once, as Eno's cleanup does once it released its
 	// finalizer; it fails t when the slice is absent.
 	RemoveSlice(t testing.TB, namespace, name string)

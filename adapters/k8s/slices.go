@@ -135,9 +135,19 @@ func (t *TombstoneSink) publishPart(ctx context.Context, comp domain.Composition
 	if comp.NamesSlice(name) {
 		return false, nil // committed: never rewritten
 	}
-	if equality.Semantic.DeepEqual(existing.Object["spec"], desired.Object["spec"]) && carries(existing, h.SliceAnnotations()) {
+	sameSpec := equality.Semantic.DeepEqual(existing.Object["spec"], desired.Object["spec"])
+	if sameSpec && carries(existing, h.SliceAnnotations()) {
 		log.V(1).Info("reused recovery slice", "tombstones", len(part))
 		return false, nil
+	}
+	// comp may be stale: a commit may have named the slice since it was read. A sealed slice is
+	// one a commit may name at any moment, so it is never rewritten.
+	if sealed := (domain.ResourceSlice{Name: name, Annotations: existing.GetAnnotations()}); sealed.Sealed() {
+		if sameSpec {
+			log.V(1).Info("reused sealed recovery slice", "tombstones", len(part))
+			return false, nil
+		}
+		return false, fmt.Errorf("%s: %w: %w", what, domain.RefuseRewrite(sealed), ports.ErrSynthesisMoved)
 	}
 	// The update carries the resourceVersion just read; a concurrent writer makes it a Conflict.
 	existing.Object["spec"] = desired.Object["spec"]
@@ -212,7 +222,7 @@ func (t *TombstoneSink) CommitTombstones(ctx context.Context, comp domain.Compos
 		return fmt.Errorf("%s: %s: %w", what, why, ports.ErrSynthesisMoved)
 	}
 	for _, slice := range slices {
-		if err := t.checkCommittable(ctx, live, slice); err != nil {
+		if err := t.sealForCommit(ctx, live, pre.ResourceVersion, slice); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 	}
@@ -281,8 +291,13 @@ func commitPatch(pre domain.CommitPrecondition, refs any, slices []string) ([]by
 }
 
 // checkCommittable re-reads a recovery slice live just before the commit point.
-func (t *TombstoneSink) checkCommittable(ctx context.Context, comp domain.Composition, slice string) error {
-	u, err := t.client.Resource(ResourceSliceGVR).Namespace(comp.Namespace).Get(ctx, slice, metav1.GetOptions{})
+// sealForCommit re-reads the recovery slice live, checks that it can be committed, and seals it
+// (domain.AnnotationRecoverySealed, the Composition resourceVersion the commit patch tests) with
+// an update guarded by the resourceVersion just read: a rewrite since the read makes it a
+// Conflict, and once sealed no publish rewrites it.
+func (t *TombstoneSink) sealForCommit(ctx context.Context, comp domain.Composition, resourceVersion, slice string) error {
+	client := t.client.Resource(ResourceSliceGVR).Namespace(comp.Namespace)
+	u, err := client.Get(ctx, slice, metav1.GetOptions{})
 	if err != nil {
 		return apiError("re-reading recovery slice "+slice+" before the commit", err)
 	}
@@ -290,7 +305,19 @@ func (t *TombstoneSink) checkCommittable(ctx context.Context, comp domain.Compos
 	if err != nil {
 		return err
 	}
-	return domain.CheckCommittable(comp, s)
+	if err := domain.CheckCommittable(comp, s); err != nil || s.Sealed() {
+		return err
+	}
+	annotations := u.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[domain.AnnotationRecoverySealed] = resourceVersion
+	u.SetAnnotations(annotations)
+	if _, err := client.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+		return apiError("sealing recovery slice "+slice+" before the commit", err)
+	}
+	return nil
 }
 
 // EnsureTombstones re-reads every recovery slice live and creates again from its part of h each

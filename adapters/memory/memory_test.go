@@ -68,6 +68,11 @@ func (h harness) SliceOwnerUID(_ testing.TB, namespace, name string) string {
 	return h.c.SliceOwner(namespace, name)
 }
 
+func (h harness) SealSlice(t testing.TB, namespace, name, resourceVersion string) {
+	t.Helper()
+	require.NoError(t, h.c.AnnotateSlice(namespace, name, domain.AnnotationRecoverySealed, resourceVersion))
+}
+
 func (h harness) RemoveSlice(t testing.TB, namespace, name string) {
 	t.Helper()
 	require.NoError(t, h.c.DeleteSlice(namespace, name))

@@ -85,6 +85,10 @@ func (c *Cluster) publishPart(ctx context.Context, comp domain.Composition, h do
 		return false, fmt.Errorf("publishing tombstones to resource slice %s: it is owned by %q, not %q: %w", key, cur.owner, comp.UID, ports.ErrAlreadyExists)
 	case c.namedLocked(comp, name) || sameSlice(cur.slice, want):
 		return false, nil // committed, or an earlier attempt wrote exactly this
+	case cur.slice.Sealed() && slices.Equal(cur.slice.Resources, want.Resources):
+		return false, nil // sealed for a commit with exactly these tombstones: never rewritten
+	case cur.slice.Sealed():
+		return false, fmt.Errorf("publishing tombstones to resource slice %s: %w: %w", key, domain.RefuseRewrite(cur.read()), ports.ErrSynthesisMoved)
 	}
 	c.slices[key] = storedSlice{slice: want, owner: comp.UID, resourceVersion: c.nextVersion()}
 	return false, nil
@@ -128,6 +132,21 @@ func (c *Cluster) CommitTombstones(ctx context.Context, comp domain.Composition,
 		if err := domain.CheckCommittable(cur, stored.read()); err != nil {
 			return fmt.Errorf("committing tombstones on composition %s: %w", key, err)
 		}
+	}
+	// Seal every slice before naming any: from here on none is rewritten by a publish.
+	for _, slice := range slices {
+		k := objectKey{comp.Namespace, slice}
+		stored := c.slices[k]
+		if stored.slice.Sealed() {
+			continue
+		}
+		stored.slice.Annotations = maps.Clone(stored.slice.Annotations)
+		if stored.slice.Annotations == nil {
+			stored.slice.Annotations = map[string]string{}
+		}
+		stored.slice.Annotations[domain.AnnotationRecoverySealed] = cur.ResourceVersion
+		stored.resourceVersion = c.nextVersion()
+		c.slices[k] = stored
 	}
 	cur = cloneComposition(cur)
 	cur.Synthesis.Slices = append(cur.Synthesis.Slices, missing...)
@@ -250,6 +269,25 @@ func recoverySlice(comp domain.Composition, name string, h domain.Handoff, part 
 
 func sameSlice(a, b domain.ResourceSlice) bool {
 	return a.SynthesisUUID == b.SynthesisUUID && maps.Equal(a.Annotations, b.Annotations) && slices.Equal(a.Resources, b.Resources)
+}
+
+// AnnotateSlice sets one annotation of a stored slice, as another client's update would.
+func (c *Cluster) AnnotateSlice(namespace, name, key, value string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := objectKey{namespace, name}
+	stored, ok := c.slices[k]
+	if !ok {
+		return fmt.Errorf("annotating resource slice %s: %w", k, ports.ErrNotFound)
+	}
+	stored.slice.Annotations = maps.Clone(stored.slice.Annotations)
+	if stored.slice.Annotations == nil {
+		stored.slice.Annotations = map[string]string{}
+	}
+	stored.slice.Annotations[key] = value
+	stored.resourceVersion = c.nextVersion()
+	c.slices[k] = stored
+	return nil
 }
 
 // SliceOwner is the UID of the Composition owning the slice, or "" when it has no owner or
