@@ -3,6 +3,7 @@ package reliability_test
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -457,8 +458,17 @@ func completeAfterCrash(t *testing.T, c crashed, p crashPoint) {
 		assert.Equal(t, c.second.SynthesisUUID(), recovered[0].SynthesisUUID)
 		recovery := w.recoverySlices()
 		require.Len(t, recovery, 1, "a retried publication reuses its slice")
+		assert.True(t, recovery[0].Sealed(), "the committed slice was sealed before the commit")
 		if len(slicesAfterCrash) == 1 {
-			assert.Equal(t, slicesAfterCrash[0], recovery[0], "the slice published before the crash is reused unchanged")
+			// The seal the commit added aside, nothing of the slice changed.
+			unsealed := recovery[0]
+			unsealed.Annotations = maps.Clone(unsealed.Annotations)
+			delete(unsealed.Annotations, domain.AnnotationRecoverySealed)
+			if slicesAfterCrash[0].Sealed() {
+				unsealed = recovery[0]
+			}
+			assert.Equal(t, slicesAfterCrash[0].Resources, recovery[0].Resources, "the slice published before the crash is reused unchanged")
+			assert.Equal(t, slicesAfterCrash[0].Annotations, unsealed.Annotations, "the slice published before the crash is reused unchanged")
 		}
 		want := cmIDs(crashRef.Namespace, minus(c.oldNames, c.newNames)...)
 		assert.Equal(t, recovery[0].Name, recovered[0].TombstoneSlice)
