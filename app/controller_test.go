@@ -75,7 +75,7 @@ func TestControllerRecoversPanics(t *testing.T) {
 			f.sink.PublishTombstonesCalls(func(context.Context, domain.Composition, domain.Handoff) ([]string, error) { boom(); return nil, nil })
 		}},
 		"the commit": {recovering, func(f *fixture) {
-			f.sink.CommitTombstonesCalls(func(context.Context, domain.Composition, []string) error { boom(); return nil })
+			f.sink.CommitTombstonesCalls(func(context.Context, domain.Composition, domain.Handoff, []string) error { boom(); return nil })
 		}},
 		"the decision": {recovering, func(f *fixture) {
 			f.decisions.WriteDecisionCalls(func(context.Context, domain.Composition, domain.Decision) error { boom(); return nil })
@@ -127,7 +127,7 @@ func TestControllerBoundsEveryReconcile(t *testing.T) {
 			})
 		},
 		"the commit": func(f *fixture) {
-			f.sink.CommitTombstonesCalls(func(ctx context.Context, _ domain.Composition, _ []string) error { return hang(ctx) })
+			f.sink.CommitTombstonesCalls(func(ctx context.Context, _ domain.Composition, _ domain.Handoff, _ []string) error { return hang(ctx) })
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -186,7 +186,7 @@ func newFixture(t *testing.T) *fixture {
 		}
 		return names, nil
 	})
-	f.sink.CommitTombstonesCalls(func(_ context.Context, _ domain.Composition, names []string) error {
+	f.sink.CommitTombstonesCalls(func(_ context.Context, _ domain.Composition, _ domain.Handoff, names []string) error {
 		var missing []string
 		for _, n := range names {
 			if !f.comp.NamesSlice(n) {

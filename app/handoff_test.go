@@ -85,7 +85,7 @@ func TestHandoffFaults(t *testing.T) {
 		f.cfg.MaxTombstoneFraction = 1
 		_, err := f.service(t).Recover(ctx(t), f.comp)
 		require.NoError(t, err)
-		_, committed, _ := f.sink.CommitTombstonesArgsForCall(0)
+		_, committed, _, _ := f.sink.CommitTombstonesArgsForCall(0)
 		assert.Nil(t, committed.Synthesis.Slices, "the adapter tests the list as null and adds the whole array")
 		assert.Equal(t, domain.OutcomeRecovered, writtenDecision(t, f).Outcome)
 	})

@@ -400,7 +400,7 @@ func (refusedWrites) PublishTombstones(context.Context, domain.Composition, doma
 	return nil, errInspectWrites
 }
 
-func (refusedWrites) CommitTombstones(context.Context, domain.Composition, []string) error {
+func (refusedWrites) CommitTombstones(context.Context, domain.Composition, domain.Handoff, []string) error {
 	return errInspectWrites
 }
 

@@ -233,7 +233,7 @@ func (s *Service) handOff(ctx context.Context, comp domain.Composition, plan dom
 	if live, err = s.recheck(ctx, comp, s.readyToCommit(comp)); err != nil {
 		return fail("committing", err)
 	}
-	if err := s.deps.Sink.CommitTombstones(ctx, live, slices); err != nil {
+	if err := s.deps.Sink.CommitTombstones(ctx, live, h, slices); err != nil {
 		return fail("committing", err)
 	}
 	fault(ctx, faultCommitted, comp.Ref())

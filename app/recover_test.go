@@ -58,9 +58,9 @@ func TestRecoverPublishesTombstonesForOrphansThenWritesTheDecision(t *testing.T)
 		order = append(order, "publish")
 		return publish(ctx, c, h)
 	})
-	f.sink.CommitTombstonesCalls(func(ctx context.Context, c domain.Composition, slices []string) error {
+	f.sink.CommitTombstonesCalls(func(ctx context.Context, c domain.Composition, h domain.Handoff, slices []string) error {
 		order = append(order, "commit")
-		return commit(ctx, c, slices)
+		return commit(ctx, c, h, slices)
 	})
 	write := f.decisions.WriteDecisionStub
 	f.decisions.WriteDecisionCalls(func(ctx context.Context, c domain.Composition, d domain.Decision) error {
@@ -87,7 +87,7 @@ func TestRecoverPublishesTombstonesForOrphansThenWritesTheDecision(t *testing.T)
 	_, _, h := f.sink.PublishTombstonesArgsForCall(0)
 	require.Len(t, h.Resources, 2)
 	assert.Equal(t, domain.SliceResource{Manifest: published[0].Manifest(), Deleted: true}, h.Resources[0])
-	_, _, committed := f.sink.CommitTombstonesArgsForCall(0)
+	_, _, _, committed := f.sink.CommitTombstonesArgsForCall(0)
 	assert.Equal(t, []string{"web-recovery-11111111"}, committed)
 	_, _, ensured, eh := f.sink.EnsureTombstonesArgsForCall(0)
 	assert.Equal(t, []string{"web-recovery-11111111"}, ensured)

@@ -334,6 +334,17 @@ func CheckCommittable(c Composition, s ResourceSlice) error {
 // can only disarm, still writes a sealed slice (design §6.2).
 const AnnotationRecoverySealed = "eno.azure.io/tombstone-recovery-sealed"
 
+// CheckHolds says why the recovery slice read live does not hold exactly part, the tombstones a
+// commit is about to name, or is nil: another writer may have rewritten it since this pass
+// published it, and a commit never names content it did not plan.
+func CheckHolds(s ResourceSlice, part []SliceResource) error {
+	if slices.Equal(s.Resources, part) {
+		return nil
+	}
+	return fmt.Errorf("recovery slice %s holds %d resources other than the %d this pass planned (another writer rewrote it, or a withdrawal since)",
+		s.Name, len(s.Resources), len(part))
+}
+
 // Sealed reports whether the recovery slice was sealed for a commit.
 func (s ResourceSlice) Sealed() bool {
 	_, ok := s.Annotations[AnnotationRecoverySealed]

@@ -70,11 +70,12 @@ type TombstoneSink interface {
 	// finalizer, or rewrites each to h while the synthesis does not name it yet. It returns the
 	// slices' names in part order, the first one first.
 	PublishTombstones(ctx context.Context, comp domain.Composition, h domain.Handoff) ([]string, error)
-	// CommitTombstones (step 2, the commit point) re-reads every slice live, then appends them
+	// CommitTombstones (step 2, the commit point) re-reads every slice live, checks that each
+	// holds exactly its part of h, seals it (domain.AnnotationRecoverySealed), then appends them
 	// all, in order, to comp's current synthesis in one write, guarded by its UUID, no in-flight
-	// synthesis and the slice list comp holds. Already named: nothing to do. ErrSynthesisMoved
-	// when the Composition moved on.
-	CommitTombstones(ctx context.Context, comp domain.Composition, slices []string) error
+	// synthesis and the slice list comp holds. Already named with h's content: nothing more to
+	// do. ErrSynthesisMoved when the Composition moved on or a slice holds other tombstones.
+	CommitTombstones(ctx context.Context, comp domain.Composition, h domain.Handoff, slices []string) error
 	// EnsureTombstones (step 4) re-reads every slice live and creates again from its part of h
 	// each that is gone. With an empty h (the content is unknown) the gone slices are a
 	// *SlicesLostError, which matches ErrNotFound.

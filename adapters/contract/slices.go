@@ -151,14 +151,14 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, sampleHandoff(comp))
 		require.NoError(t, err)
 
-		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, names))
+		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, sampleHandoff(comp), names))
 		live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
 		require.NoError(t, err)
 		assert.Equal(t, append(slices.Clone(comp.Synthesis.Slices), names...), live.Synthesis.Slices)
 
 		// Idempotent, even from the Composition read before the append.
-		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, names))
-		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), live, names))
+		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, sampleHandoff(comp), names))
+		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), live, sampleHandoff(comp), names))
 		live, err = h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
 		require.NoError(t, err)
 		assert.Equal(t, append(slices.Clone(comp.Synthesis.Slices), names...), live.Synthesis.Slices)
@@ -176,7 +176,7 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 		handoff := sampleHandoff(comp)
 		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
 		require.NoError(t, err)
-		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, names))
+		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, handoff, names))
 		sealed := h.ReadSlice(t, comp.Namespace, names[0])
 		require.True(t, sealed.Sealed(), "the commit seals the slice: %v", sealed.Annotations)
 
@@ -196,6 +196,45 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 		require.NoError(t, err)
 		assert.Equal(t, names, again)
 		assert.Equal(t, sealed.ResourceVersion, h.ReadSlice(t, comp.Namespace, names[0]).ResourceVersion)
+	})
+
+	t.Run("CommitTombstones never names a slice another writer rewrote since the publish", func(t *testing.T) {
+		h := newHarness(t)
+		comp := h.CreateComposition(t, sampleComposition(h))
+		handoff := sampleHandoff(comp)
+		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
+		require.NoError(t, err)
+		// Another writer, from its own plan, rewrites the unsealed slice before this commit.
+		_, err = h.TombstoneSink().PublishTombstones(t.Context(), comp, handoffOf(comp, sampleTombstones()[:1]))
+		require.NoError(t, err)
+
+		err = h.TombstoneSink().CommitTombstones(t.Context(), comp, handoff, names)
+		require.ErrorIs(t, err, ports.ErrSynthesisMoved)
+		live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
+		require.NoError(t, err)
+		assert.Equal(t, comp.Synthesis.Slices, live.Synthesis.Slices, "nothing named")
+		assert.False(t, h.ReadSlice(t, comp.Namespace, names[0]).Sealed(), "nothing sealed")
+	})
+
+	t.Run("a slice the synthesis names and step 4 created again is sealed, and never rewritten", func(t *testing.T) {
+		h := newHarness(t)
+		comp := h.CreateComposition(t, sampleComposition(h))
+		handoff := sampleHandoff(comp)
+		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
+		require.NoError(t, err)
+		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, handoff, names))
+		live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
+		require.NoError(t, err)
+		h.RemoveSlice(t, comp.Namespace, names[0])
+		require.NoError(t, h.TombstoneSink().EnsureTombstones(t.Context(), live, names, handoff))
+		again := h.ReadSlice(t, comp.Namespace, names[0])
+		require.True(t, again.Sealed(), "created again sealed: %v", again.Annotations)
+
+		if _, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoffOf(comp, sampleTombstones()[:1])); err != nil {
+			require.ErrorIs(t, err, ports.ErrSynthesisMoved)
+		}
+		assert.Equal(t, again.ResourceVersion, h.ReadSlice(t, comp.Namespace, names[0]).ResourceVersion, "never rewritten")
+		assertRecoverySlices(t, h, comp, names, handoff)
 	})
 
 	t.Run("a slice sealed by a commit that then failed is never rewritten either", func(t *testing.T) {
@@ -219,7 +258,7 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
 		require.NoError(t, err)
 
-		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, names))
+		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, handoff, names))
 		live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
 		require.NoError(t, err)
 		assert.Equal(t, append(slices.Clone(comp.Synthesis.Slices), names...), live.Synthesis.Slices)
@@ -227,7 +266,7 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 		require.True(t, ok)
 		assert.Equal(t, names, committed)
 		// Again, from the read before the append: every slice is named, nothing is written.
-		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, names))
+		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, handoff, names))
 		again, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
 		require.NoError(t, err)
 		assert.Equal(t, live.ResourceVersion, again.ResourceVersion)
@@ -244,7 +283,7 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 				names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoffFor(comp))
 				require.NoError(t, err)
 
-				require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, names))
+				require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, handoffFor(comp), names))
 				live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
 				require.NoError(t, err)
 				assert.Equal(t, names, live.Synthesis.Slices)
@@ -274,7 +313,7 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 				moved, inFlight := tt.change(&syn)
 				stored := h.SetSynthesis(t, comp.Ref(), moved, inFlight)
 
-				err = h.TombstoneSink().CommitTombstones(t.Context(), comp, names)
+				err = h.TombstoneSink().CommitTombstones(t.Context(), comp, sampleHandoff(comp), names)
 				require.ErrorIs(t, err, ports.ErrSynthesisMoved)
 				live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
 				require.NoError(t, err)
@@ -292,7 +331,7 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 		require.NoError(t, err)
 		h.SetAnnotation(t, comp.Ref(), domain.AnnotationReview, "reject:"+comp.SynthesisUUID())
 
-		err = h.TombstoneSink().CommitTombstones(t.Context(), comp, names)
+		err = h.TombstoneSink().CommitTombstones(t.Context(), comp, sampleHandoff(comp), names)
 		require.ErrorIs(t, err, ports.ErrSynthesisMoved)
 		live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
 		require.NoError(t, err)
@@ -318,7 +357,7 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 				require.NoError(t, err)
 				tt.remove(t, h, comp.Namespace, names[tt.part])
 
-				require.Error(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, names))
+				require.Error(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, tt.handoff(comp), names))
 				live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
 				require.NoError(t, err)
 				assert.Equal(t, comp.Synthesis.Slices, live.Synthesis.Slices, "none of them named")
@@ -333,7 +372,7 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 		h.CreateSlice(t, domain.ResourceSlice{Namespace: comp.Namespace, Name: name, SynthesisUUID: comp.SynthesisUUID(),
 			Resources: sampleHandoff(comp).Resources})
 
-		require.Error(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, []string{name}))
+		require.Error(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, sampleHandoff(comp), []string{name}))
 		live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
 		require.NoError(t, err)
 		assert.Equal(t, comp.Synthesis.Slices, live.Synthesis.Slices)
@@ -411,7 +450,7 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 		handoff := largeHandoff(comp)
 		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
 		require.NoError(t, err)
-		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, names))
+		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, handoff, names))
 		gone := names[1:3]
 		for _, name := range gone {
 			h.RemoveSlice(t, comp.Namespace, name)

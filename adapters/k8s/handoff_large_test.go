@@ -105,7 +105,7 @@ func TestLargeHandoffOnARealAPIServer(t *testing.T) {
 	live, err := comps.LiveComposition(ctx, comp.Ref())
 	require.NoError(t, err)
 	start = time.Now()
-	require.NoError(t, sink.CommitTombstones(ctx, live, names))
+	require.NoError(t, sink.CommitTombstones(ctx, live, h, names))
 	committed := time.Since(start)
 	after, err := comps.LiveComposition(ctx, comp.Ref())
 	require.NoError(t, err)

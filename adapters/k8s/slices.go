@@ -198,11 +198,18 @@ func controlledBy(u *unstructured.Unstructured, comp domain.Composition) error {
 // cannot append to a missing array). Slices the synthesis names already are not appended again.
 // A 422 or 409 is told apart by a re-read: the Composition moved on (ports.ErrSynthesisMoved)
 // or the patch was bad (an error).
-func (t *TombstoneSink) CommitTombstones(ctx context.Context, comp domain.Composition, slices []string) error {
+func (t *TombstoneSink) CommitTombstones(ctx context.Context, comp domain.Composition, h domain.Handoff, slices []string) error {
 	ref := comp.Ref()
 	what := fmt.Sprintf("appending recovery slices %v to the current synthesis of composition %s", slices, ref)
 	if len(slices) == 0 {
 		return fmt.Errorf("%s: no slice to append", what)
+	}
+	parts, err := h.PartsFor(slices)
+	if err == nil && parts == nil {
+		err = errors.New("the hand-off holds no decided synthesis")
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	client := t.client.Resource(CompositionGVR).Namespace(comp.Namespace)
 	u, err := client.Get(ctx, comp.Name, metav1.GetOptions{})
@@ -214,17 +221,20 @@ func (t *TombstoneSink) CommitTombstones(ctx context.Context, comp domain.Compos
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	missing := unnamed(live, slices)
-	if len(missing) == 0 && live.UID == comp.UID && live.SynthesisUUID() == comp.SynthesisUUID() {
-		return nil
-	}
 	pre := domain.CommitPreconditionOf(comp)
-	if why := pre.MovedOn(live); why != "" {
-		return fmt.Errorf("%s: %s: %w", what, why, ports.ErrSynthesisMoved)
+	if committed := len(missing) == 0 && live.UID == comp.UID && live.SynthesisUUID() == comp.SynthesisUUID(); !committed {
+		if why := pre.MovedOn(live); why != "" {
+			return fmt.Errorf("%s: %s: %w", what, why, ports.ErrSynthesisMoved)
+		}
 	}
-	for _, slice := range slices {
-		if err := t.sealForCommit(ctx, live, pre.ResourceVersion, slice); err != nil {
+	// Named already or not, every slice must hold what this pass planned, and is sealed.
+	for i, slice := range slices {
+		if err := t.sealForCommit(ctx, live, pre.ResourceVersion, slice, parts[i]); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
+	}
+	if len(missing) == 0 {
+		return nil
 	}
 	// The list is tested as read, so that fields Eno may add to a reference match too.
 	refs, _, _ := nested(u.Object, "status", "currentSynthesis", "resourceSlices")
@@ -291,11 +301,12 @@ func commitPatch(pre domain.CommitPrecondition, refs any, slices []string) ([]by
 }
 
 // checkCommittable re-reads a recovery slice live just before the commit point.
-// sealForCommit re-reads the recovery slice live, checks that it can be committed, and seals it
+// sealForCommit re-reads the recovery slice live, checks that it can be committed and holds
+// exactly part (else ErrSynthesisMoved: another writer rewrote it since the publish), and seals it
 // (domain.AnnotationRecoverySealed, the Composition resourceVersion the commit patch tests) with
 // an update guarded by the resourceVersion just read: a rewrite since the read makes it a
 // Conflict, and once sealed no publish rewrites it.
-func (t *TombstoneSink) sealForCommit(ctx context.Context, comp domain.Composition, resourceVersion, slice string) error {
+func (t *TombstoneSink) sealForCommit(ctx context.Context, comp domain.Composition, resourceVersion, slice string, part []domain.SliceResource) error {
 	client := t.client.Resource(ResourceSliceGVR).Namespace(comp.Namespace)
 	u, err := client.Get(ctx, slice, metav1.GetOptions{})
 	if err != nil {
@@ -305,8 +316,14 @@ func (t *TombstoneSink) sealForCommit(ctx context.Context, comp domain.Compositi
 	if err != nil {
 		return err
 	}
-	if err := domain.CheckCommittable(comp, s); err != nil || s.Sealed() {
+	if err := domain.CheckCommittable(comp, s); err != nil {
 		return err
+	}
+	if err := domain.CheckHolds(s, part); err != nil {
+		return fmt.Errorf("%w: %w", err, ports.ErrSynthesisMoved)
+	}
+	if s.Sealed() {
+		return nil
 	}
 	annotations := u.GetAnnotations()
 	if annotations == nil {
@@ -349,7 +366,12 @@ func (t *TombstoneSink) EnsureTombstones(ctx context.Context, comp domain.Compos
 			lost = append(lost, slice)
 			continue
 		}
-		if _, err := client.Create(ctx, recoverySlice(slice, comp, h, parts[i]), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		// The synthesis names it: created sealed, so that no publish ever rewrites it.
+		again := recoverySlice(slice, comp, h, parts[i])
+		annotations := again.GetAnnotations()
+		annotations[domain.AnnotationRecoverySealed] = comp.ResourceVersion
+		again.SetAnnotations(annotations)
+		if _, err := client.Create(ctx, again, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return apiError(what+": creating it again", err)
 		}
 		logr.FromContextOrDiscard(ctx).Info("recreated a recovery slice that was gone", "slice", slice)

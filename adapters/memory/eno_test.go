@@ -199,7 +199,7 @@ func commitRecoverySlice(t *testing.T, c *memory.Cluster, comp domain.Compositio
 	require.NoError(t, err)
 	slices, err := c.PublishTombstones(t.Context(), comp, h)
 	require.NoError(t, err)
-	require.NoError(t, c.CommitTombstones(t.Context(), comp, slices))
+	require.NoError(t, c.CommitTombstones(t.Context(), comp, h, slices))
 	return slices[0]
 }
 

@@ -391,7 +391,7 @@ func TestPublishTombstones(t *testing.T) {
 		require.NoError(t, err)
 		assert.Len(t, got.Resources, 2)
 
-		require.NoError(t, c.CommitTombstones(t.Context(), comp, names))
+		require.NoError(t, c.CommitTombstones(t.Context(), comp, handoffFor(comp, "old", "older"), names))
 		_, err = c.PublishTombstones(t.Context(), comp, handoffFor(comp, "old"))
 		require.NoError(t, err)
 		got, err = c.GetSlice(t.Context(), "team-a", names[0])
@@ -405,7 +405,7 @@ func TestPublishTombstones(t *testing.T) {
 		require.True(t, comp.Synthesis.Ready)
 		names, err := c.PublishTombstones(t.Context(), comp, handoffFor(comp, "old"))
 		require.NoError(t, err)
-		require.NoError(t, c.CommitTombstones(t.Context(), comp, names))
+		require.NoError(t, c.CommitTombstones(t.Context(), comp, handoffFor(comp, "old"), names))
 		live, err := c.LiveComposition(t.Context(), comp.Ref())
 		require.NoError(t, err)
 		assert.False(t, live.Synthesis.Ready)

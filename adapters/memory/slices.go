@@ -3,6 +3,7 @@ package memory
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -98,10 +99,17 @@ func (c *Cluster) publishPart(ctx context.Context, comp domain.Composition, h do
 // of design §6.2 step 2 does: each must be comp's, for this synthesis and not terminating, and
 // the stored Composition must still meet domain.CommitPreconditionOf(comp), else
 // ErrSynthesisMoved. Slices the synthesis names already are not appended again.
-func (c *Cluster) CommitTombstones(ctx context.Context, comp domain.Composition, slices []string) error {
+func (c *Cluster) CommitTombstones(ctx context.Context, comp domain.Composition, h domain.Handoff, slices []string) error {
 	key := objectKey{comp.Namespace, comp.Name}
 	if len(slices) == 0 {
 		return fmt.Errorf("committing tombstones on composition %s: no slice to append", key)
+	}
+	parts, err := h.PartsFor(slices)
+	if err == nil && parts == nil {
+		err = errors.New("the hand-off holds no decided synthesis")
+	}
+	if err != nil {
+		return fmt.Errorf("committing tombstones on composition %s: %w", key, err)
 	}
 	if err := c.runBeforeWrite(ctx, OpCommitTombstones, key); err != nil {
 		return err
@@ -118,19 +126,20 @@ func (c *Cluster) CommitTombstones(ctx context.Context, comp domain.Composition,
 			missing = append(missing, s)
 		}
 	}
-	if cur.UID == comp.UID && cur.SynthesisUUID() == comp.SynthesisUUID() && len(missing) == 0 {
-		return nil
-	}
-	if why := domain.CommitPreconditionOf(comp).MovedOn(cur); why != "" {
+	committed := cur.UID == comp.UID && cur.SynthesisUUID() == comp.SynthesisUUID() && len(missing) == 0
+	if why := domain.CommitPreconditionOf(comp).MovedOn(cur); !committed && why != "" {
 		return fmt.Errorf("committing tombstones on composition %s: %s: %w", key, why, ports.ErrSynthesisMoved)
 	}
-	for _, slice := range slices {
+	for i, slice := range slices {
 		stored, ok := c.slices[objectKey{comp.Namespace, slice}]
 		if !ok {
 			return fmt.Errorf("committing tombstones on composition %s: re-reading recovery slice %s: %w", key, slice, ports.ErrNotFound)
 		}
 		if err := domain.CheckCommittable(cur, stored.read()); err != nil {
 			return fmt.Errorf("committing tombstones on composition %s: %w", key, err)
+		}
+		if err := domain.CheckHolds(stored.read(), parts[i]); err != nil {
+			return fmt.Errorf("committing tombstones on composition %s: %w: %w", key, err, ports.ErrSynthesisMoved)
 		}
 	}
 	// Seal every slice before naming any: from here on none is rewritten by a publish.
@@ -147,6 +156,9 @@ func (c *Cluster) CommitTombstones(ctx context.Context, comp domain.Composition,
 		stored.slice.Annotations[domain.AnnotationRecoverySealed] = cur.ResourceVersion
 		stored.resourceVersion = c.nextVersion()
 		c.slices[k] = stored
+	}
+	if committed {
+		return nil
 	}
 	cur = cloneComposition(cur)
 	cur.Synthesis.Slices = append(cur.Synthesis.Slices, missing...)
@@ -199,7 +211,10 @@ func (c *Cluster) ensurePart(ctx context.Context, comp domain.Composition, slice
 	if parts == nil {
 		return true, nil
 	}
-	c.slices[key] = storedSlice{slice: recoverySlice(comp, slice, h, parts[i]), owner: comp.UID, resourceVersion: c.nextVersion()}
+	// The synthesis names it: created sealed, so that no publish ever rewrites it.
+	again := recoverySlice(comp, slice, h, parts[i])
+	again.Annotations[domain.AnnotationRecoverySealed] = comp.ResourceVersion
+	c.slices[key] = storedSlice{slice: again, owner: comp.UID, resourceVersion: c.nextVersion()}
 	return false, nil
 }
 

@@ -10,7 +10,7 @@ import (
 )
 
 type FakeTombstoneSink struct {
-	CommitTombstonesStub        func(context.Context, domain.Composition, []string) error
+	CommitTombstonesStub        func(context.Context, domain.Composition, domain.Handoff, []string) error
 	commitTombstonesMutex       sync.RWMutex
 	commitTombstonesArgsForCall []FakeTombstoneSinkCommitTombstonesArgs
 	commitTombstonesReturns     struct {
@@ -66,7 +66,8 @@ type FakeTombstoneSink struct {
 type FakeTombstoneSinkCommitTombstonesArgs struct {
 	Arg1 context.Context
 	Arg2 domain.Composition
-	Arg3 []string
+	Arg3 domain.Handoff
+	Arg4 []string
 }
 
 // FakeTombstoneSinkEnsureTombstonesArgs holds the arguments of one call to EnsureTombstones.
@@ -97,21 +98,21 @@ type FakeTombstoneSinkWithdrawTombstonesArgs struct {
 	Arg3 domain.ResourceSlice
 }
 
-func (fake *FakeTombstoneSink) CommitTombstones(arg1 context.Context, arg2 domain.Composition, arg3 []string) error {
-	var arg3Copy []string
-	if arg3 != nil {
-		arg3Copy = make([]string, len(arg3))
-		copy(arg3Copy, arg3)
+func (fake *FakeTombstoneSink) CommitTombstones(arg1 context.Context, arg2 domain.Composition, arg3 domain.Handoff, arg4 []string) error {
+	var arg4Copy []string
+	if arg4 != nil {
+		arg4Copy = make([]string, len(arg4))
+		copy(arg4Copy, arg4)
 	}
 	fake.commitTombstonesMutex.Lock()
 	ret, specificReturn := fake.commitTombstonesReturnsOnCall[len(fake.commitTombstonesArgsForCall)]
-	fake.commitTombstonesArgsForCall = append(fake.commitTombstonesArgsForCall, FakeTombstoneSinkCommitTombstonesArgs{arg1, arg2, arg3Copy})
+	fake.commitTombstonesArgsForCall = append(fake.commitTombstonesArgsForCall, FakeTombstoneSinkCommitTombstonesArgs{arg1, arg2, arg3, arg4Copy})
 	stub := fake.CommitTombstonesStub
 	fakeReturns := fake.commitTombstonesReturns
-	fake.recordInvocation("CommitTombstones", []interface{}{arg1, arg2, arg3Copy})
+	fake.recordInvocation("CommitTombstones", []interface{}{arg1, arg2, arg3, arg4Copy})
 	fake.commitTombstonesMutex.Unlock()
 	if stub != nil {
-		return stub(arg1, arg2, arg3)
+		return stub(arg1, arg2, arg3, arg4)
 	}
 	if specificReturn {
 		return ret.result1
@@ -125,17 +126,17 @@ func (fake *FakeTombstoneSink) CommitTombstonesCallCount() int {
 	return len(fake.commitTombstonesArgsForCall)
 }
 
-func (fake *FakeTombstoneSink) CommitTombstonesCalls(stub func(context.Context, domain.Composition, []string) error) {
+func (fake *FakeTombstoneSink) CommitTombstonesCalls(stub func(context.Context, domain.Composition, domain.Handoff, []string) error) {
 	fake.commitTombstonesMutex.Lock()
 	defer fake.commitTombstonesMutex.Unlock()
 	fake.CommitTombstonesStub = stub
 }
 
-func (fake *FakeTombstoneSink) CommitTombstonesArgsForCall(i int) (context.Context, domain.Composition, []string) {
+func (fake *FakeTombstoneSink) CommitTombstonesArgsForCall(i int) (context.Context, domain.Composition, domain.Handoff, []string) {
 	fake.commitTombstonesMutex.RLock()
 	defer fake.commitTombstonesMutex.RUnlock()
 	argsForCall := fake.commitTombstonesArgsForCall[i]
-	return argsForCall.Arg1, argsForCall.Arg2, argsForCall.Arg3
+	return argsForCall.Arg1, argsForCall.Arg2, argsForCall.Arg3, argsForCall.Arg4
 }
 
 func (fake *FakeTombstoneSink) CommitTombstonesArgs() []FakeTombstoneSinkCommitTombstonesArgs {

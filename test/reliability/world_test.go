@@ -537,9 +537,9 @@ func (s *auditedSink) PublishTombstones(ctx context.Context, comp domain.Composi
 	return where, err
 }
 
-func (s *auditedSink) CommitTombstones(ctx context.Context, comp domain.Composition, slices []string) error {
+func (s *auditedSink) CommitTombstones(ctx context.Context, comp domain.Composition, h domain.Handoff, slices []string) error {
 	maybeYield(s.yield)
-	err := s.TombstoneSink.CommitTombstones(ctx, comp, slices)
+	err := s.TombstoneSink.CommitTombstones(ctx, comp, h, slices)
 	if err == nil {
 		s.audit.mu.Lock()
 		s.audit.commits = append(s.audit.commits, publishRecord{Ref: comp.Ref(), UID: comp.UID, SynthesisUUID: comp.SynthesisUUID(), Slice: slices[0]})

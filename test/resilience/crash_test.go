@@ -95,11 +95,11 @@ func (s crashingSink) PublishTombstones(ctx context.Context, c domain.Compositio
 	return s.TombstoneSink.PublishTombstones(ctx, c, h)
 }
 
-func (s crashingSink) CommitTombstones(ctx context.Context, c domain.Composition, slices []string) error {
+func (s crashingSink) CommitTombstones(ctx context.Context, c domain.Composition, h domain.Handoff, slices []string) error {
 	if err := s.sw.admit("commit tombstones"); err != nil {
 		return err
 	}
-	return s.TombstoneSink.CommitTombstones(ctx, c, slices)
+	return s.TombstoneSink.CommitTombstones(ctx, c, h, slices)
 }
 
 func (s crashingSink) EnsureTombstones(ctx context.Context, c domain.Composition, slices []string, h domain.Handoff) error {

@@ -293,7 +293,7 @@ func runLifecycle(t *testing.T) lifecycle {
 	got, _, err = tombstoneSliceIDs(ctx, c, ns, names[0])
 	require.NoError(t, err)
 	assert.Len(t, got, 2)
-	require.NoError(t, ctrl.sink.CommitTombstones(ctx, spare, names))
+	require.NoError(t, ctrl.sink.CommitTombstones(ctx, spare, handoff("a", "b"), names))
 	require.NoError(t, ctrl.sink.EnsureTombstones(ctx, spare, names, handoff("a", "b")))
 	spare, err = ctrl.compositions.LiveComposition(ctx, spare.Ref())
 	require.NoError(t, err)
