@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
@@ -60,4 +61,11 @@ type SourceDeletingError struct {
 
 func (e *SourceDeletingError) Error() string {
 	return fmt.Sprintf("composition %s, which recorded snapshots of this lineage, is being deleted; deciding once it is gone", e.Ref)
+}
+
+// isIneligible reports whether err only says the Composition is out of a use case's reach.
+func isIneligible(err error) (*domain.IneligibleError, bool) {
+	var ie *domain.IneligibleError
+	ok := errors.As(err, &ie)
+	return ie, ok
 }

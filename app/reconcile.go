@@ -57,7 +57,7 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 		// failing write): the recheck must not wait for the hand-off to complete.
 		var recheckErr error
 		res.RequeueAfter, recheckErr = s.recheckPending(ctx, comp)
-		if err := s.resumeHandoff(ctx, comp); err != nil {
+		if err := s.resumeDecided(ctx, comp); err != nil {
 			return res, errors.Join(err, recheckErr)
 		}
 		if recheckErr != nil {
