@@ -38,7 +38,7 @@ func (s *Service) verifyCarried(ctx context.Context, comp domain.Composition) {
 		tombstones = append(tombstones, c.pending...)
 	}
 	if len(gone) > 0 {
-		s.deps.Events.Event(comp, false, "VerificationSkipped", fmt.Sprintf(
+		s.deps.Events.Normal(comp, "VerificationSkipped", fmt.Sprintf(
 			"recovery slice %s of the previous synthesis is gone, so whether Eno deleted its tombstones is not checked; recording proceeds",
 			strings.Join(gone, ", ")))
 	}
@@ -56,7 +56,7 @@ func (s *Service) verifyCarried(ctx context.Context, comp domain.Composition) {
 		return
 	}
 	s.deps.Metrics.TombstoneAlert("OrphansRemain", len(remaining))
-	s.deps.Events.Event(comp, true, "OrphansRemain", fmt.Sprintf(
+	s.deps.Events.Warning(comp, "OrphansRemain", fmt.Sprintf(
 		"%d of the %d objects handed to Eno as tombstones still exist after its carrying synthesis %s became Ready: %s; check them by hand (recording proceeds, and they leave the history)",
 		len(remaining), len(tombstones), comp.SynthesisUUID(), domain.FirstIDs(remaining, orphansEventLimit)))
 	log.Info("objects handed to Eno as tombstones remain", "remaining", len(remaining), "tombstones", len(tombstones))
@@ -107,7 +107,7 @@ func (s *Service) checkAtRisk(ctx context.Context, comp domain.Composition, read
 			ts[i] = d.Tombstone
 		}
 		s.deps.Metrics.TombstoneAlert("TombstoneAtRisk", len(atRisk))
-		s.deps.Events.Event(comp, true, "TombstoneAtRisk", fmt.Sprintf(
+		s.deps.Events.Warning(comp, "TombstoneAtRisk", fmt.Sprintf(
 			"%d tombstones Eno carried into synthesis %s no longer pass the checks before deletion, and Eno may still delete their objects: %s; %s; protect them (for example with %s on the Composition) before Eno acts",
 			len(atRisk), comp.SynthesisUUID(), domain.FirstIDs(ts, orphansEventLimit), domain.DroppedSummary(atRisk), domain.AnnotationDisableReconciliation))
 	}

@@ -186,7 +186,8 @@ func (s *Service) Config() Config { return s.cfg }
 
 type noEvents struct{}
 
-func (noEvents) Event(domain.Composition, bool, string, string) {}
+func (noEvents) Normal(domain.Composition, string, string)  {}
+func (noEvents) Warning(domain.Composition, string, string) {}
 
 type noMetrics struct{}
 

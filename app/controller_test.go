@@ -97,7 +97,7 @@ func TestControllerRecoversPanics(t *testing.T) {
 			})
 		}},
 		"an event": {recovering, func(f *fixture) {
-			f.events.EventCalls(func(domain.Composition, bool, string, string) { boom() })
+			f.events.onEvent = boom
 		}},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -94,7 +94,7 @@ func (s *Service) ensureSlices(ctx context.Context, comp domain.Composition, sli
 		}
 		lost := &ports.SlicesLostError{Slices: slices}
 		errors.As(err, &lost)
-		s.deps.Events.Event(live, true, "RecoverySliceLost", fmt.Sprintf("%s; their tombstones are not handed to Eno", lost))
+		s.deps.Events.Warning(live, "RecoverySliceLost", fmt.Sprintf("%s; their tombstones are not handed to Eno", lost))
 	}
 	return nil
 }

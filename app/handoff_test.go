@@ -161,8 +161,8 @@ func TestHandoffFaults(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 2, f.sink.RequestResynthesisCallCount())
 		var warned bool
-		for i := range f.events.EventCallCount() {
-			_, warning, reason, _ := f.events.EventArgsForCall(i)
+		for i := range f.events.Count() {
+			_, warning, reason, _ := f.events.At(i)
 			warned = warned || (warning && reason == "RecoverySliceLost")
 		}
 		assert.True(t, warned)
@@ -302,8 +302,8 @@ func TestRecoverRefusesAnInvalidRecoverySlice(t *testing.T) {
 			assert.Equal(t, 1, f.sink.PublishTombstonesCallCount(), "nothing planned around it")
 			assert.Zero(t, f.sink.RequestResynthesisCallCount())
 			var warned bool
-			for i := range f.events.EventCallCount() {
-				_, warning, reason, _ := f.events.EventArgsForCall(i)
+			for i := range f.events.Count() {
+				_, warning, reason, _ := f.events.At(i)
 				warned = warned || (warning && reason == "RecoverySliceInvalid")
 			}
 			assert.True(t, warned)

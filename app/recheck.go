@@ -146,7 +146,7 @@ func (s *Service) withdrawFailing(ctx context.Context, comp domain.Composition, 
 		withdrawn[i] = dt.Tombstone
 	}
 	s.deps.Metrics.TombstoneAlert("TombstoneWithdrawn", len(w.Withdrawn))
-	s.deps.Events.Event(comp, true, "TombstoneWithdrawn", fmt.Sprintf(
+	s.deps.Events.Warning(comp, "TombstoneWithdrawn", fmt.Sprintf(
 		"%d tombstones of recovery slice %s no longer pass the checks before deletion and were withdrawn (Eno skips them): %s; %s",
 		len(w.Withdrawn), sl.Name, domain.FirstIDs(withdrawn, withdrawnEventLimit), domain.DroppedSummary(w.Withdrawn)))
 	logr.FromContextOrDiscard(ctx).Info("withdrew tombstones of a pending hand-off", "slice", sl.Name, "withdrawn", len(w.Withdrawn))

@@ -211,8 +211,8 @@ func TestPendingHandoffWithdrawsWhatNoLongerPasses(t *testing.T) {
 	assert.Equal(t, "TombstoneWithdrawn", reason)
 	assert.Equal(t, 1, n)
 	var warned string
-	for i := range f.events.EventCallCount() {
-		_, warning, reason, msg := f.events.EventArgsForCall(i)
+	for i := range f.events.Count() {
+		_, warning, reason, msg := f.events.At(i)
 		if warning && reason == "TombstoneWithdrawn" {
 			warned = msg
 		}

@@ -41,18 +41,12 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 	}
 
 	var reads *liveReads
-	rec, r, err := s.recover(ctx, comp)
-	switch ie, ineligible := isIneligible(err); {
-	case err == nil:
-		res.Recovery = &rec
-		if _, pending := pendingHandoff(rec.Composition); pending && rec.Written {
-			res.RequeueAfter = s.cfg.PendingRecheckInterval
-		}
-		if !rec.Plan.Decision.Outcome.Finished() {
-			return res, nil // held for review: recording waits (CheckRecording refuses it too)
-		}
-		comp, reads = rec.Composition, &r
-	case ineligible && ie.Reason == domain.IneligibleDecided:
+	switch stage, ie := s.policy.RecoveryStageOf(comp); stage {
+	case domain.StageIneligible:
+		s.skipped(ctx, comp, ie)
+		res.Skipped = ie
+		return res, nil
+	case domain.StageDecided:
 		// Withdraw first, whatever step 4 or 5 then meets (a part stuck terminating, a
 		// failing write): the recheck must not wait for the hand-off to complete.
 		var recheckErr error
@@ -63,12 +57,19 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 		if recheckErr != nil {
 			return res, recheckErr
 		}
-	case ineligible:
-		s.skipped(ctx, comp, ie)
-		res.Skipped = ie
-		return res, nil
 	default:
-		return res, err
+		rec, r, err := s.recover(ctx, comp)
+		if err != nil {
+			return res, err
+		}
+		res.Recovery = &rec
+		if _, pending := pendingHandoff(rec.Composition); pending && rec.Written {
+			res.RequeueAfter = s.cfg.PendingRecheckInterval
+		}
+		if !rec.Plan.Decision.Outcome.Finished() {
+			return res, nil // held for review: recording waits (CheckRecording refuses it too)
+		}
+		comp, reads = rec.Composition, &r
 	}
 
 	// A carried hand-off waits for Eno while its synthesis is not Ready: keep checking it.
@@ -98,7 +99,7 @@ func (s *Service) skipped(ctx context.Context, comp domain.Composition, ie *doma
 	if ie.Reason == domain.IneligibleInvalidLineage {
 		log.Info("skipping composition: invalid lineage override", "reason", ie.Detail)
 		s.deps.Metrics.Refusal(ie.Reason.String())
-		s.deps.Events.Event(comp, true, ie.Reason.String(), ie.Detail+"; no inventory is recorded or recovered")
+		s.deps.Events.Warning(comp, ie.Reason.String(), ie.Detail+"; no inventory is recorded or recovered")
 		return
 	}
 	log.V(2).Info("skipping composition", "reason", ie.Reason.String())

@@ -73,8 +73,8 @@ func TestReconcileInvalidLineageSkipsWithAnEvent(t *testing.T) {
 		assert.Zero(t, f.store.ListChunksCallCount())
 		assert.Zero(t, f.decisions.WriteDecisionCallCount())
 		assert.Zero(t, f.writes())
-		require.Equal(t, 1, f.events.EventCallCount())
-		_, warning, reason, _ := f.events.EventArgsForCall(0)
+		require.Equal(t, 1, f.events.Count())
+		_, warning, reason, _ := f.events.At(0)
 		assert.True(t, warning)
 		assert.Equal(t, "InvalidLineage", reason)
 	}
@@ -145,7 +145,7 @@ func TestReconcileSkipsIneligibleCompositions(t *testing.T) {
 			assert.Zero(t, f.guard.LiveCompositionCallCount())
 			assert.Zero(t, f.writes())
 			assert.Zero(t, f.decisions.WriteDecisionCallCount())
-			assert.Zero(t, f.events.EventCallCount())
+			assert.Zero(t, f.events.Count())
 			assert.Zero(t, f.metrics.RefusalCallCount())
 		})
 	}

@@ -145,7 +145,7 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 	s.deps.Metrics.ChunkHeadroom(lineage, largest, s.cfg.MaxChunkBytes)
 	if res.Created+res.Updated > 0 {
 		log.Info("recorded inventory snapshot", "chunks", res.Chunks, "created", res.Created, "updated", res.Updated, "entries", inv.Len())
-		s.deps.Events.Event(comp, false, "InventoryRecorded",
+		s.deps.Events.Normal(comp, "InventoryRecorded",
 			fmt.Sprintf("recorded %d resources in %d chunk(s) of lineage %s (%d written, %d unchanged)", inv.Len(), res.Chunks, lineage, res.Created+res.Updated, res.Reused))
 	}
 	return res, nil
@@ -249,5 +249,5 @@ func problemOf(err error) string {
 // refuse tells operators why nothing was written.
 func (s *Service) refuse(comp domain.Composition, reason string, err error) {
 	s.deps.Metrics.Refusal(reason)
-	s.deps.Events.Event(comp, true, reason, err.Error())
+	s.deps.Events.Warning(comp, reason, err.Error())
 }

@@ -69,7 +69,7 @@ func TestRecordAbortsOnTheFirstFailedWrite(t *testing.T) {
 						assert.Zero(t, f.store.GetChunkCallCount())
 					}
 					assert.Zero(t, f.metrics.RefusalCallCount(), "a failed write is no refusal")
-					assert.Zero(t, f.events.EventCallCount())
+					assert.Zero(t, f.events.Count())
 
 					// The next pass, on a healthy store holding what was written, converges.
 					g := newFixture(t)
@@ -200,7 +200,7 @@ func TestRecordRefusesUnusableSlices(t *testing.T) {
 			assert.Equal(t, tc.problem, se.Problem)
 			assert.Zero(t, f.store.ListChunksCallCount(), "slices are read before anything is prepared")
 			assert.Zero(t, f.writes())
-			assert.Equal(t, 1, f.events.EventCallCount())
+			assert.Equal(t, 1, f.events.Count())
 		})
 	}
 }
@@ -412,8 +412,8 @@ func refusalsOf(f *fixture) (metrics, events []string) {
 	for i := range f.metrics.RefusalCallCount() {
 		metrics = append(metrics, f.metrics.RefusalArgsForCall(i))
 	}
-	for i := range f.events.EventCallCount() {
-		_, warning, reason, _ := f.events.EventArgsForCall(i)
+	for i := range f.events.Count() {
+		_, warning, reason, _ := f.events.At(i)
 		if warning {
 			events = append(events, reason)
 		}

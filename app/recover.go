@@ -26,14 +26,14 @@ type RecoverResult struct {
 // decision. Tombstones are published before the decision, so a decision never points at
 // nothing; both writes follow a live recheck of the Composition.
 func (s *Service) Recover(ctx context.Context, comp domain.Composition) (RecoverResult, error) {
+	if err := s.policy.CheckRecovery(comp); err != nil {
+		return RecoverResult{}, err
+	}
 	res, _, err := s.recover(withComposition(ctx, comp.Ref()), comp)
 	return res, err
 }
 
 func (s *Service) recover(ctx context.Context, comp domain.Composition) (RecoverResult, liveReads, error) {
-	if err := s.policy.CheckRecovery(comp); err != nil {
-		return RecoverResult{}, liveReads{}, err
-	}
 	fault(ctx, faultRecover, comp.Ref())
 	ctx = logr.NewContext(ctx, logr.FromContextOrDiscard(ctx).WithValues("synthesisUUID", comp.SynthesisUUID()))
 	// Past the commit point of an earlier pass: finish that hand-off, never plan again.
@@ -226,29 +226,29 @@ func (s *Service) announce(comp domain.Composition, plan domain.RecoveryPlan, d 
 	switch d.Outcome {
 	case domain.OutcomeInventoryInvalid:
 		s.deps.Metrics.Refusal(d.Reason)
-		s.deps.Events.Event(comp, true, reason, fmt.Sprintf("%s: %s", d.Reason, d.Message))
+		s.deps.Events.Warning(comp, reason, fmt.Sprintf("%s: %s", d.Reason, d.Message))
 	case domain.OutcomeHeldForReview:
 		s.deps.Metrics.Refusal(d.Reason)
-		s.deps.Events.Event(comp, true, reason, fmt.Sprintf("%s; awaiting review: %s", d.Message, domain.FirstIDs(plan.Held, heldEventLimit)))
+		s.deps.Events.Warning(comp, reason, fmt.Sprintf("%s; awaiting review: %s", d.Message, domain.FirstIDs(plan.Held, heldEventLimit)))
 	case domain.OutcomeNothingToRecover:
 		if d.Reason == domain.ReasonOtherNamespace {
 			// Finished: the other namespace's history is never this Composition's, and an
 			// operator who meant to move it across namespaces has to say so.
 			s.deps.Metrics.Refusal(d.Reason)
-			s.deps.Events.Event(comp, true, reason, fmt.Sprintf("%s: %s", d.Reason, d.Message))
+			s.deps.Events.Warning(comp, reason, fmt.Sprintf("%s: %s", d.Reason, d.Message))
 			return
 		}
 		if d.Reason != domain.ReasonUnverified {
-			s.deps.Events.Event(comp, false, reason, d.Message)
+			s.deps.Events.Normal(comp, reason, d.Message)
 			return
 		}
 		// Unverified is finished: the next recorded snapshot replaces the only history naming
 		// the kept objects, so an operator has to look now.
 		s.deps.Metrics.Refusal(d.Reason)
-		s.deps.Events.Event(comp, true, reason, fmt.Sprintf("%s: %s; these objects were kept and are no longer in any history once this synthesis is recorded: check them by hand",
+		s.deps.Events.Warning(comp, reason, fmt.Sprintf("%s: %s; these objects were kept and are no longer in any history once this synthesis is recorded: check them by hand",
 			d.Reason, d.Message))
 	default:
-		s.deps.Events.Event(comp, false, reason, d.Message)
+		s.deps.Events.Normal(comp, reason, d.Message)
 	}
 }
 

@@ -69,7 +69,7 @@ type Policy struct {
 }
 
 // base applies the rules shared by recording and recovery.
-func (p Policy) base(c Composition) error {
+func (p Policy) base(c Composition) *IneligibleError {
 	switch {
 	case !p.Enabled:
 		return &IneligibleError{Reason: IneligibleDisabled}
@@ -89,12 +89,38 @@ func (p Policy) base(c Composition) error {
 	return nil
 }
 
-// CheckRecovery applies design §6: recovery runs until a finished decision exists for the synthesis.
-func (p Policy) CheckRecovery(c Composition) error {
+// RecoveryStage is where a Composition's current synthesis stands for recovery.
+type RecoveryStage int
+
+const (
+	// StageIneligible: a run condition fails; recovery leaves the Composition alone.
+	StageIneligible RecoveryStage = iota
+	// StageNeedsDecision: no finished decision exists for the synthesis; recovery decides one.
+	StageNeedsDecision
+	// StageDecided: the synthesis holds a finished decision; only a pending hand-off is left.
+	StageDecided
+)
+
+// RecoveryStageOf says whether recovery has to decide the Composition's current synthesis, has
+// decided it, or may not act on it, and then why. Recovery runs until a finished decision exists
+// for the synthesis (design §6).
+func (p Policy) RecoveryStageOf(c Composition) (RecoveryStage, *IneligibleError) {
 	if err := p.base(c); err != nil {
-		return err
+		return StageIneligible, err
 	}
 	if _, ok := c.FinishedDecision(); ok {
+		return StageDecided, nil
+	}
+	return StageNeedsDecision, nil
+}
+
+// CheckRecovery is RecoveryStageOf as a run condition: an error unless the synthesis still needs
+// a decision. Every recheck before a recovery write applies it to the live Composition (design §6).
+func (p Policy) CheckRecovery(c Composition) error {
+	switch stage, ie := p.RecoveryStageOf(c); stage {
+	case StageIneligible:
+		return ie
+	case StageDecided:
 		return &IneligibleError{Reason: IneligibleDecided}
 	}
 	return nil
@@ -123,7 +149,10 @@ func (p Policy) CheckRecording(c Composition) error {
 // CheckHandoff applies the run conditions that still hold once a Recovered decision is written:
 // steps 4 and 5 of the hand-off (design §6.2) follow it.
 func (p Policy) CheckHandoff(c Composition) error {
-	return p.base(c)
+	if ie := p.base(c); ie != nil {
+		return ie
+	}
+	return nil
 }
 
 // ChangedPlanInput names the first input of a recovery plan that differs between the

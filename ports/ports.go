@@ -110,7 +110,10 @@ type DecisionWriter interface {
 //
 //counterfeiter:generate . EventRecorder
 type EventRecorder interface {
-	Event(comp domain.Composition, warning bool, reason, message string)
+	// Normal records something that went as expected.
+	Normal(comp domain.Composition, reason, message string)
+	// Warning records something an operator should look at.
+	Warning(comp domain.Composition, reason, message string)
 }
 
 // Metrics receives what the use cases measure.
