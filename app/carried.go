@@ -45,7 +45,7 @@ func (s *Service) verifyCarried(ctx context.Context, comp domain.Composition) {
 	if len(tombstones) == 0 {
 		return
 	}
-	observed, err := s.observe(ctx, tombstones)
+	observed, err := s.planner.observe(ctx, tombstones)
 	if err != nil {
 		log.Error(err, "could not read the objects Eno was handed; not checking that it deleted them")
 		return
@@ -77,7 +77,7 @@ func (s *Service) checkAtRisk(ctx context.Context, comp domain.Composition, read
 	if reads != nil {
 		contents = reads.contents
 	} else {
-		c, err := s.readSynthesis(ctx, comp)
+		c, err := s.planner.readSynthesis(ctx, comp)
 		if err != nil {
 			return 0, fmt.Errorf("checking carried tombstones: %w", err)
 		}
@@ -94,7 +94,7 @@ func (s *Service) checkAtRisk(ctx context.Context, comp domain.Composition, read
 		if len(waiting) == 0 {
 			continue
 		}
-		observed, err := s.observe(ctx, waiting)
+		observed, err := s.planner.observe(ctx, waiting)
 		if err != nil {
 			return 0, fmt.Errorf("checking carried tombstones: %w", err)
 		}

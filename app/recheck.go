@@ -128,7 +128,7 @@ func (s *Service) withdrawFailing(ctx context.Context, comp domain.Composition, 
 	if err != nil || len(pending) == 0 {
 		return sl, err
 	}
-	observed, err := s.observe(ctx, pending)
+	observed, err := s.planner.observe(ctx, pending)
 	if err != nil {
 		return sl, fmt.Errorf("rechecking the hand-off: %w", err)
 	}

@@ -56,7 +56,7 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 	if prior != nil {
 		contents = prior.contents
 	} else {
-		c, err := s.readSynthesis(ctx, comp)
+		c, err := s.planner.readSynthesis(ctx, comp)
 		if err != nil {
 			s.refuse(comp, "Slice"+problemOf(err), err)
 			return res, fmt.Errorf("recording %s: %w", comp.Ref(), err)

@@ -52,7 +52,7 @@ func (s *Service) recover(ctx context.Context, comp domain.Composition) (Recover
 			return res, liveReads{}, err
 		}
 	}
-	plan, reads, err := s.plan(ctx, planFrom)
+	plan, reads, err := s.planner.plan(ctx, planFrom)
 	if err != nil {
 		if domain.IsSliceError(err) {
 			s.refuse(comp, "Slice"+problemOf(err), err)
@@ -86,7 +86,7 @@ func (s *Service) recover(ctx context.Context, comp domain.Composition) (Recover
 // inspect shows. Stock Eno has no hook that could consume it; tombstones reach Eno only
 // through the hand-off (design §6.2).
 func (s *Service) Plan(ctx context.Context, comp domain.Composition) (domain.RecoveryPlan, error) {
-	plan, _, err := s.plan(ctx, comp)
+	plan, _, err := s.planner.plan(ctx, comp)
 	return plan, err
 }
 
@@ -99,18 +99,39 @@ type liveReads struct {
 	secrets  []domain.ChunkSecret
 }
 
-func (s *Service) plan(ctx context.Context, comp domain.Composition) (domain.RecoveryPlan, liveReads, error) {
+// planner computes what recovery would decide from reads alone. It holds only reader ports, so
+// the controller's recovery and inspect's dry run plan the same way and neither can write
+// through it.
+type planner struct {
+	cfg        Config
+	secrets    ports.SnapshotLister
+	slices     ports.SliceReader
+	guard      ports.CompositionGuard
+	downstream ports.DownstreamReader
+	// lister is optional: without it only the snapshots' owners count for SharedLineage.
+	lister ports.CompositionLister
+}
+
+// plan lists the lineage's Secrets live and plans from them.
+func (p planner) plan(ctx context.Context, comp domain.Composition) (domain.RecoveryPlan, liveReads, error) {
 	lineage, err := domain.LineageOf(comp)
 	if err != nil {
 		return domain.RecoveryPlan{}, liveReads{}, err
 	}
-	secrets, err := s.deps.Store.ListChunks(ctx, lineage)
+	secrets, err := p.secrets.ListChunks(ctx, lineage)
 	if err != nil {
 		return domain.RecoveryPlan{}, liveReads{}, fmt.Errorf("listing inventory secrets of lineage %s: %w", lineage, err)
 	}
-	now := s.cfg.Now()
-	snap, snapErr := domain.ReadSnapshotFor(comp, secrets, now, s.cfg.MaxChunks, s.cfg.adoption())
-	contents, err := s.readSynthesis(ctx, comp)
+	return p.planListed(ctx, comp, lineage, secrets)
+}
+
+// planListed reads the snapshot from secrets, the lineage's Secrets already listed, and the
+// synthesis's slices, then decides in the order of design §6: the other owners of the lineage
+// are read live first, and the downstream objects only when the plan asks for them (design §6.3).
+func (p planner) planListed(ctx context.Context, comp domain.Composition, lineage domain.Lineage, secrets []domain.ChunkSecret) (domain.RecoveryPlan, liveReads, error) {
+	now := p.cfg.Now()
+	snap, snapErr := domain.ReadSnapshotFor(comp, secrets, now, p.cfg.MaxChunks, p.cfg.adoption())
+	contents, err := p.readSynthesis(ctx, comp)
 	if err != nil {
 		return domain.RecoveryPlan{}, liveReads{}, err
 	}
@@ -120,18 +141,18 @@ func (s *Service) plan(ctx context.Context, comp domain.Composition) (domain.Rec
 		Snapshot:             snap,
 		SnapshotErr:          snapErr,
 		Synthesis:            contents,
-		MaxTombstoneFraction: s.cfg.MaxTombstoneFraction,
+		MaxTombstoneFraction: p.cfg.MaxTombstoneFraction,
 		Now:                  now,
 	}
 	if snapErr == nil {
-		if s.deps.Lister != nil {
-			all, err := s.deps.Lister.ListCompositions(ctx)
+		if p.lister != nil {
+			all, err := p.lister.ListCompositions(ctx)
 			if err != nil {
 				return domain.RecoveryPlan{}, reads, fmt.Errorf("listing compositions that may share lineage %s: %w", lineage, err)
 			}
 			in.LineageMembers = domain.LineageMembers(comp, lineage, all)
 		}
-		if in.LiveOwners, err = s.liveOwners(ctx, domain.SharedLineageOwners(comp, snap, in.LineageMembers...)); err != nil {
+		if in.LiveOwners, err = p.liveOwners(ctx, domain.SharedLineageOwners(comp, snap, in.LineageMembers...)); err != nil {
 			return domain.RecoveryPlan{}, reads, err
 		}
 	}
@@ -139,7 +160,7 @@ func (s *Service) plan(ctx context.Context, comp domain.Composition) (domain.Rec
 	if err != nil || plan.Decided() {
 		return plan, reads, err
 	}
-	if in.Observed, err = s.observe(ctx, plan.Verify); err != nil {
+	if in.Observed, err = p.observe(ctx, plan.Verify); err != nil {
 		return domain.RecoveryPlan{}, reads, err
 	}
 	plan, err = domain.PlanRecovery(in)
@@ -148,13 +169,13 @@ func (s *Service) plan(ctx context.Context, comp domain.Composition) (domain.Rec
 
 // readSynthesis reads every slice of the current synthesis before anything is prepared.
 // Any missing, terminating, unreadable or malformed slice stops the pass with a *domain.SliceError.
-func (s *Service) readSynthesis(ctx context.Context, comp domain.Composition) (domain.SynthesisContents, error) {
+func (p planner) readSynthesis(ctx context.Context, comp domain.Composition) (domain.SynthesisContents, error) {
 	if comp.Synthesis == nil {
 		return domain.SynthesisContents{}, &domain.SliceError{Slice: "(none)", Problem: domain.SliceMissing, Detail: "composition has no current synthesis"}
 	}
 	slices := make([]domain.ResourceSlice, 0, len(comp.Synthesis.Slices))
 	for _, name := range comp.Synthesis.Slices {
-		sl, err := s.deps.Slices.GetSlice(ctx, comp.Namespace, name)
+		sl, err := p.slices.GetSlice(ctx, comp.Namespace, name)
 		switch {
 		case errors.Is(err, ports.ErrNotFound):
 			return domain.SynthesisContents{}, &domain.SliceError{Slice: name, Problem: domain.SliceMissing, Err: err}
@@ -172,11 +193,11 @@ func (s *Service) readSynthesis(ctx context.Context, comp domain.Composition) (d
 // predecessor (a rename). When none exists, one being deleted, or any other failure, decides
 // nothing and is retried with backoff; one that exists decides whatever the others are, since
 // SharedLineage is then the first rule that decides.
-func (s *Service) liveOwners(ctx context.Context, refs []domain.CompositionRef) ([]domain.LiveOwner, error) {
+func (p planner) liveOwners(ctx context.Context, refs []domain.CompositionRef) ([]domain.LiveOwner, error) {
 	var live []domain.LiveOwner
 	var undecided []error
 	for _, ref := range refs {
-		owner, err := s.deps.Guard.LiveComposition(ctx, ref)
+		owner, err := p.guard.LiveComposition(ctx, ref)
 		switch {
 		case errors.Is(err, ports.ErrNotFound):
 			continue
@@ -197,10 +218,10 @@ func (s *Service) liveOwners(ctx context.Context, refs []domain.CompositionRef) 
 }
 
 // observe reads each tombstone's object downstream (design §6.3).
-func (s *Service) observe(ctx context.Context, tombstones []domain.Tombstone) (map[domain.ResourceID]domain.Observation, error) {
+func (p planner) observe(ctx context.Context, tombstones []domain.Tombstone) (map[domain.ResourceID]domain.Observation, error) {
 	observed := make(map[domain.ResourceID]domain.Observation, len(tombstones))
 	for _, t := range tombstones {
-		o, err := s.deps.Downstream.ObserveObject(ctx, t.Entry)
+		o, err := p.downstream.ObserveObject(ctx, t.Entry)
 		if err != nil {
 			return nil, fmt.Errorf("reading %s downstream before tombstoning it: %w", t.Entry.ID(), err)
 		}
