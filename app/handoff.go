@@ -18,7 +18,7 @@ import (
 func (s *Service) handOff(ctx context.Context, comp domain.Composition, plan domain.RecoveryPlan) (RecoverResult, error) {
 	h, err := domain.NewHandoff(plan)
 	if err != nil {
-		return RecoverResult{Plan: plan, Composition: comp}, fmt.Errorf("recovering %s: %w", comp.Ref(), err)
+		return RecoverResult{Plan: plan, Composition: comp}, err
 	}
 	slices, err := s.publishAndCommit(ctx, comp, h)
 	if err != nil {
@@ -35,7 +35,7 @@ func (s *Service) publishAndCommit(ctx context.Context, comp domain.Composition,
 		if errors.Is(err, ports.ErrSynthesisMoved) {
 			err = &StaleCompositionError{Ref: comp.Ref(), Detail: err.Error()}
 		}
-		return nil, fmt.Errorf("recovering %s: %s %d tombstones: %w", comp.Ref(), step, len(h.Resources), err)
+		return nil, fmt.Errorf("%s %d tombstones: %w", step, len(h.Resources), err)
 	}
 	live, err := s.recheck(ctx, comp, s.readyToCommit(comp))
 	if err != nil {
@@ -65,7 +65,7 @@ func (s *Service) writeRecovered(ctx context.Context, comp domain.Composition, p
 	res.Plan.Decision = d
 	live, err := s.recheck(ctx, comp, s.policy.CheckRecovery)
 	if err != nil {
-		return res, fmt.Errorf("recovering %s: %w", comp.Ref(), err)
+		return res, err
 	}
 	if err := s.decide(ctx, live, plan, d); err != nil {
 		return res, err
@@ -86,11 +86,11 @@ func (s *Service) writeRecovered(ctx context.Context, comp domain.Composition, p
 func (s *Service) ensureSlices(ctx context.Context, comp domain.Composition, slices []string, h domain.Handoff) error {
 	live, err := s.recheck(ctx, comp, s.policy.CheckHandoff)
 	if err != nil {
-		return fmt.Errorf("handing tombstones to Eno for %s: %w", comp.Ref(), err)
+		return fmt.Errorf("handing tombstones to Eno: %w", err)
 	}
 	if err := s.deps.Sink.EnsureTombstones(ctx, live, slices, h); err != nil {
 		if !errors.Is(err, ports.ErrNotFound) {
-			return fmt.Errorf("handing tombstones to Eno for %s: checking slices %v: %w", comp.Ref(), slices, err)
+			return fmt.Errorf("handing tombstones to Eno: %w", err)
 		}
 		lost := &ports.SlicesLostError{Slices: slices}
 		errors.As(err, &lost)
@@ -105,13 +105,13 @@ func (s *Service) ensureSlices(ctx context.Context, comp domain.Composition, sli
 func (s *Service) requestResynthesis(ctx context.Context, comp domain.Composition, slices []string) error {
 	live, err := s.recheck(ctx, comp, s.policy.CheckHandoff)
 	if err != nil {
-		return fmt.Errorf("handing tombstones to Eno for %s: %w", comp.Ref(), err)
+		return fmt.Errorf("handing tombstones to Eno: %w", err)
 	}
 	if live.ResynthesisRequested() {
 		return nil
 	}
 	if err := s.deps.Sink.RequestResynthesis(ctx, live); err != nil {
-		return fmt.Errorf("handing tombstones to Eno for %s: requesting a resynthesis: %w", comp.Ref(), err)
+		return fmt.Errorf("handing tombstones to Eno: %w", err)
 	}
 	logr.FromContextOrDiscard(ctx).Info("asked Eno for a new synthesis carrying the tombstones", "slices", slices)
 	return nil
@@ -130,11 +130,11 @@ func (s *Service) resumeCommitted(ctx context.Context, comp domain.Composition, 
 			// before recovery plans again around the gap.
 			for _, name := range slices {
 				if werr := s.recheckSlice(ctx, comp, name); werr != nil {
-					return res, true, fmt.Errorf("recovering %s: %w", comp.Ref(), werr)
+					return res, true, werr
 				}
 			}
 		}
-		return res, false, fmt.Errorf("recovering %s: %w", comp.Ref(), err)
+		return res, false, err
 	}
 	h, err := domain.HandoffFromSlices(comp, read)
 	if err != nil {
@@ -143,17 +143,17 @@ func (s *Service) resumeCommitted(ctx context.Context, comp domain.Composition, 
 		if errors.As(err, &invalid) {
 			s.refuse(comp, "RecoverySliceInvalid", invalid)
 		}
-		return res, true, fmt.Errorf("recovering %s: %w", comp.Ref(), err)
+		return res, true, err
 	}
 	// Time may have passed since the commit (a crash, a lost Lease, a decision write that kept
 	// failing): check the tombstones again before anything asks Eno to carry them.
 	for i := range read {
 		if read[i], err = s.withdrawFailing(ctx, comp, read[i]); err != nil {
-			return res, true, fmt.Errorf("recovering %s: %w", comp.Ref(), err)
+			return res, true, err
 		}
 	}
 	if h, err = domain.HandoffFromSlices(comp, read); err != nil {
-		return res, true, fmt.Errorf("recovering %s: %w", comp.Ref(), err)
+		return res, true, err
 	}
 	logr.FromContextOrDiscard(ctx).Info("resuming a committed hand-off", "slices", slices)
 	plan := domain.RecoveryPlan{Decision: h.DecisionFor(slices[0])}
@@ -177,7 +177,7 @@ func (s *Service) resumeDecided(ctx context.Context, comp domain.Composition) er
 	if read, err := s.readRecoverySlices(ctx, comp, slices); err == nil {
 		h, _ = domain.HandoffFromSlices(comp, read)
 	} else if !errors.Is(err, ports.ErrNotFound) {
-		return fmt.Errorf("handing tombstones to Eno for %s: %w", comp.Ref(), err)
+		return fmt.Errorf("handing tombstones to Eno: %w", err)
 	}
 	if err := s.ensureSlices(ctx, comp, slices, h); err != nil {
 		return err

@@ -78,7 +78,7 @@ func (in *Inspector) Inspect(ctx context.Context, target InspectTarget) (*Inspec
 		}
 		c, err := in.deps.Compositions.LiveComposition(ctx, *ref)
 		if err != nil {
-			return nil, fmt.Errorf("reading composition %s: %w", ref, err)
+			return nil, err // the reader names the Composition
 		}
 		if lineage, err = domain.LineageOf(c); err != nil {
 			return nil, fmt.Errorf("composition %s: %w; recording and recovery skip it", ref, err)

@@ -37,7 +37,7 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 		return res, nil
 	}
 	if err != nil {
-		return res, fmt.Errorf("reading composition %s: %w", ref, err)
+		return res, err // the reader names the Composition and what it tried
 	}
 
 	var reads *liveReads
@@ -60,7 +60,7 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 	default:
 		rec, r, err := s.recover(ctx, comp)
 		if err != nil {
-			return res, err
+			return res, fmt.Errorf("recovering: %w", err)
 		}
 		res.Recovery = &rec
 		if _, pending := pendingHandoff(rec.Composition); pending && rec.Written {

@@ -59,7 +59,7 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 		c, err := s.planner.readSynthesis(ctx, comp)
 		if err != nil {
 			s.refuse(comp, "Slice"+problemOf(err), err)
-			return res, fmt.Errorf("recording %s: %w", comp.Ref(), err)
+			return res, fmt.Errorf("recording: %w", err)
 		}
 		contents = c
 	}
@@ -67,7 +67,7 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 	chunks, err := domain.SplitInventory(inv, s.cfg.MaxChunkBytes, s.cfg.MaxChunks)
 	if err != nil {
 		s.refuse(comp, "InventoryTooLarge", err)
-		return res, fmt.Errorf("recording %s: %w", comp.Ref(), err)
+		return res, fmt.Errorf("recording: %w", err)
 	}
 	meta := domain.SnapshotMeta{
 		Lineage:              lineage,
@@ -85,7 +85,7 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 	if prior != nil {
 		existing = prior.secrets
 	} else if existing, err = s.deps.Store.ListChunks(ctx, lineage); err != nil {
-		return res, fmt.Errorf("recording %s: listing inventory secrets: %w", comp.Ref(), err)
+		return res, fmt.Errorf("recording: listing inventory secrets: %w", err)
 	}
 	byName := make(map[string]domain.ChunkSecret, len(existing))
 	for _, e := range existing {
@@ -101,7 +101,7 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 		// the pass before the first write.
 		if cur, ok := byName[desired[i].Name]; ok {
 			if err := occupants.check(ctx, cur); err != nil {
-				return res, fmt.Errorf("recording %s: %w", comp.Ref(), err)
+				return res, fmt.Errorf("recording: %w", err)
 			}
 		}
 	}
@@ -114,7 +114,7 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 			continue
 		}
 		if _, err := s.recheck(ctx, comp, s.recordingStillHolds(comp)); err != nil {
-			return res, fmt.Errorf("recording %s chunk %d: %w", comp.Ref(), i, err)
+			return res, fmt.Errorf("recording: chunk %d: %w", i, err)
 		}
 		if exists {
 			_, err = s.deps.Store.UpdateChunk(ctx, cur.MergeDesired(want))
@@ -126,11 +126,11 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 			// it as any listed one would be. Ours (a race) aborts the pass like a conflict.
 			if !exists && errors.Is(err, ports.ErrAlreadyExists) {
 				if refusal := occupants.taken(ctx, want.Name); refusal != nil {
-					return res, fmt.Errorf("recording %s: writing chunk %d (%s): %w", comp.Ref(), i, want.Name, refusal)
+					return res, fmt.Errorf("recording: writing chunk %d (%s): %w", i, want.Name, refusal)
 				}
 			}
 			s.deps.Metrics.ChunkWrite(writeResult(err))
-			return res, fmt.Errorf("recording %s: writing chunk %d (%s): %w", comp.Ref(), i, want.Name, err)
+			return res, fmt.Errorf("recording: writing chunk %d (%s): %w", i, want.Name, err)
 		}
 		if exists {
 			res.Updated++

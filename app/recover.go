@@ -30,7 +30,10 @@ func (s *Service) Recover(ctx context.Context, comp domain.Composition) (Recover
 		return RecoverResult{}, err
 	}
 	res, _, err := s.recover(withComposition(ctx, comp.Ref()), comp)
-	return res, err
+	if err != nil {
+		return res, fmt.Errorf("recovering: %w", err)
+	}
+	return res, nil
 }
 
 func (s *Service) recover(ctx context.Context, comp domain.Composition) (RecoverResult, liveReads, error) {
@@ -57,7 +60,7 @@ func (s *Service) recover(ctx context.Context, comp domain.Composition) (Recover
 		if domain.IsSliceError(err) {
 			s.refuse(comp, "Slice"+problemOf(err), err)
 		}
-		return RecoverResult{}, reads, fmt.Errorf("recovering %s: %w", comp.Ref(), err)
+		return RecoverResult{}, reads, err
 	}
 	d := plan.Decision
 	res := RecoverResult{Plan: plan, Composition: comp}
@@ -72,7 +75,7 @@ func (s *Service) recover(ctx context.Context, comp domain.Composition) (Recover
 	}
 	live, err := s.recheck(ctx, comp, s.planStillHolds(comp))
 	if err != nil {
-		return res, reads, fmt.Errorf("recovering %s: %w", comp.Ref(), err)
+		return res, reads, err
 	}
 	if err := s.decide(ctx, live, plan, d); err != nil {
 		return res, reads, err
@@ -233,7 +236,7 @@ func (p planner) observe(ctx context.Context, tombstones []domain.Tombstone) (ma
 // decide writes the decision on the live Composition and tells operators about it.
 func (s *Service) decide(ctx context.Context, live domain.Composition, plan domain.RecoveryPlan, d domain.Decision) error {
 	if err := s.deps.Decisions.WriteDecision(ctx, live, d); err != nil {
-		return fmt.Errorf("recovering %s: writing decision %s: %w", live.Ref(), d.Outcome, err)
+		return fmt.Errorf("deciding %s: %w", d.Outcome, err)
 	}
 	s.deps.Metrics.DecisionMade(d.Outcome)
 	s.announce(live, plan, d)
