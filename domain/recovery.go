@@ -202,25 +202,7 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	d := Decision{SynthesisUUID: c.Synthesis.UUID, DecidedAt: in.Now.UTC().Truncate(time.Second)}
 	snap := in.Snapshot
 	if in.SnapshotErr != nil {
-		var invalid *InventoryInvalidError
-		var other *OtherNamespaceError
-		switch {
-		case errors.Is(in.SnapshotErr, ErrNoInventory):
-			d.Outcome = OutcomeNoInventory
-			d.Message = "no inventory snapshot exists for this lineage; nothing to recover"
-		case errors.As(in.SnapshotErr, &other):
-			d.Outcome, d.Reason = OutcomeNothingToRecover, ReasonOtherNamespace
-			d.Message = other.Error() + "; no tombstones are generated"
-		case errors.Is(in.SnapshotErr, ErrSameIncarnation):
-			return sameIncarnation(d, snap.meta), nil
-		case errors.As(in.SnapshotErr, &invalid):
-			d.Outcome = OutcomeInventoryInvalid
-			d.Reason = invalid.Reason.String()
-			d.Message = invalid.Error() + "; no tombstones are generated from untrusted history"
-		default:
-			return RecoveryPlan{}, fmt.Errorf("reading snapshot: %w", in.SnapshotErr)
-		}
-		return RecoveryPlan{Decision: d}, nil
+		return planFromSnapshotErr(d, snap, in.SnapshotErr)
 	}
 	ts := snap.meta.SynthesisTime
 	d.SourceSynthesisUUID = snap.meta.SynthesisUUID
@@ -283,27 +265,58 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	d.Tombstones = len(verified)
 	plan := RecoveryPlan{Decision: d, Dropped: dropped, HistoryWritten: writeTime}
 	if overDeletionGuard(len(verified), total, in.MaxTombstoneFraction) {
-		switch ReviewOf(c) {
-		case ReviewApprove:
-			plan.Decision.Outcome, plan.Decision.Reason = OutcomeRecovered, ReasonApproved
-			plan.Decision.Message = withDrops(fmt.Sprintf("%d of %d resources tombstoned after approval: %s", len(verified), total, FirstIDs(verified, 5)))
-			plan.Tombstones = verified
-			return plan, nil
-		case ReviewReject:
-			plan.Decision.Outcome, plan.Decision.Reason, plan.Decision.Tombstones = OutcomeNothingToRecover, ReasonRejected, 0
-			plan.Decision.Message = withDrops(fmt.Sprintf("operator rejected %d tombstones held for review", len(verified)))
-			return plan, nil
-		}
-		plan.Decision.Outcome, plan.Decision.Reason = OutcomeHeldForReview, ReasonOverDeletionGuard
-		plan.Decision.Message = withDrops(fmt.Sprintf("%d of %d resources would be deleted, over the guard of %g; set %s to approve:%s or reject:%s",
-			len(verified), total, in.MaxTombstoneFraction, AnnotationReview, c.Synthesis.UUID, c.Synthesis.UUID))
-		plan.Held = verified
-		return plan, nil
+		return planOverTheGuard(plan, in, verified, total, withDrops), nil
 	}
 	plan.Decision.Outcome = OutcomeRecovered
 	plan.Decision.Message = withDrops(fmt.Sprintf("%d of %d resources of the previous incarnation are orphaned: %s", len(verified), total, FirstIDs(verified, 5)))
 	plan.Tombstones = verified
 	return plan, nil
+}
+
+// planFromSnapshotErr decides when design §5 selected no snapshot: nothing to recover from, or
+// a history that is not trusted.
+func planFromSnapshotErr(d Decision, snap Snapshot, snapErr error) (RecoveryPlan, error) {
+	var invalid *InventoryInvalidError
+	var other *OtherNamespaceError
+	switch {
+	case errors.Is(snapErr, ErrNoInventory):
+		d.Outcome = OutcomeNoInventory
+		d.Message = "no inventory snapshot exists for this lineage; nothing to recover"
+	case errors.As(snapErr, &other):
+		d.Outcome, d.Reason = OutcomeNothingToRecover, ReasonOtherNamespace
+		d.Message = other.Error() + "; no tombstones are generated"
+	case errors.Is(snapErr, ErrSameIncarnation):
+		return sameIncarnation(d, snap.meta), nil
+	case errors.As(snapErr, &invalid):
+		d.Outcome = OutcomeInventoryInvalid
+		d.Reason = invalid.Reason.String()
+		d.Message = invalid.Error() + "; no tombstones are generated from untrusted history"
+	default:
+		return RecoveryPlan{}, fmt.Errorf("reading snapshot: %w", snapErr)
+	}
+	return RecoveryPlan{Decision: d}, nil
+}
+
+// planOverTheGuard decides tombstones over the deletion guard: recovered once an operator
+// approved this synthesis, nothing once rejected, otherwise held for review (design §6.1).
+func planOverTheGuard(plan RecoveryPlan, in RecoveryInput, verified []Tombstone, total int, withDrops func(string) string) RecoveryPlan {
+	c := in.Composition
+	switch ReviewOf(c) {
+	case ReviewApprove:
+		plan.Decision.Outcome, plan.Decision.Reason = OutcomeRecovered, ReasonApproved
+		plan.Decision.Message = withDrops(fmt.Sprintf("%d of %d resources tombstoned after approval: %s", len(verified), total, FirstIDs(verified, 5)))
+		plan.Tombstones = verified
+		return plan
+	case ReviewReject:
+		plan.Decision.Outcome, plan.Decision.Reason, plan.Decision.Tombstones = OutcomeNothingToRecover, ReasonRejected, 0
+		plan.Decision.Message = withDrops(fmt.Sprintf("operator rejected %d tombstones held for review", len(verified)))
+		return plan
+	}
+	plan.Decision.Outcome, plan.Decision.Reason = OutcomeHeldForReview, ReasonOverDeletionGuard
+	plan.Decision.Message = withDrops(fmt.Sprintf("%d of %d resources would be deleted, over the guard of %g; set %s to approve:%s or reject:%s",
+		len(verified), total, in.MaxTombstoneFraction, AnnotationReview, c.Synthesis.UUID, c.Synthesis.UUID))
+	plan.Held = verified
+	return plan
 }
 
 func sameIncarnation(d Decision, m SnapshotMeta) RecoveryPlan {
