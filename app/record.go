@@ -165,6 +165,7 @@ func desiredChunks(namespace string, comp domain.Composition, lineage domain.Lin
 // AlreadyExists when the name was taken since. The first failure aborts the pass with no
 // further writes (design §4).
 func (s *Service) writeChunks(ctx context.Context, log logr.Logger, comp domain.Composition, desired []domain.ChunkSecret, byName map[string]domain.ChunkSecret, occupants occupantCheck, res RecordResult) (RecordResult, error) {
+	var err error
 	for i, want := range desired {
 		cur, exists := byName[want.Name]
 		if exists && cur.MatchesDesired(want) {
@@ -175,7 +176,6 @@ func (s *Service) writeChunks(ctx context.Context, log logr.Logger, comp domain.
 		if _, err := s.recheck(ctx, comp, s.recordingStillHolds(comp)); err != nil {
 			return res, fmt.Errorf("recording: chunk %d: %w", i, err)
 		}
-		var err error
 		if exists {
 			_, err = s.deps.Store.UpdateChunk(ctx, cur.MergeDesired(want))
 		} else {
