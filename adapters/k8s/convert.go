@@ -149,18 +149,30 @@ func compositionFromUnstructured(u *unstructured.Unstructured) (domain.Compositi
 	if !ok {
 		return bad(fieldError([]string{"status", "currentSynthesis"}, syn, "an object"))
 	}
+	s, err := currentSynthesis(obj)
+	if err != nil {
+		return bad(err)
+	}
+	c.Synthesis = s
+	return c, nil
+}
+
+// currentSynthesis reads status.currentSynthesis: its UUID, when it was synthesized, whether it
+// is Ready, and the names of its slices.
+func currentSynthesis(obj map[string]any) (*domain.Synthesis, error) {
 	s := &domain.Synthesis{}
+	var err error
 	if s.UUID, err = optString(obj, "uuid"); err != nil {
-		return bad(fmt.Errorf("status.currentSynthesis: %w", err))
+		return nil, fmt.Errorf("status.currentSynthesis: %w", err)
 	}
 	synthesized, err := optString(obj, "synthesized")
 	if err != nil {
-		return bad(fmt.Errorf("status.currentSynthesis: %w", err))
+		return nil, fmt.Errorf("status.currentSynthesis: %w", err)
 	}
 	if synthesized != "" {
 		t, err := time.Parse(time.RFC3339, synthesized)
 		if err != nil {
-			return bad(fmt.Errorf("status.currentSynthesis.synthesized %s is not RFC 3339: %w", describe(synthesized), err))
+			return nil, fmt.Errorf("status.currentSynthesis.synthesized %s is not RFC 3339: %w", describe(synthesized), err)
 		}
 		s.Synthesized = t.UTC()
 	}
@@ -172,30 +184,29 @@ func compositionFromUnstructured(u *unstructured.Unstructured) (domain.Compositi
 		case bool:
 			s.Ready = v
 		default:
-			return bad(fieldError([]string{"status", "currentSynthesis", "ready"}, v, "a timestamp string"))
+			return nil, fieldError([]string{"status", "currentSynthesis", "ready"}, v, "a timestamp string")
 		}
 	}
 	refs, err := optList(obj, "resourceSlices")
 	if err != nil {
-		return bad(fmt.Errorf("status.currentSynthesis: %w", err))
+		return nil, fmt.Errorf("status.currentSynthesis: %w", err)
 	}
 	for i, r := range refs {
 		path := []string{"status", "currentSynthesis", fmt.Sprintf("resourceSlices[%d]", i)}
 		ref, ok := r.(map[string]any)
 		if !ok {
-			return bad(fieldError(path, r, "an object"))
+			return nil, fieldError(path, r, "an object")
 		}
 		name, err := optString(ref, "name")
 		if err != nil {
-			return bad(fmt.Errorf("%s: %w", strings.Join(path, "."), err))
+			return nil, fmt.Errorf("%s: %w", strings.Join(path, "."), err)
 		}
 		if name == "" {
-			return bad(fmt.Errorf("%s.name is empty", strings.Join(path, ".")))
+			return nil, fmt.Errorf("%s.name is empty", strings.Join(path, "."))
 		}
 		s.Slices = append(s.Slices, name)
 	}
-	c.Synthesis = s
-	return c, nil
+	return s, nil
 }
 
 // previousSynthesis reads the UUID and slice names of status.previousSynthesis, leniently: it
