@@ -17,11 +17,11 @@ import (
 const orphansEventLimit = 20
 
 // verifyCarried checks, once, before the first synthesis after a hand-off is recorded, that Eno
-// did delete what it was handed (design §6.2, "Did Eno do it?"): the tombstones come from the
-// recovery slices that the previous synthesis names, and any tombstoned object still present
-// (and not withdrawn) is reported as OrphansRemain. Recording proceeds whatever it finds: a
-// Composition must not stay without history, and nothing is retried automatically. A read that
-// fails is logged and skips the report.
+// did delete what it was handed. The tombstones come from the recovery slices that the previous
+// synthesis names, and any tombstoned object still present (and not withdrawn) is reported as
+// OrphansRemain. Recording proceeds whatever it finds: a Composition must not stay without
+// history, and nothing is retried automatically. A read that fails is logged and skips the
+// report (design §6.2, "Did Eno do it?").
 func (s *Service) verifyCarried(ctx context.Context, comp domain.Composition) {
 	names := domain.CarriedRecoverySlices(comp)
 	if len(names) == 0 {
@@ -62,12 +62,12 @@ func (s *Service) verifyCarried(ctx context.Context, comp domain.Composition) {
 	log.Info("objects handed to Eno as tombstones remain", "remaining", len(remaining), "tombstones", len(tombstones))
 }
 
-// checkAtRisk keeps checking carried tombstones while Eno has not acted on them (design §6.2):
-// while the synthesis that carried a hand-off is not Ready, a tombstone can wait behind an
-// earlier readiness group, and Eno never re-reads it. Each that no longer passes the checks at
-// the moment of deletion is a TombstoneAtRisk warning: the operator's cue to protect the object.
+// checkAtRisk keeps checking carried tombstones while Eno has not acted on them. While the
+// synthesis that carried a hand-off is not Ready, a tombstone can wait behind an earlier
+// readiness group, and Eno never re-reads it. Each that no longer passes the checks at the
+// moment of deletion is a TombstoneAtRisk warning: the operator's cue to protect the object.
 // It returns when to look again; zero when nothing waits. reads, when set, is what recovery
-// read of the synthesis in this reconcile.
+// read of the synthesis in this reconcile (design §6.2).
 func (s *Service) checkAtRisk(ctx context.Context, comp domain.Composition, reads *liveReads) (time.Duration, error) {
 	names := domain.CarriedRecoverySlices(comp)
 	if len(names) == 0 || comp.Synthesis == nil || comp.Synthesis.Ready || s.policy.CheckHandoff(comp) != nil {

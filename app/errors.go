@@ -21,7 +21,7 @@ func (e *ForeignSecretError) Error() string {
 // LineageCollisionError: a Secret of ours at a chunk's name holds the history of another
 // Composition, which exists, or which is in another namespace while adoption across namespaces
 // is off: two Compositions of one name in different namespaces share a lineage, or their names
-// collide after the 253-character cut (design §4). Nothing was written.
+// collide after the 253-character cut. Nothing was written (design §4).
 type LineageCollisionError struct {
 	Namespace string
 	Name      string

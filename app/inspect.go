@@ -22,10 +22,10 @@ type InspectDeps struct {
 	Slices       ports.SliceReader
 }
 
-// Inspector is the inspect use case (design §9): a lineage's history as design §5 reads it, with
-// every finding, and, given the control plane, what recovery would decide now. It is read-only
-// by construction: it holds only readers, and its dry run plans through the same read-only
-// planner as recovery.
+// Inspector is the inspect use case: a lineage's history as recovery reads it, with every
+// finding, and, given the control plane, what recovery would decide now. It is read-only by
+// construction: it holds only readers, and its dry run plans through the same read-only planner
+// as recovery (design §9, design §5).
 type Inspector struct {
 	cfg  Config
 	deps InspectDeps

@@ -23,9 +23,9 @@ type RecordResult struct {
 	Digest    string
 }
 
-// Record saves the inventory of the Composition's current synthesis (design §4). It returns an
+// Record saves the inventory of the Composition's current synthesis. It returns an
 // *domain.IneligibleError when the Composition is not eligible, and aborts with no further
-// writes on the first conflict, foreign Secret, or changed Composition.
+// writes on the first conflict, foreign Secret, or changed Composition (design §4).
 func (s *Service) Record(ctx context.Context, comp domain.Composition) (RecordResult, error) {
 	return s.record(withComposition(ctx, comp.Ref()), comp, nil)
 }
@@ -204,17 +204,17 @@ func (s *Service) writeChunks(ctx context.Context, log logr.Logger, comp domain.
 	return res, nil
 }
 
-// recordingStillHolds is the recheck before each chunk write (design §4): recording's eligibility,
-// and the inputs the inventory and the Secret names were computed from.
+// recordingStillHolds is the recheck before each chunk write: recording's eligibility, and the
+// inputs the inventory and the Secret names were computed from (design §4).
 func (s *Service) recordingStillHolds(read domain.Composition) func(domain.Composition) error {
 	return stillHolds(read, s.policy.CheckRecording, domain.ChangedRecordingInput)
 }
 
 // occupantCheck decides whether an existing Secret at one of comp's chunk names may be
-// replaced (design §4): a foreign one is refused (ForeignSecret); one of ours recorded for another
+// replaced. A foreign one is refused (ForeignSecret); one of ours recorded for another
 // Composition is refused while that Composition exists live, or, unless adoption across
 // namespaces is allowed, whenever it is in another namespace (LineageCollision); otherwise it
-// is a predecessor's history, replaced as usual, once that Composition is NotFound.
+// is a predecessor's history, replaced as usual, once that Composition is NotFound (design §4).
 type occupantCheck struct {
 	svc  *Service
 	comp domain.Composition

@@ -22,9 +22,9 @@ type RecoverResult struct {
 	Composition domain.Composition
 }
 
-// Recover decides recovery for the Composition's current synthesis (design §6) and writes the
-// decision. Tombstones are published before the decision, so a decision never points at
-// nothing; both writes follow a live recheck of the Composition.
+// Recover decides recovery for the Composition's current synthesis and writes the decision.
+// Tombstones are published before the decision, so a decision never points at nothing; both
+// writes follow a live recheck of the Composition (design §6).
 func (s *Service) Recover(ctx context.Context, comp domain.Composition) (RecoverResult, error) {
 	if err := s.policy.CheckRecovery(comp); err != nil {
 		return RecoverResult{}, err
@@ -129,8 +129,8 @@ func (p planner) plan(ctx context.Context, comp domain.Composition) (domain.Reco
 }
 
 // planListed reads the snapshot from secrets, the lineage's Secrets already listed, and the
-// synthesis's slices, then decides in the order of design §6: the other owners of the lineage
-// are read live first, and the downstream objects only when the plan asks for them (design §6.3).
+// synthesis's slices, then decides. The other owners of the lineage are read live first, and the
+// downstream objects only when the plan asks for them (design §6, design §6.3).
 func (p planner) planListed(ctx context.Context, comp domain.Composition, lineage domain.Lineage, secrets []domain.ChunkSecret) (domain.RecoveryPlan, liveReads, error) {
 	now := p.cfg.Now()
 	snap, snapErr := domain.ReadSnapshotFor(comp, secrets, now, p.cfg.MaxChunks, p.cfg.adoption())
@@ -191,11 +191,11 @@ func (p planner) readSynthesis(ctx context.Context, comp domain.Composition) (do
 }
 
 // liveOwners reads live, once each, the other Compositions that recorded snapshots of the
-// lineage (design §6, SharedLineage) and returns those that exist: found without a
-// deletionTimestamp (any UID), or Forbidden, which counts as existing. NotFound is a
-// predecessor (a rename). When none exists, one being deleted, or any other failure, decides
-// nothing and is retried with backoff; one that exists decides whatever the others are, since
-// SharedLineage is then the first rule that decides.
+// lineage and returns those that exist: found without a deletionTimestamp (any UID), or
+// Forbidden, which counts as existing. NotFound is a predecessor (a rename). When none exists,
+// one being deleted, or any other failure, decides nothing and is retried with backoff; one that
+// exists decides whatever the others are, since SharedLineage is then the first rule that
+// decides (design §6, SharedLineage).
 func (p planner) liveOwners(ctx context.Context, refs []domain.CompositionRef) ([]domain.LiveOwner, error) {
 	var live []domain.LiveOwner
 	var undecided []error

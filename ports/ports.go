@@ -60,8 +60,8 @@ type SnapshotStore interface {
 	UpdateChunk(ctx context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error)
 }
 
-// TombstoneSink hands recovered tombstones to Eno in the idempotent steps of design §6.2. The
-// use case rechecks the Composition live before each call and passes that live object.
+// TombstoneSink hands recovered tombstones to Eno in idempotent steps. The use case rechecks the
+// Composition live before each call and passes that live object (design §6.2).
 //
 //counterfeiter:generate . TombstoneSink
 type TombstoneSink interface {
