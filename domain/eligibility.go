@@ -126,9 +126,10 @@ func (p Policy) CheckRecovery(c Composition) error {
 	return nil
 }
 
-// CheckRecording applies design §4: the synthesis is Ready and its recovery decision is finished
-// and not Recovered. A synthesis decided Recovered is never recorded: Eno's next synthesis,
-// which carries the tombstones, is (design §6.2).
+// CheckRecording returns nil when recording may act on c: its synthesis is Ready and its
+// recovery decision is finished and not Recovered; otherwise it says why not. A synthesis
+// decided Recovered is never recorded: Eno's next synthesis, which carries the tombstones, is
+// (design §4, design §6.2).
 func (p Policy) CheckRecording(c Composition) error {
 	if err := p.base(c); err != nil {
 		return err
@@ -147,7 +148,7 @@ func (p Policy) CheckRecording(c Composition) error {
 }
 
 // CheckHandoff applies the run conditions that still hold once a Recovered decision is written:
-// steps 4 and 5 of the hand-off (design §6.2) follow it.
+// steps 4 and 5 of the hand-off follow it (design §6.2).
 func (p Policy) CheckHandoff(c Composition) error {
 	if ie := p.base(c); ie != nil {
 		return ie
@@ -156,14 +157,14 @@ func (p Policy) CheckHandoff(c Composition) error {
 }
 
 // ChangedPlanInput names the first input of a recovery plan that differs between the
-// Composition the plan was computed from and the live one, or returns "" when none does
-// (design §6, "Decide from what is live"): the slices the synthesis names, the lineage, the
-// review annotation and the recoveredFrom of the decision on record. UID, synthesis and the
-// run conditions are checked by the caller's recheck.
+// Composition the plan was computed from and the live one, or returns "" when none does: the
+// slices the synthesis names, the lineage, the review annotation and the recoveredFrom of the
+// decision on record. UID, synthesis and the run conditions are checked by the caller's recheck
+// (design §6, "Decide from what is live").
 //
-// The slices change under one synthesis only when a hand-off is committed to it (design §6.2):
-// from then on the synthesis belongs to that hand-off, and a plan read before it is void even
-// when it reaches another outcome (Eno may already have deleted the orphans it hands over).
+// The slices change under one synthesis only when a hand-off is committed to it: from then on
+// the synthesis belongs to that hand-off, and a plan read before it is void even when it reaches
+// another outcome, since Eno may already have deleted the orphans it hands over (design §6.2).
 func ChangedPlanInput(read, live Composition) string {
 	if why := ChangedRecordingInput(read, live); why != "" {
 		return why
@@ -178,11 +179,11 @@ func ChangedPlanInput(read, live Composition) string {
 }
 
 // ChangedRecordingInput names the first input of a recording pass that differs between the
-// Composition the inventory was read from and the live one, or returns "" (design §4, "immediately
-// before each write"): the slices the synthesis names, whose content is the inventory, and the
-// lineage, which picks the Secrets. UID, synthesis and eligibility are checked by the caller's
-// recheck. A lineage override added under one synthesis must never be written to with the
-// Secret list, names and metadata of the old lineage.
+// Composition the inventory was read from and the live one, or returns "": the slices the
+// synthesis names, whose content is the inventory, and the lineage, which picks the Secrets.
+// UID, synthesis and eligibility are checked by the caller's recheck. A lineage override added
+// under one synthesis must never be written to with the Secret list, names and metadata of the
+// old lineage (design §4, "immediately before each write").
 func ChangedRecordingInput(read, live Composition) string {
 	if !slices.Equal(slicesOf(read), slicesOf(live)) {
 		return "the slices its synthesis names changed"

@@ -109,11 +109,12 @@ type RecoveryPlan struct {
 func (p RecoveryPlan) Decided() bool { return !p.Decision.Outcome.IsZero() }
 
 // SharedLineageOwners are the Compositions recovery must read live before it decides for c
-// from snap (design §6, SharedLineage): every one a Secret of the lineage was recorded for,
-// candidate or not, whatever its namespace, except c itself. Usually there is none.
+// from snap: every one a Secret of the lineage was recorded for, candidate or not, whatever its
+// namespace, except c itself. Usually there is none.
 //
 // members are the other Compositions known to carry the same lineage (a copied override), even
-// ones that have recorded nothing yet: they share it as much as a snapshot's owner does.
+// ones that have recorded nothing yet: they share it as much as a snapshot's owner does
+// (design §6, SharedLineage).
 func SharedLineageOwners(c Composition, snap Snapshot, members ...CompositionRef) []CompositionRef {
 	var out []CompositionRef
 	for _, ref := range append(slices.Clone(snap.owners), members...) {
@@ -141,8 +142,8 @@ func LineageMembers(c Composition, lineage Lineage, all []Composition) []Composi
 
 // LiveOwner is another Composition of the lineage that exists: a live read found it without a
 // deletionTimestamp (any UID), or was refused it (Forbidden). Either way its history is not
-// ours to clean (design §6, SharedLineage): a namespace-scoped grant must not let recovery
-// delete what a Composition it cannot see still manages.
+// ours to clean: a namespace-scoped grant must not let recovery delete what a Composition it
+// cannot see still manages (design §6, SharedLineage).
 type LiveOwner struct {
 	Ref CompositionRef
 	// Forbidden: the read was refused, and the Composition counts as existing.

@@ -79,7 +79,7 @@ func (s Snapshot) RecordedFor() CompositionRef { return s.meta.RecordedFor() }
 func (s Snapshot) LineageOwners() []CompositionRef { return slices.Clone(s.owners) }
 
 // WriteTime is when the snapshot was written, by the downstream API server's clock: the newest
-// data write of its chunks (design §6.3). It is unknown when any chunk's is.
+// data write of its chunks. It is unknown when any chunk's is (design §6.3).
 func (s Snapshot) WriteTime() (time.Time, bool) {
 	var newest time.Time
 	for _, c := range s.chunks {
@@ -234,10 +234,10 @@ func canonicalInt(s string) (int, error) {
 }
 
 // RecordedByMetadata reports whether secrets hold a complete, consistent snapshot of c's current
-// synthesis, judged on labels and annotations only (the recording fast path, design §4): every
-// listed Secret ours and well formed (design §5 step 1), the chunks recorded for this incarnation and
-// synthesis agreeing on their metadata (one digest, one timestamp, one count), and holding the
-// indexes 0..count-1 each once. No data is read, so a cache may hold metadata only.
+// synthesis, judged on labels and annotations only, for the recording fast path: every listed
+// Secret ours and well formed, the chunks recorded for this incarnation and synthesis agreeing
+// on their metadata (one digest, one timestamp, one count), and holding the indexes 0..count-1
+// each once. No data is read, so a cache may hold metadata only (design §4, design §5 step 1).
 func RecordedByMetadata(secrets []ChunkSecret, c Composition, now time.Time, maxChunks int) (SnapshotMeta, bool) {
 	if c.Synthesis == nil || len(secrets) == 0 {
 		return SnapshotMeta{}, false

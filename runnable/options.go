@@ -19,8 +19,8 @@ import (
 )
 
 // Options configures a Controller. Zero values mean the defaults named on each field, except
-// Enabled: the library default is off (design §4), so a caller that wants recording and recovery
-// says so.
+// Enabled: the library default is off, so a caller that wants recording and recovery says so
+// (design §4).
 type Options struct {
 	// ControlPlane is the cluster that holds the Compositions and ResourceSlices (eno-reconciler:
 	// mgr.GetConfig()). Required. It is copied, never modified.
