@@ -257,8 +257,8 @@ func snapshotReportOf(s domain.SnapshotReading, maxChunkBytes int) SnapshotRepor
 	return r
 }
 
-// oversizeProblem is no design §5 finding: chunks over the configured size still read, but recording
-// would not write them so today.
+// oversizeProblem says a chunk is over the configured size. It is no finding of reading: such
+// chunks still read, but recording would not write them so today (design §5).
 func oversizeProblem(secret string, size, limit int) string {
 	return fmt.Sprintf("secret %s holds %d bytes, over --max-chunk-bytes %d", secret, size, limit)
 }

@@ -36,9 +36,9 @@ func (a Adoption) Permits(reader, recordedFor CompositionRef) bool {
 	return reader.Namespace == recordedFor.Namespace || a == AdoptAcrossNamespaces
 }
 
-// OtherNamespaceError is design §5 step 3's stop when a lineage has snapshots but none is a candidate
+// OtherNamespaceError stops reading when a lineage has snapshots but none is a candidate,
 // because each was recorded in another namespace and adoption across namespaces is off:
-// NothingToRecover, reason OtherNamespace.
+// NothingToRecover, reason OtherNamespace (design §5 step 3).
 type OtherNamespaceError struct {
 	// Namespaces are those the lineage's snapshots were recorded in, sorted.
 	Namespaces []string

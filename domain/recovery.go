@@ -92,9 +92,9 @@ type RecoveryInput struct {
 }
 
 // RecoveryPlan is the decision and the tombstones to publish (none unless Recovered).
-// Held lists what awaits review when the outcome is HeldForReview; Dropped what design §6.3 kept
-// back. A plan with Verify set decides nothing yet: read those objects downstream and plan
-// again with RecoveryInput.Observed.
+// Held lists what awaits review when the outcome is HeldForReview; Dropped what the checks at the
+// moment of deletion kept back. A plan with Verify set decides nothing yet: read those objects
+// downstream and plan again with RecoveryInput.Observed (design §6).
 type RecoveryPlan struct {
 	Decision   Decision
 	Tombstones []Tombstone
@@ -169,7 +169,8 @@ func sharedWith(c Composition, snap Snapshot, members []CompositionRef, live []L
 	return out
 }
 
-// PlanRecovery decides per design §6. It is pure: it reads nothing and writes nothing.
+// PlanRecovery decides recovery for a synthesis from what was read. It is pure: it reads nothing
+// and writes nothing (design §6).
 func PlanRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	c := in.Composition
 	if c.Synthesis == nil {
@@ -195,9 +196,9 @@ func recoveredFrom(c Composition, d Decision) string {
 	return ""
 }
 
-// planRecovery decides in the order of design §6: design §5 (including SameIncarnation), SharedLineage,
-// AlreadyDecided, the absent entries, design §6.3's checks, the deletion guard. The first rule that
-// decides ends the evaluation.
+// planRecovery decides in order: the snapshot's reading (including SameIncarnation),
+// SharedLineage, AlreadyDecided, the absent entries, the checks at the moment of deletion, the
+// deletion guard. The first rule that decides ends the evaluation (design §6).
 func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	c := in.Composition
 	d := Decision{SynthesisUUID: c.Synthesis.UUID, DecidedAt: in.Now.UTC().Truncate(time.Second)}
@@ -274,8 +275,8 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	return plan, nil
 }
 
-// planFromSnapshotErr decides when design §5 selected no snapshot: nothing to recover from, or
-// a history that is not trusted.
+// planFromSnapshotErr decides when reading selected no snapshot: nothing to recover from, or a
+// history that is not trusted (design §5).
 func planFromSnapshotErr(d Decision, snap Snapshot, snapErr error) (RecoveryPlan, error) {
 	var invalid *InventoryInvalidError
 	var other *OtherNamespaceError
