@@ -36,6 +36,9 @@ func (s *Service) Recover(ctx context.Context, comp domain.Composition) (Recover
 	return res, nil
 }
 
+// recover decides a synthesis that needs a decision. Past the commit point of an earlier pass it
+// only resumes that hand-off; otherwise it plans, then hands the tombstones off or writes the
+// decision after a live recheck. It returns what it read live, for recording to reuse.
 func (s *Service) recover(ctx context.Context, comp domain.Composition) (RecoverResult, liveReads, error) {
 	fault(ctx, faultRecover, comp.Ref())
 	ctx = logr.NewContext(ctx, logr.FromContextOrDiscard(ctx).WithValues("synthesisUUID", comp.SynthesisUUID()))
