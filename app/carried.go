@@ -17,11 +17,11 @@ import (
 const orphansEventLimit = 20
 
 // verifyCarried checks, once, before the first synthesis after a hand-off is recorded, that Eno
-// did delete what it was handed (design §6.2, "Did Eno do it?"): the tombstones come from the
-// recovery slices that the previous synthesis names, and any tombstoned object still present
-// (and not withdrawn) is reported as OrphansRemain. Recording proceeds whatever it finds: a
-// Composition must not stay without history, and nothing is retried automatically. A read that
-// fails is logged and skips the report.
+// did delete what it was handed. The tombstones come from the recovery slices that the previous
+// synthesis names, and any tombstoned object still present (and not withdrawn) is reported as
+// OrphansRemain. Recording proceeds whatever it finds: a Composition must not stay without
+// history, and nothing is retried automatically. A read that fails is logged and skips the
+// report (design §6.2, "Did Eno do it?").
 func (s *Service) verifyCarried(ctx context.Context, comp domain.Composition) {
 	names := domain.CarriedRecoverySlices(comp)
 	if len(names) == 0 {
@@ -38,14 +38,14 @@ func (s *Service) verifyCarried(ctx context.Context, comp domain.Composition) {
 		tombstones = append(tombstones, c.pending...)
 	}
 	if len(gone) > 0 {
-		s.deps.Events.Event(comp, false, "VerificationSkipped", fmt.Sprintf(
+		s.deps.Events.Normal(comp, "VerificationSkipped", fmt.Sprintf(
 			"recovery slice %s of the previous synthesis is gone, so whether Eno deleted its tombstones is not checked; recording proceeds",
 			strings.Join(gone, ", ")))
 	}
 	if len(tombstones) == 0 {
 		return
 	}
-	observed, err := s.observe(ctx, tombstones)
+	observed, err := s.planner.observe(ctx, tombstones)
 	if err != nil {
 		log.Error(err, "could not read the objects Eno was handed; not checking that it deleted them")
 		return
@@ -56,18 +56,18 @@ func (s *Service) verifyCarried(ctx context.Context, comp domain.Composition) {
 		return
 	}
 	s.deps.Metrics.TombstoneAlert("OrphansRemain", len(remaining))
-	s.deps.Events.Event(comp, true, "OrphansRemain", fmt.Sprintf(
+	s.deps.Events.Warning(comp, "OrphansRemain", fmt.Sprintf(
 		"%d of the %d objects handed to Eno as tombstones still exist after its carrying synthesis %s became Ready: %s; check them by hand (recording proceeds, and they leave the history)",
 		len(remaining), len(tombstones), comp.SynthesisUUID(), domain.FirstIDs(remaining, orphansEventLimit)))
 	log.Info("objects handed to Eno as tombstones remain", "remaining", len(remaining), "tombstones", len(tombstones))
 }
 
-// checkAtRisk keeps checking carried tombstones while Eno has not acted on them (design §6.2):
-// while the synthesis that carried a hand-off is not Ready, a tombstone can wait behind an
-// earlier readiness group, and Eno never re-reads it. Each that no longer passes the checks at
-// the moment of deletion is a TombstoneAtRisk warning: the operator's cue to protect the object.
+// checkAtRisk keeps checking carried tombstones while Eno has not acted on them. While the
+// synthesis that carried a hand-off is not Ready, a tombstone can wait behind an earlier
+// readiness group, and Eno never re-reads it. Each that no longer passes the checks at the
+// moment of deletion is a TombstoneAtRisk warning: the operator's cue to protect the object.
 // It returns when to look again; zero when nothing waits. reads, when set, is what recovery
-// read of the synthesis in this reconcile.
+// read of the synthesis in this reconcile (design §6.2).
 func (s *Service) checkAtRisk(ctx context.Context, comp domain.Composition, reads *liveReads) (time.Duration, error) {
 	names := domain.CarriedRecoverySlices(comp)
 	if len(names) == 0 || comp.Synthesis == nil || comp.Synthesis.Ready || s.policy.CheckHandoff(comp) != nil {
@@ -77,7 +77,7 @@ func (s *Service) checkAtRisk(ctx context.Context, comp domain.Composition, read
 	if reads != nil {
 		contents = reads.contents
 	} else {
-		c, err := s.readSynthesis(ctx, comp)
+		c, err := s.planner.readSynthesis(ctx, comp)
 		if err != nil {
 			return 0, fmt.Errorf("checking carried tombstones: %w", err)
 		}
@@ -94,7 +94,7 @@ func (s *Service) checkAtRisk(ctx context.Context, comp domain.Composition, read
 		if len(waiting) == 0 {
 			continue
 		}
-		observed, err := s.observe(ctx, waiting)
+		observed, err := s.planner.observe(ctx, waiting)
 		if err != nil {
 			return 0, fmt.Errorf("checking carried tombstones: %w", err)
 		}
@@ -107,7 +107,7 @@ func (s *Service) checkAtRisk(ctx context.Context, comp domain.Composition, read
 			ts[i] = d.Tombstone
 		}
 		s.deps.Metrics.TombstoneAlert("TombstoneAtRisk", len(atRisk))
-		s.deps.Events.Event(comp, true, "TombstoneAtRisk", fmt.Sprintf(
+		s.deps.Events.Warning(comp, "TombstoneAtRisk", fmt.Sprintf(
 			"%d tombstones Eno carried into synthesis %s no longer pass the checks before deletion, and Eno may still delete their objects: %s; %s; protect them (for example with %s on the Composition) before Eno acts",
 			len(atRisk), comp.SynthesisUUID(), domain.FirstIDs(ts, orphansEventLimit), domain.DroppedSummary(atRisk), domain.AnnotationDisableReconciliation))
 	}

@@ -31,8 +31,8 @@ func carriedFixture(t *testing.T) *fixture {
 }
 
 func eventsOf(f *fixture, reason string) (warnings, normals []string) {
-	for i := range f.events.EventCallCount() {
-		_, warning, r, msg := f.events.EventArgsForCall(i)
+	for i := range f.events.Count() {
+		_, warning, r, msg := f.events.At(i)
 		if r != reason {
 			continue
 		}

@@ -153,9 +153,10 @@ func (d Deps) validate() error {
 
 // Service runs the use cases. It starts no goroutines.
 type Service struct {
-	cfg    Config
-	policy domain.Policy
-	deps   Deps
+	cfg     Config
+	policy  domain.Policy
+	deps    Deps
+	planner planner
 }
 
 // New validates the configuration and dependencies.
@@ -178,7 +179,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if deps.Metrics == nil {
 		deps.Metrics = noMetrics{}
 	}
-	return &Service{cfg: cfg, policy: domain.Policy{Enabled: cfg.Enabled, Scope: cfg.Scope}, deps: deps}, nil
+	return &Service{cfg: cfg, policy: domain.Policy{Enabled: cfg.Enabled, Scope: cfg.Scope}, deps: deps, planner: planner{
+		cfg: cfg, secrets: deps.Store, slices: deps.Slices, guard: deps.Guard, downstream: deps.Downstream, lister: deps.Lister,
+	}}, nil
 }
 
 // Config returns the effective configuration.
@@ -186,7 +189,8 @@ func (s *Service) Config() Config { return s.cfg }
 
 type noEvents struct{}
 
-func (noEvents) Event(domain.Composition, bool, string, string) {}
+func (noEvents) Normal(domain.Composition, string, string)  {}
+func (noEvents) Warning(domain.Composition, string, string) {}
 
 type noMetrics struct{}
 

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -96,7 +97,7 @@ func TestControllerRecoversPanics(t *testing.T) {
 			})
 		}},
 		"an event": {recovering, func(f *fixture) {
-			f.events.EventCalls(func(domain.Composition, bool, string, string) { boom() })
+			f.events.onEvent = boom
 		}},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -140,4 +141,65 @@ func TestControllerBoundsEveryReconcile(t *testing.T) {
 			assert.Zero(t, f.metrics.PanickedCallCount())
 		})
 	}
+}
+
+func TestNewControllerRefusesBadArguments(t *testing.T) {
+	svc := newFixture(t).service(t)
+	queue := &portsfakes.FakeWorkQueue{}
+	for _, tc := range []struct {
+		name    string
+		svc     *app.Service
+		queue   *portsfakes.FakeWorkQueue
+		workers int
+	}{
+		{"nil service", nil, queue, 1},
+		{"nil queue", svc, nil, 1},
+		{"no workers", svc, queue, 0},
+		{"negative workers", svc, queue, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c *app.Controller
+			var err error
+			if tc.queue == nil { // an untyped nil, not a nil *FakeWorkQueue
+				c, err = app.NewController(tc.svc, nil, tc.workers)
+			} else {
+				c, err = app.NewController(tc.svc, tc.queue, tc.workers)
+			}
+			require.Error(t, err)
+			assert.Nil(t, c)
+		})
+	}
+	c, err := app.NewController(svc, queue, 1)
+	require.NoError(t, err)
+	assert.NotNil(t, c)
+	assert.Zero(t, len(queue.Invocations()), "the constructor touches nothing")
+}
+
+func TestControllerForgetsSuccessAndRequeuesFailure(t *testing.T) {
+	f := newFixture(t)
+	okRef := domain.CompositionRef{Namespace: ns, Name: name}
+	badRef := domain.CompositionRef{Namespace: ns, Name: "broken"}
+	f.comps.GetCompositionCalls(func(_ context.Context, r domain.CompositionRef) (domain.Composition, error) {
+		if r == badRef {
+			return domain.Composition{}, errors.New("500 internal error")
+		}
+		return f.comp, nil
+	})
+	queue := &portsfakes.FakeWorkQueue{}
+	queue.GetReturnsOnCall(0, okRef, false)
+	queue.GetReturnsOnCall(1, badRef, false)
+	queue.GetReturns(domain.CompositionRef{}, true)
+	c, err := app.NewController(f.service(t), queue, 1)
+	require.NoError(t, err)
+	runCtx, cancel := context.WithCancel(ctx(t))
+	done := make(chan struct{})
+	go func() { c.Run(runCtx); close(done) }()
+	require.Eventually(t, func() bool { return queue.DoneCallCount() == 2 }, timeout, tick)
+	cancel()
+	<-done
+	assert.Equal(t, 1, queue.ForgetCallCount())
+	assert.Equal(t, okRef, queue.ForgetArgsForCall(0))
+	assert.Equal(t, 1, queue.AddRateLimitedCallCount())
+	assert.Equal(t, badRef, queue.AddRateLimitedArgsForCall(0))
+	assert.Equal(t, 1, queue.ShutDownCallCount())
 }

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
@@ -20,7 +21,7 @@ func (e *ForeignSecretError) Error() string {
 // LineageCollisionError: a Secret of ours at a chunk's name holds the history of another
 // Composition, which exists, or which is in another namespace while adoption across namespaces
 // is off: two Compositions of one name in different namespaces share a lineage, or their names
-// collide after the 253-character cut (design §4). Nothing was written.
+// collide after the 253-character cut. Nothing was written (design §4).
 type LineageCollisionError struct {
 	Namespace string
 	Name      string
@@ -60,4 +61,11 @@ type SourceDeletingError struct {
 
 func (e *SourceDeletingError) Error() string {
 	return fmt.Sprintf("composition %s, which recorded snapshots of this lineage, is being deleted; deciding once it is gone", e.Ref)
+}
+
+// isIneligible reports whether err only says the Composition is out of a use case's reach.
+func isIneligible(err error) (*domain.IneligibleError, bool) {
+	var ie *domain.IneligibleError
+	ok := errors.As(err, &ie)
+	return ie, ok
 }

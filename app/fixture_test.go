@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -141,7 +142,7 @@ type fixture struct {
 	store      *portsfakes.FakeSnapshotStore
 	sink       *portsfakes.FakeTombstoneSink
 	decisions  *portsfakes.FakeDecisionWriter
-	events     *portsfakes.FakeEventRecorder
+	events     *eventLog
 	metrics    *portsfakes.FakeMetrics
 	downstream *portsfakes.FakeDownstreamReader
 	published  map[string]domain.ResourceSlice
@@ -157,7 +158,7 @@ func newFixture(t *testing.T) *fixture {
 		comps: &portsfakes.FakeCompositionReader{}, guard: &portsfakes.FakeCompositionGuard{},
 		reader: &portsfakes.FakeSliceReader{}, store: &portsfakes.FakeSnapshotStore{},
 		sink: &portsfakes.FakeTombstoneSink{}, decisions: &portsfakes.FakeDecisionWriter{},
-		events: &portsfakes.FakeEventRecorder{}, metrics: &portsfakes.FakeMetrics{},
+		events: &eventLog{}, metrics: &portsfakes.FakeMetrics{},
 		downstream: &portsfakes.FakeDownstreamReader{},
 	}
 	// Downstream, every object the history names exists and is older than the history.
@@ -280,3 +281,49 @@ const (
 	timeout = 10 * time.Second
 	tick    = 10 * time.Millisecond
 )
+
+// eventLog records the events of a test in order, Normal and Warning alike.
+type eventLog struct {
+	// onEvent, when set, runs before each event is recorded.
+	onEvent func()
+	mu      sync.Mutex
+	events  []loggedEvent
+}
+
+type loggedEvent struct {
+	comp            domain.Composition
+	warning         bool
+	reason, message string
+}
+
+func (l *eventLog) Normal(comp domain.Composition, reason, message string) {
+	l.add(loggedEvent{comp: comp, reason: reason, message: message})
+}
+
+func (l *eventLog) Warning(comp domain.Composition, reason, message string) {
+	l.add(loggedEvent{comp: comp, warning: true, reason: reason, message: message})
+}
+
+func (l *eventLog) add(e loggedEvent) {
+	if l.onEvent != nil {
+		l.onEvent()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, e)
+}
+
+// Count is how many events were recorded.
+func (l *eventLog) Count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.events)
+}
+
+// At returns the i-th event: its Composition, whether it is a Warning, its reason and message.
+func (l *eventLog) At(i int) (domain.Composition, bool, string, string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.events[i]
+	return e.comp, e.warning, e.reason, e.message
+}

@@ -22,10 +22,10 @@ type InspectDeps struct {
 	Slices       ports.SliceReader
 }
 
-// Inspector is the inspect use case (design §9): a lineage's history as design §5 reads it, with
-// every finding, and, given the control plane, what recovery would decide now. It is read-only
-// by construction: it holds only readers, and its dry run runs Service.Plan over stand-ins
-// whose writes refuse.
+// Inspector is the inspect use case: a lineage's history as recovery reads it, with every
+// finding, and, given the control plane, what recovery would decide now. It is read-only by
+// construction: it holds only readers, and its dry run plans through the same read-only planner
+// as recovery (design §9, design §5).
 type Inspector struct {
 	cfg  Config
 	deps InspectDeps
@@ -78,7 +78,7 @@ func (in *Inspector) Inspect(ctx context.Context, target InspectTarget) (*Inspec
 		}
 		c, err := in.deps.Compositions.LiveComposition(ctx, *ref)
 		if err != nil {
-			return nil, fmt.Errorf("reading composition %s: %w", ref, err)
+			return nil, err // the reader names the Composition
 		}
 		if lineage, err = domain.LineageOf(c); err != nil {
 			return nil, fmt.Errorf("composition %s: %w; recording and recovery skip it", ref, err)
@@ -154,24 +154,16 @@ func (in *Inspector) lineageComposition(ctx context.Context, lineage domain.Line
 		lineage, strings.Join(why, "; ")), nil
 }
 
-// dryRun computes what recovery would decide now through Service.Plan, fed the Secrets
-// already listed (so it judges what the report shows) and stand-ins that refuse every write.
+// dryRun computes what recovery would decide now through the planner recovery uses, fed the
+// Secrets already listed, so it judges what the report shows. The planner holds only readers.
 func (in *Inspector) dryRun(ctx context.Context, comp domain.Composition, secrets []domain.ChunkSecret, now time.Time) (*DryRunReport, error) {
 	cfg := in.cfg
-	cfg.Enabled, cfg.Scope = true, domain.Scope{Selector: domain.Everything}
 	cfg.Now = func() time.Time { return now }
 	lineage, err := domain.LineageOf(comp)
 	if err != nil {
 		return nil, err
 	}
-	svc, err := New(cfg, Deps{
-		Compositions: liveCompositions{in.deps.Compositions}, Guard: in.deps.Compositions, Slices: in.deps.Slices,
-		Store: listedSecrets{lineage: lineage, secrets: secrets}, Downstream: in.deps.Downstream,
-		Sink: refusedWrites{}, Decisions: refusedWrites{},
-	})
-	if err != nil {
-		return nil, err
-	}
+	p := planner{cfg: cfg, secrets: in.deps.Secrets, slices: in.deps.Slices, guard: in.deps.Compositions, downstream: in.deps.Downstream}
 	h := domain.ReadHistoryFor(comp, secrets, now, cfg.MaxChunks, cfg.adoption())
 	r := &DryRunReport{
 		Composition:    comp.Ref().String(),
@@ -185,7 +177,8 @@ func (in *Inspector) dryRun(ctx context.Context, comp domain.Composition, secret
 		Dropped: []DroppedReport{},
 	}
 	// The controller's scope is unknown here: only the Composition's own state counts.
-	if ie, ok := isIneligible(svc.policy.CheckRecovery(comp)); ok {
+	policy := domain.Policy{Enabled: true, Scope: domain.Scope{Selector: domain.Everything}}
+	if ie, ok := isIneligible(policy.CheckRecovery(comp)); ok {
 		r.WouldRun, r.NotRunReason, r.NotRunDetail = false, ie.Reason.String(), ie.Detail
 	}
 	if d, ok := comp.Decision(); ok {
@@ -195,7 +188,7 @@ func (in *Inspector) dryRun(ctx context.Context, comp domain.Composition, secret
 		r.Unavailable = "the composition has no current synthesis yet"
 		return r, nil
 	}
-	plan, err := svc.Plan(ctx, comp)
+	plan, _, err := p.planListed(ctx, comp, lineage, slices.Clone(secrets))
 	if err != nil {
 		r.Unavailable = "recovery would stop before deciding: " + err.Error()
 		return r, nil
@@ -264,8 +257,8 @@ func snapshotReportOf(s domain.SnapshotReading, maxChunkBytes int) SnapshotRepor
 	return r
 }
 
-// oversizeProblem is no design §5 finding: chunks over the configured size still read, but recording
-// would not write them so today.
+// oversizeProblem says a chunk is over the configured size. It is no finding of reading: such
+// chunks still read, but recording would not write them so today (design §5).
 func oversizeProblem(secret string, size, limit int) string {
 	return fmt.Sprintf("secret %s holds %d bytes, over --max-chunk-bytes %d", secret, size, limit)
 }
@@ -338,84 +331,4 @@ func tombstoneReports(ts []domain.Tombstone) []TombstoneReport {
 		out = append(out, tombstoneReportOf(t))
 	}
 	return out
-}
-
-// errInspectWrites is what inspect's stand-ins return if anything ever tried to write.
-var errInspectWrites = errors.New("inspect never writes")
-
-var (
-	_ ports.CompositionReader = liveCompositions{}
-	_ ports.SnapshotStore     = listedSecrets{}
-	_ ports.TombstoneSink     = refusedWrites{}
-	_ ports.DecisionWriter    = refusedWrites{}
-)
-
-// liveCompositions serves every read of a Composition live.
-type liveCompositions struct{ guard ports.CompositionGuard }
-
-func (l liveCompositions) GetComposition(ctx context.Context, ref domain.CompositionRef) (domain.Composition, error) {
-	return l.guard.LiveComposition(ctx, ref)
-}
-
-// listedSecrets serves the Secrets inspect already listed; it refuses writes.
-type listedSecrets struct {
-	lineage domain.Lineage
-	secrets []domain.ChunkSecret
-}
-
-func (s listedSecrets) ListChunks(_ context.Context, l domain.Lineage) ([]domain.ChunkSecret, error) {
-	if l != s.lineage {
-		return nil, fmt.Errorf("inspect listed lineage %s, not %s", s.lineage, l)
-	}
-	return slices.Clone(s.secrets), nil
-}
-
-func (s listedSecrets) ListCachedChunks(ctx context.Context, l domain.Lineage) ([]domain.ChunkSecret, error) {
-	return s.ListChunks(ctx, l)
-}
-
-// GetChunk serves a Secret inspect already listed. Recording reads a name only after a create
-// (which inspect refuses), so the dry run never asks for one it has not listed.
-func (s listedSecrets) GetChunk(_ context.Context, name string) (domain.ChunkSecret, error) {
-	for _, c := range s.secrets {
-		if c.Name == name {
-			return c.Clone(), nil
-		}
-	}
-	return domain.ChunkSecret{}, fmt.Errorf("inspect listed no secret %s of lineage %s: %w", name, s.lineage, ports.ErrNotFound)
-}
-
-func (listedSecrets) CreateChunk(context.Context, domain.ChunkSecret) (domain.ChunkSecret, error) {
-	return domain.ChunkSecret{}, errInspectWrites
-}
-
-func (listedSecrets) UpdateChunk(context.Context, domain.ChunkSecret) (domain.ChunkSecret, error) {
-	return domain.ChunkSecret{}, errInspectWrites
-}
-
-// refusedWrites stands in for the tombstone sink and the decision writer.
-type refusedWrites struct{}
-
-func (refusedWrites) PublishTombstones(context.Context, domain.Composition, domain.Handoff) ([]string, error) {
-	return nil, errInspectWrites
-}
-
-func (refusedWrites) CommitTombstones(context.Context, domain.Composition, domain.Handoff, []string) error {
-	return errInspectWrites
-}
-
-func (refusedWrites) EnsureTombstones(context.Context, domain.Composition, []string, domain.Handoff) error {
-	return errInspectWrites
-}
-
-func (refusedWrites) RequestResynthesis(context.Context, domain.Composition) error {
-	return errInspectWrites
-}
-
-func (refusedWrites) WithdrawTombstones(context.Context, domain.Composition, domain.ResourceSlice) error {
-	return errInspectWrites
-}
-
-func (refusedWrites) WriteDecision(context.Context, domain.Composition, domain.Decision) error {
-	return errInspectWrites
 }

@@ -94,7 +94,7 @@ type RejectedSecret struct {
 	Detail string `json:"detail"`
 }
 
-// VerdictSelected is the verdict's outcome when design §5 selects a snapshot.
+// VerdictSelected is the verdict's outcome when reading selects a snapshot (design §5).
 const VerdictSelected = "Selected"
 
 type VerdictReport struct {
@@ -147,7 +147,8 @@ type TombstoneReport struct {
 	Manifest string `json:"manifest"`
 }
 
-// CandidatesReport is design §5 step 3's candidate set for a Composition.
+// CandidatesReport is the set of snapshots recovery may read from for a Composition (design §5
+// step 3).
 type CandidatesReport struct {
 	// Own: the candidates are the snapshots recorded for the Composition's own
 	// namespace/name. Otherwise it has none, and the candidates are the lineage's snapshots of
@@ -161,8 +162,8 @@ type CandidatesReport struct {
 	OtherNamespaces []string `json:"otherNamespaces"`
 }
 
-// DroppedReport is a tombstone design §6.3 does not publish, and why: NotFound, CreatedAfterHistory,
-// Unreadable or UnknownWriteTime.
+// DroppedReport is a tombstone the checks at the moment of deletion keep back, and why:
+// NotFound, CreatedAfterHistory, Unreadable or UnknownWriteTime (design §6.3).
 type DroppedReport struct {
 	TombstoneReport
 	Reason string `json:"reason"`

@@ -45,13 +45,34 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 		return res, nil
 	}
 	if err != nil {
-		return res, fmt.Errorf("reading composition %s: %w", ref, err)
+		return res, err // the reader names the Composition and what it tried
 	}
 
 	var reads *liveReads
-	rec, r, err := s.recover(ctx, comp)
-	switch ie, ineligible := isIneligible(err); {
-	case err == nil:
+	switch stage, ie := s.policy.RecoveryStageOf(comp); stage {
+	case domain.StageIneligible:
+		s.skipped(ctx, comp, ie)
+		observed = &ports.CompositionState{}
+		res.Skipped = ie
+		return res, nil
+	case domain.StageDecided:
+		// Withdraw first, whatever step 4 or 5 then meets (a part stuck terminating, a
+		// failing write): the recheck must not wait for the hand-off to complete.
+		_, pending := pendingHandoff(comp)
+		observed = &ports.CompositionState{HandoffPending: pending}
+		var recheckErr error
+		res.RequeueAfter, recheckErr = s.recheckPending(ctx, comp)
+		if err := s.resumeDecided(ctx, comp); err != nil {
+			return res, errors.Join(err, recheckErr)
+		}
+		if recheckErr != nil {
+			return res, recheckErr
+		}
+	default:
+		rec, r, err := s.recover(ctx, comp)
+		if err != nil {
+			return res, fmt.Errorf("recovering: %w", err)
+		}
 		res.Recovery = &rec
 		_, pending := pendingHandoff(rec.Composition)
 		if pending && rec.Written {
@@ -63,26 +84,6 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 		}
 		observed = &ports.CompositionState{HandoffPending: pending}
 		comp, reads = rec.Composition, &r
-	case ineligible && ie.Reason == domain.IneligibleDecided:
-		// Withdraw first, whatever step 4 or 5 then meets (a part stuck terminating, a
-		// failing write): the recheck must not wait for the hand-off to complete.
-		_, pending := pendingHandoff(comp)
-		observed = &ports.CompositionState{HandoffPending: pending}
-		var recheckErr error
-		res.RequeueAfter, recheckErr = s.recheckPending(ctx, comp)
-		if err := s.resumeHandoff(ctx, comp); err != nil {
-			return res, errors.Join(err, recheckErr)
-		}
-		if recheckErr != nil {
-			return res, recheckErr
-		}
-	case ineligible:
-		s.skipped(ctx, comp, ie)
-		observed = &ports.CompositionState{}
-		res.Skipped = ie
-		return res, nil
-	default:
-		return res, err
 	}
 
 	// A carried hand-off waits for Eno while its synthesis is not Ready: keep checking it.
@@ -115,7 +116,7 @@ func (s *Service) skipped(ctx context.Context, comp domain.Composition, ie *doma
 	if ie.Reason == domain.IneligibleInvalidLineage {
 		log.Info("skipping composition: invalid lineage override", "reason", ie.Detail)
 		s.deps.Metrics.Refusal(ie.Reason.String())
-		s.deps.Events.Event(comp, true, ie.Reason.String(), ie.Detail+"; no inventory is recorded or recovered")
+		s.deps.Events.Warning(comp, ie.Reason.String(), ie.Detail+"; no inventory is recorded or recovered")
 		return
 	}
 	log.V(2).Info("skipping composition", "reason", ie.Reason.String())

@@ -1,19 +1,16 @@
 package app_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"math"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/Azure/eno-tombstone-recovery/app"
 	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/ports"
-	"github.com/Azure/eno-tombstone-recovery/ports/portsfakes"
 )
 
 func TestReconcileDecidesThenRecordsReadingSlicesOnce(t *testing.T) {
@@ -77,8 +74,8 @@ func TestReconcileInvalidLineageSkipsWithAnEvent(t *testing.T) {
 		assert.Zero(t, f.store.ListChunksCallCount())
 		assert.Zero(t, f.decisions.WriteDecisionCallCount())
 		assert.Zero(t, f.writes())
-		require.Equal(t, 1, f.events.EventCallCount())
-		_, warning, reason, _ := f.events.EventArgsForCall(0)
+		require.Equal(t, 1, f.events.Count())
+		_, warning, reason, _ := f.events.At(0)
 		assert.True(t, warning)
 		assert.Equal(t, "InvalidLineage", reason)
 	}
@@ -96,54 +93,113 @@ func TestReconcileUsesTheLineageOverride(t *testing.T) {
 	assert.Equal(t, "shared-web", s.Labels[domain.LabelLineage])
 }
 
-func TestNewRefusesNilDependenciesAndBadConfig(t *testing.T) {
-	f := newFixture(t)
-	_, err := app.New(f.cfg, app.Deps{})
-	require.Error(t, err)
-	for _, tc := range []struct {
-		mutate  func(c *app.Config)
-		setting app.Setting
+// A HeldForReview decision ends the reconcile that wrote it: recording is not even evaluated,
+// and the old snapshot stays as it is (design §6.1).
+func TestReconcileHeldStopsBeforeRecording(t *testing.T) {
+	rs := resources(9)
+	f := recoveryFixture(t, rs, rs[:3]) // 6 of 9 orphaned: over the guard of 0.5
+	f.comp.Synthesis.Ready = true
+	res, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
+	require.NoError(t, err)
+	require.NotNil(t, res.Recovery)
+	assert.Equal(t, domain.OutcomeHeldForReview, res.Recovery.Plan.Decision.Outcome)
+	assert.Equal(t, domain.OutcomeHeldForReview, writtenDecision(t, f).Outcome)
+	assert.Nil(t, res.Recording)
+	assert.Nil(t, res.Skipped, "recording was not evaluated, so it was not skipped either")
+	assert.Zero(t, f.store.ListCachedChunksCallCount(), "not even the recording fast path ran")
+	assert.Zero(t, f.writes())
+	assert.Zero(t, f.sink.PublishTombstonesCallCount())
+}
+
+// Each run condition that fails skips the whole reconcile: no error (nothing to retry), no
+// read of Secrets or slices, no write, no event (only an invalid lineage gets one).
+func TestReconcileSkipsIneligibleCompositions(t *testing.T) {
+	cases := []struct {
+		name   string
+		mutate func(f *fixture)
+		reason domain.IneligibleReason
 	}{
-		{func(c *app.Config) { c.MaxChunkBytes = domain.SecretDataLimit + 1 }, app.SettingMaxChunkBytes},
-		{func(c *app.Config) { c.InventoryNamespace = "" }, app.SettingInventoryNamespace},
-		{func(c *app.Config) { c.MaxChunks = 0 }, app.SettingMaxChunks},
-		{func(c *app.Config) { c.MaxTombstoneFraction = 1.5 }, app.SettingMaxTombstoneFraction},
-		{func(c *app.Config) { c.MaxTombstoneFraction = math.NaN() }, app.SettingMaxTombstoneFraction},
-	} {
-		bad := f.cfg
-		tc.mutate(&bad)
-		_, err = app.New(bad, app.Deps{Compositions: f.comps, Guard: f.guard, Slices: f.reader, Store: f.store, Sink: f.sink, Decisions: f.decisions})
-		var se *app.SettingError
-		require.ErrorAs(t, err, &se)
-		assert.Equal(t, tc.setting, se.Setting)
+		{"operator disabled", func(f *fixture) { f.cfg.Enabled = false }, domain.IneligibleDisabled},
+		{"namespace out of scope", func(f *fixture) { f.cfg.Scope.Namespace = "team-b" }, domain.IneligibleOutOfScope},
+		{"labels out of scope", func(f *fixture) { f.cfg.Scope.Selector = onlyLabel{"shard", "2"} }, domain.IneligibleOutOfScope},
+		{"not opted in", func(f *fixture) { delete(f.comp.Annotations, domain.AnnotationOptIn) }, domain.IneligibleNotOptedIn},
+		{"opt-in with another value", func(f *fixture) { f.comp.Annotations[domain.AnnotationOptIn] = "Enabled" }, domain.IneligibleNotOptedIn},
+		{"being deleted", func(f *fixture) { f.comp.Deleting = true }, domain.IneligibleDeleting},
+		{"no synthesis", func(f *fixture) { f.comp.Synthesis = nil }, domain.IneligibleNotSynthesized},
+		{"synthesis without a UUID", func(f *fixture) { f.comp.Synthesis.UUID = "" }, domain.IneligibleNotSynthesized},
+		{"synthesis not synthesized yet", func(f *fixture) { f.comp.Synthesis.Synthesized = time.Time{} }, domain.IneligibleNotSynthesized},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			delete(f.comp.Annotations, domain.AnnotationDecision) // recovery would run if eligible
+			tc.mutate(f)
+			res, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
+			require.NoError(t, err)
+			require.NotNil(t, res.Skipped)
+			assert.Equal(t, tc.reason, res.Skipped.Reason)
+			assert.Nil(t, res.Recovery)
+			assert.Nil(t, res.Recording)
+			assert.Zero(t, f.store.ListChunksCallCount())
+			assert.Zero(t, f.store.ListCachedChunksCallCount())
+			assert.Zero(t, f.reader.GetSliceCallCount())
+			assert.Zero(t, f.guard.LiveCompositionCallCount())
+			assert.Zero(t, f.writes())
+			assert.Zero(t, f.decisions.WriteDecisionCallCount())
+			assert.Zero(t, f.events.Count())
+			assert.Zero(t, f.metrics.RefusalCallCount())
+		})
 	}
 }
 
-func TestControllerForgetsSuccessAndRequeuesFailure(t *testing.T) {
-	f := newFixture(t)
-	okRef := domain.CompositionRef{Namespace: ns, Name: name}
-	badRef := domain.CompositionRef{Namespace: ns, Name: "broken"}
-	f.comps.GetCompositionCalls(func(_ context.Context, r domain.CompositionRef) (domain.Composition, error) {
-		if r == badRef {
-			return domain.Composition{}, errors.New("500 internal error")
-		}
-		return f.comp, nil
+// onlyLabel selects Compositions carrying one label value.
+type onlyLabel struct{ key, value string }
+
+func (s onlyLabel) Matches(labels map[string]string) bool { return labels[s.key] == s.value }
+
+// Each reconcile reports what the Composition waits on, for the gauges behind the alerts: held
+// for review, recording failing, and nothing (a Composition gone or recorded) forgets it.
+func TestReconcileReportsWhatTheCompositionWaitsOn(t *testing.T) {
+	lastObserved := func(t *testing.T, f *fixture) ports.CompositionState {
+		t.Helper()
+		require.Equal(t, 1, f.metrics.CompositionObservedCallCount())
+		ref, state := f.metrics.CompositionObservedArgsForCall(0)
+		assert.Equal(t, f.comp.Ref(), ref)
+		return state
+	}
+	t.Run("held for review", func(t *testing.T) {
+		rs := resources(9)
+		f := recoveryFixture(t, rs, rs[:3])
+		f.comp.Synthesis.Ready = true
+		_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
+		require.NoError(t, err)
+		assert.Equal(t, ports.CompositionState{HeldForReview: true}, lastObserved(t, f))
 	})
-	queue := &portsfakes.FakeWorkQueue{}
-	queue.GetReturnsOnCall(0, okRef, false)
-	queue.GetReturnsOnCall(1, badRef, false)
-	queue.GetReturns(domain.CompositionRef{}, true)
-	c, err := app.NewController(f.service(t), queue, 1)
-	require.NoError(t, err)
-	runCtx, cancel := context.WithCancel(ctx(t))
-	done := make(chan struct{})
-	go func() { c.Run(runCtx); close(done) }()
-	require.Eventually(t, func() bool { return queue.DoneCallCount() == 2 }, timeout, tick)
-	cancel()
-	<-done
-	assert.Equal(t, 1, queue.ForgetCallCount())
-	assert.Equal(t, okRef, queue.ForgetArgsForCall(0))
-	assert.Equal(t, 1, queue.AddRateLimitedCallCount())
-	assert.Equal(t, badRef, queue.AddRateLimitedArgsForCall(0))
-	assert.Equal(t, 1, queue.ShutDownCallCount())
+	t.Run("recording fails", func(t *testing.T) {
+		f := newFixture(t)
+		f.store.CreateChunkReturns(domain.ChunkSecret{}, errors.New("etcdserver: request timed out"))
+		_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
+		require.Error(t, err)
+		assert.Equal(t, ports.CompositionState{RecordingFailing: true}, lastObserved(t, f))
+	})
+	t.Run("recorded", func(t *testing.T) {
+		f := newFixture(t)
+		_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
+		require.NoError(t, err)
+		assert.Equal(t, ports.CompositionState{}, lastObserved(t, f))
+	})
+	t.Run("gone", func(t *testing.T) {
+		f := newFixture(t)
+		f.comps.GetCompositionReturns(domain.Composition{}, ports.ErrNotFound)
+		_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
+		require.NoError(t, err)
+		assert.Equal(t, ports.CompositionState{}, lastObserved(t, f))
+	})
+	t.Run("not read", func(t *testing.T) {
+		f := newFixture(t)
+		f.comps.GetCompositionReturns(domain.Composition{}, errors.New("connection refused"))
+		_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
+		require.Error(t, err)
+		assert.Zero(t, f.metrics.CompositionObservedCallCount(), "an unknown state keeps the last one")
+	})
 }

@@ -23,43 +23,93 @@ type RecordResult struct {
 	Digest    string
 }
 
-// Record saves the inventory of the Composition's current synthesis (design §4). It returns an
+// Record saves the inventory of the Composition's current synthesis. It returns an
 // *domain.IneligibleError when the Composition is not eligible, and aborts with no further
-// writes on the first conflict, foreign Secret, or changed Composition.
+// writes on the first conflict, foreign Secret, or changed Composition (design §4).
 func (s *Service) Record(ctx context.Context, comp domain.Composition) (RecordResult, error) {
 	return s.record(withComposition(ctx, comp.Ref()), comp, nil)
 }
 
-// record reuses prior, recovery's live reads of this reconcile, when it is not nil.
+// record reuses prior, recovery's live reads of this reconcile, when it is not nil. Nothing is
+// written when the cache already shows the snapshot; otherwise every target name is checked
+// for an occupant that must not be replaced, then each chunk that differs is written in index
+// order (design §4).
 func (s *Service) record(ctx context.Context, comp domain.Composition, prior *liveReads) (RecordResult, error) {
 	if err := s.policy.CheckRecording(comp); err != nil {
 		return RecordResult{}, err
 	}
 	lineage, _ := domain.LineageOf(comp) // validated by CheckRecording
-	log := logr.FromContextOrDiscard(ctx).WithValues("lineage", lineage.String(), "synthesisUUID", comp.SynthesisUUID())
 	res := RecordResult{Lineage: lineage}
-
-	// Fast path: the cache already holds this incarnation's snapshot of this synthesis.
-	// It is judged on labels and annotations only: no data is read.
-	if cached, err := s.deps.Store.ListCachedChunks(ctx, lineage); err == nil {
-		if meta, ok := domain.RecordedByMetadata(cached, comp, s.cfg.Now(), s.cfg.MaxChunks); ok {
-			s.deps.Metrics.SnapshotRecorded(false)
-			res.Unchanged, res.Chunks, res.Digest = true, meta.ChunkCount, meta.Digest
-			return res, nil
-		}
+	if meta, ok := s.recordedInCache(ctx, comp, lineage); ok {
+		s.deps.Metrics.SnapshotRecorded(false)
+		res.Unchanged, res.Chunks, res.Digest = true, meta.ChunkCount, meta.Digest
+		return res, nil
 	}
 
 	// The first synthesis after a hand-off is recorded only once Ready: check Eno did its part.
 	s.verifyCarried(ctx, comp)
 
+	inv, chunks, err := s.splitInventory(ctx, comp, prior)
+	if err != nil {
+		return res, fmt.Errorf("recording: %w", err)
+	}
+	res.Chunks, res.Digest = len(chunks), inv.Digest()
+	byName, err := s.existingChunks(ctx, lineage, prior)
+	if err != nil {
+		return res, fmt.Errorf("recording: listing inventory secrets: %w", err)
+	}
+	desired := desiredChunks(s.cfg.InventoryNamespace, comp, lineage, inv, chunks)
+	occupants := occupantCheck{svc: s, comp: comp}
+	for _, want := range desired {
+		// A foreign Secret, or another living Composition's history, at any target name stops
+		// the pass before the first write.
+		if cur, ok := byName[want.Name]; ok {
+			if err := occupants.check(ctx, cur); err != nil {
+				return res, fmt.Errorf("recording: %w", err)
+			}
+		}
+	}
+	log := logr.FromContextOrDiscard(ctx).WithValues("lineage", lineage.String(), "synthesisUUID", comp.SynthesisUUID())
+	if res, err = s.writeChunks(ctx, log, comp, desired, byName, occupants, res); err != nil {
+		return res, err
+	}
+	largest := 0
+	for _, c := range chunks {
+		largest = max(largest, c.Size())
+	}
+	s.deps.Metrics.SnapshotRecorded(res.Created+res.Updated > 0)
+	s.deps.Metrics.ChunkHeadroom(lineage, largest, s.cfg.MaxChunkBytes)
+	if res.Created+res.Updated > 0 {
+		log.Info("recorded inventory snapshot", "chunks", res.Chunks, "created", res.Created, "updated", res.Updated, "entries", inv.Len())
+		s.deps.Events.Normal(comp, "InventoryRecorded",
+			fmt.Sprintf("recorded %d resources in %d chunk(s) of lineage %s (%d written, %d unchanged)", inv.Len(), res.Chunks, lineage, res.Created+res.Updated, res.Reused))
+	}
+	return res, nil
+}
+
+// recordedInCache reports whether the cache already holds this incarnation's snapshot of this
+// synthesis: the fast path. It is judged on labels and annotations only, so no data is read; a
+// failed cache read is no answer, and the pass goes on live.
+func (s *Service) recordedInCache(ctx context.Context, comp domain.Composition, lineage domain.Lineage) (domain.SnapshotMeta, bool) {
+	cached, err := s.deps.Store.ListCachedChunks(ctx, lineage)
+	if err != nil {
+		return domain.SnapshotMeta{}, false
+	}
+	return domain.RecordedByMetadata(cached, comp, s.cfg.Now(), s.cfg.MaxChunks)
+}
+
+// splitInventory builds the inventory of the current synthesis, from prior's slices when
+// recovery read them in this reconcile, and splits it into chunks. An unusable slice or an
+// inventory over the limits is refused with an event.
+func (s *Service) splitInventory(ctx context.Context, comp domain.Composition, prior *liveReads) (domain.Inventory, []domain.Chunk, error) {
 	var contents domain.SynthesisContents
 	if prior != nil {
 		contents = prior.contents
 	} else {
-		c, err := s.readSynthesis(ctx, comp)
+		c, err := s.planner.readSynthesis(ctx, comp)
 		if err != nil {
 			s.refuse(comp, "Slice"+problemOf(err), err)
-			return res, fmt.Errorf("recording %s: %w", comp.Ref(), err)
+			return domain.Inventory{}, nil, err
 		}
 		contents = c
 	}
@@ -67,8 +117,32 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 	chunks, err := domain.SplitInventory(inv, s.cfg.MaxChunkBytes, s.cfg.MaxChunks)
 	if err != nil {
 		s.refuse(comp, "InventoryTooLarge", err)
-		return res, fmt.Errorf("recording %s: %w", comp.Ref(), err)
+		return domain.Inventory{}, nil, err
 	}
+	return inv, chunks, nil
+}
+
+// existingChunks lists the lineage's Secrets live, or takes prior's list when recovery made it
+// in this reconcile, by name.
+func (s *Service) existingChunks(ctx context.Context, lineage domain.Lineage, prior *liveReads) (map[string]domain.ChunkSecret, error) {
+	var existing []domain.ChunkSecret
+	if prior != nil {
+		existing = prior.secrets
+	} else {
+		var err error
+		if existing, err = s.deps.Store.ListChunks(ctx, lineage); err != nil {
+			return nil, err
+		}
+	}
+	byName := make(map[string]domain.ChunkSecret, len(existing))
+	for _, e := range existing {
+		byName[e.Name] = e
+	}
+	return byName, nil
+}
+
+// desiredChunks is the Secret each chunk of inv is stored in.
+func desiredChunks(namespace string, comp domain.Composition, lineage domain.Lineage, inv domain.Inventory, chunks []domain.Chunk) []domain.ChunkSecret {
 	meta := domain.SnapshotMeta{
 		Lineage:              lineage,
 		CompositionNamespace: comp.Namespace,
@@ -79,33 +153,19 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 		ChunkCount:           len(chunks),
 		Digest:               inv.Digest(),
 	}
-	res.Chunks, res.Digest = len(chunks), inv.Digest()
-
-	var existing []domain.ChunkSecret
-	if prior != nil {
-		existing = prior.secrets
-	} else if existing, err = s.deps.Store.ListChunks(ctx, lineage); err != nil {
-		return res, fmt.Errorf("recording %s: listing inventory secrets: %w", comp.Ref(), err)
-	}
-	byName := make(map[string]domain.ChunkSecret, len(existing))
-	for _, e := range existing {
-		byName[e.Name] = e
-	}
 	desired := make([]domain.ChunkSecret, len(chunks))
-	largest := 0
-	occupants := occupantCheck{svc: s, comp: comp}
 	for i, c := range chunks {
-		desired[i] = domain.DesiredChunkSecret(s.cfg.InventoryNamespace, meta, c)
-		largest = max(largest, c.Size())
-		// A foreign Secret, or another living Composition's history, at any target name stops
-		// the pass before the first write.
-		if cur, ok := byName[desired[i].Name]; ok {
-			if err := occupants.check(ctx, cur); err != nil {
-				return res, fmt.Errorf("recording %s: %w", comp.Ref(), err)
-			}
-		}
+		desired[i] = domain.DesiredChunkSecret(namespace, meta, c)
 	}
+	return desired
+}
 
+// writeChunks writes, in index order, each desired chunk that differs from the Secret of its
+// name, each after a live recheck: an update carries the read resourceVersion, a create meets
+// AlreadyExists when the name was taken since. The first failure aborts the pass with no
+// further writes (design §4).
+func (s *Service) writeChunks(ctx context.Context, log logr.Logger, comp domain.Composition, desired []domain.ChunkSecret, byName map[string]domain.ChunkSecret, occupants occupantCheck, res RecordResult) (RecordResult, error) {
+	var err error
 	for i, want := range desired {
 		cur, exists := byName[want.Name]
 		if exists && cur.MatchesDesired(want) {
@@ -114,7 +174,7 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 			continue
 		}
 		if _, err := s.recheck(ctx, comp, s.recordingStillHolds(comp)); err != nil {
-			return res, fmt.Errorf("recording %s chunk %d: %w", comp.Ref(), i, err)
+			return res, fmt.Errorf("recording: chunk %d: %w", i, err)
 		}
 		if exists {
 			_, err = s.deps.Store.UpdateChunk(ctx, cur.MergeDesired(want))
@@ -126,11 +186,11 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 			// it as any listed one would be. Ours (a race) aborts the pass like a conflict.
 			if !exists && errors.Is(err, ports.ErrAlreadyExists) {
 				if refusal := occupants.taken(ctx, want.Name); refusal != nil {
-					return res, fmt.Errorf("recording %s: writing chunk %d (%s): %w", comp.Ref(), i, want.Name, refusal)
+					return res, fmt.Errorf("recording: writing chunk %d (%s): %w", i, want.Name, refusal)
 				}
 			}
 			s.deps.Metrics.ChunkWrite(writeResult(err))
-			return res, fmt.Errorf("recording %s: writing chunk %d (%s): %w", comp.Ref(), i, want.Name, err)
+			return res, fmt.Errorf("recording: writing chunk %d (%s): %w", i, want.Name, err)
 		}
 		if exists {
 			res.Updated++
@@ -139,29 +199,22 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 			res.Created++
 			s.deps.Metrics.ChunkWrite("created")
 		}
-		log.V(1).Info("wrote inventory chunk", "chunk", i, "secret", want.Name, "bytes", chunks[i].Size())
-	}
-	s.deps.Metrics.SnapshotRecorded(res.Created+res.Updated > 0)
-	s.deps.Metrics.ChunkHeadroom(lineage, largest, s.cfg.MaxChunkBytes)
-	if res.Created+res.Updated > 0 {
-		log.Info("recorded inventory snapshot", "chunks", res.Chunks, "created", res.Created, "updated", res.Updated, "entries", inv.Len())
-		s.deps.Events.Event(comp, false, "InventoryRecorded",
-			fmt.Sprintf("recorded %d resources in %d chunk(s) of lineage %s (%d written, %d unchanged)", inv.Len(), res.Chunks, lineage, res.Created+res.Updated, res.Reused))
+		log.V(1).Info("wrote inventory chunk", "chunk", i, "secret", want.Name, "bytes", want.DataSize())
 	}
 	return res, nil
 }
 
-// recordingStillHolds is the recheck before each chunk write (design §4): recording's eligibility,
-// and the inputs the inventory and the Secret names were computed from.
+// recordingStillHolds is the recheck before each chunk write: recording's eligibility, and the
+// inputs the inventory and the Secret names were computed from (design §4).
 func (s *Service) recordingStillHolds(read domain.Composition) func(domain.Composition) error {
 	return stillHolds(read, s.policy.CheckRecording, domain.ChangedRecordingInput)
 }
 
 // occupantCheck decides whether an existing Secret at one of comp's chunk names may be
-// replaced (design §4): a foreign one is refused (ForeignSecret); one of ours recorded for another
+// replaced. A foreign one is refused (ForeignSecret); one of ours recorded for another
 // Composition is refused while that Composition exists live, or, unless adoption across
 // namespaces is allowed, whenever it is in another namespace (LineageCollision); otherwise it
-// is a predecessor's history, replaced as usual, once that Composition is NotFound.
+// is a predecessor's history, replaced as usual, once that Composition is NotFound (design §4).
 type occupantCheck struct {
 	svc  *Service
 	comp domain.Composition
@@ -249,5 +302,5 @@ func problemOf(err error) string {
 // refuse tells operators why nothing was written.
 func (s *Service) refuse(comp domain.Composition, reason string, err error) {
 	s.deps.Metrics.Refusal(reason)
-	s.deps.Events.Event(comp, true, reason, err.Error())
+	s.deps.Events.Warning(comp, reason, err.Error())
 }

@@ -7,9 +7,9 @@ import (
 )
 
 // Adoption says whether a Composition may take history recorded in another namespace as its
-// own (design §5 step 3, --allow-cross-namespace-lineage). A lineage override is only an
-// annotation: without this switch, anyone who can write Compositions in one namespace could
-// adopt another namespace's history and have Eno delete its orphans.
+// own (--allow-cross-namespace-lineage). A lineage override is only an annotation: without this
+// switch, anyone who can write Compositions in one namespace could adopt another namespace's
+// history and have Eno delete its orphans (design §5 step 3).
 type Adoption struct{ name string }
 
 var (
@@ -29,15 +29,16 @@ func (a Adoption) String() string {
 }
 
 // Permits reports whether history recorded for recordedFor may become reader's: always within
-// one namespace, across namespaces only when adoption across them is allowed. design §5 step 3 asks it
-// of every snapshot, and recording (design §4, LineageCollision) of every Secret it would replace.
+// one namespace, across namespaces only when adoption across them is allowed. Reading asks it of
+// every snapshot, and recording of every Secret it would replace (design §5 step 3, design §4
+// LineageCollision).
 func (a Adoption) Permits(reader, recordedFor CompositionRef) bool {
 	return reader.Namespace == recordedFor.Namespace || a == AdoptAcrossNamespaces
 }
 
-// OtherNamespaceError is design §5 step 3's stop when a lineage has snapshots but none is a candidate
+// OtherNamespaceError stops reading when a lineage has snapshots but none is a candidate,
 // because each was recorded in another namespace and adoption across namespaces is off:
-// NothingToRecover, reason OtherNamespace.
+// NothingToRecover, reason OtherNamespace (design §5 step 3).
 type OtherNamespaceError struct {
 	// Namespaces are those the lineage's snapshots were recorded in, sorted.
 	Namespaces []string

@@ -104,8 +104,8 @@ func RecoverySliceName(compName, synthesisUUID string) string {
 }
 
 // RecoverySliceNames are the names a synthesis's first recovery slice may have, in the order
-// they are tried (design §6.2): RecoverySliceName, then "<comp-name>-recovery-<whole UUID>" for
-// when the short name holds another synthesis's slice.
+// they are tried: RecoverySliceName, then "<comp-name>-recovery-<whole UUID>" for when the short
+// name holds another synthesis's slice (design §6.2).
 func RecoverySliceNames(compName, synthesisUUID string) []string {
 	var names []string
 	for _, s := range RecoverySliceSeriesOf(compName, synthesisUUID) {
@@ -115,8 +115,8 @@ func RecoverySliceNames(compName, synthesisUUID string) []string {
 }
 
 // RecoverySliceSeries names the recovery slices of one synthesis under one of its ids, the first
-// 8 characters of the synthesis UUID or the whole UUID (design §6.2). A hand-off larger than one
-// slice's budget continues in further slices of the same series.
+// 8 characters of the synthesis UUID or the whole UUID. A hand-off larger than one slice's
+// budget continues in further slices of the same series (design §6.2).
 type RecoverySliceSeries struct {
 	compName, id string
 }
@@ -185,8 +185,8 @@ func (s ChunkSecret) Owned() bool {
 // RecordedForAnother returns the Composition an existing Secret at one of c's chunk names was
 // recorded for, when its composition-namespace/-name annotations name another one: two
 // Compositions of one name in different namespaces sharing a lineage, or names that collide
-// after the 253-character cut (design §4, LineageCollision). A Secret that names no Composition
-// (an annotation missing) names no other one. Whether the Secret is ours is Owned's question.
+// after the 253-character cut. A Secret that names no Composition (an annotation missing) names
+// no other one. Whether the Secret is ours is Owned's question (design §4, LineageCollision).
 func (s ChunkSecret) RecordedForAnother(c CompositionRef) (CompositionRef, bool) {
 	ref := CompositionRef{Namespace: s.Annotations[AnnotationCompositionNamespace], Name: s.Annotations[AnnotationCompositionName]}
 	if ref.Namespace == "" || ref.Name == "" || ref == c {

@@ -60,7 +60,7 @@ const (
 	ReasonOtherNamespace = "OtherNamespace"
 )
 
-// Decision is the JSON of the decision annotation (design §6), fields in the specified order.
+// Decision is the JSON of the decision annotation, fields in the specified order (design §6).
 type Decision struct {
 	SynthesisUUID            string     `json:"synthesisUUID"`
 	Outcome                  Outcome    `json:"outcome"`

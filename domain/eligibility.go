@@ -69,7 +69,7 @@ type Policy struct {
 }
 
 // base applies the rules shared by recording and recovery.
-func (p Policy) base(c Composition) error {
+func (p Policy) base(c Composition) *IneligibleError {
 	switch {
 	case !p.Enabled:
 		return &IneligibleError{Reason: IneligibleDisabled}
@@ -89,20 +89,47 @@ func (p Policy) base(c Composition) error {
 	return nil
 }
 
-// CheckRecovery applies design §6: recovery runs until a finished decision exists for the synthesis.
-func (p Policy) CheckRecovery(c Composition) error {
+// RecoveryStage is where a Composition's current synthesis stands for recovery.
+type RecoveryStage int
+
+const (
+	// StageIneligible: a run condition fails; recovery leaves the Composition alone.
+	StageIneligible RecoveryStage = iota
+	// StageNeedsDecision: no finished decision exists for the synthesis; recovery decides one.
+	StageNeedsDecision
+	// StageDecided: the synthesis holds a finished decision; only a pending hand-off is left.
+	StageDecided
+)
+
+// RecoveryStageOf says whether recovery has to decide the Composition's current synthesis, has
+// decided it, or may not act on it, and then why. Recovery runs until a finished decision exists
+// for the synthesis (design §6).
+func (p Policy) RecoveryStageOf(c Composition) (RecoveryStage, *IneligibleError) {
 	if err := p.base(c); err != nil {
-		return err
+		return StageIneligible, err
 	}
 	if _, ok := c.FinishedDecision(); ok {
+		return StageDecided, nil
+	}
+	return StageNeedsDecision, nil
+}
+
+// CheckRecovery is RecoveryStageOf as a run condition: an error unless the synthesis still needs
+// a decision. Every recheck before a recovery write applies it to the live Composition (design §6).
+func (p Policy) CheckRecovery(c Composition) error {
+	switch stage, ie := p.RecoveryStageOf(c); stage {
+	case StageIneligible:
+		return ie
+	case StageDecided:
 		return &IneligibleError{Reason: IneligibleDecided}
 	}
 	return nil
 }
 
-// CheckRecording applies design §4: the synthesis is Ready and its recovery decision is finished
-// and not Recovered. A synthesis decided Recovered is never recorded: Eno's next synthesis,
-// which carries the tombstones, is (design §6.2).
+// CheckRecording returns nil when recording may act on c: its synthesis is Ready and its
+// recovery decision is finished and not Recovered; otherwise it says why not. A synthesis
+// decided Recovered is never recorded: Eno's next synthesis, which carries the tombstones, is
+// (design §4, design §6.2).
 func (p Policy) CheckRecording(c Composition) error {
 	if err := p.base(c); err != nil {
 		return err
@@ -121,20 +148,23 @@ func (p Policy) CheckRecording(c Composition) error {
 }
 
 // CheckHandoff applies the run conditions that still hold once a Recovered decision is written:
-// steps 4 and 5 of the hand-off (design §6.2) follow it.
+// steps 4 and 5 of the hand-off follow it (design §6.2).
 func (p Policy) CheckHandoff(c Composition) error {
-	return p.base(c)
+	if ie := p.base(c); ie != nil {
+		return ie
+	}
+	return nil
 }
 
 // ChangedPlanInput names the first input of a recovery plan that differs between the
-// Composition the plan was computed from and the live one, or returns "" when none does
-// (design §6, "Decide from what is live"): the slices the synthesis names, the lineage, the
-// review annotation and the recoveredFrom of the decision on record. UID, synthesis and the
-// run conditions are checked by the caller's recheck.
+// Composition the plan was computed from and the live one, or returns "" when none does: the
+// slices the synthesis names, the lineage, the review annotation and the recoveredFrom of the
+// decision on record. UID, synthesis and the run conditions are checked by the caller's recheck
+// (design §6, "Decide from what is live").
 //
-// The slices change under one synthesis only when a hand-off is committed to it (design §6.2):
-// from then on the synthesis belongs to that hand-off, and a plan read before it is void even
-// when it reaches another outcome (Eno may already have deleted the orphans it hands over).
+// The slices change under one synthesis only when a hand-off is committed to it: from then on
+// the synthesis belongs to that hand-off, and a plan read before it is void even when it reaches
+// another outcome, since Eno may already have deleted the orphans it hands over (design §6.2).
 func ChangedPlanInput(read, live Composition) string {
 	if why := ChangedRecordingInput(read, live); why != "" {
 		return why
@@ -149,11 +179,11 @@ func ChangedPlanInput(read, live Composition) string {
 }
 
 // ChangedRecordingInput names the first input of a recording pass that differs between the
-// Composition the inventory was read from and the live one, or returns "" (design §4, "immediately
-// before each write"): the slices the synthesis names, whose content is the inventory, and the
-// lineage, which picks the Secrets. UID, synthesis and eligibility are checked by the caller's
-// recheck. A lineage override added under one synthesis must never be written to with the
-// Secret list, names and metadata of the old lineage.
+// Composition the inventory was read from and the live one, or returns "": the slices the
+// synthesis names, whose content is the inventory, and the lineage, which picks the Secrets.
+// UID, synthesis and eligibility are checked by the caller's recheck. A lineage override added
+// under one synthesis must never be written to with the Secret list, names and metadata of the
+// old lineage (design §4, "immediately before each write").
 func ChangedRecordingInput(read, live Composition) string {
 	if !slices.Equal(slicesOf(read), slicesOf(live)) {
 		return "the slices its synthesis names changed"

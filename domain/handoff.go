@@ -16,15 +16,15 @@ const (
 )
 
 // ResynthesisRequested reports whether the force-resynthesis annotation names c's current
-// synthesis: step 5 of the hand-off (design §6.2) is done, and step 4 before it.
+// synthesis: step 5 of the hand-off is done, and step 4 before it (design §6.2).
 func (c Composition) ResynthesisRequested() bool {
 	return c.Annotations[AnnotationForceResynthesis] == c.SynthesisUUID()
 }
 
 // MaxSliceManifestBytes is Eno's own slice budget, the executor's maxSliceJsonBytes: the most
 // manifest JSON one recovery slice holds, measured as Eno measures a slice, the sum of its
-// manifests' lengths (design §6.2 step 1). It keeps each create well under the API server's
-// request limit however many tombstones a recovery hands over.
+// manifests' lengths. It keeps each create well under the API server's request limit however
+// many tombstones a recovery hands over (design §6.2 step 1).
 const MaxSliceManifestBytes = 512 << 10
 
 // Handoff is what recovery hands to Eno for one synthesis: the tombstones as slice resources,
@@ -96,8 +96,8 @@ func (h Handoff) Parts() ([][]SliceResource, error) {
 	return parts, nil
 }
 
-// PartsFor are h's parts to create again the recovery slices named slices, one each (design §6.2
-// step 4), or nil when h is empty: the content is unknown.
+// PartsFor are h's parts to create again the recovery slices named slices, one each, or nil when
+// h is empty: the content is unknown (design §6.2 step 4).
 func (h Handoff) PartsFor(slices []string) ([][]SliceResource, error) {
 	if h.SynthesisUUID() == "" {
 		return nil, nil
@@ -173,9 +173,9 @@ func (h Handoff) DecisionFor(first string) Decision {
 }
 
 // CommittedRecoverySlices returns the names of the recovery slices that the Composition's
-// current synthesis already names, in part order: the commit point of design §6.2 was passed. The
-// first slice decides the series; the further ones count while the synthesis names them (the
-// commit appends them all in one patch).
+// current synthesis already names, in part order: the commit point was passed. The first slice
+// decides the series; the further ones count while the synthesis names them, since the commit
+// appends them all in one patch (design §6.2).
 func (c Composition) CommittedRecoverySlices() ([]string, bool) {
 	if c.Synthesis == nil || c.Synthesis.UUID == "" {
 		return nil, false
@@ -268,11 +268,11 @@ func (e *RecoverySliceInvalidError) Error() string {
 	return fmt.Sprintf("the current synthesis names resource slice %s under a recovery slice's name, but it is not this controller's hand-off for it (%s); remove it from the synthesis or delete it", e.Slice, e.Detail)
 }
 
-// CommitPrecondition is what the commit point of the hand-off requires of the Composition
-// (design §6.2 step 2): the object the caller decided from, unchanged. The resourceVersion
-// covers every write since that read (a review flipped to reject, a deletion, a lineage change,
-// another replica's decision); the synthesis, the absence of one in flight and the slice list
-// are tested on their own as well, so that a rejected patch can say which moved.
+// CommitPrecondition is what the commit point of the hand-off requires of the Composition: the
+// object the caller decided from, unchanged. The resourceVersion covers every write since that
+// read (a review flipped to reject, a deletion, a lineage change, another replica's decision);
+// the synthesis, the absence of one in flight and the slice list are tested on their own as
+// well, so that a rejected patch can say which moved (design §6.2 step 2).
 type CommitPrecondition struct {
 	UID             string
 	ResourceVersion string

@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// Finding is one problem design §5 found in a lineage's Secrets. The verdict is the first
-// decisive finding in design §5's order: ReadSnapshot, ReadSnapshotFor and ReadHistory all derive it
-// so, from the same checks.
+// Finding is one problem reading found in a lineage's Secrets. The verdict is the first
+// decisive finding in reading's order: ReadSnapshot, ReadSnapshotFor and ReadHistory all derive
+// it so, from the same checks (design §5).
 type Finding struct {
 	// Step is the design §5 step that found it: 1 (one Secret), 2 (a snapshot's chunks disagree),
 	// 3 (a tie among the candidates), 4 (indexes) or 5 (decoding and digest).
@@ -35,7 +35,7 @@ type Finding struct {
 	Decisive bool
 }
 
-// Err is the finding as design §5's refusal.
+// Err is the finding as reading's refusal (design §5).
 func (f Finding) Err() *InventoryInvalidError {
 	return &InventoryInvalidError{Reason: f.Reason, Secret: f.Secret, Detail: f.Detail}
 }
@@ -43,7 +43,7 @@ func (f Finding) Err() *InventoryInvalidError {
 // listedMissing is how many missing indexes a gap finding lists.
 const listedMissing = 10
 
-// SnapshotRole is what design §5 step 3 made of a snapshot.
+// SnapshotRole is what choosing the candidates made of a snapshot (design §5 step 3).
 type SnapshotRole struct{ name string }
 
 var (
@@ -67,7 +67,7 @@ var (
 
 func (r SnapshotRole) String() string { return r.name }
 
-// DigestCheck is what design §5 step 5 found of a snapshot's digest.
+// DigestCheck is what the digest check found of a snapshot's digest (design §5 step 5).
 type DigestCheck struct{ name string }
 
 var (
@@ -102,8 +102,8 @@ type SnapshotReading struct {
 	Findings []Finding
 }
 
-// History is design §5 applied to every Secret of a lineage, with every finding rather than the
-// first: what inspect shows. Its verdict is ReadSnapshot's (or ReadSnapshotFor's).
+// History is every Secret of a lineage read with every finding rather than the first: what
+// inspect shows. Its verdict is ReadSnapshot's (or ReadSnapshotFor's) (design §5).
 type History struct {
 	// Findings are all findings in design §5's order.
 	Findings []Finding
@@ -123,8 +123,9 @@ type History struct {
 	verdict verdict
 }
 
-// Verdict is design §5's verdict: the first decisive finding as an *InventoryInvalidError, else
-// ErrNoInventory, an *OtherNamespaceError, ErrSameIncarnation, or the selected snapshot.
+// Verdict is the outcome of reading: the first decisive finding as an *InventoryInvalidError,
+// else ErrNoInventory, an *OtherNamespaceError, ErrSameIncarnation, or the selected snapshot
+// (design §5).
 func (h History) Verdict() (Snapshot, error) { return h.verdict.derive(h.Findings) }
 
 // Rejected are the findings of step 1, one per Secret that does not parse, by Secret name.
@@ -184,8 +185,9 @@ func (v verdict) derive(findings []Finding) (Snapshot, error) {
 	return s, nil
 }
 
-// reader applies design §5 in its order. With all unset it stops at the first decisive finding,
-// which is then the verdict (ReadSnapshot); with all set it judges everything (ReadHistory).
+// reader reads a lineage's Secrets step by step. With all unset it stops at the first decisive
+// finding, which is then the verdict (ReadSnapshot); with all set it judges everything
+// (ReadHistory) (design §5).
 type reader struct {
 	now       time.Time
 	maxChunks int
@@ -323,11 +325,11 @@ func (r *reader) choose() bool {
 	return true
 }
 
-// candidatesFor is design §5 step 3's candidate set, in the order given: the snapshots recorded for
+// candidatesFor returns the snapshots self may read from, in the order given: those recorded for
 // self's namespace/name (own); when there is none, every snapshot that adoption permits self
 // to take (those of self's namespace: a rename; of any namespace when adoption across them is
 // allowed). With no reader, every snapshot. It may be empty: the history is another
-// namespace's.
+// namespace's (design §5 step 3).
 func candidatesFor(self *Composition, adoption Adoption, order []string, groups map[string][]StoredChunk) (candidates []string, own bool) {
 	if self == nil {
 		return order, false

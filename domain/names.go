@@ -1,6 +1,6 @@
 package domain
 
-// Exact strings of design §3. Other tools and tests depend on them.
+// Exact strings. Other tools and tests depend on them (design §3).
 const (
 	AnnotationOptIn           = "eno.azure.io/tombstone-recovery"
 	OptInValue                = "enabled"

@@ -92,9 +92,9 @@ type RecoveryInput struct {
 }
 
 // RecoveryPlan is the decision and the tombstones to publish (none unless Recovered).
-// Held lists what awaits review when the outcome is HeldForReview; Dropped what design §6.3 kept
-// back. A plan with Verify set decides nothing yet: read those objects downstream and plan
-// again with RecoveryInput.Observed.
+// Held lists what awaits review when the outcome is HeldForReview; Dropped what the checks at the
+// moment of deletion kept back. A plan with Verify set decides nothing yet: read those objects
+// downstream and plan again with RecoveryInput.Observed (design §6).
 type RecoveryPlan struct {
 	Decision   Decision
 	Tombstones []Tombstone
@@ -109,11 +109,12 @@ type RecoveryPlan struct {
 func (p RecoveryPlan) Decided() bool { return !p.Decision.Outcome.IsZero() }
 
 // SharedLineageOwners are the Compositions recovery must read live before it decides for c
-// from snap (design §6, SharedLineage): every one a Secret of the lineage was recorded for,
-// candidate or not, whatever its namespace, except c itself. Usually there is none.
+// from snap: every one a Secret of the lineage was recorded for, candidate or not, whatever its
+// namespace, except c itself. Usually there is none.
 //
 // members are the other Compositions known to carry the same lineage (a copied override), even
-// ones that have recorded nothing yet: they share it as much as a snapshot's owner does.
+// ones that have recorded nothing yet: they share it as much as a snapshot's owner does
+// (design §6, SharedLineage).
 func SharedLineageOwners(c Composition, snap Snapshot, members ...CompositionRef) []CompositionRef {
 	var out []CompositionRef
 	for _, ref := range append(slices.Clone(snap.owners), members...) {
@@ -141,8 +142,8 @@ func LineageMembers(c Composition, lineage Lineage, all []Composition) []Composi
 
 // LiveOwner is another Composition of the lineage that exists: a live read found it without a
 // deletionTimestamp (any UID), or was refused it (Forbidden). Either way its history is not
-// ours to clean (design §6, SharedLineage): a namespace-scoped grant must not let recovery
-// delete what a Composition it cannot see still manages.
+// ours to clean: a namespace-scoped grant must not let recovery delete what a Composition it
+// cannot see still manages (design §6, SharedLineage).
 type LiveOwner struct {
 	Ref CompositionRef
 	// Forbidden: the read was refused, and the Composition counts as existing.
@@ -168,7 +169,8 @@ func sharedWith(c Composition, snap Snapshot, members []CompositionRef, live []L
 	return out
 }
 
-// PlanRecovery decides per design §6. It is pure: it reads nothing and writes nothing.
+// PlanRecovery decides recovery for a synthesis from what was read. It is pure: it reads nothing
+// and writes nothing (design §6).
 func PlanRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	c := in.Composition
 	if c.Synthesis == nil {
@@ -194,33 +196,15 @@ func recoveredFrom(c Composition, d Decision) string {
 	return ""
 }
 
-// planRecovery decides in the order of design §6: design §5 (including SameIncarnation), SharedLineage,
-// AlreadyDecided, the absent entries, design §6.3's checks, the deletion guard. The first rule that
-// decides ends the evaluation.
+// planRecovery decides in order: the snapshot's reading (including SameIncarnation),
+// SharedLineage, AlreadyDecided, the absent entries, the checks at the moment of deletion, the
+// deletion guard. The first rule that decides ends the evaluation (design §6).
 func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	c := in.Composition
 	d := Decision{SynthesisUUID: c.Synthesis.UUID, DecidedAt: in.Now.UTC().Truncate(time.Second)}
 	snap := in.Snapshot
 	if in.SnapshotErr != nil {
-		var invalid *InventoryInvalidError
-		var other *OtherNamespaceError
-		switch {
-		case errors.Is(in.SnapshotErr, ErrNoInventory):
-			d.Outcome = OutcomeNoInventory
-			d.Message = "no inventory snapshot exists for this lineage; nothing to recover"
-		case errors.As(in.SnapshotErr, &other):
-			d.Outcome, d.Reason = OutcomeNothingToRecover, ReasonOtherNamespace
-			d.Message = other.Error() + "; no tombstones are generated"
-		case errors.Is(in.SnapshotErr, ErrSameIncarnation):
-			return sameIncarnation(d, snap.meta), nil
-		case errors.As(in.SnapshotErr, &invalid):
-			d.Outcome = OutcomeInventoryInvalid
-			d.Reason = invalid.Reason.String()
-			d.Message = invalid.Error() + "; no tombstones are generated from untrusted history"
-		default:
-			return RecoveryPlan{}, fmt.Errorf("reading snapshot: %w", in.SnapshotErr)
-		}
-		return RecoveryPlan{Decision: d}, nil
+		return planFromSnapshotErr(d, snap, in.SnapshotErr)
 	}
 	ts := snap.meta.SynthesisTime
 	d.SourceSynthesisUUID = snap.meta.SynthesisUUID
@@ -283,27 +267,58 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	d.Tombstones = len(verified)
 	plan := RecoveryPlan{Decision: d, Dropped: dropped, HistoryWritten: writeTime}
 	if overDeletionGuard(len(verified), total, in.MaxTombstoneFraction) {
-		switch ReviewOf(c) {
-		case ReviewApprove:
-			plan.Decision.Outcome, plan.Decision.Reason = OutcomeRecovered, ReasonApproved
-			plan.Decision.Message = withDrops(fmt.Sprintf("%d of %d resources tombstoned after approval: %s", len(verified), total, FirstIDs(verified, 5)))
-			plan.Tombstones = verified
-			return plan, nil
-		case ReviewReject:
-			plan.Decision.Outcome, plan.Decision.Reason, plan.Decision.Tombstones = OutcomeNothingToRecover, ReasonRejected, 0
-			plan.Decision.Message = withDrops(fmt.Sprintf("operator rejected %d tombstones held for review", len(verified)))
-			return plan, nil
-		}
-		plan.Decision.Outcome, plan.Decision.Reason = OutcomeHeldForReview, ReasonOverDeletionGuard
-		plan.Decision.Message = withDrops(fmt.Sprintf("%d of %d resources would be deleted, over the guard of %g; set %s to approve:%s or reject:%s",
-			len(verified), total, in.MaxTombstoneFraction, AnnotationReview, c.Synthesis.UUID, c.Synthesis.UUID))
-		plan.Held = verified
-		return plan, nil
+		return planOverTheGuard(plan, in, verified, total, withDrops), nil
 	}
 	plan.Decision.Outcome = OutcomeRecovered
 	plan.Decision.Message = withDrops(fmt.Sprintf("%d of %d resources of the previous incarnation are orphaned: %s", len(verified), total, FirstIDs(verified, 5)))
 	plan.Tombstones = verified
 	return plan, nil
+}
+
+// planFromSnapshotErr decides when reading selected no snapshot: nothing to recover from, or a
+// history that is not trusted (design §5).
+func planFromSnapshotErr(d Decision, snap Snapshot, snapErr error) (RecoveryPlan, error) {
+	var invalid *InventoryInvalidError
+	var other *OtherNamespaceError
+	switch {
+	case errors.Is(snapErr, ErrNoInventory):
+		d.Outcome = OutcomeNoInventory
+		d.Message = "no inventory snapshot exists for this lineage; nothing to recover"
+	case errors.As(snapErr, &other):
+		d.Outcome, d.Reason = OutcomeNothingToRecover, ReasonOtherNamespace
+		d.Message = other.Error() + "; no tombstones are generated"
+	case errors.Is(snapErr, ErrSameIncarnation):
+		return sameIncarnation(d, snap.meta), nil
+	case errors.As(snapErr, &invalid):
+		d.Outcome = OutcomeInventoryInvalid
+		d.Reason = invalid.Reason.String()
+		d.Message = invalid.Error() + "; no tombstones are generated from untrusted history"
+	default:
+		return RecoveryPlan{}, fmt.Errorf("reading snapshot: %w", snapErr)
+	}
+	return RecoveryPlan{Decision: d}, nil
+}
+
+// planOverTheGuard decides tombstones over the deletion guard: recovered once an operator
+// approved this synthesis, nothing once rejected, otherwise held for review (design §6.1).
+func planOverTheGuard(plan RecoveryPlan, in RecoveryInput, verified []Tombstone, total int, withDrops func(string) string) RecoveryPlan {
+	c := in.Composition
+	switch ReviewOf(c) {
+	case ReviewApprove:
+		plan.Decision.Outcome, plan.Decision.Reason = OutcomeRecovered, ReasonApproved
+		plan.Decision.Message = withDrops(fmt.Sprintf("%d of %d resources tombstoned after approval: %s", len(verified), total, FirstIDs(verified, 5)))
+		plan.Tombstones = verified
+		return plan
+	case ReviewReject:
+		plan.Decision.Outcome, plan.Decision.Reason, plan.Decision.Tombstones = OutcomeNothingToRecover, ReasonRejected, 0
+		plan.Decision.Message = withDrops(fmt.Sprintf("operator rejected %d tombstones held for review", len(verified)))
+		return plan
+	}
+	plan.Decision.Outcome, plan.Decision.Reason = OutcomeHeldForReview, ReasonOverDeletionGuard
+	plan.Decision.Message = withDrops(fmt.Sprintf("%d of %d resources would be deleted, over the guard of %g; set %s to approve:%s or reject:%s",
+		len(verified), total, in.MaxTombstoneFraction, AnnotationReview, c.Synthesis.UUID, c.Synthesis.UUID))
+	plan.Held = verified
+	return plan
 }
 
 func sameIncarnation(d Decision, m SnapshotMeta) RecoveryPlan {

@@ -13,8 +13,8 @@ type ResourceID struct {
 	Name      string
 }
 
-// Compare is design §3's canonical order of identities: by group, kind, namespace, then name.
-// Inventories, tombstones and every list of resources are in this order.
+// Compare is the canonical order of identities: by group, kind, namespace, then name.
+// Inventories, tombstones and every list of resources are in this order (design §3).
 func (id ResourceID) Compare(o ResourceID) int {
 	if c := strings.Compare(id.Group, o.Group); c != 0 {
 		return c
@@ -110,7 +110,7 @@ func splitAPIVersion(apiVersion string) (group, version string) {
 	return "", apiVersion
 }
 
-// compareEntries is design §3's canonical order of entries: by identity, then version.
+// compareEntries is the canonical order of entries: by identity, then version (design §3).
 func compareEntries(a, b *Entry) int {
 	if c := a.ID().Compare(b.ID()); c != 0 {
 		return c

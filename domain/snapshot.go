@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// InvalidReason says why design §5 rejected a lineage's history.
+// InvalidReason says why reading rejected a lineage's history (design §5).
 type InvalidReason struct{ name string }
 
 var (
@@ -28,7 +28,7 @@ func (r InvalidReason) String() string { return r.name }
 // ErrNoInventory means no Secret carries the lineage label.
 var ErrNoInventory = errors.New("no inventory snapshot exists for this lineage")
 
-// InventoryInvalidError is design §5's refusal: the history cannot be trusted.
+// InventoryInvalidError refuses a lineage's history that cannot be trusted (design §5).
 type InventoryInvalidError struct {
 	Reason InvalidReason
 	Secret string // the Secret that showed the problem, when one did
@@ -73,13 +73,13 @@ func (s Snapshot) Timestamp() time.Time   { return s.meta.SynthesisTime }
 // RecordedFor names the Composition the snapshot was recorded for.
 func (s Snapshot) RecordedFor() CompositionRef { return s.meta.RecordedFor() }
 
-// LineageOwners names every Composition that a Secret of the lineage passing design §5 step 1 was
-// recorded for, sorted: the selected snapshot's and every other's, candidate or not, whatever
-// its namespace (design §6, SharedLineage).
+// LineageOwners names every Composition that a well-formed Secret of the lineage was recorded
+// for, sorted: the selected snapshot's and every other's, candidate or not, whatever its
+// namespace (design §5 step 1, design §6 SharedLineage).
 func (s Snapshot) LineageOwners() []CompositionRef { return slices.Clone(s.owners) }
 
 // WriteTime is when the snapshot was written, by the downstream API server's clock: the newest
-// data write of its chunks (design §6.3). It is unknown when any chunk's is.
+// data write of its chunks. It is unknown when any chunk's is (design §6.3).
 func (s Snapshot) WriteTime() (time.Time, bool) {
 	var newest time.Time
 	for _, c := range s.chunks {
@@ -102,7 +102,8 @@ type StoredChunk struct {
 
 var digestPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
-// ParseStoredChunk applies design §5 step 1 to one Secret. maxChunks <= 0 means DefaultMaxChunks.
+// ParseStoredChunk reads one Secret's snapshot annotations and data, refusing a Secret that is
+// not well formed. maxChunks <= 0 means DefaultMaxChunks (design §5 step 1).
 func ParseStoredChunk(s ChunkSecret, now time.Time, maxChunks int) (StoredChunk, error) {
 	sc, err := parseChunkMetadata(s, now, maxChunks)
 	if err != nil {
@@ -120,8 +121,8 @@ func ParseStoredChunk(s ChunkSecret, now time.Time, maxChunks int) (StoredChunk,
 	return sc, nil
 }
 
-// parseChunkMetadata applies the checks of design §5 step 1 that read the Secret's type, labels and
-// annotations only.
+// parseChunkMetadata applies the checks that read the Secret's type, labels and annotations
+// only (design §5 step 1).
 func parseChunkMetadata(s ChunkSecret, now time.Time, maxChunks int) (StoredChunk, error) {
 	bad := func(format string, args ...any) (StoredChunk, error) {
 		return StoredChunk{}, &InventoryInvalidError{Reason: ReasonMalformed, Secret: s.Name, Detail: fmt.Sprintf(format, args...)}
@@ -184,27 +185,27 @@ func parseChunkMetadata(s ChunkSecret, now time.Time, maxChunks int) (StoredChun
 	}, nil
 }
 
-// ErrSameIncarnation is design §5 step 3's stop: a candidate snapshot carries the reading
-// Composition's own UID, so Eno's own synthesis diff owns cleanup. ReadSnapshotFor returns it
-// with a Snapshot holding only that candidate's metadata; its chunks are not judged.
+// ErrSameIncarnation stops reading when a candidate snapshot carries the reading Composition's
+// own UID, so Eno's own synthesis diff owns cleanup. ReadSnapshotFor returns it with a Snapshot
+// holding only that candidate's metadata; its chunks are not judged (design §5 step 3).
 var ErrSameIncarnation = errors.New("a snapshot of this composition incarnation exists")
 
-// ReadSnapshotFor applies design §5 for the Composition c: every Secret of the lineage is judged
+// ReadSnapshotFor reads the lineage's history for the Composition c: every Secret is judged
 // (steps 1–2); the candidates are the snapshots recorded for c's namespace/name, or, when there
 // is none, those recorded in c's namespace (a rename), or in any namespace when adoption allows
 // it (a move between namespaces); a lineage with snapshots but no candidate stops with an
 // *OtherNamespaceError, and a candidate with c's UID with ErrSameIncarnation; the newest
 // candidate is selected, a tie is AmbiguousTimestamp, and only the selected one is judged by
-// steps 4–5. maxChunks <= 0 means DefaultMaxChunks.
+// steps 4–5. maxChunks <= 0 means DefaultMaxChunks (design §5).
 func ReadSnapshotFor(c Composition, secrets []ChunkSecret, now time.Time, maxChunks int, adoption Adoption) (Snapshot, error) {
 	return readSnapshot(secrets, now, maxChunks, &c, adoption)
 }
 
-// ReadSnapshot applies design §5 to a whole lineage, for a reader that is no Composition of it
+// ReadSnapshot reads a whole lineage's history, for a reader that is no Composition of it
 // (recording's fast path, inspect of a lineage): every snapshot is a candidate and none is the
 // reader's own. It returns ErrNoInventory, an *InventoryInvalidError, or the snapshot. There
 // is no fallback to an older snapshot. Its verdict is ReadHistory's: the first decisive
-// finding, found by the same checks, which stop there.
+// finding, found by the same checks, which stop there (design §5).
 func ReadSnapshot(secrets []ChunkSecret, now time.Time, maxChunks int) (Snapshot, error) {
 	return readSnapshot(secrets, now, maxChunks, nil, AdoptWithinNamespace)
 }
@@ -234,10 +235,10 @@ func canonicalInt(s string) (int, error) {
 }
 
 // RecordedByMetadata reports whether secrets hold a complete, consistent snapshot of c's current
-// synthesis, judged on labels and annotations only (the recording fast path, design §4): every
-// listed Secret ours and well formed (design §5 step 1), the chunks recorded for this incarnation and
-// synthesis agreeing on their metadata (one digest, one timestamp, one count), and holding the
-// indexes 0..count-1 each once. No data is read, so a cache may hold metadata only.
+// synthesis, judged on labels and annotations only, for the recording fast path: every listed
+// Secret ours and well formed, the chunks recorded for this incarnation and synthesis agreeing
+// on their metadata (one digest, one timestamp, one count), and holding the indexes 0..count-1
+// each once. No data is read, so a cache may hold metadata only (design §4, design §5 step 1).
 func RecordedByMetadata(secrets []ChunkSecret, c Composition, now time.Time, maxChunks int) (SnapshotMeta, bool) {
 	if c.Synthesis == nil || len(secrets) == 0 {
 		return SnapshotMeta{}, false

@@ -90,12 +90,12 @@ func disabledDetail(e Entry) string {
 	return "recorded with " + AnnotationOverrides + " that can disable reconciliation"
 }
 
-// VerifyTombstones applies design §6.3 to the tombstones of a plan: given what a metadata read
-// of each object found just before publishing, and the time the selected history was written
-// (known false when it cannot be determined), it returns the tombstones to publish and the
-// ones dropped, in the order given. An object missing from observed counts as unreadable.
-// Both times are the downstream API server's, in whole seconds; an object created in the very
-// second the history was written counts as older.
+// VerifyTombstones applies the checks at the moment of deletion to the tombstones of a plan:
+// given what a metadata read of each object found just before publishing, and the time the
+// selected history was written (known false when it cannot be determined), it returns the
+// tombstones to publish and the ones dropped, in the order given. An object missing from
+// observed counts as unreadable. Both times are the downstream API server's, in whole seconds;
+// an object created in the very second the history was written counts as older (design §6.3).
 func VerifyTombstones(tombstones []Tombstone, observed map[ResourceID]Observation, writeTime time.Time, known bool) ([]Tombstone, []DroppedTombstone) {
 	var keep []Tombstone
 	var dropped []DroppedTombstone

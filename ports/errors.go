@@ -24,8 +24,8 @@ var (
 )
 
 // SlicesLostError: recovery slices that the synthesis names are gone, and the hand-off's content
-// is unknown to the caller, so they cannot be created again (design §6.2 step 4). It matches
-// ErrNotFound.
+// is unknown to the caller, so they cannot be created again. It matches ErrNotFound (design §6.2
+// step 4).
 type SlicesLostError struct {
 	Slices []string
 }

@@ -60,8 +60,8 @@ type SnapshotStore interface {
 	UpdateChunk(ctx context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error)
 }
 
-// TombstoneSink hands recovered tombstones to Eno in the idempotent steps of design §6.2. The
-// use case rechecks the Composition live before each call and passes that live object.
+// TombstoneSink hands recovered tombstones to Eno in idempotent steps. The use case rechecks the
+// Composition live before each call and passes that live object (design §6.2).
 //
 //counterfeiter:generate . TombstoneSink
 type TombstoneSink interface {
@@ -111,7 +111,10 @@ type DecisionWriter interface {
 //
 //counterfeiter:generate . EventRecorder
 type EventRecorder interface {
-	Event(comp domain.Composition, warning bool, reason, message string)
+	// Normal records something that went as expected.
+	Normal(comp domain.Composition, reason, message string)
+	// Warning records something an operator should look at.
+	Warning(comp domain.Composition, reason, message string)
 }
 
 // Metrics receives what the use cases measure.

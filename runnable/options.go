@@ -19,8 +19,8 @@ import (
 )
 
 // Options configures a Controller. Zero values mean the defaults named on each field, except
-// Enabled: the library default is off (design §4), so a caller that wants recording and recovery
-// says so.
+// Enabled: the library default is off, so a caller that wants recording and recovery says so
+// (design §4).
 type Options struct {
 	// ControlPlane is the cluster that holds the Compositions and ResourceSlices (eno-reconciler:
 	// mgr.GetConfig()). Required. It is copied, never modified.
@@ -156,6 +156,8 @@ type settings struct {
 	selector string
 }
 
+// resolve applies the environment, then every default, and checks every value: the
+// clients', the use cases' configuration, the workers and resync period, and leader election.
 func (o Options) resolve() (settings, error) {
 	if o.Getenv != nil {
 		var err error
@@ -181,7 +183,30 @@ func (o Options) resolve() (settings, error) {
 	if err != nil {
 		return s, fmt.Errorf("tombstone recovery: composition selector: %w", err)
 	}
+	if s.config, err = o.appConfig(matcher); err != nil {
+		return s, err
+	}
 
+	switch {
+	case o.Workers < 0:
+		return s, fmt.Errorf("tombstone recovery: Workers must not be negative, got %d", o.Workers)
+	case o.Workers == 0:
+		s.Workers = defaultWorkers
+	}
+	switch {
+	case o.ResyncPeriod == 0:
+		s.ResyncPeriod = defaultResync
+	case o.ResyncPeriod < 0:
+		s.ResyncPeriod = 0 // the informer's "never"
+	}
+	if err := s.LeaderElection.resolve(o.CompositionNamespace, o.CompositionSelector); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// appConfig is the use cases' configuration: app.DefaultConfig with each option that is set.
+func (o Options) appConfig(matcher domain.LabelMatcher) (app.Config, error) {
 	cfg := app.DefaultConfig()
 	cfg.Enabled = o.Enabled
 	cfg.Scope = domain.Scope{Namespace: o.CompositionNamespace, Selector: matcher}
@@ -206,26 +231,16 @@ func (o Options) resolve() (settings, error) {
 	}
 	if err := cfg.Validate(); err != nil {
 		if named := withEnvName(err, o.Getenv); named != err {
-			return s, named
+			return cfg, named
 		}
-		return s, fmt.Errorf("tombstone recovery: %w", err)
+		return cfg, fmt.Errorf("tombstone recovery: %w", err)
 	}
-	s.config = cfg
+	return cfg, nil
+}
 
-	switch {
-	case o.Workers < 0:
-		return s, fmt.Errorf("tombstone recovery: Workers must not be negative, got %d", o.Workers)
-	case o.Workers == 0:
-		s.Workers = defaultWorkers
-	}
-	switch {
-	case o.ResyncPeriod == 0:
-		s.ResyncPeriod = defaultResync
-	case o.ResyncPeriod < 0:
-		s.ResyncPeriod = 0 // the informer's "never"
-	}
-
-	le := &s.LeaderElection
+// resolve applies the Lease's defaults, its name following the shard, and checks client-go's
+// rules for its durations.
+func (le *LeaderElection) resolve(shardNamespace string, shardSelector labels.Selector) error {
 	if le.Namespace == "" {
 		le.Namespace = os.Getenv("POD_NAMESPACE")
 	}
@@ -233,7 +248,7 @@ func (o Options) resolve() (settings, error) {
 		le.Namespace = defaultLeaseNS
 	}
 	if le.Name == "" {
-		le.Name = DefaultLeaseName(o.CompositionNamespace, o.CompositionSelector)
+		le.Name = DefaultLeaseName(shardNamespace, shardSelector)
 	}
 	for _, d := range []struct {
 		v   *time.Duration
@@ -246,8 +261,8 @@ func (o Options) resolve() (settings, error) {
 	// client-go's own rules (leaderelection.NewLeaderElector), checked here so Start cannot fail on them.
 	if !le.Disabled && !le.HostElects && (le.LeaseDuration <= le.RenewDeadline || le.RetryPeriod <= 0 ||
 		float64(le.RenewDeadline) <= 1.2*float64(le.RetryPeriod)) {
-		return s, fmt.Errorf("tombstone recovery: leader election needs LeaseDuration > RenewDeadline > 1.2 × RetryPeriod > 0, got %s, %s, %s",
+		return fmt.Errorf("tombstone recovery: leader election needs LeaseDuration > RenewDeadline > 1.2 × RetryPeriod > 0, got %s, %s, %s",
 			le.LeaseDuration, le.RenewDeadline, le.RetryPeriod)
 	}
-	return s, nil
+	return nil
 }

@@ -47,7 +47,7 @@ func RunSliceReader(t *testing.T, newHarness NewHarness) {
 	})
 }
 
-// RunTombstoneSink checks ports.TombstoneSink: the hand-off steps of design §6.2.
+// RunTombstoneSink checks ports.TombstoneSink: the steps of the hand-off (design §6.2).
 func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 	t.Run("PublishTombstones writes the recovery slice controlled by the Composition", func(t *testing.T) {
 		h := newHarness(t)

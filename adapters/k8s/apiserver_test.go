@@ -892,7 +892,7 @@ func TestStartRecorderWritesEvents(t *testing.T) {
 
 	recorder, err := StartRecorder(ctx, c.Kube.CoreV1(), "")
 	require.NoError(t, err)
-	recorder.Event(comp, true, "InventoryInvalid", "chunk 1 of 2 is missing")
+	recorder.Warning(comp, "InventoryInvalid", "chunk 1 of 2 is missing")
 
 	var got []corev1.Event
 	require.Eventually(t, func() bool {

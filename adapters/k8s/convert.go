@@ -17,7 +17,7 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// Eno's API (design §2), read as unstructured.
+// Eno's API, read as unstructured (design §2).
 const (
 	enoGroup             = "eno.azure.io"
 	enoAPIVersion        = "eno.azure.io/v1"
@@ -111,8 +111,8 @@ func optList(obj map[string]any, path ...string) ([]any, error) {
 	return l, nil
 }
 
-// compositionFromUnstructured reads the fields of design §2. Malformed status fields are an error:
-// the caller must not guess at a synthesis.
+// compositionFromUnstructured reads the Composition's fields the controller uses. Malformed
+// status fields are an error: the caller must not guess at a synthesis (design §2).
 func compositionFromUnstructured(u *unstructured.Unstructured) (domain.Composition, error) {
 	c := domain.Composition{
 		Namespace:       u.GetNamespace(),
@@ -149,18 +149,30 @@ func compositionFromUnstructured(u *unstructured.Unstructured) (domain.Compositi
 	if !ok {
 		return bad(fieldError([]string{"status", "currentSynthesis"}, syn, "an object"))
 	}
+	s, err := currentSynthesis(obj)
+	if err != nil {
+		return bad(err)
+	}
+	c.Synthesis = s
+	return c, nil
+}
+
+// currentSynthesis reads status.currentSynthesis: its UUID, when it was synthesized, whether it
+// is Ready, and the names of its slices.
+func currentSynthesis(obj map[string]any) (*domain.Synthesis, error) {
 	s := &domain.Synthesis{}
+	var err error
 	if s.UUID, err = optString(obj, "uuid"); err != nil {
-		return bad(fmt.Errorf("status.currentSynthesis: %w", err))
+		return nil, fmt.Errorf("status.currentSynthesis: %w", err)
 	}
 	synthesized, err := optString(obj, "synthesized")
 	if err != nil {
-		return bad(fmt.Errorf("status.currentSynthesis: %w", err))
+		return nil, fmt.Errorf("status.currentSynthesis: %w", err)
 	}
 	if synthesized != "" {
 		t, err := time.Parse(time.RFC3339, synthesized)
 		if err != nil {
-			return bad(fmt.Errorf("status.currentSynthesis.synthesized %s is not RFC 3339: %w", describe(synthesized), err))
+			return nil, fmt.Errorf("status.currentSynthesis.synthesized %s is not RFC 3339: %w", describe(synthesized), err)
 		}
 		s.Synthesized = t.UTC()
 	}
@@ -172,30 +184,29 @@ func compositionFromUnstructured(u *unstructured.Unstructured) (domain.Compositi
 		case bool:
 			s.Ready = v
 		default:
-			return bad(fieldError([]string{"status", "currentSynthesis", "ready"}, v, "a timestamp string"))
+			return nil, fieldError([]string{"status", "currentSynthesis", "ready"}, v, "a timestamp string")
 		}
 	}
 	refs, err := optList(obj, "resourceSlices")
 	if err != nil {
-		return bad(fmt.Errorf("status.currentSynthesis: %w", err))
+		return nil, fmt.Errorf("status.currentSynthesis: %w", err)
 	}
 	for i, r := range refs {
 		path := []string{"status", "currentSynthesis", fmt.Sprintf("resourceSlices[%d]", i)}
 		ref, ok := r.(map[string]any)
 		if !ok {
-			return bad(fieldError(path, r, "an object"))
+			return nil, fieldError(path, r, "an object")
 		}
 		name, err := optString(ref, "name")
 		if err != nil {
-			return bad(fmt.Errorf("%s: %w", strings.Join(path, "."), err))
+			return nil, fmt.Errorf("%s: %w", strings.Join(path, "."), err)
 		}
 		if name == "" {
-			return bad(fmt.Errorf("%s.name is empty", strings.Join(path, ".")))
+			return nil, fmt.Errorf("%s.name is empty", strings.Join(path, "."))
 		}
 		s.Slices = append(s.Slices, name)
 	}
-	c.Synthesis = s
-	return c, nil
+	return s, nil
 }
 
 // previousSynthesis reads the UUID and slice names of status.previousSynthesis, leniently: it
@@ -221,7 +232,8 @@ func previousSynthesis(u *unstructured.Unstructured) *domain.Synthesis {
 	return s
 }
 
-// sliceFromUnstructured reads the fields of design §2. A malformed slice is a *domain.SliceError.
+// sliceFromUnstructured reads the ResourceSlice's fields the controller uses. A malformed slice
+// is a *domain.SliceError (design §2).
 func sliceFromUnstructured(u *unstructured.Unstructured) (domain.ResourceSlice, error) {
 	s := domain.ResourceSlice{
 		Namespace: u.GetNamespace(),
@@ -266,10 +278,10 @@ func sliceFromUnstructured(u *unstructured.Unstructured) (domain.ResourceSlice, 
 	return s, nil
 }
 
-// recoverySlice is a ResourceSlice that hands part, one part of h's tombstones, to Eno (design
-// §6.2): owned by the Composition as its controller (eno-controller's slice cleanup dereferences
-// that reference), carrying Eno's own finalizer, spec.synthesisUUID set to the synthesis it is
-// for, and the hand-off's decision in an annotation.
+// recoverySlice is a ResourceSlice that hands part, one part of h's tombstones, to Eno: owned by
+// the Composition as its controller (eno-controller's slice cleanup dereferences that
+// reference), carrying Eno's own finalizer, spec.synthesisUUID set to the synthesis it is for,
+// and the hand-off's decision in an annotation (design §6.2).
 func recoverySlice(name string, comp domain.Composition, h domain.Handoff, part []domain.SliceResource) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": enoAPIVersion,
@@ -329,8 +341,8 @@ func chunkFromSecret(s *corev1.Secret) domain.ChunkSecret {
 }
 
 // dataWrittenAt is the newest time of a managedFields entry that owns f:data: when the API
-// server last stored a write of the Secret's data (design §6.3). It is zero when no entry says,
-// for example when managedFields were stripped.
+// server last stored a write of the Secret's data. It is zero when no entry says, for example
+// when managedFields were stripped (design §6.3).
 func dataWrittenAt(entries []metav1.ManagedFieldsEntry) time.Time {
 	var newest time.Time
 	for _, e := range entries {

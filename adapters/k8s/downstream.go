@@ -21,9 +21,9 @@ import (
 
 var _ ports.DownstreamReader = (*DownstreamObjects)(nil)
 
-// DownstreamObjects reads downstream objects' metadata (design §6.3) through the metadata client,
-// mapping each kind to its resource with a RESTMapper over discovery. Discovery is cached and
-// refreshed once when a kind is not found, so a CRD installed since is still seen.
+// DownstreamObjects reads downstream objects' metadata through the metadata client, mapping each
+// kind to its resource with a RESTMapper over discovery. Discovery is cached and refreshed once
+// when a kind is not found, so a CRD installed since is still seen (design §6.3).
 type DownstreamObjects struct {
 	client metadata.Interface
 	cache  discovery.CachedDiscoveryInterface

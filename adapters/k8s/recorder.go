@@ -124,13 +124,14 @@ func (s *eventSink) close() {
 	s.closed = true
 }
 
-// Event records an event on the Composition.
-func (r *Recorder) Event(comp domain.Composition, warning bool, reason, message string) {
-	eventType := corev1.EventTypeNormal
-	if warning {
-		eventType = corev1.EventTypeWarning
-	}
-	r.events.Event(compositionReference(comp), eventType, reason, message)
+// Normal records a Normal event on the Composition.
+func (r *Recorder) Normal(comp domain.Composition, reason, message string) {
+	r.events.Event(compositionReference(comp), corev1.EventTypeNormal, reason, message)
+}
+
+// Warning records a Warning event on the Composition.
+func (r *Recorder) Warning(comp domain.Composition, reason, message string) {
+	r.events.Event(compositionReference(comp), corev1.EventTypeWarning, reason, message)
 }
 
 func compositionReference(comp domain.Composition) *corev1.ObjectReference {

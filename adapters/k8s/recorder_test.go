@@ -49,8 +49,8 @@ func TestRecorderEventOnComposition(t *testing.T) {
 	require.NoError(t, err)
 	comp := domain.Composition{Namespace: "team-a", Name: "web", UID: "uid-1"}
 
-	r.Event(comp, true, "InventoryInvalid", "chunk 1 of 2 is missing")
-	r.Event(comp, false, "Recovered", "published 3 tombstones")
+	r.Warning(comp, "InventoryInvalid", "chunk 1 of 2 is missing")
+	r.Normal(comp, "Recovered", "published 3 tombstones")
 	r.Shutdown() // a no-op for a recorder the caller owns
 
 	ref := &corev1.ObjectReference{APIVersion: "eno.azure.io/v1", Kind: "Composition", Namespace: "team-a", Name: "web", UID: "uid-1"}
@@ -94,7 +94,7 @@ func TestShutdownEndsTheEventWriteInFlight(t *testing.T) {
 	recorder, err := StartRecorder(t.Context(), client.CoreV1(), "")
 	require.NoError(t, err)
 	comp := domain.Composition{Namespace: "team-a", Name: "web", UID: "u"}
-	recorder.Event(comp, true, "InventoryInvalid", "chunk 1 of 2 is missing")
+	recorder.Warning(comp, "InventoryInvalid", "chunk 1 of 2 is missing")
 	select {
 	case <-arrived:
 	case <-time.After(30 * time.Second):
@@ -102,7 +102,7 @@ func TestShutdownEndsTheEventWriteInFlight(t *testing.T) {
 	}
 	recorder.Shutdown()
 	assert.Zero(t, inFlight.Load(), "Shutdown returned while the event write was still in flight")
-	recorder.Event(comp, false, "Recorded", "after the shutdown")
+	recorder.Normal(comp, "Recorded", "after the shutdown")
 	select {
 	case <-arrived:
 		t.Fatal("an event was sent after Shutdown")

@@ -48,9 +48,9 @@ func (s *Slices) GetSlice(ctx context.Context, namespace, name string) (domain.R
 	return sliceFromUnstructured(u)
 }
 
-// TombstoneSink hands recovered tombstones to stock Eno (design §6.2): a controller-owned
-// recovery slice with Eno's finalizer, appended to the current synthesis by a guarded JSON patch
-// of the Composition's status, then a forced resynthesis.
+// TombstoneSink hands recovered tombstones to stock Eno: a controller-owned recovery slice with
+// Eno's finalizer, appended to the current synthesis by a guarded JSON patch of the
+// Composition's status, then a forced resynthesis (design §6.2).
 type TombstoneSink struct {
 	client dynamic.Interface
 }

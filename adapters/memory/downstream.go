@@ -44,8 +44,8 @@ func (c *Cluster) applyDownstream(id domain.ResourceID, manifest string) {
 	c.downstream[id] = obj
 }
 
-// ObserveObject reads the object's metadata (design §6.3): absent, present with its creation
-// time, or unreadable when MarkUnreadable named it.
+// ObserveObject reads the object's metadata: absent, present with its creation time, or
+// unreadable when MarkUnreadable named it (design §6.3).
 func (c *Cluster) ObserveObject(ctx context.Context, e domain.Entry) (domain.Observation, error) {
 	if err := ctx.Err(); err != nil {
 		return domain.Observation{}, fmt.Errorf("reading %s downstream: %w", e.ID(), err)

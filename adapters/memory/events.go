@@ -14,8 +14,17 @@ type Event struct {
 	Message     string
 }
 
-// Event records an event; it never fails, like client-go's recorder.
-func (c *Cluster) Event(comp domain.Composition, warning bool, reason, message string) {
+// Normal records a Normal event; it never fails, like client-go's recorder.
+func (c *Cluster) Normal(comp domain.Composition, reason, message string) {
+	c.recordEvent(comp, false, reason, message)
+}
+
+// Warning records a Warning event; it never fails, like client-go's recorder.
+func (c *Cluster) Warning(comp domain.Composition, reason, message string) {
+	c.recordEvent(comp, true, reason, message)
+}
+
+func (c *Cluster) recordEvent(comp domain.Composition, warning bool, reason, message string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.events = append(c.events, Event{Composition: comp.Ref(), Warning: warning, Reason: reason, Message: message})

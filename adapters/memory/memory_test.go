@@ -476,8 +476,8 @@ func TestCancelledContextFailsEveryPort(t *testing.T) {
 func TestEvents(t *testing.T) {
 	c := memory.NewCluster(inventoryNamespace)
 	comp := composition("web")
-	c.Event(comp, false, "Recorded", "snapshot written")
-	c.Event(comp, true, "InventoryInvalid", "missing chunk")
+	c.Normal(comp, "Recorded", "snapshot written")
+	c.Warning(comp, "InventoryInvalid", "missing chunk")
 	events := c.Events()
 	assert.Equal(t, []memory.Event{
 		{Composition: comp.Ref(), Reason: "Recorded", Message: "snapshot written"},
@@ -497,7 +497,7 @@ func TestConcurrentUseIsSafe(t *testing.T) {
 		for range 100 {
 			_, _ = c.ListChunks(context.Background(), lineage)
 			_, _ = c.LiveComposition(context.Background(), comp.Ref())
-			c.Event(comp, false, "r", "m")
+			c.Normal(comp, "r", "m")
 		}
 	}()
 	for i := range 100 {

@@ -36,10 +36,10 @@ func (s storedSlice) read() domain.ResourceSlice {
 }
 
 // PublishTombstones writes the recovery slices of comp's current synthesis, one per part of h,
-// owned by comp, as design §6.2 step 1 says: each created, or rewritten to h while the synthesis
-// does not name it yet. When a name of the short series holds another synthesis's slice the
-// whole-UUID series is used; a slice owned by another Composition is refused with
-// ErrAlreadyExists. The hook runs before each slice's write.
+// owned by comp: each created, or rewritten to h while the synthesis does not name it yet. When
+// a name of the short series holds another synthesis's slice the whole-UUID series is used; a
+// slice owned by another Composition is refused with ErrAlreadyExists. The hook runs before
+// each slice's write (design §6.2 step 1).
 func (c *Cluster) PublishTombstones(ctx context.Context, comp domain.Composition, h domain.Handoff) ([]string, error) {
 	uuid := comp.SynthesisUUID()
 	if uuid == "" || comp.UID == "" || h.SynthesisUUID() != uuid {
@@ -96,9 +96,9 @@ func (c *Cluster) publishPart(ctx context.Context, comp domain.Composition, h do
 }
 
 // CommitTombstones appends the slices to comp's current synthesis, as the guarded status patch
-// of design §6.2 step 2 does: each must be comp's, for this synthesis and not terminating, and
-// the stored Composition must still meet domain.CommitPreconditionOf(comp), else
-// ErrSynthesisMoved. Slices the synthesis names already are not appended again.
+// does: each must be comp's, for this synthesis and not terminating, and the stored Composition
+// must still meet domain.CommitPreconditionOf(comp), else ErrSynthesisMoved. Slices the
+// synthesis names already are not appended again (design §6.2 step 2).
 func (c *Cluster) CommitTombstones(ctx context.Context, comp domain.Composition, h domain.Handoff, slices []string) error {
 	key := objectKey{comp.Namespace, comp.Name}
 	if len(slices) == 0 {
@@ -169,9 +169,9 @@ func (c *Cluster) CommitTombstones(ctx context.Context, comp domain.Composition,
 	return nil
 }
 
-// EnsureTombstones creates again from its part of h each recovery slice that is gone (design §6.2
-// step 4). With an empty h the gone slices are reported as a *ports.SlicesLostError. The hook
-// runs before each slice's check.
+// EnsureTombstones creates again from its part of h each recovery slice that is gone. With an
+// empty h the gone slices are reported as a *ports.SlicesLostError. The hook runs before each
+// slice's check (design §6.2 step 4).
 func (c *Cluster) EnsureTombstones(ctx context.Context, comp domain.Composition, slices []string, h domain.Handoff) error {
 	parts, err := h.PartsFor(slices)
 	if err != nil {

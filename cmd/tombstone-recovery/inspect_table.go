@@ -152,7 +152,7 @@ func writeDryRun(p func(string, ...any), d *app.DryRunReport) {
 	}
 }
 
-// candidatesNote words design §5 step 3's candidate set of the Composition comp.
+// candidatesNote words the snapshots the Composition comp may read from (design §5 step 3).
 func candidatesNote(c *app.CandidatesReport, comp string) string {
 	ids := clean(strings.Join(c.SynthesisUUIDs, ", "))
 	others := ""

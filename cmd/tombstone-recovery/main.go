@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/Azure/eno-tombstone-recovery/cmd/tombstone-recovery/internal/demo"
 )
 
 const usage = `usage: tombstone-recovery <command> [flags]
@@ -46,7 +48,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	switch args[0] {
 	case "demo":
-		return runDemo(ctx, stdout)
+		return demo.Run(ctx, stdout)
 	case "run":
 		return runController(ctx, args[1:], stderr)
 	case "inspect":

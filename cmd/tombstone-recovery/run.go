@@ -139,6 +139,8 @@ func checkReachable(ctx context.Context, name string, client discovery.Discovery
 	return nil
 }
 
+// runController parses the flags, checks both clusters answer, and runs the controller with
+// probes and metrics until ctx is cancelled.
 func runController(ctx context.Context, args []string, stderr io.Writer) error {
 	o, err := parseRunFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -155,27 +157,9 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 	routeClientGoLogs(log)
 	ctx = logr.NewContext(ctx, log)
 
-	cpConfig, err := loadRESTConfig(o.kubeconfig)
+	cpConfig, remoteConfig, err := reachableClusters(ctx, o)
 	if err != nil {
-		return fmt.Errorf("loading the control plane kubeconfig: %w", err)
-	}
-	remoteConfig := cpConfig
-	if o.remoteKubeconfig != "" {
-		if remoteConfig, err = loadRESTConfig(o.remoteKubeconfig); err != nil {
-			return fmt.Errorf("loading the downstream kubeconfig: %w", err)
-		}
-	}
-	for _, c := range []struct {
-		name string
-		cfg  *rest.Config
-	}{{"the control plane", cpConfig}, {"the downstream cluster", remoteConfig}} {
-		client, err := discovery.NewDiscoveryClientForConfig(c.cfg)
-		if err != nil {
-			return fmt.Errorf("%s client: %w", c.name, err)
-		}
-		if err := checkReachable(ctx, c.name, client); err != nil {
-			return err
-		}
+		return err
 	}
 
 	registry := prometheus.NewRegistry()
@@ -220,6 +204,34 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	return serveAndRun(ctx, o, registry, ctl)
+}
+
+// reachableClusters loads the control plane's and the downstream cluster's configuration (the
+// control plane's when no downstream kubeconfig is given) and checks that each answers.
+func reachableClusters(ctx context.Context, o runOptions) (cpConfig, remoteConfig *rest.Config, err error) {
+	cpConfig, err = loadRESTConfig(o.kubeconfig)
+	if err != nil {
+		return nil, nil, fmt.Errorf("loading the control plane kubeconfig: %w", err)
+	}
+	remoteConfig = cpConfig
+	if o.remoteKubeconfig != "" {
+		if remoteConfig, err = loadRESTConfig(o.remoteKubeconfig); err != nil {
+			return nil, nil, fmt.Errorf("loading the downstream kubeconfig: %w", err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		cfg  *rest.Config
+	}{{"the control plane", cpConfig}, {"the downstream cluster", remoteConfig}} {
+		client, err := discovery.NewDiscoveryClientForConfig(c.cfg)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s client: %w", c.name, err)
+		}
+		if err := checkReachable(ctx, c.name, client); err != nil {
+			return nil, nil, err
+		}
+	}
+	return cpConfig, remoteConfig, nil
 }
 
 // serveAndRun serves probes and metrics and runs the controller until ctx is cancelled; then

@@ -40,11 +40,11 @@ var (
 	// staleRef is a citation of the specification the design replaced: its upper-case name, or
 	// the word in any case before a section sign or as a Markdown file name. The lower-case word
 	// alone is Kubernetes' spec field.
-	staleRef = regexp.MustCompile(`\bS[P]EC\b|(?i:\bs[p]ec(?:\.md\b|\s*design §))`)
-	// designRef is "design §N" with any following "–§M", "/§M" or ", design §M"; a comment marker may
+	staleRef = regexp.MustCompile(`\bS[P]EC\b|(?i:\bs[p]ec(?:\.md\b|\s*§))`)
+	// designRef is "design §N" with any following "–§M", "/§M" or ", §M"; a comment marker may
 	// sit between the word and the sign where a line wraps.
-	designRef = regexp.MustCompile(`\bdesign(?:\s|//|#)*design §(\d+(?:\.\d+)*)((?:\s*(?:[–/-]|,)\s*design §\d+(?:\.\d+)*)*)`)
-	section   = regexp.MustCompile(`design §(\d+(?:\.\d+)*)`)
+	designRef = regexp.MustCompile(`\bdesign(?:\s|//|#)*§(\d+(?:\.\d+)*)((?:\s*(?:[–/-]|,)\s*§\d+(?:\.\d+)*)*)`)
+	section   = regexp.MustCompile(`§(\d+(?:\.\d+)*)`)
 	// mdLink is a Markdown inline link: its text and its target.
 	mdLink = regexp.MustCompile(`\[([^\]\n]*)\]\(([^)\s]+)\)`)
 	// heading is a numbered heading of the design: "## 6. Recovery", "### 6.2 Handing …".
@@ -186,7 +186,7 @@ func checkLinks(name, content string, d design, have map[string]bool) []problem 
 			add("links to %s: %s has no anchor %q", target, designPath, frag)
 		}
 		if s := section.FindStringSubmatch(text); s != nil && frag != "s"+s[1] {
-			add("the link text says design §%s but the link goes to #%s", s[1], frag)
+			add("the link text says §%s but the link goes to #%s", s[1], frag)
 		}
 	}
 	return out

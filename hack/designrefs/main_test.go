@@ -17,7 +17,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // The references under test are assembled from pieces, so that this file holds none of the
 // problems it describes and the check passes over it.
 const (
-	sign    = "design §"
+	sign    = "§"
 	word    = "design "
 	old     = "S" + "PEC"
 	beside  = ".." + "/shared"
@@ -75,7 +75,7 @@ func TestCheck(t *testing.T) {
 			want:  []string{`README.md:1: links to docs/design.md#s4: docs/design.md has no anchor "s4"`}},
 		{name: "a Markdown link whose text and anchor disagree",
 			files: map[string]string{"README.md": "[" + sign + "6](docs/design.md#s6.2)\n"},
-			want:  []string{"README.md:1: the link text says design §6 but the link goes to #s6.2"}},
+			want:  []string{"README.md:1: the link text says §6 but the link goes to #s6.2"}},
 		{name: "a Markdown link to the design from the wrong directory",
 			files: map[string]string{"deploy/README.md": "[" + sign + "6](docs/design.md#s6)\n"},
 			want:  []string{"deploy/README.md:1: links to docs/design.md#s6, which the repository does not have"}},

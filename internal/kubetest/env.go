@@ -133,26 +133,10 @@ func start(ctx context.Context, opts Options, bins binaries) (_ *Env, err error)
 	if err != nil {
 		return nil, fmt.Errorf("kubetest: %w", err)
 	}
-	etcdClientURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
-	etcdPeerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
 	securePort := ports[2]
 	e.host = "https://127.0.0.1:" + strconv.Itoa(securePort)
-
-	e.etcd, err = launch("etcd", bins.etcd, []string{
-		"--name=kubetest",
-		"--data-dir=" + filepath.Join(dir, "etcd"),
-		"--listen-client-urls=" + etcdClientURL,
-		"--advertise-client-urls=" + etcdClientURL,
-		"--listen-peer-urls=" + etcdPeerURL,
-		"--initial-advertise-peer-urls=" + etcdPeerURL,
-		"--initial-cluster=kubetest=" + etcdPeerURL,
-		"--unsafe-no-fsync=true",
-		"--log-level=warn",
-	}, filepath.Join(dir, "etcd.log"))
+	etcdClientURL, err := e.startEtcd(ctx, bins.etcd, dir, ports[0], ports[1])
 	if err != nil {
-		return nil, fmt.Errorf("kubetest: %w", err)
-	}
-	if err := waitHealthy(ctx, e.etcd, etcdClientURL+"/health", "", nil); err != nil {
 		return nil, err
 	}
 
@@ -199,6 +183,32 @@ func start(ctx context.Context, opts Options, bins binaries) (_ *Env, err error)
 		return nil, err
 	}
 	return e, nil
+}
+
+// startEtcd launches etcd on the two ports, in dir, and waits until it is healthy. It returns
+// the URL clients reach it at.
+func (e *Env) startEtcd(ctx context.Context, bin, dir string, clientPort, peerPort int) (string, error) {
+	clientURL := "http://127.0.0.1:" + strconv.Itoa(clientPort)
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(peerPort)
+	var err error
+	e.etcd, err = launch("etcd", bin, []string{
+		"--name=kubetest",
+		"--data-dir=" + filepath.Join(dir, "etcd"),
+		"--listen-client-urls=" + clientURL,
+		"--advertise-client-urls=" + clientURL,
+		"--listen-peer-urls=" + peerURL,
+		"--initial-advertise-peer-urls=" + peerURL,
+		"--initial-cluster=kubetest=" + peerURL,
+		"--unsafe-no-fsync=true",
+		"--log-level=warn",
+	}, filepath.Join(dir, "etcd.log"))
+	if err != nil {
+		return "", fmt.Errorf("kubetest: %w", err)
+	}
+	if err := waitHealthy(ctx, e.etcd, clientURL+"/health", "", nil); err != nil {
+		return "", err
+	}
+	return clientURL, nil
 }
 
 // makeCredentials creates the admin and the declared users, with fresh tokens.

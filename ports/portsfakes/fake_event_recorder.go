@@ -9,57 +9,104 @@ import (
 )
 
 type FakeEventRecorder struct {
-	EventStub        func(domain.Composition, bool, string, string)
-	eventMutex       sync.RWMutex
-	eventArgsForCall []FakeEventRecorderEventArgs
-	invocations      map[string][][]interface{}
-	callOrder        []string
-	invocationsMutex sync.RWMutex
+	NormalStub         func(domain.Composition, string, string)
+	normalMutex        sync.RWMutex
+	normalArgsForCall  []FakeEventRecorderNormalArgs
+	WarningStub        func(domain.Composition, string, string)
+	warningMutex       sync.RWMutex
+	warningArgsForCall []FakeEventRecorderWarningArgs
+	invocations        map[string][][]interface{}
+	callOrder          []string
+	invocationsMutex   sync.RWMutex
 }
 
-// FakeEventRecorderEventArgs holds the arguments of one call to Event.
-type FakeEventRecorderEventArgs struct {
+// FakeEventRecorderNormalArgs holds the arguments of one call to Normal.
+type FakeEventRecorderNormalArgs struct {
 	Arg1 domain.Composition
-	Arg2 bool
+	Arg2 string
 	Arg3 string
-	Arg4 string
 }
 
-func (fake *FakeEventRecorder) Event(arg1 domain.Composition, arg2 bool, arg3 string, arg4 string) {
-	fake.eventMutex.Lock()
-	fake.eventArgsForCall = append(fake.eventArgsForCall, FakeEventRecorderEventArgs{arg1, arg2, arg3, arg4})
-	stub := fake.EventStub
-	fake.recordInvocation("Event", []interface{}{arg1, arg2, arg3, arg4})
-	fake.eventMutex.Unlock()
+// FakeEventRecorderWarningArgs holds the arguments of one call to Warning.
+type FakeEventRecorderWarningArgs struct {
+	Arg1 domain.Composition
+	Arg2 string
+	Arg3 string
+}
+
+func (fake *FakeEventRecorder) Normal(arg1 domain.Composition, arg2 string, arg3 string) {
+	fake.normalMutex.Lock()
+	fake.normalArgsForCall = append(fake.normalArgsForCall, FakeEventRecorderNormalArgs{arg1, arg2, arg3})
+	stub := fake.NormalStub
+	fake.recordInvocation("Normal", []interface{}{arg1, arg2, arg3})
+	fake.normalMutex.Unlock()
 	if stub != nil {
-		stub(arg1, arg2, arg3, arg4)
+		stub(arg1, arg2, arg3)
 	}
 }
 
-func (fake *FakeEventRecorder) EventCallCount() int {
-	fake.eventMutex.RLock()
-	defer fake.eventMutex.RUnlock()
-	return len(fake.eventArgsForCall)
+func (fake *FakeEventRecorder) NormalCallCount() int {
+	fake.normalMutex.RLock()
+	defer fake.normalMutex.RUnlock()
+	return len(fake.normalArgsForCall)
 }
 
-func (fake *FakeEventRecorder) EventCalls(stub func(domain.Composition, bool, string, string)) {
-	fake.eventMutex.Lock()
-	defer fake.eventMutex.Unlock()
-	fake.EventStub = stub
+func (fake *FakeEventRecorder) NormalCalls(stub func(domain.Composition, string, string)) {
+	fake.normalMutex.Lock()
+	defer fake.normalMutex.Unlock()
+	fake.NormalStub = stub
 }
 
-func (fake *FakeEventRecorder) EventArgsForCall(i int) (domain.Composition, bool, string, string) {
-	fake.eventMutex.RLock()
-	defer fake.eventMutex.RUnlock()
-	argsForCall := fake.eventArgsForCall[i]
-	return argsForCall.Arg1, argsForCall.Arg2, argsForCall.Arg3, argsForCall.Arg4
+func (fake *FakeEventRecorder) NormalArgsForCall(i int) (domain.Composition, string, string) {
+	fake.normalMutex.RLock()
+	defer fake.normalMutex.RUnlock()
+	argsForCall := fake.normalArgsForCall[i]
+	return argsForCall.Arg1, argsForCall.Arg2, argsForCall.Arg3
 }
 
-func (fake *FakeEventRecorder) EventArgs() []FakeEventRecorderEventArgs {
-	fake.eventMutex.RLock()
-	defer fake.eventMutex.RUnlock()
-	args := make([]FakeEventRecorderEventArgs, len(fake.eventArgsForCall))
-	copy(args, fake.eventArgsForCall)
+func (fake *FakeEventRecorder) NormalArgs() []FakeEventRecorderNormalArgs {
+	fake.normalMutex.RLock()
+	defer fake.normalMutex.RUnlock()
+	args := make([]FakeEventRecorderNormalArgs, len(fake.normalArgsForCall))
+	copy(args, fake.normalArgsForCall)
+	return args
+}
+
+func (fake *FakeEventRecorder) Warning(arg1 domain.Composition, arg2 string, arg3 string) {
+	fake.warningMutex.Lock()
+	fake.warningArgsForCall = append(fake.warningArgsForCall, FakeEventRecorderWarningArgs{arg1, arg2, arg3})
+	stub := fake.WarningStub
+	fake.recordInvocation("Warning", []interface{}{arg1, arg2, arg3})
+	fake.warningMutex.Unlock()
+	if stub != nil {
+		stub(arg1, arg2, arg3)
+	}
+}
+
+func (fake *FakeEventRecorder) WarningCallCount() int {
+	fake.warningMutex.RLock()
+	defer fake.warningMutex.RUnlock()
+	return len(fake.warningArgsForCall)
+}
+
+func (fake *FakeEventRecorder) WarningCalls(stub func(domain.Composition, string, string)) {
+	fake.warningMutex.Lock()
+	defer fake.warningMutex.Unlock()
+	fake.WarningStub = stub
+}
+
+func (fake *FakeEventRecorder) WarningArgsForCall(i int) (domain.Composition, string, string) {
+	fake.warningMutex.RLock()
+	defer fake.warningMutex.RUnlock()
+	argsForCall := fake.warningArgsForCall[i]
+	return argsForCall.Arg1, argsForCall.Arg2, argsForCall.Arg3
+}
+
+func (fake *FakeEventRecorder) WarningArgs() []FakeEventRecorderWarningArgs {
+	fake.warningMutex.RLock()
+	defer fake.warningMutex.RUnlock()
+	args := make([]FakeEventRecorderWarningArgs, len(fake.warningArgsForCall))
+	copy(args, fake.warningArgsForCall)
 	return args
 }
 

@@ -1,4 +1,7 @@
-package main
+// Package demo tells the controller's story on the in-memory adapters, for the binary's demo
+// command: record, recreate, recover and hand the tombstones to Eno, which deletes the
+// orphans; and the refusals.
+package demo
 
 import (
 	"context"
@@ -32,7 +35,8 @@ type demo struct {
 	deployed map[domain.CompositionRef][]domain.ResourceID
 }
 
-func runDemo(ctx context.Context, out io.Writer) error {
+// Run tells the whole story to out. Its output is the same on every run.
+func Run(ctx context.Context, out io.Writer) error {
 	d := &demo{out: out, cluster: memory.NewCluster(domain.DefaultInventoryNamespace),
 		clock: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC), deployed: map[domain.CompositionRef][]domain.ResourceID{}}
 	d.eno = memory.NewEno(d.cluster, func() time.Time { return d.clock })

@@ -12,6 +12,60 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
+// recheck reads the Composition live and aborts unless it is the same incarnation and synthesis
+// and still passes check. It returns the live object, whose resourceVersion guards the next write.
+func (s *Service) recheck(ctx context.Context, read domain.Composition, check func(domain.Composition) error) (domain.Composition, error) {
+	live, err := s.deps.Guard.LiveComposition(ctx, read.Ref())
+	if errors.Is(err, ports.ErrNotFound) {
+		return domain.Composition{}, &StaleCompositionError{Ref: read.Ref(), Detail: "it was deleted"}
+	}
+	if err != nil {
+		return domain.Composition{}, err
+	}
+	if live.UID != read.UID {
+		return domain.Composition{}, &StaleCompositionError{Ref: read.Ref(), Detail: "it was recreated with UID " + live.UID}
+	}
+	if live.SynthesisUUID() != read.SynthesisUUID() {
+		return domain.Composition{}, &StaleCompositionError{Ref: read.Ref(), Detail: "its current synthesis is now " + live.SynthesisUUID()}
+	}
+	if err := check(live); err != nil {
+		return domain.Composition{}, &StaleCompositionError{Ref: read.Ref(), Detail: err.Error()}
+	}
+	return live, nil
+}
+
+// stillHolds is a recheck before a write: the use case's conditions on the live Composition,
+// then changed, which names the first input of the pass that differs between read and live.
+func stillHolds(read domain.Composition, conditions func(domain.Composition) error, changed func(read, live domain.Composition) string) func(domain.Composition) error {
+	return func(live domain.Composition) error {
+		if err := conditions(live); err != nil {
+			return err
+		}
+		if why := changed(read, live); why != "" {
+			return errors.New(why)
+		}
+		return nil
+	}
+}
+
+// planStillHolds is the recheck before each write of a recovery: the run conditions, and every
+// input of the plan computed from read (design §6, "Decide from what is live").
+func (s *Service) planStillHolds(read domain.Composition) func(domain.Composition) error {
+	return stillHolds(read, s.policy.CheckRecovery, domain.ChangedPlanInput)
+}
+
+// readyToCommit adds to planStillHolds what the commit point requires of the live object
+// itself (domain.CommitPrecondition): no synthesis in flight.
+func (s *Service) readyToCommit(read domain.Composition) func(domain.Composition) error {
+	holds := s.planStillHolds(read)
+	return func(live domain.Composition) error {
+		if why := domain.CommitPreconditionOf(live).MovedOn(live); why != "" {
+			return fmt.Errorf("%s: %w", why, ports.ErrSynthesisMoved)
+		}
+		return holds(live)
+	}
+}
+
 // withdrawnEventLimit is how many withdrawn tombstones one event names.
 const withdrawnEventLimit = 20
 
@@ -74,7 +128,7 @@ func (s *Service) withdrawFailing(ctx context.Context, comp domain.Composition, 
 	if err != nil || len(pending) == 0 {
 		return sl, err
 	}
-	observed, err := s.observe(ctx, pending)
+	observed, err := s.planner.observe(ctx, pending)
 	if err != nil {
 		return sl, fmt.Errorf("rechecking the hand-off: %w", err)
 	}
@@ -92,7 +146,7 @@ func (s *Service) withdrawFailing(ctx context.Context, comp domain.Composition, 
 		withdrawn[i] = dt.Tombstone
 	}
 	s.deps.Metrics.TombstoneAlert("TombstoneWithdrawn", len(w.Withdrawn))
-	s.deps.Events.Event(comp, true, "TombstoneWithdrawn", fmt.Sprintf(
+	s.deps.Events.Warning(comp, "TombstoneWithdrawn", fmt.Sprintf(
 		"%d tombstones of recovery slice %s no longer pass the checks before deletion and were withdrawn (Eno skips them): %s; %s",
 		len(w.Withdrawn), sl.Name, domain.FirstIDs(withdrawn, withdrawnEventLimit), domain.DroppedSummary(w.Withdrawn)))
 	logr.FromContextOrDiscard(ctx).Info("withdrew tombstones of a pending hand-off", "slice", sl.Name, "withdrawn", len(w.Withdrawn))

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bytes"
@@ -10,26 +10,16 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
+	"go.uber.org/goleak"
 )
-
-// testEnv is the real etcd and kube-apiserver the package's tests share (inspect runs against it).
-var testEnv *kubetest.Env
 
 var updateGolden = flag.Bool("update", false, "rewrite testdata/demo.golden from the demo's output")
 
-// TestMain starts the API server; TestMainWithEnv stops it and then runs goleak over the package.
-func TestMain(m *testing.M) {
-	kubetest.TestMainWithEnv(m, kubetest.Options{Users: []kubetest.User{{Name: inspectReader}}}, func(e *kubetest.Env) int {
-		testEnv = e
-		return m.Run()
-	})
-}
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestDemoTellsTheWholeStory(t *testing.T) {
 	var out bytes.Buffer
-	require.NoError(t, runDemo(context.Background(), &out))
+	require.NoError(t, Run(context.Background(), &out))
 	story := out.String()
 	for _, want := range []string{
 		// Chapter 1: the hand-off to Eno, Eno deleting the orphans, then no recovery twice.
@@ -69,27 +59,20 @@ func TestDemoTellsTheWholeStory(t *testing.T) {
 // rewrite it.
 func TestDemoGolden(t *testing.T) {
 	var out bytes.Buffer
-	require.NoError(t, runDemo(context.Background(), &out))
+	require.NoError(t, Run(context.Background(), &out))
 	golden := filepath.Join("testdata", "demo.golden")
 	if *updateGolden {
 		require.NoError(t, os.MkdirAll("testdata", 0o755))
 		require.NoError(t, os.WriteFile(golden, out.Bytes(), 0o644))
 	}
 	want, err := os.ReadFile(golden)
-	require.NoError(t, err, "run go test ./cmd/tombstone-recovery -run TestDemoGolden -update")
+	require.NoError(t, err, "run go test ./cmd/tombstone-recovery/internal/demo -run TestDemoGolden -update")
 	assert.Equal(t, string(want), out.String())
 }
 
 func TestDemoIsDeterministic(t *testing.T) {
 	var a, b bytes.Buffer
-	require.NoError(t, runDemo(context.Background(), &a))
-	require.NoError(t, runDemo(context.Background(), &b))
+	require.NoError(t, Run(context.Background(), &a))
+	require.NoError(t, Run(context.Background(), &b))
 	assert.Equal(t, a.String(), b.String())
-}
-
-func TestDispatchRejectsUnknownCommands(t *testing.T) {
-	var out, errOut bytes.Buffer
-	require.ErrorIs(t, dispatch(context.Background(), []string{"nope"}, &out, &errOut), errUsage)
-	require.Error(t, dispatch(context.Background(), nil, &out, &errOut))
-	require.NoError(t, dispatch(context.Background(), []string{"-h"}, &out, &errOut))
 }

@@ -1,0 +1,32 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
+)
+
+var updateGolden = flag.Bool("update", false, "rewrite the inspect golden files under testdata from the output")
+
+// testEnv is the real etcd and kube-apiserver the package's tests share (inspect runs against it).
+var testEnv *kubetest.Env
+
+// TestMain starts the API server; TestMainWithEnv stops it and then runs goleak over the package.
+func TestMain(m *testing.M) {
+	kubetest.TestMainWithEnv(m, kubetest.Options{Users: []kubetest.User{{Name: inspectReader}}}, func(e *kubetest.Env) int {
+		testEnv = e
+		return m.Run()
+	})
+}
+
+func TestDispatchRejectsUnknownCommands(t *testing.T) {
+	var out, errOut bytes.Buffer
+	require.ErrorIs(t, dispatch(context.Background(), []string{"nope"}, &out, &errOut), errUsage)
+	require.Error(t, dispatch(context.Background(), nil, &out, &errOut))
+	require.NoError(t, dispatch(context.Background(), []string{"-h"}, &out, &errOut))
+}
