@@ -144,18 +144,9 @@ func (c *Cluster) CommitTombstones(ctx context.Context, comp domain.Composition,
 	}
 	// Seal every slice before naming any: from here on none is rewritten by a publish.
 	for _, slice := range slices {
-		k := objectKey{comp.Namespace, slice}
-		stored := c.slices[k]
-		if stored.slice.Sealed() {
-			continue
+		if k := (objectKey{comp.Namespace, slice}); !c.slices[k].slice.Sealed() {
+			c.annotateLocked(k, domain.AnnotationRecoverySealed, cur.ResourceVersion)
 		}
-		stored.slice.Annotations = maps.Clone(stored.slice.Annotations)
-		if stored.slice.Annotations == nil {
-			stored.slice.Annotations = map[string]string{}
-		}
-		stored.slice.Annotations[domain.AnnotationRecoverySealed] = cur.ResourceVersion
-		stored.resourceVersion = c.nextVersion()
-		c.slices[k] = stored
 	}
 	if committed {
 		return nil
@@ -291,10 +282,16 @@ func (c *Cluster) AnnotateSlice(namespace, name, key, value string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := objectKey{namespace, name}
-	stored, ok := c.slices[k]
-	if !ok {
+	if _, ok := c.slices[k]; !ok {
 		return fmt.Errorf("annotating resource slice %s: %w", k, ports.ErrNotFound)
 	}
+	c.annotateLocked(k, key, value)
+	return nil
+}
+
+// annotateLocked sets one annotation of the stored slice k, a new version; c.mu is held.
+func (c *Cluster) annotateLocked(k objectKey, key, value string) {
+	stored := c.slices[k]
 	stored.slice.Annotations = maps.Clone(stored.slice.Annotations)
 	if stored.slice.Annotations == nil {
 		stored.slice.Annotations = map[string]string{}
@@ -302,7 +299,6 @@ func (c *Cluster) AnnotateSlice(namespace, name, key, value string) error {
 	stored.slice.Annotations[key] = value
 	stored.resourceVersion = c.nextVersion()
 	c.slices[k] = stored
-	return nil
 }
 
 // SliceOwner is the UID of the Composition owning the slice, or "" when it has no owner or
