@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"strings"
 	"testing"
 	"time"
@@ -104,11 +105,31 @@ func TestStepFourRunsWhateverTheForceAnnotationSays(t *testing.T) {
 	require.NoError(t, slices.Delete(ctx, d.TombstoneSlice, metav1.DeleteOptions{}))
 
 	// The next pass (the pending recheck's requeue) runs step 4 although the annotation names the
-	// synthesis: it finds the slice gone. Its content is known only to the pass that published it,
-	// so it says so rather than assuming step 4 done.
-	e := waitForEvent(t, c, w.ns, "web", "RecoverySliceLost")
-	assert.Equal(t, "Warning", e.Type)
-	assert.Contains(t, e.Message, d.TombstoneSlice)
+	// synthesis: it finds the slice gone. A pass that read the slice before it went creates it
+	// again from what it read (sealed, the same tombstones); one that never read it does not know
+	// its content, so it says so (RecoverySliceLost) rather than assuming step 4 done.
+	waitFor(t, "step 4 on the gone slice", func(ctx context.Context) error {
+		if again, err := slices.Get(ctx, d.TombstoneSlice, metav1.GetOptions{}); err == nil {
+			got, _, _ := unstructured.NestedSlice(again.Object, "spec", "resources")
+			if !equality.Semantic.DeepEqual(want, got) {
+				return fmt.Errorf("created again with %v, want %v", got, want)
+			}
+			if _, sealed := again.GetAnnotations()[domain.AnnotationRecoverySealed]; !sealed {
+				return errors.New("created again unsealed")
+			}
+			return nil
+		}
+		list, err := c.Kube.CoreV1().Events(w.ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=web,reason=RecoverySliceLost"})
+		if err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Type == "Warning" && strings.Contains(e.Message, d.TombstoneSlice) {
+				return nil
+			}
+		}
+		return errors.New("neither created again nor reported lost")
+	})
 	assert.Len(t, want, 1)
 	w.ctl.Stop(t)
 }

@@ -140,9 +140,18 @@ func TestLifecycleRecordsThenRecoversAfterRecreation(t *testing.T) {
 
 	// The hand-off (design §6.2): the slice is named by the synthesis, and a resynthesis of the
 	// decided synthesis is requested. A synthesis decided Recovered is never recorded.
-	handedOff, err := client.Get(ctx, name, metav1.GetOptions{})
-	require.NoError(t, err)
-	assert.Equal(t, second.UUID, handedOff.GetAnnotations()["eno.azure.io/force-resynthesis"])
+	// The decision (step 3) is written before steps 4 and 5: wait for the resynthesis request.
+	var handedOff *unstructured.Unstructured
+	waitFor(t, "the forced resynthesis", func(ctx context.Context) error {
+		var err error
+		if handedOff, err = client.Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return err
+		}
+		if got := handedOff.GetAnnotations()["eno.azure.io/force-resynthesis"]; got != second.UUID {
+			return fmt.Errorf("force-resynthesis is %q", got)
+		}
+		return nil
+	})
 	refs, _, _ := unstructured.NestedSlice(handedOff.Object, "status", "currentSynthesis", "resourceSlices")
 	assert.Contains(t, refs, map[string]any{"name": sliceName})
 	assertNoSnapshotOf(t, c, "kube-system", exampleLineage, second.UUID)

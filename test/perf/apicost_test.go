@@ -60,7 +60,8 @@ func resynthesisCost(s, n int) Counts {
 // orphan's metadata downstream (design §6.3; perKind counts them by resource). Then the hand-off
 // (design §6.2) in p recovery slices (one per 512 KiB of tombstone manifests), each step after a
 // live recheck of the Composition (5 GETs): POST each recovery slice, GET the raw Composition,
-// GET each slice live and PATCH status once to append them all (the commit point), PUT the
+// GET each slice live and seal it (a PUT each), then PATCH status once to append them all (the
+// commit point), PUT the
 // decision, GET each slice back and PATCH the force-resynthesis annotation. A synthesis decided
 // Recovered is never recorded: no Secret is written, and the only event is the decision's. The
 // PUT of the decision starts from the cached Composition when the cache already holds the
@@ -69,7 +70,7 @@ func resynthesisCost(s, n int) Counts {
 func handOffCost(s, p int, perKind Counts, lagGets int) Counts {
 	c := Counts{
 		"list secrets": 1, "get resourceslices": s + 2*p, "get /api": 1, "get /apis": 1,
-		"get compositions": 6 + lagGets, "create resourceslices": p, "patch compositions/status": 1,
+		"get compositions": 6 + lagGets, "create resourceslices": p, "update resourceslices": p, "patch compositions/status": 1,
 		"update compositions": 1, "patch compositions": 1, "create events": 1,
 	}
 	for k, v := range perKind {
