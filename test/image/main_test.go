@@ -51,6 +51,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
 		os.Exit(1)
 	}
+	// TestMainWithEnv checks the package for leaked goroutines with goleak once the tests end.
 	kubetest.TestMainWithEnv(m, kubetest.Options{Users: []kubetest.User{{
 		Name: controllerUser, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:eno-system"},
 	}}}, func(e *kubetest.Env) int {
