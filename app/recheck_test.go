@@ -92,17 +92,7 @@ func TestRecoverRechecksEveryPlanInputBeforeEachWrite(t *testing.T) {
 			t.Run(desc+"/before "+step, func(t *testing.T) {
 				f := recoveryFixture(t, rs, rs[:7])
 				f.cfg.MaxTombstoneFraction = 1
-				f.guard.LiveCompositionStub = nil
-				for i := range at {
-					f.guard.LiveCompositionReturnsOnCall(i, f.comp, nil)
-				}
-				f.guard.LiveCompositionReturnsOnCall(at, change(f.comp), nil)
-				_, err := f.service(t).Recover(ctx(t), f.comp)
-				var stale *app.StaleCompositionError
-				require.ErrorAs(t, err, &stale)
-				assert.Zero(t, f.decisions.WriteDecisionCallCount())
-				assert.Equal(t, min(at, 1), f.sink.PublishTombstonesCallCount())
-				assert.Equal(t, max(at-1, 0), f.sink.CommitTombstonesCallCount())
+				recoverStaleAt(t, f, at, change)
 			})
 		}
 	}

@@ -21,6 +21,24 @@ import (
 
 // recoveryFixture: the Composition was recreated (uid) and its new synthesis produces fewer
 // resources than the snapshot the old incarnation (oldUID) recorded.
+// recoverStaleAt runs a recovery whose live recheck number at (0: before the publish, 1: before
+// the commit, 2: before the decision) finds the Composition changed: the pass stops as stale,
+// with no decision and no write past that step.
+func recoverStaleAt(t *testing.T, f *fixture, at int, change func(domain.Composition) domain.Composition) {
+	t.Helper()
+	f.guard.LiveCompositionStub = nil
+	for i := range at {
+		f.guard.LiveCompositionReturnsOnCall(i, f.comp, nil)
+	}
+	f.guard.LiveCompositionReturnsOnCall(at, change(f.comp), nil)
+	_, err := f.service(t).Recover(ctx(t), f.comp)
+	var stale *app.StaleCompositionError
+	require.ErrorAs(t, err, &stale)
+	assert.Zero(t, f.decisions.WriteDecisionCallCount())
+	assert.Equal(t, min(at, 1), f.sink.PublishTombstonesCallCount())
+	assert.Equal(t, max(at-1, 0), f.sink.CommitTombstonesCallCount())
+}
+
 func recoveryFixture(t *testing.T, old []res, current ...[]res) *fixture {
 	f := newFixture(t)
 	f.setSynthesis(synthID, current...)
@@ -281,17 +299,7 @@ func TestRecoverLiveRecheckGuardsBothWrites(t *testing.T) {
 		for at, step := range []string{"publish", "commit", "decision"} {
 			t.Run(desc+"/before "+step, func(t *testing.T) {
 				f := recoveryFixture(t, rs, rs[:7])
-				f.guard.LiveCompositionStub = nil
-				for i := range at {
-					f.guard.LiveCompositionReturnsOnCall(i, f.comp, nil)
-				}
-				f.guard.LiveCompositionReturnsOnCall(at, change(f.comp), nil)
-				_, err := f.service(t).Recover(ctx(t), f.comp)
-				var stale *app.StaleCompositionError
-				require.ErrorAs(t, err, &stale)
-				assert.Zero(t, f.decisions.WriteDecisionCallCount())
-				assert.Equal(t, min(at, 1), f.sink.PublishTombstonesCallCount())
-				assert.Equal(t, max(at-1, 0), f.sink.CommitTombstonesCallCount())
+				recoverStaleAt(t, f, at, change)
 				assert.Zero(t, f.sink.RequestResynthesisCallCount())
 			})
 		}
