@@ -1,0 +1,123 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+)
+
+// The methods below give the simulation's models (of Eno, of adversaries) the same semantics
+// and the same errors (*apierrors.StatusError) as the HTTP path, without a client. They are not
+// intercepted. Create and Update find the resource by the object's apiVersion and kind.
+
+// Get returns the live object, or NotFound.
+func (s *Server) Get(res Resource, namespace, name string) (*unstructured.Unstructured, error) {
+	unlock := s.lock()
+	defer unlock()
+	if err := s.serves(res); err != nil {
+		return nil, err
+	}
+	if obj := s.live[keyOf(res, namespace, name)]; obj != nil {
+		return obj.unstructured(), nil
+	}
+	return nil, apierrors.NewNotFound(res.groupResource(), name)
+}
+
+// List returns the live objects of res in namespace ("" for all) that opts' label and field
+// selectors select.
+func (s *Server) List(res Resource, namespace string, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+	unlock := s.lock()
+	defer unlock()
+	if err := s.serves(res); err != nil {
+		return nil, err
+	}
+	return s.list(res, namespace, opts, func(k objectKey) object { return s.live[k] }, s.rev)
+}
+
+// Create creates obj as manager.
+func (s *Server) Create(manager string, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	return s.write(manager, obj, func(c call, o object) (object, error) { return s.create(c, o) })
+}
+
+// Update replaces obj as manager (the main resource: status is kept as it is).
+func (s *Server) Update(manager string, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	return s.write(manager, obj, func(c call, o object) (object, error) { return s.update(c, "update", o) })
+}
+
+// UpdateStatus replaces obj's status as manager.
+func (s *Server) UpdateStatus(manager string, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	return s.write(manager, obj, func(c call, o object) (object, error) {
+		if !c.res.Status {
+			return nil, apierrors.NewNotFound(c.res.groupResource(), c.name)
+		}
+		c.sub = "status"
+		return s.update(c, "update", o)
+	})
+}
+
+// Patch applies a JSON patch (types.JSONPatchType) or merge patch (types.MergePatchType) as
+// manager, to the status subresource if subresource is "status".
+func (s *Server) Patch(manager string, res Resource, namespace, name string, pt types.PatchType, data []byte, subresource string) (*unstructured.Unstructured, error) {
+	unlock := s.lock()
+	defer unlock()
+	if err := s.serves(res); err != nil {
+		return nil, err
+	}
+	if subresource != "" && (subresource != "status" || !res.Status) {
+		return nil, apierrors.NewNotFound(res.groupResource(), name)
+	}
+	obj, err := s.patch(call{manager: manager, res: res, sub: subresource, namespace: namespace, name: name}, pt, data)
+	return obj.unstructured(), err
+}
+
+// Delete deletes as manager. It returns the object if it is still there, terminating with its
+// finalizers pending, and nil if it is gone.
+func (s *Server) Delete(manager string, res Resource, namespace, name string, opts metav1.DeleteOptions) (*unstructured.Unstructured, error) {
+	unlock := s.lock()
+	defer unlock()
+	if err := s.serves(res); err != nil {
+		return nil, err
+	}
+	obj, err := s.remove(call{manager: manager, res: res, namespace: namespace, name: name}, opts)
+	return obj.unstructured(), err
+}
+
+func (s *Server) write(manager string, u *unstructured.Unstructured, do func(call, object) (object, error)) (*unstructured.Unstructured, error) {
+	unlock := s.lock()
+	defer unlock()
+	res, ok := s.resByKind[kindKey{u.GetAPIVersion(), u.GetKind()}]
+	if !ok {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the simulated server serves no %s of %s", u.GetKind(), u.GetAPIVersion()))
+	}
+	obj, err := toObject(u.Object)
+	if err != nil {
+		return nil, err
+	}
+	out, err := do(call{manager: manager, res: res, namespace: u.GetNamespace(), name: u.GetName()}, obj)
+	return out.unstructured(), err
+}
+
+func (s *Server) serves(res Resource) error {
+	if r, ok := s.resource(res.Group, res.Resource); !ok || r != res {
+		return apierrors.NewNotFound(res.groupResource(), "")
+	}
+	return nil
+}
+
+// toObject turns any JSON-marshalable map into a stored object's value types (int64, float64).
+func toObject(v any) (object, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	obj := object{}
+	if err := utiljson.Unmarshal(b, &obj); err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	return obj, nil
+}

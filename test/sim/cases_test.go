@@ -1,0 +1,157 @@
+package sim
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A case is a script: a schedule pinned to semantic points of the hand-off, not a seed, so it
+// keeps testing the same interleaving when the code's requests change. It reports each point
+// it reached with reach, and fails when one cannot be reached.
+type namedCase struct {
+	name  string
+	story func() Story
+	// points the script must reach, in order.
+	points []string
+	script func(t *testing.T, w *World)
+}
+
+// knownFailures are the cases today's hand-off fails: the simulation must keep finding each
+// one (the case fails when the promise holds), until the hand-off is fixed and its entry is
+// removed.
+var knownFailures = map[string]string{
+	"K1": "a stalled publish re-creates a vanished committed slice with an older plan; step 4 accepts it",
+	"K2": "step 4 re-creates a gone slice from its own plan, undoing a withdrawal",
+	"N2": "a Composition deleted mid-hand-off: Eno's deletion synthesis applies the recovery slices",
+	"N6": "Eno's slice cleanup deletes a just-committed slice; Eno resynthesizes without it",
+}
+
+func reach(t *testing.T, w *World, point string, ok bool) {
+	t.Helper()
+	require.True(t, ok, "the script did not reach %q\n%s", point, w.Trace())
+	w.points = append(w.points, point)
+	w.logf("POINT: %s", point)
+}
+
+var cases = []namedCase{
+	{
+		name:   "K1",
+		points: []string{"B planned, before its publish", "an orphan was written after B planned", "A decided, before step 4", "the committed slice vanished", "B's stale publish landed", "A's step 4 accepted the slice"},
+		script: func(t *testing.T, w *World) {
+			a, b := w.replicas[0], w.replicas[1]
+			w.settle("eno synthesizes the recreated composition")
+			b.start(w.ref)
+			reach(t, w, "B planned, before its publish", b.runUntil(Request.IsSliceCreate))
+			_, edited := editOrphan(w)
+			reach(t, w, "an orphan was written after B planned", edited)
+			a.start(w.ref)
+			reach(t, w, "A decided, before step 4", a.runUntil(Request.IsCompositionWrite) && a.step(Proceed).IsCompositionWrite())
+			_, gone := deleteRecoverySlice(w)
+			reach(t, w, "the committed slice vanished", gone)
+			b.step(Proceed)
+			reach(t, w, "B's stale publish landed", len(recoverySlices(w)) == 1)
+			b.finish()
+			a.finish()
+			reach(t, w, "A's step 4 accepted the slice", a.last.err == nil)
+			w.settle("eno carries the hand-off")
+		},
+	},
+	{
+		name:   "K2",
+		points: []string{"A decided, before step 4", "an orphan was written after A planned", "B withdrew its tombstone", "the slice vanished", "A's step 4 re-created the slice"},
+		script: func(t *testing.T, w *World) {
+			a, b := w.replicas[0], w.replicas[1]
+			w.settle("eno synthesizes the recreated composition")
+			a.start(w.ref)
+			reach(t, w, "A decided, before step 4", a.runUntil(Request.IsCompositionWrite) && a.step(Proceed).IsCompositionWrite())
+			_, edited := editOrphan(w)
+			reach(t, w, "an orphan was written after A planned", edited)
+			withdrew := false
+			w.freshCaches()
+			b.start(w.ref)
+			for b.running {
+				withdrew = withdrew || b.pending.req.IsSliceUpdate()
+				b.step(Proceed)
+			}
+			reach(t, w, "B withdrew its tombstone", withdrew)
+			_, gone := deleteRecoverySlice(w)
+			reach(t, w, "the slice vanished", gone)
+			a.runUntil(Request.IsSliceCreate)
+			reach(t, w, "A's step 4 re-created the slice", a.running && a.step(Proceed).IsSliceCreate())
+			a.finish()
+			w.settle("eno carries the hand-off")
+		},
+	},
+	{
+		name:   "N2",
+		story:  func() Story { s := DefaultStory(); s.NewDeletes = true; return s },
+		points: []string{"the hand-off is committed and forced", "the composition is deleted mid-hand-off"},
+		script: func(t *testing.T, w *World) {
+			a := w.replicas[0]
+			w.settle("eno synthesizes the recreated composition")
+			o := a.reconcile(w.ref)
+			reach(t, w, "the hand-off is committed and forced", o.err == nil && len(recoverySlices(w)) == 1)
+			_, deleted := deleteComposition(w)
+			reach(t, w, "the composition is deleted mid-hand-off", deleted)
+			w.settle("eno deletes the composition")
+		},
+	},
+	{
+		name:   "N6",
+		points: []string{"A published, before its commit", "cleanup checked the slice live: unnamed", "A committed", "A decided, before step 4", "cleanup deleted the committed slice", "its finalizer was released", "Eno resynthesized without the slice"},
+		script: func(t *testing.T, w *World) {
+			a := w.replicas[0]
+			w.settle("eno synthesizes the recreated composition")
+			a.start(w.ref)
+			reach(t, w, "A published, before its commit", a.runUntil(Request.IsCommit))
+			slice := recoverySlices(w)[0].GetName()
+			w.clock.Advance(6e9)
+			w.freshCaches()
+			checked, _ := w.eno.CleanupCheck(t.Context(), w.ref.Namespace, slice)
+			confirmed, _ := w.eno.CleanupConfirm(t.Context(), w.ref.Namespace, slice)
+			reach(t, w, "cleanup checked the slice live: unnamed", checked && confirmed)
+			reach(t, w, "A committed", a.step(Proceed).IsCommit())
+			reach(t, w, "A decided, before step 4", a.runUntil(Request.IsCompositionWrite) && a.step(Proceed).IsCompositionWrite())
+			deleted, _ := w.eno.CleanupDelete(t.Context(), w.ref.Namespace, slice)
+			reach(t, w, "cleanup deleted the committed slice", deleted)
+			released, _ := w.eno.CleanupCheck(t.Context(), w.ref.Namespace, slice)
+			w.collect()
+			reach(t, w, "its finalizer was released", released && len(recoverySlices(w)) == 0)
+			w.clock.Advance(6e9)
+			w.freshCaches()
+			forced, _ := w.eno.SliceStatus(t.Context(), w.ref.Namespace, w.ref.Name)
+			dispatched, _ := w.eno.Dispatch(t.Context(), w.ref.Namespace, w.ref.Name)
+			executed, _ := w.eno.Execute(t.Context(), w.ref.Namespace, w.ref.Name)
+			reach(t, w, "Eno resynthesized without the slice", forced && dispatched && executed)
+			a.finish()
+		},
+	},
+}
+
+// TestNamedCases runs every script. A case in knownFailures must still break the promise (a
+// wrong deletion, or orphans left with no refusal); every other case must keep it.
+func TestNamedCases(t *testing.T) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			opts := Options{Seed: 1}
+			if c.story != nil {
+				opts.Story = c.story()
+			}
+			w, err := New(opts)
+			require.NoError(t, err)
+			defer w.Close()
+			c.script(t, w)
+			w.Drain(4)
+			assert.Equal(t, c.points, w.points, "the points the script reached")
+			broken := len(w.oracle.Violations()) > 0 || len(w.oracle.Unfinished(t.Context())) > 0
+			if why, known := knownFailures[c.name]; known {
+				assert.True(t, broken, "known failure %s (%s) is no longer found: fix it and remove it from knownFailures, or the simulation lost it\n%s", c.name, why, w.Trace())
+				t.Logf("known failure %s found: violations %v, unfinished %v", c.name, w.oracle.Violations(), w.oracle.Unfinished(t.Context()))
+				return
+			}
+			assert.False(t, broken, "violations %v, unfinished %v\n%s", w.oracle.Violations(), w.oracle.Unfinished(t.Context()), w.Trace())
+		})
+	}
+}

@@ -1,0 +1,102 @@
+package sim
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/Azure/eno-tombstone-recovery/test/sim/apiserver"
+)
+
+// Widgets are a custom resource served downstream, for stories with a CRD among the tombstones.
+var Widgets = apiserver.Resource{Group: "example.com", Version: "v1", Resource: "widgets", Kind: "Widget", Namespaced: true}
+
+var (
+	controlPlaneResources = []apiserver.Resource{apiserver.Compositions, apiserver.ResourceSlices, apiserver.Namespaces, apiserver.Events}
+	downstreamResources   = []apiserver.Resource{apiserver.Secrets, apiserver.ConfigMaps, apiserver.Namespaces,
+		apiserver.Events, apiserver.CustomResourceDefinitions, Widgets}
+)
+
+// cluster is one in-memory API server as the world uses it.
+type cluster struct {
+	*apiserver.Server
+	resources []apiserver.Resource
+}
+
+func newCluster(clock func() time.Time, resources []apiserver.Resource, seed uint64) cluster {
+	return cluster{Server: apiserver.New(apiserver.Options{Clock: clock, Resources: resources, Seed: seed}), resources: resources}
+}
+
+// Client is a dynamic client acting as manager.
+func (c cluster) Client(manager string) dynamic.Interface {
+	return must(dynamic.NewForConfig(c.RESTConfig(manager)))
+}
+
+// RESTConfig is the server's config for manager.
+func (c cluster) RESTConfig(manager string) *rest.Config { return c.Server.RESTConfig(manager) }
+
+// ViewAt is the cluster as it was at rev.
+func (c cluster) ViewAt(rev int64) view { return revView{v: c.Server.ViewAt(rev), c: c} }
+
+type revView struct {
+	v apiserver.View
+	c cluster
+}
+
+func (r revView) resource(gvr schema.GroupVersionResource) apiserver.Resource {
+	for _, res := range r.c.resources {
+		if res.GroupVersionResource() == gvr {
+			return res
+		}
+	}
+	panic("sim: the cluster does not serve " + gvr.String())
+}
+
+func (r revView) Get(gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error) {
+	return r.v.Get(r.resource(gvr), namespace, name)
+}
+
+func (r revView) List(gvr schema.GroupVersionResource, namespace string) ([]*unstructured.Unstructured, error) {
+	list, err := r.v.List(r.resource(gvr), namespace, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*unstructured.Unstructured, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
+}
+
+// deletedObject is what a garbage collector or namespace controller removed.
+type deletedObject struct {
+	GVR             schema.GroupVersionResource
+	Namespace, Name string
+	Object          *unstructured.Unstructured
+}
+
+func (d deletedObject) String() string {
+	return d.GVR.Resource + " " + d.Namespace + "/" + d.Name
+}
+
+// Collect runs the garbage collector, the namespace controller and the CRD finalizer once.
+func (c cluster) Collect() []deletedObject {
+	var out []deletedObject
+	for _, batch := range [][]*unstructured.Unstructured{c.CollectGarbage(), c.FinishNamespaceDeletion(), c.FinishCRDDeletion()} {
+		for _, u := range batch {
+			gvk := u.GroupVersionKind()
+			var gvr schema.GroupVersionResource
+			for _, res := range c.resources {
+				if res.GroupVersionKind() == gvk {
+					gvr = res.GroupVersionResource()
+				}
+			}
+			out = append(out, deletedObject{GVR: gvr, Namespace: u.GetNamespace(), Name: u.GetName(), Object: u})
+		}
+	}
+	return out
+}

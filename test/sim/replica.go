@@ -1,0 +1,303 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+
+	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
+	"github.com/Azure/eno-tombstone-recovery/app"
+	"github.com/Azure/eno-tombstone-recovery/domain"
+)
+
+// Request is one API request a replica is about to make, as the scheduler sees it.
+type Request struct {
+	Cluster string // "cp" or "ds"
+	Method  string
+	Path    string
+	Query   string
+	Body    string
+}
+
+func (r Request) String() string {
+	s := r.Cluster + " " + r.Method + " " + r.Path
+	if r.Query != "" {
+		s += "?" + r.Query
+	}
+	return s
+}
+
+// IsCommit is the commit point: the JSON patch on a Composition's status.
+func (r Request) IsCommit() bool {
+	return r.Cluster == "cp" && r.Method == http.MethodPatch && strings.Contains(r.Path, "/compositions/") && strings.HasSuffix(r.Path, "/status")
+}
+
+// IsSliceCreate is a recovery slice's creation (a publish, or step 4's re-creation).
+func (r Request) IsSliceCreate() bool {
+	return r.Cluster == "cp" && r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/resourceslices")
+}
+
+// IsSliceUpdate is a PUT of a slice: a rewrite, a seal or a withdrawal.
+func (r Request) IsSliceUpdate() bool {
+	return r.Cluster == "cp" && r.Method == http.MethodPut && strings.Contains(r.Path, "/resourceslices/")
+}
+
+// IsDecision is a PUT or merge patch of a Composition (the decision, or force-resynthesis).
+func (r Request) IsCompositionWrite() bool {
+	return r.Cluster == "cp" && (r.Method == http.MethodPut || r.Method == http.MethodPatch) &&
+		strings.Contains(r.Path, "/compositions/") && !strings.HasSuffix(r.Path, "/status")
+}
+
+// IsDownstreamRead is a read of an object downstream other than the inventory.
+func (r Request) IsDownstreamRead() bool {
+	return r.Cluster == "ds" && r.Method == http.MethodGet && !strings.Contains(r.Path, "/secrets")
+}
+
+// Verdict is what the scheduler lets a pending request do.
+type Verdict int
+
+const (
+	// Proceed serves the request.
+	Proceed Verdict = iota
+	// CrashBefore stops the replica with the request not applied.
+	CrashBefore
+	// CrashAfter stops the replica with the request applied and its answer lost.
+	CrashAfter
+	// Unavailable answers 503 without applying it.
+	Unavailable
+)
+
+var errCrashed = errors.New("sim: the replica stopped")
+
+type pending struct {
+	req   Request
+	reply chan Verdict
+}
+
+type event struct {
+	req  *pending
+	done *outcome
+}
+
+type outcome struct {
+	res app.Result
+	err error
+}
+
+func (o *outcome) String() string {
+	var parts []string
+	if o.res.Skipped != nil {
+		parts = append(parts, "skipped: "+o.res.Skipped.Error())
+	}
+	if rec := o.res.Recovery; rec != nil {
+		d := rec.Plan.Decision
+		parts = append(parts, fmt.Sprintf("decision %s/%s (%d tombstones, written %v)", d.Outcome, d.Reason, d.Tombstones, rec.Written))
+	}
+	if o.res.Recording != nil {
+		parts = append(parts, "recording ran")
+	}
+	if o.err != nil {
+		parts = append(parts, "error: "+o.err.Error())
+	}
+	if len(parts) == 0 {
+		return "reconcile done"
+	}
+	return "reconcile done: " + strings.Join(parts, "; ")
+}
+
+// replica is one tombstone-recovery process: the real app.Service on the real adapters/k8s,
+// with every API request it makes held until the scheduler lets it through, and caches that
+// serve a view of the API some writes old.
+type replica struct {
+	name   string
+	w      *World
+	svc    *app.Service
+	events chan event
+	cancel context.CancelFunc
+
+	running bool
+	crashed bool
+	pending *pending
+	last    *outcome
+	// compRev and chunkRev are the revisions the Composition cache and the inventory cache
+	// show; they only move forward.
+	compRev, chunkRev int64
+}
+
+type gate struct {
+	r       *replica
+	cluster string
+	next    http.RoundTripper
+}
+
+func (g *gate) RoundTrip(req *http.Request) (*http.Response, error) {
+	if g.r.crashed {
+		return nil, errCrashed
+	}
+	var body []byte
+	if req.Body != nil {
+		body, _ = io.ReadAll(req.Body)
+		_ = req.Body.Close()
+		req.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	p := &pending{req: Request{Cluster: g.cluster, Method: req.Method, Path: req.URL.Path, Query: req.URL.RawQuery, Body: string(body)},
+		reply: make(chan Verdict)}
+	g.r.events <- event{req: p}
+	switch <-p.reply {
+	case CrashBefore:
+		return nil, errCrashed
+	case CrashAfter:
+		resp, err := g.next.RoundTrip(req)
+		if err == nil {
+			_ = resp.Body.Close()
+		}
+		return nil, errCrashed
+	case Unavailable:
+		msg := `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"the server is currently unable to handle the request","reason":"ServiceUnavailable","code":503}`
+		return &http.Response{StatusCode: http.StatusServiceUnavailable, Status: "503 Service Unavailable",
+			Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(msg)),
+			Request: req, ContentLength: int64(len(msg))}, nil
+	}
+	return g.next.RoundTrip(req)
+}
+
+func gated(cfg *rest.Config, g *gate) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	g.next = c.Transport
+	c.Transport = g
+	c.QPS, c.Burst = -1, 0
+	return c
+}
+
+// newReplica builds a replica with empty caches: they show the API as it is now.
+func (w *World) newReplica(name string) *replica {
+	r := &replica{name: name, w: w, events: make(chan event)}
+	r.boot()
+	return r
+}
+
+func (r *replica) boot() {
+	w := r.w
+	r.compRev, r.chunkRev = w.cp.Revision(), w.ds.Revision()
+	cpCfg := gated(w.cp.RESTConfig(controllerManager), &gate{r: r, cluster: "cp"})
+	dsCfg := gated(w.ds.RESTConfig(controllerManager), &gate{r: r, cluster: "ds"})
+	cpDyn := must(dynamic.NewForConfig(cpCfg))
+	dsCore := must(kubernetes.NewForConfig(dsCfg)).CoreV1()
+	dsMeta := must(metadata.NewForConfig(dsCfg))
+	disc := must(discovery.NewDiscoveryClientForConfig(dsCfg))
+	comps := must(k8s.NewCompositions(cpDyn, &staleLister{view: func() view { return w.cp.ViewAt(r.compRev) }}))
+	secrets := must(k8s.NewSecretStore(dsCore, dsMeta, domain.DefaultInventoryNamespace))
+	store := &staleChunks{SecretStore: secrets, view: func() view { return w.ds.ViewAt(r.chunkRev) }}
+	cfg := app.DefaultConfig()
+	cfg.Enabled = true
+	cfg.Now = w.clock.Now
+	cfg.PendingRecheckInterval = w.opts.RecheckInterval
+	cfg.MaxTombstoneFraction = 1
+	r.svc = must(app.New(cfg, app.Deps{
+		Compositions: comps, Guard: comps, Lister: comps, Decisions: comps,
+		Slices: must(k8s.NewSlices(cpDyn)), Sink: must(k8s.NewTombstoneSink(cpDyn)),
+		Store: store, Downstream: must(k8s.NewDownstreamObjects(dsMeta, disc)),
+	}))
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// start begins a reconcile of ref and runs it to its first request.
+func (r *replica) start(ref domain.CompositionRef) {
+	if r.running {
+		panic("sim: replica " + r.name + " is already reconciling")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	r.running = true
+	go func() {
+		res, err := r.svc.Reconcile(ctx, ref)
+		r.events <- event{done: &outcome{res: res, err: err}}
+	}()
+	r.await()
+}
+
+// await takes the replica's next event: its next request, or the end of the reconcile.
+func (r *replica) await() {
+	ev := <-r.events
+	if ev.req != nil {
+		r.pending = ev.req
+		return
+	}
+	r.pending = nil
+	r.running = false
+	r.last = ev.done
+	r.cancel()
+	r.w.logf("replica %s: %s", r.name, ev.done)
+	if r.crashed {
+		r.crashed = false
+		r.boot() // a new process: empty caches
+	}
+}
+
+// step lets the pending request through with v and runs the replica to its next event.
+func (r *replica) step(v Verdict) Request {
+	p := r.pending
+	if p == nil {
+		panic("sim: replica " + r.name + " has no pending request")
+	}
+	if v == CrashBefore || v == CrashAfter {
+		r.crashed = true
+	}
+	p.reply <- v
+	r.await()
+	for r.crashed && r.running { // a stopped process makes no more requests: drain them
+		r.pending.reply <- CrashBefore
+		r.await()
+	}
+	return p.req
+}
+
+// finish runs the reconcile to its end, every request served.
+func (r *replica) finish() {
+	for r.running {
+		r.step(Proceed)
+	}
+}
+
+// reconcile runs one whole reconcile of ref.
+func (r *replica) reconcile(ref domain.CompositionRef) *outcome {
+	r.start(ref)
+	r.finish()
+	return r.last
+}
+
+// runUntil serves requests until the pending one matches, and reports whether it got there
+// (false: the reconcile ended first).
+func (r *replica) runUntil(match func(Request) bool) bool {
+	for r.running {
+		if match(r.pending.req) {
+			return true
+		}
+		r.step(Proceed)
+	}
+	return false
+}
+
+func (r *replica) String() string {
+	state := "idle"
+	if r.running {
+		state = fmt.Sprintf("at %s", r.pending.req)
+	}
+	return fmt.Sprintf("replica %s (%s)", r.name, state)
+}
