@@ -3,8 +3,10 @@ package sim
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
@@ -68,7 +70,50 @@ func (w *World) Step() {
 		n -= c.weight
 	}
 	w.clock.Advance(time.Second)
+	w.states[w.fingerprint()] = true
 }
+
+// fingerprint is the world's state without times and resourceVersions: every object's
+// identity, labels, annotations, spec, data and status, and where each replica stands.
+func (w *World) fingerprint() uint64 {
+	h := fnv.New64a()
+	for _, c := range []cluster{w.cp, w.ds} {
+		for _, res := range c.resources {
+			list, _ := c.ViewAt(c.Revision()).List(res.GroupVersionResource(), "")
+			for _, u := range list {
+				fmt.Fprintf(h, "%s/%s/%s %v %v %v %v %v %v|", res.Resource, u.GetNamespace(), u.GetName(), u.GetUID(), u.GetLabels(),
+					u.GetAnnotations(), u.Object["spec"], u.Object["data"], stripTimes(u.Object["status"]))
+			}
+		}
+	}
+	for _, r := range w.replicas {
+		if r.running {
+			fmt.Fprintf(h, "%s:%s %s|", r.name, r.pending.req.Method, r.pending.req.Path)
+		}
+	}
+	return h.Sum64()
+}
+
+// stripTimes drops the timestamps of a status, so that states differ by what happened only.
+func stripTimes(v any) any {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	out := map[string]any{}
+	for k, x := range m {
+		switch k {
+		case "synthesized", "reconciled", "ready":
+			out[k] = x != nil
+		default:
+			out[k] = stripTimes(x)
+		}
+	}
+	return out
+}
+
+// States is how many distinct states the world went through.
+func (w *World) States() map[uint64]bool { return w.states }
 
 // verdictFor is what the world's faults do to a request: a persistent server error on one
 // object answers 503 every time.
@@ -116,6 +161,29 @@ func Run(opts Options, steps int) (w *World, violations []Violation, unfinished 
 	return w, w.oracle.Violations(), unfinished, nil
 }
 
+// knownByAdversary attributes a random schedule's broken promise to the known failure its
+// adversary takes part in (knownFailures in the tests); a schedule that breaks it with none of
+// these is a new finding.
+var knownByAdversary = map[string]string{"takeover": "K4", "delete-slice": "K1/K2", "delete-composition": "N2"}
+
+// Classify names the known failure a broken schedule belongs to, or "" for a new finding.
+func (w *World) Classify(violations []Violation, unfinished []string) string {
+	if len(violations) == 0 && len(unfinished) == 0 {
+		return ""
+	}
+	var classes []string
+	for _, a := range w.opts.Adversaries {
+		if c, ok := knownByAdversary[a.Name]; ok && !slices.Contains(classes, c) {
+			classes = append(classes, c)
+		}
+	}
+	if len(violations) == 0 && slices.ContainsFunc(w.trace, func(line string) bool { return strings.Contains(line, "eno: cleanup delete "+w.ref.Name+"-recovery-") }) {
+		classes = append(classes, "N6")
+	}
+	slices.Sort(classes)
+	return strings.Join(classes, "+")
+}
+
 // Composition is the story's Composition.
 func (w *World) Composition() domain.CompositionRef { return w.ref }
 
@@ -123,7 +191,8 @@ func (w *World) Composition() domain.CompositionRef { return w.ref }
 // whether replicas crash, and which adversaries (none to two) act.
 func RandomOptions(seed uint64) Options {
 	rng := rand.New(rand.NewPCG(seed, 0xc0ffee))
-	opts := Options{Seed: seed, Stale: rng.IntN(5), Crashes: rng.IntN(2) == 0, Replicas: 1 + rng.IntN(2)}
+	opts := Options{Seed: seed, Stale: rng.IntN(5), Crashes: rng.IntN(2) == 0, Replicas: 1 + rng.IntN(2), Story: DefaultStory()}
+	opts.Story.NewDeletes = rng.IntN(2) == 0
 	all := Adversaries()
 	names := make([]string, 0, len(all))
 	for n := range all {

@@ -74,6 +74,8 @@ type World struct {
 	points []string
 	// unavailable are request paths that answer every replica with 503.
 	unavailable []string
+	// states are the fingerprints of the states the schedule went through.
+	states map[uint64]bool
 }
 
 // New builds the world and plays the story up to the recreated Composition: the old
@@ -90,7 +92,7 @@ func New(opts Options) (*World, error) {
 		opts.Story = DefaultStory()
 	}
 	w := &World{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x5eed)),
-		clock: &Clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}}
+		clock: &Clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, states: map[uint64]bool{}}
 	w.cp = newCluster(w.clock.Now, controlPlaneResources, 1)
 	w.ds = newCluster(w.clock.Now, downstreamResources, 2)
 	w.cpAdmin = must(dynamic.NewForConfig(w.cp.RESTConfig("kubectl")))
