@@ -5,7 +5,7 @@ GOTEST_FLAGS ?= -race -count=1
 FUZZTIME ?= 30s
 BENCHTIME ?= 1x
 
-.PHONY: all build demo test test-unit test-eno testbin generate verify bench scale fuzz mutation clean image image-reproducible eno-reconciler-image release rules-test
+.PHONY: all build demo test sim test-unit test-eno testbin generate verify bench scale fuzz mutation clean image image-reproducible eno-reconciler-image release rules-test
 
 all: verify test
 
@@ -46,6 +46,13 @@ test-eno:
 	echo "test-eno: go test -race -count=1 -tags eno -timeout 40m ./test/eno/... (Eno from $$eno_dir)" && \
 	ENO_DIR="$$eno_dir" TOMBSTONE_RECOVERY_BIN="$(CURDIR)/bin/tombstone-recovery" \
 		$(GO) test -race -count=1 -tags eno -timeout 40m -v $(ENO_TEST_FLAGS) ./test/eno/...
+
+## sim: the simulation of recovery next to a model of Eno (test/sim) over SIM_SCHEDULES random
+## schedules; SIM_SEED=n replays one schedule with its trace. `make test` runs a short one.
+SIM_SCHEDULES ?= 200
+SIM_SEED ?=
+sim:
+	SIM_SCHEDULES=$(SIM_SCHEDULES) SIM_SEED=$(SIM_SEED) $(GO) test -count=1 -timeout 60m -v -run 'TestExplore|TestNamedCases|TestQuietRecovery' ./test/sim/
 
 ## test-unit: the tests that need no API server.
 test-unit:

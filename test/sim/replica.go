@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -126,7 +127,9 @@ type replica struct {
 	cancel context.CancelFunc
 
 	running bool
-	crashed bool
+	// crashed is read by the request goroutines of the process (client-go's discovery fetches
+	// in parallel), so it is atomic.
+	crashed atomic.Bool
 	pending *pending
 	last    *outcome
 	// compRev and chunkRev are the revisions the Composition cache and the inventory cache
@@ -141,7 +144,7 @@ type gate struct {
 }
 
 func (g *gate) RoundTrip(req *http.Request) (*http.Response, error) {
-	if g.r.crashed {
+	if g.r.crashed.Load() {
 		return nil, errCrashed
 	}
 	var body []byte
@@ -244,8 +247,8 @@ func (r *replica) await() {
 	r.last = ev.done
 	r.cancel()
 	r.w.logf("replica %s: %s", r.name, ev.done)
-	if r.crashed {
-		r.crashed = false
+	if r.crashed.Load() {
+		r.crashed.Store(false)
 		r.boot() // a new process: empty caches
 	}
 }
@@ -257,11 +260,11 @@ func (r *replica) step(v Verdict) Request {
 		panic("sim: replica " + r.name + " has no pending request")
 	}
 	if v == CrashBefore || v == CrashAfter {
-		r.crashed = true
+		r.crashed.Store(true)
 	}
 	p.reply <- v
 	r.await()
-	for r.crashed && r.running { // a stopped process makes no more requests: drain them
+	for r.crashed.Load() && r.running { // a stopped process makes no more requests: drain them
 		r.pending.reply <- CrashBefore
 		r.await()
 	}

@@ -31,14 +31,15 @@ func TestQuietRecovery(t *testing.T) {
 	require.Empty(t, w.oracle.Unfinished(t.Context()))
 }
 
-// schedules is how many random schedules TestExplore runs: SIM_SCHEDULES, or a short run.
+// schedules is how many random schedules TestExplore runs: SIM_SCHEDULES, or the short run of
+// `make test` (under two minutes with -race on two cores).
 func schedules(t *testing.T) int {
 	if s := os.Getenv("SIM_SCHEDULES"); s != "" {
 		n, err := strconv.Atoi(s)
 		require.NoError(t, err)
 		return n
 	}
-	return 40
+	return 12
 }
 
 // TestExplore runs random schedules. A schedule that breaks the promise in a way no known
