@@ -53,7 +53,7 @@ func TestRecordReportsOrphansThatRemain(t *testing.T) {
 		if e.Name == "cm-07" {
 			return domain.Observation{State: domain.ObjectAbsent}, nil // Eno deleted it
 		}
-		return domain.Observation{State: domain.ObjectPresent, Created: historyWritten}, nil
+		return domain.Observation{State: domain.ObjectPresent, Created: historyWritten, Changed: historyWritten, UID: testUID}, nil
 	})
 	res, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
 	require.NoError(t, err)
@@ -186,7 +186,7 @@ func TestCarriedTombstonesAtRisk(t *testing.T) {
 			if e.Name == "cm-08" {
 				return domain.Observation{State: domain.ObjectAbsent}, nil
 			}
-			return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour)}, nil
+			return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Changed: historyWritten.Add(-time.Hour), UID: testUID}, nil
 		})
 		res, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
 		require.NoError(t, err)

@@ -25,6 +25,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var errNotFound = ports.ErrNotFound
 
+// testUID is the UID of every object the tests observe present.
+const testUID = "0f1e2d3c-0000-4000-8000-000000000001"
+
 var (
 	now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	// historyWritten is when the downstream API server stored the fixtures' snapshots.
@@ -162,7 +165,7 @@ func newFixture(t *testing.T) *fixture {
 		downstream: &portsfakes.FakeDownstreamReader{},
 	}
 	// Downstream, every object the history names exists and is older than the history.
-	f.downstream.ObserveObjectReturns(domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour)}, nil)
+	f.downstream.ObserveObjectReturns(domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Changed: historyWritten.Add(-time.Hour), UID: testUID}, nil)
 	rs := resources(9)
 	f.setSynthesis(synthID, rs[:5], rs[5:])
 	f.comp = composition(uid, synthID, f.slices, true)
@@ -186,6 +189,16 @@ func newFixture(t *testing.T) *fixture {
 				Annotations: h.SliceAnnotations(), Resources: parts[i]}
 		}
 		return names, nil
+	})
+	// Like an API server, an armed Composition is what the next live read returns.
+	f.sink.ArmTombstonesCalls(func(_ context.Context, c domain.Composition, digest string) (domain.Composition, error) {
+		f.comp.Annotations = maps.Clone(f.comp.Annotations)
+		if f.comp.Annotations == nil {
+			f.comp.Annotations = map[string]string{}
+		}
+		f.comp.Annotations[domain.AnnotationArmed] = digest
+		c.Annotations = maps.Clone(f.comp.Annotations)
+		return c, nil
 	})
 	f.sink.CommitTombstonesCalls(func(_ context.Context, _ domain.Composition, _ domain.Handoff, names []string) error {
 		var missing []string

@@ -27,8 +27,9 @@ func (s *Service) handOff(ctx context.Context, comp domain.Composition, plan dom
 	return s.writeRecovered(ctx, comp, plan, slices, h)
 }
 
-// publishAndCommit publishes every recovery slice (step 1), then appends them all to the
-// synthesis in one write (step 2, the commit point). It returns the slices' names, the first
+// publishAndCommit publishes every recovery slice (step 1), arms the Composition for the
+// hand-off's digest, then appends them all to the synthesis in one write (step 2, the commit
+// point). It returns the slices' names, the first
 // one first (design §6.2).
 func (s *Service) publishAndCommit(ctx context.Context, comp domain.Composition, h domain.Handoff) ([]string, error) {
 	fail := func(step string, err error) ([]string, error) {
@@ -47,6 +48,11 @@ func (s *Service) publishAndCommit(ctx context.Context, comp domain.Composition,
 	}
 	if live, err = s.recheck(ctx, comp, s.readyToCommit(comp)); err != nil {
 		return fail("committing", err)
+	}
+	// Arm, then commit on the armed object: its resourceVersion guards the commit. A resume
+	// never arms again, so a disarm by hand or by the pending check sticks.
+	if live, err = s.deps.Sink.ArmTombstones(ctx, live, h.Digest); err != nil {
+		return fail("arming", err)
 	}
 	if err := s.deps.Sink.CommitTombstones(ctx, live, h, slices); err != nil {
 		return fail("committing", err)

@@ -115,6 +115,26 @@ func TestHandoffFaults(t *testing.T) {
 		assert.True(t, res.Written)
 		assert.Equal(t, 1, f.sink.EnsureTombstonesCallCount())
 		assert.Equal(t, 1, f.sink.RequestResynthesisCallCount())
+		assert.Equal(t, 1, f.sink.ArmTombstonesCallCount(), "a resume never arms again: a disarm sticks")
+	})
+	t.Run("arming conflicts: nothing committed, the next pass hands off", func(t *testing.T) {
+		f := newRecovery(t)
+		arm := f.sink.ArmTombstonesStub
+		f.sink.ArmTombstonesCalls(func(c context.Context, comp domain.Composition, digest string) (domain.Composition, error) {
+			if f.sink.ArmTombstonesCallCount() == 1 {
+				return domain.Composition{}, fmt.Errorf("patch composition: %w", ports.ErrConflict)
+			}
+			return arm(c, comp, digest)
+		})
+		_, err := f.service(t).Recover(ctx(t), f.comp)
+		require.ErrorIs(t, err, ports.ErrConflict)
+		assert.Zero(t, f.sink.CommitTombstonesCallCount())
+		assert.Zero(t, f.decisions.WriteDecisionCallCount())
+
+		_, err = f.service(t).Recover(ctx(t), f.comp)
+		require.NoError(t, err)
+		assert.Equal(t, 1, f.sink.CommitTombstonesCallCount())
+		assert.Equal(t, domain.OutcomeRecovered, writtenDecision(t, f).Outcome)
 	})
 	t.Run("crash between the decision and the forced resynthesis", func(t *testing.T) {
 		f := newRecovery(t)
@@ -503,9 +523,9 @@ func TestHandoffOfSeveralSlices(t *testing.T) {
 		require.NoError(t, err)
 		f.downstream.ObserveObjectCalls(func(_ context.Context, e domain.Entry) (domain.Observation, error) {
 			if e.Name == recreated.Name {
-				return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour)}, nil
+				return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour), Changed: historyWritten.Add(time.Hour), UID: testUID}, nil
 			}
-			return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour)}, nil
+			return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Changed: historyWritten.Add(-time.Hour), UID: testUID}, nil
 		})
 		reads, observed := f.reader.GetSliceCallCount(), f.downstream.ObserveObjectCallCount()
 
@@ -562,7 +582,7 @@ func TestResumeWithAGonePartChecksTheOthers(t *testing.T) {
 	_, names := publishedParts(t, f)
 	delete(f.published, names[1])
 	f.downstream.ObserveObjectCalls(func(_ context.Context, e domain.Entry) (domain.Observation, error) {
-		return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour)}, nil
+		return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour), Changed: historyWritten.Add(time.Hour), UID: testUID}, nil
 	})
 	_, _ = f.service(t).Recover(ctx(t), f.comp)
 	require.GreaterOrEqual(t, f.sink.WithdrawTombstonesCallCount(), 1)

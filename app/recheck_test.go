@@ -226,13 +226,13 @@ func TestPendingHandoffWithdrawsOnEveryFailedCheck(t *testing.T) {
 		want    []string
 	}{
 		"everything still passes": {func(domain.Entry) domain.Observation {
-			return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour)}
+			return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Changed: historyWritten.Add(-time.Hour), UID: testUID}
 		}, nil, nil},
 		"an object is gone": {func(e domain.Entry) domain.Observation {
 			if e.Name == "cm-07" {
 				return domain.Observation{State: domain.ObjectAbsent}
 			}
-			return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour)}
+			return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Changed: historyWritten.Add(-time.Hour), UID: testUID}
 		}, nil, []string{"cm-07"}},
 		"an object can no longer be read": {func(domain.Entry) domain.Observation {
 			return domain.Observation{State: domain.ObjectUnreadable, Detail: "forbidden"}
@@ -241,7 +241,7 @@ func TestPendingHandoffWithdrawsOnEveryFailedCheck(t *testing.T) {
 			return domain.Observation{State: domain.ObjectPresent}
 		}, nil, []string{"cm-07", "cm-08"}},
 		"the slice lost the history's write time": {func(domain.Entry) domain.Observation {
-			return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour)}
+			return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Changed: historyWritten.Add(-time.Hour), UID: testUID}
 		}, func(s *domain.ResourceSlice) { delete(s.Annotations, domain.AnnotationHistoryWritten) }, []string{"cm-07", "cm-08"}},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -274,7 +274,7 @@ func TestPendingHandoffWithdrawsOnEveryFailedCheck(t *testing.T) {
 // backoff; the next pass withdraws from what it reads then.
 func TestPendingHandoffFaults(t *testing.T) {
 	newer := func(_ context.Context, e domain.Entry) (domain.Observation, error) {
-		return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour)}, nil
+		return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour), Changed: historyWritten.Add(time.Hour), UID: testUID}, nil
 	}
 	t.Run("the slice changed since it was read", func(t *testing.T) {
 		f := pendingFixture(t)
@@ -337,7 +337,7 @@ func TestPendingRecheckRunsWhateverStepFourMeets(t *testing.T) {
 	f.sink.EnsureTombstonesStub = nil
 	f.sink.EnsureTombstonesReturns(errors.New("recovery slice is being deleted; it is created again once it is gone"))
 	f.downstream.ObserveObjectCalls(func(_ context.Context, e domain.Entry) (domain.Observation, error) {
-		return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour)}, nil
+		return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour), Changed: historyWritten.Add(time.Hour), UID: testUID}, nil
 	})
 	_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
 	require.Error(t, err)
@@ -351,9 +351,9 @@ func recreatedSince(names ...string) func(context.Context, domain.Entry) (domain
 	return func(_ context.Context, e domain.Entry) (domain.Observation, error) {
 		for _, n := range names {
 			if e.Name == n {
-				return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour)}, nil
+				return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour), Changed: historyWritten.Add(time.Hour), UID: testUID}, nil
 			}
 		}
-		return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour)}, nil
+		return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Changed: historyWritten.Add(-time.Hour), UID: testUID}, nil
 	}
 }

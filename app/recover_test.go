@@ -72,16 +72,21 @@ func TestRecoverPublishesTombstonesForOrphansThenWritesTheDecision(t *testing.T)
 	f := recoveryFixture(t, rs, rs[:6], []res{patch, tomb})
 	f.cfg.MaxTombstoneFraction = 1
 
-	// One shared log shows the order of the hand-off (design §6.2): publish, commit, decision,
-	// slice check, forced resynthesis.
+	// One shared log shows the order of the hand-off (design §6.2): publish, arm, commit on the
+	// armed Composition, decision, slice check, forced resynthesis.
 	var order []string
-	publish, commit, resynth := f.sink.PublishTombstonesStub, f.sink.CommitTombstonesStub, f.sink.RequestResynthesisStub
+	publish, arm, commit, resynth := f.sink.PublishTombstonesStub, f.sink.ArmTombstonesStub, f.sink.CommitTombstonesStub, f.sink.RequestResynthesisStub
 	f.sink.PublishTombstonesCalls(func(ctx context.Context, c domain.Composition, h domain.Handoff) ([]string, error) {
 		order = append(order, "publish")
 		return publish(ctx, c, h)
 	})
+	f.sink.ArmTombstonesCalls(func(ctx context.Context, c domain.Composition, digest string) (domain.Composition, error) {
+		order = append(order, "arm")
+		return arm(ctx, c, digest)
+	})
 	f.sink.CommitTombstonesCalls(func(ctx context.Context, c domain.Composition, h domain.Handoff, slices []string) error {
 		order = append(order, "commit")
+		assert.Equal(t, h.Digest, c.Annotations[domain.AnnotationArmed], "committed on the armed Composition")
 		return commit(ctx, c, h, slices)
 	})
 	write := f.decisions.WriteDecisionStub
@@ -100,7 +105,7 @@ func TestRecoverPublishesTombstonesForOrphansThenWritesTheDecision(t *testing.T)
 
 	res, err := f.service(t).Recover(ctx(t), f.comp)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"publish", "commit", "decision", "ensure", "resynthesize"}, order)
+	assert.Equal(t, []string{"publish", "arm", "commit", "decision", "ensure", "resynthesize"}, order)
 
 	published := res.Plan.Tombstones
 	assert.Equal(t, []string{"ConfigMap/team-a/cm-06", "ConfigMap/team-a/cm-07"}, tombstoneIDs(published))
@@ -108,7 +113,14 @@ func TestRecoverPublishesTombstonesForOrphansThenWritesTheDecision(t *testing.T)
 	assert.Equal(t, map[string]string{domain.AnnotationDeletionGroup: "1"}, published[0].Entry.Annotations)
 	_, _, h := f.sink.PublishTombstonesArgsForCall(0)
 	require.Len(t, h.Resources, 2)
-	assert.Equal(t, domain.SliceResource{Manifest: published[0].Manifest(), Deleted: true}, h.Resources[0])
+	assert.True(t, h.Resources[0].Deleted)
+	back, withdrawn, err := domain.ParseTombstone(h.Resources[0])
+	require.NoError(t, err)
+	assert.False(t, withdrawn)
+	assert.Equal(t, published[0].Entry, back)
+	assert.Equal(t, testUID, published[0].UID, "its precondition names the UID read before the hand-off")
+	_, _, armed := f.sink.ArmTombstonesArgsForCall(0)
+	assert.Equal(t, h.Digest, armed)
 	_, _, _, committed := f.sink.CommitTombstonesArgsForCall(0)
 	assert.Equal(t, []string{"web-recovery-11111111"}, committed)
 	_, _, ensured, eh := f.sink.EnsureTombstonesArgsForCall(0)
@@ -659,7 +671,7 @@ func snapshotSecretsOfLineage(t *testing.T, l, compUID, uuid string, rs []res) [
 // finds decides what is published.
 func TestRecoverChecksEachTombstoneDownstream(t *testing.T) {
 	rs := resources(9)
-	old := domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour)}
+	old := domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Changed: historyWritten.Add(-time.Hour), UID: testUID}
 	tests := []struct {
 		name      string
 		observe   func(domain.Entry) (domain.Observation, error)
@@ -678,7 +690,7 @@ func TestRecoverChecksEachTombstoneDownstream(t *testing.T) {
 		}, domain.OutcomeRecovered, "", []string{"cm-08"}, false},
 		{"one object re-created by hand after the history", func(e domain.Entry) (domain.Observation, error) {
 			if e.Name == "cm-08" {
-				return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Minute)}, nil
+				return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Minute), Changed: historyWritten.Add(time.Minute), UID: testUID}, nil
 			}
 			return old, nil
 		}, domain.OutcomeRecovered, "", []string{"cm-07"}, false},

@@ -186,7 +186,7 @@ func TestPlanRecoveryOrderOfEvaluation(t *testing.T) {
 	allPresentOld := func(ts []domain.Tombstone) map[domain.ResourceID]domain.Observation {
 		m := map[domain.ResourceID]domain.Observation{}
 		for _, x := range ts {
-			m[x.Entry.ID()] = domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour)}
+			m[x.Entry.ID()] = domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Changed: historyWritten.Add(-time.Hour), UID: testUID}
 		}
 		return m
 	}
@@ -223,7 +223,7 @@ func TestPlanRecoveryOrderOfEvaluation(t *testing.T) {
 				if i < 3 {
 					obs[e.ID()] = domain.Observation{State: domain.ObjectAbsent}
 				} else {
-					obs[e.ID()] = domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour)}
+					obs[e.ID()] = domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Changed: historyWritten.Add(-time.Hour), UID: testUID}
 				}
 			}
 			in.Observed = obs
@@ -233,7 +233,7 @@ func TestPlanRecoveryOrderOfEvaluation(t *testing.T) {
 			in := domain.RecoveryInput{Snapshot: predSnap, Synthesis: producing(t, 0), MaxTombstoneFraction: 0.5}
 			var ts []domain.Tombstone
 			for _, e := range entriesN(4) {
-				ts = append(ts, domain.Tombstone{Entry: e})
+				ts = append(ts, domain.Tombstone{Entry: e, UID: testUID})
 			}
 			in.Observed = allPresentOld(ts)
 			return in

@@ -39,14 +39,14 @@ func CarriedTombstones(c Composition, s ResourceSlice) (pending, withdrawn []Tom
 		return nil, nil, fmt.Errorf("resource slice %s holds synthesis %q, not the previous synthesis %q", s.Name, s.SynthesisUUID, prev.UUID)
 	}
 	for i, r := range s.Resources {
-		e, off, err := ParseTombstone(r)
+		t, off, err := readTombstone(r)
 		if err != nil {
 			return nil, nil, fmt.Errorf("resource slice %s, resource %d: %w", s.Name, i, err)
 		}
 		if off {
-			withdrawn = append(withdrawn, Tombstone{Entry: e})
+			withdrawn = append(withdrawn, t)
 		} else {
-			pending = append(pending, Tombstone{Entry: e})
+			pending = append(pending, t)
 		}
 	}
 	return pending, withdrawn, nil

@@ -56,8 +56,8 @@ func TestCarriedTombstones(t *testing.T) {
 func TestRemainingOrphans(t *testing.T) {
 	_, ts := pendingSlice(t, "b", "a", "c", "d")
 	observed := map[domain.ResourceID]domain.Observation{
-		ts[0].Entry.ID(): {State: domain.ObjectPresent, Created: time.Now()},
-		ts[1].Entry.ID(): {State: domain.ObjectPresent, Created: time.Now()},
+		ts[0].Entry.ID(): {State: domain.ObjectPresent, Created: time.Now(), Changed: time.Now(), UID: testUID},
+		ts[1].Entry.ID(): {State: domain.ObjectPresent, Created: time.Now(), Changed: time.Now(), UID: testUID},
 		ts[2].Entry.ID(): {State: domain.ObjectAbsent},
 		ts[3].Entry.ID(): {State: domain.ObjectUnreadable},
 	}
@@ -75,14 +75,14 @@ func TestWaitingAndAtRisk(t *testing.T) {
 		domain.SliceResource{Manifest: domain.Withdrawn(domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "e"}).Manifest, Deleted: true},
 	)})
 	require.NoError(t, err)
-	withdrawnE := domain.Tombstone{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "e"}}
+	withdrawnE := domain.Tombstone{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "e"}, UID: testUID}
 	waiting := domain.Waiting(append(ts, withdrawnE), current)
 	assert.Equal(t, []domain.ResourceID{ts[0].Entry.ID(), ts[1].Entry.ID(), ts[2].Entry.ID()}, tombstoneIDs(waiting))
 
 	observed := map[domain.ResourceID]domain.Observation{
-		ts[0].Entry.ID(): {State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour)}, // as recorded
-		ts[1].Entry.ID(): {State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour)},  // re-created
-		ts[2].Entry.ID(): {State: domain.ObjectAbsent},                                           // Eno did it
+		ts[0].Entry.ID(): {State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Changed: historyWritten.Add(-time.Hour), UID: testUID}, // as recorded
+		ts[1].Entry.ID(): {State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour), Changed: historyWritten.Add(time.Hour), UID: testUID},   // re-created
+		ts[2].Entry.ID(): {State: domain.ObjectAbsent},                                                                                                  // Eno did it
 	}
 	risk := domain.AtRisk(waiting, observed, historyWritten, true)
 	require.Len(t, risk, 1)

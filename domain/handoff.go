@@ -38,6 +38,10 @@ type Handoff struct {
 	// HistoryWritten is the write time of the history the tombstones came from; the pending
 	// hand-off's recheck compares objects with it (design §6.2).
 	HistoryWritten time.Time
+	// Digest names the hand-off; the Composition's AnnotationArmed carries it while the
+	// tombstones may act. Read back from the tombstones' preconditions; empty when every one
+	// was withdrawn.
+	Digest string
 	// partLens is how many of Resources each recovery slice holds: the cut by the budget for a
 	// planned hand-off, the slices' own for one read back (a withdrawal changes a manifest's
 	// size, so cutting again could move a tombstone to another slice). Nil cuts by the budget.
@@ -56,8 +60,13 @@ func NewHandoff(plan RecoveryPlan) (Handoff, error) {
 	}
 	h := Handoff{Decision: d, Resources: make([]SliceResource, len(plan.Tombstones)), HistoryWritten: plan.HistoryWritten.UTC()}
 	h.Decision.TombstoneSlice = ""
+	h.Digest = handoffDigest(d.SynthesisUUID, h.HistoryWritten, plan.Tombstones)
 	for i, t := range plan.Tombstones {
-		h.Resources[i] = SliceResource{Manifest: t.Manifest(), Deleted: true}
+		m, err := selfCheckingManifest(t, h.HistoryWritten, h.Digest)
+		if err != nil {
+			return Handoff{}, err
+		}
+		h.Resources[i] = SliceResource{Manifest: m, Deleted: true}
 	}
 	lens, err := cutRecoverySlices(h.Resources)
 	if err != nil {
@@ -224,13 +233,34 @@ func HandoffFromSlice(c Composition, s ResourceSlice) (Handoff, error) {
 	if d.Outcome != OutcomeRecovered || d.SynthesisUUID != uuid {
 		return Handoff{}, fmt.Errorf("resource slice %s carries a %s decision for synthesis %q, not Recovered for %q", s.Name, d.Outcome, d.SynthesisUUID, uuid)
 	}
+	digest := ""
 	for i, r := range s.Resources {
 		if !r.Deleted {
 			return Handoff{}, fmt.Errorf("resource slice %s: resource %d is not a tombstone", s.Name, i)
 		}
+		if digest, err = sameDigest(digest, r); err != nil {
+			return Handoff{}, fmt.Errorf("resource slice %s: resource %d: %w", s.Name, i, err)
+		}
 	}
 	written, _ := HistoryWrittenAt(s)
-	return Handoff{Decision: d, Resources: s.Resources, HistoryWritten: written, partLens: []int{len(s.Resources)}}, nil
+	return Handoff{Decision: d, Resources: s.Resources, HistoryWritten: written, Digest: digest, partLens: []int{len(s.Resources)}}, nil
+}
+
+// sameDigest is the hand-off digest that r's precondition names, which must be digest unless
+// that is still empty; a withdrawn tombstone names none and keeps digest.
+func sameDigest(digest string, r SliceResource) (string, error) {
+	m, err := readManifest([]byte(r.Manifest))
+	if err != nil {
+		return "", err
+	}
+	_, d, ok := readSelfCheck(m.Annotations)
+	switch {
+	case !ok:
+		return digest, nil
+	case digest != "" && d != digest:
+		return "", fmt.Errorf("its precondition names hand-off %s, another tombstone %s", d, digest)
+	}
+	return d, nil
 }
 
 // HandoffFromSlices reads back the hand-off that the recovery slices of the Composition's
@@ -248,7 +278,13 @@ func HandoffFromSlices(c Composition, parts []ResourceSlice) (Handoff, error) {
 			return Handoff{}, &RecoverySliceInvalidError{Slice: s.Name, Detail: err.Error()}
 		}
 		if i == 0 {
-			h = Handoff{Decision: p.Decision, HistoryWritten: p.HistoryWritten}
+			h = Handoff{Decision: p.Decision, HistoryWritten: p.HistoryWritten, Digest: p.Digest}
+		}
+		if p.Digest != "" && h.Digest != "" && p.Digest != h.Digest {
+			return Handoff{}, &RecoverySliceInvalidError{Slice: s.Name, Detail: "its tombstones name hand-off " + p.Digest + ", the first slice's " + h.Digest}
+		}
+		if h.Digest == "" {
+			h.Digest = p.Digest
 		}
 		h.Resources = append(h.Resources, p.Resources...)
 		h.partLens = append(h.partLens, len(p.Resources))

@@ -80,7 +80,7 @@ func largePlan(n, size int) domain.RecoveryPlan {
 	ts := make([]domain.Tombstone, n)
 	for i := range ts {
 		ts[i] = domain.Tombstone{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: fmt.Sprintf("cm-%04d", i),
-			Annotations: map[string]string{domain.AnnotationOverrides: strings.Repeat("o", size)}}}
+			Annotations: map[string]string{"example.com/filler": strings.Repeat("o", size)}}, UID: testUID}
 	}
 	return domain.RecoveryPlan{
 		Decision:       domain.Decision{SynthesisUUID: synUUID, Outcome: domain.OutcomeRecovered, Tombstones: n},

@@ -23,7 +23,11 @@ func TestNewHandoff(t *testing.T) {
 	assert.Equal(t, synUUID, h.SynthesisUUID())
 	require.Len(t, h.Resources, 1)
 	assert.True(t, h.Resources[0].Deleted)
-	assert.Equal(t, p.Tombstones[0].Manifest(), h.Resources[0].Manifest)
+	e, withdrawn, err := domain.ParseTombstone(h.Resources[0])
+	require.NoError(t, err)
+	assert.False(t, withdrawn)
+	assert.Equal(t, p.Tombstones[0].Entry, e, "the recorded entry, disabled unless its precondition holds")
+	assert.Contains(t, h.Resources[0].Manifest, `"eno.azure.io/disable-reconciliation":"true"`)
 
 	d := h.DecisionFor("web-recovery-11111111")
 	assert.Equal(t, "web-recovery-11111111", d.TombstoneSlice)
@@ -34,6 +38,7 @@ func TestNewHandoff(t *testing.T) {
 		{Decision: domain.Decision{Outcome: domain.OutcomeNothingToRecover}},
 		{Decision: domain.Decision{Outcome: domain.OutcomeRecovered}},
 		{Decision: domain.Decision{Outcome: domain.OutcomeHeldForReview}, Held: p.Tombstones},
+		{Decision: p.Decision, Tombstones: p.Tombstones}, // no write time: no precondition to write
 	} {
 		_, err := domain.NewHandoff(bad)
 		assert.Error(t, err)

@@ -152,6 +152,9 @@ func secretsFor(t testing.TB, inv domain.Inventory, m domain.SnapshotMeta, maxBy
 // historyWritten is when the API server stored the test snapshots' data (design §6.3).
 var historyWritten = time.Date(2025, 6, 1, 11, 0, 0, 0, time.UTC)
 
+// testUID is the UID of every object the tests observe present.
+const testUID = "0f1e2d3c-0000-4000-8000-000000000001"
+
 // planObserved plans, and when the plan asks for downstream reads, answers them with every
 // object present and older than the history, then plans again: recovery as it runs when the
 // downstream cluster holds exactly what the history recorded.
@@ -165,7 +168,7 @@ func planObserved(t testing.TB, in domain.RecoveryInput) domain.RecoveryPlan {
 	require.NotEmpty(t, p.Verify)
 	in.Observed = map[domain.ResourceID]domain.Observation{}
 	for _, ts := range p.Verify {
-		in.Observed[ts.Entry.ID()] = domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-24 * time.Hour)}
+		in.Observed[ts.Entry.ID()] = domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-24 * time.Hour), Changed: historyWritten.Add(-24 * time.Hour), UID: testUID}
 	}
 	p, err = domain.PlanRecovery(in)
 	require.NoError(t, err)

@@ -11,22 +11,39 @@ import (
 const AnnotationHistoryWritten = "eno.azure.io/tombstone-recovery-history-written"
 
 // ParseTombstone reads back one tombstone of a recovery slice: the entry it deletes, and
-// whether it was withdrawn (reconciliation disabled, so Eno skips it).
+// whether it was withdrawn (reconciliation disabled with no override that could enable it, so
+// Eno skips it). A self-checking tombstone is disabled too, but its override may enable it.
 func ParseTombstone(r SliceResource) (Entry, bool, error) {
+	t, withdrawn, err := readTombstone(r)
+	return t.Entry, withdrawn, err
+}
+
+// readTombstone is ParseTombstone with the UID its precondition names, if it has one.
+func readTombstone(r SliceResource) (Tombstone, bool, error) {
 	if !r.Deleted {
-		return Entry{}, false, fmt.Errorf("resource is not a tombstone")
+		return Tombstone{}, false, fmt.Errorf("resource is not a tombstone")
 	}
 	m, err := readManifest([]byte(r.Manifest))
 	if err != nil {
-		return Entry{}, false, err
+		return Tombstone{}, false, err
 	}
 	group, version := splitAPIVersion(m.APIVersion)
 	e := Entry{Group: group, Version: version, Kind: m.Kind, Namespace: m.Namespace, Name: m.Name,
 		Labels: m.Labels, Annotations: m.Annotations}
 	if err := e.validateRequired(); err != nil {
-		return Entry{}, false, err
+		return Tombstone{}, false, err
 	}
-	return e, e.Annotations[AnnotationDisableReconciliation] == "true", nil
+	if uid, _, ok := readSelfCheck(e.Annotations); ok {
+		// The recorded entry, as the tombstone was built from it (its overrides were dropped).
+		delete(e.Annotations, AnnotationDisableReconciliation)
+		delete(e.Annotations, AnnotationOverrides)
+		if len(e.Annotations) == 0 {
+			e.Annotations = nil
+		}
+		return Tombstone{Entry: e, UID: uid}, false, nil
+	}
+	_, overridden := e.Annotations[AnnotationOverrides]
+	return Tombstone{Entry: e}, e.Annotations[AnnotationDisableReconciliation] == "true" && !overridden, nil
 }
 
 // Withdrawn is the tombstone of e that Eno skips: reconciliation disabled, and the overrides
@@ -48,12 +65,12 @@ func Withdrawn(e Entry) SliceResource {
 func PendingTombstones(s ResourceSlice) ([]Tombstone, error) {
 	var out []Tombstone
 	for i, r := range s.Resources {
-		e, withdrawn, err := ParseTombstone(r)
+		t, withdrawn, err := readTombstone(r)
 		if err != nil {
 			return nil, fmt.Errorf("resource slice %s, resource %d: %w", s.Name, i, err)
 		}
 		if !withdrawn {
-			out = append(out, Tombstone{Entry: e})
+			out = append(out, t)
 		}
 	}
 	return out, nil

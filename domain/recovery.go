@@ -12,6 +12,8 @@ import (
 // Tombstone asks Eno to delete a resource the previous incarnation deployed.
 type Tombstone struct {
 	Entry Entry
+	// UID is the object's UID as read just before the hand-off; its precondition names it.
+	UID string
 }
 
 type tombstoneMeta struct {

@@ -328,7 +328,7 @@ func TestTombstoneManifest(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.entry.Kind, func(t *testing.T) {
-			m := domain.Tombstone{Entry: tt.entry}.Manifest()
+			m := domain.Tombstone{Entry: tt.entry, UID: testUID}.Manifest()
 			assert.Equal(t, tt.want, m)
 			// Eno reading the tombstone back sees the same identity, already tombstoned.
 			got, err := domain.ReadSynthesis(composition(), []domain.ResourceSlice{

@@ -28,6 +28,8 @@ type Observation struct {
 	// Changed is the newest write of the object itself by any field manager (its
 	// managedFields' times, subresources aside); zero when unknown.
 	Changed time.Time
+	// UID is the object's UID.
+	UID string
 	// Detail says why an object is unreadable.
 	Detail string
 }
@@ -119,10 +121,17 @@ func VerifyTombstones(tombstones []Tombstone, observed map[ResourceID]Observatio
 		case o.Created.Truncate(time.Second).After(writeTime.Truncate(time.Second)):
 			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropNewer,
 				Detail: fmt.Sprintf("created %s, history written %s", o.Created.UTC().Format(time.RFC3339), writeTime.UTC().Format(time.RFC3339))})
+		case o.Changed.IsZero():
+			// No managedFields: the object has no write history, so nothing tells it apart from
+			// one an operator or another tool took over since (its precondition fails too).
+			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropUnreadable, Detail: "it has no managedFields: no write history"})
+		case o.UID == "" || !celLiteral.MatchString(o.UID):
+			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropUnreadable, Detail: fmt.Sprintf("its UID %q cannot be checked by its precondition", o.UID)})
 		case o.Changed.Truncate(time.Second).After(writeTime.Truncate(time.Second)):
 			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropChanged,
 				Detail: fmt.Sprintf("written %s, history written %s", o.Changed.UTC().Format(time.RFC3339), writeTime.UTC().Format(time.RFC3339))})
 		default:
+			t.UID = o.UID
 			keep = append(keep, t)
 		}
 	}

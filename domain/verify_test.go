@@ -15,10 +15,10 @@ import (
 func TestVerifyTombstones(t *testing.T) {
 	written := time.Date(2025, 6, 1, 11, 0, 0, 0, time.UTC)
 	ts := func(n string) domain.Tombstone {
-		return domain.Tombstone{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: n}}
+		return domain.Tombstone{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: n}, UID: testUID}
 	}
 	present := func(created time.Time) domain.Observation {
-		return domain.Observation{State: domain.ObjectPresent, Created: created}
+		return domain.Observation{State: domain.ObjectPresent, Created: created, Changed: created, UID: testUID}
 	}
 	tests := []struct {
 		name   string
@@ -27,7 +27,7 @@ func TestVerifyTombstones(t *testing.T) {
 		keep   bool
 		reason domain.DropReason
 	}{
-		{"older object", &domain.Observation{State: domain.ObjectPresent, Created: written.Add(-time.Hour)}, true, true, domain.DropReason{}},
+		{"older object", &domain.Observation{State: domain.ObjectPresent, Created: written.Add(-time.Hour), Changed: written.Add(-time.Hour), UID: testUID}, true, true, domain.DropReason{}},
 		{"created in the very second the history was written", ptr(present(written.Add(900 * time.Millisecond))), true, true, domain.DropReason{}},
 		{"created one second after", ptr(present(written.Add(time.Second))), true, false, domain.DropNewer},
 		{"created a day after (re-created by hand)", ptr(present(written.Add(24 * time.Hour))), true, false, domain.DropNewer},
@@ -68,8 +68,8 @@ func TestPlanRecoveryVerification(t *testing.T) {
 	for i, e := range entriesN(4) {
 		ids[i] = e.ID()
 	}
-	old := domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour)}
-	newer := domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour)}
+	old := domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Changed: historyWritten.Add(-time.Hour), UID: testUID}
+	newer := domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour), Changed: historyWritten.Add(time.Hour), UID: testUID}
 	gone := domain.Observation{State: domain.ObjectAbsent}
 	unreadable := domain.Observation{State: domain.ObjectUnreadable, Detail: "forbidden"}
 	tests := []struct {

@@ -70,6 +70,11 @@ type TombstoneSink interface {
 	// finalizer, or rewrites each to h while the synthesis does not name it yet. It returns the
 	// slices' names in part order, the first one first.
 	PublishTombstones(ctx context.Context, comp domain.Composition, h domain.Handoff) ([]string, error)
+	// ArmTombstones sets domain.AnnotationArmed on comp to digest, guarded by comp's UID and
+	// resourceVersion (ErrConflict otherwise), and returns the Composition as written. Every
+	// tombstone of the hand-off named digest checks for it on Eno's live read (design §6.2).
+	// Already armed with digest: no write, comp is returned as it is.
+	ArmTombstones(ctx context.Context, comp domain.Composition, digest string) (domain.Composition, error)
 	// CommitTombstones (step 2, the commit point) re-reads every slice live, checks that each
 	// holds exactly its part of h, seals it (domain.AnnotationRecoverySealed), then appends them
 	// all, in order, to comp's current synthesis in one write, guarded by its UUID, no in-flight

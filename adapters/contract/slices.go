@@ -479,12 +479,15 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 	})
 }
 
+// testUID is the UID recovery saw of every object the suite hands over as a tombstone.
+const testUID = "0f1e2d3c-0000-4000-8000-000000000001"
+
 func sampleTombstones() []domain.Tombstone {
 	return []domain.Tombstone{
 		{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "web-settings",
 			Labels:      map[string]string{"app": "web"},
-			Annotations: map[string]string{domain.AnnotationDeletionGroup: "2"}}},
-		{Entry: domain.Entry{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole", Name: "web-reader"}},
+			Annotations: map[string]string{domain.AnnotationDeletionGroup: "2"}}, UID: testUID},
+		{Entry: domain.Entry{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole", Name: "web-reader"}, UID: testUID},
 	}
 }
 
@@ -503,7 +506,7 @@ func largeHandoff(comp domain.Composition) domain.Handoff {
 	ts := make([]domain.Tombstone, largeHandoffTombstones)
 	for i := range ts {
 		ts[i] = domain.Tombstone{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: fmt.Sprintf("large-%02d", i),
-			Annotations: map[string]string{"example.com/padding": strings.Repeat("x", domain.MaxSliceManifestBytes/5)}}}
+			Annotations: map[string]string{"example.com/padding": strings.Repeat("x", domain.MaxSliceManifestBytes/5)}}, UID: testUID}
 	}
 	return handoffOf(comp, ts)
 }

@@ -435,8 +435,8 @@ func sampleTombstones() []domain.Tombstone {
 	return []domain.Tombstone{
 		{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "web-settings",
 			Labels:      map[string]string{"app": "web"},
-			Annotations: map[string]string{domain.AnnotationDeletionGroup: "2"}}},
-		{Entry: domain.Entry{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole", Name: "web-reader"}},
+			Annotations: map[string]string{domain.AnnotationDeletionGroup: "2"}}, UID: testUID},
+		{Entry: domain.Entry{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole", Name: "web-reader"}, UID: testUID},
 	}
 }
 

@@ -197,8 +197,8 @@ func TestSliceFromUnstructuredDeleting(t *testing.T) {
 func TestRecoverySlice(t *testing.T) {
 	comp := domain.Composition{Namespace: "team-a", Name: "web", UID: "uid-1", Synthesis: &domain.Synthesis{UUID: "abcdef0123456789"}}
 	tombstones := []domain.Tombstone{
-		{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "old"}},
-		{Entry: domain.Entry{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "team-a", Name: "gone"}},
+		{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "old"}, UID: testUID},
+		{Entry: domain.Entry{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "team-a", Name: "gone"}, UID: testUID},
 	}
 	h, err := domain.NewHandoff(domain.RecoveryPlan{
 		Decision:       domain.Decision{SynthesisUUID: "abcdef0123456789", Outcome: domain.OutcomeRecovered, Tombstones: 2},

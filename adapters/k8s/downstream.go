@@ -76,7 +76,7 @@ func (d *DownstreamObjects) ObserveObject(ctx context.Context, e domain.Entry) (
 	case err != nil:
 		return domain.Observation{}, apiError(fmt.Sprintf("reading %s downstream", e.ID()), err)
 	}
-	return domain.Observation{State: domain.ObjectPresent, Created: obj.CreationTimestamp.UTC(), Changed: lastWritten(obj.ManagedFields)}, nil
+	return domain.Observation{State: domain.ObjectPresent, Created: obj.CreationTimestamp.UTC(), Changed: lastWritten(obj.ManagedFields), UID: string(obj.UID)}, nil
 }
 
 // lastWritten is the newest time a field manager wrote the object itself; writes to a

@@ -64,7 +64,7 @@ func largeTombstones(n int) []domain.Tombstone {
 		ts[i] = domain.Tombstone{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "team-a",
 			Name:        fmt.Sprintf("cm-%05d-%s", i, strings.Repeat("n", 231)),
 			Labels:      map[string]string{"app.kubernetes.io/name": "web", "app.kubernetes.io/component": "settings"},
-			Annotations: map[string]string{domain.AnnotationDeletionGroup: "2", domain.AnnotationReadinessGroup: "1"}}}
+			Annotations: map[string]string{domain.AnnotationDeletionGroup: "2", domain.AnnotationReadinessGroup: "1"}}, UID: testUID}
 	}
 	return ts
 }

@@ -14,6 +14,9 @@ var env *kubetest.Env
 // inventoryWriter is a user granted only what the SecretStore needs, in one namespace.
 const inventoryWriter = "inventory-writer"
 
+// testUID is the UID recovery saw of every object the tests hand over as a tombstone.
+const testUID = "0f1e2d3c-0000-4000-8000-000000000001"
+
 // TestMain starts the API server; TestMainWithEnv stops it and then runs goleak over the package.
 func TestMain(m *testing.M) {
 	kubetest.TestMainWithEnv(m, kubetest.Options{Users: []kubetest.User{{Name: inventoryWriter}}}, func(e *kubetest.Env) int {

@@ -432,3 +432,33 @@ func (t *TombstoneSink) RequestResynthesis(ctx context.Context, comp domain.Comp
 	}
 	return nil
 }
+
+// ArmTombstones sets domain.AnnotationArmed to digest with a merge patch carrying comp's UID
+// and resourceVersion, so the API server refuses it (ports.ErrConflict) if the Composition
+// changed since the recheck.
+func (t *TombstoneSink) ArmTombstones(ctx context.Context, comp domain.Composition, digest string) (domain.Composition, error) {
+	what := fmt.Sprintf("arming the tombstones of composition %s", comp.Ref())
+	if comp.Annotations[domain.AnnotationArmed] == digest {
+		return comp, nil
+	}
+	if comp.ResourceVersion == "" || digest == "" {
+		return domain.Composition{}, fmt.Errorf("%s: a resourceVersion and a digest are required", what)
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": comp.ResourceVersion,
+		"uid":             comp.UID,
+		"annotations":     map[string]any{domain.AnnotationArmed: digest},
+	}})
+	if err != nil {
+		return domain.Composition{}, fmt.Errorf("%s: %w", what, err)
+	}
+	u, err := t.client.Resource(CompositionGVR).Namespace(comp.Namespace).Patch(ctx, comp.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return domain.Composition{}, apiError(what, err)
+	}
+	armed, err := compositionFromUnstructured(u)
+	if err != nil {
+		return domain.Composition{}, fmt.Errorf("%s: %w", what, err)
+	}
+	return armed, nil
+}

@@ -34,6 +34,7 @@ const (
 	OpEnsureTombstones   = "EnsureTombstones"
 	OpRequestResynthesis = "RequestResynthesis"
 	OpWithdrawTombstones = "WithdrawTombstones"
+	OpArmTombstones      = "ArmTombstones"
 )
 
 // BeforeWrite is a fault-injection hook. It runs before every port write with the operation
@@ -49,6 +50,7 @@ type Cluster struct {
 	mu           sync.Mutex
 	version      uint64 // the last resourceVersion handed out, shared by every object
 	uids         uint64
+	objectUIDs   uint64
 	compositions map[objectKey]domain.Composition
 	slices       map[objectKey]storedSlice
 	secrets      map[objectKey]domain.ChunkSecret
@@ -124,6 +126,13 @@ func (c *Cluster) runBeforeWrite(ctx context.Context, op string, key objectKey) 
 func (c *Cluster) nextVersion() string {
 	c.version++
 	return strconv.FormatUint(c.version, 10)
+}
+
+// nextObjectUID returns a downstream object's UID, from a counter of its own so that the
+// Compositions' UIDs do not depend on how many objects Eno applied. Callers hold the lock.
+func (c *Cluster) nextObjectUID() string {
+	c.objectUIDs++
+	return fmt.Sprintf("00000000-0000-4000-9000-%012d", c.objectUIDs)
 }
 
 // nextUID returns a UID unique within this Cluster, deterministic so demo runs repeat.

@@ -30,21 +30,29 @@ func (c *Cluster) DownstreamObjects() []domain.ResourceID {
 // downstreamObject is one object as the downstream API server stores it.
 type downstreamObject struct {
 	manifest string
+	uid      string
 	created  time.Time
+	// written is the newest write of the object (its managedFields' one time): the creation,
+	// or the last apply that changed the manifest.
+	written time.Time
 }
 
-// applyDownstream creates the object, or replaces it keeping its creation time, as an apply
-// does. Callers hold the lock.
+// applyDownstream creates the object, or replaces it keeping its UID and creation time, as an
+// apply does; an apply that changes nothing is no write. Callers hold the lock.
 func (c *Cluster) applyDownstream(id domain.ResourceID, manifest string) {
 	obj, ok := c.downstream[id]
 	if !ok {
-		obj.created = c.now()
+		obj.created, obj.uid = c.now(), c.nextObjectUID()
+	}
+	if !ok || obj.manifest != manifest {
+		obj.written = c.now()
 	}
 	obj.manifest = manifest
 	c.downstream[id] = obj
 }
 
-// ObserveObject reads the object's metadata: absent, present with its creation time, or
+// ObserveObject reads the object's metadata: absent, present with its UID, creation and write
+// times, or
 // unreadable when MarkUnreadable named it (design §6.3).
 func (c *Cluster) ObserveObject(ctx context.Context, e domain.Entry) (domain.Observation, error) {
 	if err := ctx.Err(); err != nil {
@@ -59,7 +67,7 @@ func (c *Cluster) ObserveObject(ctx context.Context, e domain.Entry) (domain.Obs
 	if !ok {
 		return domain.Observation{State: domain.ObjectAbsent}, nil
 	}
-	return domain.Observation{State: domain.ObjectPresent, Created: obj.created}, nil
+	return domain.Observation{State: domain.ObjectPresent, Created: obj.created, Changed: obj.written, UID: obj.uid}, nil
 }
 
 // MarkUnreadable makes reads of the object fail as a Forbidden or an unknown kind would; an

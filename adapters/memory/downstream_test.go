@@ -17,8 +17,8 @@ type clock struct{ at time.Time }
 
 func (c *clock) now() time.Time { return c.at }
 
-// design §6.3's downstream read: Present with the creation time (whole seconds, kept across
-// re-applies), NotFound, or Unreadable while MarkUnreadable names the object.
+// design §6.3's downstream read: Present with the UID and the creation time (whole seconds,
+// both kept across re-applies) and the last write, NotFound, or Unreadable while MarkUnreadable names the object.
 func TestObserveObject(t *testing.T) {
 	created := time.Date(2025, 6, 1, 11, 0, 0, 0, time.UTC)
 	cm := domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "cm"}
@@ -32,18 +32,23 @@ func TestObserveObject(t *testing.T) {
 		{"present, creation time in whole seconds", func(t *testing.T, c *memory.Cluster, clk *clock) {
 			clk.at = created.Add(700 * time.Millisecond)
 			put(t, c, cmManifest)
-		}, domain.Observation{State: domain.ObjectPresent, Created: created}},
+		}, domain.Observation{State: domain.ObjectPresent, Created: created, Changed: created, UID: firstUID}},
 		{"a re-apply keeps the creation time", func(t *testing.T, c *memory.Cluster, clk *clock) {
 			put(t, c, cmManifest)
 			clk.at = created.Add(time.Hour)
 			put(t, c, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"ns","name":"cm","labels":{"a":"b"}}}`)
-		}, domain.Observation{State: domain.ObjectPresent, Created: created}},
+		}, domain.Observation{State: domain.ObjectPresent, Created: created, Changed: created.Add(time.Hour), UID: firstUID}},
+		{"an apply that changes nothing is no write", func(t *testing.T, c *memory.Cluster, clk *clock) {
+			put(t, c, cmManifest)
+			clk.at = created.Add(time.Hour)
+			put(t, c, cmManifest)
+		}, domain.Observation{State: domain.ObjectPresent, Created: created, Changed: created, UID: firstUID}},
 		{"deleted and re-created by hand: the new creation time", func(t *testing.T, c *memory.Cluster, clk *clock) {
 			id := put(t, c, cmManifest)
 			c.DeleteDownstream(id)
 			clk.at = created.Add(time.Hour)
 			put(t, c, cmManifest)
-		}, domain.Observation{State: domain.ObjectPresent, Created: created.Add(time.Hour)}},
+		}, domain.Observation{State: domain.ObjectPresent, Created: created.Add(time.Hour), Changed: created.Add(time.Hour), UID: "00000000-0000-4000-9000-000000000002"}},
 		{"deleted", func(t *testing.T, c *memory.Cluster, _ *clock) {
 			c.DeleteDownstream(put(t, c, cmManifest))
 		}, domain.Observation{State: domain.ObjectAbsent}},
@@ -57,11 +62,11 @@ func TestObserveObject(t *testing.T) {
 			id := put(t, c, cmManifest)
 			c.MarkUnreadable(id, "forbidden")
 			c.MarkUnreadable(id, "")
-		}, domain.Observation{State: domain.ObjectPresent, Created: created}},
+		}, domain.Observation{State: domain.ObjectPresent, Created: created, Changed: created, UID: firstUID}},
 		{"another object's mark does not apply", func(t *testing.T, c *memory.Cluster, _ *clock) {
 			put(t, c, cmManifest)
 			c.MarkUnreadable(domain.ResourceID{Kind: "ConfigMap", Namespace: "other", Name: "cm"}, "forbidden")
-		}, domain.Observation{State: domain.ObjectPresent, Created: created}},
+		}, domain.Observation{State: domain.ObjectPresent, Created: created, Changed: created, UID: firstUID}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

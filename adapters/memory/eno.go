@@ -5,7 +5,12 @@ import (
 	"slices"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/internal/enocel"
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
@@ -127,12 +132,13 @@ func (e *Eno) Reconcile(ref domain.CompositionRef) (domain.Composition, error) {
 	if err != nil {
 		return domain.Composition{}, err
 	}
-	// As stock Eno's reconciler does, a resource whose reconciliation is disabled, on the
-	// manifest or on the Composition, is left alone, even a tombstone (a withdrawn one, say).
-	compDisabled := cur.Annotations[domain.AnnotationDisableReconciliation] == "true"
 	for _, ch := range changes {
+		disabled, err := c.disabledLocked(cur, ch)
+		if err != nil {
+			return domain.Composition{}, err
+		}
 		switch {
-		case ch.m.patch, ch.m.disabled, compDisabled:
+		case ch.m.patch, disabled:
 		case ch.tombstone:
 			delete(c.downstream, ch.m.id)
 		default:
@@ -242,3 +248,40 @@ func (c *Cluster) currentResourcesLocked(cur domain.Composition, verb string) ([
 	}
 	return out, nil
 }
+
+// disabledLocked reads disable-reconciliation as stock Eno's reconciler does: the resource's
+// overrides are applied against the live object first (a condition that fails to evaluate
+// applies nothing), then the resource's own value wins and the Composition's is the fallback.
+// A resource whose reconciliation is disabled is left alone, even a tombstone. Callers hold the
+// lock.
+func (c *Cluster) disabledLocked(cur domain.Composition, ch sliceResource) (bool, error) {
+	m := &unstructured.Unstructured{}
+	if err := m.UnmarshalJSON([]byte(ch.raw)); err != nil {
+		return false, fmt.Errorf("reconciling %s: %w", ch.m.id, err)
+	}
+	var live *unstructured.Unstructured
+	if obj, ok := c.downstream[ch.m.id]; ok {
+		live = m.DeepCopy()
+		live.SetUID(types.UID(obj.uid))
+		live.SetCreationTimestamp(metav1.NewTime(obj.created))
+		live.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "eno", Operation: metav1.ManagedFieldsOperationApply, Time: ptr(metav1.NewTime(obj.written))}})
+	}
+	comp := &unstructured.Unstructured{Object: map[string]any{}}
+	comp.SetName(cur.Name)
+	comp.SetNamespace(cur.Namespace)
+	comp.SetLabels(cur.Labels)
+	comp.SetAnnotations(cur.Annotations)
+	if cur.Deleting {
+		comp.SetDeletionTimestamp(ptr(metav1.NewTime(c.now())))
+	}
+	snap, outcomes := enocel.ApplyOverrides(m, live, comp)
+	if slices.Contains(outcomes, enocel.OverridePanics) {
+		return false, fmt.Errorf("reconciling %s: an override has no path", ch.m.id)
+	}
+	if v, ok := snap.GetAnnotations()[domain.AnnotationDisableReconciliation]; ok {
+		return v == "true", nil
+	}
+	return cur.Annotations[domain.AnnotationDisableReconciliation] == "true", nil
+}
+
+func ptr[T any](v T) *T { return &v }

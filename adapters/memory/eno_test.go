@@ -184,22 +184,35 @@ func TestEnoSynthesizeCarriesAndWritesTombstones(t *testing.T) {
 }
 
 // commitRecoverySlice hands tombstones of the named ConfigMaps to comp's current synthesis
-// through the Cluster's sink, as recovery does (design §6.2 steps 1 and 2).
+// through the Cluster's sink, as recovery does (design §6.2): each names the UID it has now, the
+// history is as new as the newest of them, and the Composition is armed before the commit.
 func commitRecoverySlice(t *testing.T, c *memory.Cluster, comp domain.Composition, names ...string) string {
 	t.Helper()
 	ts := make([]domain.Tombstone, len(names))
+	written := time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)
 	for i, n := range names {
-		ts[i] = domain.Tombstone{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: enoRef.Namespace, Name: n}}
+		e := domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: enoRef.Namespace, Name: n}
+		o, err := c.ObserveObject(t.Context(), e)
+		require.NoError(t, err)
+		ts[i] = domain.Tombstone{Entry: e, UID: testUID} // an absent object's tombstone deletes nothing
+		if o.State == domain.ObjectPresent {
+			ts[i].UID = o.UID
+		}
+		if o.Changed.After(written) {
+			written = o.Changed
+		}
 	}
 	h, err := domain.NewHandoff(domain.RecoveryPlan{
 		Decision:       domain.Decision{SynthesisUUID: comp.SynthesisUUID(), Outcome: domain.OutcomeRecovered, Tombstones: len(ts)},
 		Tombstones:     ts,
-		HistoryWritten: time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC),
+		HistoryWritten: written,
 	})
 	require.NoError(t, err)
 	slices, err := c.PublishTombstones(t.Context(), comp, h)
 	require.NoError(t, err)
-	require.NoError(t, c.CommitTombstones(t.Context(), comp, h, slices))
+	armed, err := c.ArmTombstones(t.Context(), comp, h.Digest)
+	require.NoError(t, err)
+	require.NoError(t, c.CommitTombstones(t.Context(), armed, h, slices))
 	return slices[0]
 }
 

@@ -21,6 +21,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const inventoryNamespace = "kube-system"
 
+// testUID is the UID recovery saw of every object the tests hand over as a tombstone;
+// firstUID is the UID a fresh Cluster gives the first object it creates.
+const (
+	testUID  = "0f1e2d3c-0000-4000-8000-000000000001"
+	firstUID = "00000000-0000-4000-9000-000000000001"
+)
+
 // harness runs the contract suite on one fresh Cluster per case.
 type harness struct{ c *memory.Cluster }
 
@@ -331,7 +338,7 @@ func TestPublishTombstones(t *testing.T) {
 	handoffFor := func(comp domain.Composition, names ...string) domain.Handoff {
 		ts := make([]domain.Tombstone, len(names))
 		for i, n := range names {
-			ts[i] = domain.Tombstone{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: n}}
+			ts[i] = domain.Tombstone{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: n}, UID: testUID}
 		}
 		h, err := domain.NewHandoff(domain.RecoveryPlan{
 			Decision:       domain.Decision{SynthesisUUID: comp.SynthesisUUID(), Outcome: domain.OutcomeRecovered, Tombstones: len(ts)},

@@ -362,3 +362,33 @@ func (c *Cluster) Slices(namespace string) []domain.ResourceSlice {
 	})
 	return out
 }
+
+// ArmTombstones sets domain.AnnotationArmed to digest if comp's UID and resourceVersion are the
+// stored ones (ErrConflict otherwise), and returns the Composition as written; already armed
+// with digest, it writes nothing.
+func (c *Cluster) ArmTombstones(ctx context.Context, comp domain.Composition, digest string) (domain.Composition, error) {
+	if comp.Annotations[domain.AnnotationArmed] == digest {
+		return comp, nil
+	}
+	key := objectKey{comp.Namespace, comp.Name}
+	if err := c.runBeforeWrite(ctx, OpArmTombstones, key); err != nil {
+		return domain.Composition{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cur, ok := c.compositions[key]
+	if !ok {
+		return domain.Composition{}, fmt.Errorf("arming the tombstones of composition %s: %w", key, ports.ErrNotFound)
+	}
+	if comp.ResourceVersion == "" || comp.ResourceVersion != cur.ResourceVersion || comp.UID != cur.UID {
+		return domain.Composition{}, fmt.Errorf("arming the tombstones of composition %s at resourceVersion %q (stored %q): %w", key, comp.ResourceVersion, cur.ResourceVersion, ports.ErrConflict)
+	}
+	cur = cloneComposition(cur)
+	if cur.Annotations == nil {
+		cur.Annotations = map[string]string{}
+	}
+	cur.Annotations[domain.AnnotationArmed] = digest
+	cur.ResourceVersion = c.nextVersion()
+	c.compositions[key] = cur
+	return cloneComposition(cur), nil
+}

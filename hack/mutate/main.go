@@ -22,10 +22,12 @@ type mutation struct {
 	line          int
 	file, old, nu string
 	why           string
+	// tests is the package whose tests must kill the mutant; the mutated file's by default.
+	tests string
 }
 
 func main() {
-	list := flag.String("list", "hack/mutations.txt", "mutations: file<TAB>old<TAB>new<TAB>rule, one per line")
+	list := flag.String("list", "hack/mutations.txt", "mutations: file<TAB>old<TAB>new<TAB>rule[<TAB>test package], one per line")
 	only := flag.String("only", "", "run only the mutations of files whose path contains this")
 	flag.Parse()
 	all, err := readMutations(*list)
@@ -72,6 +74,9 @@ func main() {
 		}
 		start := time.Now()
 		pkg := "./" + filepath.Dir(m.file)
+		if m.tests != "" {
+			pkg = m.tests
+		}
 		cmd := exec.Command("go", "test", "-count=1", "-failfast", pkg)
 		cmd.Dir = work
 		cmd.Env = env
@@ -109,11 +114,15 @@ func readMutations(path string) ([]mutation, error) {
 			continue
 		}
 		parts := strings.Split(line, "\t")
-		if len(parts) != 4 {
-			return nil, fmt.Errorf("%s:%d: want file<TAB>old<TAB>new<TAB>rule", path, n)
+		if len(parts) != 4 && len(parts) != 5 {
+			return nil, fmt.Errorf("%s:%d: want file<TAB>old<TAB>new<TAB>rule[<TAB>test package]", path, n)
 		}
 		unescape := func(s string) string { return strings.NewReplacer(`\n`, "\n", `\t`, "\t").Replace(s) }
-		out = append(out, mutation{line: n, file: parts[0], old: unescape(parts[1]), nu: unescape(parts[2]), why: parts[3]})
+		m := mutation{line: n, file: parts[0], old: unescape(parts[1]), nu: unescape(parts[2]), why: parts[3]}
+		if len(parts) == 5 {
+			m.tests = parts[4]
+		}
+		out = append(out, m)
 	}
 	return out, sc.Err()
 }

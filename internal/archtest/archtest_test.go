@@ -84,20 +84,24 @@ func layer(dir string) string {
 		return "runnable"
 	case strings.HasPrefix(dir, "cmd/"):
 		return "cmd"
+	case strings.HasPrefix(dir, "internal/"):
+		return "internal"
 	}
 	return "other"
 }
 
 // allowed lists which project layers each layer may import. runnable wires the controller for
-// the binary and for eno-reconciler, so it sits beside cmd: only cmd imports it.
+// the binary and for eno-reconciler, so it sits beside cmd: only cmd imports it. internal holds
+// libraries of no layer (Eno's CEL environment), which import no project package.
 var allowed = map[string][]string{
 	"domain":   {"domain"},
 	"ports":    {"domain", "ports"},
 	"app":      {"domain", "ports", "app"},
-	"adapters": {"domain", "ports", "adapters"},
+	"adapters": {"domain", "ports", "adapters", "internal"},
 	"runnable": {"domain", "ports", "app", "adapters", "runnable"},
 	"cmd":      {"domain", "ports", "app", "adapters", "runnable", "cmd", "other"},
-	"other":    {"domain", "ports", "app", "adapters", "other"},
+	"other":    {"domain", "ports", "app", "adapters", "other", "internal"},
+	"internal": {"domain", "internal"},
 }
 
 func TestDependencyDirection(t *testing.T) {

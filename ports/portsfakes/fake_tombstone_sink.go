@@ -10,6 +10,17 @@ import (
 )
 
 type FakeTombstoneSink struct {
+	ArmTombstonesStub        func(context.Context, domain.Composition, string) (domain.Composition, error)
+	armTombstonesMutex       sync.RWMutex
+	armTombstonesArgsForCall []FakeTombstoneSinkArmTombstonesArgs
+	armTombstonesReturns     struct {
+		result1 domain.Composition
+		result2 error
+	}
+	armTombstonesReturnsOnCall map[int]struct {
+		result1 domain.Composition
+		result2 error
+	}
 	CommitTombstonesStub        func(context.Context, domain.Composition, domain.Handoff, []string) error
 	commitTombstonesMutex       sync.RWMutex
 	commitTombstonesArgsForCall []FakeTombstoneSinkCommitTombstonesArgs
@@ -62,6 +73,13 @@ type FakeTombstoneSink struct {
 	invocationsMutex sync.RWMutex
 }
 
+// FakeTombstoneSinkArmTombstonesArgs holds the arguments of one call to ArmTombstones.
+type FakeTombstoneSinkArmTombstonesArgs struct {
+	Arg1 context.Context
+	Arg2 domain.Composition
+	Arg3 string
+}
+
 // FakeTombstoneSinkCommitTombstonesArgs holds the arguments of one call to CommitTombstones.
 type FakeTombstoneSinkCommitTombstonesArgs struct {
 	Arg1 context.Context
@@ -96,6 +114,76 @@ type FakeTombstoneSinkWithdrawTombstonesArgs struct {
 	Arg1 context.Context
 	Arg2 domain.Composition
 	Arg3 domain.ResourceSlice
+}
+
+func (fake *FakeTombstoneSink) ArmTombstones(arg1 context.Context, arg2 domain.Composition, arg3 string) (domain.Composition, error) {
+	fake.armTombstonesMutex.Lock()
+	ret, specificReturn := fake.armTombstonesReturnsOnCall[len(fake.armTombstonesArgsForCall)]
+	fake.armTombstonesArgsForCall = append(fake.armTombstonesArgsForCall, FakeTombstoneSinkArmTombstonesArgs{arg1, arg2, arg3})
+	stub := fake.ArmTombstonesStub
+	fakeReturns := fake.armTombstonesReturns
+	fake.recordInvocation("ArmTombstones", []interface{}{arg1, arg2, arg3})
+	fake.armTombstonesMutex.Unlock()
+	if stub != nil {
+		return stub(arg1, arg2, arg3)
+	}
+	if specificReturn {
+		return ret.result1, ret.result2
+	}
+	return fakeReturns.result1, fakeReturns.result2
+}
+
+func (fake *FakeTombstoneSink) ArmTombstonesCallCount() int {
+	fake.armTombstonesMutex.RLock()
+	defer fake.armTombstonesMutex.RUnlock()
+	return len(fake.armTombstonesArgsForCall)
+}
+
+func (fake *FakeTombstoneSink) ArmTombstonesCalls(stub func(context.Context, domain.Composition, string) (domain.Composition, error)) {
+	fake.armTombstonesMutex.Lock()
+	defer fake.armTombstonesMutex.Unlock()
+	fake.ArmTombstonesStub = stub
+}
+
+func (fake *FakeTombstoneSink) ArmTombstonesArgsForCall(i int) (context.Context, domain.Composition, string) {
+	fake.armTombstonesMutex.RLock()
+	defer fake.armTombstonesMutex.RUnlock()
+	argsForCall := fake.armTombstonesArgsForCall[i]
+	return argsForCall.Arg1, argsForCall.Arg2, argsForCall.Arg3
+}
+
+func (fake *FakeTombstoneSink) ArmTombstonesArgs() []FakeTombstoneSinkArmTombstonesArgs {
+	fake.armTombstonesMutex.RLock()
+	defer fake.armTombstonesMutex.RUnlock()
+	args := make([]FakeTombstoneSinkArmTombstonesArgs, len(fake.armTombstonesArgsForCall))
+	copy(args, fake.armTombstonesArgsForCall)
+	return args
+}
+
+func (fake *FakeTombstoneSink) ArmTombstonesReturns(result1 domain.Composition, result2 error) {
+	fake.armTombstonesMutex.Lock()
+	defer fake.armTombstonesMutex.Unlock()
+	fake.ArmTombstonesStub = nil
+	fake.armTombstonesReturns = struct {
+		result1 domain.Composition
+		result2 error
+	}{result1, result2}
+}
+
+func (fake *FakeTombstoneSink) ArmTombstonesReturnsOnCall(i int, result1 domain.Composition, result2 error) {
+	fake.armTombstonesMutex.Lock()
+	defer fake.armTombstonesMutex.Unlock()
+	fake.ArmTombstonesStub = nil
+	if fake.armTombstonesReturnsOnCall == nil {
+		fake.armTombstonesReturnsOnCall = make(map[int]struct {
+			result1 domain.Composition
+			result2 error
+		})
+	}
+	fake.armTombstonesReturnsOnCall[i] = struct {
+		result1 domain.Composition
+		result2 error
+	}{result1, result2}
 }
 
 func (fake *FakeTombstoneSink) CommitTombstones(arg1 context.Context, arg2 domain.Composition, arg3 domain.Handoff, arg4 []string) error {

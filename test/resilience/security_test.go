@@ -279,7 +279,7 @@ func runLifecycle(t *testing.T) lifecycle {
 	handoff := func(names ...string) domain.Handoff {
 		ts := make([]domain.Tombstone, len(names))
 		for i, n := range names {
-			ts[i] = domain.Tombstone{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: workloadNamespace, Name: n}}
+			ts[i] = domain.Tombstone{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: workloadNamespace, Name: n}, UID: testUID}
 		}
 		h, err := domain.NewHandoff(domain.RecoveryPlan{Decision: domain.Decision{SynthesisUUID: spare.SynthesisUUID(), Outcome: domain.OutcomeRecovered}, Tombstones: ts,
 			HistoryWritten: time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)})
@@ -305,6 +305,9 @@ func runLifecycle(t *testing.T) lifecycle {
 	l.calls, l.logs = rec.all(), logs.String()
 	return l
 }
+
+// testUID is the UID recovery saw of every object the tests hand over as a tombstone.
+const testUID = "0f1e2d3c-0000-4000-8000-000000000001"
 
 var (
 	appsDeployments = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}

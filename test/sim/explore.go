@@ -177,7 +177,7 @@ func (w *World) Classify(violations []Violation, unfinished []string) string {
 			classes = append(classes, c)
 		}
 	}
-	if len(violations) == 0 && slices.ContainsFunc(w.trace, func(line string) bool { return strings.Contains(line, "eno: cleanup delete "+w.ref.Name+"-recovery-") }) {
+	if len(violations) == 0 && slices.ContainsFunc(w.trace, func(line string) bool { return strings.Contains(line, "cleanup delete "+w.ref.Name+"-recovery-") }) {
 		classes = append(classes, "N6")
 	}
 	slices.Sort(classes)

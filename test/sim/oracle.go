@@ -43,8 +43,9 @@ const (
 )
 
 type recorded struct {
-	uid      types.UID
-	disabled bool
+	uid             types.UID
+	resourceVersion string
+	disabled        bool
 }
 
 // Oracle checks every DELETE Eno sends downstream, and every cascade the API performs,
@@ -79,7 +80,7 @@ func (o *Oracle) recordHistory(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("prologue: %s was not deployed: %w", ref, err)
 		}
-		o.recorded[ref] = recorded{uid: live.GetUID(), disabled: m.GetAnnotations()[domain.AnnotationDisableReconciliation] == "true"}
+		o.recorded[ref] = recorded{uid: live.GetUID(), resourceVersion: live.GetResourceVersion(), disabled: m.GetAnnotations()[domain.AnnotationDisableReconciliation] == "true"}
 	}
 	return nil
 }
@@ -284,14 +285,19 @@ func (o *Oracle) checkCascade(d deletedObject) {
 // check, for schedules without adversaries.
 func (o *Oracle) Unfinished(ctx context.Context) []string {
 	comp, err := o.w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace(o.w.ref.Namespace).Get(ctx, o.w.ref.Name, metav1.GetOptions{})
-	if err == nil {
+	switch {
+	case apierrors.IsNotFound(err) || (err == nil && comp.GetDeletionTimestamp() != nil):
+		return nil // nothing to finish: the lineage's history stays for the next incarnation
+	case err == nil:
 		if raw := comp.GetAnnotations()[domain.AnnotationDecision]; strings.Contains(raw, `"InventoryInvalid"`) || strings.Contains(raw, `"HeldForReview"`) {
 			return nil // a named refusal
 		}
 	}
 	var out []string
 	for _, ref := range o.Orphans() {
-		if _, err := o.get(ctx, ref); err == nil {
+		// Only an orphan untouched since the history was recorded must go: recovery is right to
+		// keep one that was re-created or written since.
+		if live, err := o.get(ctx, ref); err == nil && live.GetUID() == o.recorded[ref].uid && live.GetResourceVersion() == o.recorded[ref].resourceVersion {
 			out = append(out, ref.String())
 		}
 	}

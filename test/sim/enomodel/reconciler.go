@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/Azure/eno-tombstone-recovery/internal/enocel"
 )
 
 // Reconciler is one eno-reconciler process: the syntheses it has loaded, by UUID, each loaded
@@ -172,8 +174,8 @@ func (r *Reconciler) ReconcileResource(ctx context.Context, ns, name string, ref
 	if err != nil {
 		return ActionNone, err
 	}
-	snap, outcomes := applyOverrides(res.manifest, current, comp)
-	if slices.Contains(outcomes, OverridePanics) {
+	snap, outcomes := enocel.ApplyOverrides(res.manifest, current, comp)
+	if slices.Contains(outcomes, enocel.OverridePanics) {
 		return ActionNone, fmt.Errorf("reconciling %s: the override has no path", ref)
 	}
 	disable := cascade(comp, snap, annoDisable) == "true"

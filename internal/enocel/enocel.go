@@ -1,4 +1,8 @@
-package enomodel
+// Package enocel evaluates eno.azure.io/overrides as Eno v0.2.17 does: its CEL environment,
+// declared with cel-go at Eno's version, and its decoding of the annotation (design §6.2). The
+// in-memory Eno of adapters/memory and the simulation's model of Eno both use it, and the
+// domain's tests compile every condition recovery writes with it.
+package enocel
 
 import (
 	"encoding/json"
@@ -19,7 +23,7 @@ import (
 // Eno builds with: the encoders, lists and strings extensions, `self` and `composition` of
 // dynamic type, the boolean `pathManagedByEno` and compareResourceQuantities. Conditions are
 // compiled and evaluated by cel-go itself; nothing of CEL is reimplemented here.
-var celEnv = func() *cel.Env {
+var env = func() *cel.Env {
 	env, err := cel.NewEnv(
 		ext.Encoders(),
 		ext.Lists(),
@@ -50,9 +54,9 @@ func compareQuantities(lhs, rhs ref.Val) ref.Val {
 	return types.Int(l.Cmp(r))
 }
 
-// compositionVar is what Eno hands a condition as `composition`: name, namespace, labels,
+// CompositionVar is what Eno hands a condition as `composition`: name, namespace, labels,
 // annotations and deletionTimestamp (RFC 3339, or null), under metadata.
-func compositionVar(comp *unstructured.Unstructured) map[string]any {
+func CompositionVar(comp *unstructured.Unstructured) map[string]any {
 	m := map[string]any{
 		"name":        comp.GetName(),
 		"namespace":   comp.GetNamespace(),
@@ -88,7 +92,7 @@ const (
 	OverridePanics OverrideOutcome = "Panics"
 )
 
-// applyOverrides applies the manifest's eno.azure.io/overrides to a copy of it, each condition
+// ApplyOverrides applies the manifest's eno.azure.io/overrides to a copy of it, each condition
 // evaluated against the live object (nil when absent: `self` is then an empty map) and the
 // Composition, as Eno's Resource.SnapshotWithOverrides does. A condition that fails to
 // evaluate, or is not true, applies nothing.
@@ -98,7 +102,7 @@ const (
 // Op.UnmarshalJSON sets the value, then parses the path, then compiles the condition: an
 // element whose condition does not compile is kept with no condition, so Eno applies it
 // unconditionally; one whose path does not parse has no path and applies nothing.
-func applyOverrides(manifest, live, comp *unstructured.Unstructured) (*unstructured.Unstructured, []OverrideOutcome) {
+func ApplyOverrides(manifest, live, comp *unstructured.Unstructured) (*unstructured.Unstructured, []OverrideOutcome) {
 	out := manifest.DeepCopy()
 	raw, ok := manifest.GetAnnotations()["eno.azure.io/overrides"]
 	if !ok {
@@ -131,7 +135,7 @@ func applyOverrides(manifest, live, comp *unstructured.Unstructured) (*unstructu
 		var prg cel.Program
 		compiled := true
 		if op.Condition != "" {
-			if prg, err = compile(op.Condition); err != nil {
+			if prg, err = Compile(op.Condition); err != nil {
 				compiled = false // kept with no condition: applied unconditionally
 			}
 		}
@@ -143,18 +147,19 @@ func applyOverrides(manifest, live, comp *unstructured.Unstructured) (*unstructu
 	return out, outcomes
 }
 
-func compile(expr string) (cel.Program, error) {
-	ast, iss := celEnv.Compile(expr)
+// Compile compiles a condition in Eno's environment, as Eno's cel.Parse does.
+func Compile(expr string) (cel.Program, error) {
+	ast, iss := env.Compile(expr)
 	if iss != nil && iss.Err() != nil {
 		return nil, iss.Err()
 	}
-	return celEnv.Program(ast, cel.InterruptCheckFrequency(10))
+	return env.Program(ast, cel.InterruptCheckFrequency(10))
 }
 
 func applyOne(op override, path []string, prg cel.Program, out *unstructured.Unstructured, self map[string]any, comp *unstructured.Unstructured) OverrideOutcome {
 	if prg != nil {
 		// pathManagedByEno: the model does not track which fields Eno's field manager owns.
-		val, _, err := prg.Eval(map[string]any{"self": self, "composition": compositionVar(comp), "pathManagedByEno": false})
+		val, _, err := prg.Eval(map[string]any{"self": self, "composition": CompositionVar(comp), "pathManagedByEno": false})
 		if err != nil {
 			return OverrideInvalidCondition
 		}

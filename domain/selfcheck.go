@@ -1,0 +1,125 @@
+package domain
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// AnnotationArmed is the Composition annotation that arms a hand-off: it holds the hand-off's
+// digest, set before the commit. Every tombstone of the hand-off is disabled unless, on Eno's
+// own live read, the Composition still carries this value, so removing or changing it disarms
+// them all at once, across eno-reconciler's reloads and the executor's carries (design §6.2).
+const AnnotationArmed = "eno.azure.io/tombstone-recovery-armed"
+
+// digestLen is how many hex digits of SHA-256 a hand-off's digest keeps.
+const digestLen = 16
+
+// handoffDigest names one hand-off: the synthesis it is for, the write time of its history and
+// each tombstone's identity and the UID recovery saw, in the order given (canonical).
+func handoffDigest(uuid string, written time.Time, tombstones []Tombstone) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s\n", uuid, written.UTC().Format(time.RFC3339))
+	for _, t := range tombstones {
+		fmt.Fprintf(h, "%s\t%s\n", t.Entry.ID(), t.UID)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:digestLen]
+}
+
+// celLiteral is what a value interpolated into a precondition may hold: a UID, a digest or an
+// RFC 3339 time. Nothing that could end a CEL string literal passes.
+var celLiteral = regexp.MustCompile(`^[A-Za-z0-9:.-]{1,64}$`)
+
+// Precondition is the CEL condition under which one tombstone stops being disabled, evaluated
+// by Eno against its own live read of the object (`self`) and the Composition it acts for
+// (design §6.2). Every part must hold:
+//   - the object is the one recovery saw (its UID);
+//   - it has a write history, and no write of the object itself (subresources aside) is newer
+//     than the history's write time, to the second;
+//   - the Composition is neither deleting nor paused (disable-reconciliation "true" on it);
+//   - the Composition carries AnnotationArmed with the hand-off's digest.
+//
+// A missing field is an evaluation error, and Eno then applies nothing: the tombstone stays
+// disabled. Eno keeps an override whose condition fails to compile and applies it
+// unconditionally, so the condition is built from one fixed template whose interpolated values
+// are checked against celLiteral; a value that fails the check is an error, and no tombstone
+// is written.
+func Precondition(uid string, written time.Time, digest string) (string, error) {
+	at := written.UTC().Truncate(time.Second).Format(time.RFC3339)
+	for _, v := range []string{uid, at, digest} {
+		if !celLiteral.MatchString(v) {
+			return "", fmt.Errorf("%q cannot be written into a tombstone's precondition", v)
+		}
+	}
+	return strings.Join([]string{
+		`self.metadata.uid == "` + uid + `"`,
+		`size(self.metadata.managedFields) > 0`,
+		`self.metadata.managedFields.all(m, (has(m.subresource) && m.subresource != "") || timestamp(m.time) <= timestamp("` + at + `"))`,
+		`composition.metadata.deletionTimestamp == null`,
+		`!("` + AnnotationDisableReconciliation + `" in composition.metadata.annotations && composition.metadata.annotations["` + AnnotationDisableReconciliation + `"] == "true")`,
+		`composition.metadata.annotations["` + AnnotationArmed + `"] == "` + digest + `"`,
+	}, " && "), nil
+}
+
+// selfCheckingManifest is the tombstone's manifest: the recorded identity, labels and
+// annotations, without the recorded overrides, with reconciliation disabled, and one override
+// that enables it when Precondition holds.
+func selfCheckingManifest(t Tombstone, written time.Time, digest string) (string, error) {
+	cond, err := Precondition(t.UID, written, digest)
+	if err != nil {
+		return "", fmt.Errorf("the tombstone of %s: %w", t.Entry.ID(), err)
+	}
+	overrides, err := json.Marshal([]selfCheckOverride{{Path: selfCheckPath, Value: "false", Condition: cond}})
+	if err != nil {
+		return "", err
+	}
+	annotations := maps.Clone(t.Entry.Annotations)
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[AnnotationDisableReconciliation] = "true"
+	annotations[AnnotationOverrides] = string(overrides) // the recorded overrides are dropped
+	b, err := json.Marshal(tombstoneManifest{
+		APIVersion: t.Entry.APIVersion(),
+		Kind:       t.Entry.Kind,
+		Metadata:   tombstoneMeta{Name: t.Entry.Name, Namespace: t.Entry.Namespace, Labels: t.Entry.Labels, Annotations: annotations},
+	})
+	return string(b), err
+}
+
+// selfCheckOverride is the one override of a self-checking tombstone.
+type selfCheckOverride struct {
+	Path      string `json:"path"`
+	Value     string `json:"value"`
+	Condition string `json:"condition"`
+}
+
+var (
+	selfCheckPath   = "self.metadata.annotations['" + AnnotationDisableReconciliation + "']"
+	selfCheckUID    = regexp.MustCompile(`^self\.metadata\.uid == "([A-Za-z0-9:.-]{1,64})" && `)
+	selfCheckDigest = regexp.MustCompile(` && composition\.metadata\.annotations\["` + regexp.QuoteMeta(AnnotationArmed) + `"\] == "([A-Za-z0-9:.-]{1,64})"$`)
+)
+
+// readSelfCheck reads the precondition of a tombstone's annotations back: the UID and the
+// hand-off digest it names. ok is false when the annotations carry no self-check of ours.
+func readSelfCheck(annotations map[string]string) (uid, digest string, ok bool) {
+	raw, has := annotations[AnnotationOverrides]
+	if !has || annotations[AnnotationDisableReconciliation] != "true" {
+		return "", "", false
+	}
+	var ops []selfCheckOverride
+	if err := json.Unmarshal([]byte(raw), &ops); err != nil || len(ops) != 1 || ops[0].Path != selfCheckPath || ops[0].Value != "false" {
+		return "", "", false
+	}
+	u := selfCheckUID.FindStringSubmatch(ops[0].Condition)
+	d := selfCheckDigest.FindStringSubmatch(ops[0].Condition)
+	if u == nil || d == nil {
+		return "", "", false
+	}
+	return u[1], d[1], true
+}
