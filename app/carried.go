@@ -62,54 +62,25 @@ func (s *Service) verifyCarried(ctx context.Context, comp domain.Composition) {
 	log.Info("objects handed to Eno as tombstones remain", "remaining", len(remaining), "tombstones", len(tombstones))
 }
 
-// checkAtRisk keeps checking carried tombstones while Eno has not acted on them. While the
-// synthesis that carried a hand-off is not Ready, a tombstone can wait behind an earlier
-// readiness group, and Eno never re-reads it. Each that no longer passes the checks at the
-// moment of deletion is a TombstoneAtRisk warning: the operator's cue to protect the object.
-// It returns when to look again; zero when nothing waits. reads, when set, is what recovery
-// read of the synthesis in this reconcile (design §6.2).
-func (s *Service) checkAtRisk(ctx context.Context, comp domain.Composition, reads *liveReads) (time.Duration, error) {
+// watchCarried keeps watching a carried hand-off while Eno may not have acted on it: while the
+// synthesis that carried it is not Ready, a tombstone can wait behind an earlier readiness
+// group. Its tombstones check themselves on Eno's read; guardHandoff adds what they cannot see.
+// It returns when to look again; zero when nothing waits (design §6.2).
+func (s *Service) watchCarried(ctx context.Context, comp domain.Composition) (time.Duration, error) {
 	names := domain.CarriedRecoverySlices(comp)
 	if len(names) == 0 || comp.Synthesis == nil || comp.Synthesis.Ready || s.policy.CheckHandoff(comp) != nil {
 		return 0, nil
 	}
-	var contents domain.SynthesisContents
-	if reads != nil {
-		contents = reads.contents
-	} else {
-		c, err := s.planner.readSynthesis(ctx, comp)
-		if err != nil {
-			return 0, fmt.Errorf("checking carried tombstones: %w", err)
-		}
-		contents = c
-	}
 	read, _, err := s.readCarried(ctx, comp, names)
 	if err != nil {
-		return 0, fmt.Errorf("checking carried tombstones: %w", err)
+		return 0, fmt.Errorf("watching carried tombstones: %w", err)
 	}
-	var atRisk []domain.DroppedTombstone
+	var tombstones []domain.Tombstone
 	for _, c := range read {
-		// A withdrawn tombstone that Eno carried armed lost the race with the executor.
-		waiting := domain.Waiting(append(c.pending, c.withdrawn...), contents)
-		if len(waiting) == 0 {
-			continue
-		}
-		observed, err := s.planner.observe(ctx, waiting)
-		if err != nil {
-			return 0, fmt.Errorf("checking carried tombstones: %w", err)
-		}
-		written, known := domain.HistoryWrittenAt(c.slice)
-		atRisk = append(atRisk, domain.AtRisk(waiting, observed, written, known)...)
+		tombstones = append(tombstones, c.pending...)
 	}
-	if len(atRisk) > 0 {
-		ts := make([]domain.Tombstone, len(atRisk))
-		for i, d := range atRisk {
-			ts[i] = d.Tombstone
-		}
-		s.deps.Metrics.TombstoneAlert("TombstoneAtRisk", len(atRisk))
-		s.deps.Events.Warning(comp, "TombstoneAtRisk", fmt.Sprintf(
-			"%d tombstones Eno carried into synthesis %s no longer pass the checks before deletion, and Eno may still delete their objects: %s; %s; protect them (for example with %s on the Composition) before Eno acts",
-			len(atRisk), comp.SynthesisUUID(), domain.FirstIDs(ts, orphansEventLimit), domain.DroppedSummary(atRisk), domain.AnnotationDisableReconciliation))
+	if err := s.guardHandoff(ctx, comp, tombstones); err != nil {
+		return 0, err
 	}
 	return s.cfg.PendingRecheckInterval, nil
 }

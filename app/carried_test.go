@@ -95,7 +95,9 @@ func TestRecordVerifiesCarriedTombstones(t *testing.T) {
 		for i, r := range s.Resources {
 			e, _, err := domain.ParseTombstone(r)
 			require.NoError(t, err)
-			s.Resources[i] = domain.Withdrawn(e)
+			// As an earlier version withdrew a tombstone in place: disabled, no overrides.
+			s.Resources[i] = domain.SliceResource{Deleted: true, Manifest: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"` +
+				e.Namespace + `","name":"` + e.Name + `","annotations":{"` + domain.AnnotationDisableReconciliation + `":"true"}}}`}
 		}
 		f.published[pendingSlice] = s
 		reads := f.downstream.ObserveObjectCallCount()
@@ -131,9 +133,9 @@ func TestRecordVerifiesCarriedTombstones(t *testing.T) {
 }
 
 // While the carrying synthesis is not Ready (an earlier readiness group waits), the carried
-// tombstones it still holds are checked on the interval; one whose object was re-created since
-// the history is TombstoneAtRisk. It cannot be withdrawn: nothing is written.
-func TestCarriedTombstonesAtRisk(t *testing.T) {
+// hand-off stays watched on the interval: another Composition producing one of its tombstones
+// disarms it, for the tombstones Eno carries check the same annotation.
+func TestCarriedHandoffStaysWatched(t *testing.T) {
 	carriedWaiting := func(t *testing.T) *fixture {
 		f := pendingFixture(t)
 		decided := f.comp.Synthesis
@@ -149,66 +151,38 @@ func TestCarriedTombstonesAtRisk(t *testing.T) {
 		f.comp.PreviousSynthesis = &domain.Synthesis{UUID: decided.UUID, Slices: append([]string(nil), decided.Slices...)}
 		return f
 	}
-	t.Run("an object re-created since the history", func(t *testing.T) {
+	t.Run("taken over by another composition: disarmed", func(t *testing.T) {
 		f := carriedWaiting(t)
-		f.downstream.ObserveObjectCalls(recreatedSince("cm-08"))
+		f.reader.ListSlicesReturns([]domain.ResourceSlice{takenOver("cm-08")}, nil)
 		res, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
 		require.NoError(t, err)
-		assert.Equal(t, 90*time.Second, res.RequeueAfter, "checked again on the interval")
-		warnings, _ := eventsOf(f, "TombstoneAtRisk")
+		assert.Equal(t, 90*time.Second, res.RequeueAfter, "watched again on the interval")
+		warnings, _ := eventsOf(f, "HandoffDisarmed")
 		require.Len(t, warnings, 1)
 		assert.Contains(t, warnings[0], "ConfigMap/team-a/cm-08")
-		assert.NotContains(t, warnings[0], "cm-07")
-		reason, n := f.metrics.TombstoneAlertArgsForCall(f.metrics.TombstoneAlertCallCount() - 1)
-		assert.Equal(t, "TombstoneAtRisk", reason)
-		assert.Equal(t, 1, n)
-		assert.Zero(t, f.sink.WithdrawTombstonesCallCount(), "a carried tombstone is Eno's: never rewritten")
+		assert.Equal(t, 1, f.sink.DisarmTombstonesCallCount())
 	})
-	t.Run("a withdrawal that Eno's executor missed is reported", func(t *testing.T) {
-		// The executor read the recovery slice before the withdrawal: Eno carried cm-08 armed.
+	t.Run("no evidence: armed still", func(t *testing.T) {
 		f := carriedWaiting(t)
-		s := f.published[pendingSlice]
-		s.Resources = append([]domain.SliceResource(nil), s.Resources...)
-		e, _, err := domain.ParseTombstone(s.Resources[1])
-		require.NoError(t, err)
-		s.Resources[1] = domain.Withdrawn(e)
-		f.published[pendingSlice] = s
-		f.downstream.ObserveObjectCalls(recreatedSince("cm-08"))
-		_, err = f.service(t).Reconcile(ctx(t), f.comp.Ref())
-		require.NoError(t, err)
-		warnings, _ := eventsOf(f, "TombstoneAtRisk")
-		require.Len(t, warnings, 1)
-		assert.Contains(t, warnings[0], "ConfigMap/team-a/cm-08")
-	})
-	t.Run("every object as recorded, or gone", func(t *testing.T) {
-		f := carriedWaiting(t)
-		f.downstream.ObserveObjectCalls(func(_ context.Context, e domain.Entry) (domain.Observation, error) {
-			if e.Name == "cm-08" {
-				return domain.Observation{State: domain.ObjectAbsent}, nil
-			}
-			return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Changed: historyWritten.Add(-time.Hour), UID: testUID}, nil
-		})
 		res, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
 		require.NoError(t, err)
 		assert.Equal(t, 90*time.Second, res.RequeueAfter)
-		warnings, _ := eventsOf(f, "TombstoneAtRisk")
-		assert.Empty(t, warnings)
+		assert.Zero(t, f.sink.DisarmTombstonesCallCount())
 	})
 	t.Run("Ready: Eno acted, nothing waits", func(t *testing.T) {
 		f := carriedWaiting(t)
 		f.comp.Synthesis.Ready = true
+		f.reader.ListSlicesReturns([]domain.ResourceSlice{takenOver("cm-08")}, nil)
 		f.downstream.ObserveObjectReturns(domain.Observation{State: domain.ObjectAbsent}, nil)
 		f.downstream.ObserveObjectStub = nil
 		res, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
 		require.NoError(t, err)
 		assert.Zero(t, res.RequeueAfter)
-		warnings, _ := eventsOf(f, "TombstoneAtRisk")
-		assert.Empty(t, warnings)
+		assert.Zero(t, f.sink.DisarmTombstonesCallCount())
 	})
-	t.Run("a failed read is retried", func(t *testing.T) {
+	t.Run("a failed list is retried", func(t *testing.T) {
 		f := carriedWaiting(t)
-		f.downstream.ObserveObjectReturns(domain.Observation{}, errors.New("500"))
-		f.downstream.ObserveObjectStub = nil
+		f.reader.ListSlicesReturns(nil, errors.New("500"))
 		_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
 		require.Error(t, err)
 	})

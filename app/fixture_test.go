@@ -211,8 +211,9 @@ func newFixture(t *testing.T) *fixture {
 			Slices: append(slices.Clone(f.comp.Synthesis.Slices), missing...)}
 		return nil
 	})
-	f.sink.WithdrawTombstonesCalls(func(_ context.Context, _ domain.Composition, s domain.ResourceSlice) error {
-		f.published[s.Name] = s
+	f.sink.DisarmTombstonesCalls(func(context.Context, domain.Composition) error {
+		f.comp.Annotations = maps.Clone(f.comp.Annotations)
+		delete(f.comp.Annotations, domain.AnnotationArmed)
 		return nil
 	})
 	f.sink.RequestResynthesisCalls(func(_ context.Context, c domain.Composition) error {

@@ -131,15 +131,6 @@ func (s *Service) requestResynthesis(ctx context.Context, comp domain.Compositio
 func (s *Service) resumeCommitted(ctx context.Context, comp domain.Composition, slices []string) (res RecoverResult, resumed bool, err error) {
 	read, err := s.readRecoverySlices(ctx, comp, slices)
 	if err != nil {
-		if errors.Is(err, ports.ErrNotFound) {
-			// A part is gone, yet Eno's executor carries the others as they are: check them
-			// before recovery plans again around the gap.
-			for _, name := range slices {
-				if werr := s.recheckSlice(ctx, comp, name); werr != nil {
-					return res, true, werr
-				}
-			}
-		}
 		return res, false, err
 	}
 	h, err := domain.HandoffFromSlices(comp, read)
@@ -152,13 +143,16 @@ func (s *Service) resumeCommitted(ctx context.Context, comp domain.Composition, 
 		return res, true, err
 	}
 	// Time may have passed since the commit (a crash, a lost Lease, a decision write that kept
-	// failing): check the tombstones again before anything asks Eno to carry them.
-	for i := range read {
-		if read[i], err = s.withdrawFailing(ctx, comp, read[i]); err != nil {
+	// failing): each tombstone checks itself when Eno acts, and the watch adds the rest.
+	var pending []domain.Tombstone
+	for _, sl := range read {
+		p, err := domain.PendingTombstones(sl)
+		if err != nil {
 			return res, true, err
 		}
+		pending = append(pending, p...)
 	}
-	if h, err = domain.HandoffFromSlices(comp, read); err != nil {
+	if err := s.guardHandoff(ctx, comp, pending); err != nil {
 		return res, true, err
 	}
 	logr.FromContextOrDiscard(ctx).Info("resuming a committed hand-off", "slices", slices)

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -513,21 +512,16 @@ func TestHandoffOfSeveralSlices(t *testing.T) {
 		assert.Equal(t, largeOrphans, d.Tombstones)
 	})
 
-	t.Run("the pending recheck reads every slice and withdraws where the check fails", func(t *testing.T) {
+	t.Run("the pending watch reads every slice and disarms on evidence from any", func(t *testing.T) {
 		f := largeRecoveryFixture(t)
 		_, err := f.service(t).Recover(ctx(t), f.comp)
 		require.NoError(t, err)
 		_, names := publishedParts(t, f)
 		last := f.published[names[len(names)-1]]
-		recreated, _, err := domain.ParseTombstone(last.Resources[0])
+		taken, _, err := domain.ParseTombstone(last.Resources[0])
 		require.NoError(t, err)
-		f.downstream.ObserveObjectCalls(func(_ context.Context, e domain.Entry) (domain.Observation, error) {
-			if e.Name == recreated.Name {
-				return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour), Changed: historyWritten.Add(time.Hour), UID: testUID}, nil
-			}
-			return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Changed: historyWritten.Add(-time.Hour), UID: testUID}, nil
-		})
-		reads, observed := f.reader.GetSliceCallCount(), f.downstream.ObserveObjectCallCount()
+		f.reader.ListSlicesReturns([]domain.ResourceSlice{takenOver(taken.Name)}, nil)
+		reads := f.reader.GetSliceCallCount()
 
 		_, err = f.service(t).Reconcile(ctx(t), f.comp.Ref())
 		require.NoError(t, err)
@@ -539,18 +533,14 @@ func TestHandoffOfSeveralSlices(t *testing.T) {
 		for _, n := range names {
 			assert.Contains(t, rechecked, n)
 		}
-		assert.Equal(t, observed+largeOrphans, f.downstream.ObserveObjectCallCount(), "every tombstone of every slice is read again")
-		require.Equal(t, 1, f.sink.WithdrawTombstonesCallCount())
-		_, _, written := f.sink.WithdrawTombstonesArgsForCall(0)
-		assert.Equal(t, last.Name, written.Name, "withdrawn in the slice that holds it")
-		assert.Equal(t, []string{recreated.Name}, withdrawnNames(t, written))
+		assert.Equal(t, 1, f.sink.DisarmTombstonesCallCount(), "one write disarms every slice's tombstones")
 	})
 }
 
-// A committed hand-off whose decision was never written (a crash, a lost Lease) is checked
-// again when it is resumed, before anything asks Eno to carry it: an object re-created since
-// is withdrawn first.
-func TestResumedHandoffIsCheckedBeforeTheResynthesis(t *testing.T) {
+// A committed hand-off whose decision was never written (a crash, a lost Lease) is watched
+// again when it is resumed, before anything asks Eno to carry it: another Composition that took
+// an object over since disarms it first.
+func TestResumedHandoffIsWatchedBeforeTheResynthesis(t *testing.T) {
 	rs := resources(9)
 	f := recoveryFixture(t, rs, rs[:7])
 	f.cfg.MaxTombstoneFraction = 1
@@ -560,33 +550,11 @@ func TestResumedHandoffIsCheckedBeforeTheResynthesis(t *testing.T) {
 	require.Error(t, err)
 	require.True(t, f.comp.NamesSlice(pendingSlice), "committed before the crash")
 
-	f.downstream.ObserveObjectCalls(recreatedSince("cm-07"))
+	f.reader.ListSlicesReturns([]domain.ResourceSlice{takenOver("cm-07")}, nil)
 	_, err = f.service(t).Recover(ctx(t), f.comp)
 	require.NoError(t, err)
-	require.Equal(t, 1, f.sink.WithdrawTombstonesCallCount(), "withdrawn on resume")
-	assert.Equal(t, []string{"cm-07"}, withdrawnNames(t, f.published[pendingSlice]))
+	require.Equal(t, 1, f.sink.DisarmTombstonesCallCount(), "disarmed on resume")
+	assert.Empty(t, f.comp.Annotations[domain.AnnotationArmed])
+	assert.Equal(t, 1, f.sink.ArmTombstonesCallCount(), "and never armed again")
 	require.Equal(t, 1, f.sink.RequestResynthesisCallCount())
-	_, _, _, h := f.sink.EnsureTombstonesArgsForCall(f.sink.EnsureTombstonesCallCount() - 1)
-	assert.Equal(t, f.published[pendingSlice].Resources, h.Resources, "step 4 knows the withdrawn content")
-}
-
-// A committed hand-off whose decision was never written and one of whose parts is gone: Eno's
-// executor would carry the others as they are, so they are checked, and failing tombstones
-// withdrawn, before recovery plans again around the gap.
-func TestResumeWithAGonePartChecksTheOthers(t *testing.T) {
-	f := largeRecoveryFixture(t)
-	f.decisions.WriteDecisionStub = nil
-	f.decisions.WriteDecisionReturnsOnCall(0, errors.New("the process died"))
-	_, err := f.service(t).Recover(ctx(t), f.comp)
-	require.Error(t, err)
-	_, names := publishedParts(t, f)
-	delete(f.published, names[1])
-	f.downstream.ObserveObjectCalls(func(_ context.Context, e domain.Entry) (domain.Observation, error) {
-		return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour), Changed: historyWritten.Add(time.Hour), UID: testUID}, nil
-	})
-	_, _ = f.service(t).Recover(ctx(t), f.comp)
-	require.GreaterOrEqual(t, f.sink.WithdrawTombstonesCallCount(), 1)
-	_, _, first := f.sink.WithdrawTombstonesArgsForCall(0)
-	assert.Equal(t, names[0], first.Name, "the readable part is checked first")
-	assert.NotEmpty(t, withdrawnNames(t, f.published[names[0]]))
 }

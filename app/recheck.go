@@ -66,89 +66,92 @@ func (s *Service) readyToCommit(read domain.Composition) func(domain.Composition
 	}
 }
 
-// withdrawnEventLimit is how many withdrawn tombstones one event names.
-const withdrawnEventLimit = 20
+// disarmedEventLimit is how many tombstones one HandoffDisarmed event names.
+const disarmedEventLimit = 20
 
 // pendingHandoff reports whether comp's current synthesis is decided Recovered: its tombstones
 // sit in a synthesis that eno-reconciler applies whenever it loads it, until Eno's executor
-// carries them into a later one (design §6.2, "A pending hand-off stays checked").
+// carries them into a later one (design §6.2, "A hand-off stays watched").
 func pendingHandoff(comp domain.Composition) (domain.Decision, bool) {
 	d, ok := comp.FinishedDecision()
-	// FinishedDecision is the current synthesis's: a later synthesis ends the recheck.
+	// FinishedDecision is the current synthesis's: a later synthesis ends the check.
 	if !ok || d.Outcome != domain.OutcomeRecovered || d.TombstoneSlice == "" {
 		return domain.Decision{}, false
 	}
 	return d, true
 }
 
-// recheckPending re-runs the checks at the moment of deletion on the tombstones of a pending
-// hand-off, and withdraws in place each that no longer passes: an object re-created since the
-// history was written must not be deleted by an eno-reconciler that loads the synthesis days
-// later. It returns when to look again; zero when nothing is pending. The decision is not
-// rewritten.
+// recheckPending watches the tombstones of a pending hand-off for what their precondition
+// cannot see (guardHandoff). It returns when to look again; zero when nothing is pending. A gone
+// slice is left to step 4; one that is not this controller's hand-off is refused as
+// RecoverySliceInvalid.
 func (s *Service) recheckPending(ctx context.Context, comp domain.Composition) (time.Duration, error) {
 	d, ok := pendingHandoff(comp)
 	if !ok || s.policy.CheckHandoff(comp) != nil {
 		return 0, nil
 	}
+	var tombstones []domain.Tombstone
 	for _, slice := range comp.DecidedRecoverySlices(d) {
-		if err := s.recheckSlice(ctx, comp, slice); err != nil {
+		sl, err := s.deps.Slices.GetSlice(ctx, comp.Namespace, slice)
+		switch {
+		case errors.Is(err, ports.ErrNotFound):
+			continue
+		case err != nil:
+			return 0, fmt.Errorf("watching the hand-off: reading recovery slice %s: %w", slice, err)
+		}
+		if _, err := domain.HandoffFromSlice(comp, sl); err != nil {
+			invalid := &domain.RecoverySliceInvalidError{Slice: slice, Detail: err.Error()}
+			s.refuse(comp, "RecoverySliceInvalid", invalid)
+			return 0, invalid
+		}
+		pending, err := domain.PendingTombstones(sl)
+		if err != nil {
 			return 0, err
 		}
+		tombstones = append(tombstones, pending...)
+	}
+	if err := s.guardHandoff(ctx, comp, tombstones); err != nil {
+		return 0, err
 	}
 	return s.cfg.PendingRecheckInterval, nil
 }
 
-// recheckSlice re-runs the checks on the tombstones of one committed recovery slice and
-// withdraws in place each that no longer passes. A gone slice is left to step 4 (which creates
-// it again, or reports it lost); one that is not this controller's hand-off is never written,
-// and refused as RecoverySliceInvalid.
-func (s *Service) recheckSlice(ctx context.Context, comp domain.Composition, slice string) error {
-	sl, err := s.deps.Slices.GetSlice(ctx, comp.Namespace, slice)
-	switch {
-	case errors.Is(err, ports.ErrNotFound):
+// guardHandoff looks, while comp is armed, for the evidence that the tombstones' own
+// precondition cannot see: an identity that a slice of another Composition applies or patches
+// (K4: Eno applies every Composition with one field manager, so a takeover with an identical
+// manifest writes nothing). Finding any, it disarms the whole hand-off, its only write, with a
+// HandoffDisarmed warning and metric: Eno then deletes none of its tombstones, wherever it holds
+// them (design §6.2).
+func (s *Service) guardHandoff(ctx context.Context, comp domain.Composition, tombstones []domain.Tombstone) error {
+	if comp.Annotations[domain.AnnotationArmed] == "" || len(tombstones) == 0 {
 		return nil
-	case err != nil:
-		return fmt.Errorf("rechecking the hand-off: reading recovery slice %s: %w", slice, err)
 	}
-	if _, err := domain.HandoffFromSlice(comp, sl); err != nil {
-		invalid := &domain.RecoverySliceInvalidError{Slice: slice, Detail: err.Error()}
-		s.refuse(comp, "RecoverySliceInvalid", invalid)
-		return invalid
-	}
-	_, err = s.withdrawFailing(ctx, comp, sl)
-	return err
-}
-
-// withdrawFailing re-runs the checks at the moment of deletion on the tombstones of sl not yet
-// withdrawn, and withdraws in place each that fails, with a TombstoneWithdrawn event and metric.
-// It returns the slice as it now stands.
-func (s *Service) withdrawFailing(ctx context.Context, comp domain.Composition, sl domain.ResourceSlice) (domain.ResourceSlice, error) {
-	pending, err := domain.PendingTombstones(sl)
-	if err != nil || len(pending) == 0 {
-		return sl, err
-	}
-	observed, err := s.planner.observe(ctx, pending)
+	elsewhere, err := s.planner.producedElsewhere(ctx, comp.UID)
 	if err != nil {
-		return sl, fmt.Errorf("rechecking the hand-off: %w", err)
+		return fmt.Errorf("watching the hand-off: %w", err)
 	}
-	w, err := domain.PlanWithdrawal(sl, observed)
-	if err != nil || len(w.Withdrawn) == 0 {
-		return sl, err
+	var taken []domain.Tombstone
+	var where []string
+	for _, t := range tombstones {
+		if slice, ok := elsewhere[t.Entry.ID()]; ok {
+			taken = append(taken, t)
+			where = append(where, slice)
+		}
 	}
-	rewritten := sl
-	rewritten.Resources = w.Resources
-	if err := s.deps.Sink.WithdrawTombstones(ctx, comp, rewritten); err != nil {
-		return sl, fmt.Errorf("rechecking the hand-off: withdrawing %d tombstones from %s: %w", len(w.Withdrawn), sl.Name, err)
+	if len(taken) == 0 {
+		return nil
 	}
-	withdrawn := make([]domain.Tombstone, len(w.Withdrawn))
-	for i, dt := range w.Withdrawn {
-		withdrawn[i] = dt.Tombstone
+	live, err := s.recheck(ctx, comp, func(domain.Composition) error { return nil })
+	if err != nil {
+		return err
 	}
-	s.deps.Metrics.TombstoneAlert("TombstoneWithdrawn", len(w.Withdrawn))
-	s.deps.Events.Warning(comp, "TombstoneWithdrawn", fmt.Sprintf(
-		"%d tombstones of recovery slice %s no longer pass the checks before deletion and were withdrawn (Eno skips them): %s; %s",
-		len(w.Withdrawn), sl.Name, domain.FirstIDs(withdrawn, withdrawnEventLimit), domain.DroppedSummary(w.Withdrawn)))
-	logr.FromContextOrDiscard(ctx).Info("withdrew tombstones of a pending hand-off", "slice", sl.Name, "withdrawn", len(w.Withdrawn))
-	return rewritten, nil
+	if err := s.deps.Sink.DisarmTombstones(ctx, live); err != nil {
+		return fmt.Errorf("disarming the hand-off: %w", err)
+	}
+	s.deps.Metrics.TombstoneAlert("HandoffDisarmed", len(taken))
+	s.deps.Events.Warning(comp, "HandoffDisarmed", fmt.Sprintf(
+		"%d tombstones of the hand-off name objects another composition now produces (%s, in %s); %s was removed, so Eno deletes none of the hand-off's tombstones: check the remaining orphans by hand",
+		len(taken), domain.FirstIDs(taken, disarmedEventLimit), where[0], domain.AnnotationArmed))
+	logr.FromContextOrDiscard(ctx).Info("disarmed a hand-off: another composition produces some of its tombstones", "tombstones", len(taken))
+	return nil
 }

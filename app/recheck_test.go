@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -165,155 +164,105 @@ func pendingFixture(t *testing.T) *fixture {
 
 const pendingSlice = "web-recovery-11111111"
 
-func withdrawnNames(t *testing.T, s domain.ResourceSlice) []string {
-	t.Helper()
-	var out []string
-	for _, r := range s.Resources {
-		e, withdrawn, err := domain.ParseTombstone(r)
-		require.NoError(t, err)
-		if withdrawn {
-			out = append(out, e.Name)
-		}
+// takenOver is a slice of another Composition that applies the named ConfigMaps of team-a.
+func takenOver(names ...string) domain.ResourceSlice {
+	s := domain.ResourceSlice{Namespace: "team-b", Name: "other-00000001-0", ControllerUID: "uid-other"}
+	for _, n := range names {
+		s.Resources = append(s.Resources, domain.SliceResource{Manifest: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"team-a","name":"` + n + `"}}`})
 	}
-	return out
+	return s
 }
 
-// An object re-created by hand while the hand-off waits for Eno (a synthesizer that cannot run)
-// is not deleted when an eno-reconciler loads the synthesis later: its tombstone is withdrawn
-// in place at the next recheck, and the decision is not rewritten.
-func TestPendingHandoffWithdrawsWhatNoLongerPasses(t *testing.T) {
+// K4 after planning: while the hand-off is armed and pending, each reconcile lists the slices,
+// and another Composition producing one of its tombstones disarms the whole hand-off, its only
+// write, with a HandoffDisarmed warning and metric. Disarmed, there is nothing more to watch.
+func TestPendingHandoffDisarmsWhenAnotherCompositionProducesATombstone(t *testing.T) {
 	f := pendingFixture(t)
-	reads := f.downstream.ObserveObjectCallCount()
-	f.downstream.ObserveObjectCalls(recreatedSince("cm-08"))
-	before := f.published[pendingSlice]
+	require.NotEmpty(t, f.comp.Annotations[domain.AnnotationArmed])
+	listed := f.reader.ListSlicesCallCount()
+	f.reader.ListSlicesReturns([]domain.ResourceSlice{f.published[pendingSlice], takenOver("cm-08", "unrelated")}, nil)
 
 	res, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
 	require.NoError(t, err)
 	assert.Equal(t, 90*time.Second, res.RequeueAfter)
-	assert.Equal(t, reads+2, f.downstream.ObserveObjectCallCount(), "every pending tombstone is read again")
-	require.Equal(t, 1, f.sink.WithdrawTombstonesCallCount())
-	_, _, written := f.sink.WithdrawTombstonesArgsForCall(0)
-	require.Len(t, written.Resources, len(before.Resources), "positions are kept")
-	assert.Equal(t, before.Resources[0], written.Resources[0])
-	assert.Equal(t, []string{"cm-08"}, withdrawnNames(t, written))
+	assert.Equal(t, listed+1, f.reader.ListSlicesCallCount())
+	require.Equal(t, 1, f.sink.DisarmTombstonesCallCount())
+	assert.Empty(t, f.comp.Annotations[domain.AnnotationArmed])
 	assert.Equal(t, 1, f.decisions.WriteDecisionCallCount(), "the decision is not rewritten")
-	reason, n := f.metrics.TombstoneAlertArgsForCall(0)
-	assert.Equal(t, "TombstoneWithdrawn", reason)
+	reason, n := f.metrics.TombstoneAlertArgsForCall(f.metrics.TombstoneAlertCallCount() - 1)
+	assert.Equal(t, "HandoffDisarmed", reason)
 	assert.Equal(t, 1, n)
 	var warned string
 	for i := range f.events.Count() {
 		_, warning, reason, msg := f.events.At(i)
-		if warning && reason == "TombstoneWithdrawn" {
+		if warning && reason == "HandoffDisarmed" {
 			warned = msg
 		}
 	}
 	assert.Contains(t, warned, "ConfigMap/team-a/cm-08")
+	assert.Contains(t, warned, "team-b/other-00000001-0")
 
-	// A withdrawn tombstone is pending no more: it is neither read nor written again.
-	reads = f.downstream.ObserveObjectCallCount()
 	_, err = f.service(t).Reconcile(ctx(t), f.comp.Ref())
 	require.NoError(t, err)
-	assert.Equal(t, reads+1, f.downstream.ObserveObjectCallCount())
-	assert.Equal(t, 1, f.sink.WithdrawTombstonesCallCount())
+	assert.Equal(t, listed+1, f.reader.ListSlicesCallCount(), "disarmed: nothing left to watch")
+	assert.Equal(t, 1, f.sink.DisarmTombstonesCallCount())
 }
 
-// Whatever makes an object fail the checks withdraws its tombstone: gone, unreadable, or no
-// write time on the slice.
-func TestPendingHandoffWithdrawsOnEveryFailedCheck(t *testing.T) {
-	for name, tt := range map[string]struct {
-		observe func(domain.Entry) domain.Observation
-		spoil   func(s *domain.ResourceSlice)
-		want    []string
-	}{
-		"everything still passes": {func(domain.Entry) domain.Observation {
-			return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Changed: historyWritten.Add(-time.Hour), UID: testUID}
-		}, nil, nil},
-		"an object is gone": {func(e domain.Entry) domain.Observation {
-			if e.Name == "cm-07" {
-				return domain.Observation{State: domain.ObjectAbsent}
-			}
-			return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Changed: historyWritten.Add(-time.Hour), UID: testUID}
-		}, nil, []string{"cm-07"}},
-		"an object can no longer be read": {func(domain.Entry) domain.Observation {
-			return domain.Observation{State: domain.ObjectUnreadable, Detail: "forbidden"}
-		}, nil, []string{"cm-07", "cm-08"}},
-		"an object reports no creationTimestamp": {func(domain.Entry) domain.Observation {
-			return domain.Observation{State: domain.ObjectPresent}
-		}, nil, []string{"cm-07", "cm-08"}},
-		"the slice lost the history's write time": {func(domain.Entry) domain.Observation {
-			return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Changed: historyWritten.Add(-time.Hour), UID: testUID}
-		}, func(s *domain.ResourceSlice) { delete(s.Annotations, domain.AnnotationHistoryWritten) }, []string{"cm-07", "cm-08"}},
-	} {
-		t.Run(name, func(t *testing.T) {
-			f := pendingFixture(t)
-			f.downstream.ObserveObjectCalls(func(_ context.Context, e domain.Entry) (domain.Observation, error) { return tt.observe(e), nil })
-			if tt.spoil != nil {
-				s := f.published[pendingSlice]
-				annotations := map[string]string{}
-				for k, v := range s.Annotations {
-					annotations[k] = v
-				}
-				s.Annotations = annotations
-				tt.spoil(&s)
-				f.published[pendingSlice] = s
-			}
-			_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
-			require.NoError(t, err)
-			if tt.want == nil {
-				assert.Zero(t, f.sink.WithdrawTombstonesCallCount())
-				return
-			}
-			require.Equal(t, 1, f.sink.WithdrawTombstonesCallCount())
-			_, _, written := f.sink.WithdrawTombstonesArgsForCall(0)
-			assert.Equal(t, tt.want, withdrawnNames(t, written))
-		})
-	}
+// What is no evidence: the hand-off's own slices, another Composition's tombstone of the same
+// object, an unreadable manifest.
+func TestPendingHandoffKeepsItsArmWithoutEvidence(t *testing.T) {
+	f := pendingFixture(t)
+	other := takenOver("cm-07")
+	other.Resources[0].Deleted = true
+	other.Resources = append(other.Resources, domain.SliceResource{Manifest: "not json"})
+	f.reader.ListSlicesReturns([]domain.ResourceSlice{f.published[pendingSlice], other}, nil)
+	_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
+	require.NoError(t, err)
+	assert.Zero(t, f.sink.DisarmTombstonesCallCount())
+	assert.NotEmpty(t, f.comp.Annotations[domain.AnnotationArmed])
 }
 
-// Faults at the withdrawal: a conflict or a failed read decides nothing and is retried with
-// backoff; the next pass withdraws from what it reads then.
+// Faults at the watch: a conflict or a failed list decides nothing and is retried with backoff;
+// another's slice under the recovery name is refused, and nothing is written.
 func TestPendingHandoffFaults(t *testing.T) {
-	newer := func(_ context.Context, e domain.Entry) (domain.Observation, error) {
-		return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour), Changed: historyWritten.Add(time.Hour), UID: testUID}, nil
-	}
-	t.Run("the slice changed since it was read", func(t *testing.T) {
+	t.Run("the composition changed since it was read", func(t *testing.T) {
 		f := pendingFixture(t)
-		f.downstream.ObserveObjectCalls(newer)
-		withdraw := f.sink.WithdrawTombstonesStub
-		f.sink.WithdrawTombstonesStub = nil
-		f.sink.WithdrawTombstonesReturnsOnCall(0, fmt.Errorf("update: %w", ports.ErrConflict))
+		f.reader.ListSlicesReturns([]domain.ResourceSlice{takenOver("cm-07")}, nil)
+		disarm := f.sink.DisarmTombstonesStub
+		f.sink.DisarmTombstonesStub = nil
+		f.sink.DisarmTombstonesReturnsOnCall(0, fmt.Errorf("patch: %w", ports.ErrConflict))
+		alerts := f.metrics.TombstoneAlertCallCount()
 		_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
 		require.ErrorIs(t, err, ports.ErrConflict)
-		assert.Zero(t, f.metrics.TombstoneAlertCallCount(), "nothing reported before it is done")
+		assert.Equal(t, alerts, f.metrics.TombstoneAlertCallCount(), "nothing reported before it is done")
 
-		f.sink.WithdrawTombstonesCalls(withdraw)
+		f.sink.DisarmTombstonesCalls(disarm)
 		_, err = f.service(t).Reconcile(ctx(t), f.comp.Ref())
 		require.NoError(t, err)
-		assert.Equal(t, []string{"cm-07", "cm-08"}, withdrawnNames(t, f.published[pendingSlice]))
+		assert.Empty(t, f.comp.Annotations[domain.AnnotationArmed])
 	})
-	t.Run("a downstream read fails", func(t *testing.T) {
+	t.Run("the list fails", func(t *testing.T) {
 		f := pendingFixture(t)
-		f.downstream.ObserveObjectReturns(domain.Observation{}, fmt.Errorf("500"))
-		f.downstream.ObserveObjectStub = nil
+		f.reader.ListSlicesReturns(nil, fmt.Errorf("500"))
 		_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
 		require.Error(t, err)
-		assert.Zero(t, f.sink.WithdrawTombstonesCallCount())
+		assert.Zero(t, f.sink.DisarmTombstonesCallCount())
 	})
 	t.Run("the recovery slice is no longer this controller's", func(t *testing.T) {
 		f := pendingFixture(t)
-		f.downstream.ObserveObjectCalls(newer)
+		f.reader.ListSlicesReturns([]domain.ResourceSlice{takenOver("cm-07")}, nil)
 		s := f.published[pendingSlice]
 		s.ControllerUID = "someone-else"
 		f.published[pendingSlice] = s
 		_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
 		var invalid *domain.RecoverySliceInvalidError
 		require.ErrorAs(t, err, &invalid)
-		assert.Zero(t, f.sink.WithdrawTombstonesCallCount(), "another's slice is never written")
+		assert.Zero(t, f.sink.DisarmTombstonesCallCount(), "another's slice decides nothing")
 	})
 }
 
-// Once Eno's executor carried the tombstones (a later synthesis is current), the recovery slice
-// is Eno's history: the pending recheck stops.
+// Once Eno's executor carried the tombstones (a later synthesis is current), the pending watch
+// stops; the carried one takes over while that synthesis is not Ready.
 func TestPendingHandoffEndsWithTheNextSynthesis(t *testing.T) {
 	f := pendingFixture(t)
 	next := "44444444-aaaa-bbbb-cccc-000000000004"
@@ -322,38 +271,23 @@ func TestPendingHandoffEndsWithTheNextSynthesis(t *testing.T) {
 	annotations := f.comp.Annotations
 	f.comp = composition(uid, next, f.slices, false)
 	f.comp.Annotations = annotations
-	reads := f.downstream.ObserveObjectCallCount()
+	f.comp.Synthesis.Ready = true
+	listed := f.reader.ListSlicesCallCount()
 	res, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
 	require.NoError(t, err)
 	assert.Zero(t, res.RequeueAfter)
-	assert.Equal(t, reads, f.downstream.ObserveObjectCallCount())
-	assert.Zero(t, f.sink.WithdrawTombstonesCallCount())
+	assert.Equal(t, listed, f.reader.ListSlicesCallCount())
+	assert.Zero(t, f.sink.DisarmTombstonesCallCount())
 }
 
-// The pending recheck does not wait for the hand-off to complete: step 4 failing (a part stuck
-// terminating, say) still lets it withdraw, and the reconcile is retried.
-func TestPendingRecheckRunsWhateverStepFourMeets(t *testing.T) {
+// The watch does not wait for the hand-off to complete: step 4 failing (a part stuck
+// terminating, say) still lets it disarm, and the reconcile is retried.
+func TestPendingWatchRunsWhateverStepFourMeets(t *testing.T) {
 	f := pendingFixture(t)
 	f.sink.EnsureTombstonesStub = nil
 	f.sink.EnsureTombstonesReturns(errors.New("recovery slice is being deleted; it is created again once it is gone"))
-	f.downstream.ObserveObjectCalls(func(_ context.Context, e domain.Entry) (domain.Observation, error) {
-		return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour), Changed: historyWritten.Add(time.Hour), UID: testUID}, nil
-	})
+	f.reader.ListSlicesReturns([]domain.ResourceSlice{takenOver("cm-07")}, nil)
 	_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
 	require.Error(t, err)
-	require.Equal(t, 1, f.sink.WithdrawTombstonesCallCount())
-	assert.Equal(t, []string{"cm-07", "cm-08"}, withdrawnNames(t, f.published[pendingSlice]))
-}
-
-// recreatedSince observes the named objects as created after the history was written, and every
-// other one as older: what the checks at the moment of deletion see once an orphan was re-created.
-func recreatedSince(names ...string) func(context.Context, domain.Entry) (domain.Observation, error) {
-	return func(_ context.Context, e domain.Entry) (domain.Observation, error) {
-		for _, n := range names {
-			if e.Name == n {
-				return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour), Changed: historyWritten.Add(time.Hour), UID: testUID}, nil
-			}
-		}
-		return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Changed: historyWritten.Add(-time.Hour), UID: testUID}, nil
-	}
+	assert.Equal(t, 1, f.sink.DisarmTombstonesCallCount())
 }

@@ -56,8 +56,8 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 		res.Skipped = ie
 		return res, nil
 	case domain.StageDecided:
-		// Withdraw first, whatever step 4 or 5 then meets (a part stuck terminating, a
-		// failing write): the recheck must not wait for the hand-off to complete.
+		// Watch first, whatever step 4 or 5 then meets (a part stuck terminating, a failing
+		// write): the watch must not wait for the hand-off to complete.
 		_, pending := pendingHandoff(comp)
 		observed = &ports.CompositionState{HandoffPending: pending}
 		var recheckErr error
@@ -86,8 +86,8 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 		comp, reads = rec.Composition, &r
 	}
 
-	// A carried hand-off waits for Eno while its synthesis is not Ready: keep checking it.
-	wait, err := s.checkAtRisk(ctx, comp, reads)
+	// A carried hand-off waits for Eno while its synthesis is not Ready: keep watching it.
+	wait, err := s.watchCarried(ctx, comp)
 	if err != nil {
 		return res, err
 	}

@@ -169,6 +169,9 @@ func (p planner) planListed(ctx context.Context, comp domain.Composition, lineag
 	if in.Observed, err = p.observe(ctx, plan.Verify); err != nil {
 		return domain.RecoveryPlan{}, reads, err
 	}
+	if err := p.markProducedElsewhere(ctx, in.Observed, comp.UID, snap.CompositionUID()); err != nil {
+		return domain.RecoveryPlan{}, reads, err
+	}
 	plan, err = domain.PlanRecovery(in)
 	return plan, reads, err
 }
@@ -221,6 +224,31 @@ func (p planner) liveOwners(ctx context.Context, refs []domain.CompositionRef) (
 		return live, nil
 	}
 	return nil, undecided[0]
+}
+
+// markProducedElsewhere turns each present object whose identity a slice of another
+// Composition applies or patches into ObjectProducedElsewhere: it is kept (K4). The slices of
+// the owners excluded (this Composition, the incarnation the history recorded) do not count.
+func (p planner) markProducedElsewhere(ctx context.Context, observed map[domain.ResourceID]domain.Observation, excluded ...string) error {
+	elsewhere, err := p.producedElsewhere(ctx, excluded...)
+	if err != nil {
+		return err
+	}
+	for id, o := range observed {
+		if slice, ok := elsewhere[id]; ok && o.State == domain.ObjectPresent {
+			observed[id] = domain.Observation{State: domain.ObjectProducedElsewhere, Detail: "resource slice " + slice + " of another composition produces it"}
+		}
+	}
+	return nil
+}
+
+// producedElsewhere lists every slice once and returns the identities others produce.
+func (p planner) producedElsewhere(ctx context.Context, excluded ...string) (map[domain.ResourceID]string, error) {
+	all, err := p.slices.ListSlices(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing resource slices for identities other compositions produce: %w", err)
+	}
+	return domain.ProducedElsewhere(all, excluded...), nil
 }
 
 // observe reads each tombstone's object downstream (design §6.3).

@@ -3,7 +3,6 @@ package domain
 import (
 	"fmt"
 	"slices"
-	"time"
 )
 
 // CarriedRecoverySlices names the recovery slices that c's previous synthesis holds: a hand-off
@@ -68,32 +67,4 @@ func RemainingOrphans(tombstones []Tombstone, observed map[ResourceID]Observatio
 // sortTombstones puts tombstones in the canonical order of their entries.
 func sortTombstones(ts []Tombstone) {
 	slices.SortFunc(ts, func(a, b Tombstone) int { return compareEntries(&a.Entry, &b.Entry) })
-}
-
-// Waiting lists the carried tombstones that the current synthesis still holds as tombstones Eno
-// acts on (not disabled): Eno has them, and may not have acted on them yet. A withdrawn one
-// that Eno holds armed lost its withdrawal (an executor that read the slice before it).
-func Waiting(carried []Tombstone, current SynthesisContents) []Tombstone {
-	var out []Tombstone
-	for _, t := range carried {
-		if current.Tombstones(t.Entry.ID()) {
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
-// AtRisk re-runs the checks at the moment of deletion on waiting tombstones, given a read of
-// each object. It returns those whose object is still there but fails: Eno may still delete it
-// though it is no longer the object the history recorded. A carried tombstone cannot be
-// withdrawn, only reported.
-func AtRisk(waiting []Tombstone, observed map[ResourceID]Observation, written time.Time, known bool) []DroppedTombstone {
-	_, failed := VerifyTombstones(waiting, observed, written, known)
-	var out []DroppedTombstone
-	for _, d := range failed {
-		if observed[d.Tombstone.Entry.ID()].State != ObjectAbsent { // gone: Eno has done it
-			out = append(out, d)
-		}
-	}
-	return out
 }

@@ -1,6 +1,7 @@
 package domain_test
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -29,9 +30,8 @@ func TestCarriedRecoverySlices(t *testing.T) {
 func TestCarriedTombstones(t *testing.T) {
 	s, ts := pendingSlice(t, "a", "b")
 	s.SynthesisUUID = oldSynUUID
-	e, _, err := domain.ParseTombstone(s.Resources[1])
-	require.NoError(t, err)
-	s.Resources[1] = domain.Withdrawn(e)
+	// As an earlier version withdrew a tombstone in place: disabled, no overrides.
+	s.Resources[1] = domain.SliceResource{Manifest: manifestWith("b", map[string]string{domain.AnnotationDisableReconciliation: "true"}), Deleted: true}
 	c := composition()
 	c.PreviousSynthesis = &domain.Synthesis{UUID: oldSynUUID}
 	got, withdrawn, err := domain.CarriedTombstones(c, s)
@@ -65,28 +65,9 @@ func TestRemainingOrphans(t *testing.T) {
 	assert.Equal(t, []domain.ResourceID{ts[1].Entry.ID(), ts[0].Entry.ID()}, tombstoneIDs(got), "present ones, in canonical order")
 }
 
-func TestWaitingAndAtRisk(t *testing.T) {
-	_, ts := pendingSlice(t, "a", "b", "c", "d")
-	current, err := domain.ReadSynthesis(composition(), []domain.ResourceSlice{slice(goldenSlice,
-		domain.SliceResource{Manifest: manifest("v1", "ConfigMap", "ns", "a"), Deleted: true},
-		domain.SliceResource{Manifest: manifest("v1", "ConfigMap", "ns", "b"), Deleted: true},
-		domain.SliceResource{Manifest: manifest("v1", "ConfigMap", "ns", "c"), Deleted: true},
-		domain.SliceResource{Manifest: manifest("v1", "ConfigMap", "ns", "d")}, // produced again: not waiting
-		domain.SliceResource{Manifest: domain.Withdrawn(domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "e"}).Manifest, Deleted: true},
-	)})
-	require.NoError(t, err)
-	withdrawnE := domain.Tombstone{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "e"}, UID: testUID}
-	waiting := domain.Waiting(append(ts, withdrawnE), current)
-	assert.Equal(t, []domain.ResourceID{ts[0].Entry.ID(), ts[1].Entry.ID(), ts[2].Entry.ID()}, tombstoneIDs(waiting))
-
-	observed := map[domain.ResourceID]domain.Observation{
-		ts[0].Entry.ID(): {State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Changed: historyWritten.Add(-time.Hour), UID: testUID}, // as recorded
-		ts[1].Entry.ID(): {State: domain.ObjectPresent, Created: historyWritten.Add(time.Hour), Changed: historyWritten.Add(time.Hour), UID: testUID},   // re-created
-		ts[2].Entry.ID(): {State: domain.ObjectAbsent},                                                                                                  // Eno did it
-	}
-	risk := domain.AtRisk(waiting, observed, historyWritten, true)
-	require.Len(t, risk, 1)
-	assert.Equal(t, ts[1].Entry.ID(), risk[0].Tombstone.Entry.ID())
-	assert.Equal(t, domain.DropNewer, risk[0].Reason)
-	assert.Len(t, domain.AtRisk(waiting, observed, time.Time{}, false), 2, "an unknown write time puts every present object at risk")
+// manifestWith is a ConfigMap's manifest in namespace ns with annotations.
+func manifestWith(name string, annotations map[string]string) string {
+	b, _ := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": name, "namespace": "ns", "annotations": annotations}})
+	return string(b)
 }

@@ -46,20 +46,6 @@ func readTombstone(r SliceResource) (Tombstone, bool, error) {
 	return Tombstone{Entry: e}, e.Annotations[AnnotationDisableReconciliation] == "true" && !overridden, nil
 }
 
-// Withdrawn is the tombstone of e that Eno skips: reconciliation disabled, and the overrides
-// removed (Eno applies overrides before it reads the annotation, so one could undo it).
-func Withdrawn(e Entry) SliceResource {
-	annotations := make(map[string]string, len(e.Annotations)+1)
-	for k, v := range e.Annotations {
-		if k != AnnotationOverrides {
-			annotations[k] = v
-		}
-	}
-	annotations[AnnotationDisableReconciliation] = "true"
-	e.Annotations = annotations
-	return SliceResource{Manifest: Tombstone{Entry: e}.Manifest(), Deleted: true}
-}
-
 // PendingTombstones lists the tombstones of a recovery slice that Eno may still act on: every
 // one not yet withdrawn, in slice order. A resource that cannot be read back is an error.
 func PendingTombstones(s ResourceSlice) ([]Tombstone, error) {
@@ -81,40 +67,4 @@ func PendingTombstones(s ResourceSlice) ([]Tombstone, error) {
 func HistoryWrittenAt(s ResourceSlice) (t time.Time, known bool) {
 	t, err := time.Parse(time.RFC3339, s.Annotations[AnnotationHistoryWritten])
 	return t, err == nil
-}
-
-// Withdrawal is what the pending hand-off's recheck does to one recovery slice: the resources
-// to write back, each in its position, and the tombstones withdrawn, with why.
-type Withdrawal struct {
-	Resources []SliceResource
-	Withdrawn []DroppedTombstone
-}
-
-// PlanWithdrawal re-runs the checks at the moment of deletion (VerifyTombstones) on every
-// pending tombstone of s, given what a read of each object found just now, and withdraws in
-// place each that no longer passes. Positions are kept: Eno's slice status is positional, so
-// removing a manifest would make its executor index past the end. Nothing to withdraw leaves
-// Withdrawn empty.
-func PlanWithdrawal(s ResourceSlice, observed map[ResourceID]Observation) (Withdrawal, error) {
-	pending, err := PendingTombstones(s)
-	if err != nil {
-		return Withdrawal{}, err
-	}
-	written, known := HistoryWrittenAt(s)
-	_, failed := VerifyTombstones(pending, observed, written, known)
-	if len(failed) == 0 {
-		return Withdrawal{}, nil
-	}
-	withdraw := make(map[ResourceID]bool, len(failed))
-	for _, d := range failed {
-		withdraw[d.Tombstone.Entry.ID()] = true
-	}
-	w := Withdrawal{Resources: make([]SliceResource, len(s.Resources)), Withdrawn: failed}
-	for i, r := range s.Resources {
-		w.Resources[i] = r
-		if e, withdrawn, _ := ParseTombstone(r); !withdrawn && withdraw[e.ID()] {
-			w.Resources[i] = Withdrawn(e)
-		}
-	}
-	return w, nil
 }

@@ -3,6 +3,7 @@ package domain
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // ResourceSlice is the part of an Eno ResourceSlice this project reads (design §2).
@@ -211,4 +212,42 @@ func cascadeDisable(e *Entry, c Composition) {
 	}
 	annotations[AnnotationDisableReconciliation] = v
 	e.Annotations = annotations
+}
+
+// ProducedElsewhere maps each identity that a slice controlled by anything but the excluded
+// owners (by UID) holds as a resource Eno applies or patches (not a tombstone) to that slice's
+// name. Any
+// such slice counts, a terminating one or one of an older synthesis too: when in doubt, keep
+// (design §6.3, K4). A manifest that cannot be read names nothing: Eno cannot apply it either.
+func ProducedElsewhere(all []ResourceSlice, excluded ...string) map[ResourceID]string {
+	out := map[ResourceID]string{}
+	for _, s := range all {
+		if s.Deleting || slices.Contains(excluded, s.ControllerUID) {
+			continue
+		}
+		for _, r := range s.Resources {
+			if r.Deleted {
+				continue
+			}
+			m, err := readManifest([]byte(r.Manifest))
+			if err != nil {
+				continue
+			}
+			group, _ := splitAPIVersion(m.APIVersion)
+			id := ResourceID{Group: group, Kind: m.Kind, Namespace: m.Namespace, Name: m.Name}
+			if m.APIVersion == enoAPIVersion && m.Kind == patchKind {
+				// A Patch of another Composition uses its target: when in doubt, keep.
+				targetVersion, targetKind, err := m.patchTarget()
+				if err != nil || targetKind == "" {
+					continue
+				}
+				tg, _ := splitAPIVersion(targetVersion)
+				id = ResourceID{Group: tg, Kind: targetKind, Namespace: m.Namespace, Name: m.Name}
+			}
+			if _, seen := out[id]; !seen {
+				out[id] = s.Namespace + "/" + s.Name
+			}
+		}
+	}
+	return out
 }

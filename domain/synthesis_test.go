@@ -199,3 +199,25 @@ func TestSliceErrorUnwrap(t *testing.T) {
 	assert.Equal(t, "resource slice s is Unreadable: d: boom", err.Error())
 	assert.False(t, domain.IsSliceError(inner))
 }
+
+// K4: an identity any slice of another Composition applies or patches counts; tombstones,
+// unreadable manifests and the excluded owners' slices do not.
+func TestProducedElsewhere(t *testing.T) {
+	cm := func(name string) string {
+		return `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"ns","name":"` + name + `"}}`
+	}
+	patch := `{"apiVersion":"eno.azure.io/v1","kind":"Patch","metadata":{"namespace":"ns","name":"patched"},"patch":{"apiVersion":"apps/v1","kind":"Deployment","ops":[]}}`
+	all := []domain.ResourceSlice{
+		{Namespace: "team-b", Name: "other-1", ControllerUID: "uid-other", Resources: []domain.SliceResource{
+			{Manifest: cm("taken")}, {Manifest: cm("tombstoned"), Deleted: true}, {Manifest: "not json"}, {Manifest: patch}}},
+		{Namespace: "team-a", Name: "old-1", ControllerUID: "uid-old", Resources: []domain.SliceResource{{Manifest: cm("old")}}},
+		{Namespace: "team-a", Name: "self-1", ControllerUID: "uid-self", Resources: []domain.SliceResource{{Manifest: cm("own")}}},
+		{Namespace: "team-c", Name: "gone-1", ControllerUID: "uid-gone", Deleting: true, Resources: []domain.SliceResource{{Manifest: cm("collected")}}},
+	}
+	got := domain.ProducedElsewhere(all, "uid-self", "uid-old")
+	assert.Equal(t, map[domain.ResourceID]string{
+		{Kind: "ConfigMap", Namespace: "ns", Name: "taken"}:                   "team-b/other-1",
+		{Group: "apps", Kind: "Deployment", Namespace: "ns", Name: "patched"}: "team-b/other-1",
+	}, got)
+	assert.Len(t, domain.ProducedElsewhere(all, "uid-self"), 3, "the old incarnation's slices count unless excluded")
+}

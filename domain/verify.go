@@ -16,6 +16,9 @@ var (
 	ObjectAbsent = ObjectState{"NotFound"}
 	// ObjectUnreadable: the object could not be read (Forbidden, an unknown kind).
 	ObjectUnreadable = ObjectState{"Unreadable"}
+	// ObjectProducedElsewhere: a slice of another Composition holds the object's identity as a
+	// resource Eno applies (ProducedElsewhere): it is that Composition's now (K4).
+	ObjectProducedElsewhere = ObjectState{"ProducedElsewhere"}
 )
 
 func (s ObjectState) String() string { return s.name }
@@ -55,6 +58,10 @@ var (
 	// DropChanged: the object was written after the history was (another manager took it
 	// over, an operator edited it): it may no longer be the orphan the history recorded.
 	DropChanged = DropReason{"ChangedAfterHistory"}
+	// DropProducedElsewhere: another Composition's synthesis produces the object. Eno applies
+	// every Composition with one field manager and an in-sync object gets no write, so a
+	// takeover shows in no managedFields time; the other Composition keeps it (design §6.3).
+	DropProducedElsewhere = DropReason{"ProducedElsewhere"}
 )
 
 func (r DropReason) String() string { return r.name }
@@ -62,7 +69,7 @@ func (r DropReason) String() string { return r.name }
 // verifiable reports whether the reason still proves something about the object: NotFound and
 // newer objects are safe to leave, while the others keep an object that may be an orphan.
 func (r DropReason) verifiable() bool {
-	return r == DropNotFound || r == DropNewer || r == DropDisabled
+	return r == DropNotFound || r == DropNewer || r == DropDisabled || r == DropProducedElsewhere
 }
 
 // DroppedTombstone is a tombstone recovery does not publish, and why.
@@ -112,6 +119,8 @@ func VerifyTombstones(tombstones []Tombstone, observed map[ResourceID]Observatio
 			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropUnreadable, Detail: "not read"})
 		case o.State == ObjectAbsent:
 			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropNotFound})
+		case o.State == ObjectProducedElsewhere:
+			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropProducedElsewhere, Detail: o.Detail})
 		case o.State != ObjectPresent:
 			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropUnreadable, Detail: o.Detail})
 		case o.Created.IsZero():

@@ -36,6 +36,10 @@ type CompositionGuard interface {
 //counterfeiter:generate . SliceReader
 type SliceReader interface {
 	GetSlice(ctx context.Context, namespace, name string) (domain.ResourceSlice, error)
+	// ListSlices lists every ResourceSlice in every namespace, live and paginated: the evidence
+	// that another Composition produces an identity (domain.ProducedElsewhere, design §6.3). A
+	// slice that does not decode is left out: Eno cannot apply it either.
+	ListSlices(ctx context.Context) ([]domain.ResourceSlice, error)
 }
 
 // SnapshotStore holds inventory chunk Secrets in the downstream cluster's inventory namespace.
@@ -75,6 +79,10 @@ type TombstoneSink interface {
 	// tombstone of the hand-off named digest checks for it on Eno's live read (design §6.2).
 	// Already armed with digest: no write, comp is returned as it is.
 	ArmTombstones(ctx context.Context, comp domain.Composition, digest string) (domain.Composition, error)
+	// DisarmTombstones removes domain.AnnotationArmed from comp, guarded by its UID and
+	// resourceVersion (ErrConflict otherwise): every tombstone of its hand-off stays disabled,
+	// wherever Eno holds it. Not armed: no write.
+	DisarmTombstones(ctx context.Context, comp domain.Composition) error
 	// CommitTombstones (step 2, the commit point) re-reads every slice live, checks that each
 	// holds exactly its part of h, seals it (domain.AnnotationRecoverySealed), then appends them
 	// all, in order, to comp's current synthesis in one write, guarded by its UUID, no in-flight
@@ -88,10 +96,6 @@ type TombstoneSink interface {
 	// RequestResynthesis (step 5) sets Eno's force-resynthesis annotation to comp's current
 	// synthesis UUID, with comp.ResourceVersion as precondition (ErrConflict otherwise).
 	RequestResynthesis(ctx context.Context, comp domain.Composition) error
-	// WithdrawTombstones writes s.Resources back to comp's recovery slice s.Name, guarded by
-	// s.ResourceVersion (ErrConflict when the slice changed since it was read, ErrNotFound when
-	// it is gone): the pending hand-off's withdrawals, each manifest in its position.
-	WithdrawTombstones(ctx context.Context, comp domain.Composition, s domain.ResourceSlice) error
 }
 
 // DownstreamReader reads the metadata of objects in the downstream cluster, by identity, just
@@ -142,7 +146,7 @@ type Metrics interface {
 	// reconcile ("reconcile") or an informer event handler ("event-handler").
 	Panicked(where string)
 	// TombstoneAlert counts tombstones a check after the hand-off reported, by reason:
-	// TombstoneWithdrawn, TombstoneAtRisk, OrphansRemain.
+	// HandoffDisarmed, OrphansRemain.
 	TombstoneAlert(reason string, n int)
 	// CompositionObserved reports what one reconcile found a Composition waiting on, for the
 	// gauges of held reviews, pending hand-offs and failing recordings; the zero state forgets it.

@@ -45,6 +45,30 @@ func RunSliceReader(t *testing.T, newHarness NewHarness) {
 		_, err := h.SliceReader().GetSlice(t.Context(), h.Namespace(), uniqueName("missing"))
 		require.ErrorIs(t, err, ports.ErrNotFound)
 	})
+
+	t.Run("ListSlices lists every slice with its owner and resources", func(t *testing.T) {
+		h := newHarness(t)
+		var want []string
+		for range 3 {
+			s := domain.ResourceSlice{Namespace: h.Namespace(), Name: uniqueName("listed"), SynthesisUUID: uniqueUUID(),
+				Resources: []domain.SliceResource{{Manifest: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"team-a"}}`}}}
+			h.CreateSlice(t, s)
+			want = append(want, s.Name)
+		}
+		var got []string
+		h.Eventually(t, func() bool {
+			all, err := h.SliceReader().ListSlices(t.Context())
+			require.NoError(t, err)
+			got = got[:0]
+			for _, s := range all {
+				if s.Namespace == h.Namespace() && slices.Contains(want, s.Name) && len(s.Resources) == 1 {
+					got = append(got, s.Name)
+				}
+			}
+			return len(got) == len(want)
+		})
+		assert.ElementsMatch(t, want, got)
+	})
 }
 
 // RunTombstoneSink checks ports.TombstoneSink: the steps of the hand-off (design §6.2).
@@ -378,46 +402,6 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 		assert.Equal(t, comp.Synthesis.Slices, live.Synthesis.Slices)
 	})
 
-	t.Run("WithdrawTombstones rewrites the slice in place, guarded by its resourceVersion", func(t *testing.T) {
-		h := newHarness(t)
-		comp := h.CreateComposition(t, sampleComposition(h))
-		handoff := sampleHandoff(comp)
-		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
-		require.NoError(t, err)
-		name := names[0]
-		read, err := h.SliceReader().GetSlice(t.Context(), comp.Namespace, name)
-		require.NoError(t, err)
-		require.NotEmpty(t, read.ResourceVersion)
-		e, _, err := domain.ParseTombstone(read.Resources[1])
-		require.NoError(t, err)
-		withdrawn := read
-		withdrawn.Resources = append([]domain.SliceResource(nil), read.Resources...)
-		withdrawn.Resources[1] = domain.Withdrawn(e)
-
-		require.NoError(t, h.TombstoneSink().WithdrawTombstones(t.Context(), comp, withdrawn))
-		got := h.ReadSlice(t, comp.Namespace, name)
-		assert.Equal(t, withdrawn.Resources, got.Resources, "each manifest in its position")
-		assert.Equal(t, comp.UID, h.SliceOwnerUID(t, comp.Namespace, name))
-		assert.Equal(t, handoff.SliceAnnotations()[domain.AnnotationDecision], got.Annotations[domain.AnnotationDecision])
-
-		// The read is stale now: a second writer's rewrite is refused.
-		require.ErrorIs(t, h.TombstoneSink().WithdrawTombstones(t.Context(), comp, withdrawn), ports.ErrConflict)
-		// Positions must stay.
-		fresh, err := h.SliceReader().GetSlice(t.Context(), comp.Namespace, name)
-		require.NoError(t, err)
-		fresh.Resources = fresh.Resources[:1]
-		require.Error(t, h.TombstoneSink().WithdrawTombstones(t.Context(), comp, fresh))
-		assert.Len(t, h.ReadSlice(t, comp.Namespace, name).Resources, 2)
-		// Another incarnation's slice is never written.
-		again, err := h.SliceReader().GetSlice(t.Context(), comp.Namespace, name)
-		require.NoError(t, err)
-		other := comp
-		other.UID = "00000000-0000-0000-0000-0000000000aa"
-		require.Error(t, h.TombstoneSink().WithdrawTombstones(t.Context(), other, again))
-		h.RemoveSlice(t, comp.Namespace, name)
-		require.ErrorIs(t, h.TombstoneSink().WithdrawTombstones(t.Context(), comp, again), ports.ErrNotFound)
-	})
-
 	t.Run("EnsureTombstones does not count a terminating slice as present", func(t *testing.T) {
 		h := newHarness(t)
 		comp := h.CreateComposition(t, sampleComposition(h))
@@ -466,6 +450,29 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 		assertRecoverySlices(t, h, comp, names, handoff)
 	})
 
+	t.Run("ArmTombstones and DisarmTombstones write the arming annotation, guarded by the resourceVersion", func(t *testing.T) {
+		h := newHarness(t)
+		comp := h.CreateComposition(t, sampleComposition(h))
+		armed, err := h.TombstoneSink().ArmTombstones(t.Context(), comp, "0123456789abcdef")
+		require.NoError(t, err)
+		assert.Equal(t, "0123456789abcdef", armed.Annotations[domain.AnnotationArmed])
+		assert.NotEqual(t, comp.ResourceVersion, armed.ResourceVersion, "the commit tests the armed resourceVersion")
+		live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
+		require.NoError(t, err)
+		assert.Equal(t, armed.ResourceVersion, live.ResourceVersion)
+		again, err := h.TombstoneSink().ArmTombstones(t.Context(), armed, "0123456789abcdef")
+		require.NoError(t, err)
+		assert.Equal(t, armed.ResourceVersion, again.ResourceVersion, "already armed: no write")
+		_, err = h.TombstoneSink().ArmTombstones(t.Context(), comp, "fedcba9876543210")
+		require.ErrorIs(t, err, ports.ErrConflict, "comp's resourceVersion is stale")
+
+		require.ErrorIs(t, h.TombstoneSink().DisarmTombstones(t.Context(), withAnnotation(comp, domain.AnnotationArmed, "x")), ports.ErrConflict)
+		require.NoError(t, h.TombstoneSink().DisarmTombstones(t.Context(), live))
+		live, err = h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
+		require.NoError(t, err)
+		assert.NotContains(t, live.Annotations, domain.AnnotationArmed)
+		require.NoError(t, h.TombstoneSink().DisarmTombstones(t.Context(), live), "not armed: nothing to do")
+	})
 	t.Run("RequestResynthesis names the current synthesis, guarded by the resourceVersion", func(t *testing.T) {
 		h := newHarness(t)
 		comp := h.CreateComposition(t, sampleComposition(h))
@@ -591,4 +598,14 @@ func withoutForeignAnnotations(s domain.ResourceSlice) domain.ResourceSlice {
 	}
 	s.ResourceVersion = "" // the adapter's own, compared by content instead
 	return s
+}
+
+// withAnnotation is comp with one more annotation, its map not shared.
+func withAnnotation(comp domain.Composition, key, value string) domain.Composition {
+	annotations := map[string]string{key: value}
+	for k, v := range comp.Annotations {
+		annotations[k] = v
+	}
+	comp.Annotations = annotations
+	return comp
 }

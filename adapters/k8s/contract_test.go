@@ -21,6 +21,9 @@ import (
 // TestContract runs the shared adapter contract against the real API server. Every case shares
 // one control-plane namespace, one inventory namespace and running caches, as production does.
 func TestContract(t *testing.T) {
+	page := listPage
+	listPage = 2 // ListSlices pages through the three slices its contract case creates
+	t.Cleanup(func() { listPage = page })
 	c := env.AdminClients(t)
 	h := &harness{
 		t:         t,

@@ -48,6 +48,33 @@ func (s *Slices) GetSlice(ctx context.Context, namespace, name string) (domain.R
 	return sliceFromUnstructured(u)
 }
 
+// listPage is how many slices one list request asks for; a variable so that the contract suite
+// runs with pages of two.
+var listPage int64 = 500
+
+// ListSlices lists every ResourceSlice in every namespace, page by page; one that does not
+// decode is left out.
+func (s *Slices) ListSlices(ctx context.Context) ([]domain.ResourceSlice, error) {
+	var out []domain.ResourceSlice
+	opts := metav1.ListOptions{Limit: listPage}
+	for {
+		list, err := s.client.Resource(ResourceSliceGVR).List(ctx, opts)
+		if err != nil {
+			return nil, apiError("listing resource slices", err)
+		}
+		for i := range list.Items {
+			// A slice that does not decode is skipped: Eno cannot apply it either, and one
+			// foreign slice must not stall every recovery.
+			if sl, err := sliceFromUnstructured(&list.Items[i]); err == nil {
+				out = append(out, sl)
+			}
+		}
+		if opts.Continue = list.GetContinue(); opts.Continue == "" {
+			return out, nil
+		}
+	}
+}
+
 // TombstoneSink hands recovered tombstones to stock Eno: a controller-owned recovery slice with
 // Eno's finalizer, appended to the current synthesis by a guarded JSON patch of the
 // Composition's status, then a forced resynthesis (design §6.2).
@@ -382,35 +409,6 @@ func (t *TombstoneSink) EnsureTombstones(ctx context.Context, comp domain.Compos
 	return nil
 }
 
-// WithdrawTombstones writes s.Resources back to comp's recovery slice with an update carrying
-// s.ResourceVersion, so the API server refuses it (ports.ErrConflict) if the slice changed
-// since it was read. Only spec.resources changes, one manifest for one, in place.
-func (t *TombstoneSink) WithdrawTombstones(ctx context.Context, comp domain.Composition, s domain.ResourceSlice) error {
-	what := fmt.Sprintf("withdrawing tombstones in recovery slice %s/%s", comp.Namespace, s.Name)
-	client := t.client.Resource(ResourceSliceGVR).Namespace(comp.Namespace)
-	u, err := client.Get(ctx, s.Name, metav1.GetOptions{})
-	if err != nil {
-		return apiError(what, err)
-	}
-	if s.ResourceVersion == "" || u.GetResourceVersion() != s.ResourceVersion {
-		return fmt.Errorf("%s: it changed since it was read: %w", what, ports.ErrConflict)
-	}
-	if o := metav1.GetControllerOfNoCopy(u); o == nil || string(o.UID) != comp.UID {
-		return fmt.Errorf("%s: it is not controlled by composition UID %s", what, comp.UID)
-	}
-	current, _ := optList(u.Object, "spec", "resources")
-	if len(current) != len(s.Resources) {
-		return fmt.Errorf("%s: %d resources would replace %d; positions must stay", what, len(s.Resources), len(current))
-	}
-	if err := unstructured.SetNestedSlice(u.Object, sliceResourcesToUnstructured(s.Resources), "spec", "resources"); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	if _, err := client.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
-		return apiError(what, err)
-	}
-	return nil
-}
-
 // RequestResynthesis sets eno.azure.io/force-resynthesis to comp's current synthesis UUID with
 // a merge patch carrying comp.ResourceVersion, so the API server refuses it (ports.ErrConflict)
 // if the Composition changed since the recheck.
@@ -461,4 +459,25 @@ func (t *TombstoneSink) ArmTombstones(ctx context.Context, comp domain.Compositi
 		return domain.Composition{}, fmt.Errorf("%s: %w", what, err)
 	}
 	return armed, nil
+}
+
+// DisarmTombstones removes domain.AnnotationArmed with a merge patch carrying comp's UID and
+// resourceVersion (ports.ErrConflict if the Composition changed since it was read).
+func (t *TombstoneSink) DisarmTombstones(ctx context.Context, comp domain.Composition) error {
+	if _, armed := comp.Annotations[domain.AnnotationArmed]; !armed {
+		return nil
+	}
+	what := fmt.Sprintf("disarming the tombstones of composition %s", comp.Ref())
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": comp.ResourceVersion,
+		"uid":             comp.UID,
+		"annotations":     map[string]any{domain.AnnotationArmed: nil},
+	}})
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if _, err := t.client.Resource(CompositionGVR).Namespace(comp.Namespace).Patch(ctx, comp.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return apiError(what, err)
+	}
+	return nil
 }

@@ -33,8 +33,8 @@ const (
 	OpCommitTombstones   = "CommitTombstones"
 	OpEnsureTombstones   = "EnsureTombstones"
 	OpRequestResynthesis = "RequestResynthesis"
-	OpWithdrawTombstones = "WithdrawTombstones"
 	OpArmTombstones      = "ArmTombstones"
+	OpDisarmTombstones   = "DisarmTombstones"
 )
 
 // BeforeWrite is a fault-injection hook. It runs before every port write with the operation

@@ -136,10 +136,18 @@ func (c *Cluster) DeleteComposition(ref domain.CompositionRef) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key := objectKey{ref.Namespace, ref.Name}
-	if _, ok := c.compositions[key]; !ok {
+	cur, ok := c.compositions[key]
+	if !ok {
 		return fmt.Errorf("deleting composition %s: %w", key, ports.ErrNotFound)
 	}
 	delete(c.compositions, key)
+	// As the garbage collector does, its slices go; Eno's finalizer holds them terminating.
+	for k, s := range c.slices {
+		if s.owner == cur.UID {
+			s.slice.Deleting = true
+			c.slices[k] = s
+		}
+	}
 	return nil
 }
 

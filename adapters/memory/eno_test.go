@@ -424,35 +424,43 @@ func TestDownstreamObjects(t *testing.T) {
 	assert.False(t, c.DownstreamExists(role))
 }
 
-// As stock Eno, the model leaves a resource whose reconciliation is disabled alone, even a
-// tombstone: a withdrawn tombstone deletes nothing, and is carried forward unchanged.
-func TestEnoSkipsADisabledTombstone(t *testing.T) {
-	c, eno := newEno(t)
-	_, err := eno.Synthesize(enoRef, cm("a"), cm("withdrawn"), cm("orphan"))
-	require.NoError(t, err)
-	_, err = eno.Reconcile(enoRef)
-	require.NoError(t, err)
-	require.NoError(t, c.DeleteComposition(enoRef))
-	c.PutComposition(domain.Composition{Namespace: enoRef.Namespace, Name: enoRef.Name})
-	recreated, err := eno.Synthesize(enoRef, cm("a"))
-	require.NoError(t, err)
-	recreated, err = eno.Reconcile(enoRef)
-	require.NoError(t, err)
-
-	slice := commitRecoverySlice(t, c, recreated, "orphan", "withdrawn")
-	stored, err := c.GetSlice(t.Context(), enoRef.Namespace, slice)
-	require.NoError(t, err)
-	e, _, err := domain.ParseTombstone(stored.Resources[1])
-	require.NoError(t, err)
-	require.Equal(t, "withdrawn", e.Name)
-	stored.Resources[1] = domain.Withdrawn(e)
-	live, err := c.LiveComposition(t.Context(), enoRef)
-	require.NoError(t, err)
-	require.NoError(t, c.WithdrawTombstones(t.Context(), live, stored))
-	require.ErrorIs(t, c.WithdrawTombstones(t.Context(), live, stored), ports.ErrConflict, "guarded by the resourceVersion read")
-
-	// An eno-reconciler that loads the synthesis now applies the slice.
-	_, err = eno.Reconcile(enoRef)
-	require.NoError(t, err)
-	assert.Equal(t, []domain.ResourceID{cmID("a"), cmID("withdrawn")}, c.DownstreamObjects(), "the withdrawn tombstone deleted nothing")
+// As stock Eno, the model evaluates a tombstone's precondition on its live read: a disarmed
+// hand-off, or an object re-created since (another UID), deletes nothing (design §6.2).
+func TestEnoKeepsWhatATombstonesPreconditionProtects(t *testing.T) {
+	for name, tt := range map[string]struct {
+		act  func(t *testing.T, c *memory.Cluster)
+		want []domain.ResourceID
+	}{
+		"armed: the orphan goes": {act: func(*testing.T, *memory.Cluster) {}, want: []domain.ResourceID{cmID("a")}},
+		"disarmed: both stay": {act: func(t *testing.T, c *memory.Cluster) {
+			live, err := c.LiveComposition(t.Context(), enoRef)
+			require.NoError(t, err)
+			require.NoError(t, c.DisarmTombstones(t.Context(), live))
+			require.ErrorIs(t, c.DisarmTombstones(t.Context(), live), ports.ErrConflict, "guarded by the resourceVersion read")
+		}, want: []domain.ResourceID{cmID("a"), cmID("orphan")}},
+		"re-created by hand: it stays": {act: func(t *testing.T, c *memory.Cluster) {
+			c.DeleteDownstream(cmID("orphan"))
+			_, err := c.PutDownstream(cm("orphan"))
+			require.NoError(t, err)
+		}, want: []domain.ResourceID{cmID("a"), cmID("orphan")}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, eno := newEno(t)
+			_, err := eno.Synthesize(enoRef, cm("a"), cm("orphan"))
+			require.NoError(t, err)
+			_, err = eno.Reconcile(enoRef)
+			require.NoError(t, err)
+			require.NoError(t, c.DeleteComposition(enoRef))
+			c.PutComposition(domain.Composition{Namespace: enoRef.Namespace, Name: enoRef.Name})
+			recreated, err := eno.Synthesize(enoRef, cm("a"))
+			require.NoError(t, err)
+			recreated, err = eno.Reconcile(enoRef)
+			require.NoError(t, err)
+			commitRecoverySlice(t, c, recreated, "orphan")
+			tt.act(t, c)
+			_, err = eno.Reconcile(enoRef)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, c.DownstreamObjects())
+		})
+	}
 }

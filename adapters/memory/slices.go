@@ -209,33 +209,6 @@ func (c *Cluster) ensurePart(ctx context.Context, comp domain.Composition, slice
 	return false, nil
 }
 
-// WithdrawTombstones writes s.Resources back to the recovery slice if s.ResourceVersion is the
-// stored one (ErrConflict otherwise; ErrNotFound when it is gone).
-func (c *Cluster) WithdrawTombstones(ctx context.Context, comp domain.Composition, s domain.ResourceSlice) error {
-	key := objectKey{comp.Namespace, s.Name}
-	if err := c.runBeforeWrite(ctx, OpWithdrawTombstones, key); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	cur, ok := c.slices[key]
-	switch {
-	case !ok:
-		return fmt.Errorf("withdrawing tombstones in resource slice %s: %w", key, ports.ErrNotFound)
-	case cur.owner != comp.UID:
-		return fmt.Errorf("withdrawing tombstones in resource slice %s: it is owned by %q, not %q", key, cur.owner, comp.UID)
-	case s.ResourceVersion == "" || s.ResourceVersion != cur.resourceVersion:
-		return fmt.Errorf("withdrawing tombstones in resource slice %s: %w", key, ports.ErrConflict)
-	case len(s.Resources) != len(cur.slice.Resources):
-		return fmt.Errorf("withdrawing tombstones in resource slice %s: %d resources would replace %d; positions must stay", key, len(s.Resources), len(cur.slice.Resources))
-	}
-	cur.slice = cloneSlice(cur.slice)
-	cur.slice.Resources = slices.Clone(s.Resources)
-	cur.resourceVersion = c.nextVersion()
-	c.slices[key] = cur
-	return nil
-}
-
 // RequestResynthesis sets the force-resynthesis annotation if comp.ResourceVersion is the
 // stored one (ErrConflict otherwise).
 func (c *Cluster) RequestResynthesis(ctx context.Context, comp domain.Composition) error {
@@ -391,4 +364,38 @@ func (c *Cluster) ArmTombstones(ctx context.Context, comp domain.Composition, di
 	cur.ResourceVersion = c.nextVersion()
 	c.compositions[key] = cur
 	return cloneComposition(cur), nil
+}
+
+// DisarmTombstones removes domain.AnnotationArmed if comp's UID and resourceVersion are the
+// stored ones (ErrConflict otherwise); not armed, it writes nothing.
+func (c *Cluster) DisarmTombstones(ctx context.Context, comp domain.Composition) error {
+	if _, armed := comp.Annotations[domain.AnnotationArmed]; !armed {
+		return nil
+	}
+	key := objectKey{comp.Namespace, comp.Name}
+	if err := c.runBeforeWrite(ctx, OpDisarmTombstones, key); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cur, ok := c.compositions[key]
+	if !ok {
+		return fmt.Errorf("disarming the tombstones of composition %s: %w", key, ports.ErrNotFound)
+	}
+	if comp.ResourceVersion == "" || comp.ResourceVersion != cur.ResourceVersion || comp.UID != cur.UID {
+		return fmt.Errorf("disarming the tombstones of composition %s at resourceVersion %q (stored %q): %w", key, comp.ResourceVersion, cur.ResourceVersion, ports.ErrConflict)
+	}
+	cur = cloneComposition(cur)
+	delete(cur.Annotations, domain.AnnotationArmed)
+	cur.ResourceVersion = c.nextVersion()
+	c.compositions[key] = cur
+	return nil
+}
+
+// ListSlices lists every stored slice, in every namespace, in the order of Slices.
+func (c *Cluster) ListSlices(ctx context.Context) ([]domain.ResourceSlice, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("listing resource slices: %w", err)
+	}
+	return c.Slices(""), nil
 }

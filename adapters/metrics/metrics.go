@@ -38,7 +38,7 @@ type Recorder struct {
 var (
 	reconcileResults = []string{"success", "error"}
 	panicSites       = []string{"reconcile", "event-handler"}
-	alertReasons     = []string{"TombstoneWithdrawn", "TombstoneAtRisk", "OrphansRemain"}
+	alertReasons     = []string{"HandoffDisarmed", "OrphansRemain"}
 	waitingStates    = []string{"HeldForReview", "HandoffPending", "RecordingFailing"}
 )
 
@@ -80,7 +80,7 @@ func New(reg prometheus.Registerer) (*Recorder, error) {
 		}, []string{"lineage"}),
 		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "tombstone_alerts_total",
-			Help: "Tombstones reported after the hand-off, by reason: TombstoneWithdrawn (taken back before Eno acted), TombstoneAtRisk (carried by Eno, no longer passing the checks), OrphansRemain (still present after Eno's carrying synthesis was Ready).",
+			Help: "Tombstones reported after the hand-off, by reason: HandoffDisarmed (another composition produces them, so the hand-off was disarmed), OrphansRemain (still present after Eno's carrying synthesis was Ready).",
 		}, []string{"reason"}),
 		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "panics_total",

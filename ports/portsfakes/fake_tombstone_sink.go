@@ -30,6 +30,15 @@ type FakeTombstoneSink struct {
 	commitTombstonesReturnsOnCall map[int]struct {
 		result1 error
 	}
+	DisarmTombstonesStub        func(context.Context, domain.Composition) error
+	disarmTombstonesMutex       sync.RWMutex
+	disarmTombstonesArgsForCall []FakeTombstoneSinkDisarmTombstonesArgs
+	disarmTombstonesReturns     struct {
+		result1 error
+	}
+	disarmTombstonesReturnsOnCall map[int]struct {
+		result1 error
+	}
 	EnsureTombstonesStub        func(context.Context, domain.Composition, []string, domain.Handoff) error
 	ensureTombstonesMutex       sync.RWMutex
 	ensureTombstonesArgsForCall []FakeTombstoneSinkEnsureTombstonesArgs
@@ -59,15 +68,6 @@ type FakeTombstoneSink struct {
 	requestResynthesisReturnsOnCall map[int]struct {
 		result1 error
 	}
-	WithdrawTombstonesStub        func(context.Context, domain.Composition, domain.ResourceSlice) error
-	withdrawTombstonesMutex       sync.RWMutex
-	withdrawTombstonesArgsForCall []FakeTombstoneSinkWithdrawTombstonesArgs
-	withdrawTombstonesReturns     struct {
-		result1 error
-	}
-	withdrawTombstonesReturnsOnCall map[int]struct {
-		result1 error
-	}
 	invocations      map[string][][]interface{}
 	callOrder        []string
 	invocationsMutex sync.RWMutex
@@ -86,6 +86,12 @@ type FakeTombstoneSinkCommitTombstonesArgs struct {
 	Arg2 domain.Composition
 	Arg3 domain.Handoff
 	Arg4 []string
+}
+
+// FakeTombstoneSinkDisarmTombstonesArgs holds the arguments of one call to DisarmTombstones.
+type FakeTombstoneSinkDisarmTombstonesArgs struct {
+	Arg1 context.Context
+	Arg2 domain.Composition
 }
 
 // FakeTombstoneSinkEnsureTombstonesArgs holds the arguments of one call to EnsureTombstones.
@@ -107,13 +113,6 @@ type FakeTombstoneSinkPublishTombstonesArgs struct {
 type FakeTombstoneSinkRequestResynthesisArgs struct {
 	Arg1 context.Context
 	Arg2 domain.Composition
-}
-
-// FakeTombstoneSinkWithdrawTombstonesArgs holds the arguments of one call to WithdrawTombstones.
-type FakeTombstoneSinkWithdrawTombstonesArgs struct {
-	Arg1 context.Context
-	Arg2 domain.Composition
-	Arg3 domain.ResourceSlice
 }
 
 func (fake *FakeTombstoneSink) ArmTombstones(arg1 context.Context, arg2 domain.Composition, arg3 string) (domain.Composition, error) {
@@ -254,6 +253,73 @@ func (fake *FakeTombstoneSink) CommitTombstonesReturnsOnCall(i int, result1 erro
 		})
 	}
 	fake.commitTombstonesReturnsOnCall[i] = struct {
+		result1 error
+	}{result1}
+}
+
+func (fake *FakeTombstoneSink) DisarmTombstones(arg1 context.Context, arg2 domain.Composition) error {
+	fake.disarmTombstonesMutex.Lock()
+	ret, specificReturn := fake.disarmTombstonesReturnsOnCall[len(fake.disarmTombstonesArgsForCall)]
+	fake.disarmTombstonesArgsForCall = append(fake.disarmTombstonesArgsForCall, FakeTombstoneSinkDisarmTombstonesArgs{arg1, arg2})
+	stub := fake.DisarmTombstonesStub
+	fakeReturns := fake.disarmTombstonesReturns
+	fake.recordInvocation("DisarmTombstones", []interface{}{arg1, arg2})
+	fake.disarmTombstonesMutex.Unlock()
+	if stub != nil {
+		return stub(arg1, arg2)
+	}
+	if specificReturn {
+		return ret.result1
+	}
+	return fakeReturns.result1
+}
+
+func (fake *FakeTombstoneSink) DisarmTombstonesCallCount() int {
+	fake.disarmTombstonesMutex.RLock()
+	defer fake.disarmTombstonesMutex.RUnlock()
+	return len(fake.disarmTombstonesArgsForCall)
+}
+
+func (fake *FakeTombstoneSink) DisarmTombstonesCalls(stub func(context.Context, domain.Composition) error) {
+	fake.disarmTombstonesMutex.Lock()
+	defer fake.disarmTombstonesMutex.Unlock()
+	fake.DisarmTombstonesStub = stub
+}
+
+func (fake *FakeTombstoneSink) DisarmTombstonesArgsForCall(i int) (context.Context, domain.Composition) {
+	fake.disarmTombstonesMutex.RLock()
+	defer fake.disarmTombstonesMutex.RUnlock()
+	argsForCall := fake.disarmTombstonesArgsForCall[i]
+	return argsForCall.Arg1, argsForCall.Arg2
+}
+
+func (fake *FakeTombstoneSink) DisarmTombstonesArgs() []FakeTombstoneSinkDisarmTombstonesArgs {
+	fake.disarmTombstonesMutex.RLock()
+	defer fake.disarmTombstonesMutex.RUnlock()
+	args := make([]FakeTombstoneSinkDisarmTombstonesArgs, len(fake.disarmTombstonesArgsForCall))
+	copy(args, fake.disarmTombstonesArgsForCall)
+	return args
+}
+
+func (fake *FakeTombstoneSink) DisarmTombstonesReturns(result1 error) {
+	fake.disarmTombstonesMutex.Lock()
+	defer fake.disarmTombstonesMutex.Unlock()
+	fake.DisarmTombstonesStub = nil
+	fake.disarmTombstonesReturns = struct {
+		result1 error
+	}{result1}
+}
+
+func (fake *FakeTombstoneSink) DisarmTombstonesReturnsOnCall(i int, result1 error) {
+	fake.disarmTombstonesMutex.Lock()
+	defer fake.disarmTombstonesMutex.Unlock()
+	fake.DisarmTombstonesStub = nil
+	if fake.disarmTombstonesReturnsOnCall == nil {
+		fake.disarmTombstonesReturnsOnCall = make(map[int]struct {
+			result1 error
+		})
+	}
+	fake.disarmTombstonesReturnsOnCall[i] = struct {
 		result1 error
 	}{result1}
 }
@@ -463,73 +529,6 @@ func (fake *FakeTombstoneSink) RequestResynthesisReturnsOnCall(i int, result1 er
 		})
 	}
 	fake.requestResynthesisReturnsOnCall[i] = struct {
-		result1 error
-	}{result1}
-}
-
-func (fake *FakeTombstoneSink) WithdrawTombstones(arg1 context.Context, arg2 domain.Composition, arg3 domain.ResourceSlice) error {
-	fake.withdrawTombstonesMutex.Lock()
-	ret, specificReturn := fake.withdrawTombstonesReturnsOnCall[len(fake.withdrawTombstonesArgsForCall)]
-	fake.withdrawTombstonesArgsForCall = append(fake.withdrawTombstonesArgsForCall, FakeTombstoneSinkWithdrawTombstonesArgs{arg1, arg2, arg3})
-	stub := fake.WithdrawTombstonesStub
-	fakeReturns := fake.withdrawTombstonesReturns
-	fake.recordInvocation("WithdrawTombstones", []interface{}{arg1, arg2, arg3})
-	fake.withdrawTombstonesMutex.Unlock()
-	if stub != nil {
-		return stub(arg1, arg2, arg3)
-	}
-	if specificReturn {
-		return ret.result1
-	}
-	return fakeReturns.result1
-}
-
-func (fake *FakeTombstoneSink) WithdrawTombstonesCallCount() int {
-	fake.withdrawTombstonesMutex.RLock()
-	defer fake.withdrawTombstonesMutex.RUnlock()
-	return len(fake.withdrawTombstonesArgsForCall)
-}
-
-func (fake *FakeTombstoneSink) WithdrawTombstonesCalls(stub func(context.Context, domain.Composition, domain.ResourceSlice) error) {
-	fake.withdrawTombstonesMutex.Lock()
-	defer fake.withdrawTombstonesMutex.Unlock()
-	fake.WithdrawTombstonesStub = stub
-}
-
-func (fake *FakeTombstoneSink) WithdrawTombstonesArgsForCall(i int) (context.Context, domain.Composition, domain.ResourceSlice) {
-	fake.withdrawTombstonesMutex.RLock()
-	defer fake.withdrawTombstonesMutex.RUnlock()
-	argsForCall := fake.withdrawTombstonesArgsForCall[i]
-	return argsForCall.Arg1, argsForCall.Arg2, argsForCall.Arg3
-}
-
-func (fake *FakeTombstoneSink) WithdrawTombstonesArgs() []FakeTombstoneSinkWithdrawTombstonesArgs {
-	fake.withdrawTombstonesMutex.RLock()
-	defer fake.withdrawTombstonesMutex.RUnlock()
-	args := make([]FakeTombstoneSinkWithdrawTombstonesArgs, len(fake.withdrawTombstonesArgsForCall))
-	copy(args, fake.withdrawTombstonesArgsForCall)
-	return args
-}
-
-func (fake *FakeTombstoneSink) WithdrawTombstonesReturns(result1 error) {
-	fake.withdrawTombstonesMutex.Lock()
-	defer fake.withdrawTombstonesMutex.Unlock()
-	fake.WithdrawTombstonesStub = nil
-	fake.withdrawTombstonesReturns = struct {
-		result1 error
-	}{result1}
-}
-
-func (fake *FakeTombstoneSink) WithdrawTombstonesReturnsOnCall(i int, result1 error) {
-	fake.withdrawTombstonesMutex.Lock()
-	defer fake.withdrawTombstonesMutex.Unlock()
-	fake.WithdrawTombstonesStub = nil
-	if fake.withdrawTombstonesReturnsOnCall == nil {
-		fake.withdrawTombstonesReturnsOnCall = make(map[int]struct {
-			result1 error
-		})
-	}
-	fake.withdrawTombstonesReturnsOnCall[i] = struct {
 		result1 error
 	}{result1}
 }

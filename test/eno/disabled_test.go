@@ -141,17 +141,16 @@ func TestRecoveryKeepsMigratedResource(t *testing.T) {
 	})
 }
 
-// TestWithdrawnTombstoneSurvivesRestart: a pending hand-off is checked again until Eno's
-// executor carries it, and a tombstone whose object was re-created meanwhile is withdrawn in
-// place, so an eno-reconciler that loads the synthesis later skips it. The recreated
+// TestRecreatedObjectSurvivesRestart: a tombstone checks itself on Eno's live read, so one
+// whose object was re-created (another UID) after the hand-off is skipped by an eno-reconciler
+// that loads the synthesis later. The recreated
 // Composition's forced resynthesis fails (its synthesizer's gate closes behind the first
 // synthesis), so the recovery slice stays pending with the tombstones of cm-b and cm-c. cm-b
-// is deleted and created again by hand; the controller withdraws its tombstone
-// (disable-reconciliation, a TombstoneWithdrawn Warning). eno-reconciler is restarted and
+// is deleted and created again by hand; nothing rewrites its tombstone. eno-reconciler is restarted and
 // loads the synthesis with the slice: it deletes cm-c, which proves it loaded the slice, and
 // leaves the re-created cm-b. Once the synthesizer succeeds again, Eno converges on a new
 // synthesis without deleting it.
-func TestWithdrawnTombstoneSurvivesRestart(t *testing.T) {
+func TestRecreatedObjectSurvivesRestart(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		// Two of three resources are tombstoned, over the default deletion guard of 0.5.
 		s := newScenario(t, m, settings{recovery: true, maxTombstoneFraction: "1", pendingRecheckInterval: pendingRecheck})
@@ -205,27 +204,10 @@ func TestWithdrawnTombstoneSurvivesRestart(t *testing.T) {
 			t.Fatalf("re-created cm-b at %s, history written %s: want it newer", again.CreationTimestamp.UTC().Format(time.RFC3339), written.UTC().Format(time.RFC3339))
 		}
 
-		s.waitFor("tombstone of cm-b withdrawn in place", waitLong, func(ctx context.Context) error {
-			sl, err := s.readSlice(ctx, d.TombstoneSlice)
-			if err != nil {
-				return err
-			}
-			switch r := sl.at(at); {
-			case r.Name != "cm-b" || !r.Deleted:
-				return fmt.Errorf("position %d holds %+v, want the tombstone of cm-b", at, r)
-			case !r.withdrawn():
-				return fmt.Errorf("tombstone of cm-b not withdrawn: annotations %v", r.Annotations)
-			case r.Annotations[overridesAnnotation] != "":
-				return fmt.Errorf("withdrawn tombstone of cm-b keeps its overrides")
-			}
-			if c := sl.index("cm-c"); c < 0 || sl.resources[c].withdrawn() {
-				return fmt.Errorf("tombstone of cm-c withdrawn or gone: %+v", sl.resources)
-			}
-			return nil
-		})
-		s.waitFor("a TombstoneWithdrawn Warning naming cm-b", waitLong, func(ctx context.Context) error {
-			return s.findWarning(ctx, uid, "TombstoneWithdrawn", "cm-b")
-		})
+		// Nothing is rewritten: the tombstone of cm-b checks itself when Eno acts (design §6.2).
+		if sl := s.mustReadSlice(d.TombstoneSlice); sl.resources[at].withdrawn() {
+			t.Fatalf("tombstone of cm-b rewritten: %+v", sl.resources[at])
+		}
 
 		// The restarted eno-reconciler loads the synthesis with the recovery slice.
 		s.requireUnchanged(map[string]types.UID{"cm-c": uids["cm-c"]})
@@ -479,8 +461,11 @@ type sliceResource struct {
 	Reconciled            bool
 }
 
-// withdrawn reports whether Eno skips the resource (reconciliation disabled).
-func (r sliceResource) withdrawn() bool { return r.Annotations[disableAnnotation] == "true" }
+// withdrawn reports whether Eno skips the resource: reconciliation disabled, and no override
+// that may enable it (a self-checking tombstone has one).
+func (r sliceResource) withdrawn() bool {
+	return r.Annotations[disableAnnotation] == "true" && r.Annotations[overridesAnnotation] == ""
+}
 
 // slice is a ResourceSlice as the scenarios read it.
 type slice struct {

@@ -5,6 +5,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/test/sim/enomodel"
 )
 
 // A case is a script: a schedule pinned to semantic points of the hand-off, not a seed, so it
@@ -78,7 +82,7 @@ var cases = []namedCase{
 	},
 	{
 		name:   "K2",
-		points: []string{"A decided, before step 4", "an orphan was written after A planned", "B withdrew its tombstone", "the slice vanished", "A's step 4 re-created the slice"},
+		points: []string{"A decided, before step 4", "an orphan was written after A planned", "B's pending watch ran", "the slice vanished", "A's step 4 re-created the slice"},
 		script: func(t *testing.T, w *World) {
 			a, b := w.replicas[0], w.replicas[1]
 			w.settle("eno synthesizes the recreated composition")
@@ -86,14 +90,10 @@ var cases = []namedCase{
 			reach(t, w, "A decided, before step 4", decide(a))
 			_, edited := editOrphan(w)
 			reach(t, w, "an orphan was written after A planned", edited)
-			withdrew := false
 			w.freshCaches()
 			b.start(w.ref)
-			for b.running {
-				withdrew = withdrew || b.pending.req.IsSliceUpdate()
-				b.step(Proceed)
-			}
-			reach(t, w, "B withdrew its tombstone", withdrew)
+			b.finish()
+			reach(t, w, "B's pending watch ran", b.last.err == nil)
 			_, gone := deleteRecoverySlice(w)
 			reach(t, w, "the slice vanished", gone)
 			a.runUntil(Request.IsSliceCreate)
@@ -114,6 +114,43 @@ var cases = []namedCase{
 			_, deleted := deleteComposition(w)
 			reach(t, w, "the composition is deleted mid-hand-off", deleted)
 			w.settle("eno deletes the composition")
+		},
+	},
+	{
+		name:   "K4a",
+		points: []string{"another composition took an orphan over, identical", "A handed off"},
+		script: func(t *testing.T, w *World) {
+			a := w.replicas[0]
+			w.settle("eno synthesizes the recreated composition")
+			_, took := takeover(w)
+			w.settle("eno synthesizes the other composition")
+			reach(t, w, "another composition took an orphan over, identical", took)
+			reach(t, w, "A handed off", a.reconcile(w.ref).err == nil)
+			w.settle("eno carries the hand-off")
+		},
+	},
+	{
+		name:   "K4b",
+		points: []string{"A committed", "another composition took an orphan over, identical", "A's pending watch disarmed the hand-off"},
+		script: func(t *testing.T, w *World) {
+			a := w.replicas[0]
+			w.settle("eno synthesizes the recreated composition")
+			a.start(w.ref)
+			reach(t, w, "A committed", a.runUntil(Request.IsCommit) && a.step(Proceed).IsCommit())
+			a.finish()
+			_, took := takeover(w)
+			w.clock.Advance(6e9)
+			w.freshCaches()
+			dispatched, _ := w.eno.Dispatch(t.Context(), w.ref.Namespace, "other")
+			executed, _ := w.eno.Execute(t.Context(), w.ref.Namespace, "other")
+			reach(t, w, "another composition took an orphan over, identical", took && dispatched && executed)
+			w.freshCaches()
+			o := a.reconcile(w.ref)
+			comp, err := w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace(w.ref.Namespace).Get(t.Context(), w.ref.Name, metav1.GetOptions{})
+			require.NoError(t, err)
+			_, armed := comp.GetAnnotations()[domain.AnnotationArmed]
+			reach(t, w, "A's pending watch disarmed the hand-off", o.err == nil && !armed)
+			w.settle("eno synthesizes the other composition and carries the hand-off")
 		},
 	},
 	{

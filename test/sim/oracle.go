@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -56,6 +57,8 @@ type Oracle struct {
 	recorded    map[enomodel.Ref]recorded
 	incarnation types.UID
 	violations  []Violation
+	// disarmed: a replica removed the arming annotation it had set (HandoffDisarmed).
+	disarmed atomic.Bool
 	// deletedByEno are the objects Eno deleted with a DELETE.
 	deletedByEno []enomodel.Ref
 }
@@ -292,12 +295,17 @@ func (o *Oracle) Unfinished(ctx context.Context) []string {
 		if raw := comp.GetAnnotations()[domain.AnnotationDecision]; strings.Contains(raw, `"InventoryInvalid"`) || strings.Contains(raw, `"HeldForReview"`) {
 			return nil // a named refusal
 		}
+		if _, armed := comp.GetAnnotations()[domain.AnnotationArmed]; o.disarmed.Load() && !armed {
+			return nil // a named refusal: HandoffDisarmed
+		}
 	}
 	var out []string
 	for _, ref := range o.Orphans() {
 		// Only an orphan untouched since the history was recorded must go: recovery is right to
 		// keep one that was re-created or written since.
-		if live, err := o.get(ctx, ref); err == nil && live.GetUID() == o.recorded[ref].uid && live.GetResourceVersion() == o.recorded[ref].resourceVersion {
+		// One a living Composition produces is that Composition's now.
+		if live, err := o.get(ctx, ref); err == nil && live.GetUID() == o.recorded[ref].uid && live.GetResourceVersion() == o.recorded[ref].resourceVersion &&
+			o.producedBy(ctx, ref) == "" {
 			out = append(out, ref.String())
 		}
 	}

@@ -59,6 +59,11 @@ func (r Request) IsCompositionWrite() bool {
 		strings.Contains(r.Path, "/compositions/") && !strings.HasSuffix(r.Path, "/status")
 }
 
+// IsDisarm is the merge patch that removes a Composition's arming annotation.
+func (r Request) IsDisarm() bool {
+	return r.IsCompositionWrite() && r.Method == http.MethodPatch && strings.Contains(r.Body, `"`+domain.AnnotationArmed+`":null`)
+}
+
 // IsDownstreamRead is a read of an object downstream other than the inventory.
 func (r Request) IsDownstreamRead() bool {
 	return r.Cluster == "ds" && r.Method == http.MethodGet && !strings.Contains(r.Path, "/secrets")
@@ -160,7 +165,7 @@ func (g *gate) RoundTrip(req *http.Request) (*http.Response, error) {
 	case CrashBefore:
 		return nil, errCrashed
 	case CrashAfter:
-		resp, err := g.next.RoundTrip(req)
+		resp, err := g.serve(req, p.req)
 		if err == nil {
 			_ = resp.Body.Close()
 		}
@@ -171,7 +176,16 @@ func (g *gate) RoundTrip(req *http.Request) (*http.Response, error) {
 			Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(msg)),
 			Request: req, ContentLength: int64(len(msg))}, nil
 	}
-	return g.next.RoundTrip(req)
+	return g.serve(req, p.req)
+}
+
+// serve sends the request on, and tells the oracle of a disarm that landed.
+func (g *gate) serve(req *http.Request, r Request) (*http.Response, error) {
+	resp, err := g.next.RoundTrip(req)
+	if err == nil && resp.StatusCode < 300 && r.IsDisarm() {
+		g.r.w.oracle.disarmed.Store(true)
+	}
+	return resp, err
 }
 
 func gated(cfg *rest.Config, g *gate) *rest.Config {
