@@ -213,7 +213,7 @@ func newFixture(t *testing.T) *fixture {
 	})
 	f.sink.DisarmTombstonesCalls(func(context.Context, domain.Composition) error {
 		f.comp.Annotations = maps.Clone(f.comp.Annotations)
-		delete(f.comp.Annotations, domain.AnnotationArmed)
+		f.comp.Annotations[domain.AnnotationArmed] = domain.ArmedOff
 		return nil
 	})
 	f.sink.RequestResynthesisCalls(func(_ context.Context, c domain.Composition) error {

@@ -116,6 +116,19 @@ func TestHandoffFaults(t *testing.T) {
 		assert.Equal(t, 1, f.sink.RequestResynthesisCallCount())
 		assert.Equal(t, 1, f.sink.ArmTombstonesCallCount(), "a resume never arms again: a disarm sticks")
 	})
+	t.Run("disarmed by an operator or the watch: never armed again", func(t *testing.T) {
+		f := newRecovery(t)
+		f.comp.Annotations = maps.Clone(f.comp.Annotations)
+		if f.comp.Annotations == nil {
+			f.comp.Annotations = map[string]string{}
+		}
+		f.comp.Annotations[domain.AnnotationArmed] = domain.ArmedOff
+		_, err := f.service(t).Recover(ctx(t), f.comp)
+		require.ErrorContains(t, err, "disarmed")
+		assert.Zero(t, f.sink.ArmTombstonesCallCount())
+		assert.Zero(t, f.sink.CommitTombstonesCallCount())
+		assert.Zero(t, f.decisions.WriteDecisionCallCount())
+	})
 	t.Run("arming conflicts: nothing committed, the next pass hands off", func(t *testing.T) {
 		f := newRecovery(t)
 		arm := f.sink.ArmTombstonesStub
@@ -554,7 +567,7 @@ func TestResumedHandoffIsWatchedBeforeTheResynthesis(t *testing.T) {
 	_, err = f.service(t).Recover(ctx(t), f.comp)
 	require.NoError(t, err)
 	require.Equal(t, 1, f.sink.DisarmTombstonesCallCount(), "disarmed on resume")
-	assert.Empty(t, f.comp.Annotations[domain.AnnotationArmed])
+	assert.Equal(t, domain.ArmedOff, f.comp.Annotations[domain.AnnotationArmed])
 	assert.Equal(t, 1, f.sink.ArmTombstonesCallCount(), "and never armed again")
 	require.Equal(t, 1, f.sink.RequestResynthesisCallCount())
 }

@@ -59,6 +59,9 @@ func (s *Service) planStillHolds(read domain.Composition) func(domain.Compositio
 func (s *Service) readyToCommit(read domain.Composition) func(domain.Composition) error {
 	holds := s.planStillHolds(read)
 	return func(live domain.Composition) error {
+		if live.HandoffDisarmed() {
+			return fmt.Errorf("its hand-off is disarmed (%s=%s): recovery hands Eno nothing until an operator removes the annotation", domain.AnnotationArmed, domain.ArmedOff)
+		}
 		if why := domain.CommitPreconditionOf(live).MovedOn(live); why != "" {
 			return fmt.Errorf("%s: %w", why, ports.ErrSynthesisMoved)
 		}
@@ -123,7 +126,7 @@ func (s *Service) recheckPending(ctx context.Context, comp domain.Composition) (
 // HandoffDisarmed warning and metric: Eno then deletes none of its tombstones, wherever it holds
 // them (design §6.2).
 func (s *Service) guardHandoff(ctx context.Context, comp domain.Composition, tombstones []domain.Tombstone) error {
-	if comp.Annotations[domain.AnnotationArmed] == "" || len(tombstones) == 0 {
+	if a := comp.Annotations[domain.AnnotationArmed]; a == "" || a == domain.ArmedOff || len(tombstones) == 0 {
 		return nil
 	}
 	elsewhere, err := s.planner.producedElsewhere(ctx, comp.UID)
@@ -150,8 +153,8 @@ func (s *Service) guardHandoff(ctx context.Context, comp domain.Composition, tom
 	}
 	s.deps.Metrics.TombstoneAlert("HandoffDisarmed", len(taken))
 	s.deps.Events.Warning(comp, "HandoffDisarmed", fmt.Sprintf(
-		"%d tombstones of the hand-off name objects another composition now produces (%s, in %s); %s was removed, so Eno deletes none of the hand-off's tombstones: check the remaining orphans by hand",
-		len(taken), domain.FirstIDs(taken, disarmedEventLimit), where[0], domain.AnnotationArmed))
+		"%d tombstones of the hand-off name objects another composition now produces (%s, in %s); %s is now %q, so Eno deletes none of the hand-off's tombstones: check the remaining orphans by hand",
+		len(taken), domain.FirstIDs(taken, disarmedEventLimit), where[0], domain.AnnotationArmed, domain.ArmedOff))
 	logr.FromContextOrDiscard(ctx).Info("disarmed a hand-off: another composition produces some of its tombstones", "tombstones", len(taken))
 	return nil
 }

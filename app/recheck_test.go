@@ -187,7 +187,7 @@ func TestPendingHandoffDisarmsWhenAnotherCompositionProducesATombstone(t *testin
 	assert.Equal(t, 90*time.Second, res.RequeueAfter)
 	assert.Equal(t, listed+1, f.reader.ListSlicesCallCount())
 	require.Equal(t, 1, f.sink.DisarmTombstonesCallCount())
-	assert.Empty(t, f.comp.Annotations[domain.AnnotationArmed])
+	assert.Equal(t, domain.ArmedOff, f.comp.Annotations[domain.AnnotationArmed])
 	assert.Equal(t, 1, f.decisions.WriteDecisionCallCount(), "the decision is not rewritten")
 	reason, n := f.metrics.TombstoneAlertArgsForCall(f.metrics.TombstoneAlertCallCount() - 1)
 	assert.Equal(t, "HandoffDisarmed", reason)
@@ -239,7 +239,7 @@ func TestPendingHandoffFaults(t *testing.T) {
 		f.sink.DisarmTombstonesCalls(disarm)
 		_, err = f.service(t).Reconcile(ctx(t), f.comp.Ref())
 		require.NoError(t, err)
-		assert.Empty(t, f.comp.Annotations[domain.AnnotationArmed])
+		assert.Equal(t, domain.ArmedOff, f.comp.Annotations[domain.AnnotationArmed])
 	})
 	t.Run("the list fails", func(t *testing.T) {
 		f := pendingFixture(t)

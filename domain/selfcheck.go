@@ -17,6 +17,13 @@ import (
 // them all at once, across eno-reconciler's reloads and the executor's carries (design §6.2).
 const AnnotationArmed = "eno.azure.io/tombstone-recovery-armed"
 
+// ArmedOff is the value of AnnotationArmed that disarms for good: the watch writes it, and an
+// operator may; recovery never arms a Composition that carries it (design §6.2).
+const ArmedOff = "disarmed"
+
+// HandoffDisarmed reports whether c carries ArmedOff.
+func (c Composition) HandoffDisarmed() bool { return c.Annotations[AnnotationArmed] == ArmedOff }
+
 // digestLen is how many hex digits of SHA-256 a hand-off's digest keeps.
 const digestLen = 16
 
@@ -74,7 +81,13 @@ func selfCheckingManifest(t Tombstone, written time.Time, digest string) (string
 	if err != nil {
 		return "", fmt.Errorf("the tombstone of %s: %w", t.Entry.ID(), err)
 	}
-	overrides, err := json.Marshal([]selfCheckOverride{{Path: selfCheckPath, Value: "false", Condition: cond}})
+	// The first override keeps it disabled unless the precondition holds: should an Eno whose
+	// CEL differs fail to compile the condition, its decoding stops at this element and applies
+	// it unconditionally, so the object is kept, never deleted (design §6.2).
+	overrides, err := json.Marshal([]selfCheckOverride{
+		{Path: selfCheckPath, Value: "true", Condition: "!(" + cond + ")"},
+		{Path: selfCheckPath, Value: "false", Condition: cond},
+	})
 	if err != nil {
 		return "", err
 	}
@@ -113,11 +126,13 @@ func readSelfCheck(annotations map[string]string) (uid, digest string, ok bool) 
 		return "", "", false
 	}
 	var ops []selfCheckOverride
-	if err := json.Unmarshal([]byte(raw), &ops); err != nil || len(ops) != 1 || ops[0].Path != selfCheckPath || ops[0].Value != "false" {
+	if err := json.Unmarshal([]byte(raw), &ops); err != nil || len(ops) != 2 ||
+		ops[0] != (selfCheckOverride{Path: selfCheckPath, Value: "true", Condition: "!(" + ops[1].Condition + ")"}) ||
+		ops[1].Path != selfCheckPath || ops[1].Value != "false" {
 		return "", "", false
 	}
-	u := selfCheckUID.FindStringSubmatch(ops[0].Condition)
-	d := selfCheckDigest.FindStringSubmatch(ops[0].Condition)
+	u := selfCheckUID.FindStringSubmatch(ops[1].Condition)
+	d := selfCheckDigest.FindStringSubmatch(ops[1].Condition)
 	if u == nil || d == nil {
 		return "", "", false
 	}

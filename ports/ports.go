@@ -79,9 +79,10 @@ type TombstoneSink interface {
 	// tombstone of the hand-off named digest checks for it on Eno's live read (design §6.2).
 	// Already armed with digest: no write, comp is returned as it is.
 	ArmTombstones(ctx context.Context, comp domain.Composition, digest string) (domain.Composition, error)
-	// DisarmTombstones removes domain.AnnotationArmed from comp, guarded by its UID and
-	// resourceVersion (ErrConflict otherwise): every tombstone of its hand-off stays disabled,
-	// wherever Eno holds it. Not armed: no write.
+	// DisarmTombstones sets domain.AnnotationArmed on comp to domain.ArmedOff, guarded by its
+	// UID and resourceVersion (ErrConflict otherwise): every tombstone of its hand-off stays
+	// disabled, wherever Eno holds it, and recovery never arms comp again. Disarmed already: no
+	// write.
 	DisarmTombstones(ctx context.Context, comp domain.Composition) error
 	// CommitTombstones (step 2, the commit point) re-reads every slice live, checks that each
 	// holds exactly its part of h, seals it (domain.AnnotationRecoverySealed), then appends them

@@ -470,7 +470,7 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 		require.NoError(t, h.TombstoneSink().DisarmTombstones(t.Context(), live))
 		live, err = h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
 		require.NoError(t, err)
-		assert.NotContains(t, live.Annotations, domain.AnnotationArmed)
+		assert.Equal(t, domain.ArmedOff, live.Annotations[domain.AnnotationArmed])
 		require.NoError(t, h.TombstoneSink().DisarmTombstones(t.Context(), live), "not armed: nothing to do")
 	})
 	t.Run("RequestResynthesis names the current synthesis, guarded by the resourceVersion", func(t *testing.T) {

@@ -461,17 +461,17 @@ func (t *TombstoneSink) ArmTombstones(ctx context.Context, comp domain.Compositi
 	return armed, nil
 }
 
-// DisarmTombstones removes domain.AnnotationArmed with a merge patch carrying comp's UID and
-// resourceVersion (ports.ErrConflict if the Composition changed since it was read).
+// DisarmTombstones sets domain.AnnotationArmed to domain.ArmedOff with a merge patch carrying
+// comp's UID and resourceVersion (ports.ErrConflict if the Composition changed since it was read).
 func (t *TombstoneSink) DisarmTombstones(ctx context.Context, comp domain.Composition) error {
-	if _, armed := comp.Annotations[domain.AnnotationArmed]; !armed {
+	if comp.HandoffDisarmed() {
 		return nil
 	}
 	what := fmt.Sprintf("disarming the tombstones of composition %s", comp.Ref())
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"resourceVersion": comp.ResourceVersion,
 		"uid":             comp.UID,
-		"annotations":     map[string]any{domain.AnnotationArmed: nil},
+		"annotations":     map[string]any{domain.AnnotationArmed: domain.ArmedOff},
 	}})
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)

@@ -366,10 +366,11 @@ func (c *Cluster) ArmTombstones(ctx context.Context, comp domain.Composition, di
 	return cloneComposition(cur), nil
 }
 
-// DisarmTombstones removes domain.AnnotationArmed if comp's UID and resourceVersion are the
-// stored ones (ErrConflict otherwise); not armed, it writes nothing.
+// DisarmTombstones sets domain.AnnotationArmed to domain.ArmedOff if comp's UID and
+// resourceVersion are the stored ones (ErrConflict otherwise); disarmed already, it writes
+// nothing.
 func (c *Cluster) DisarmTombstones(ctx context.Context, comp domain.Composition) error {
-	if _, armed := comp.Annotations[domain.AnnotationArmed]; !armed {
+	if comp.HandoffDisarmed() {
 		return nil
 	}
 	key := objectKey{comp.Namespace, comp.Name}
@@ -386,7 +387,10 @@ func (c *Cluster) DisarmTombstones(ctx context.Context, comp domain.Composition)
 		return fmt.Errorf("disarming the tombstones of composition %s at resourceVersion %q (stored %q): %w", key, comp.ResourceVersion, cur.ResourceVersion, ports.ErrConflict)
 	}
 	cur = cloneComposition(cur)
-	delete(cur.Annotations, domain.AnnotationArmed)
+	if cur.Annotations == nil {
+		cur.Annotations = map[string]string{}
+	}
+	cur.Annotations[domain.AnnotationArmed] = domain.ArmedOff
 	cur.ResourceVersion = c.nextVersion()
 	c.compositions[key] = cur
 	return nil

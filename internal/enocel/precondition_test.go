@@ -2,6 +2,7 @@ package enocel_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,17 +130,36 @@ func TestPreconditionOnEnosLiveRead(t *testing.T) {
 				c = tt.comp(d)
 			}
 			snap, outcomes := enocel.ApplyOverrides(m, l, c)
-			require.Len(t, outcomes, 1)
+			require.Len(t, outcomes, 2)
 			want := "true"
 			if tt.enable {
 				want = "false"
-				assert.Equal(t, enocel.OverrideActive, outcomes[0])
+				assert.Equal(t, enocel.OverrideActive, outcomes[1])
 			} else {
-				assert.NotEqual(t, enocel.OverrideActive, outcomes[0])
+				assert.NotEqual(t, enocel.OverrideActive, outcomes[1])
 			}
 			assert.Equal(t, want, snap.GetAnnotations()[domain.AnnotationDisableReconciliation])
 		})
 	}
+}
+
+// Should an Eno whose CEL environment differs fail to compile the condition, its decoding stops
+// at the first override, which it then applies unconditionally: the tombstone stays disabled.
+func TestPreconditionThatDoesNotCompileKeepsTheObject(t *testing.T) {
+	m, d := tombstone(t)
+	raw := m.GetAnnotations()[domain.AnnotationOverrides]
+	cond, err := domain.Precondition(uid, written, d)
+	require.NoError(t, err)
+	quoted, err := json.Marshal(cond)
+	require.NoError(t, err)
+	broken := strings.ReplaceAll(raw, string(quoted[1:len(quoted)-1]), `self.metadata.uid ==`)
+	require.NotEqual(t, raw, broken)
+	annotations := m.GetAnnotations()
+	annotations[domain.AnnotationOverrides] = broken
+	m.SetAnnotations(annotations)
+	snap, outcomes := enocel.ApplyOverrides(m, live(write("eno", written.Add(-time.Hour), "")), armedComposition(d))
+	assert.Equal(t, []enocel.OverrideOutcome{enocel.OverrideActive}, outcomes, "decoding stopped at the first, applied without a condition")
+	assert.Equal(t, "true", snap.GetAnnotations()[domain.AnnotationDisableReconciliation])
 }
 
 // The condition compiles in Eno's environment: Eno applies an override whose condition does

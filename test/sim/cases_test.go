@@ -148,8 +148,7 @@ var cases = []namedCase{
 			o := a.reconcile(w.ref)
 			comp, err := w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace(w.ref.Namespace).Get(t.Context(), w.ref.Name, metav1.GetOptions{})
 			require.NoError(t, err)
-			_, armed := comp.GetAnnotations()[domain.AnnotationArmed]
-			reach(t, w, "A's pending watch disarmed the hand-off", o.err == nil && !armed)
+			reach(t, w, "A's pending watch disarmed the hand-off", o.err == nil && comp.GetAnnotations()[domain.AnnotationArmed] == domain.ArmedOff)
 			w.settle("eno synthesizes the other composition and carries the hand-off")
 		},
 	},

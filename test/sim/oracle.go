@@ -295,7 +295,7 @@ func (o *Oracle) Unfinished(ctx context.Context) []string {
 		if raw := comp.GetAnnotations()[domain.AnnotationDecision]; strings.Contains(raw, `"InventoryInvalid"`) || strings.Contains(raw, `"HeldForReview"`) {
 			return nil // a named refusal
 		}
-		if _, armed := comp.GetAnnotations()[domain.AnnotationArmed]; o.disarmed.Load() && !armed {
+		if o.disarmed.Load() && comp.GetAnnotations()[domain.AnnotationArmed] == domain.ArmedOff {
 			return nil // a named refusal: HandoffDisarmed
 		}
 	}

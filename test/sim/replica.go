@@ -61,7 +61,7 @@ func (r Request) IsCompositionWrite() bool {
 
 // IsDisarm is the merge patch that removes a Composition's arming annotation.
 func (r Request) IsDisarm() bool {
-	return r.IsCompositionWrite() && r.Method == http.MethodPatch && strings.Contains(r.Body, `"`+domain.AnnotationArmed+`":null`)
+	return r.IsCompositionWrite() && r.Method == http.MethodPatch && strings.Contains(r.Body, `"`+domain.AnnotationArmed+`":"`+domain.ArmedOff+`"`)
 }
 
 // IsDownstreamRead is a read of an object downstream other than the inventory.
