@@ -76,10 +76,12 @@ func (s *Service) watchCarried(ctx context.Context, comp domain.Composition) (ti
 		return 0, fmt.Errorf("watching carried tombstones: %w", err)
 	}
 	var tombstones []domain.Tombstone
+	var sources []string
 	for _, c := range read {
 		tombstones = append(tombstones, c.pending...)
+		sources = append(sources, c.slice.Annotations[domain.AnnotationSourceUID])
 	}
-	if err := s.guardHandoff(ctx, comp, tombstones); err != nil {
+	if err := s.guardHandoff(ctx, comp, tombstones, sources); err != nil {
 		return 0, err
 	}
 	return s.cfg.PendingRecheckInterval, nil

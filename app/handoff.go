@@ -145,14 +145,16 @@ func (s *Service) resumeCommitted(ctx context.Context, comp domain.Composition, 
 	// Time may have passed since the commit (a crash, a lost Lease, a decision write that kept
 	// failing): each tombstone checks itself when Eno acts, and the watch adds the rest.
 	var pending []domain.Tombstone
+	var sources []string
 	for _, sl := range read {
+		sources = append(sources, sl.Annotations[domain.AnnotationSourceUID])
 		p, err := domain.PendingTombstones(sl)
 		if err != nil {
 			return res, true, err
 		}
 		pending = append(pending, p...)
 	}
-	if err := s.guardHandoff(ctx, comp, pending); err != nil {
+	if err := s.guardHandoff(ctx, comp, pending, sources); err != nil {
 		return res, true, err
 	}
 	logr.FromContextOrDiscard(ctx).Info("resuming a committed hand-off", "slices", slices)

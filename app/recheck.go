@@ -94,6 +94,7 @@ func (s *Service) recheckPending(ctx context.Context, comp domain.Composition) (
 		return 0, nil
 	}
 	var tombstones []domain.Tombstone
+	var sources []string
 	for _, slice := range comp.DecidedRecoverySlices(d) {
 		sl, err := s.deps.Slices.GetSlice(ctx, comp.Namespace, slice)
 		switch {
@@ -112,8 +113,9 @@ func (s *Service) recheckPending(ctx context.Context, comp domain.Composition) (
 			return 0, err
 		}
 		tombstones = append(tombstones, pending...)
+		sources = append(sources, sl.Annotations[domain.AnnotationSourceUID])
 	}
-	if err := s.guardHandoff(ctx, comp, tombstones); err != nil {
+	if err := s.guardHandoff(ctx, comp, tombstones, sources); err != nil {
 		return 0, err
 	}
 	return s.cfg.PendingRecheckInterval, nil
@@ -125,11 +127,11 @@ func (s *Service) recheckPending(ctx context.Context, comp domain.Composition) (
 // manifest writes nothing). Finding any, it disarms the whole hand-off, its only write, with a
 // HandoffDisarmed warning and metric: Eno then deletes none of its tombstones, wherever it holds
 // them (design §6.2).
-func (s *Service) guardHandoff(ctx context.Context, comp domain.Composition, tombstones []domain.Tombstone) error {
+func (s *Service) guardHandoff(ctx context.Context, comp domain.Composition, tombstones []domain.Tombstone, sourceUIDs []string) error {
 	if a := comp.Annotations[domain.AnnotationArmed]; a == "" || a == domain.ArmedOff || len(tombstones) == 0 {
 		return nil
 	}
-	elsewhere, err := s.planner.producedElsewhere(ctx, comp.UID)
+	elsewhere, err := s.planner.producedElsewhere(ctx, append([]string{comp.UID}, sourceUIDs...)...)
 	if err != nil {
 		return fmt.Errorf("watching the hand-off: %w", err)
 	}

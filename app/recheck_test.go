@@ -209,13 +209,17 @@ func TestPendingHandoffDisarmsWhenAnotherCompositionProducesATombstone(t *testin
 }
 
 // What is no evidence: the hand-off's own slices, another Composition's tombstone of the same
-// object, an unreadable manifest.
+// object, an unreadable manifest, the recorded incarnation's slices.
 func TestPendingHandoffKeepsItsArmWithoutEvidence(t *testing.T) {
 	f := pendingFixture(t)
 	other := takenOver("cm-07")
 	other.Resources[0].Deleted = true
 	other.Resources = append(other.Resources, domain.SliceResource{Manifest: "not json"})
-	f.reader.ListSlicesReturns([]domain.ResourceSlice{f.published[pendingSlice], other}, nil)
+	// The recorded incarnation's slice, not yet taken by the garbage collector.
+	recorded := takenOver("cm-07", "cm-08")
+	recorded.Namespace, recorded.ControllerUID = "team-a", oldUID
+	require.Equal(t, oldUID, f.published[pendingSlice].Annotations[domain.AnnotationSourceUID])
+	f.reader.ListSlicesReturns([]domain.ResourceSlice{f.published[pendingSlice], other, recorded}, nil)
 	_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
 	require.NoError(t, err)
 	assert.Zero(t, f.sink.DisarmTombstonesCallCount())

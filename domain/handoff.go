@@ -38,6 +38,8 @@ type Handoff struct {
 	// HistoryWritten is the write time of the history the tombstones came from; the pending
 	// hand-off's recheck compares objects with it (design §6.2).
 	HistoryWritten time.Time
+	// SourceUID is the recorded incarnation's UID (RecoveryPlan.SourceUID); empty when unknown.
+	SourceUID string
 	// Digest names the hand-off; the Composition's AnnotationArmed carries it while the
 	// tombstones may act. Read back from the tombstones' preconditions; empty when every one
 	// was withdrawn.
@@ -58,7 +60,7 @@ func NewHandoff(plan RecoveryPlan) (Handoff, error) {
 	if plan.HistoryWritten.IsZero() {
 		return Handoff{}, fmt.Errorf("a Recovered plan names the write time of its history")
 	}
-	h := Handoff{Decision: d, Resources: make([]SliceResource, len(plan.Tombstones)), HistoryWritten: plan.HistoryWritten.UTC()}
+	h := Handoff{Decision: d, Resources: make([]SliceResource, len(plan.Tombstones)), HistoryWritten: plan.HistoryWritten.UTC(), SourceUID: plan.SourceUID}
 	h.Decision.TombstoneSlice = ""
 	h.Digest = handoffDigest(d.SynthesisUUID, h.HistoryWritten, plan.Tombstones)
 	for i, t := range plan.Tombstones {
@@ -163,11 +165,19 @@ func (e *TombstoneTooLargeError) Error() string {
 // SliceAnnotations are the annotations every recovery slice of the hand-off carries: the
 // decision, and the write time of the history.
 func (h Handoff) SliceAnnotations() map[string]string {
-	return map[string]string{
+	a := map[string]string{
 		AnnotationDecision:       h.Decision.Encode(),
 		AnnotationHistoryWritten: h.HistoryWritten.UTC().Format(time.RFC3339),
 	}
+	if h.SourceUID != "" {
+		a[AnnotationSourceUID] = h.SourceUID
+	}
+	return a
 }
+
+// AnnotationSourceUID, on a recovery slice, is the UID of the incarnation whose history the
+// tombstones came from: the watch does not count its slices as another Composition's.
+const AnnotationSourceUID = "eno.azure.io/tombstone-recovery-source-uid"
 
 // SynthesisUUID is the synthesis the tombstones are handed to.
 func (h Handoff) SynthesisUUID() string { return h.Decision.SynthesisUUID }
@@ -243,7 +253,7 @@ func HandoffFromSlice(c Composition, s ResourceSlice) (Handoff, error) {
 		}
 	}
 	written, _ := HistoryWrittenAt(s)
-	return Handoff{Decision: d, Resources: s.Resources, HistoryWritten: written, Digest: digest, partLens: []int{len(s.Resources)}}, nil
+	return Handoff{Decision: d, Resources: s.Resources, HistoryWritten: written, SourceUID: s.Annotations[AnnotationSourceUID], Digest: digest, partLens: []int{len(s.Resources)}}, nil
 }
 
 // sameDigest is the hand-off digest that r's precondition names, which must be digest unless
@@ -278,7 +288,7 @@ func HandoffFromSlices(c Composition, parts []ResourceSlice) (Handoff, error) {
 			return Handoff{}, &RecoverySliceInvalidError{Slice: s.Name, Detail: err.Error()}
 		}
 		if i == 0 {
-			h = Handoff{Decision: p.Decision, HistoryWritten: p.HistoryWritten, Digest: p.Digest}
+			h = Handoff{Decision: p.Decision, HistoryWritten: p.HistoryWritten, SourceUID: p.SourceUID, Digest: p.Digest}
 		}
 		if p.Digest != "" && h.Digest != "" && p.Digest != h.Digest {
 			return Handoff{}, &RecoverySliceInvalidError{Slice: s.Name, Detail: "its tombstones name hand-off " + p.Digest + ", the first slice's " + h.Digest}

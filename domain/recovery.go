@@ -105,6 +105,9 @@ type RecoveryPlan struct {
 	Verify     []Tombstone
 	// HistoryWritten is the write time of the selected history, when the checks used it.
 	HistoryWritten time.Time
+	// SourceUID is the UID of the incarnation that recorded the history: its slices, until the
+	// garbage collector takes them, are no evidence that another Composition produces anything.
+	SourceUID string
 }
 
 // Decided reports whether the plan decides, rather than asking for downstream reads first.
@@ -267,7 +270,7 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 		return RecoveryPlan{Decision: d, Dropped: dropped}, nil
 	}
 	d.Tombstones = len(verified)
-	plan := RecoveryPlan{Decision: d, Dropped: dropped, HistoryWritten: writeTime}
+	plan := RecoveryPlan{Decision: d, Dropped: dropped, HistoryWritten: writeTime, SourceUID: in.Snapshot.CompositionUID()}
 	if overDeletionGuard(len(verified), total, in.MaxTombstoneFraction) {
 		return planOverTheGuard(plan, in, verified, total, withDrops), nil
 	}
