@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/internal/buildinfo"
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
@@ -28,6 +29,7 @@ type Recorder struct {
 	alerts        *prometheus.CounterVec
 	panics        *prometheus.CounterVec
 	waiting       *prometheus.GaugeVec
+	build         *prometheus.GaugeVec
 
 	mu     sync.Mutex
 	states map[domain.CompositionRef]ports.CompositionState
@@ -90,9 +92,13 @@ func New(reg prometheus.Registerer) (*Recorder, error) {
 			Namespace: namespace, Name: "compositions_waiting",
 			Help: "Compositions this replica last saw waiting, by state: HeldForReview (the deletion guard holds the recovery), HandoffPending (decided Recovered, not yet carried by Eno), RecordingFailing (the last recording pass failed or was refused).",
 		}, []string{"state"}),
+		build: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "build_info",
+			Help: "Always 1; its labels name the running build of tombstone-recovery: version, revision (unknown when nothing recorded it) and goversion. Inside eno-reconciler, version is the module's as the host was built with it ((devel) for a local replacement).",
+		}, []string{"version", "revision", "goversion"}),
 		states: map[domain.CompositionRef]ports.CompositionState{},
 	}
-	for _, c := range []prometheus.Collector{r.snapshots, r.chunkWrites, r.decisions, r.refusals, r.reconciles, r.chunkBytes, r.chunkLimit, r.chunkHeadroom, r.alerts, r.panics, r.waiting} {
+	for _, c := range []prometheus.Collector{r.snapshots, r.chunkWrites, r.decisions, r.refusals, r.reconciles, r.chunkBytes, r.chunkLimit, r.chunkHeadroom, r.alerts, r.panics, r.waiting, r.build} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -109,6 +115,8 @@ func New(reg prometheus.Registerer) (*Recorder, error) {
 	for _, v := range waitingStates {
 		r.waiting.WithLabelValues(v)
 	}
+	build := buildinfo.Read()
+	r.build.WithLabelValues(build.Version, build.Revision, build.GoVersion).Set(1)
 	return r, nil
 }
 

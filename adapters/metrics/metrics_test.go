@@ -17,6 +17,7 @@ import (
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/metrics"
 	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/internal/buildinfo"
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
@@ -158,4 +159,14 @@ func TestRegisteringTwiceFails(t *testing.T) {
 	require.NoError(t, err)
 	_, err = metrics.New(reg)
 	require.Error(t, err)
+}
+
+// TestBuildInfo: one series, set to 1, naming the running build.
+func TestBuildInfo(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	_, err := metrics.New(reg)
+	require.NoError(t, err)
+	b := buildinfo.Read()
+	assert.Contains(t, scrape(t, reg),
+		`eno_tombstone_recovery_build_info{goversion="`+b.GoVersion+`",revision="`+b.Revision+`",version="`+b.Version+`"} 1`)
 }
