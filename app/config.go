@@ -201,5 +201,6 @@ func (noMetrics) SnapshotRecorded(bool)                                         
 func (noMetrics) DecisionMade(domain.Outcome, string)                               {}
 func (noMetrics) CompositionObserved(domain.CompositionRef, ports.CompositionState) {}
 func (noMetrics) Refusal(string)                                                    {}
-func (noMetrics) ChunkHeadroom(domain.Lineage, int, int)                            {}
+func (noMetrics) ChunksUsed(domain.Lineage, int, int)                               {}
+func (noMetrics) LargestEntry(domain.Lineage, int, int)                             {}
 func (noMetrics) ReconcileDone(time.Duration, error)                                {}
