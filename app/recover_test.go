@@ -285,6 +285,61 @@ func TestRecoverDeletionGuard(t *testing.T) {
 		assert.Equal(t, domain.OutcomeHeldForReview, writtenDecision(t, f).Outcome)
 		assert.Zero(t, f.sink.PublishTombstonesCallCount())
 	})
+	t.Run("an ignored review is a warning naming the values expected, once per value", func(t *testing.T) {
+		f := held(t, "approve:"+oldSynth)
+		svc := f.service(t)
+		ignored := func() []string {
+			var out []string
+			for i := range f.events.Count() {
+				_, warning, reason, msg := f.events.At(i)
+				if reason == "ReviewIgnored" {
+					assert.True(t, warning)
+					out = append(out, msg)
+				}
+			}
+			return out
+		}
+		pass := func(review string) {
+			t.Helper()
+			if review == "" {
+				delete(f.comp.Annotations, domain.AnnotationReview)
+			} else {
+				f.comp.Annotations[domain.AnnotationReview] = review
+			}
+			_, err := svc.Recover(ctx(t), f.comp)
+			require.NoError(t, err)
+		}
+		pass("approve:" + oldSynth)
+		require.Len(t, ignored(), 1)
+		assert.Contains(t, ignored()[0], "names synthesis "+oldSynth)
+		assert.Contains(t, ignored()[0], `"approve:`+synthID+`" or "reject:`+synthID+`"`)
+
+		// The held decision is now on record: later passes write nothing and repeat nothing.
+		f.comp.Annotations[domain.AnnotationDecision] = writtenDecision(t, f).Encode()
+		pass("approve:" + oldSynth)
+		pass("approve:" + oldSynth)
+		assert.Len(t, ignored(), 1, "one event per distinct value")
+
+		pass("aprove:" + synthID)
+		require.Len(t, ignored(), 2, "another bad value is announced")
+		assert.Contains(t, ignored()[1], "neither approve:<synthesisUUID> nor reject:<synthesisUUID>")
+		assert.Contains(t, ignored()[1], `"approve:`+synthID+`"`)
+
+		pass("")
+		pass("aprove:" + synthID)
+		assert.Len(t, ignored(), 3, "cleared and set again: announced again")
+		assert.Equal(t, 1, f.decisions.WriteDecisionCallCount(), "the held decision itself is written once")
+	})
+	t.Run("a bad review where the guard does not trip says nothing", func(t *testing.T) {
+		f := recoveryFixture(t, rs, rs[:8]) // 1 of 9 orphaned: under 0.5
+		f.comp.Annotations[domain.AnnotationReview] = "approve:" + oldSynth
+		_, err := f.service(t).Recover(ctx(t), f.comp)
+		require.NoError(t, err)
+		for i := range f.events.Count() {
+			_, _, reason, _ := f.events.At(i)
+			assert.NotEqual(t, "ReviewIgnored", reason)
+		}
+	})
 	t.Run("held blocks recording in the same reconcile", func(t *testing.T) {
 		f := held(t, "")
 		f.comp.Synthesis.Ready = true
