@@ -340,6 +340,34 @@ func TestRecoverDeletionGuard(t *testing.T) {
 			assert.NotEqual(t, "ReviewIgnored", reason)
 		}
 	})
+	t.Run("a guard of 0 holds a single orphan, until approved", func(t *testing.T) {
+		f := recoveryFixture(t, rs, rs[:8]) // 1 of 9 orphaned: passes the default guard
+		f.cfg.MaxTombstoneFraction = 0
+		_, err := f.service(t).Recover(ctx(t), f.comp)
+		require.NoError(t, err)
+		d := writtenDecision(t, f)
+		assert.Equal(t, domain.OutcomeHeldForReview, d.Outcome)
+		assert.Equal(t, 1, d.Tombstones)
+		assert.Contains(t, d.Message, "the guard of 0 holds every recovery for review")
+		assert.Zero(t, f.sink.PublishTombstonesCallCount())
+
+		g := recoveryFixture(t, rs, rs[:8])
+		g.cfg.MaxTombstoneFraction = 0
+		g.comp.Annotations[domain.AnnotationReview] = "approve:" + synthID
+		_, err = g.service(t).Recover(ctx(t), g.comp)
+		require.NoError(t, err)
+		assert.Equal(t, domain.OutcomeRecovered, writtenDecision(t, g).Outcome)
+		assert.Equal(t, 1, g.sink.PublishTombstonesCallCount())
+	})
+	t.Run("a guard of 0 still decides NoOrphans without review", func(t *testing.T) {
+		f := recoveryFixture(t, rs, rs)
+		f.cfg.MaxTombstoneFraction = 0
+		_, err := f.service(t).Recover(ctx(t), f.comp)
+		require.NoError(t, err)
+		d := writtenDecision(t, f)
+		assert.Equal(t, domain.OutcomeNothingToRecover, d.Outcome)
+		assert.Equal(t, domain.ReasonNoOrphans, d.Reason)
+	})
 	t.Run("held blocks recording in the same reconcile", func(t *testing.T) {
 		f := held(t, "")
 		f.comp.Synthesis.Ready = true

@@ -375,8 +375,12 @@ func planOverTheGuard(plan RecoveryPlan, in RecoveryInput, verified []Tombstone,
 		return plan
 	}
 	plan.Decision.Outcome, plan.Decision.Reason = OutcomeHeldForReview, ReasonOverDeletionGuard
-	plan.Decision.Message = withDrops(fmt.Sprintf("%d of %d resources would be deleted, over the guard of %g; set %s to approve:%s or reject:%s",
-		len(verified), total, in.MaxTombstoneFraction, AnnotationReview, c.Synthesis.UUID, c.Synthesis.UUID))
+	guard := fmt.Sprintf("over the guard of %g", in.MaxTombstoneFraction)
+	if in.MaxTombstoneFraction == 0 {
+		guard = "and the guard of 0 holds every recovery for review"
+	}
+	plan.Decision.Message = withDrops(fmt.Sprintf("%d of %d resources would be deleted, %s; set %s to approve:%s or reject:%s",
+		len(verified), total, guard, AnnotationReview, c.Synthesis.UUID, c.Synthesis.UUID))
 	plan.Held = verified
 	return plan
 }

@@ -210,6 +210,8 @@ func TestPlanRecoveryDeletionGuard(t *testing.T) {
 		{"single entry, 1.0", 1, 0, 1.0, domain.OutcomeRecovered},
 		{"single entry, default", 1, 0, 0.5, domain.OutcomeHeldForReview},
 		{"zero holds every deletion", 4, 3, 0, domain.OutcomeHeldForReview},
+		{"zero holds one deletion of a hundred", 100, 99, 0, domain.OutcomeHeldForReview},
+		{"zero holds a deletion of everything", 4, 0, 0, domain.OutcomeHeldForReview},
 		{"exactly at 0.57 of 100", 100, 43, 0.57, domain.OutcomeRecovered},
 		{"over 0.57 of 100", 100, 42, 0.57, domain.OutcomeHeldForReview},
 		{"exactly at 0.7 of 90", 90, 27, 0.7, domain.OutcomeRecovered},
@@ -230,6 +232,9 @@ func TestPlanRecoveryDeletionGuard(t *testing.T) {
 				assert.Len(t, p.Held, absent)
 				assert.Contains(t, p.Decision.Message, domain.AnnotationReview)
 				assert.Contains(t, p.Decision.Message, "approve:"+synUUID)
+				if tt.fraction == 0 {
+					assert.Contains(t, p.Decision.Message, "the guard of 0 holds every recovery for review")
+				}
 				return
 			}
 			assert.Empty(t, p.Decision.Reason)
