@@ -9,8 +9,15 @@ BENCHTIME ?= 1x
 
 all: verify test
 
+## The version and revision `tombstone-recovery version` and eno_tombstone_recovery_build_info report
+## (design §9). The image is built with -buildvcs=false, so the revision is read from git here.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BUILDINFO = github.com/Azure/eno-tombstone-recovery/internal/buildinfo
+VERSION_LDFLAGS = -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).revision=$(REVISION)
+
 build:
-	$(GO) build -o bin/tombstone-recovery ./cmd/tombstone-recovery
+	$(GO) build -ldflags='$(VERSION_LDFLAGS)' -o bin/tombstone-recovery ./cmd/tombstone-recovery
 
 ## demo: the whole story on the in-memory adapters, no cluster needed.
 demo:
@@ -92,13 +99,12 @@ mutation: testbin
 ## hack/image (its own module) without a container daemon or a registry. The same commit gives the
 ## same digest: a static, trimmed binary without build id, every time the commit's.
 IMAGE_SOURCE ?= https://github.com/Azure/eno-tombstone-recovery
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
 IMAGE ?= eno-tombstone-recovery:$(VERSION)
 ENO_IMAGE ?= eno-reconciler-wired:$(VERSION)
-STATIC_BUILD = CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -buildvcs=false -ldflags='-s -w -buildid='
+STATIC_BUILD = CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -buildvcs=false \
+	-ldflags='-s -w -buildid= $(VERSION_LDFLAGS)'
 IMAGE_TOOL = $(GO) -C hack/image run . -source=$(IMAGE_SOURCE) -revision=$(REVISION) -version=$(VERSION) \
 	-created=$(SOURCE_DATE_EPOCH) -arch=$(IMAGE_ARCH)
 image:

@@ -157,6 +157,7 @@ type Service struct {
 	policy  domain.Policy
 	deps    Deps
 	planner planner
+	reviews *ignoredReviews
 }
 
 // New validates the configuration and dependencies.
@@ -181,7 +182,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	return &Service{cfg: cfg, policy: domain.Policy{Enabled: cfg.Enabled, Scope: cfg.Scope}, deps: deps, planner: planner{
 		cfg: cfg, secrets: deps.Store, slices: deps.Slices, guard: deps.Guard, downstream: deps.Downstream, lister: deps.Lister,
-	}}, nil
+	}, reviews: newIgnoredReviews()}, nil
 }
 
 // Config returns the effective configuration.
@@ -201,5 +202,6 @@ func (noMetrics) SnapshotRecorded(bool)                                         
 func (noMetrics) DecisionMade(domain.Outcome, string)                               {}
 func (noMetrics) CompositionObserved(domain.CompositionRef, ports.CompositionState) {}
 func (noMetrics) Refusal(string)                                                    {}
-func (noMetrics) ChunkHeadroom(domain.Lineage, int, int)                            {}
+func (noMetrics) ChunksUsed(domain.Lineage, int, int)                               {}
+func (noMetrics) LargestEntry(domain.Lineage, int, int)                             {}
 func (noMetrics) ReconcileDone(time.Duration, error)                                {}

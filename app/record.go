@@ -42,6 +42,7 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 	res := RecordResult{Lineage: lineage}
 	if meta, ok := s.recordedInCache(ctx, comp, lineage); ok {
 		s.deps.Metrics.SnapshotRecorded(false)
+		s.deps.Metrics.ChunksUsed(lineage, meta.ChunkCount, s.cfg.MaxChunks)
 		res.Unchanged, res.Chunks, res.Digest = true, meta.ChunkCount, meta.Digest
 		return res, nil
 	}
@@ -49,7 +50,7 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 	// The first synthesis after a hand-off is recorded only once Ready: check Eno did its part.
 	s.verifyCarried(ctx, comp)
 
-	inv, chunks, err := s.splitInventory(ctx, comp, prior)
+	inv, chunks, err := s.splitInventory(ctx, comp, lineage, prior)
 	if err != nil {
 		return res, fmt.Errorf("recording: %w", err)
 	}
@@ -73,12 +74,8 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 	if res, err = s.writeChunks(ctx, log, comp, desired, byName, occupants, res); err != nil {
 		return res, err
 	}
-	largest := 0
-	for _, c := range chunks {
-		largest = max(largest, c.Size())
-	}
 	s.deps.Metrics.SnapshotRecorded(res.Created+res.Updated > 0)
-	s.deps.Metrics.ChunkHeadroom(lineage, largest, s.cfg.MaxChunkBytes)
+	s.deps.Metrics.ChunksUsed(lineage, len(chunks), s.cfg.MaxChunks)
 	if res.Created+res.Updated > 0 {
 		log.Info("recorded inventory snapshot", "chunks", res.Chunks, "created", res.Created, "updated", res.Updated, "entries", inv.Len())
 		s.deps.Events.Normal(comp, "InventoryRecorded",
@@ -100,8 +97,9 @@ func (s *Service) recordedInCache(ctx context.Context, comp domain.Composition, 
 
 // splitInventory builds the inventory of the current synthesis, from prior's slices when
 // recovery read them in this reconcile, and splits it into chunks. An unusable slice or an
-// inventory over the limits is refused with an event.
-func (s *Service) splitInventory(ctx context.Context, comp domain.Composition, prior *liveReads) (domain.Inventory, []domain.Chunk, error) {
+// inventory over the limits is refused with an event; the metrics of its size are reported
+// either way, over the limits too.
+func (s *Service) splitInventory(ctx context.Context, comp domain.Composition, lineage domain.Lineage, prior *liveReads) (domain.Inventory, []domain.Chunk, error) {
 	var contents domain.SynthesisContents
 	if prior != nil {
 		contents = prior.contents
@@ -114,8 +112,13 @@ func (s *Service) splitInventory(ctx context.Context, comp domain.Composition, p
 		contents = c
 	}
 	inv := contents.Inventory()
+	s.deps.Metrics.LargestEntry(lineage, inv.LargestEntryBytes(), s.cfg.MaxChunkBytes)
 	chunks, err := domain.SplitInventory(inv, s.cfg.MaxChunkBytes, s.cfg.MaxChunks)
 	if err != nil {
+		var tooMany *domain.TooManyChunksError
+		if errors.As(err, &tooMany) {
+			s.deps.Metrics.ChunksUsed(lineage, tooMany.Chunks, s.cfg.MaxChunks)
+		}
 		s.refuse(comp, "InventoryTooLarge", err)
 		return domain.Inventory{}, nil, err
 	}

@@ -365,6 +365,62 @@ func TestRecordInventoryTooLargeWritesNothing(t *testing.T) {
 	})
 }
 
+// TestRecordReportsChunksUsedAndLargestEntry: every pass reports the chunks the inventory takes
+// against --max-chunks (the fast path from the cached metadata, a refused inventory what it
+// would take), and every pass that builds the inventory its largest entry against
+// --max-chunk-bytes; neither is a chunk's own fill, which is close to the limit by design.
+func TestRecordReportsChunksUsedAndLargestEntry(t *testing.T) {
+	lineage := domain.DefaultLineage(ns, name)
+	contents, err := domain.ReadSynthesis(composition(uid, synthID, slicesOf("", resources(9)), false), slicesOf("", resources(9)))
+	require.NoError(t, err)
+	largest := contents.Inventory().LargestEntryBytes()
+	require.Positive(t, largest)
+	type report struct{ n, limit int }
+	for _, tc := range []struct {
+		name        string
+		setup       func(f *fixture)
+		wantErr     bool
+		wantChunks  []report
+		wantLargest []report
+	}{
+		{name: "written", wantChunks: []report{{3, 64}}, wantLargest: []report{{largest, chunkLimit}}},
+		{name: "fast path: no data read, so no entry size", setup: func(f *fixture) {
+			f.store.ListCachedChunksReturns(snapshotSecrets(t, uid, synthID, synthTime, chunkLimit, resources(9)), nil)
+		}, wantChunks: []report{{3, 64}}},
+		{name: "over the chunk cap: what it would take", setup: func(f *fixture) { f.cfg.MaxChunks = 2 },
+			wantErr: true, wantChunks: []report{{3, 2}}, wantLargest: []report{{largest, chunkLimit}}},
+		{name: "an entry over the chunk limit", setup: func(f *fixture) { f.cfg.MaxChunkBytes = 100 },
+			wantErr: true, wantLargest: []report{{largest, 100}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.cfg.MaxChunks = 64
+			if tc.setup != nil {
+				tc.setup(f)
+			}
+			_, err := f.service(t).Record(ctx(t), f.comp)
+			if tc.wantErr {
+				require.Error(t, err)
+			} else {
+				require.NoError(t, err)
+			}
+			var chunks, entries []report
+			for i := range f.metrics.ChunksUsedCallCount() {
+				l, n, limit := f.metrics.ChunksUsedArgsForCall(i)
+				assert.Equal(t, lineage, l)
+				chunks = append(chunks, report{n, limit})
+			}
+			for i := range f.metrics.LargestEntryCallCount() {
+				l, n, limit := f.metrics.LargestEntryArgsForCall(i)
+				assert.Equal(t, lineage, l)
+				entries = append(entries, report{n, limit})
+			}
+			assert.Equal(t, tc.wantChunks, chunks)
+			assert.Equal(t, tc.wantLargest, entries)
+		})
+	}
+}
+
 func TestRecordEmptyInventoryIsOneChunk(t *testing.T) {
 	f := newFixture(t)
 	f.setSynthesis(synthID, nil)

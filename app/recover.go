@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/go-logr/logr"
 
@@ -67,6 +68,7 @@ func (s *Service) recover(ctx context.Context, comp domain.Composition) (Recover
 	}
 	d := plan.Decision
 	res := RecoverResult{Plan: plan, Composition: comp}
+	s.announceIgnoredReview(comp, d)
 
 	// A held decision already on record is not rewritten: only its time would change.
 	if prev, ok := comp.Decision(); ok && d.Outcome == domain.OutcomeHeldForReview && prev.SynthesisUUID == d.SynthesisUUID && prev.SameAs(d) {
@@ -86,6 +88,46 @@ func (s *Service) recover(ctx context.Context, comp domain.Composition) (Recover
 	res.Plan.Decision, res.Written = d, true
 	res.Composition = withDecision(live, d)
 	return res, reads, nil
+}
+
+// announceIgnoredReview warns when a held recovery's review annotation answers nothing (another
+// synthesis's UUID, or neither form), naming the values that would (design §6.1). It warns once
+// per value: a held recovery is planned again on every reconcile, and the operator needs one
+// event, not one per resync.
+func (s *Service) announceIgnoredReview(comp domain.Composition, d domain.Decision) {
+	ignored, ok := domain.IgnoredReviewOf(comp)
+	if d.Outcome != domain.OutcomeHeldForReview {
+		ok = false // the annotation is read only when the guard trips
+	}
+	if s.reviews.firstSeen(comp.Ref(), ignored, ok) {
+		s.deps.Events.Warning(comp, "ReviewIgnored", ignored.Message())
+	}
+}
+
+// ignoredReviews remembers, per Composition, the ignored review last announced.
+type ignoredReviews struct {
+	mu   sync.Mutex
+	seen map[domain.CompositionRef]domain.IgnoredReview
+}
+
+func newIgnoredReviews() *ignoredReviews {
+	return &ignoredReviews{seen: map[domain.CompositionRef]domain.IgnoredReview{}}
+}
+
+// firstSeen reports whether r is new for ref; !ignored forgets ref, so that the same bad value
+// set again later is announced again.
+func (m *ignoredReviews) firstSeen(ref domain.CompositionRef, r domain.IgnoredReview, ignored bool) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !ignored {
+		delete(m.seen, ref)
+		return false
+	}
+	if prev, ok := m.seen[ref]; ok && prev == r {
+		return false
+	}
+	m.seen[ref] = r
+	return true
 }
 
 // Plan computes what recovery would decide now, without writing anything: the dry run that

@@ -285,6 +285,89 @@ func TestRecoverDeletionGuard(t *testing.T) {
 		assert.Equal(t, domain.OutcomeHeldForReview, writtenDecision(t, f).Outcome)
 		assert.Zero(t, f.sink.PublishTombstonesCallCount())
 	})
+	t.Run("an ignored review is a warning naming the values expected, once per value", func(t *testing.T) {
+		f := held(t, "approve:"+oldSynth)
+		svc := f.service(t)
+		ignored := func() []string {
+			var out []string
+			for i := range f.events.Count() {
+				_, warning, reason, msg := f.events.At(i)
+				if reason == "ReviewIgnored" {
+					assert.True(t, warning)
+					out = append(out, msg)
+				}
+			}
+			return out
+		}
+		pass := func(review string) {
+			t.Helper()
+			if review == "" {
+				delete(f.comp.Annotations, domain.AnnotationReview)
+			} else {
+				f.comp.Annotations[domain.AnnotationReview] = review
+			}
+			_, err := svc.Recover(ctx(t), f.comp)
+			require.NoError(t, err)
+		}
+		pass("approve:" + oldSynth)
+		require.Len(t, ignored(), 1)
+		assert.Contains(t, ignored()[0], "names synthesis "+oldSynth)
+		assert.Contains(t, ignored()[0], `"approve:`+synthID+`" or "reject:`+synthID+`"`)
+
+		// The held decision is now on record: later passes write nothing and repeat nothing.
+		f.comp.Annotations[domain.AnnotationDecision] = writtenDecision(t, f).Encode()
+		pass("approve:" + oldSynth)
+		pass("approve:" + oldSynth)
+		assert.Len(t, ignored(), 1, "one event per distinct value")
+
+		pass("aprove:" + synthID)
+		require.Len(t, ignored(), 2, "another bad value is announced")
+		assert.Contains(t, ignored()[1], "neither approve:<synthesisUUID> nor reject:<synthesisUUID>")
+		assert.Contains(t, ignored()[1], `"approve:`+synthID+`"`)
+
+		pass("")
+		pass("aprove:" + synthID)
+		assert.Len(t, ignored(), 3, "cleared and set again: announced again")
+		assert.Equal(t, 1, f.decisions.WriteDecisionCallCount(), "the held decision itself is written once")
+	})
+	t.Run("a bad review where the guard does not trip says nothing", func(t *testing.T) {
+		f := recoveryFixture(t, rs, rs[:8]) // 1 of 9 orphaned: under 0.5
+		f.comp.Annotations[domain.AnnotationReview] = "approve:" + oldSynth
+		_, err := f.service(t).Recover(ctx(t), f.comp)
+		require.NoError(t, err)
+		for i := range f.events.Count() {
+			_, _, reason, _ := f.events.At(i)
+			assert.NotEqual(t, "ReviewIgnored", reason)
+		}
+	})
+	t.Run("a guard of 0 holds a single orphan, until approved", func(t *testing.T) {
+		f := recoveryFixture(t, rs, rs[:8]) // 1 of 9 orphaned: passes the default guard
+		f.cfg.MaxTombstoneFraction = 0
+		_, err := f.service(t).Recover(ctx(t), f.comp)
+		require.NoError(t, err)
+		d := writtenDecision(t, f)
+		assert.Equal(t, domain.OutcomeHeldForReview, d.Outcome)
+		assert.Equal(t, 1, d.Tombstones)
+		assert.Contains(t, d.Message, "the guard of 0 holds every recovery for review")
+		assert.Zero(t, f.sink.PublishTombstonesCallCount())
+
+		g := recoveryFixture(t, rs, rs[:8])
+		g.cfg.MaxTombstoneFraction = 0
+		g.comp.Annotations[domain.AnnotationReview] = "approve:" + synthID
+		_, err = g.service(t).Recover(ctx(t), g.comp)
+		require.NoError(t, err)
+		assert.Equal(t, domain.OutcomeRecovered, writtenDecision(t, g).Outcome)
+		assert.Equal(t, 1, g.sink.PublishTombstonesCallCount())
+	})
+	t.Run("a guard of 0 still decides NoOrphans without review", func(t *testing.T) {
+		f := recoveryFixture(t, rs, rs)
+		f.cfg.MaxTombstoneFraction = 0
+		_, err := f.service(t).Recover(ctx(t), f.comp)
+		require.NoError(t, err)
+		d := writtenDecision(t, f)
+		assert.Equal(t, domain.OutcomeNothingToRecover, d.Outcome)
+		assert.Equal(t, domain.ReasonNoOrphans, d.Reason)
+	})
 	t.Run("held blocks recording in the same reconcile", func(t *testing.T) {
 		f := held(t, "")
 		f.comp.Synthesis.Ready = true

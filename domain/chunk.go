@@ -58,7 +58,7 @@ func SplitInventory(inv Inventory, maxBytes, maxChunks int) ([]Chunk, error) {
 	n, starts := len(inv.entries), inv.starts
 	bounds := []int{0}
 	for i := range n {
-		if size := 1 + starts[i+1] - starts[i]; size > maxBytes {
+		if size := inv.entryChunkBytes(i); size > maxBytes {
 			return nil, &EntryTooLargeError{ID: inv.entries[i].ID(), Bytes: size, Limit: maxBytes}
 		}
 		if first := bounds[len(bounds)-1]; i > first && 1+starts[i+1]-starts[first] > maxBytes {
@@ -83,6 +83,20 @@ func SplitInventory(inv Inventory, maxBytes, maxChunks int) ([]Chunk, error) {
 		chunks[k] = Chunk{index: k, count: count, data: data}
 	}
 	return chunks, nil
+}
+
+// entryChunkBytes is the size of a chunk holding entry i alone: the entry and its brackets.
+func (inv Inventory) entryChunkBytes(i int) int { return 1 + inv.starts[i+1] - inv.starts[i] }
+
+// LargestEntryBytes is the size of a chunk holding the inventory's largest entry alone, 0 when it
+// is empty: an entry over the chunk limit cannot be recorded (EntryTooLargeError), however many
+// chunks are allowed.
+func (inv Inventory) LargestEntryBytes() int {
+	largest := 0
+	for i := range inv.entries {
+		largest = max(largest, inv.entryChunkBytes(i))
+	}
+	return largest
 }
 
 func effectiveMaxChunks(n int) int {

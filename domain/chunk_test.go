@@ -113,6 +113,32 @@ func TestSplitEntryTooLarge(t *testing.T) {
 	assert.Equal(t, 161, tooLarge.Bytes)
 }
 
+// TestLargestEntryBytes: the largest entry alone in a chunk, which is the smallest chunk limit
+// the inventory can be split under.
+func TestLargestEntryBytes(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		entries []domain.Entry
+		want    int
+	}{
+		{"golden: the ConfigMap", goldenEntries(), 206},
+		{"the Deployment and the ClusterRole", goldenEntries()[:2], 161},
+		{"empty", nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inv := mustInventory(t, tc.entries)
+			assert.Equal(t, tc.want, inv.LargestEntryBytes())
+			if tc.want > 2 {
+				_, err := domain.SplitInventory(inv, tc.want, domain.DefaultMaxChunks)
+				require.NoError(t, err)
+				_, err = domain.SplitInventory(inv, tc.want-1, domain.DefaultMaxChunks)
+				var tooLarge *domain.EntryTooLargeError
+				require.ErrorAs(t, err, &tooLarge)
+			}
+		})
+	}
+}
+
 func TestSplitTooManyChunks(t *testing.T) {
 	inv := goldenInventory(t)
 	_, err := domain.SplitInventory(inv, 206, 2)

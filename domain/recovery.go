@@ -56,19 +56,77 @@ const (
 	ReviewReject
 )
 
-// ReviewOf reads the review annotation; a value naming another synthesis is ignored.
+// ReviewOf reads the review annotation; a value naming another synthesis, or of neither form, is
+// ignored (IgnoredReviewOf says which).
 func ReviewOf(c Composition) Review {
-	v := c.Annotations[AnnotationReview]
-	uuid := c.SynthesisUUID()
+	verb, uuid, ok := parseReview(c.Annotations[AnnotationReview])
 	switch {
-	case uuid == "":
+	case !ok || c.SynthesisUUID() == "" || uuid != c.SynthesisUUID():
 		return ReviewNone
-	case v == "approve:"+uuid:
+	case verb == reviewApprove:
 		return ReviewApprove
-	case v == "reject:"+uuid:
-		return ReviewReject
 	}
-	return ReviewNone
+	return ReviewReject
+}
+
+const (
+	reviewApprove = "approve:"
+	reviewReject  = "reject:"
+)
+
+// parseReview splits "approve:<uuid>" or "reject:<uuid>"; anything else is not a review.
+func parseReview(v string) (verb, uuid string, ok bool) {
+	for _, verb := range []string{reviewApprove, reviewReject} {
+		if uuid, found := strings.CutPrefix(v, verb); found && uuid != "" {
+			return verb, uuid, true
+		}
+	}
+	return "", "", false
+}
+
+// IgnoredReview is a review annotation that answers nothing for the current synthesis: it names
+// another synthesis (Stale), or is neither approve:<uuid> nor reject:<uuid>.
+type IgnoredReview struct {
+	// Value is the annotation as found.
+	Value string
+	// Stale: the value names another synthesis, NamedSynthesis.
+	Stale          bool
+	NamedSynthesis string
+	// Current is the synthesis the value should name.
+	Current string
+}
+
+// IgnoredReviewOf reports a review annotation that is set and would be ignored for the current
+// synthesis (design §6.1). Nothing is reported without a current synthesis.
+func IgnoredReviewOf(c Composition) (IgnoredReview, bool) {
+	v, set := c.Annotations[AnnotationReview]
+	current := c.SynthesisUUID()
+	if !set || current == "" {
+		return IgnoredReview{}, false
+	}
+	_, uuid, ok := parseReview(v)
+	if ok && uuid == current {
+		return IgnoredReview{}, false
+	}
+	return IgnoredReview{Value: v, Stale: ok, NamedSynthesis: uuid, Current: current}, true
+}
+
+// reviewValueLimit bounds how much of an operator's value a message quotes.
+const reviewValueLimit = 80
+
+// Message says what was found and the values that would answer, for an Event.
+func (r IgnoredReview) Message() string {
+	v := r.Value
+	if len(v) > reviewValueLimit {
+		v = v[:reviewValueLimit] + "…"
+	}
+	want := fmt.Sprintf("set it to %q or %q", reviewApprove+r.Current, reviewReject+r.Current)
+	if r.Stale {
+		return fmt.Sprintf("%s is %q, which names synthesis %s, not the current one (%s), and is ignored; %s",
+			AnnotationReview, v, r.NamedSynthesis, r.Current, want)
+	}
+	return fmt.Sprintf("%s is %q, neither approve:<synthesisUUID> nor reject:<synthesisUUID>, and is ignored; %s",
+		AnnotationReview, v, want)
 }
 
 // RecoveryInput is everything a recovery decision depends on.
@@ -320,8 +378,12 @@ func planOverTheGuard(plan RecoveryPlan, in RecoveryInput, verified []Tombstone,
 		return plan
 	}
 	plan.Decision.Outcome, plan.Decision.Reason = OutcomeHeldForReview, ReasonOverDeletionGuard
-	plan.Decision.Message = withDrops(fmt.Sprintf("%d of %d resources would be deleted, over the guard of %g; set %s to approve:%s or reject:%s",
-		len(verified), total, in.MaxTombstoneFraction, AnnotationReview, c.Synthesis.UUID, c.Synthesis.UUID))
+	guard := fmt.Sprintf("over the guard of %g", in.MaxTombstoneFraction)
+	if in.MaxTombstoneFraction == 0 {
+		guard = "and the guard of 0 holds every recovery for review"
+	}
+	plan.Decision.Message = withDrops(fmt.Sprintf("%d of %d resources would be deleted, %s; set %s to approve:%s or reject:%s",
+		len(verified), total, guard, AnnotationReview, c.Synthesis.UUID, c.Synthesis.UUID))
 	plan.Held = verified
 	return plan
 }

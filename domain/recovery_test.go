@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -209,6 +210,8 @@ func TestPlanRecoveryDeletionGuard(t *testing.T) {
 		{"single entry, 1.0", 1, 0, 1.0, domain.OutcomeRecovered},
 		{"single entry, default", 1, 0, 0.5, domain.OutcomeHeldForReview},
 		{"zero holds every deletion", 4, 3, 0, domain.OutcomeHeldForReview},
+		{"zero holds one deletion of a hundred", 100, 99, 0, domain.OutcomeHeldForReview},
+		{"zero holds a deletion of everything", 4, 0, 0, domain.OutcomeHeldForReview},
 		{"exactly at 0.57 of 100", 100, 43, 0.57, domain.OutcomeRecovered},
 		{"over 0.57 of 100", 100, 42, 0.57, domain.OutcomeHeldForReview},
 		{"exactly at 0.7 of 90", 90, 27, 0.7, domain.OutcomeRecovered},
@@ -229,6 +232,9 @@ func TestPlanRecoveryDeletionGuard(t *testing.T) {
 				assert.Len(t, p.Held, absent)
 				assert.Contains(t, p.Decision.Message, domain.AnnotationReview)
 				assert.Contains(t, p.Decision.Message, "approve:"+synUUID)
+				if tt.fraction == 0 {
+					assert.Contains(t, p.Decision.Message, "the guard of 0 holds every recovery for review")
+				}
 				return
 			}
 			assert.Empty(t, p.Decision.Reason)
@@ -313,6 +319,62 @@ func TestReviewOf(t *testing.T) {
 	c.Synthesis = nil
 	c.Annotations[domain.AnnotationReview] = "approve:"
 	assert.Equal(t, domain.ReviewNone, domain.ReviewOf(c))
+}
+
+func TestIgnoredReviewOf(t *testing.T) {
+	want := `set it to "approve:` + synUUID + `" or "reject:` + synUUID + `"`
+	tests := []struct {
+		name    string
+		value   *string
+		uuid    string
+		ignored bool
+		stale   bool
+		message string
+	}{
+		{name: "approval of this synthesis", value: ptr("approve:" + synUUID), uuid: synUUID},
+		{name: "rejection of this synthesis", value: ptr("reject:" + synUUID), uuid: synUUID},
+		{name: "no annotation", uuid: synUUID},
+		{name: "no current synthesis", value: ptr("approve:" + oldSynUUID)},
+		{name: "approval of another synthesis", value: ptr("approve:" + oldSynUUID), uuid: synUUID, ignored: true, stale: true,
+			message: domain.AnnotationReview + ` is "approve:` + oldSynUUID + `", which names synthesis ` + oldSynUUID + `, not the current one (` + synUUID + `), and is ignored; ` + want},
+		{name: "rejection of a prefix", value: ptr("reject:" + synUUID[:8]), uuid: synUUID, ignored: true, stale: true},
+		{name: "bare approve", value: ptr("approve"), uuid: synUUID, ignored: true,
+			message: domain.AnnotationReview + ` is "approve", neither approve:<synthesisUUID> nor reject:<synthesisUUID>, and is ignored; ` + want},
+		{name: "verb without a uuid", value: ptr("approve:"), uuid: synUUID, ignored: true},
+		{name: "upper case", value: ptr("APPROVE:" + synUUID), uuid: synUUID, ignored: true},
+		{name: "padded", value: ptr(" approve:" + synUUID), uuid: synUUID, ignored: true},
+		{name: "empty", value: ptr(""), uuid: synUUID, ignored: true},
+		{name: "uuid alone", value: ptr(synUUID), uuid: synUUID, ignored: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := composition()
+			c.Synthesis.UUID = tt.uuid
+			if tt.value != nil {
+				c.Annotations[domain.AnnotationReview] = *tt.value
+			}
+			got, ignored := domain.IgnoredReviewOf(c)
+			require.Equal(t, tt.ignored, ignored)
+			if !ignored {
+				return
+			}
+			assert.Equal(t, *tt.value, got.Value)
+			assert.Equal(t, tt.stale, got.Stale)
+			assert.Equal(t, synUUID, got.Current)
+			assert.Equal(t, domain.ReviewNone, domain.ReviewOf(c), "an ignored value answers nothing")
+			assert.Contains(t, got.Message(), want, "names the values expected")
+			if tt.message != "" {
+				assert.Equal(t, tt.message, got.Message())
+			}
+		})
+	}
+	t.Run("a long value is cut in the message", func(t *testing.T) {
+		c := composition()
+		c.Annotations[domain.AnnotationReview] = strings.Repeat("x", 10000)
+		got, ignored := domain.IgnoredReviewOf(c)
+		require.True(t, ignored)
+		assert.Less(t, len(got.Message()), 400)
+	})
 }
 
 func TestTombstoneManifest(t *testing.T) {

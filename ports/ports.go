@@ -139,8 +139,15 @@ type Metrics interface {
 	DecisionMade(outcome domain.Outcome, reason string)
 	// Refusal counts a refusal: an InventoryInvalid reason, a slice problem, a foreign Secret, an ineligibility.
 	Refusal(reason string)
-	// ChunkHeadroom reports the largest chunk of a lineage's newest snapshot against the limit.
-	ChunkHeadroom(lineage domain.Lineage, largestBytes, limitBytes int)
+	// ChunksUsed reports how many chunks a lineage's recorded snapshot uses against the cap
+	// (--max-chunks), on every recording pass, the fast path included. Chunks are filled close to
+	// the byte limit by design, so this, not a chunk's size, is how near the inventory is to
+	// InventoryTooLarge.
+	ChunksUsed(lineage domain.Lineage, chunks, maxChunks int)
+	// LargestEntry reports the largest entry of a lineage's inventory, alone in a chunk, against
+	// the chunk limit (--max-chunk-bytes), whenever recording built the inventory: one entry
+	// over the limit cannot be recorded at all.
+	LargestEntry(lineage domain.Lineage, entryBytes, maxChunkBytes int)
 	// ReconcileDone observes one reconcile.
 	ReconcileDone(d time.Duration, err error)
 	// Panicked counts a panic recovered where it would have reached the host process: in a

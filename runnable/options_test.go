@@ -89,6 +89,20 @@ func TestDefaultLeaseNameFollowsTheShard(t *testing.T) {
 	assert.Len(t, names, 4, "each shard elects its own leader")
 }
 
+// A first rollout reviews every recovery: ENO_TOMBSTONE_RECOVERY_MAX_TOMBSTONE_FRACTION=0 is a
+// setting, not "unset", and wins over the option (design §6.1).
+func TestResolveEnvironmentFractionZero(t *testing.T) {
+	s, err := Options{ControlPlane: cluster, MaxTombstoneFraction: ptr(0.5),
+		Getenv: func(k string) string {
+			if k == EnvMaxTombstoneFraction {
+				return "0"
+			}
+			return ""
+		}}.resolve()
+	require.NoError(t, err)
+	assert.Equal(t, 0.0, s.config.MaxTombstoneFraction)
+}
+
 func TestResolveEnvironment(t *testing.T) {
 	vars := map[string]string{
 		EnvEnabled:                    "false",

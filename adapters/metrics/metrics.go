@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/internal/buildinfo"
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
@@ -17,17 +18,19 @@ var _ ports.Metrics = (*Recorder)(nil)
 
 // Recorder holds the product's collectors.
 type Recorder struct {
-	snapshots     *prometheus.CounterVec
-	chunkWrites   *prometheus.CounterVec
-	decisions     *prometheus.CounterVec
-	refusals      *prometheus.CounterVec
-	reconciles    *prometheus.HistogramVec
-	chunkBytes    *prometheus.GaugeVec
-	chunkLimit    *prometheus.GaugeVec
-	chunkHeadroom *prometheus.GaugeVec
-	alerts        *prometheus.CounterVec
-	panics        *prometheus.CounterVec
-	waiting       *prometheus.GaugeVec
+	snapshots   *prometheus.CounterVec
+	chunkWrites *prometheus.CounterVec
+	decisions   *prometheus.CounterVec
+	refusals    *prometheus.CounterVec
+	reconciles  *prometheus.HistogramVec
+	chunks      *prometheus.GaugeVec
+	chunksUsed  *prometheus.GaugeVec
+	entryBytes  *prometheus.GaugeVec
+	entryRatio  *prometheus.GaugeVec
+	alerts      *prometheus.CounterVec
+	panics      *prometheus.CounterVec
+	waiting     *prometheus.GaugeVec
+	build       *prometheus.GaugeVec
 
 	mu     sync.Mutex
 	states map[domain.CompositionRef]ports.CompositionState
@@ -66,17 +69,21 @@ func New(reg prometheus.Registerer) (*Recorder, error) {
 			Help:    "Duration of one reconcile, by result.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}, []string{"result"}),
-		chunkBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "largest_chunk_bytes",
-			Help: "Bytes of the largest chunk of a lineage's last recorded snapshot.",
+		chunks: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "snapshot_chunks",
+			Help: "Chunk Secrets a lineage's inventory takes: its recorded snapshot's, or what it would take when over --max-chunks.",
 		}, []string{"lineage"}),
-		chunkLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "chunk_limit_bytes",
-			Help: "The chunk size limit the lineage was recorded with.",
+		chunksUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "chunks_used_ratio",
+			Help: "snapshot_chunks / --max-chunks, per lineage: over 1 recording refuses InventoryTooLarge. Chunks are filled close to --max-chunk-bytes by design, so a chunk's own size says nothing.",
 		}, []string{"lineage"}),
-		chunkHeadroom: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "chunk_headroom_ratio",
-			Help: "1 - largest chunk bytes / limit, per lineage: how close a chunk is to the limit.",
+		entryBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "largest_entry_bytes",
+			Help: "Bytes of a chunk holding the largest entry of a lineage's inventory alone, set whenever recording builds the inventory (not on the fast path).",
+		}, []string{"lineage"}),
+		entryRatio: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "largest_entry_ratio",
+			Help: "largest_entry_bytes / --max-chunk-bytes, per lineage: over 1 the entry cannot be recorded, however many chunks are allowed.",
 		}, []string{"lineage"}),
 		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "tombstone_alerts_total",
@@ -90,9 +97,13 @@ func New(reg prometheus.Registerer) (*Recorder, error) {
 			Namespace: namespace, Name: "compositions_waiting",
 			Help: "Compositions this replica last saw waiting, by state: HeldForReview (the deletion guard holds the recovery), HandoffPending (decided Recovered, not yet carried by Eno), RecordingFailing (the last recording pass failed or was refused).",
 		}, []string{"state"}),
+		build: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "build_info",
+			Help: "Always 1; its labels name the running build of tombstone-recovery: version, revision (unknown when nothing recorded it) and goversion. Inside eno-reconciler, version is the module's as the host was built with it ((devel) for a local replacement).",
+		}, []string{"version", "revision", "goversion"}),
 		states: map[domain.CompositionRef]ports.CompositionState{},
 	}
-	for _, c := range []prometheus.Collector{r.snapshots, r.chunkWrites, r.decisions, r.refusals, r.reconciles, r.chunkBytes, r.chunkLimit, r.chunkHeadroom, r.alerts, r.panics, r.waiting} {
+	for _, c := range []prometheus.Collector{r.snapshots, r.chunkWrites, r.decisions, r.refusals, r.reconciles, r.chunks, r.chunksUsed, r.entryBytes, r.entryRatio, r.alerts, r.panics, r.waiting, r.build} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -109,6 +120,8 @@ func New(reg prometheus.Registerer) (*Recorder, error) {
 	for _, v := range waitingStates {
 		r.waiting.WithLabelValues(v)
 	}
+	build := buildinfo.Read()
+	r.build.WithLabelValues(build.Version, build.Revision, build.GoVersion).Set(1)
 	return r, nil
 }
 
@@ -161,11 +174,17 @@ func (r *Recorder) TombstoneAlert(reason string, n int) {
 	r.alerts.WithLabelValues(reason).Add(float64(n))
 }
 
-func (r *Recorder) ChunkHeadroom(l domain.Lineage, largest, limit int) {
-	r.chunkBytes.WithLabelValues(l.String()).Set(float64(largest))
-	r.chunkLimit.WithLabelValues(l.String()).Set(float64(limit))
-	if limit > 0 {
-		r.chunkHeadroom.WithLabelValues(l.String()).Set(1 - float64(largest)/float64(limit))
+func (r *Recorder) ChunksUsed(l domain.Lineage, chunks, maxChunks int) {
+	r.chunks.WithLabelValues(l.String()).Set(float64(chunks))
+	if maxChunks > 0 {
+		r.chunksUsed.WithLabelValues(l.String()).Set(float64(chunks) / float64(maxChunks))
+	}
+}
+
+func (r *Recorder) LargestEntry(l domain.Lineage, entryBytes, maxChunkBytes int) {
+	r.entryBytes.WithLabelValues(l.String()).Set(float64(entryBytes))
+	if maxChunkBytes > 0 {
+		r.entryRatio.WithLabelValues(l.String()).Set(float64(entryBytes) / float64(maxChunkBytes))
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/metrics"
 	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/internal/buildinfo"
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
@@ -45,11 +46,13 @@ func TestRecorderExposesEveryProductMetric(t *testing.T) {
 	r.DecisionMade(domain.OutcomeRecovered, "")
 	r.DecisionMade(domain.OutcomeNothingToRecover, "NoOrphans")
 	r.Refusal("MissingChunk")
-	r.ChunkHeadroom(domain.DefaultLineage("team-a", "web"), 786432, 1048576)
+	r.ChunksUsed(domain.DefaultLineage("team-a", "web"), 16, 64)
+	r.LargestEntry(domain.DefaultLineage("team-a", "web"), 262144, 1048576)
 	r.ReconcileDone(20*time.Millisecond, nil)
 	r.ReconcileDone(time.Second, errors.New("x"))
 
 	body := scrape(t, reg)
+	assert.NotContains(t, body, "chunk_headroom_ratio", "a full chunk is healthy: its headroom is not reported")
 	for _, want := range []string{
 		`eno_tombstone_recovery_snapshots_total{result="written"} 1`,
 		`eno_tombstone_recovery_snapshots_total{result="unchanged"} 1`,
@@ -58,8 +61,10 @@ func TestRecorderExposesEveryProductMetric(t *testing.T) {
 		`eno_tombstone_recovery_decisions_total{outcome="Recovered",reason=""} 1`,
 		`eno_tombstone_recovery_decisions_total{outcome="NothingToRecover",reason="NoOrphans"} 1`,
 		`eno_tombstone_recovery_refusals_total{reason="MissingChunk"} 1`,
-		`eno_tombstone_recovery_largest_chunk_bytes{lineage="a6d6889313c2"} 786432`,
-		`eno_tombstone_recovery_chunk_headroom_ratio{lineage="a6d6889313c2"} 0.25`,
+		`eno_tombstone_recovery_snapshot_chunks{lineage="a6d6889313c2"} 16`,
+		`eno_tombstone_recovery_chunks_used_ratio{lineage="a6d6889313c2"} 0.25`,
+		`eno_tombstone_recovery_largest_entry_bytes{lineage="a6d6889313c2"} 262144`,
+		`eno_tombstone_recovery_largest_entry_ratio{lineage="a6d6889313c2"} 0.25`,
 		`eno_tombstone_recovery_reconcile_duration_seconds_count{result="success"} 1`,
 		`eno_tombstone_recovery_reconcile_duration_seconds_count{result="error"} 1`,
 	} {
@@ -157,4 +162,14 @@ func TestRegisteringTwiceFails(t *testing.T) {
 	require.NoError(t, err)
 	_, err = metrics.New(reg)
 	require.Error(t, err)
+}
+
+// TestBuildInfo: one series, set to 1, naming the running build.
+func TestBuildInfo(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	_, err := metrics.New(reg)
+	require.NoError(t, err)
+	b := buildinfo.Read()
+	assert.Contains(t, scrape(t, reg),
+		`eno_tombstone_recovery_build_info{goversion="`+b.GoVersion+`",revision="`+b.Revision+`",version="`+b.Version+`"} 1`)
 }

@@ -48,6 +48,22 @@ func TestClusterFlagsKeepTheirDefaults(t *testing.T) {
 	assert.Equal(t, want, inspect.clusterFlags)
 }
 
+// --max-tombstone-fraction=0, "review every recovery" for a first rollout (design §6.1), is
+// accepted by run and inspect and reaches the use cases' configuration as 0, not the default.
+func TestMaxTombstoneFractionZeroIsASetting(t *testing.T) {
+	run, err := parseRunFlags([]string{"--max-tombstone-fraction=0"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	inspect, err := parseInspectFlags([]string{"--lineage", "x", "--max-tombstone-fraction=0"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	for _, f := range []clusterFlags{run.clusterFlags, inspect.clusterFlags} {
+		require.NoError(t, f.check())
+		cfg := app.DefaultConfig()
+		f.configure(&cfg)
+		assert.Equal(t, 0.0, cfg.MaxTombstoneFraction)
+		require.NoError(t, cfg.Validate())
+	}
+}
+
 // --allow-cross-namespace-lineage (design §5 step 3, design §9) is off unless given, for run and inspect
 // alike, and reaches the use cases' configuration.
 func TestAllowCrossNamespaceLineageFlag(t *testing.T) {

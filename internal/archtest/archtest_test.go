@@ -92,14 +92,15 @@ func layer(dir string) string {
 
 // allowed lists which project layers each layer may import. runnable wires the controller for
 // the binary and for eno-reconciler, so it sits beside cmd: only cmd imports it. internal holds
-// libraries of no layer (Eno's CEL environment), which import no project package.
+// libraries of no layer (Eno's CEL environment, the build's identity), which import no project
+// package.
 var allowed = map[string][]string{
 	"domain":   {"domain"},
 	"ports":    {"domain", "ports"},
 	"app":      {"domain", "ports", "app"},
 	"adapters": {"domain", "ports", "adapters", "internal"},
 	"runnable": {"domain", "ports", "app", "adapters", "runnable"},
-	"cmd":      {"domain", "ports", "app", "adapters", "runnable", "cmd", "other"},
+	"cmd":      {"domain", "ports", "app", "adapters", "runnable", "cmd", "other", "internal"},
 	"other":    {"domain", "ports", "app", "adapters", "other", "internal"},
 	"internal": {"domain", "internal"},
 }

@@ -10,18 +10,21 @@ import (
 )
 
 type FakeMetrics struct {
-	ChunkHeadroomStub              func(domain.Lineage, int, int)
-	chunkHeadroomMutex             sync.RWMutex
-	chunkHeadroomArgsForCall       []FakeMetricsChunkHeadroomArgs
 	ChunkWriteStub                 func(string)
 	chunkWriteMutex                sync.RWMutex
 	chunkWriteArgsForCall          []FakeMetricsChunkWriteArgs
+	ChunksUsedStub                 func(domain.Lineage, int, int)
+	chunksUsedMutex                sync.RWMutex
+	chunksUsedArgsForCall          []FakeMetricsChunksUsedArgs
 	CompositionObservedStub        func(domain.CompositionRef, ports.CompositionState)
 	compositionObservedMutex       sync.RWMutex
 	compositionObservedArgsForCall []FakeMetricsCompositionObservedArgs
 	DecisionMadeStub               func(domain.Outcome, string)
 	decisionMadeMutex              sync.RWMutex
 	decisionMadeArgsForCall        []FakeMetricsDecisionMadeArgs
+	LargestEntryStub               func(domain.Lineage, int, int)
+	largestEntryMutex              sync.RWMutex
+	largestEntryArgsForCall        []FakeMetricsLargestEntryArgs
 	PanickedStub                   func(string)
 	panickedMutex                  sync.RWMutex
 	panickedArgsForCall            []FakeMetricsPanickedArgs
@@ -42,16 +45,16 @@ type FakeMetrics struct {
 	invocationsMutex               sync.RWMutex
 }
 
-// FakeMetricsChunkHeadroomArgs holds the arguments of one call to ChunkHeadroom.
-type FakeMetricsChunkHeadroomArgs struct {
-	Arg1 domain.Lineage
-	Arg2 int
-	Arg3 int
-}
-
 // FakeMetricsChunkWriteArgs holds the arguments of one call to ChunkWrite.
 type FakeMetricsChunkWriteArgs struct {
 	Arg1 string
+}
+
+// FakeMetricsChunksUsedArgs holds the arguments of one call to ChunksUsed.
+type FakeMetricsChunksUsedArgs struct {
+	Arg1 domain.Lineage
+	Arg2 int
+	Arg3 int
 }
 
 // FakeMetricsCompositionObservedArgs holds the arguments of one call to CompositionObserved.
@@ -64,6 +67,13 @@ type FakeMetricsCompositionObservedArgs struct {
 type FakeMetricsDecisionMadeArgs struct {
 	Arg1 domain.Outcome
 	Arg2 string
+}
+
+// FakeMetricsLargestEntryArgs holds the arguments of one call to LargestEntry.
+type FakeMetricsLargestEntryArgs struct {
+	Arg1 domain.Lineage
+	Arg2 int
+	Arg3 int
 }
 
 // FakeMetricsPanickedArgs holds the arguments of one call to Panicked.
@@ -91,44 +101,6 @@ type FakeMetricsSnapshotRecordedArgs struct {
 type FakeMetricsTombstoneAlertArgs struct {
 	Arg1 string
 	Arg2 int
-}
-
-func (fake *FakeMetrics) ChunkHeadroom(arg1 domain.Lineage, arg2 int, arg3 int) {
-	fake.chunkHeadroomMutex.Lock()
-	fake.chunkHeadroomArgsForCall = append(fake.chunkHeadroomArgsForCall, FakeMetricsChunkHeadroomArgs{arg1, arg2, arg3})
-	stub := fake.ChunkHeadroomStub
-	fake.recordInvocation("ChunkHeadroom", []interface{}{arg1, arg2, arg3})
-	fake.chunkHeadroomMutex.Unlock()
-	if stub != nil {
-		stub(arg1, arg2, arg3)
-	}
-}
-
-func (fake *FakeMetrics) ChunkHeadroomCallCount() int {
-	fake.chunkHeadroomMutex.RLock()
-	defer fake.chunkHeadroomMutex.RUnlock()
-	return len(fake.chunkHeadroomArgsForCall)
-}
-
-func (fake *FakeMetrics) ChunkHeadroomCalls(stub func(domain.Lineage, int, int)) {
-	fake.chunkHeadroomMutex.Lock()
-	defer fake.chunkHeadroomMutex.Unlock()
-	fake.ChunkHeadroomStub = stub
-}
-
-func (fake *FakeMetrics) ChunkHeadroomArgsForCall(i int) (domain.Lineage, int, int) {
-	fake.chunkHeadroomMutex.RLock()
-	defer fake.chunkHeadroomMutex.RUnlock()
-	argsForCall := fake.chunkHeadroomArgsForCall[i]
-	return argsForCall.Arg1, argsForCall.Arg2, argsForCall.Arg3
-}
-
-func (fake *FakeMetrics) ChunkHeadroomArgs() []FakeMetricsChunkHeadroomArgs {
-	fake.chunkHeadroomMutex.RLock()
-	defer fake.chunkHeadroomMutex.RUnlock()
-	args := make([]FakeMetricsChunkHeadroomArgs, len(fake.chunkHeadroomArgsForCall))
-	copy(args, fake.chunkHeadroomArgsForCall)
-	return args
 }
 
 func (fake *FakeMetrics) ChunkWrite(arg1 string) {
@@ -166,6 +138,44 @@ func (fake *FakeMetrics) ChunkWriteArgs() []FakeMetricsChunkWriteArgs {
 	defer fake.chunkWriteMutex.RUnlock()
 	args := make([]FakeMetricsChunkWriteArgs, len(fake.chunkWriteArgsForCall))
 	copy(args, fake.chunkWriteArgsForCall)
+	return args
+}
+
+func (fake *FakeMetrics) ChunksUsed(arg1 domain.Lineage, arg2 int, arg3 int) {
+	fake.chunksUsedMutex.Lock()
+	fake.chunksUsedArgsForCall = append(fake.chunksUsedArgsForCall, FakeMetricsChunksUsedArgs{arg1, arg2, arg3})
+	stub := fake.ChunksUsedStub
+	fake.recordInvocation("ChunksUsed", []interface{}{arg1, arg2, arg3})
+	fake.chunksUsedMutex.Unlock()
+	if stub != nil {
+		stub(arg1, arg2, arg3)
+	}
+}
+
+func (fake *FakeMetrics) ChunksUsedCallCount() int {
+	fake.chunksUsedMutex.RLock()
+	defer fake.chunksUsedMutex.RUnlock()
+	return len(fake.chunksUsedArgsForCall)
+}
+
+func (fake *FakeMetrics) ChunksUsedCalls(stub func(domain.Lineage, int, int)) {
+	fake.chunksUsedMutex.Lock()
+	defer fake.chunksUsedMutex.Unlock()
+	fake.ChunksUsedStub = stub
+}
+
+func (fake *FakeMetrics) ChunksUsedArgsForCall(i int) (domain.Lineage, int, int) {
+	fake.chunksUsedMutex.RLock()
+	defer fake.chunksUsedMutex.RUnlock()
+	argsForCall := fake.chunksUsedArgsForCall[i]
+	return argsForCall.Arg1, argsForCall.Arg2, argsForCall.Arg3
+}
+
+func (fake *FakeMetrics) ChunksUsedArgs() []FakeMetricsChunksUsedArgs {
+	fake.chunksUsedMutex.RLock()
+	defer fake.chunksUsedMutex.RUnlock()
+	args := make([]FakeMetricsChunksUsedArgs, len(fake.chunksUsedArgsForCall))
+	copy(args, fake.chunksUsedArgsForCall)
 	return args
 }
 
@@ -242,6 +252,44 @@ func (fake *FakeMetrics) DecisionMadeArgs() []FakeMetricsDecisionMadeArgs {
 	defer fake.decisionMadeMutex.RUnlock()
 	args := make([]FakeMetricsDecisionMadeArgs, len(fake.decisionMadeArgsForCall))
 	copy(args, fake.decisionMadeArgsForCall)
+	return args
+}
+
+func (fake *FakeMetrics) LargestEntry(arg1 domain.Lineage, arg2 int, arg3 int) {
+	fake.largestEntryMutex.Lock()
+	fake.largestEntryArgsForCall = append(fake.largestEntryArgsForCall, FakeMetricsLargestEntryArgs{arg1, arg2, arg3})
+	stub := fake.LargestEntryStub
+	fake.recordInvocation("LargestEntry", []interface{}{arg1, arg2, arg3})
+	fake.largestEntryMutex.Unlock()
+	if stub != nil {
+		stub(arg1, arg2, arg3)
+	}
+}
+
+func (fake *FakeMetrics) LargestEntryCallCount() int {
+	fake.largestEntryMutex.RLock()
+	defer fake.largestEntryMutex.RUnlock()
+	return len(fake.largestEntryArgsForCall)
+}
+
+func (fake *FakeMetrics) LargestEntryCalls(stub func(domain.Lineage, int, int)) {
+	fake.largestEntryMutex.Lock()
+	defer fake.largestEntryMutex.Unlock()
+	fake.LargestEntryStub = stub
+}
+
+func (fake *FakeMetrics) LargestEntryArgsForCall(i int) (domain.Lineage, int, int) {
+	fake.largestEntryMutex.RLock()
+	defer fake.largestEntryMutex.RUnlock()
+	argsForCall := fake.largestEntryArgsForCall[i]
+	return argsForCall.Arg1, argsForCall.Arg2, argsForCall.Arg3
+}
+
+func (fake *FakeMetrics) LargestEntryArgs() []FakeMetricsLargestEntryArgs {
+	fake.largestEntryMutex.RLock()
+	defer fake.largestEntryMutex.RUnlock()
+	args := make([]FakeMetricsLargestEntryArgs, len(fake.largestEntryArgsForCall))
+	copy(args, fake.largestEntryArgsForCall)
 	return args
 }
 

@@ -2,9 +2,12 @@ package image
 
 import (
 	"debug/elf"
+	"encoding/json"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -30,6 +33,19 @@ func TestImageConfig(t *testing.T) {
 	assert.NotEmpty(t, labels["org.opencontainers.image.version"])
 	require.Len(t, img.manifest.Layers, 1)
 	assert.Equal(t, "application/vnd.oci.image.layer.v1.tar+gzip", img.manifest.Layers[0].MediaType)
+}
+
+// TestImageVersion: the binary reports the version and revision the image's labels carry, which
+// `make image` embeds with -ldflags -X (the build has no VCS stamp: -buildvcs=false).
+func TestImageVersion(t *testing.T) {
+	out, err := exec.Command(filepath.Join(img.rootfs, "tombstone-recovery"), "version", "-o", "json").Output()
+	require.NoError(t, err)
+	var got map[string]string
+	require.NoError(t, json.Unmarshal(out, &got))
+	labels := img.config.Config.Labels
+	assert.Equal(t, labels["org.opencontainers.image.version"], got["version"])
+	assert.Equal(t, labels["org.opencontainers.image.revision"], got["revision"])
+	assert.Equal(t, runtime.Version(), got["goVersion"])
 }
 
 // TestImageFilesystem: the binary and the user's passwd and group entries, nothing else to run:
