@@ -161,15 +161,16 @@ func Run(opts Options, steps int) (w *World, violations []Violation, unfinished 
 	return w, w.oracle.Violations(), unfinished, nil
 }
 
-// knownByAdversary attributes a random schedule's broken promise to the known failure its
+// knownByAdversary attributes a random schedule's broken liveness to the known failure its
 // adversary takes part in (knownFailures in the tests); a schedule that breaks it with none of
-// these is a new finding.
-var knownByAdversary = map[string]string{"takeover": "K4", "delete-slice": "K1/K2", "delete-composition": "N2"}
+// these is a new finding. K2, K4 and N2 are fixed: a takeover or a deleted Composition that
+// breaks a schedule again fails the test.
+var knownByAdversary = map[string]string{"delete-slice": "K1"}
 
 // Classify names the known failure a broken schedule belongs to, or "" for a new finding.
 func (w *World) Classify(violations []Violation, unfinished []string) string {
-	if len(violations) == 0 && len(unfinished) == 0 {
-		return ""
+	if len(violations) > 0 || len(unfinished) == 0 {
+		return "" // no known failure breaks safety any more: a wrong deletion is always a finding
 	}
 	var classes []string
 	for _, a := range w.opts.Adversaries {
@@ -177,7 +178,7 @@ func (w *World) Classify(violations []Violation, unfinished []string) string {
 			classes = append(classes, c)
 		}
 	}
-	if len(violations) == 0 && slices.ContainsFunc(w.trace, func(line string) bool { return strings.Contains(line, "cleanup delete "+w.ref.Name+"-recovery-") }) {
+	if slices.ContainsFunc(w.trace, func(line string) bool { return strings.Contains(line, "cleanup delete "+w.ref.Name+"-recovery-") }) {
 		classes = append(classes, "N6")
 	}
 	slices.Sort(classes)
