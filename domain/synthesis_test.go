@@ -213,6 +213,7 @@ func TestProducedElsewhere(t *testing.T) {
 		{Namespace: "team-a", Name: "old-1", ControllerUID: "uid-old", Resources: []domain.SliceResource{{Manifest: cm("old")}}},
 		{Namespace: "team-a", Name: "self-1", ControllerUID: "uid-self", Resources: []domain.SliceResource{{Manifest: cm("own")}}},
 		{Namespace: "team-c", Name: "gone-1", ControllerUID: "uid-gone", Deleting: true, Resources: []domain.SliceResource{{Manifest: cm("collected")}}},
+		{Namespace: "team-c", Name: "uncontrolled", Resources: []domain.SliceResource{{Manifest: cm("by-hand")}}},
 	}
 	got := domain.ProducedElsewhere(all, "uid-self", "uid-old")
 	assert.Equal(t, map[domain.ResourceID]string{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"testing"
@@ -135,8 +136,20 @@ func TestLifecycleRecordsThenRecoversAfterRecreation(t *testing.T) {
 	require.Len(t, resources, 1)
 	r := resources[0].(map[string]any)
 	assert.Equal(t, true, r["deleted"])
+	// The recorded identity, labels and annotations, disabled unless its precondition holds on
+	// Eno's live read (design §6.2).
+	var m map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r["manifest"].(string)), &m))
+	annotations, _, _ := unstructured.NestedStringMap(m, "metadata", "annotations")
+	assert.Equal(t, "true", annotations["eno.azure.io/disable-reconciliation"])
+	assert.Contains(t, annotations["eno.azure.io/overrides"], "eno.azure.io/tombstone-recovery-armed")
+	delete(annotations, "eno.azure.io/disable-reconciliation")
+	delete(annotations, "eno.azure.io/overrides")
+	require.NoError(t, unstructured.SetNestedStringMap(m, annotations, "metadata", "annotations"))
+	plain, err := json.Marshal(m)
+	require.NoError(t, err)
 	assert.JSONEq(t, `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","namespace":"team-a",
-		"labels":{"app":"web"},"annotations":{"eno.azure.io/deletion-group":"-1"}}}`, r["manifest"].(string))
+		"labels":{"app":"web"},"annotations":{"eno.azure.io/deletion-group":"-1"}}}`, string(plain))
 
 	// The hand-off (design §6.2): the slice is named by the synthesis, and a resynthesis of the
 	// decided synthesis is requested. A synthesis decided Recovered is never recorded.
