@@ -57,11 +57,12 @@ func resynthesisCost(s, n int) Counts {
 // handOffCost is a recreated Composition whose old snapshot has t orphans (Recovered), in a
 // process that has not read downstream yet. Recovery lists the lineage, GETs each slice, maps
 // the orphans' kinds through discovery (GET /api and /apis, once per process) and GETs each
-// orphan's metadata downstream (design §6.3; perKind counts them by resource). Then the hand-off
-// (design §6.2) in p recovery slices (one per 512 KiB of tombstone manifests), each step after a
-// live recheck of the Composition (5 GETs): POST each recovery slice, GET the raw Composition,
-// GET each slice live and seal it (a PUT each), then PATCH status once to append them all (the
-// commit point), PUT the
+// orphan's metadata downstream (design §6.3; perKind counts them by resource), then lists every
+// slice once for identities other Compositions produce (K4). Then the hand-off (design §6.2) in
+// p recovery slices (one per 512 KiB of tombstone manifests), each step after a live recheck of
+// the Composition (5 GETs): POST each recovery slice, PATCH the arming annotation, GET the raw
+// Composition, GET each slice live and seal it (a PUT each), then PATCH status once to append
+// them all (the commit point), PUT the
 // decision, GET each slice back and PATCH the force-resynthesis annotation. A synthesis decided
 // Recovered is never recorded: no Secret is written, and the only event is the decision's. The
 // PUT of the decision starts from the cached Composition when the cache already holds the
@@ -71,7 +72,7 @@ func handOffCost(s, p int, perKind Counts, lagGets int) Counts {
 	c := Counts{
 		"list secrets": 1, "get resourceslices": s + 2*p, "get /api": 1, "get /apis": 1,
 		"get compositions": 6 + lagGets, "create resourceslices": p, "update resourceslices": p, "patch compositions/status": 1,
-		"update compositions": 1, "patch compositions": 1, "create events": 1,
+		"update compositions": 1, "patch compositions": 2, "create events": 1, "list resourceslices": 1,
 	}
 	for k, v := range perKind {
 		c[k] += v

@@ -415,7 +415,7 @@ func TestSynthesisChangesMidReplacement(t *testing.T) {
 // until nothing changes, and the end state must hold: the newest synthesis recorded, no
 // Recovered synthesis recorded, Eno having deleted only orphans.
 func TestSynthesisChangesMidHandoff(t *testing.T) {
-	ops := []string{memory.OpPublishTombstones, memory.OpCommitTombstones, memory.OpWriteDecision, memory.OpEnsureTombstones, memory.OpRequestResynthesis}
+	ops := []string{memory.OpPublishTombstones, memory.OpArmTombstones, memory.OpCommitTombstones, memory.OpWriteDecision, memory.OpEnsureTombstones, memory.OpRequestResynthesis}
 	for _, change := range []string{"resynthesized", "recreated"} {
 		for _, op := range ops {
 			t.Run(fmt.Sprintf("%s before %s", change, op), func(t *testing.T) {

@@ -95,11 +95,12 @@ func (p crashPoint) String() string {
 func handoffPoints(sh shape) []crashPoint {
 	return []crashPoint{
 		{passHandoff, sh, 0, memory.OpPublishTombstones, -1, readsOld},
-		{passHandoff, sh, 1, memory.OpCommitTombstones, -1, readsOld},
-		{passHandoff, sh, 2, memory.OpWriteDecision, -1, readsOld},
-		{passHandoff, sh, 3, memory.OpEnsureTombstones, -1, readsOld},
-		{passHandoff, sh, 4, memory.OpRequestResynthesis, -1, readsOld},
-		{passHandoff, sh, 5, "", -1, readsOld},
+		{passHandoff, sh, 1, memory.OpArmTombstones, -1, readsOld},
+		{passHandoff, sh, 2, memory.OpCommitTombstones, -1, readsOld},
+		{passHandoff, sh, 3, memory.OpWriteDecision, -1, readsOld},
+		{passHandoff, sh, 4, memory.OpEnsureTombstones, -1, readsOld},
+		{passHandoff, sh, 5, memory.OpRequestResynthesis, -1, readsOld},
+		{passHandoff, sh, 6, "", -1, readsOld},
 	}
 }
 
@@ -181,7 +182,7 @@ func TestCrashPointsCoverEveryWritePosition(t *testing.T) {
 	for _, p := range handoffPoints(oneToThree) {
 		handoffOps = append(handoffOps, p.op)
 	}
-	assert.Equal(t, []string{memory.OpPublishTombstones, memory.OpCommitTombstones, memory.OpWriteDecision,
+	assert.Equal(t, []string{memory.OpPublishTombstones, memory.OpArmTombstones, memory.OpCommitTombstones, memory.OpWriteDecision,
 		memory.OpEnsureTombstones, memory.OpRequestResynthesis, ""}, handoffOps, "every write of the hand-off (design §6.2)")
 }
 
@@ -275,7 +276,7 @@ func crash(t *testing.T, p crashPoint) crashed {
 	switch p.op {
 	case memory.OpCreateChunk, memory.OpUpdateChunk:
 		want = inventoryNamespace + "/" + domain.ChunkName(crashRef.Name, crashLineage, p.chunk)
-	case memory.OpWriteDecision, memory.OpCommitTombstones, memory.OpRequestResynthesis:
+	case memory.OpWriteDecision, memory.OpArmTombstones, memory.OpCommitTombstones, memory.OpRequestResynthesis:
 		want = crashRef.String()
 	case memory.OpPublishTombstones, memory.OpEnsureTombstones:
 		want = crashRef.Namespace + "/" + domain.RecoverySliceName(crashRef.Name, c.second.SynthesisUUID())

@@ -557,8 +557,11 @@ func TestSecurityOfAFullLifecycle(t *testing.T) {
 				return err
 			}},
 			{"delete a composition", func() error { return comps.Delete(ctx, "web", metav1.DeleteOptions{}) }},
-			{"list resource slices", func() error {
-				_, err := sa.Dynamic.Resource(sliceGVR).Namespace(l.ns).List(ctx, metav1.ListOptions{})
+			{"watch resource slices (list is granted for the K4 evidence, watch is not)", func() error {
+				w, err := sa.Dynamic.Resource(sliceGVR).Namespace(l.ns).Watch(ctx, metav1.ListOptions{})
+				if err == nil {
+					w.Stop()
+				}
 				return err
 			}},
 			{"delete a resource slice", func() error {
