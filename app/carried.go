@@ -19,7 +19,7 @@ const orphansEventLimit = 20
 // verifyCarried checks, once, before the first synthesis after a hand-off is recorded, that Eno
 // did delete what it was handed. The tombstones come from the recovery slices that the previous
 // synthesis names, and any tombstoned object still present (and not withdrawn) is reported as
-// OrphansRemain. Recording proceeds whatever it finds: a Composition must not stay without
+// OrphansRemain, and a gone slice as RecoverySliceLost. Recording proceeds whatever it finds: a Composition must not stay without
 // history, and nothing is retried automatically. A read that fails is logged and skips the
 // report (design §6.2, "Did Eno do it?").
 func (s *Service) verifyCarried(ctx context.Context, comp domain.Composition) {
@@ -38,8 +38,12 @@ func (s *Service) verifyCarried(ctx context.Context, comp domain.Composition) {
 		tombstones = append(tombstones, c.pending...)
 	}
 	if len(gone) > 0 {
-		s.deps.Events.Normal(comp, "VerificationSkipped", fmt.Sprintf(
-			"recovery slice %s of the previous synthesis is gone, so whether Eno deleted its tombstones is not checked; recording proceeds",
+		// A recovery slice is never written again: one gone before Eno carried it took its
+		// tombstones with it (Eno resynthesizes without a missing slice), and what they named
+		// may remain. A skipped cleanup, said out loud.
+		s.deps.Metrics.TombstoneAlert("RecoverySliceLost", len(gone))
+		s.deps.Events.Warning(comp, "RecoverySliceLost", fmt.Sprintf(
+			"recovery slice %s of the previous synthesis is gone, so Eno may not have been handed its tombstones and whether it deleted them is not checked; the orphans it named may remain: check them by hand (recording proceeds)",
 			strings.Join(gone, ", ")))
 	}
 	if len(tombstones) == 0 {

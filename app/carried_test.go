@@ -78,15 +78,19 @@ func TestRecordVerifiesCarriedTombstones(t *testing.T) {
 		warnings, _ := eventsOf(f, "OrphansRemain")
 		assert.Empty(t, warnings)
 	})
-	t.Run("the recovery slice is gone: VerificationSkipped, recording proceeds", func(t *testing.T) {
+	t.Run("the recovery slice is gone: RecoverySliceLost, recording proceeds", func(t *testing.T) {
 		f := carriedFixture(t)
 		delete(f.published, pendingSlice)
 		res, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
 		require.NoError(t, err)
 		require.NotNil(t, res.Recording)
-		_, normals := eventsOf(f, "VerificationSkipped")
-		require.Len(t, normals, 1)
-		assert.Contains(t, normals[0], pendingSlice)
+		warnings, _ := eventsOf(f, "RecoverySliceLost")
+		require.Len(t, warnings, 1)
+		assert.Contains(t, warnings[0], pendingSlice)
+		require.Equal(t, 1, f.metrics.TombstoneAlertCallCount())
+		reason, n := f.metrics.TombstoneAlertArgsForCall(0)
+		assert.Equal(t, "RecoverySliceLost", reason)
+		assert.Equal(t, 1, n)
 	})
 	t.Run("a withdrawn tombstone is not reported", func(t *testing.T) {
 		f := carriedFixture(t)

@@ -72,19 +72,19 @@ func TestControllerRecoversPanics(t *testing.T) {
 				return domain.Composition{}, nil
 			})
 		}},
-		"publishing": {recovering, func(f *fixture) {
-			f.sink.PublishTombstonesCalls(func(context.Context, domain.Composition, domain.Handoff) ([]string, error) { boom(); return nil, nil })
+		"creating a recovery slice": {recovering, func(f *fixture) {
+			f.sink.CreateRecoverySliceCalls(func(context.Context, domain.Composition, domain.Handoff, int) (string, error) { boom(); return "", nil })
 		}},
-		"the commit": {recovering, func(f *fixture) {
-			f.sink.CommitTombstonesCalls(func(context.Context, domain.Composition, domain.Handoff, []string) error { boom(); return nil })
+		"naming a recovery slice": {recovering, func(f *fixture) {
+			f.sink.AppendRecoverySliceCalls(func(context.Context, domain.Composition, string) (domain.Composition, error) {
+				boom()
+				return domain.Composition{}, nil
+			})
 		}},
 		"the decision": {recovering, func(f *fixture) {
 			f.decisions.WriteDecisionCalls(func(context.Context, domain.Composition, domain.Decision) error { boom(); return nil })
 		}},
-		"step 4": {recovering, func(f *fixture) {
-			f.sink.EnsureTombstonesCalls(func(context.Context, domain.Composition, []string, domain.Handoff) error { boom(); return nil })
-		}},
-		"step 5": {recovering, func(f *fixture) {
+		"the resynthesis request": {recovering, func(f *fixture) {
 			f.sink.RequestResynthesisCalls(func(context.Context, domain.Composition) error { boom(); return nil })
 		}},
 		"recording's cache": {recording, func(f *fixture) {
@@ -127,8 +127,10 @@ func TestControllerBoundsEveryReconcile(t *testing.T) {
 				return domain.Observation{}, hang(ctx)
 			})
 		},
-		"the commit": func(f *fixture) {
-			f.sink.CommitTombstonesCalls(func(ctx context.Context, _ domain.Composition, _ domain.Handoff, _ []string) error { return hang(ctx) })
+		"naming a recovery slice": func(f *fixture) {
+			f.sink.AppendRecoverySliceCalls(func(ctx context.Context, _ domain.Composition, _ string) (domain.Composition, error) {
+				return domain.Composition{}, hang(ctx)
+			})
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -178,17 +178,13 @@ func newFixture(t *testing.T) *fixture {
 	f.store.UpdateChunkCalls(func(_ context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error) { return s, nil })
 	// Like an API server: a published recovery slice can be read back, until a test removes it.
 	f.published = map[string]domain.ResourceSlice{}
-	f.sink.PublishTombstonesCalls(func(_ context.Context, c domain.Composition, h domain.Handoff) ([]string, error) {
-		parts, err := h.Parts()
+	f.sink.CreateRecoverySliceCalls(func(_ context.Context, c domain.Composition, h domain.Handoff, part int) (string, error) {
+		sl, err := h.RecoverySlice(c, part)
 		if err != nil {
-			return nil, err
+			return "", err
 		}
-		names := domain.RecoverySliceSeriesOf(c.Name, c.SynthesisUUID())[0].Names(len(parts))
-		for i, name := range names {
-			f.published[name] = domain.ResourceSlice{Namespace: c.Namespace, Name: name, SynthesisUUID: h.SynthesisUUID(), ControllerUID: c.UID,
-				Annotations: h.SliceAnnotations(), Resources: parts[i]}
-		}
-		return names, nil
+		f.published[sl.Name] = sl
+		return sl.Name, nil
 	})
 	// Like an API server, an armed Composition is what the next live read returns.
 	f.sink.ArmTombstonesCalls(func(_ context.Context, c domain.Composition, digest string) (domain.Composition, error) {
@@ -200,16 +196,12 @@ func newFixture(t *testing.T) *fixture {
 		c.Annotations = maps.Clone(f.comp.Annotations)
 		return c, nil
 	})
-	f.sink.CommitTombstonesCalls(func(_ context.Context, _ domain.Composition, _ domain.Handoff, names []string) error {
-		var missing []string
-		for _, n := range names {
-			if !f.comp.NamesSlice(n) {
-				missing = append(missing, n)
-			}
+	f.sink.AppendRecoverySliceCalls(func(_ context.Context, c domain.Composition, name string) (domain.Composition, error) {
+		if !f.comp.NamesSlice(name) {
+			f.comp.Synthesis = &domain.Synthesis{UUID: f.comp.Synthesis.UUID, Synthesized: f.comp.Synthesis.Synthesized,
+				Slices: append(slices.Clone(f.comp.Synthesis.Slices), name)}
 		}
-		f.comp.Synthesis = &domain.Synthesis{UUID: f.comp.Synthesis.UUID, Synthesized: f.comp.Synthesis.Synthesized,
-			Slices: append(slices.Clone(f.comp.Synthesis.Slices), missing...)}
-		return nil
+		return f.comp, nil
 	})
 	f.sink.DisarmTombstonesCalls(func(context.Context, domain.Composition) error {
 		f.comp.Annotations = maps.Clone(f.comp.Annotations)

@@ -11,103 +11,122 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
-// handOff hands the plan's tombstones to Eno: it publishes and commits the recovery slices,
-// writes the Recovered decision, checks the slices and asks Eno for a new synthesis. Each step
-// follows a live recheck. A crash before the commit point leaves nothing committed and the next
-// reconcile plans again; after it, the next reconcile resumes (design §6.2).
+// handOff hands the plan's tombstones to Eno: it arms the Composition for the hand-off's digest,
+// then creates each recovery slice and names it in the synthesis at once, and finishes. Every
+// tombstone checks itself when Eno acts, so any named prefix is a whole hand-off: a crash leaves
+// either nothing named, and the next reconcile plans again, or a prefix it finishes
+// (design §6.2).
 func (s *Service) handOff(ctx context.Context, comp domain.Composition, plan domain.RecoveryPlan) (RecoverResult, error) {
+	res := RecoverResult{Plan: plan, Composition: comp}
 	h, err := domain.NewHandoff(plan)
 	if err != nil {
-		return RecoverResult{Plan: plan, Composition: comp}, err
+		return res, err
 	}
-	slices, err := s.publishAndCommit(ctx, comp, h)
+	parts, err := h.Parts()
 	if err != nil {
-		return RecoverResult{Plan: plan, Composition: comp}, err
+		return res, err
 	}
-	return s.writeRecovered(ctx, comp, plan, slices, h)
-}
-
-// publishAndCommit publishes every recovery slice (step 1), arms the Composition for the
-// hand-off's digest, then appends them all to the synthesis in one write (step 2, the commit
-// point). It returns the slices' names, the first
-// one first (design §6.2).
-func (s *Service) publishAndCommit(ctx context.Context, comp domain.Composition, h domain.Handoff) ([]string, error) {
-	fail := func(step string, err error) ([]string, error) {
+	fail := func(step string, err error) (RecoverResult, error) {
 		if errors.Is(err, ports.ErrSynthesisMoved) {
 			err = &StaleCompositionError{Ref: comp.Ref(), Detail: err.Error()}
 		}
-		return nil, fmt.Errorf("%s %d tombstones: %w", step, len(h.Resources), err)
+		return res, fmt.Errorf("%s %d tombstones: %w", step, len(h.Resources), err)
 	}
 	live, err := s.recheck(ctx, comp, s.readyToCommit(comp))
 	if err != nil {
-		return fail("publishing", err)
+		return fail("handing over", err)
 	}
-	slices, err := s.deps.Sink.PublishTombstones(ctx, live, h)
-	if err != nil {
-		return fail("publishing", err)
-	}
-	if live, err = s.recheck(ctx, comp, s.readyToCommit(comp)); err != nil {
-		return fail("committing", err)
-	}
-	// Arm, then commit on the armed object: its resourceVersion guards the commit. A resume
-	// never arms again, so a disarm by hand or by the pending check sticks.
+	// Arm, then name on the armed object: its resourceVersion guards the first append, and each
+	// append's result the next. A resume never arms again, so a disarm sticks.
 	if live, err = s.deps.Sink.ArmTombstones(ctx, live, h.Digest); err != nil {
 		return fail("arming", err)
 	}
-	if err := s.deps.Sink.CommitTombstones(ctx, live, h, slices); err != nil {
-		return fail("committing", err)
+	names := make([]string, len(parts))
+	for i := range parts {
+		if names[i], err = s.deps.Sink.CreateRecoverySlice(ctx, live, h, i); err != nil {
+			return fail("creating the recovery slice of", err)
+		}
+		if live, err = s.deps.Sink.AppendRecoverySlice(ctx, live, names[i]); err != nil {
+			return fail("naming the recovery slice of", err)
+		}
+		fault(ctx, faultCommitted, comp.Ref())
 	}
-	fault(ctx, faultCommitted, comp.Ref())
-	return slices, nil
+	return s.finish(ctx, live, plan, h, names)
 }
 
-// writeRecovered writes the Recovered decision (step 3), naming the first recovery slice and
-// counting every tombstone, then checks the slices (step 4) and asks for a resynthesis (step 5).
-// After the commit point the plan is fixed: the recheck asks only for the same incarnation,
-// synthesis and run conditions (design §6.2).
-func (s *Service) writeRecovered(ctx context.Context, comp domain.Composition, plan domain.RecoveryPlan, slices []string, h domain.Handoff) (RecoverResult, error) {
-	d := h.DecisionFor(slices[0])
+// resumeNamed finishes a hand-off whose recovery slices the synthesis names but that was never
+// decided: the one resume path. It reads every named slice, never plans again, and finishes
+// with the parts it finds. A part that is gone, or was never named, is reported as
+// RecoverySliceLost: its tombstones are not handed to Eno. A slice of the family that is not
+// this controller's hand-off for this synthesis is never adopted: a RecoverySliceInvalid
+// refusal (design §6.2).
+func (s *Service) resumeNamed(ctx context.Context, comp domain.Composition, names []string) (RecoverResult, error) {
+	res := RecoverResult{Composition: comp}
+	var read []domain.ResourceSlice
+	var lost []string
+	for _, name := range names {
+		sl, err := s.deps.Slices.GetSlice(ctx, comp.Namespace, name)
+		switch {
+		case errors.Is(err, ports.ErrNotFound):
+			lost = append(lost, name)
+			continue
+		case err != nil:
+			return res, fmt.Errorf("reading recovery slice %s of synthesis %s: %w", name, comp.SynthesisUUID(), err)
+		}
+		read = append(read, sl)
+	}
+	if len(read) == 0 {
+		err := &domain.RecoverySliceInvalidError{Slice: names[0], Detail: "every recovery slice the synthesis names is gone, so the hand-off is unknown"}
+		s.refuse(comp, "RecoverySliceLost", err)
+		return res, err
+	}
+	h, err := domain.HandoffFromSlices(comp, read)
+	if err != nil {
+		var invalid *domain.RecoverySliceInvalidError
+		if errors.As(err, &invalid) {
+			s.refuse(comp, "RecoverySliceInvalid", invalid)
+		}
+		return res, err
+	}
+	if parts, ok := domain.PartsOf(read[0]); ok {
+		for i := len(names); i < parts; i++ {
+			lost = append(lost, h.SliceName(comp, i))
+		}
+	}
+	// Time may have passed since the slices were named (a crash, a lost Lease, a decision
+	// write that kept failing): each tombstone checks itself when Eno acts, and the watch adds
+	// the rest.
+	if err := s.guardSlices(ctx, comp, read); err != nil {
+		return res, err
+	}
+	if len(lost) > 0 {
+		s.deps.Events.Warning(comp, "RecoverySliceLost", fmt.Sprintf("recovery slices %v of the hand-off are gone or were never named; their tombstones are not handed to Eno", lost))
+	}
+	logr.FromContextOrDiscard(ctx).Info("resuming a named hand-off", "slices", names, "lost", lost)
+	return s.finish(ctx, comp, domain.RecoveryPlan{}, h, names)
+}
+
+// finish writes the Recovered decision, naming the first recovery slice and counting every
+// tombstone, then asks Eno for a new synthesis. The plan is fixed once a slice is named: the
+// recheck asks only for the same incarnation, synthesis and run conditions (design §6.2).
+func (s *Service) finish(ctx context.Context, comp domain.Composition, plan domain.RecoveryPlan, h domain.Handoff, names []string) (RecoverResult, error) {
+	d := h.DecisionFor(names[0])
 	res := RecoverResult{Plan: plan, Composition: comp}
 	res.Plan.Decision = d
 	live, err := s.recheck(ctx, comp, s.policy.CheckRecovery)
 	if err != nil {
 		return res, err
 	}
-	if err := s.decide(ctx, live, plan, d); err != nil {
+	if err := s.decide(ctx, live, res.Plan, d); err != nil {
 		return res, err
 	}
 	res.Written = true
 	res.Composition = withDecision(live, d)
-	if err := s.ensureSlices(ctx, res.Composition, slices, h); err != nil {
-		return res, err
-	}
-	return res, s.requestResynthesis(ctx, res.Composition, slices)
+	return res, s.requestResynthesis(ctx, res.Composition, names)
 }
 
-// ensureSlices re-reads every recovery slice of a synthesis decided Recovered and creates again
-// each that is gone (step 4). A gone slice whose content is unknown (h is empty) is reported
-// with a RecoverySliceLost event; Eno moves on without its tombstones. It runs whatever the force
-// annotation says: Eno itself sets it to the current synthesis when a named slice goes missing,
-// so "already forced" never means "step 4 done" (design §6.2).
-func (s *Service) ensureSlices(ctx context.Context, comp domain.Composition, slices []string, h domain.Handoff) error {
-	live, err := s.recheck(ctx, comp, s.policy.CheckHandoff)
-	if err != nil {
-		return fmt.Errorf("handing tombstones to Eno: %w", err)
-	}
-	if err := s.deps.Sink.EnsureTombstones(ctx, live, slices, h); err != nil {
-		if !errors.Is(err, ports.ErrNotFound) {
-			return fmt.Errorf("handing tombstones to Eno: %w", err)
-		}
-		lost := &ports.SlicesLostError{Slices: slices}
-		errors.As(err, &lost)
-		s.deps.Events.Warning(live, "RecoverySliceLost", fmt.Sprintf("%s; their tombstones are not handed to Eno", lost))
-	}
-	return nil
-}
-
-// requestResynthesis asks Eno for a new synthesis (step 5), which carries the tombstones into
-// Eno's own state. Once the force annotation names this synthesis there is nothing to do
-// (design §6.2).
+// requestResynthesis asks Eno for a new synthesis, which carries the tombstones into Eno's own
+// state. Once the force annotation names this synthesis there is nothing to do (design §6.2).
 func (s *Service) requestResynthesis(ctx context.Context, comp domain.Composition, slices []string) error {
 	live, err := s.recheck(ctx, comp, s.policy.CheckHandoff)
 	if err != nil {
@@ -121,82 +140,4 @@ func (s *Service) requestResynthesis(ctx context.Context, comp domain.Compositio
 	}
 	logr.FromContextOrDiscard(ctx).Info("asked Eno for a new synthesis carrying the tombstones", "slices", slices)
 	return nil
-}
-
-// resumeCommitted finishes a hand-off whose recovery slices the synthesis already names: it
-// reads every one, checks their tombstones again and writes Recovered from their content. One
-// that is gone wraps ports.ErrNotFound with resumed false: recovery plans again. One that is not
-// this controller's for this synthesis is never adopted: a RecoverySliceInvalid refusal
-// (design §6.2).
-func (s *Service) resumeCommitted(ctx context.Context, comp domain.Composition, slices []string) (res RecoverResult, resumed bool, err error) {
-	read, err := s.readRecoverySlices(ctx, comp, slices)
-	if err != nil {
-		return res, false, err
-	}
-	h, err := domain.HandoffFromSlices(comp, read)
-	if err != nil {
-		// Never adopted, and never planned around: the synthesis Eno applies holds it.
-		var invalid *domain.RecoverySliceInvalidError
-		if errors.As(err, &invalid) {
-			s.refuse(comp, "RecoverySliceInvalid", invalid)
-		}
-		return res, true, err
-	}
-	// Time may have passed since the commit (a crash, a lost Lease, a decision write that kept
-	// failing): each tombstone checks itself when Eno acts, and the watch adds the rest.
-	var pending []domain.Tombstone
-	var sources []string
-	for _, sl := range read {
-		sources = append(sources, sl.Annotations[domain.AnnotationSourceUID])
-		p, err := domain.PendingTombstones(sl)
-		if err != nil {
-			return res, true, err
-		}
-		pending = append(pending, p...)
-	}
-	if err := s.guardHandoff(ctx, comp, pending, sources); err != nil {
-		return res, true, err
-	}
-	logr.FromContextOrDiscard(ctx).Info("resuming a committed hand-off", "slices", slices)
-	plan := domain.RecoveryPlan{Decision: h.DecisionFor(slices[0])}
-	res, err = s.writeRecovered(ctx, comp, plan, slices, h)
-	return res, true, err
-}
-
-// resumeDecided runs steps 4 and 5 for a Composition already decided Recovered, for a pass that
-// stopped after the decision. It knows the hand-off's content only when every recovery slice can
-// be read: a gone one's tombstones are known to no one (design §6.2).
-func (s *Service) resumeDecided(ctx context.Context, comp domain.Composition) error {
-	d, ok := comp.FinishedDecision()
-	if !ok || d.Outcome != domain.OutcomeRecovered || d.TombstoneSlice == "" {
-		return nil
-	}
-	if s.policy.CheckHandoff(comp) != nil {
-		return nil
-	}
-	slices := comp.DecidedRecoverySlices(d)
-	var h domain.Handoff
-	if read, err := s.readRecoverySlices(ctx, comp, slices); err == nil {
-		h, _ = domain.HandoffFromSlices(comp, read)
-	} else if !errors.Is(err, ports.ErrNotFound) {
-		return fmt.Errorf("handing tombstones to Eno: %w", err)
-	}
-	if err := s.ensureSlices(ctx, comp, slices, h); err != nil {
-		return err
-	}
-	return s.requestResynthesis(ctx, comp, slices)
-}
-
-// readRecoverySlices reads each recovery slice, in order; the first that is gone wraps
-// ports.ErrNotFound.
-func (s *Service) readRecoverySlices(ctx context.Context, comp domain.Composition, slices []string) ([]domain.ResourceSlice, error) {
-	read := make([]domain.ResourceSlice, len(slices))
-	for i, name := range slices {
-		sl, err := s.deps.Slices.GetSlice(ctx, comp.Namespace, name)
-		if err != nil {
-			return nil, fmt.Errorf("reading recovery slice %s of synthesis %s: %w", name, comp.SynthesisUUID(), err)
-		}
-		read[i] = sl
-	}
-	return read, nil
 }

@@ -54,8 +54,9 @@ func (s *Service) planStillHolds(read domain.Composition) func(domain.Compositio
 	return stillHolds(read, s.policy.CheckRecovery, domain.ChangedPlanInput)
 }
 
-// readyToCommit adds to planStillHolds what the commit point requires of the live object
-// itself (domain.CommitPrecondition): no synthesis in flight.
+// readyToCommit adds to planStillHolds what arming requires of the live object itself: not
+// disarmed, and no synthesis in flight (domain.CommitPrecondition). A recovery slice named since
+// the read changes the slice list, a plan input: a hand-off there is finished, never joined.
 func (s *Service) readyToCommit(read domain.Composition) func(domain.Composition) error {
 	holds := s.planStillHolds(read)
 	return func(live domain.Composition) error {
@@ -86,15 +87,14 @@ func pendingHandoff(comp domain.Composition) (domain.Decision, bool) {
 
 // recheckPending watches the tombstones of a pending hand-off for what their precondition
 // cannot see (guardHandoff). It returns when to look again; zero when nothing is pending. A gone
-// slice is left to step 4; one that is not this controller's hand-off is refused as
+// slice has nothing left to watch; one that is not this controller's hand-off is refused as
 // RecoverySliceInvalid.
 func (s *Service) recheckPending(ctx context.Context, comp domain.Composition) (time.Duration, error) {
 	d, ok := pendingHandoff(comp)
 	if !ok || s.policy.CheckHandoff(comp) != nil {
 		return 0, nil
 	}
-	var tombstones []domain.Tombstone
-	var sources []string
+	var read []domain.ResourceSlice
 	for _, slice := range comp.DecidedRecoverySlices(d) {
 		sl, err := s.deps.Slices.GetSlice(ctx, comp.Namespace, slice)
 		switch {
@@ -108,17 +108,28 @@ func (s *Service) recheckPending(ctx context.Context, comp domain.Composition) (
 			s.refuse(comp, "RecoverySliceInvalid", invalid)
 			return 0, invalid
 		}
+		read = append(read, sl)
+	}
+	if err := s.guardSlices(ctx, comp, read); err != nil {
+		return 0, err
+	}
+	return s.cfg.PendingRecheckInterval, nil
+}
+
+// guardSlices is guardHandoff over the tombstones the recovery slices read hold, not counting
+// the slices of the incarnations they name as their source.
+func (s *Service) guardSlices(ctx context.Context, comp domain.Composition, read []domain.ResourceSlice) error {
+	var tombstones []domain.Tombstone
+	var sources []string
+	for _, sl := range read {
 		pending, err := domain.PendingTombstones(sl)
 		if err != nil {
-			return 0, err
+			return err
 		}
 		tombstones = append(tombstones, pending...)
 		sources = append(sources, sl.Annotations[domain.AnnotationSourceUID])
 	}
-	if err := s.guardHandoff(ctx, comp, tombstones, sources); err != nil {
-		return 0, err
-	}
-	return s.cfg.PendingRecheckInterval, nil
+	return s.guardHandoff(ctx, comp, tombstones, sources)
 }
 
 // guardHandoff looks, while comp is armed, for the evidence that the tombstones' own

@@ -60,7 +60,7 @@ func TestRecoverStaleRejectAgainstALiveApprove(t *testing.T) {
 	require.ErrorAs(t, err, &stale)
 	assert.Contains(t, err.Error(), "review annotation changed")
 	assert.Zero(t, f.decisions.WriteDecisionCallCount(), "no Rejected from the cached annotation")
-	assert.Zero(t, f.sink.PublishTombstonesCallCount())
+	assert.Zero(t, f.sink.CreateRecoverySliceCallCount())
 
 	// The next pass reads the live object: approved, so the 7 are handed to Eno.
 	res, err := f.service(t).Recover(ctx(t), f.comp)
@@ -87,15 +87,13 @@ func TestRecoverRechecksEveryPlanInputBeforeEachWrite(t *testing.T) {
 		"another pass committed its hand-off": committedHandoff,
 	}
 	for desc, change := range changes {
-		for at, step := range []string{"publish", "commit"} {
-			t.Run(desc+"/before "+step, func(t *testing.T) {
-				f := recoveryFixture(t, rs, rs[:7])
-				f.cfg.MaxTombstoneFraction = 1
-				recoverStaleAt(t, f, at, change)
-			})
-		}
+		t.Run(desc+"/before arming", func(t *testing.T) {
+			f := recoveryFixture(t, rs, rs[:7])
+			f.cfg.MaxTombstoneFraction = 1
+			recoverStaleAt(t, f, 0, change)
+		})
 	}
-	// Past the commit point the tombstones are Eno's: the plan is fixed, and the decision records
+	// Once a slice is named the tombstones are Eno's: the plan is fixed, and the decision records
 	// what was handed over (design §6.2 resumes rather than plans again).
 	t.Run("after the commit point the decision is written whatever the inputs", func(t *testing.T) {
 		f := recoveryFixture(t, rs, rs[:7])
@@ -134,7 +132,7 @@ func TestRecoverRechecksEveryPlanInputBeforeEachWrite(t *testing.T) {
 		_, err := f.service(t).Recover(ctx(t), cached)
 		var stale *app.StaleCompositionError
 		require.ErrorAs(t, err, &stale)
-		assert.Zero(t, f.sink.PublishTombstonesCallCount())
+		assert.Zero(t, f.sink.CreateRecoverySliceCallCount())
 		assert.Zero(t, f.decisions.WriteDecisionCallCount())
 	})
 }
@@ -142,13 +140,13 @@ func TestRecoverRechecksEveryPlanInputBeforeEachWrite(t *testing.T) {
 // committedHandoff is c once another pass appended its recovery slice to the synthesis.
 func committedHandoff(c domain.Composition) domain.Composition {
 	s := *c.Synthesis
-	s.Slices = append(slices.Clone(s.Slices), domain.RecoverySliceNames(c.Name, s.UUID)[0])
+	s.Slices = append(slices.Clone(s.Slices), domain.RecoverySliceName(c.Name, s.UUID, "0123456789abcdef", 0))
 	c.Synthesis = &s
 	return c
 }
 
 // pendingFixture is a Composition whose current synthesis was just decided Recovered, with two
-// tombstones (cm-07, cm-08) committed to web-recovery-11111111 and not yet carried by Eno.
+// tombstones (cm-07, cm-08) appended as pendingSlice and not yet carried by Eno.
 func pendingFixture(t *testing.T) *fixture {
 	t.Helper()
 	rs := resources(9)
@@ -162,7 +160,7 @@ func pendingFixture(t *testing.T) *fixture {
 	return f
 }
 
-const pendingSlice = "web-recovery-11111111"
+const pendingSlice = "web-recovery-11111111-18c269dddcadab98-0"
 
 // takenOver is a slice of another Composition that applies the named ConfigMaps of team-a.
 func takenOver(names ...string) domain.ResourceSlice {
@@ -284,12 +282,14 @@ func TestPendingHandoffEndsWithTheNextSynthesis(t *testing.T) {
 	assert.Zero(t, f.sink.DisarmTombstonesCallCount())
 }
 
-// The watch does not wait for the hand-off to complete: step 4 failing (a part stuck
-// terminating, say) still lets it disarm, and the reconcile is retried.
-func TestPendingWatchRunsWhateverStepFourMeets(t *testing.T) {
+// The watch does not wait for the hand-off to complete: the resynthesis request failing still
+// lets it disarm, and the reconcile is retried.
+func TestPendingWatchRunsWhateverTheResynthesisRequestMeets(t *testing.T) {
 	f := pendingFixture(t)
-	f.sink.EnsureTombstonesStub = nil
-	f.sink.EnsureTombstonesReturns(errors.New("recovery slice is being deleted; it is created again once it is gone"))
+	f.comp.Annotations = maps.Clone(f.comp.Annotations)
+	delete(f.comp.Annotations, domain.AnnotationForceResynthesis)
+	f.sink.RequestResynthesisStub = nil
+	f.sink.RequestResynthesisReturns(errors.New("503 unavailable"))
 	f.reader.ListSlicesReturns([]domain.ResourceSlice{takenOver("cm-07")}, nil)
 	_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
 	require.Error(t, err)

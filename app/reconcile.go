@@ -56,14 +56,16 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 		res.Skipped = ie
 		return res, nil
 	case domain.StageDecided:
-		// Watch first, whatever step 4 or 5 then meets (a part stuck terminating, a failing
-		// write): the watch must not wait for the hand-off to complete.
-		_, pending := pendingHandoff(comp)
-		observed = &ports.CompositionState{HandoffPending: pending}
+		// Watch first, whatever the resynthesis request then meets: the watch must not wait
+		// for the hand-off to complete.
+		phase, names := domain.HandoffPhaseOf(comp)
+		observed = &ports.CompositionState{HandoffPending: phase == domain.HandoffDecided}
 		var recheckErr error
 		res.RequeueAfter, recheckErr = s.recheckPending(ctx, comp)
-		if err := s.resumeDecided(ctx, comp); err != nil {
-			return res, errors.Join(err, recheckErr)
+		if phase == domain.HandoffDecided && s.policy.CheckHandoff(comp) == nil {
+			if err := s.requestResynthesis(ctx, comp, names); err != nil {
+				return res, errors.Join(err, recheckErr)
+			}
 		}
 		if recheckErr != nil {
 			return res, recheckErr

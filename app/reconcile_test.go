@@ -108,7 +108,7 @@ func TestReconcileHeldStopsBeforeRecording(t *testing.T) {
 	assert.Nil(t, res.Skipped, "recording was not evaluated, so it was not skipped either")
 	assert.Zero(t, f.store.ListCachedChunksCallCount(), "not even the recording fast path ran")
 	assert.Zero(t, f.writes())
-	assert.Zero(t, f.sink.PublishTombstonesCallCount())
+	assert.Zero(t, f.sink.CreateRecoverySliceCallCount())
 }
 
 // Each run condition that fails skips the whole reconcile: no error (nothing to retry), no

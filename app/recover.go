@@ -43,23 +43,12 @@ func (s *Service) Recover(ctx context.Context, comp domain.Composition) (Recover
 func (s *Service) recover(ctx context.Context, comp domain.Composition) (RecoverResult, liveReads, error) {
 	fault(ctx, faultRecover, comp.Ref())
 	ctx = logr.NewContext(ctx, logr.FromContextOrDiscard(ctx).WithValues("synthesisUUID", comp.SynthesisUUID()))
-	// Past the commit point of an earlier pass: finish that hand-off, never plan again.
-	planFrom := comp
-	if committed, ok := comp.CommittedRecoverySlices(); ok {
-		res, resumed, err := s.resumeCommitted(ctx, comp, committed)
-		switch {
-		case resumed:
-			return res, liveReads{}, err
-		case errors.Is(err, ports.ErrNotFound):
-			// Named but gone before its decision: plan again without them; the hand-off creates
-			// the gone ones again under the names the synthesis already holds.
-			logr.FromContextOrDiscard(ctx).Info("a committed recovery slice is gone; planning again", "slices", committed)
-			planFrom = comp.WithoutSlices(committed...)
-		case err != nil:
-			return res, liveReads{}, err
-		}
+	// A hand-off named by an earlier pass is finished, never planned again.
+	if phase, names := domain.HandoffPhaseOf(comp); phase == domain.HandoffNamed {
+		res, err := s.resumeNamed(ctx, comp, names)
+		return res, liveReads{}, err
 	}
-	plan, reads, err := s.planner.plan(ctx, planFrom)
+	plan, reads, err := s.planner.plan(ctx, comp)
 	if err != nil {
 		if domain.IsSliceError(err) {
 			s.refuse(comp, "Slice"+problemOf(err), err)

@@ -21,9 +21,9 @@ import (
 
 // recoveryFixture: the Composition was recreated (uid) and its new synthesis produces fewer
 // resources than the snapshot the old incarnation (oldUID) recorded.
-// recoverStaleAt runs a recovery whose live recheck number at (0: before the publish, 1: before
-// the commit, 2: before the decision) finds the Composition changed: the pass stops as stale,
-// with no decision and no write past that step.
+// recoverStaleAt runs a recovery whose live recheck number at (0: before arming, 1: before the
+// decision) finds the Composition changed: the pass stops as stale, with no decision and no
+// write past that step.
 func recoverStaleAt(t *testing.T, f *fixture, at int, change func(domain.Composition) domain.Composition) {
 	t.Helper()
 	f.guard.LiveCompositionStub = nil
@@ -35,8 +35,9 @@ func recoverStaleAt(t *testing.T, f *fixture, at int, change func(domain.Composi
 	var stale *app.StaleCompositionError
 	require.ErrorAs(t, err, &stale)
 	assert.Zero(t, f.decisions.WriteDecisionCallCount())
-	assert.Equal(t, min(at, 1), f.sink.PublishTombstonesCallCount())
-	assert.Equal(t, max(at-1, 0), f.sink.CommitTombstonesCallCount())
+	assert.Equal(t, at, f.sink.ArmTombstonesCallCount())
+	assert.Equal(t, at, f.sink.CreateRecoverySliceCallCount())
+	assert.Equal(t, at, f.sink.AppendRecoverySliceCallCount())
 }
 
 func recoveryFixture(t *testing.T, old []res, current ...[]res) *fixture {
@@ -72,31 +73,27 @@ func TestRecoverPublishesTombstonesForOrphansThenWritesTheDecision(t *testing.T)
 	f := recoveryFixture(t, rs, rs[:6], []res{patch, tomb})
 	f.cfg.MaxTombstoneFraction = 1
 
-	// One shared log shows the order of the hand-off (design §6.2): publish, arm, commit on the
-	// armed Composition, decision, slice check, forced resynthesis.
+	// One shared log shows the order of the hand-off (design §6.2): arm, create and name each
+	// slice on the armed Composition, decision, forced resynthesis.
 	var order []string
-	publish, arm, commit, resynth := f.sink.PublishTombstonesStub, f.sink.ArmTombstonesStub, f.sink.CommitTombstonesStub, f.sink.RequestResynthesisStub
-	f.sink.PublishTombstonesCalls(func(ctx context.Context, c domain.Composition, h domain.Handoff) ([]string, error) {
-		order = append(order, "publish")
-		return publish(ctx, c, h)
+	create, arm, appendSlice, resynth := f.sink.CreateRecoverySliceStub, f.sink.ArmTombstonesStub, f.sink.AppendRecoverySliceStub, f.sink.RequestResynthesisStub
+	f.sink.CreateRecoverySliceCalls(func(ctx context.Context, c domain.Composition, h domain.Handoff, part int) (string, error) {
+		order = append(order, "create")
+		return create(ctx, c, h, part)
 	})
 	f.sink.ArmTombstonesCalls(func(ctx context.Context, c domain.Composition, digest string) (domain.Composition, error) {
 		order = append(order, "arm")
 		return arm(ctx, c, digest)
 	})
-	f.sink.CommitTombstonesCalls(func(ctx context.Context, c domain.Composition, h domain.Handoff, slices []string) error {
-		order = append(order, "commit")
-		assert.Equal(t, h.Digest, c.Annotations[domain.AnnotationArmed], "committed on the armed Composition")
-		return commit(ctx, c, h, slices)
+	f.sink.AppendRecoverySliceCalls(func(ctx context.Context, c domain.Composition, slice string) (domain.Composition, error) {
+		order = append(order, "name")
+		assert.NotEmpty(t, c.Annotations[domain.AnnotationArmed], "named on the armed Composition")
+		return appendSlice(ctx, c, slice)
 	})
 	write := f.decisions.WriteDecisionStub
 	f.decisions.WriteDecisionCalls(func(ctx context.Context, c domain.Composition, d domain.Decision) error {
 		order = append(order, "decision")
 		return write(ctx, c, d)
-	})
-	f.sink.EnsureTombstonesCalls(func(context.Context, domain.Composition, []string, domain.Handoff) error {
-		order = append(order, "ensure")
-		return nil
 	})
 	f.sink.RequestResynthesisCalls(func(ctx context.Context, c domain.Composition) error {
 		order = append(order, "resynthesize")
@@ -105,13 +102,14 @@ func TestRecoverPublishesTombstonesForOrphansThenWritesTheDecision(t *testing.T)
 
 	res, err := f.service(t).Recover(ctx(t), f.comp)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"publish", "arm", "commit", "decision", "ensure", "resynthesize"}, order)
+	assert.Equal(t, []string{"arm", "create", "name", "decision", "resynthesize"}, order)
 
 	published := res.Plan.Tombstones
 	assert.Equal(t, []string{"ConfigMap/team-a/cm-06", "ConfigMap/team-a/cm-07"}, tombstoneIDs(published))
 	assert.Equal(t, map[string]string{"app": "web", "component": "cm-06"}, published[0].Entry.Labels)
 	assert.Equal(t, map[string]string{domain.AnnotationDeletionGroup: "1"}, published[0].Entry.Annotations)
-	_, _, h := f.sink.PublishTombstonesArgsForCall(0)
+	_, c, h, part := f.sink.CreateRecoverySliceArgsForCall(0)
+	assert.Equal(t, 0, part)
 	require.Len(t, h.Resources, 2)
 	assert.True(t, h.Resources[0].Deleted)
 	back, withdrawn, err := domain.ParseTombstone(h.Resources[0])
@@ -119,25 +117,25 @@ func TestRecoverPublishesTombstonesForOrphansThenWritesTheDecision(t *testing.T)
 	assert.False(t, withdrawn)
 	assert.Equal(t, published[0].Entry, back)
 	assert.Equal(t, testUID, published[0].UID, "its precondition names the UID read before the hand-off")
+	assert.Equal(t, h.Digest, c.Annotations[domain.AnnotationArmed], "created for the armed Composition")
 	_, _, armed := f.sink.ArmTombstonesArgsForCall(0)
 	assert.Equal(t, h.Digest, armed)
-	_, _, _, committed := f.sink.CommitTombstonesArgsForCall(0)
-	assert.Equal(t, []string{"web-recovery-11111111"}, committed)
-	_, _, ensured, eh := f.sink.EnsureTombstonesArgsForCall(0)
-	assert.Equal(t, []string{"web-recovery-11111111"}, ensured)
-	assert.Equal(t, h, eh, "a slice that is gone is recreated with the same content")
+	slice := h.SliceName(f.comp, 0)
+	assert.Equal(t, "web-recovery-11111111-"+h.Digest+"-0", slice)
+	_, _, named := f.sink.AppendRecoverySliceArgsForCall(0)
+	assert.Equal(t, slice, named)
 	_, resynthesized := f.sink.RequestResynthesisArgsForCall(0)
 	assert.Equal(t, synthID, resynthesized.SynthesisUUID(), "force-resynthesis names the decided synthesis")
 
 	d := writtenDecision(t, f)
 	assert.Equal(t, domain.OutcomeRecovered, d.Outcome)
 	assert.Equal(t, 2, d.Tombstones)
-	assert.Equal(t, "web-recovery-11111111", d.TombstoneSlice)
+	assert.Equal(t, slice, d.TombstoneSlice)
 	assert.Equal(t, oldSynth, d.SourceSynthesisUUID)
 	assert.Equal(t, synthID, d.SynthesisUUID)
 	assert.Equal(t, oldSynth, d.RecoveredFrom)
 	assert.True(t, res.Written)
-	assert.Equal(t, 5, f.guard.LiveCompositionCallCount(), "a live recheck before each of the five steps")
+	assert.Equal(t, 3, f.guard.LiveCompositionCallCount(), "a live recheck before arming, the decision and the resynthesis request")
 }
 
 func TestRecoverOutcomesWithoutTombstones(t *testing.T) {
@@ -171,7 +169,7 @@ func TestRecoverOutcomesWithoutTombstones(t *testing.T) {
 			assert.Equal(t, tc.outcome, d.Outcome)
 			assert.Equal(t, tc.reason, d.Reason)
 			assert.Zero(t, d.Tombstones)
-			assert.Zero(t, f.sink.PublishTombstonesCallCount())
+			assert.Zero(t, f.sink.CreateRecoverySliceCallCount())
 		})
 	}
 }
@@ -217,7 +215,7 @@ func TestRecoverRefusesInvalidHistory(t *testing.T) {
 			d := writtenDecision(t, f)
 			assert.Equal(t, domain.OutcomeInventoryInvalid, d.Outcome)
 			assert.Equal(t, tc.reason.String(), d.Reason)
-			assert.Zero(t, f.sink.PublishTombstonesCallCount(), "no tombstones from untrusted history")
+			assert.Zero(t, f.sink.CreateRecoverySliceCallCount(), "no tombstones from untrusted history")
 			require.Equal(t, 1, f.events.Count())
 			_, warning, reason, _ := f.events.At(0)
 			assert.True(t, warning)
@@ -243,7 +241,7 @@ func TestRecoverDeletionGuard(t *testing.T) {
 		assert.Equal(t, domain.OutcomeHeldForReview, d.Outcome)
 		assert.Equal(t, domain.ReasonOverDeletionGuard, d.Reason)
 		assert.Equal(t, 6, d.Tombstones)
-		assert.Zero(t, f.sink.PublishTombstonesCallCount())
+		assert.Zero(t, f.sink.CreateRecoverySliceCallCount())
 		assert.Len(t, res.Plan.Held, 6)
 		_, warning, reason, msg := f.events.At(0)
 		assert.True(t, warning)
@@ -256,7 +254,7 @@ func TestRecoverDeletionGuard(t *testing.T) {
 		_, err = g.service(t).Recover(ctx(t), g.comp)
 		require.NoError(t, err)
 		assert.Zero(t, g.decisions.WriteDecisionCallCount())
-		assert.Zero(t, g.sink.PublishTombstonesCallCount())
+		assert.Zero(t, g.sink.CreateRecoverySliceCallCount())
 	})
 	t.Run("approved", func(t *testing.T) {
 		f := held(t, "approve:"+synthID)
@@ -265,8 +263,8 @@ func TestRecoverDeletionGuard(t *testing.T) {
 		d := writtenDecision(t, f)
 		assert.Equal(t, domain.OutcomeRecovered, d.Outcome)
 		assert.Equal(t, domain.ReasonApproved, d.Reason)
-		require.Equal(t, 1, f.sink.PublishTombstonesCallCount())
-		_, _, h := f.sink.PublishTombstonesArgsForCall(0)
+		require.Equal(t, 1, f.sink.CreateRecoverySliceCallCount())
+		_, _, h, _ := f.sink.CreateRecoverySliceArgsForCall(0)
 		assert.Len(t, h.Resources, 6)
 	})
 	t.Run("rejected", func(t *testing.T) {
@@ -276,14 +274,14 @@ func TestRecoverDeletionGuard(t *testing.T) {
 		d := writtenDecision(t, f)
 		assert.Equal(t, domain.OutcomeNothingToRecover, d.Outcome)
 		assert.Equal(t, domain.ReasonRejected, d.Reason)
-		assert.Zero(t, f.sink.PublishTombstonesCallCount())
+		assert.Zero(t, f.sink.CreateRecoverySliceCallCount())
 	})
 	t.Run("review of another synthesis is ignored", func(t *testing.T) {
 		f := held(t, "approve:"+oldSynth)
 		_, err := f.service(t).Recover(ctx(t), f.comp)
 		require.NoError(t, err)
 		assert.Equal(t, domain.OutcomeHeldForReview, writtenDecision(t, f).Outcome)
-		assert.Zero(t, f.sink.PublishTombstonesCallCount())
+		assert.Zero(t, f.sink.CreateRecoverySliceCallCount())
 	})
 	t.Run("an ignored review is a warning naming the values expected, once per value", func(t *testing.T) {
 		f := held(t, "approve:"+oldSynth)
@@ -349,7 +347,7 @@ func TestRecoverDeletionGuard(t *testing.T) {
 		assert.Equal(t, domain.OutcomeHeldForReview, d.Outcome)
 		assert.Equal(t, 1, d.Tombstones)
 		assert.Contains(t, d.Message, "the guard of 0 holds every recovery for review")
-		assert.Zero(t, f.sink.PublishTombstonesCallCount())
+		assert.Zero(t, f.sink.CreateRecoverySliceCallCount())
 
 		g := recoveryFixture(t, rs, rs[:8])
 		g.cfg.MaxTombstoneFraction = 0
@@ -357,7 +355,7 @@ func TestRecoverDeletionGuard(t *testing.T) {
 		_, err = g.service(t).Recover(ctx(t), g.comp)
 		require.NoError(t, err)
 		assert.Equal(t, domain.OutcomeRecovered, writtenDecision(t, g).Outcome)
-		assert.Equal(t, 1, g.sink.PublishTombstonesCallCount())
+		assert.Equal(t, 1, g.sink.CreateRecoverySliceCallCount())
 	})
 	t.Run("a guard of 0 still decides NoOrphans without review", func(t *testing.T) {
 		f := recoveryFixture(t, rs, rs)
@@ -391,7 +389,7 @@ func TestRecoverLiveRecheckGuardsBothWrites(t *testing.T) {
 		"opt-in removed": func(c domain.Composition) domain.Composition { c.Annotations = nil; return c },
 	}
 	for desc, change := range changes {
-		for at, step := range []string{"publish", "commit", "decision"} {
+		for at, step := range []string{"arming", "decision"} {
 			t.Run(desc+"/before "+step, func(t *testing.T) {
 				f := recoveryFixture(t, rs, rs[:7])
 				recoverStaleAt(t, f, at, change)
@@ -403,10 +401,10 @@ func TestRecoverLiveRecheckGuardsBothWrites(t *testing.T) {
 
 func TestRecoverWriteFailures(t *testing.T) {
 	rs := resources(9)
-	t.Run("publish fails: no decision points at nothing", func(t *testing.T) {
+	t.Run("creating the slice fails: no decision points at nothing", func(t *testing.T) {
 		f := recoveryFixture(t, rs, rs[:7])
-		f.sink.PublishTombstonesStub = nil
-		f.sink.PublishTombstonesReturns(nil, errors.New("503 unavailable"))
+		f.sink.CreateRecoverySliceStub = nil
+		f.sink.CreateRecoverySliceReturns("", errors.New("503 unavailable"))
 		_, err := f.service(t).Recover(ctx(t), f.comp)
 		require.Error(t, err)
 		assert.Zero(t, f.decisions.WriteDecisionCallCount())
@@ -444,7 +442,7 @@ func TestRecoverWriteFailures(t *testing.T) {
 		var se *domain.SliceError
 		require.ErrorAs(t, err, &se)
 		assert.Zero(t, f.decisions.WriteDecisionCallCount())
-		assert.Zero(t, f.sink.PublishTombstonesCallCount())
+		assert.Zero(t, f.sink.CreateRecoverySliceCallCount())
 	})
 }
 
@@ -464,7 +462,7 @@ func TestPlanWritesNothing(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, domain.OutcomeRecovered, plan.Decision.Outcome)
 	assert.Len(t, plan.Tombstones, 2)
-	assert.Zero(t, f.sink.PublishTombstonesCallCount())
+	assert.Zero(t, f.sink.CreateRecoverySliceCallCount())
 	assert.Zero(t, f.decisions.WriteDecisionCallCount())
 	assert.Zero(t, f.writes())
 }
@@ -585,7 +583,7 @@ func TestRecoverReadsEveryOtherOwnerOfTheLineage(t *testing.T) {
 				for _, m := range tt.mentions {
 					assert.Contains(t, d.Message, m)
 				}
-				assert.Zero(t, f.sink.PublishTombstonesCallCount(), "nothing is handed to Eno")
+				assert.Zero(t, f.sink.CreateRecoverySliceCallCount(), "nothing is handed to Eno")
 				_, warning, reason, message := f.events.At(0)
 				assert.True(t, warning)
 				assert.Equal(t, "InventoryInvalid", reason)
@@ -601,7 +599,7 @@ func TestRecoverReadsEveryOtherOwnerOfTheLineage(t *testing.T) {
 					assert.ErrorIs(t, err, tt.errIs)
 				}
 				assert.Zero(t, f.decisions.WriteDecisionCallCount(), "nothing decided")
-				assert.Zero(t, f.sink.PublishTombstonesCallCount())
+				assert.Zero(t, f.sink.CreateRecoverySliceCallCount())
 				assert.Equal(t, 2, f.guard.LiveCompositionCallCount(), "no recheck: nothing to write")
 			}
 		})
@@ -641,7 +639,7 @@ func TestRecoverOtherNamespace(t *testing.T) {
 		assert.Equal(t, "s-earlier", d.RecoveredFrom, "OtherNamespace carries the recoveredFrom it replaces, and sets none")
 		assert.True(t, res.Written)
 		assert.True(t, d.Outcome.Finished(), "recording may proceed")
-		assert.Zero(t, f.sink.PublishTombstonesCallCount())
+		assert.Zero(t, f.sink.CreateRecoverySliceCallCount())
 		assert.Zero(t, f.downstream.ObserveObjectCallCount())
 		require.Equal(t, 1, f.guard.LiveCompositionCallCount(), "only the recheck before the decision")
 		_, asked := f.guard.LiveCompositionArgsForCall(0)
@@ -730,7 +728,7 @@ func TestRecoverSeesALineageMemberThatHasNotRecorded(t *testing.T) {
 				assert.Equal(t, domain.OutcomeInventoryInvalid, d.Outcome, d.Message)
 				assert.Equal(t, domain.ReasonSharedLineage.String(), d.Reason)
 				assert.Contains(t, d.Message, "team-a/web-split")
-				assert.Zero(t, f.sink.PublishTombstonesCallCount())
+				assert.Zero(t, f.sink.CreateRecoverySliceCallCount())
 				return
 			}
 			assert.Equal(t, domain.OutcomeRecovered, d.Outcome, d.Message)
@@ -796,7 +794,7 @@ func TestRecoverChecksEachTombstoneDownstream(t *testing.T) {
 			if tt.wantErr {
 				require.Error(t, err)
 				assert.Zero(t, f.decisions.WriteDecisionCallCount())
-				assert.Zero(t, f.sink.PublishTombstonesCallCount())
+				assert.Zero(t, f.sink.CreateRecoverySliceCallCount())
 				return
 			}
 			require.NoError(t, err)
@@ -805,7 +803,7 @@ func TestRecoverChecksEachTombstoneDownstream(t *testing.T) {
 			assert.Equal(t, tt.outcome, d.Outcome, d.Message)
 			assert.Equal(t, tt.reason, d.Reason)
 			if tt.published == nil {
-				assert.Zero(t, f.sink.PublishTombstonesCallCount())
+				assert.Zero(t, f.sink.CreateRecoverySliceCallCount())
 				return
 			}
 			var got []string
@@ -813,7 +811,7 @@ func TestRecoverChecksEachTombstoneDownstream(t *testing.T) {
 				got = append(got, ts.Entry.Name)
 			}
 			assert.Equal(t, tt.published, got)
-			_, _, h := f.sink.PublishTombstonesArgsForCall(0)
+			_, _, h, _ := f.sink.CreateRecoverySliceArgsForCall(0)
 			assert.Len(t, h.Resources, len(tt.published))
 			assert.Equal(t, len(tt.published), d.Tombstones)
 		})
@@ -828,7 +826,7 @@ func TestRecoverChecksEachTombstoneDownstream(t *testing.T) {
 		d := writtenDecision(t, f)
 		assert.Equal(t, domain.OutcomeNothingToRecover, d.Outcome)
 		assert.Equal(t, domain.ReasonUnverified, d.Reason)
-		assert.Zero(t, f.sink.PublishTombstonesCallCount())
+		assert.Zero(t, f.sink.CreateRecoverySliceCallCount())
 		assert.Empty(t, d.RecoveredFrom)
 		// A warning: recording will replace the only history that names the kept objects.
 		require.Equal(t, 1, f.events.Count())
@@ -915,7 +913,7 @@ func TestRecoverSharedLineage(t *testing.T) {
 					assert.ErrorAs(t, err, tt.errAs)
 				}
 				assert.Zero(t, f.decisions.WriteDecisionCallCount())
-				assert.Zero(t, f.sink.PublishTombstonesCallCount())
+				assert.Zero(t, f.sink.CreateRecoverySliceCallCount())
 				return
 			}
 			require.NoError(t, err)
@@ -923,7 +921,7 @@ func TestRecoverSharedLineage(t *testing.T) {
 			assert.Equal(t, tt.outcome, d.Outcome, d.Message)
 			assert.Equal(t, tt.reason, d.Reason)
 			if tt.outcome != domain.OutcomeRecovered {
-				assert.Zero(t, f.sink.PublishTombstonesCallCount())
+				assert.Zero(t, f.sink.CreateRecoverySliceCallCount())
 			}
 		})
 	}

@@ -13,16 +13,7 @@ func CarriedRecoverySlices(c Composition) []string {
 	if prev == nil || prev.UUID == "" {
 		return nil
 	}
-	for _, series := range RecoverySliceSeriesOf(c.Name, prev.UUID) {
-		var names []string
-		for part := 0; slices.Contains(prev.Slices, series.Name(part)); part++ {
-			names = append(names, series.Name(part))
-		}
-		if len(names) > 0 {
-			return names
-		}
-	}
-	return nil
+	return recoverySlicesIn(c.Name, prev.UUID, prev.Slices)
 }
 
 // CarriedTombstones reads the tombstones a carried recovery slice handed over: the pending ones,

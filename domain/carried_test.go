@@ -13,14 +13,15 @@ import (
 
 func TestCarriedRecoverySlices(t *testing.T) {
 	c := composition()
-	series := domain.RecoverySliceSeriesOf(c.Name, oldSynUUID)
+	name := func(uuid string, part int) string {
+		return domain.RecoverySliceName(c.Name, uuid, "0123456789abcdef", part)
+	}
 	c.PreviousSynthesis = &domain.Synthesis{UUID: oldSynUUID, Slices: []string{
-		"web-slice-0", series[0].Name(0), series[0].Name(1), series[0].Name(2), series[0].Name(0) + "-x",
-		domain.RecoverySliceName(c.Name, synUUID), // the current synthesis's name, not the previous one's
+		"web-slice-0", name(oldSynUUID, 0), name(oldSynUUID, 1),
+		domain.RecoverySliceFamily(c.Name, oldSynUUID) + "x", // not of the family: no dash after it
+		name(synUUID, 0), // the current synthesis's family, not the previous one's
 	}}
-	assert.Equal(t, []string{series[0].Name(0), series[0].Name(1), series[0].Name(2)}, domain.CarriedRecoverySlices(c))
-	c.PreviousSynthesis.Slices = []string{"web-slice-0", series[1].Name(0), series[1].Name(1)}
-	assert.Equal(t, []string{series[1].Name(0), series[1].Name(1)}, domain.CarriedRecoverySlices(c), "the whole-UUID fallback")
+	assert.Equal(t, []string{name(oldSynUUID, 0), name(oldSynUUID, 1)}, domain.CarriedRecoverySlices(c))
 	c.PreviousSynthesis = nil
 	assert.Empty(t, domain.CarriedRecoverySlices(c))
 }

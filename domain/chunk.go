@@ -111,62 +111,41 @@ func ChunkName(compName string, lineage Lineage, index int) string {
 	return boundedName(compName, "-"+lineage.String()+"-"+strconv.Itoa(index))
 }
 
-// RecoverySliceName is "<comp-name>-recovery-<first 8 of synthesis UUID>", cut like chunk names:
-// the name of a synthesis's first recovery slice.
-func RecoverySliceName(compName, synthesisUUID string) string {
-	return RecoverySliceSeriesOf(compName, synthesisUUID)[0].Name(0)
+// A recovery slice is named "<comp-name>-recovery-<first 8 of synthesis UUID>-<hand-off
+// digest>-<part>": the family of the synthesis, then its content. The comp-name part is cut so
+// that every name of the family, whatever its part, has the same prefix and at most 253
+// characters (design §6.2).
+const (
+	recoveryInfix = "-recovery-"
+	// maxPartDigits bounds the part number a name has room for.
+	maxPartDigits = 4
+)
+
+// RecoverySliceFamily is the prefix every recovery slice of the synthesis is named under:
+// "<comp-name>-recovery-<first 8 of synthesis UUID>".
+func RecoverySliceFamily(compName, synthesisUUID string) string {
+	id := synthesisUUID
+	if len(id) > 8 {
+		id = id[:8]
+	}
+	room := maxObjectName - len(recoveryInfix) - len(id) - 1 - digestLen - 1 - maxPartDigits
+	if len(compName) > room {
+		compName = strings.TrimRight(compName[:room], "-.")
+	}
+	return compName + recoveryInfix + id
 }
 
-// RecoverySliceNames are the names a synthesis's first recovery slice may have, in the order
-// they are tried: RecoverySliceName, then "<comp-name>-recovery-<whole UUID>" for when the short
-// name holds another synthesis's slice (design §6.2).
-func RecoverySliceNames(compName, synthesisUUID string) []string {
-	var names []string
-	for _, s := range RecoverySliceSeriesOf(compName, synthesisUUID) {
-		names = append(names, s.Name(0))
-	}
-	return names
+// RecoverySliceName is the name of part of the hand-off digest for the synthesis: immutable
+// content under a name of its own.
+func RecoverySliceName(compName, synthesisUUID, digest string, part int) string {
+	return RecoverySliceFamily(compName, synthesisUUID) + "-" + digest + "-" + strconv.Itoa(part)
 }
 
-// RecoverySliceSeries names the recovery slices of one synthesis under one of its ids, the first
-// 8 characters of the synthesis UUID or the whole UUID. A hand-off larger than one slice's
-// budget continues in further slices of the same series (design §6.2).
-type RecoverySliceSeries struct {
-	compName, id string
-}
-
-// RecoverySliceSeriesOf are the series a synthesis's recovery slices may be named in, in the
-// order they are tried: the short id, then the whole UUID (one series when the UUID is short).
-func RecoverySliceSeriesOf(compName, synthesisUUID string) []RecoverySliceSeries {
-	short := synthesisUUID
-	if len(short) > 8 {
-		short = short[:8]
-	}
-	series := []RecoverySliceSeries{{compName: compName, id: short}}
-	if short != synthesisUUID {
-		series = append(series, RecoverySliceSeries{compName: compName, id: synthesisUUID})
-	}
-	return series
-}
-
-// Name is the name of the recovery slice at index part: "<comp-name>-recovery-<id>" for the
-// first (0), "<comp-name>-recovery-<id>-<part>" after it. The cut to 253 characters shortens the
-// comp-name part, never the suffix, so that every part stays apart from the others.
-func (s RecoverySliceSeries) Name(part int) string {
-	suffix := "-recovery-" + s.id
-	if part > 0 {
-		suffix += "-" + strconv.Itoa(part)
-	}
-	return boundedName(s.compName, suffix)
-}
-
-// Names are the names of the first n recovery slices of the series, in part order.
-func (s RecoverySliceSeries) Names(n int) []string {
-	names := make([]string, n)
-	for i := range names {
-		names[i] = s.Name(i)
-	}
-	return names
+// inRecoveryFamily reports whether name is of the synthesis's recovery slice family: the
+// family itself, or the family and a dash. Any such name is a recovery slice's, valid or not.
+func inRecoveryFamily(compName, synthesisUUID, name string) bool {
+	family := RecoverySliceFamily(compName, synthesisUUID)
+	return name == family || strings.HasPrefix(name, family+"-")
 }
 
 func boundedName(prefix, suffix string) string {

@@ -288,22 +288,26 @@ func TestChunkNameLongCompositionAllIndexes(t *testing.T) {
 }
 
 func TestRecoverySliceName(t *testing.T) {
+	const d = "0123456789abcdef"
 	tests := []struct {
-		name, comp, uuid, want string
+		name, comp, uuid string
+		part             int
+		want             string
 	}{
-		{"first 8 of the uuid", "web", synUUID, "web-recovery-11111111"},
-		{"short uuid kept", "web", "abc", "web-recovery-abc"},
-		{"9-char uuid cut to 8", "web", "123456789", "web-recovery-12345678"},
-		{"8-char uuid kept", "web", "12345678", "web-recovery-12345678"},
-		{"exactly 253 kept", strings.Repeat("a", 235), synUUID, strings.Repeat("a", 235) + "-recovery-11111111"},
-		{"cut and trimmed", strings.Repeat("a", 233) + "-.x", synUUID, strings.Repeat("a", 233) + "-recovery-11111111"},
+		{"first 8 of the uuid", "web", synUUID, 0, "web-recovery-11111111-" + d + "-0"},
+		{"short uuid kept", "web", "abc", 1, "web-recovery-abc-" + d + "-1"},
+		{"9-char uuid cut to 8", "web", "123456789", 2, "web-recovery-12345678-" + d + "-2"},
+		{"cut to leave room for every part", strings.Repeat("a", 235), synUUID, 9999, strings.Repeat("a", 213) + "-recovery-11111111-" + d + "-9999"},
+		{"cut and trimmed", strings.Repeat("a", 211) + "-.x", synUUID, 0, strings.Repeat("a", 211) + "-recovery-11111111-" + d + "-0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := domain.RecoverySliceName(tt.comp, tt.uuid)
+			got := domain.RecoverySliceName(tt.comp, tt.uuid, d, tt.part)
 			assert.Equal(t, tt.want, got)
 			assert.LessOrEqual(t, len(got), 253)
-			assert.Equal(t, got, domain.RecoverySliceName(tt.comp, tt.uuid))
+			family := domain.RecoverySliceFamily(tt.comp, tt.uuid)
+			assert.True(t, strings.HasPrefix(got, family+"-"), "every part is named under the family %s", family)
+			assert.Equal(t, family, domain.RecoverySliceFamily(tt.comp, tt.uuid[:min(len(tt.uuid), 8)]))
 		})
 	}
 }

@@ -60,7 +60,7 @@ func TestDecisionRoundTripEveryOutcome(t *testing.T) {
 func TestDecisionFromPlanRoundTrips(t *testing.T) {
 	snap := snapshotOf(t, goldenEntries(), oldCompUID)
 	p := plan(t, composition(), snap, producing(t, 0), 1)
-	p.Decision.TombstoneSlice = domain.RecoverySliceName("web", synUUID)
+	p.Decision.TombstoneSlice = domain.RecoverySliceName("web", synUUID, "0123456789abcdef", 0)
 	back, err := domain.ParseDecision(p.Decision.Encode())
 	require.NoError(t, err)
 	assert.Equal(t, p.Decision, back)

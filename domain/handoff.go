@@ -40,14 +40,9 @@ type Handoff struct {
 	HistoryWritten time.Time
 	// SourceUID is the recorded incarnation's UID (RecoveryPlan.SourceUID); empty when unknown.
 	SourceUID string
-	// Digest names the hand-off; the Composition's AnnotationArmed carries it while the
-	// tombstones may act. Read back from the tombstones' preconditions; empty when every one
-	// was withdrawn.
+	// Digest names the hand-off and its slices; the Composition's AnnotationArmed carries it
+	// while the tombstones may act. Read back from the tombstones' preconditions.
 	Digest string
-	// partLens is how many of Resources each recovery slice holds: the cut by the budget for a
-	// planned hand-off, the slices' own for one read back (a withdrawal changes a manifest's
-	// size, so cutting again could move a tombstone to another slice). Nil cuts by the budget.
-	partLens []int
 }
 
 // NewHandoff turns a Recovered plan into the content of its recovery slices. A tombstone larger
@@ -70,27 +65,24 @@ func NewHandoff(plan RecoveryPlan) (Handoff, error) {
 		}
 		h.Resources[i] = SliceResource{Manifest: m, Deleted: true}
 	}
-	lens, err := cutRecoverySlices(h.Resources)
-	if err != nil {
+	if _, err := h.Parts(); err != nil {
 		return Handoff{}, err
 	}
-	h.partLens = lens
 	return h, nil
 }
 
-// Parts are the tombstones of each recovery slice of the hand-off, in part order. A hand-off
-// built by hand (not by NewHandoff or HandoffFromSlices) is cut by the budget here; one without
-// tombstones has no slice to publish and is an error.
+// Parts are the tombstones of each recovery slice of the hand-off, in part order, cut by the
+// budget. A hand-off without tombstones has no slice to create and is an error.
 func (h Handoff) Parts() ([][]SliceResource, error) {
 	if len(h.Resources) == 0 {
 		return nil, fmt.Errorf("the hand-off holds no tombstones")
 	}
-	lens := h.partLens
-	if lens == nil {
-		var err error
-		if lens, err = cutRecoverySlices(h.Resources); err != nil {
-			return nil, err
-		}
+	lens, err := cutRecoverySlices(h.Resources)
+	if err != nil {
+		return nil, err
+	}
+	if len(lens) > maxParts {
+		return nil, fmt.Errorf("the hand-off needs %d recovery slices, over the %d a name has room for", len(lens), maxParts)
 	}
 	parts := make([][]SliceResource, len(lens))
 	from := 0
@@ -105,19 +97,6 @@ func (h Handoff) Parts() ([][]SliceResource, error) {
 		return nil, fmt.Errorf("the hand-off's %d recovery slices do not hold its %d tombstones exactly", len(lens), len(h.Resources))
 	}
 	return parts, nil
-}
-
-// PartsFor are h's parts to create again the recovery slices named slices, one each, or nil when
-// h is empty: the content is unknown (design §6.2 step 4).
-func (h Handoff) PartsFor(slices []string) ([][]SliceResource, error) {
-	if h.SynthesisUUID() == "" {
-		return nil, nil
-	}
-	parts, err := h.Parts()
-	if err == nil && len(parts) != len(slices) {
-		err = fmt.Errorf("the hand-off has %d recovery slices, not the %d named", len(parts), len(slices))
-	}
-	return parts, err
 }
 
 // cutRecoverySlices cuts rs in order into recovery slices, each holding as many resources as fit
@@ -162,12 +141,20 @@ func (e *TombstoneTooLargeError) Error() string {
 	return fmt.Sprintf("the tombstone of %s is %d bytes of manifest JSON, over the %d a recovery slice holds (Eno's slice budget); nothing was handed to Eno", e.Tombstone, e.Bytes, e.Limit)
 }
 
-// SliceAnnotations are the annotations every recovery slice of the hand-off carries: the
-// decision, and the write time of the history.
-func (h Handoff) SliceAnnotations() map[string]string {
+// maxParts is how many recovery slices one hand-off may have: maxPartDigits digits.
+const maxParts = 9999
+
+// AnnotationRecoveryPart, on a recovery slice, is "<part>/<parts>": its place in the hand-off,
+// so that a pass that resumes it knows which parts were never named (design §6.2).
+const AnnotationRecoveryPart = "eno.azure.io/tombstone-recovery-part"
+
+// SliceAnnotations are the annotations recovery slice part of parts carries: the decision, the
+// write time of the history, its place, and the recorded incarnation's UID when known.
+func (h Handoff) SliceAnnotations(part, parts int) map[string]string {
 	a := map[string]string{
 		AnnotationDecision:       h.Decision.Encode(),
 		AnnotationHistoryWritten: h.HistoryWritten.UTC().Format(time.RFC3339),
+		AnnotationRecoveryPart:   fmt.Sprintf("%d/%d", part, parts),
 	}
 	if h.SourceUID != "" {
 		a[AnnotationSourceUID] = h.SourceUID
@@ -191,31 +178,37 @@ func (h Handoff) DecisionFor(first string) Decision {
 	return d
 }
 
-// CommittedRecoverySlices returns the names of the recovery slices that the Composition's
-// current synthesis already names, in part order: the commit point was passed. The first slice
-// decides the series; the further ones count while the synthesis names them, since the commit
-// appends them all in one patch (design §6.2).
-func (c Composition) CommittedRecoverySlices() ([]string, bool) {
+// SliceName is the name of recovery slice part of the hand-off for comp.
+func (h Handoff) SliceName(comp Composition, part int) string {
+	return RecoverySliceName(comp.Name, h.SynthesisUUID(), h.Digest, part)
+}
+
+// NamedRecoverySlices are the slices of the Composition's current synthesis that are of its
+// recovery slice family, in the synthesis's order: each part is named as soon as it is created,
+// so this is the part order (design §6.2).
+func (c Composition) NamedRecoverySlices() []string {
 	if c.Synthesis == nil || c.Synthesis.UUID == "" {
-		return nil, false
+		return nil
 	}
-	for _, series := range RecoverySliceSeriesOf(c.Name, c.Synthesis.UUID) {
-		var names []string
-		for part := 0; c.NamesSlice(series.Name(part)); part++ {
-			names = append(names, series.Name(part))
-		}
-		if len(names) > 0 {
-			return names, true
+	return recoverySlicesIn(c.Name, c.Synthesis.UUID, c.Synthesis.Slices)
+}
+
+// recoverySlicesIn are the names of the synthesis's recovery slice family among names, in order.
+func recoverySlicesIn(compName, synthesisUUID string, names []string) []string {
+	var out []string
+	for _, n := range names {
+		if inRecoveryFamily(compName, synthesisUUID, n) {
+			out = append(out, n)
 		}
 	}
-	return nil, false
+	return out
 }
 
 // DecidedRecoverySlices are the recovery slices of d, a Recovered decision of the Composition's
 // current synthesis: every one the synthesis names when the first is d.TombstoneSlice, else
 // d.TombstoneSlice alone, so that a slice no longer named is still looked at.
 func (c Composition) DecidedRecoverySlices(d Decision) []string {
-	if names, ok := c.CommittedRecoverySlices(); ok && names[0] == d.TombstoneSlice {
+	if names := c.NamedRecoverySlices(); len(names) > 0 && names[0] == d.TombstoneSlice {
 		return names
 	}
 	if d.TombstoneSlice == "" {
@@ -253,7 +246,7 @@ func HandoffFromSlice(c Composition, s ResourceSlice) (Handoff, error) {
 		}
 	}
 	written, _ := HistoryWrittenAt(s)
-	return Handoff{Decision: d, Resources: s.Resources, HistoryWritten: written, SourceUID: s.Annotations[AnnotationSourceUID], Digest: digest, partLens: []int{len(s.Resources)}}, nil
+	return Handoff{Decision: d, Resources: s.Resources, HistoryWritten: written, SourceUID: s.Annotations[AnnotationSourceUID], Digest: digest}, nil
 }
 
 // sameDigest is the hand-off digest that r's precondition names, which must be digest unless
@@ -297,7 +290,6 @@ func HandoffFromSlices(c Composition, parts []ResourceSlice) (Handoff, error) {
 			h.Digest = p.Digest
 		}
 		h.Resources = append(h.Resources, p.Resources...)
-		h.partLens = append(h.partLens, len(p.Resources))
 	}
 	return h, nil
 }
@@ -358,52 +350,85 @@ func (p CommitPrecondition) MovedOn(live Composition) string {
 	return ""
 }
 
-// CheckCommittable says why a recovery slice read live just before the commit point cannot be
-// appended: gone slices are the caller's to report; this judges one that was read.
-func CheckCommittable(c Composition, s ResourceSlice) error {
+// CheckReusable says why the recovery slice found under want's name cannot stand for want, or
+// is nil when it can: a recovery slice is never updated, so one that exists already is reused
+// only when it is comp's, for its synthesis, not terminating, and holds exactly want's
+// tombstones and annotations (design §6.2).
+func CheckReusable(comp Composition, existing, want ResourceSlice) error {
 	switch {
-	case s.Deleting:
-		return fmt.Errorf("recovery slice %s is being deleted", s.Name)
-	case s.ControllerUID != c.UID:
-		return fmt.Errorf("recovery slice %s is controlled by %q, not by composition UID %s", s.Name, s.ControllerUID, c.UID)
-	case s.SynthesisUUID != c.SynthesisUUID():
-		return fmt.Errorf("recovery slice %s holds synthesis %q, not %q", s.Name, s.SynthesisUUID, c.SynthesisUUID())
+	case existing.Deleting:
+		return fmt.Errorf("recovery slice %s is being deleted", existing.Name)
+	case existing.ControllerUID != comp.UID:
+		return fmt.Errorf("recovery slice %s is controlled by %q, not by composition UID %s", existing.Name, existing.ControllerUID, comp.UID)
+	case existing.SynthesisUUID != want.SynthesisUUID:
+		return fmt.Errorf("recovery slice %s holds synthesis %q, not %q", existing.Name, existing.SynthesisUUID, want.SynthesisUUID)
+	case !slices.Equal(existing.Resources, want.Resources):
+		return fmt.Errorf("recovery slice %s holds %d resources other than the %d of this hand-off", existing.Name, len(existing.Resources), len(want.Resources))
+	}
+	for k, v := range want.Annotations {
+		if existing.Annotations[k] != v {
+			return fmt.Errorf("recovery slice %s has %s=%q, not %q", existing.Name, k, existing.Annotations[k], v)
+		}
 	}
 	return nil
 }
 
-// AnnotationRecoverySealed is set on each recovery slice just before the commit point, to the
-// Composition resourceVersion the commit patch tests. From then on a commit may name the slice at
-// any moment, so publishing never rewrites it: a writer whose view of the Composition is stale (a
-// paused replica, a second writer) could otherwise put back into a committed slice a tombstone
-// that a fresher plan dropped or that the pending recheck withdrew. Only a withdrawal, which
-// can only disarm, still writes a sealed slice (design §6.2).
-const AnnotationRecoverySealed = "eno.azure.io/tombstone-recovery-sealed"
-
-// CheckHolds says why the recovery slice read live does not hold exactly part, the tombstones a
-// commit is about to name, or is nil: another writer may have rewritten it since this pass
-// published it, and a commit never names content it did not plan.
-func CheckHolds(s ResourceSlice, part []SliceResource) error {
-	if slices.Equal(s.Resources, part) {
-		return nil
+// RecoverySlice is recovery slice part of the hand-off as it is created for comp: its name,
+// synthesis, controller, annotations and tombstones. It is never updated.
+func (h Handoff) RecoverySlice(comp Composition, part int) (ResourceSlice, error) {
+	parts, err := h.Parts()
+	if err != nil {
+		return ResourceSlice{}, err
 	}
-	return fmt.Errorf("recovery slice %s holds %d resources other than the %d this pass planned (another writer rewrote it, or a withdrawal since)",
-		s.Name, len(s.Resources), len(part))
+	if part < 0 || part >= len(parts) {
+		return ResourceSlice{}, fmt.Errorf("the hand-off has %d recovery slices, not a part %d", len(parts), part)
+	}
+	return ResourceSlice{
+		Namespace:     comp.Namespace,
+		Name:          h.SliceName(comp, part),
+		SynthesisUUID: h.SynthesisUUID(),
+		Annotations:   h.SliceAnnotations(part, len(parts)),
+		ControllerUID: comp.UID,
+		Resources:     parts[part],
+	}, nil
 }
 
-// Sealed reports whether the recovery slice was sealed for a commit.
-func (s ResourceSlice) Sealed() bool {
-	_, ok := s.Annotations[AnnotationRecoverySealed]
-	return ok
+// PartsOf reads how many parts the hand-off of a recovery slice has (AnnotationRecoveryPart);
+// ok is false when the annotation is missing or malformed.
+func PartsOf(s ResourceSlice) (parts int, ok bool) {
+	var part int
+	if _, err := fmt.Sscanf(s.Annotations[AnnotationRecoveryPart], "%d/%d", &part, &parts); err != nil || part < 0 || part >= parts {
+		return 0, false
+	}
+	return parts, true
 }
 
-// RefuseRewrite says why a recovery slice that differs from the plan must not be rewritten to
-// it, or is nil when it may be: a sealed slice is never rewritten (AnnotationRecoverySealed).
-func RefuseRewrite(s ResourceSlice) error {
-	if !s.Sealed() {
-		return nil
+// HandoffPhase is where the hand-off of a Composition's current synthesis stands: the one
+// reading that drives recovery's switch (design §6.2).
+type HandoffPhase int
+
+const (
+	// HandoffNone: the synthesis names no recovery slice and is not decided Recovered.
+	HandoffNone HandoffPhase = iota
+	// HandoffNamed: the synthesis names recovery slices but is not decided yet; the hand-off
+	// is finished from them, never planned again.
+	HandoffNamed
+	// HandoffDecided: the synthesis is decided Recovered; the hand-off is watched, and Eno is
+	// asked for a synthesis that carries it.
+	HandoffDecided
+)
+
+// HandoffPhaseOf reads the phase of c's current synthesis's hand-off, with the recovery slices
+// it concerns: the named ones, or the decided ones.
+func HandoffPhaseOf(c Composition) (HandoffPhase, []string) {
+	if d, ok := c.FinishedDecision(); ok {
+		if d.Outcome == OutcomeRecovered && d.TombstoneSlice != "" {
+			return HandoffDecided, c.DecidedRecoverySlices(d)
+		}
+		return HandoffNone, nil
 	}
-	return fmt.Errorf("recovery slice %s was sealed for a commit (composition resourceVersion %s) and differs from this plan; "+
-		"a sealed slice is never rewritten: a later synthesis is handed off afresh, or an operator deletes the slice",
-		s.Name, s.Annotations[AnnotationRecoverySealed])
+	if names := c.NamedRecoverySlices(); len(names) > 0 {
+		return HandoffNamed, names
+	}
+	return HandoffNone, nil
 }

@@ -116,75 +116,35 @@ func TestNewHandoffCutsIntoParts(t *testing.T) {
 	assert.Equal(t, "ConfigMap/team-a/cm-0000", tooLarge.Tombstone)
 }
 
-// A hand-off read back keeps the cut its slices were written with: a withdrawal grows or
-// shrinks a manifest, and cutting again could move a tombstone into another slice.
-func TestHandoffFromSlicesKeepsTheirCut(t *testing.T) {
-	h, err := domain.NewHandoff(largePlan(3, 100))
+// Each part is created as its own immutable slice, named from the hand-off's digest, and the
+// slices read back, in part order, are the hand-off.
+func TestHandoffRecoverySlicesReadBack(t *testing.T) {
+	h, err := domain.NewHandoff(largePlan(2, domain.MaxSliceManifestBytes/2))
 	require.NoError(t, err)
 	c := composition()
-	part := func(name string, rs ...domain.SliceResource) domain.ResourceSlice {
-		return domain.ResourceSlice{Namespace: "team-a", Name: name, SynthesisUUID: synUUID, ControllerUID: c.UID,
-			Annotations: h.SliceAnnotations(), Resources: rs}
+	parts, err := h.Parts()
+	require.NoError(t, err)
+	require.Len(t, parts, 2)
+	read := make([]domain.ResourceSlice, len(parts))
+	for i := range parts {
+		read[i], err = h.RecoverySlice(c, i)
+		require.NoError(t, err)
+		assert.Equal(t, domain.RecoverySliceName(c.Name, synUUID, h.Digest, i), read[i].Name)
+		assert.Equal(t, c.UID, read[i].ControllerUID)
+		n, ok := domain.PartsOf(read[i])
+		assert.True(t, ok)
+		assert.Equal(t, 2, n)
 	}
-	back, err := domain.HandoffFromSlices(c, []domain.ResourceSlice{
-		part("web-recovery-11111111", h.Resources[0]),
-		part("web-recovery-11111111-1", h.Resources[1], h.Resources[2]),
-	})
+	_, err = h.RecoverySlice(c, 2)
+	assert.Error(t, err, "no such part")
+	back, err := domain.HandoffFromSlices(c, read)
 	require.NoError(t, err)
-	assert.Equal(t, h.Resources, back.Resources)
-	assert.Equal(t, h.Decision, back.Decision)
-	parts, err := back.Parts()
-	require.NoError(t, err)
-	assert.Equal(t, [][]domain.SliceResource{h.Resources[:1], h.Resources[1:]}, parts)
-
-	named, err := back.PartsFor([]string{"a", "b"})
-	require.NoError(t, err)
-	assert.Equal(t, parts, named)
-	_, err = back.PartsFor([]string{"a"})
-	assert.Error(t, err, "one part for each slice named")
-	unknown, err := domain.Handoff{}.PartsFor([]string{"a"})
-	require.NoError(t, err)
-	assert.Nil(t, unknown, "the content is unknown")
+	assert.Equal(t, h, back)
 
 	_, err = domain.HandoffFromSlices(c, nil)
 	assert.Error(t, err)
-}
-
-func TestRecoverySliceSeries(t *testing.T) {
-	long := strings.Repeat("a", 240)
-	for _, tt := range []struct {
-		name, comp, uuid string
-		want             [][]string // per series, the names of parts 0, 1 and 12
-	}{
-		{"short and whole UUID", "web", synUUID, [][]string{
-			{"web-recovery-11111111", "web-recovery-11111111-1", "web-recovery-11111111-12"},
-			{"web-recovery-" + synUUID, "web-recovery-" + synUUID + "-1", "web-recovery-" + synUUID + "-12"},
-		}},
-		{"a short UUID has one series", "web", "abc", [][]string{{"web-recovery-abc", "web-recovery-abc-1", "web-recovery-abc-12"}}},
-		{"the cut shortens the composition's name, never the suffix", long, synUUID, [][]string{
-			{long[:235] + "-recovery-11111111", long[:233] + "-recovery-11111111-1", long[:232] + "-recovery-11111111-12"},
-			{long[:207] + "-recovery-" + synUUID, long[:205] + "-recovery-" + synUUID + "-1", long[:204] + "-recovery-" + synUUID + "-12"},
-		}},
-		{"the cut trims a trailing dash or dot; a name of 253 is kept", strings.Repeat("a", 232) + ".-x", synUUID, [][]string{
-			{strings.Repeat("a", 232) + ".-x-recovery-11111111", strings.Repeat("a", 232) + "-recovery-11111111-1", strings.Repeat("a", 232) + "-recovery-11111111-12"},
-			{strings.Repeat("a", 207) + "-recovery-" + synUUID, strings.Repeat("a", 205) + "-recovery-" + synUUID + "-1", strings.Repeat("a", 204) + "-recovery-" + synUUID + "-12"},
-		}},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			series := domain.RecoverySliceSeriesOf(tt.comp, tt.uuid)
-			require.Len(t, series, len(tt.want))
-			var firsts []string
-			for i, s := range series {
-				got := []string{s.Name(0), s.Name(1), s.Name(12)}
-				assert.Equal(t, tt.want[i], got)
-				for _, n := range got {
-					assert.LessOrEqual(t, len(n), 253)
-				}
-				assert.Equal(t, []string{s.Name(0), s.Name(1), s.Name(2)}, s.Names(3))
-				firsts = append(firsts, s.Name(0))
-			}
-			assert.Equal(t, firsts, domain.RecoverySliceNames(tt.comp, tt.uuid))
-			assert.Equal(t, firsts[0], domain.RecoverySliceName(tt.comp, tt.uuid))
-		})
+	for _, bad := range []string{"", "2/2", "x/2", "-1/2"} {
+		_, ok := domain.PartsOf(domain.ResourceSlice{Annotations: map[string]string{domain.AnnotationRecoveryPart: bad}})
+		assert.False(t, ok, bad)
 	}
 }

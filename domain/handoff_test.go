@@ -1,7 +1,9 @@
 package domain_test
 
 import (
+	"maps"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -49,8 +51,8 @@ func TestHandoffFromSlice(t *testing.T) {
 	h, err := domain.NewHandoff(recoveredPlan(t))
 	require.NoError(t, err)
 	c := composition()
-	good := domain.ResourceSlice{Namespace: "team-a", Name: "web-recovery-11111111", SynthesisUUID: synUUID, ControllerUID: c.UID,
-		Annotations: h.SliceAnnotations(), Resources: h.Resources}
+	good, err := h.RecoverySlice(c, 0)
+	require.NoError(t, err)
 	back, err := domain.HandoffFromSlice(c, good)
 	require.NoError(t, err)
 	assert.Equal(t, h, back)
@@ -77,13 +79,13 @@ func TestHandoffFromSlice(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := good
-			s.Annotations = h.SliceAnnotations()
+			s.Annotations = maps.Clone(good.Annotations)
 			tt.mutate(&s)
 			_, err := domain.HandoffFromSlice(c, s)
 			assert.Error(t, err)
 			// Among several, the slice that is no hand-off is named.
 			second := s
-			second.Name = "web-recovery-11111111-1"
+			second.Name = h.SliceName(c, 1)
 			_, err = domain.HandoffFromSlices(c, []domain.ResourceSlice{good, second})
 			var invalid *domain.RecoverySliceInvalidError
 			require.ErrorAs(t, err, &invalid)
@@ -92,39 +94,63 @@ func TestHandoffFromSlice(t *testing.T) {
 	}
 }
 
-func TestCommittedRecoverySlices(t *testing.T) {
-	names := domain.RecoverySliceNames("web", synUUID)
-	require.Equal(t, []string{"web-recovery-11111111", "web-recovery-" + synUUID}, names)
-	series := domain.RecoverySliceSeriesOf("web", synUUID)
+func TestNamedRecoverySlices(t *testing.T) {
+	name := func(uuid string, part int) string {
+		return domain.RecoverySliceName("web", uuid, "0123456789abcdef", part)
+	}
+	family := domain.RecoverySliceFamily("web", synUUID)
 	for _, tt := range []struct {
 		name   string
 		slices []string
 		want   []string
 	}{
 		{"none", []string{"web-slice-1"}, nil},
-		{"short name", []string{"web-slice-1", names[0]}, names[:1]},
-		{"whole-UUID name", []string{names[1], "web-slice-1"}, names[1:]},
-		{"several slices, in part order", []string{"web-slice-1", series[0].Name(0), series[0].Name(1), series[0].Name(2)}, series[0].Names(3)},
-		{"several slices of the whole UUID", []string{series[1].Name(0), series[1].Name(1)}, series[1].Names(2)},
-		{"a later slice without the first is no hand-off", []string{"web-slice-1", series[0].Name(1)}, nil},
-		{"another synthesis's recovery slice", []string{domain.RecoverySliceName("web", oldSynUUID)}, nil},
+		{"one part", []string{"web-slice-1", name(synUUID, 0)}, []string{name(synUUID, 0)}},
+		{"several parts, in the synthesis's order", []string{name(synUUID, 0), "web-slice-1", name(synUUID, 1)}, []string{name(synUUID, 0), name(synUUID, 1)}},
+		{"any name of the family counts, valid or not", []string{family, family + "-x"}, []string{family, family + "-x"}},
+		{"another synthesis's recovery slice", []string{name(oldSynUUID, 0)}, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := composition()
 			c.Synthesis.Slices = tt.slices
-			got, ok := c.CommittedRecoverySlices()
-			assert.Equal(t, tt.want, got)
-			assert.Equal(t, tt.want != nil, ok)
+			assert.Equal(t, tt.want, c.NamedRecoverySlices())
 		})
 	}
-	assert.Equal(t, []string{"web-recovery-abc"}, domain.RecoverySliceNames("web", "abc"), "a short UUID has one name")
+}
+
+func TestHandoffPhaseOf(t *testing.T) {
+	named := domain.RecoverySliceName("web", synUUID, "0123456789abcdef", 0)
+	recovered := domain.Decision{SynthesisUUID: synUUID, Outcome: domain.OutcomeRecovered, TombstoneSlice: named, DecidedAt: time.Now()}
+	for _, tt := range []struct {
+		name     string
+		slices   []string
+		decision *domain.Decision
+		want     domain.HandoffPhase
+		names    []string
+	}{
+		{"nothing named", []string{goldenSlice}, nil, domain.HandoffNone, nil},
+		{"named, not decided", []string{goldenSlice, named}, nil, domain.HandoffNamed, []string{named}},
+		{"decided Recovered", []string{goldenSlice, named}, &recovered, domain.HandoffDecided, []string{named}},
+		{"decided otherwise", []string{goldenSlice}, &domain.Decision{SynthesisUUID: synUUID, Outcome: domain.OutcomeNoInventory, DecidedAt: time.Now()}, domain.HandoffNone, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := composition()
+			c.Synthesis.Slices = tt.slices
+			if tt.decision != nil {
+				c.Annotations[domain.AnnotationDecision] = tt.decision.Encode()
+			}
+			phase, names := domain.HandoffPhaseOf(c)
+			assert.Equal(t, tt.want, phase)
+			assert.Equal(t, tt.names, names)
+		})
+	}
 }
 
 func TestDecidedRecoverySlices(t *testing.T) {
-	series := domain.RecoverySliceSeriesOf("web", synUUID)
+	name := func(part int) string { return domain.RecoverySliceName("web", synUUID, "0123456789abcdef", part) }
 	c := composition()
-	c.Synthesis.Slices = append([]string{goldenSlice}, series[0].Names(3)...)
-	assert.Equal(t, series[0].Names(3), c.DecidedRecoverySlices(domain.Decision{TombstoneSlice: series[0].Name(0)}), "every slice the synthesis names")
+	c.Synthesis.Slices = []string{goldenSlice, name(0), name(1), name(2)}
+	assert.Equal(t, []string{name(0), name(1), name(2)}, c.DecidedRecoverySlices(domain.Decision{TombstoneSlice: name(0)}), "every slice the synthesis names")
 	assert.Equal(t, []string{"gone"}, c.DecidedRecoverySlices(domain.Decision{TombstoneSlice: "gone"}), "the decided slice, named or not")
 	assert.Empty(t, c.DecidedRecoverySlices(domain.Decision{}))
 }
@@ -169,17 +195,22 @@ func TestCommitPrecondition(t *testing.T) {
 	}
 }
 
-func TestCheckCommittable(t *testing.T) {
+func TestCheckReusable(t *testing.T) {
+	h, err := domain.NewHandoff(recoveredPlan(t))
+	require.NoError(t, err)
 	c := composition()
-	good := domain.ResourceSlice{Namespace: "team-a", Name: "web-recovery-11111111", SynthesisUUID: synUUID, ControllerUID: c.UID}
-	require.NoError(t, domain.CheckCommittable(c, good))
+	want, err := h.RecoverySlice(c, 0)
+	require.NoError(t, err)
+	require.NoError(t, domain.CheckReusable(c, want, want))
 	for name, spoil := range map[string]func(s *domain.ResourceSlice){
 		"terminating":        func(s *domain.ResourceSlice) { s.Deleting = true },
 		"another controller": func(s *domain.ResourceSlice) { s.ControllerUID = oldCompUID },
 		"another synthesis":  func(s *domain.ResourceSlice) { s.SynthesisUUID = oldSynUUID },
+		"other tombstones":   func(s *domain.ResourceSlice) { s.Resources = append(s.Resources[:1:1], s.Resources[0]) },
+		"another decision":   func(s *domain.ResourceSlice) { s.Annotations = map[string]string{domain.AnnotationDecision: "{}"} },
 	} {
-		s := good
+		s := want
 		spoil(&s)
-		assert.Error(t, domain.CheckCommittable(c, s), name)
+		assert.Error(t, domain.CheckReusable(c, s, want), name)
 	}
 }

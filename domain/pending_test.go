@@ -28,7 +28,7 @@ func pendingSlice(t testing.TB, names ...string) (domain.ResourceSlice, []domain
 	})
 	require.NoError(t, err)
 	return domain.ResourceSlice{Namespace: "team-a", Name: "web-recovery-11111111", SynthesisUUID: synUUID, ControllerUID: compUID,
-		Annotations: h.SliceAnnotations(), Resources: h.Resources}, ts
+		Annotations: h.SliceAnnotations(0, 1), Resources: h.Resources}, ts
 }
 
 func TestParseTombstoneReadsBackWhatWasHandedOver(t *testing.T) {

@@ -222,7 +222,7 @@ func cascadeDisable(e *Entry, c Composition) {
 func ProducedElsewhere(all []ResourceSlice, excluded ...string) map[ResourceID]string {
 	out := map[ResourceID]string{}
 	for _, s := range all {
-		if s.Deleting || s.ControllerUID == "" || slices.Contains(excluded, s.ControllerUID) {
+		if s.ControllerUID == "" || slices.Contains(excluded, s.ControllerUID) {
 			continue
 		}
 		for _, r := range s.Resources {

@@ -2,8 +2,6 @@ package ports
 
 import (
 	"errors"
-	"fmt"
-	"strings"
 )
 
 // Adapters wrap these with %w so callers can act on them with errors.Is.
@@ -22,17 +20,3 @@ var (
 	// ErrOutsideInventoryNamespace: a Secret write named another namespace; the store refuses it.
 	ErrOutsideInventoryNamespace = errors.New("secret is outside the inventory namespace")
 )
-
-// SlicesLostError: recovery slices that the synthesis names are gone, and the hand-off's content
-// is unknown to the caller, so they cannot be created again. It matches ErrNotFound (design §6.2
-// step 4).
-type SlicesLostError struct {
-	Slices []string
-}
-
-func (e *SlicesLostError) Error() string {
-	return fmt.Sprintf("recovery slices gone, their content unknown: %s", strings.Join(e.Slices, ", "))
-}
-
-// Is makes errors.Is(err, ErrNotFound) hold.
-func (e *SlicesLostError) Is(target error) bool { return target == ErrNotFound }

@@ -69,11 +69,16 @@ type SnapshotStore interface {
 //
 //counterfeiter:generate . TombstoneSink
 type TombstoneSink interface {
-	// PublishTombstones (step 1) creates the recovery slices of comp's current synthesis, one
-	// per part of h (domain.Handoff.Parts), owned by comp as their controller and carrying Eno's
-	// finalizer, or rewrites each to h while the synthesis does not name it yet. It returns the
-	// slices' names in part order, the first one first.
-	PublishTombstones(ctx context.Context, comp domain.Composition, h domain.Handoff) ([]string, error)
+	// CreateRecoverySlice creates recovery slice part of h (domain.Handoff.RecoverySlice) in
+	// comp's namespace, controlled by comp and carrying Eno's finalizer, and returns its name.
+	// It never updates a slice: one that exists under the name is reused when it holds exactly
+	// that part for comp (domain.CheckReusable), and is ErrAlreadyExists otherwise.
+	CreateRecoverySlice(ctx context.Context, comp domain.Composition, h domain.Handoff, part int) (string, error)
+	// AppendRecoverySlice names the slice in comp's current synthesis with one write guarded by
+	// domain.CommitPreconditionOf(comp), and returns the Composition as written; ErrSynthesisMoved
+	// when it moved on. Each part is named as soon as it is created, so that Eno's cleanup of
+	// unnamed slices never takes one, and a named prefix is a whole hand-off (design §6.2).
+	AppendRecoverySlice(ctx context.Context, comp domain.Composition, slice string) (domain.Composition, error)
 	// ArmTombstones sets domain.AnnotationArmed on comp to digest, guarded by comp's UID and
 	// resourceVersion (ErrConflict otherwise), and returns the Composition as written. Every
 	// tombstone of the hand-off named digest checks for it on Eno's live read (design §6.2).
@@ -84,17 +89,7 @@ type TombstoneSink interface {
 	// disabled, wherever Eno holds it, and recovery never arms comp again. Disarmed already: no
 	// write.
 	DisarmTombstones(ctx context.Context, comp domain.Composition) error
-	// CommitTombstones (step 2, the commit point) re-reads every slice live, checks that each
-	// holds exactly its part of h, seals it (domain.AnnotationRecoverySealed), then appends them
-	// all, in order, to comp's current synthesis in one write, guarded by its UUID, no in-flight
-	// synthesis and the slice list comp holds. Already named with h's content: nothing more to
-	// do. ErrSynthesisMoved when the Composition moved on or a slice holds other tombstones.
-	CommitTombstones(ctx context.Context, comp domain.Composition, h domain.Handoff, slices []string) error
-	// EnsureTombstones (step 4) re-reads every slice live and creates again from its part of h
-	// each that is gone. With an empty h (the content is unknown) the gone slices are a
-	// *SlicesLostError, which matches ErrNotFound.
-	EnsureTombstones(ctx context.Context, comp domain.Composition, slices []string, h domain.Handoff) error
-	// RequestResynthesis (step 5) sets Eno's force-resynthesis annotation to comp's current
+	// RequestResynthesis sets Eno's force-resynthesis annotation to comp's current
 	// synthesis UUID, with comp.ResourceVersion as precondition (ErrConflict otherwise).
 	RequestResynthesis(ctx context.Context, comp domain.Composition) error
 }

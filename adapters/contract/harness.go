@@ -33,15 +33,15 @@ type Harness interface {
 	TombstoneSink() ports.TombstoneSink
 	// CreateSlice creates s as Eno's synthesizer would, without an owner.
 	CreateSlice(t testing.TB, s domain.ResourceSlice)
+	// CreateOwnedSlice creates s with its annotations, controlled by owner, as another writer
+	// under the Composition's name could.
+	CreateOwnedSlice(t testing.TB, s domain.ResourceSlice, owner domain.Composition)
 	// ReadSlice reads a slice live, bypassing the ports; it fails t when the slice is absent.
 	ReadSlice(t testing.TB, namespace, name string) domain.ResourceSlice
 	// ListSlices lists a namespace's slices live.
 	ListSlices(t testing.TB, namespace string) []domain.ResourceSlice
 	// SliceOwnerUID is the UID of the Composition controlling the slice, "" when none does.
 	SliceOwnerUID(t testing.TB, namespace, name string) string
-	// SealSlice seals the slice for a commit at the Composition resourceVersion, as a commit does
-	// just before its patch (domain.AnnotationRecoverySealed); it fails t when the slice is absent.
-	SealSlice(t testing.TB, namespace, name, resourceVersion string)
 	// RemoveSlice makes the slice gone at once, as Eno's cleanup does once it released its
 	// finalizer; it fails t when the slice is absent.
 	RemoveSlice(t testing.TB, namespace, name string)

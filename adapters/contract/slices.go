@@ -73,61 +73,77 @@ func RunSliceReader(t *testing.T, newHarness NewHarness) {
 
 // RunTombstoneSink checks ports.TombstoneSink: the steps of the hand-off (design §6.2).
 func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
-	t.Run("PublishTombstones writes the recovery slice controlled by the Composition", func(t *testing.T) {
+	t.Run("CreateRecoverySlice writes the slice controlled by the Composition, named from the hand-off's digest", func(t *testing.T) {
 		h := newHarness(t)
 		comp := h.CreateComposition(t, sampleComposition(h))
 		handoff := sampleHandoff(comp)
 
-		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
-		require.NoError(t, err)
-		assert.Equal(t, []string{domain.RecoverySliceName(comp.Name, comp.SynthesisUUID())}, names)
+		names := createAll(t, h, comp, handoff)
+		assert.Equal(t, []string{domain.RecoverySliceName(comp.Name, comp.SynthesisUUID(), handoff.Digest, 0)}, names)
 		assertRecoverySlices(t, h, comp, names, handoff)
 		assert.Equal(t, comp.UID, h.SliceOwnerUID(t, comp.Namespace, names[0]))
 	})
 
-	t.Run("PublishTombstones again reuses the slice, and rewrites it to a new plan before the commit", func(t *testing.T) {
+	t.Run("CreateRecoverySlice again reuses the slice without a write, and another plan gets another name", func(t *testing.T) {
 		h := newHarness(t)
 		comp := h.CreateComposition(t, sampleComposition(h))
 		handoff := sampleHandoff(comp)
-
-		first, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
-		require.NoError(t, err)
-		second, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
-		require.NoError(t, err)
-		assert.Equal(t, first, second)
-		assertRecoverySlices(t, h, comp, first, handoff)
+		first := createAll(t, h, comp, handoff)
+		versions := sliceVersions(t, h, comp.Namespace, first)
+		assert.Equal(t, first, createAll(t, h, comp, handoff))
+		assert.Equal(t, versions, sliceVersions(t, h, comp.Namespace, first), "never updated")
 
 		smaller := handoffOf(comp, sampleTombstones()[:1])
-		third, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, smaller)
-		require.NoError(t, err)
-		assert.Equal(t, first, third)
-		assertRecoverySlices(t, h, comp, first, smaller)
-		assert.Equal(t, first, ourSlices(t, h, comp), "one slice per synthesis")
+		other := createAll(t, h, comp, smaller)
+		assert.NotEqual(t, first, other)
+		assertRecoverySlices(t, h, comp, first, handoff)
+		assertRecoverySlices(t, h, comp, other, smaller)
 	})
 
-	t.Run("PublishTombstones falls back to the whole UUID and never overwrites another synthesis's slice", func(t *testing.T) {
+	t.Run("CreateRecoverySlice never updates a slice that holds anything else under its name", func(t *testing.T) {
+		for _, tt := range []struct {
+			name   string
+			change func(s *domain.ResourceSlice)
+			owned  bool
+		}{
+			{"other tombstones", func(s *domain.ResourceSlice) { s.Resources = s.Resources[:1] }, true},
+			{"another synthesis", func(s *domain.ResourceSlice) { s.SynthesisUUID = uniqueUUID() }, true},
+			{"another decision", func(s *domain.ResourceSlice) { s.Annotations[domain.AnnotationDecision] = "{}" }, true},
+			{"no controller (another writer's)", func(*domain.ResourceSlice) {}, false},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				h := newHarness(t)
+				comp := h.CreateComposition(t, sampleComposition(h))
+				handoff := sampleHandoff(comp)
+				taken, err := handoff.RecoverySlice(comp, 0)
+				require.NoError(t, err)
+				taken.ControllerUID = ""
+				tt.change(&taken)
+				if tt.owned {
+					h.CreateOwnedSlice(t, taken, comp)
+				} else {
+					h.CreateSlice(t, taken)
+				}
+				before := h.ReadSlice(t, taken.Namespace, taken.Name)
+
+				_, err = h.TombstoneSink().CreateRecoverySlice(t.Context(), comp, handoff, 0)
+				require.ErrorIs(t, err, ports.ErrAlreadyExists)
+				assert.Equal(t, before, h.ReadSlice(t, taken.Namespace, taken.Name), "left as it was")
+			})
+		}
+	})
+
+	t.Run("CreateRecoverySlice never reuses a slice that is being deleted", func(t *testing.T) {
 		h := newHarness(t)
 		comp := h.CreateComposition(t, sampleComposition(h))
-		// Another synthesis whose UUID shares the first 8 characters maps to the same name.
-		other := comp.SynthesisUUID()[:8] + uniqueUUID()[8:]
-		taken := domain.ResourceSlice{
-			Namespace:     comp.Namespace,
-			Name:          domain.RecoverySliceName(comp.Name, comp.SynthesisUUID()),
-			SynthesisUUID: other,
-			Resources:     []domain.SliceResource{{Manifest: sampleTombstones()[0].Manifest(), Deleted: true}},
-		}
-		h.CreateSlice(t, taken)
-
-		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, sampleHandoff(comp))
-		require.NoError(t, err)
-		assert.Equal(t, []string{domain.RecoverySliceNames(comp.Name, comp.SynthesisUUID())[1]}, names)
-		assertRecoverySlices(t, h, comp, names, sampleHandoff(comp))
-		stored := h.ReadSlice(t, taken.Namespace, taken.Name)
-		stored.ResourceVersion = ""
-		assert.Equal(t, taken, stored)
+		handoff := sampleHandoff(comp)
+		names := createAll(t, h, comp, handoff)
+		h.MarkSliceDeleting(t, comp.Namespace, names[0])
+		_, err := h.TombstoneSink().CreateRecoverySlice(t.Context(), comp, handoff, 0)
+		require.ErrorIs(t, err, ports.ErrAlreadyExists)
 	})
 
-	t.Run("PublishTombstones writes a hand-off over Eno's slice budget into several slices, in order", func(t *testing.T) {
+	t.Run("CreateRecoverySlice writes a hand-off over Eno's slice budget into several slices", func(t *testing.T) {
 		h := newHarness(t)
 		comp := h.CreateComposition(t, sampleComposition(h))
 		handoff := largeHandoff(comp)
@@ -135,187 +151,52 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 		require.NoError(t, err)
 		require.Greater(t, len(parts), 2)
 
-		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
-		require.NoError(t, err)
-		assert.Equal(t, domain.RecoverySliceSeriesOf(comp.Name, comp.SynthesisUUID())[0].Names(len(parts)), names)
-		assertRecoverySlices(t, h, comp, names, handoff)
-		for _, name := range names {
+		names := createAll(t, h, comp, handoff)
+		for i, name := range names {
+			assert.Equal(t, domain.RecoverySliceName(comp.Name, comp.SynthesisUUID(), handoff.Digest, i), name)
 			assert.LessOrEqual(t, manifestBytes(h.ReadSlice(t, comp.Namespace, name)), domain.MaxSliceManifestBytes, name)
 		}
-
-		// Again: every slice is reused as it is, without a write.
-		versions := sliceVersions(t, h, comp.Namespace, names)
-		again, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
-		require.NoError(t, err)
-		assert.Equal(t, names, again)
-		assert.Equal(t, versions, sliceVersions(t, h, comp.Namespace, names))
+		assertRecoverySlices(t, h, comp, names, handoff)
 	})
 
-	t.Run("PublishTombstones moves every slice to the whole UUID when a later one's name is taken", func(t *testing.T) {
+	t.Run("AppendRecoverySlice names the slice once and returns the Composition as written", func(t *testing.T) {
 		h := newHarness(t)
 		comp := h.CreateComposition(t, sampleComposition(h))
 		handoff := largeHandoff(comp)
-		series := domain.RecoverySliceSeriesOf(comp.Name, comp.SynthesisUUID())
-		taken := domain.ResourceSlice{Namespace: comp.Namespace, Name: series[0].Name(1), SynthesisUUID: comp.SynthesisUUID()[:8] + uniqueUUID()[8:],
-			Resources: []domain.SliceResource{{Manifest: sampleTombstones()[0].Manifest(), Deleted: true}}}
-		h.CreateSlice(t, taken)
+		names := createAll(t, h, comp, handoff)
 
-		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
-		require.NoError(t, err)
-		parts, err := handoff.Parts()
-		require.NoError(t, err)
-		assert.Equal(t, series[1].Names(len(parts)), names)
-		assertRecoverySlices(t, h, comp, names, handoff)
-		assert.Equal(t, taken.SynthesisUUID, h.ReadSlice(t, taken.Namespace, taken.Name).SynthesisUUID)
-	})
-
-	t.Run("CommitTombstones appends the slice once", func(t *testing.T) {
-		h := newHarness(t)
-		comp := h.CreateComposition(t, sampleComposition(h))
-		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, sampleHandoff(comp))
-		require.NoError(t, err)
-
-		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, sampleHandoff(comp), names))
-		live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
-		require.NoError(t, err)
-		assert.Equal(t, append(slices.Clone(comp.Synthesis.Slices), names...), live.Synthesis.Slices)
-
-		// Idempotent, even from the Composition read before the append.
-		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, sampleHandoff(comp), names))
-		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), live, sampleHandoff(comp), names))
-		live, err = h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
-		require.NoError(t, err)
-		assert.Equal(t, append(slices.Clone(comp.Synthesis.Slices), names...), live.Synthesis.Slices)
-
-		// Committed: a later publish leaves the slice as the synthesis names it.
-		again, err := h.TombstoneSink().PublishTombstones(t.Context(), live, domain.Handoff{Decision: sampleHandoff(comp).Decision, Resources: sampleHandoff(comp).Resources[:1]})
-		require.NoError(t, err)
-		assert.Equal(t, names, again)
-		assertRecoverySlices(t, h, comp, names, sampleHandoff(comp))
-	})
-
-	t.Run("a slice sealed for the commit is never rewritten by a publish from a stale read", func(t *testing.T) {
-		h := newHarness(t)
-		comp := h.CreateComposition(t, sampleComposition(h)) // read before the commit: names no recovery slice
-		handoff := sampleHandoff(comp)
-		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
-		require.NoError(t, err)
-		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, handoff, names))
-		sealed := h.ReadSlice(t, comp.Namespace, names[0])
-		require.True(t, sealed.Sealed(), "the commit seals the slice: %v", sealed.Annotations)
-
-		// A writer that planned from the stale read, with another plan: nothing is written. (An
-		// adapter that cannot see the commit from the stale read refuses with ErrSynthesisMoved.)
-		other := handoffOf(comp, sampleTombstones()[:1])
-		if _, err = h.TombstoneSink().PublishTombstones(t.Context(), comp, other); err != nil {
-			require.ErrorIs(t, err, ports.ErrSynthesisMoved)
-			assert.Contains(t, err.Error(), "never rewritten")
+		named := comp
+		for _, name := range names {
+			var err error
+			named, err = h.TombstoneSink().AppendRecoverySlice(t.Context(), named, name)
+			require.NoError(t, err)
 		}
-		after := h.ReadSlice(t, comp.Namespace, names[0])
-		assert.Equal(t, sealed.ResourceVersion, after.ResourceVersion, "the sealed slice is not written")
-		assertRecoverySlices(t, h, comp, names, handoff)
-
-		// The same tombstones are reused as they are.
-		again, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
-		require.NoError(t, err)
-		assert.Equal(t, names, again)
-		assert.Equal(t, sealed.ResourceVersion, h.ReadSlice(t, comp.Namespace, names[0]).ResourceVersion)
-	})
-
-	t.Run("CommitTombstones never names a slice another writer rewrote since the publish", func(t *testing.T) {
-		h := newHarness(t)
-		comp := h.CreateComposition(t, sampleComposition(h))
-		handoff := sampleHandoff(comp)
-		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
-		require.NoError(t, err)
-		// Another writer, from its own plan, rewrites the unsealed slice before this commit.
-		_, err = h.TombstoneSink().PublishTombstones(t.Context(), comp, handoffOf(comp, sampleTombstones()[:1]))
-		require.NoError(t, err)
-
-		err = h.TombstoneSink().CommitTombstones(t.Context(), comp, handoff, names)
-		require.ErrorIs(t, err, ports.ErrSynthesisMoved)
 		live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
 		require.NoError(t, err)
-		assert.Equal(t, comp.Synthesis.Slices, live.Synthesis.Slices, "nothing named")
-		assert.False(t, h.ReadSlice(t, comp.Namespace, names[0]).Sealed(), "nothing sealed")
-	})
-
-	t.Run("a slice the synthesis names and step 4 created again is sealed, and never rewritten", func(t *testing.T) {
-		h := newHarness(t)
-		comp := h.CreateComposition(t, sampleComposition(h))
-		handoff := sampleHandoff(comp)
-		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
-		require.NoError(t, err)
-		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, handoff, names))
-		live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
-		require.NoError(t, err)
-		h.RemoveSlice(t, comp.Namespace, names[0])
-		require.NoError(t, h.TombstoneSink().EnsureTombstones(t.Context(), live, names, handoff))
-		again := h.ReadSlice(t, comp.Namespace, names[0])
-		require.True(t, again.Sealed(), "created again sealed: %v", again.Annotations)
-
-		if _, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoffOf(comp, sampleTombstones()[:1])); err != nil {
-			require.ErrorIs(t, err, ports.ErrSynthesisMoved)
-		}
-		assert.Equal(t, again.ResourceVersion, h.ReadSlice(t, comp.Namespace, names[0]).ResourceVersion, "never rewritten")
-		assertRecoverySlices(t, h, comp, names, handoff)
-	})
-
-	t.Run("a slice sealed by a commit that then failed is never rewritten either", func(t *testing.T) {
-		h := newHarness(t)
-		comp := h.CreateComposition(t, sampleComposition(h))
-		handoff := sampleHandoff(comp)
-		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
-		require.NoError(t, err)
-		// A commit that seals and then fails: the memory adapter seals and appends at once, so the
-		// slice is sealed here by hand, as the Kubernetes adapter leaves it when its patch fails.
-		h.SealSlice(t, comp.Namespace, names[0], comp.ResourceVersion)
-		_, err = h.TombstoneSink().PublishTombstones(t.Context(), comp, handoffOf(comp, sampleTombstones()[:1]))
-		require.ErrorIs(t, err, ports.ErrSynthesisMoved)
-		assertRecoverySlices(t, h, comp, names, handoff)
-	})
-
-	t.Run("CommitTombstones appends every slice of a large hand-off, in order", func(t *testing.T) {
-		h := newHarness(t)
-		comp := h.CreateComposition(t, sampleComposition(h))
-		handoff := largeHandoff(comp)
-		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
-		require.NoError(t, err)
-
-		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, handoff, names))
-		live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
-		require.NoError(t, err)
+		assert.Equal(t, live.ResourceVersion, named.ResourceVersion)
 		assert.Equal(t, append(slices.Clone(comp.Synthesis.Slices), names...), live.Synthesis.Slices)
-		committed, ok := live.CommittedRecoverySlices()
-		require.True(t, ok)
-		assert.Equal(t, names, committed)
-		// Again, from the read before the append: every slice is named, nothing is written.
-		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, handoff, names))
-		again, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
+		assert.Equal(t, names, live.NamedRecoverySlices())
+		// Again, from the object as written: named already, nothing is written.
+		again, err := h.TombstoneSink().AppendRecoverySlice(t.Context(), named, names[0])
 		require.NoError(t, err)
-		assert.Equal(t, live.ResourceVersion, again.ResourceVersion)
-		assertRecoverySlices(t, h, live, names, handoff)
+		assert.Equal(t, named.ResourceVersion, again.ResourceVersion)
 	})
 
-	t.Run("CommitTombstones adds the whole list to a synthesis that has none", func(t *testing.T) {
-		for name, handoffFor := range map[string]func(domain.Composition) domain.Handoff{"one slice": sampleHandoff, "several slices": largeHandoff} {
-			t.Run(name, func(t *testing.T) {
-				h := newHarness(t)
-				c := sampleComposition(h)
-				c.Synthesis.Slices = nil // an empty synthesis has no resourceSlices key at all
-				comp := h.CreateComposition(t, c)
-				names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoffFor(comp))
-				require.NoError(t, err)
+	t.Run("AppendRecoverySlice adds the list to a synthesis that has none", func(t *testing.T) {
+		h := newHarness(t)
+		c := sampleComposition(h)
+		c.Synthesis.Slices = nil // an empty synthesis has no resourceSlices key at all
+		comp := h.CreateComposition(t, c)
+		names := createAll(t, h, comp, sampleHandoff(comp))
 
-				require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, handoffFor(comp), names))
-				live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
-				require.NoError(t, err)
-				assert.Equal(t, names, live.Synthesis.Slices)
-			})
-		}
+		_, err := h.TombstoneSink().AppendRecoverySlice(t.Context(), comp, names[0])
+		require.NoError(t, err)
+		live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
+		require.NoError(t, err)
+		assert.Equal(t, names, live.Synthesis.Slices)
 	})
 
-	t.Run("CommitTombstones refuses once the Composition moved on", func(t *testing.T) {
+	t.Run("AppendRecoverySlice refuses once the Composition moved on", func(t *testing.T) {
 		for _, tt := range []struct {
 			name   string
 			change func(s *domain.Synthesis) (*domain.Synthesis, string)
@@ -330,14 +211,13 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 			t.Run(tt.name, func(t *testing.T) {
 				h := newHarness(t)
 				comp := h.CreateComposition(t, sampleComposition(h))
-				names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, sampleHandoff(comp))
-				require.NoError(t, err)
+				names := createAll(t, h, comp, sampleHandoff(comp))
 				syn := *comp.Synthesis
 				syn.Slices = slices.Clone(comp.Synthesis.Slices)
 				moved, inFlight := tt.change(&syn)
 				stored := h.SetSynthesis(t, comp.Ref(), moved, inFlight)
 
-				err = h.TombstoneSink().CommitTombstones(t.Context(), comp, sampleHandoff(comp), names)
+				_, err := h.TombstoneSink().AppendRecoverySlice(t.Context(), comp, names[0])
 				require.ErrorIs(t, err, ports.ErrSynthesisMoved)
 				live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
 				require.NoError(t, err)
@@ -346,108 +226,19 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 		}
 	})
 
-	t.Run("CommitTombstones refuses once anyone changed the Composition since the read", func(t *testing.T) {
-		// A review flipped to reject, another replica's decision, a lineage change: whatever
-		// the write, the resourceVersion the caller decided from no longer holds.
+	t.Run("AppendRecoverySlice refuses once anyone changed the Composition since the read", func(t *testing.T) {
+		// A review flipped to reject, another replica's decision, a disarm: whatever the write,
+		// the resourceVersion the caller decided from no longer holds.
 		h := newHarness(t)
 		comp := h.CreateComposition(t, sampleComposition(h))
-		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, sampleHandoff(comp))
-		require.NoError(t, err)
+		names := createAll(t, h, comp, sampleHandoff(comp))
 		h.SetAnnotation(t, comp.Ref(), domain.AnnotationReview, "reject:"+comp.SynthesisUUID())
 
-		err = h.TombstoneSink().CommitTombstones(t.Context(), comp, sampleHandoff(comp), names)
+		_, err := h.TombstoneSink().AppendRecoverySlice(t.Context(), comp, names[0])
 		require.ErrorIs(t, err, ports.ErrSynthesisMoved)
 		live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
 		require.NoError(t, err)
 		assert.Equal(t, comp.Synthesis.Slices, live.Synthesis.Slices)
-	})
-
-	t.Run("CommitTombstones re-reads every slice and never names one when any is gone or terminating", func(t *testing.T) {
-		for _, tt := range []struct {
-			name    string
-			handoff func(domain.Composition) domain.Handoff
-			part    int
-			remove  func(t testing.TB, h Harness, namespace, name string)
-		}{
-			{"gone", sampleHandoff, 0, func(t testing.TB, h Harness, ns, n string) { h.RemoveSlice(t, ns, n) }},
-			{"terminating", sampleHandoff, 0, func(t testing.TB, h Harness, ns, n string) { h.MarkSliceDeleting(t, ns, n) }},
-			{"a later slice gone", largeHandoff, 1, func(t testing.TB, h Harness, ns, n string) { h.RemoveSlice(t, ns, n) }},
-			{"a later slice terminating", largeHandoff, 1, func(t testing.TB, h Harness, ns, n string) { h.MarkSliceDeleting(t, ns, n) }},
-		} {
-			t.Run(tt.name, func(t *testing.T) {
-				h := newHarness(t)
-				comp := h.CreateComposition(t, sampleComposition(h))
-				names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, tt.handoff(comp))
-				require.NoError(t, err)
-				tt.remove(t, h, comp.Namespace, names[tt.part])
-
-				require.Error(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, tt.handoff(comp), names))
-				live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
-				require.NoError(t, err)
-				assert.Equal(t, comp.Synthesis.Slices, live.Synthesis.Slices, "none of them named")
-			})
-		}
-	})
-
-	t.Run("CommitTombstones never names a slice of another Composition", func(t *testing.T) {
-		h := newHarness(t)
-		comp := h.CreateComposition(t, sampleComposition(h))
-		name := domain.RecoverySliceNames(comp.Name, comp.SynthesisUUID())[0]
-		h.CreateSlice(t, domain.ResourceSlice{Namespace: comp.Namespace, Name: name, SynthesisUUID: comp.SynthesisUUID(),
-			Resources: sampleHandoff(comp).Resources})
-
-		require.Error(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, sampleHandoff(comp), []string{name}))
-		live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
-		require.NoError(t, err)
-		assert.Equal(t, comp.Synthesis.Slices, live.Synthesis.Slices)
-	})
-
-	t.Run("EnsureTombstones does not count a terminating slice as present", func(t *testing.T) {
-		h := newHarness(t)
-		comp := h.CreateComposition(t, sampleComposition(h))
-		handoff := sampleHandoff(comp)
-		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
-		require.NoError(t, err)
-		h.MarkSliceDeleting(t, comp.Namespace, names[0])
-		require.Error(t, h.TombstoneSink().EnsureTombstones(t.Context(), comp, names, handoff))
-	})
-
-	t.Run("EnsureTombstones creates a slice again that is gone", func(t *testing.T) {
-		h := newHarness(t)
-		comp := h.CreateComposition(t, sampleComposition(h))
-		handoff := sampleHandoff(comp)
-		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
-		require.NoError(t, err)
-		require.NoError(t, h.TombstoneSink().EnsureTombstones(t.Context(), comp, names, handoff))
-		assertRecoverySlices(t, h, comp, names, handoff)
-
-		h.RemoveSlice(t, comp.Namespace, names[0])
-		require.ErrorIs(t, h.TombstoneSink().EnsureTombstones(t.Context(), comp, names, domain.Handoff{}), ports.ErrNotFound)
-		require.NoError(t, h.TombstoneSink().EnsureTombstones(t.Context(), comp, names, handoff))
-		assertRecoverySlices(t, h, comp, names, handoff)
-		assert.Equal(t, comp.UID, h.SliceOwnerUID(t, comp.Namespace, names[0]))
-	})
-
-	t.Run("EnsureTombstones checks every slice and creates each gone one again from its own part", func(t *testing.T) {
-		h := newHarness(t)
-		comp := h.CreateComposition(t, sampleComposition(h))
-		handoff := largeHandoff(comp)
-		names, err := h.TombstoneSink().PublishTombstones(t.Context(), comp, handoff)
-		require.NoError(t, err)
-		require.NoError(t, h.TombstoneSink().CommitTombstones(t.Context(), comp, handoff, names))
-		gone := names[1:3]
-		for _, name := range gone {
-			h.RemoveSlice(t, comp.Namespace, name)
-		}
-
-		err = h.TombstoneSink().EnsureTombstones(t.Context(), comp, names, domain.Handoff{})
-		require.ErrorIs(t, err, ports.ErrNotFound)
-		var lost *ports.SlicesLostError
-		require.ErrorAs(t, err, &lost)
-		assert.Equal(t, gone, lost.Slices, "every gone slice, and only those")
-
-		require.NoError(t, h.TombstoneSink().EnsureTombstones(t.Context(), comp, names, handoff))
-		assertRecoverySlices(t, h, comp, names, handoff)
 	})
 
 	t.Run("ArmTombstones and DisarmTombstones write the arming annotation, guarded by the resourceVersion", func(t *testing.T) {
@@ -535,6 +326,19 @@ func handoffOf(comp domain.Composition, tombstones []domain.Tombstone) domain.Ha
 	return h
 }
 
+// createAll creates every recovery slice of the hand-off, in part order, and returns their names.
+func createAll(t testing.TB, h Harness, comp domain.Composition, handoff domain.Handoff) []string {
+	t.Helper()
+	parts, err := handoff.Parts()
+	require.NoError(t, err)
+	names := make([]string, len(parts))
+	for i := range parts {
+		names[i], err = h.TombstoneSink().CreateRecoverySlice(t.Context(), comp, handoff, i)
+		require.NoError(t, err)
+	}
+	return names
+}
+
 // assertRecoverySlices checks that the named slices hold exactly the hand-off, one part each in
 // order: its tombstones as deleted manifests, and the decision they came from on every one.
 func assertRecoverySlices(t testing.TB, h Harness, comp domain.Composition, names []string, handoff domain.Handoff) {
@@ -547,7 +351,7 @@ func assertRecoverySlices(t testing.TB, h Harness, comp domain.Composition, name
 		read[i] = h.ReadSlice(t, comp.Namespace, name)
 		assert.Equal(t, domain.ResourceSlice{
 			Namespace: comp.Namespace, Name: name, SynthesisUUID: comp.SynthesisUUID(), ControllerUID: comp.UID,
-			Annotations: handoff.SliceAnnotations(),
+			Annotations: handoff.SliceAnnotations(i, len(parts)),
 			Resources:   parts[i],
 		}, withoutForeignAnnotations(read[i]))
 	}
@@ -588,7 +392,7 @@ func manifestBytes(s domain.ResourceSlice) int {
 // withoutForeignAnnotations keeps only the annotation this controller sets on its slices.
 func withoutForeignAnnotations(s domain.ResourceSlice) domain.ResourceSlice {
 	kept := map[string]string{}
-	for _, k := range []string{domain.AnnotationDecision, domain.AnnotationHistoryWritten} {
+	for _, k := range []string{domain.AnnotationDecision, domain.AnnotationHistoryWritten, domain.AnnotationRecoveryPart} {
 		if v, ok := s.Annotations[k]; ok {
 			kept[k] = v
 		}

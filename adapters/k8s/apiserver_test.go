@@ -440,7 +440,7 @@ func sampleTombstones() []domain.Tombstone {
 	}
 }
 
-func TestPublishTombstones(t *testing.T) {
+func TestCreateRecoverySlice(t *testing.T) {
 	c := env.AdminClients(t)
 	ctx := testContext(t)
 	ns := c.NewNamespace(t, "tombstones")
@@ -456,10 +456,9 @@ func TestPublishTombstones(t *testing.T) {
 		HistoryWritten: time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC),
 	})
 	require.NoError(t, err)
-	names, err := sink.PublishTombstones(ctx, comp, h)
+	name, err := sink.CreateRecoverySlice(ctx, comp, h, 0)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"web-recovery-5f0c8a4e"}, names)
-	name := names[0]
+	assert.Equal(t, "web-recovery-5f0c8a4e-"+h.Digest+"-0", name)
 
 	// What eno-controller's slice cleanup needs: a controller reference naming the
 	// Composition, and Eno's own finalizer against the cleanup race (design §6.2).
@@ -471,10 +470,10 @@ func TestPublishTombstones(t *testing.T) {
 	assert.Equal(t, []string{"eno.azure.io/cleanup"}, stored.GetFinalizers())
 	assert.Equal(t, domain.ManagedByValue, stored.GetLabels()[domain.LabelManagedBy])
 
-	t.Run("publishing again reuses the slice without writing", func(t *testing.T) {
-		again, err := sink.PublishTombstones(ctx, comp, h)
+	t.Run("creating again reuses the slice without writing", func(t *testing.T) {
+		again, err := sink.CreateRecoverySlice(ctx, comp, h, 0)
 		require.NoError(t, err)
-		assert.Equal(t, names, again)
+		assert.Equal(t, name, again)
 		after, err := sliceClient.Get(ctx, name, metav1.GetOptions{})
 		require.NoError(t, err)
 		assert.Equal(t, stored.GetResourceVersion(), after.GetResourceVersion())
@@ -485,7 +484,7 @@ func TestPublishTombstones(t *testing.T) {
 		require.NoError(t, err)
 		recreated := comp
 		recreated.UID = "00000000-0000-0000-0000-000000000001"
-		_, err = sink.PublishTombstones(ctx, recreated, h)
+		_, err = sink.CreateRecoverySlice(ctx, recreated, h, 0)
 		require.ErrorIs(t, err, ports.ErrAlreadyExists)
 		after, err := sliceClient.Get(ctx, name, metav1.GetOptions{})
 		require.NoError(t, err)
@@ -503,9 +502,6 @@ func TestCommitPatchTestsTheResourceVersion(t *testing.T) {
 	ns := c.NewNamespace(t, "commit-patch")
 	client := c.Dynamic.Resource(CompositionGVR).Namespace(ns)
 	comp := mustCreateComposition(t, c, sampleComposition(ns, "web"))
-	read, err := client.Get(ctx, comp.Name, metav1.GetOptions{})
-	require.NoError(t, err)
-	refs, _, _ := nested(read.Object, "status", "currentSynthesis", "resourceSlices")
 	stale := domain.CommitPreconditionOf(comp)
 
 	review, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{domain.AnnotationReview: "reject:" + comp.SynthesisUUID()}}})
@@ -513,14 +509,14 @@ func TestCommitPatchTestsTheResourceVersion(t *testing.T) {
 	changed, err := client.Patch(ctx, comp.Name, types.MergePatchType, review, metav1.PatchOptions{})
 	require.NoError(t, err)
 
-	patch, err := commitPatch(stale, refs, []string{"web-recovery-x"})
+	patch, err := commitPatch(stale, "web-recovery-x")
 	require.NoError(t, err)
 	_, err = client.Patch(ctx, comp.Name, types.JSONPatchType, patch, metav1.PatchOptions{}, "status")
 	require.True(t, apierrors.IsInvalid(err), "a stale resourceVersion fails the test operation: %v", err)
 
 	fresh := stale
 	fresh.ResourceVersion = changed.GetResourceVersion()
-	patch, err = commitPatch(fresh, refs, []string{"web-recovery-x"})
+	patch, err = commitPatch(fresh, "web-recovery-x")
 	require.NoError(t, err)
 	after, err := client.Patch(ctx, comp.Name, types.JSONPatchType, patch, metav1.PatchOptions{}, "status")
 	require.NoError(t, err)

@@ -124,19 +124,10 @@ func (h *harness) ReadSlice(t testing.TB, namespace, name string) domain.Resourc
 	return s
 }
 
-func (h *harness) SealSlice(t testing.TB, namespace, name, resourceVersion string) {
+func (h *harness) CreateOwnedSlice(t testing.TB, s domain.ResourceSlice, owner domain.Composition) {
 	t.Helper()
-	client := h.clients.Dynamic.Resource(ResourceSliceGVR).Namespace(namespace)
-	u, err := client.Get(t.Context(), name, metav1.GetOptions{})
-	require.NoError(t, err, "reading resource slice %s/%s", namespace, name)
-	annotations := u.GetAnnotations()
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	annotations[domain.AnnotationRecoverySealed] = resourceVersion
-	u.SetAnnotations(annotations)
-	_, err = client.Update(t.Context(), u, metav1.UpdateOptions{})
-	require.NoError(t, err, "sealing resource slice %s/%s", namespace, name)
+	_, err := kubetest.CreateSliceOwnedBy(t.Context(), h.clients.Dynamic, s, &owner)
+	require.NoError(t, err, "creating resource slice %s/%s", s.Namespace, s.Name)
 }
 
 func (h *harness) ListSlices(t testing.TB, namespace string) []domain.ResourceSlice {

@@ -206,6 +206,9 @@ func currentSynthesis(obj map[string]any) (*domain.Synthesis, error) {
 		}
 		s.Slices = append(s.Slices, name)
 	}
+	if refs != nil && s.Slices == nil {
+		s.Slices = []string{} // present but empty: the commit tests it as []
+	}
 	return s, nil
 }
 
@@ -282,19 +285,19 @@ func sliceFromUnstructured(u *unstructured.Unstructured) (domain.ResourceSlice, 
 // the Composition as its controller (eno-controller's slice cleanup dereferences that
 // reference), carrying Eno's own finalizer, spec.synthesisUUID set to the synthesis it is for,
 // and the hand-off's decision in an annotation (design §6.2).
-func recoverySlice(name string, comp domain.Composition, h domain.Handoff, part []domain.SliceResource) *unstructured.Unstructured {
+func recoverySlice(s domain.ResourceSlice, comp domain.Composition) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": enoAPIVersion,
 		"kind":       resourceSliceKind,
 		"spec": map[string]any{
-			"synthesisUUID": h.SynthesisUUID(),
-			"resources":     sliceResourcesToUnstructured(part),
+			"synthesisUUID": s.SynthesisUUID,
+			"resources":     sliceResourcesToUnstructured(s.Resources),
 		},
 	}}
-	u.SetNamespace(comp.Namespace)
-	u.SetName(name)
+	u.SetNamespace(s.Namespace)
+	u.SetName(s.Name)
 	u.SetLabels(map[string]string{domain.LabelManagedBy: domain.ManagedByValue})
-	u.SetAnnotations(h.SliceAnnotations())
+	u.SetAnnotations(s.Annotations)
 	u.SetOwnerReferences([]metav1.OwnerReference{compositionOwner(comp)})
 	u.SetFinalizers([]string{domain.SliceFinalizer})
 	return u

@@ -206,12 +206,14 @@ func TestRecoverySlice(t *testing.T) {
 		HistoryWritten: time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC),
 	})
 	require.NoError(t, err)
-	u := recoverySlice("web-recovery-abcdef01", comp, h, h.Resources)
+	want, err := h.RecoverySlice(comp, 0)
+	require.NoError(t, err)
+	u := recoverySlice(want, comp)
 
 	assert.Equal(t, enoAPIVersion, u.GetAPIVersion())
 	assert.Equal(t, resourceSliceKind, u.GetKind())
 	assert.Equal(t, "team-a", u.GetNamespace())
-	assert.Equal(t, "web-recovery-abcdef01", u.GetName())
+	assert.Equal(t, "web-recovery-abcdef01-"+h.Digest+"-0", u.GetName())
 	owners := u.GetOwnerReferences()
 	require.Len(t, owners, 1)
 	assert.Equal(t, enoAPIVersion, owners[0].APIVersion)
@@ -232,46 +234,7 @@ func TestRecoverySlice(t *testing.T) {
 	back, err := domain.HandoffFromSlice(comp, got)
 	require.NoError(t, err)
 	assert.Equal(t, h, back)
-	assert.NoError(t, controlledBy(u, comp))
-}
-
-func TestControlledBy(t *testing.T) {
-	comp := domain.Composition{Namespace: "team-a", Name: "web", UID: "uid-1", Synthesis: &domain.Synthesis{UUID: "abcdef0123456789"}}
-	cases := []struct {
-		name    string
-		mutate  func(u *unstructured.Unstructured)
-		wantErr string
-	}{
-		{name: "ours", mutate: func(*unstructured.Unstructured) {}},
-		{name: "another incarnation", mutate: func(u *unstructured.Unstructured) {
-			o := u.GetOwnerReferences()
-			o[0].UID = "uid-0"
-			u.SetOwnerReferences(o)
-		}, wantErr: "not controlled by composition UID uid-1"},
-		{name: "owned but not as controller", mutate: func(u *unstructured.Unstructured) {
-			o := u.GetOwnerReferences()
-			o[0].Controller = new(bool)
-			u.SetOwnerReferences(o)
-		}, wantErr: "not controlled"},
-		{name: "no owner", mutate: func(u *unstructured.Unstructured) { u.SetOwnerReferences(nil) }, wantErr: "not controlled"},
-		{name: "being deleted", mutate: func(u *unstructured.Unstructured) {
-			now := metav1.Now()
-			u.SetDeletionTimestamp(&now)
-		}, wantErr: "being deleted"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			u := recoverySlice("web-recovery-abcdef01", comp, domain.Handoff{}, nil)
-			tc.mutate(u)
-			err := controlledBy(u, comp)
-			if tc.wantErr == "" {
-				assert.NoError(t, err)
-				return
-			}
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), tc.wantErr)
-		})
-	}
+	assert.NoError(t, domain.CheckReusable(comp, got, want))
 }
 
 func TestChunkSecretConversion(t *testing.T) {

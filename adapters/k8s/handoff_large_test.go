@@ -3,6 +3,7 @@ package k8s
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,10 +15,9 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// The commit point appends every recovery slice, in order, in one patch behind the same tests;
-// a synthesis without a list gets the whole array at once (design §6.2 step 2).
-func TestCommitPatchAppendsEverySliceInOrder(t *testing.T) {
-	pre := domain.CommitPrecondition{UID: "uid-1", ResourceVersion: "41", SynthesisUUID: "s-1", Slices: []string{"web-slice-0"}}
+// Each append names one recovery slice behind the same tests; a synthesis without a list gets
+// a list of one (design §6.2).
+func TestCommitPatchAppendsOneSlice(t *testing.T) {
 	tests := []map[string]any{
 		{"op": "test", "path": "/metadata/uid", "value": "uid-1"},
 		{"op": "test", "path": "/metadata/resourceVersion", "value": "41"},
@@ -34,26 +34,31 @@ func TestCommitPatchAppendsEverySliceInOrder(t *testing.T) {
 		require.NoError(t, err)
 		return decode(t, b)
 	}
-
-	refs := []any{map[string]any{"name": "web-slice-0"}}
-	got, err := commitPatch(pre, refs, []string{"web-recovery-1", "web-recovery-1-1", "web-recovery-1-2"})
-	require.NoError(t, err)
-	want := append(append([]map[string]any{}, tests...),
-		map[string]any{"op": "test", "path": "/status/currentSynthesis/resourceSlices", "value": refs},
-		map[string]any{"op": "add", "path": "/status/currentSynthesis/resourceSlices/-", "value": map[string]any{"name": "web-recovery-1"}},
-		map[string]any{"op": "add", "path": "/status/currentSynthesis/resourceSlices/-", "value": map[string]any{"name": "web-recovery-1-1"}},
-		map[string]any{"op": "add", "path": "/status/currentSynthesis/resourceSlices/-", "value": map[string]any{"name": "web-recovery-1-2"}},
-	)
-	assert.Equal(t, roundTrip(t, want), decode(t, got))
-
-	got, err = commitPatch(pre, nil, []string{"web-recovery-1", "web-recovery-1-1"})
-	require.NoError(t, err)
-	want = append(append([]map[string]any{}, tests...),
-		map[string]any{"op": "test", "path": "/status/currentSynthesis/resourceSlices", "value": nil},
-		map[string]any{"op": "add", "path": "/status/currentSynthesis/resourceSlices", "value": []any{
-			map[string]any{"name": "web-recovery-1"}, map[string]any{"name": "web-recovery-1-1"}}},
-	)
-	assert.Equal(t, roundTrip(t, want), decode(t, got))
+	for _, tt := range []struct {
+		name   string
+		slices []string
+		want   []map[string]any
+	}{
+		{"onto a list", []string{"web-slice-0"}, []map[string]any{
+			{"op": "test", "path": "/status/currentSynthesis/resourceSlices", "value": []any{map[string]any{"name": "web-slice-0"}}},
+			{"op": "add", "path": "/status/currentSynthesis/resourceSlices/-", "value": map[string]any{"name": "web-recovery-1"}},
+		}},
+		{"onto an empty list", []string{}, []map[string]any{
+			{"op": "test", "path": "/status/currentSynthesis/resourceSlices", "value": []any{}},
+			{"op": "add", "path": "/status/currentSynthesis/resourceSlices/-", "value": map[string]any{"name": "web-recovery-1"}},
+		}},
+		{"no list", nil, []map[string]any{
+			{"op": "test", "path": "/status/currentSynthesis/resourceSlices", "value": nil},
+			{"op": "add", "path": "/status/currentSynthesis/resourceSlices", "value": []any{map[string]any{"name": "web-recovery-1"}}},
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			pre := domain.CommitPrecondition{UID: "uid-1", ResourceVersion: "41", SynthesisUUID: "s-1", Slices: tt.slices}
+			got, err := commitPatch(pre, "web-recovery-1")
+			require.NoError(t, err)
+			assert.Equal(t, roundTrip(t, append(slices.Clone(tests), tt.want...)), decode(t, got))
+		})
+	}
 }
 
 // largeTombstones are n tombstones with names of 240 characters: about 440 bytes of manifest
@@ -69,9 +74,9 @@ func largeTombstones(n int) []domain.Tombstone {
 	return ts
 }
 
-// A large approved recovery (design §6.2 step 1): 6,000 tombstones would be one create of several
-// MiB, over the API server's request limit. The sink publishes them in recovery slices of at
-// most Eno's budget, commits them all in one patch, and every one reads back.
+// A large approved recovery (design §6.2): 6,000 tombstones would be one create of several MiB,
+// over the API server's request limit. The sink creates them in recovery slices of at most Eno's
+// budget, each named as soon as it is created, and every one reads back.
 func TestLargeHandoffOnARealAPIServer(t *testing.T) {
 	const tombstones = 6000
 	c := env.AdminClients(t)
@@ -94,25 +99,22 @@ func TestLargeHandoffOnARealAPIServer(t *testing.T) {
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, len(parts), 4, "several times over the budget")
 
-	start := time.Now()
-	names, err := sink.PublishTombstones(ctx, comp, h)
-	require.NoError(t, err)
-	published := time.Since(start)
-	assert.Equal(t, domain.RecoverySliceSeriesOf("web", comp.SynthesisUUID())[0].Names(len(parts)), names)
-	assert.Equal(t, "web-recovery-5f0c8a4e", names[0])
-	assert.Equal(t, "web-recovery-5f0c8a4e-1", names[1])
-
 	live, err := comps.LiveComposition(ctx, comp.Ref())
 	require.NoError(t, err)
-	start = time.Now()
-	require.NoError(t, sink.CommitTombstones(ctx, live, h, names))
-	committed := time.Since(start)
+	start := time.Now()
+	names := make([]string, len(parts))
+	for i := range parts {
+		names[i], err = sink.CreateRecoverySlice(ctx, live, h, i)
+		require.NoError(t, err)
+		assert.Equal(t, fmt.Sprintf("web-recovery-5f0c8a4e-%s-%d", h.Digest, i), names[i])
+		live, err = sink.AppendRecoverySlice(ctx, live, names[i])
+		require.NoError(t, err)
+	}
+	handed := time.Since(start)
 	after, err := comps.LiveComposition(ctx, comp.Ref())
 	require.NoError(t, err)
 	assert.Equal(t, append(comp.Synthesis.Slices, names...), after.Synthesis.Slices, "every slice appended, in order")
-	again, ok := after.CommittedRecoverySlices()
-	require.True(t, ok)
-	assert.Equal(t, names, again)
+	assert.Equal(t, names, after.NamedRecoverySlices())
 
 	read := make([]domain.ResourceSlice, len(names))
 	for i, name := range names {
@@ -131,7 +133,6 @@ func TestLargeHandoffOnARealAPIServer(t *testing.T) {
 	}
 	back, err := domain.HandoffFromSlices(after, read)
 	require.NoError(t, err)
-	assert.Equal(t, h, back, "every tombstone reads back, each in the slice it was published in")
-	require.NoError(t, sink.EnsureTombstones(ctx, after, names, h))
-	t.Logf("%d tombstones in %d slices: published in %s, committed in %s", tombstones, len(names), published, committed)
+	assert.Equal(t, h, back, "every tombstone reads back, each in the slice it was created in")
+	t.Logf("%d tombstones in %d slices: created and named in %s", tombstones, len(names), handed)
 }

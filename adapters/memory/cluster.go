@@ -26,15 +26,14 @@ var (
 // Operations passed to the BeforeWrite hook. Only writes through the ports run the hook;
 // the admin helpers (Put*, Update*, Mark*, Delete*, SetAnnotation) never do.
 const (
-	OpCreateChunk        = "CreateChunk"
-	OpUpdateChunk        = "UpdateChunk"
-	OpWriteDecision      = "WriteDecision"
-	OpPublishTombstones  = "PublishTombstones"
-	OpCommitTombstones   = "CommitTombstones"
-	OpEnsureTombstones   = "EnsureTombstones"
-	OpRequestResynthesis = "RequestResynthesis"
-	OpArmTombstones      = "ArmTombstones"
-	OpDisarmTombstones   = "DisarmTombstones"
+	OpCreateChunk         = "CreateChunk"
+	OpUpdateChunk         = "UpdateChunk"
+	OpWriteDecision       = "WriteDecision"
+	OpCreateRecoverySlice = "CreateRecoverySlice"
+	OpAppendRecoverySlice = "AppendRecoverySlice"
+	OpRequestResynthesis  = "RequestResynthesis"
+	OpArmTombstones       = "ArmTombstones"
+	OpDisarmTombstones    = "DisarmTombstones"
 )
 
 // BeforeWrite is a fault-injection hook. It runs before every port write with the operation

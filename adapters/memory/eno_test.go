@@ -208,12 +208,13 @@ func commitRecoverySlice(t *testing.T, c *memory.Cluster, comp domain.Compositio
 		HistoryWritten: written,
 	})
 	require.NoError(t, err)
-	slices, err := c.PublishTombstones(t.Context(), comp, h)
-	require.NoError(t, err)
 	armed, err := c.ArmTombstones(t.Context(), comp, h.Digest)
 	require.NoError(t, err)
-	require.NoError(t, c.CommitTombstones(t.Context(), armed, h, slices))
-	return slices[0]
+	name, err := c.CreateRecoverySlice(t.Context(), armed, h, 0)
+	require.NoError(t, err)
+	_, err = c.AppendRecoverySlice(t.Context(), armed, name)
+	require.NoError(t, err)
+	return name
 }
 
 func TestEnoSlicesPerSynthesis(t *testing.T) {

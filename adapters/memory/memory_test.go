@@ -75,9 +75,8 @@ func (h harness) SliceOwnerUID(_ testing.TB, namespace, name string) string {
 	return h.c.SliceOwner(namespace, name)
 }
 
-func (h harness) SealSlice(t testing.TB, namespace, name, resourceVersion string) {
-	t.Helper()
-	require.NoError(t, h.c.AnnotateSlice(namespace, name, domain.AnnotationRecoverySealed, resourceVersion))
+func (h harness) CreateOwnedSlice(_ testing.TB, s domain.ResourceSlice, owner domain.Composition) {
+	h.c.PutOwnedSlice(s, owner.UID)
 }
 
 func (h harness) RemoveSlice(t testing.TB, namespace, name string) {
@@ -334,7 +333,7 @@ func TestSlicesAdmin(t *testing.T) {
 	assert.Empty(t, c.SliceOwner("team-a", "s1"), "slices Eno writes have no owner here")
 }
 
-func TestPublishTombstones(t *testing.T) {
+func TestCreateRecoverySlice(t *testing.T) {
 	handoffFor := func(comp domain.Composition, names ...string) domain.Handoff {
 		ts := make([]domain.Tombstone, len(names))
 		for i, n := range names {
@@ -355,15 +354,15 @@ func TestPublishTombstones(t *testing.T) {
 		h := handoffFor(comp, "old")
 		noSynthesis := comp
 		noSynthesis.Synthesis = nil
-		_, err := c.PublishTombstones(t.Context(), noSynthesis, h)
+		_, err := c.CreateRecoverySlice(t.Context(), noSynthesis, h, 0)
 		require.Error(t, err)
 		noUID := comp
 		noUID.UID = ""
-		_, err = c.PublishTombstones(t.Context(), noUID, h)
+		_, err = c.CreateRecoverySlice(t.Context(), noUID, h, 0)
 		require.Error(t, err)
 		other := h
 		other.Decision.SynthesisUUID = "another"
-		_, err = c.PublishTombstones(t.Context(), comp, other)
+		_, err = c.CreateRecoverySlice(t.Context(), comp, other, 0)
 		require.Error(t, err)
 		assert.Empty(t, c.Slices(""))
 	})
@@ -371,51 +370,32 @@ func TestPublishTombstones(t *testing.T) {
 	t.Run("refuses a terminating slice and one owned by another incarnation", func(t *testing.T) {
 		c := memory.NewCluster(inventoryNamespace)
 		old := c.PutComposition(composition("web"))
-		names, err := c.PublishTombstones(t.Context(), old, handoffFor(old, "old"))
+		name, err := c.CreateRecoverySlice(t.Context(), old, handoffFor(old, "old"), 0)
 		require.NoError(t, err)
-		name := names[0]
 
 		require.NoError(t, c.DeleteComposition(old.Ref()))
 		recreated := c.PutComposition(composition("web")) // same synthesis UUID only in this test
-		_, err = c.PublishTombstones(t.Context(), recreated, handoffFor(recreated, "old"))
-		require.Error(t, err, "the old incarnation's slice, terminating since its owner went, is never taken")
+		_, err = c.CreateRecoverySlice(t.Context(), recreated, handoffFor(recreated, "old"), 0)
+		require.ErrorIs(t, err, ports.ErrAlreadyExists, "the old incarnation's slice is never taken")
 		assert.Equal(t, old.UID, c.SliceOwner("team-a", name))
 
 		require.NoError(t, c.MarkSliceDeleting("team-a", name))
-		_, err = c.PublishTombstones(t.Context(), old, handoffFor(old, "old"))
-		require.Error(t, err)
+		_, err = c.CreateRecoverySlice(t.Context(), old, handoffFor(old, "old"), 0)
+		require.ErrorIs(t, err, ports.ErrAlreadyExists)
 	})
 
-	t.Run("a retry with other tombstones replaces the content until the synthesis names it", func(t *testing.T) {
-		c := memory.NewCluster(inventoryNamespace)
-		comp := c.PutComposition(composition("web"))
-		names, err := c.PublishTombstones(t.Context(), comp, handoffFor(comp, "old"))
-		require.NoError(t, err)
-		again, err := c.PublishTombstones(t.Context(), comp, handoffFor(comp, "old", "older"))
-		require.NoError(t, err)
-		assert.Equal(t, names, again)
-		got, err := c.GetSlice(t.Context(), "team-a", names[0])
-		require.NoError(t, err)
-		assert.Len(t, got.Resources, 2)
-
-		require.NoError(t, c.CommitTombstones(t.Context(), comp, handoffFor(comp, "old", "older"), names))
-		_, err = c.PublishTombstones(t.Context(), comp, handoffFor(comp, "old"))
-		require.NoError(t, err)
-		got, err = c.GetSlice(t.Context(), "team-a", names[0])
-		require.NoError(t, err)
-		assert.Len(t, got.Resources, 2, "a committed slice is never rewritten")
-	})
-
-	t.Run("the commit clears readiness, as Eno does for a slice without status", func(t *testing.T) {
+	t.Run("naming clears readiness, as Eno does for a slice without status", func(t *testing.T) {
 		c := memory.NewCluster(inventoryNamespace)
 		comp := c.PutComposition(composition("web"))
 		require.True(t, comp.Synthesis.Ready)
-		names, err := c.PublishTombstones(t.Context(), comp, handoffFor(comp, "old"))
+		name, err := c.CreateRecoverySlice(t.Context(), comp, handoffFor(comp, "old"), 0)
 		require.NoError(t, err)
-		require.NoError(t, c.CommitTombstones(t.Context(), comp, handoffFor(comp, "old"), names))
+		named, err := c.AppendRecoverySlice(t.Context(), comp, name)
+		require.NoError(t, err)
 		live, err := c.LiveComposition(t.Context(), comp.Ref())
 		require.NoError(t, err)
 		assert.False(t, live.Synthesis.Ready)
+		assert.Equal(t, live, named)
 	})
 }
 
@@ -434,13 +414,14 @@ func TestBeforeWriteHook(t *testing.T) {
 	_, err = c.UpdateChunk(ctx, chunk("a-0", "a", "[]"))
 	require.ErrorIs(t, err, injected)
 	require.ErrorIs(t, c.WriteDecision(ctx, comp, domain.Decision{SynthesisUUID: "x", Outcome: domain.OutcomeNoInventory}), injected)
-	_, err = c.PublishTombstones(ctx, comp, domain.Handoff{Decision: domain.Decision{SynthesisUUID: comp.SynthesisUUID()}, Resources: []domain.SliceResource{{Manifest: "{}", Deleted: true}}})
+	h := domain.Handoff{Decision: domain.Decision{SynthesisUUID: comp.SynthesisUUID()}, Resources: []domain.SliceResource{{Manifest: "{}", Deleted: true}}, Digest: "0123456789abcdef"}
+	_, err = c.CreateRecoverySlice(ctx, comp, h, 0)
 	require.ErrorIs(t, err, injected)
 	assert.Equal(t, []string{
 		memory.OpCreateChunk + " kube-system/a-0",
 		memory.OpUpdateChunk + " kube-system/a-0",
 		memory.OpWriteDecision + " team-a/web",
-		memory.OpPublishTombstones + " team-a/" + domain.RecoverySliceName("web", comp.SynthesisUUID()),
+		memory.OpCreateRecoverySlice + " team-a/" + domain.RecoverySliceName("web", comp.SynthesisUUID(), h.Digest, 0),
 	}, ops)
 	assert.Empty(t, c.Secrets())
 	assert.Empty(t, c.Slices(""))
@@ -475,7 +456,7 @@ func TestCancelledContextFailsEveryPort(t *testing.T) {
 	require.ErrorIs(t, c.WriteDecision(ctx, comp, domain.Decision{}), context.Canceled)
 	_, err = c.GetSlice(ctx, "team-a", "s0")
 	require.ErrorIs(t, err, context.Canceled)
-	_, err = c.PublishTombstones(ctx, comp, domain.Handoff{Decision: domain.Decision{SynthesisUUID: comp.SynthesisUUID()}, Resources: []domain.SliceResource{{Manifest: "{}", Deleted: true}}})
+	_, err = c.CreateRecoverySlice(ctx, comp, domain.Handoff{Decision: domain.Decision{SynthesisUUID: comp.SynthesisUUID()}, Resources: []domain.SliceResource{{Manifest: "{}", Deleted: true}}, Digest: "0123456789abcdef"}, 0)
 	require.ErrorIs(t, err, context.Canceled)
 	assert.Empty(t, c.Secrets())
 }

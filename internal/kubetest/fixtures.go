@@ -6,6 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
@@ -70,6 +71,11 @@ func CreateComposition(ctx context.Context, dyn dynamic.Interface, c domain.Comp
 // CreateSlice creates s as Eno's synthesizer does: no owner, each resource a manifest string
 // marked deleted when it is a tombstone.
 func CreateSlice(ctx context.Context, dyn dynamic.Interface, s domain.ResourceSlice) (*unstructured.Unstructured, error) {
+	return CreateSliceOwnedBy(ctx, dyn, s, nil)
+}
+
+// CreateSliceOwnedBy is CreateSlice with s's annotations, controlled by owner when it is set.
+func CreateSliceOwnedBy(ctx context.Context, dyn dynamic.Interface, s domain.ResourceSlice, owner *domain.Composition) (*unstructured.Unstructured, error) {
 	resources := make([]any, len(s.Resources))
 	for i, r := range s.Resources {
 		item := map[string]any{"manifest": r.Manifest}
@@ -85,5 +91,10 @@ func CreateSlice(ctx context.Context, dyn dynamic.Interface, s domain.ResourceSl
 	}}
 	u.SetNamespace(s.Namespace)
 	u.SetName(s.Name)
+	u.SetAnnotations(s.Annotations)
+	if owner != nil {
+		controller := true
+		u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: enoAPIVersion, Kind: "Composition", Name: owner.Name, UID: types.UID(owner.UID), Controller: &controller}})
+	}
 	return dyn.Resource(ResourceSliceResource).Namespace(s.Namespace).Create(ctx, u, metav1.CreateOptions{})
 }

@@ -10,6 +10,17 @@ import (
 )
 
 type FakeTombstoneSink struct {
+	AppendRecoverySliceStub        func(context.Context, domain.Composition, string) (domain.Composition, error)
+	appendRecoverySliceMutex       sync.RWMutex
+	appendRecoverySliceArgsForCall []FakeTombstoneSinkAppendRecoverySliceArgs
+	appendRecoverySliceReturns     struct {
+		result1 domain.Composition
+		result2 error
+	}
+	appendRecoverySliceReturnsOnCall map[int]struct {
+		result1 domain.Composition
+		result2 error
+	}
 	ArmTombstonesStub        func(context.Context, domain.Composition, string) (domain.Composition, error)
 	armTombstonesMutex       sync.RWMutex
 	armTombstonesArgsForCall []FakeTombstoneSinkArmTombstonesArgs
@@ -21,14 +32,16 @@ type FakeTombstoneSink struct {
 		result1 domain.Composition
 		result2 error
 	}
-	CommitTombstonesStub        func(context.Context, domain.Composition, domain.Handoff, []string) error
-	commitTombstonesMutex       sync.RWMutex
-	commitTombstonesArgsForCall []FakeTombstoneSinkCommitTombstonesArgs
-	commitTombstonesReturns     struct {
-		result1 error
+	CreateRecoverySliceStub        func(context.Context, domain.Composition, domain.Handoff, int) (string, error)
+	createRecoverySliceMutex       sync.RWMutex
+	createRecoverySliceArgsForCall []FakeTombstoneSinkCreateRecoverySliceArgs
+	createRecoverySliceReturns     struct {
+		result1 string
+		result2 error
 	}
-	commitTombstonesReturnsOnCall map[int]struct {
-		result1 error
+	createRecoverySliceReturnsOnCall map[int]struct {
+		result1 string
+		result2 error
 	}
 	DisarmTombstonesStub        func(context.Context, domain.Composition) error
 	disarmTombstonesMutex       sync.RWMutex
@@ -38,26 +51,6 @@ type FakeTombstoneSink struct {
 	}
 	disarmTombstonesReturnsOnCall map[int]struct {
 		result1 error
-	}
-	EnsureTombstonesStub        func(context.Context, domain.Composition, []string, domain.Handoff) error
-	ensureTombstonesMutex       sync.RWMutex
-	ensureTombstonesArgsForCall []FakeTombstoneSinkEnsureTombstonesArgs
-	ensureTombstonesReturns     struct {
-		result1 error
-	}
-	ensureTombstonesReturnsOnCall map[int]struct {
-		result1 error
-	}
-	PublishTombstonesStub        func(context.Context, domain.Composition, domain.Handoff) ([]string, error)
-	publishTombstonesMutex       sync.RWMutex
-	publishTombstonesArgsForCall []FakeTombstoneSinkPublishTombstonesArgs
-	publishTombstonesReturns     struct {
-		result1 []string
-		result2 error
-	}
-	publishTombstonesReturnsOnCall map[int]struct {
-		result1 []string
-		result2 error
 	}
 	RequestResynthesisStub        func(context.Context, domain.Composition) error
 	requestResynthesisMutex       sync.RWMutex
@@ -73,6 +66,13 @@ type FakeTombstoneSink struct {
 	invocationsMutex sync.RWMutex
 }
 
+// FakeTombstoneSinkAppendRecoverySliceArgs holds the arguments of one call to AppendRecoverySlice.
+type FakeTombstoneSinkAppendRecoverySliceArgs struct {
+	Arg1 context.Context
+	Arg2 domain.Composition
+	Arg3 string
+}
+
 // FakeTombstoneSinkArmTombstonesArgs holds the arguments of one call to ArmTombstones.
 type FakeTombstoneSinkArmTombstonesArgs struct {
 	Arg1 context.Context
@@ -80,12 +80,12 @@ type FakeTombstoneSinkArmTombstonesArgs struct {
 	Arg3 string
 }
 
-// FakeTombstoneSinkCommitTombstonesArgs holds the arguments of one call to CommitTombstones.
-type FakeTombstoneSinkCommitTombstonesArgs struct {
+// FakeTombstoneSinkCreateRecoverySliceArgs holds the arguments of one call to CreateRecoverySlice.
+type FakeTombstoneSinkCreateRecoverySliceArgs struct {
 	Arg1 context.Context
 	Arg2 domain.Composition
 	Arg3 domain.Handoff
-	Arg4 []string
+	Arg4 int
 }
 
 // FakeTombstoneSinkDisarmTombstonesArgs holds the arguments of one call to DisarmTombstones.
@@ -94,25 +94,80 @@ type FakeTombstoneSinkDisarmTombstonesArgs struct {
 	Arg2 domain.Composition
 }
 
-// FakeTombstoneSinkEnsureTombstonesArgs holds the arguments of one call to EnsureTombstones.
-type FakeTombstoneSinkEnsureTombstonesArgs struct {
-	Arg1 context.Context
-	Arg2 domain.Composition
-	Arg3 []string
-	Arg4 domain.Handoff
-}
-
-// FakeTombstoneSinkPublishTombstonesArgs holds the arguments of one call to PublishTombstones.
-type FakeTombstoneSinkPublishTombstonesArgs struct {
-	Arg1 context.Context
-	Arg2 domain.Composition
-	Arg3 domain.Handoff
-}
-
 // FakeTombstoneSinkRequestResynthesisArgs holds the arguments of one call to RequestResynthesis.
 type FakeTombstoneSinkRequestResynthesisArgs struct {
 	Arg1 context.Context
 	Arg2 domain.Composition
+}
+
+func (fake *FakeTombstoneSink) AppendRecoverySlice(arg1 context.Context, arg2 domain.Composition, arg3 string) (domain.Composition, error) {
+	fake.appendRecoverySliceMutex.Lock()
+	ret, specificReturn := fake.appendRecoverySliceReturnsOnCall[len(fake.appendRecoverySliceArgsForCall)]
+	fake.appendRecoverySliceArgsForCall = append(fake.appendRecoverySliceArgsForCall, FakeTombstoneSinkAppendRecoverySliceArgs{arg1, arg2, arg3})
+	stub := fake.AppendRecoverySliceStub
+	fakeReturns := fake.appendRecoverySliceReturns
+	fake.recordInvocation("AppendRecoverySlice", []interface{}{arg1, arg2, arg3})
+	fake.appendRecoverySliceMutex.Unlock()
+	if stub != nil {
+		return stub(arg1, arg2, arg3)
+	}
+	if specificReturn {
+		return ret.result1, ret.result2
+	}
+	return fakeReturns.result1, fakeReturns.result2
+}
+
+func (fake *FakeTombstoneSink) AppendRecoverySliceCallCount() int {
+	fake.appendRecoverySliceMutex.RLock()
+	defer fake.appendRecoverySliceMutex.RUnlock()
+	return len(fake.appendRecoverySliceArgsForCall)
+}
+
+func (fake *FakeTombstoneSink) AppendRecoverySliceCalls(stub func(context.Context, domain.Composition, string) (domain.Composition, error)) {
+	fake.appendRecoverySliceMutex.Lock()
+	defer fake.appendRecoverySliceMutex.Unlock()
+	fake.AppendRecoverySliceStub = stub
+}
+
+func (fake *FakeTombstoneSink) AppendRecoverySliceArgsForCall(i int) (context.Context, domain.Composition, string) {
+	fake.appendRecoverySliceMutex.RLock()
+	defer fake.appendRecoverySliceMutex.RUnlock()
+	argsForCall := fake.appendRecoverySliceArgsForCall[i]
+	return argsForCall.Arg1, argsForCall.Arg2, argsForCall.Arg3
+}
+
+func (fake *FakeTombstoneSink) AppendRecoverySliceArgs() []FakeTombstoneSinkAppendRecoverySliceArgs {
+	fake.appendRecoverySliceMutex.RLock()
+	defer fake.appendRecoverySliceMutex.RUnlock()
+	args := make([]FakeTombstoneSinkAppendRecoverySliceArgs, len(fake.appendRecoverySliceArgsForCall))
+	copy(args, fake.appendRecoverySliceArgsForCall)
+	return args
+}
+
+func (fake *FakeTombstoneSink) AppendRecoverySliceReturns(result1 domain.Composition, result2 error) {
+	fake.appendRecoverySliceMutex.Lock()
+	defer fake.appendRecoverySliceMutex.Unlock()
+	fake.AppendRecoverySliceStub = nil
+	fake.appendRecoverySliceReturns = struct {
+		result1 domain.Composition
+		result2 error
+	}{result1, result2}
+}
+
+func (fake *FakeTombstoneSink) AppendRecoverySliceReturnsOnCall(i int, result1 domain.Composition, result2 error) {
+	fake.appendRecoverySliceMutex.Lock()
+	defer fake.appendRecoverySliceMutex.Unlock()
+	fake.AppendRecoverySliceStub = nil
+	if fake.appendRecoverySliceReturnsOnCall == nil {
+		fake.appendRecoverySliceReturnsOnCall = make(map[int]struct {
+			result1 domain.Composition
+			result2 error
+		})
+	}
+	fake.appendRecoverySliceReturnsOnCall[i] = struct {
+		result1 domain.Composition
+		result2 error
+	}{result1, result2}
 }
 
 func (fake *FakeTombstoneSink) ArmTombstones(arg1 context.Context, arg2 domain.Composition, arg3 string) (domain.Composition, error) {
@@ -185,76 +240,74 @@ func (fake *FakeTombstoneSink) ArmTombstonesReturnsOnCall(i int, result1 domain.
 	}{result1, result2}
 }
 
-func (fake *FakeTombstoneSink) CommitTombstones(arg1 context.Context, arg2 domain.Composition, arg3 domain.Handoff, arg4 []string) error {
-	var arg4Copy []string
-	if arg4 != nil {
-		arg4Copy = make([]string, len(arg4))
-		copy(arg4Copy, arg4)
-	}
-	fake.commitTombstonesMutex.Lock()
-	ret, specificReturn := fake.commitTombstonesReturnsOnCall[len(fake.commitTombstonesArgsForCall)]
-	fake.commitTombstonesArgsForCall = append(fake.commitTombstonesArgsForCall, FakeTombstoneSinkCommitTombstonesArgs{arg1, arg2, arg3, arg4Copy})
-	stub := fake.CommitTombstonesStub
-	fakeReturns := fake.commitTombstonesReturns
-	fake.recordInvocation("CommitTombstones", []interface{}{arg1, arg2, arg3, arg4Copy})
-	fake.commitTombstonesMutex.Unlock()
+func (fake *FakeTombstoneSink) CreateRecoverySlice(arg1 context.Context, arg2 domain.Composition, arg3 domain.Handoff, arg4 int) (string, error) {
+	fake.createRecoverySliceMutex.Lock()
+	ret, specificReturn := fake.createRecoverySliceReturnsOnCall[len(fake.createRecoverySliceArgsForCall)]
+	fake.createRecoverySliceArgsForCall = append(fake.createRecoverySliceArgsForCall, FakeTombstoneSinkCreateRecoverySliceArgs{arg1, arg2, arg3, arg4})
+	stub := fake.CreateRecoverySliceStub
+	fakeReturns := fake.createRecoverySliceReturns
+	fake.recordInvocation("CreateRecoverySlice", []interface{}{arg1, arg2, arg3, arg4})
+	fake.createRecoverySliceMutex.Unlock()
 	if stub != nil {
 		return stub(arg1, arg2, arg3, arg4)
 	}
 	if specificReturn {
-		return ret.result1
+		return ret.result1, ret.result2
 	}
-	return fakeReturns.result1
+	return fakeReturns.result1, fakeReturns.result2
 }
 
-func (fake *FakeTombstoneSink) CommitTombstonesCallCount() int {
-	fake.commitTombstonesMutex.RLock()
-	defer fake.commitTombstonesMutex.RUnlock()
-	return len(fake.commitTombstonesArgsForCall)
+func (fake *FakeTombstoneSink) CreateRecoverySliceCallCount() int {
+	fake.createRecoverySliceMutex.RLock()
+	defer fake.createRecoverySliceMutex.RUnlock()
+	return len(fake.createRecoverySliceArgsForCall)
 }
 
-func (fake *FakeTombstoneSink) CommitTombstonesCalls(stub func(context.Context, domain.Composition, domain.Handoff, []string) error) {
-	fake.commitTombstonesMutex.Lock()
-	defer fake.commitTombstonesMutex.Unlock()
-	fake.CommitTombstonesStub = stub
+func (fake *FakeTombstoneSink) CreateRecoverySliceCalls(stub func(context.Context, domain.Composition, domain.Handoff, int) (string, error)) {
+	fake.createRecoverySliceMutex.Lock()
+	defer fake.createRecoverySliceMutex.Unlock()
+	fake.CreateRecoverySliceStub = stub
 }
 
-func (fake *FakeTombstoneSink) CommitTombstonesArgsForCall(i int) (context.Context, domain.Composition, domain.Handoff, []string) {
-	fake.commitTombstonesMutex.RLock()
-	defer fake.commitTombstonesMutex.RUnlock()
-	argsForCall := fake.commitTombstonesArgsForCall[i]
+func (fake *FakeTombstoneSink) CreateRecoverySliceArgsForCall(i int) (context.Context, domain.Composition, domain.Handoff, int) {
+	fake.createRecoverySliceMutex.RLock()
+	defer fake.createRecoverySliceMutex.RUnlock()
+	argsForCall := fake.createRecoverySliceArgsForCall[i]
 	return argsForCall.Arg1, argsForCall.Arg2, argsForCall.Arg3, argsForCall.Arg4
 }
 
-func (fake *FakeTombstoneSink) CommitTombstonesArgs() []FakeTombstoneSinkCommitTombstonesArgs {
-	fake.commitTombstonesMutex.RLock()
-	defer fake.commitTombstonesMutex.RUnlock()
-	args := make([]FakeTombstoneSinkCommitTombstonesArgs, len(fake.commitTombstonesArgsForCall))
-	copy(args, fake.commitTombstonesArgsForCall)
+func (fake *FakeTombstoneSink) CreateRecoverySliceArgs() []FakeTombstoneSinkCreateRecoverySliceArgs {
+	fake.createRecoverySliceMutex.RLock()
+	defer fake.createRecoverySliceMutex.RUnlock()
+	args := make([]FakeTombstoneSinkCreateRecoverySliceArgs, len(fake.createRecoverySliceArgsForCall))
+	copy(args, fake.createRecoverySliceArgsForCall)
 	return args
 }
 
-func (fake *FakeTombstoneSink) CommitTombstonesReturns(result1 error) {
-	fake.commitTombstonesMutex.Lock()
-	defer fake.commitTombstonesMutex.Unlock()
-	fake.CommitTombstonesStub = nil
-	fake.commitTombstonesReturns = struct {
-		result1 error
-	}{result1}
+func (fake *FakeTombstoneSink) CreateRecoverySliceReturns(result1 string, result2 error) {
+	fake.createRecoverySliceMutex.Lock()
+	defer fake.createRecoverySliceMutex.Unlock()
+	fake.CreateRecoverySliceStub = nil
+	fake.createRecoverySliceReturns = struct {
+		result1 string
+		result2 error
+	}{result1, result2}
 }
 
-func (fake *FakeTombstoneSink) CommitTombstonesReturnsOnCall(i int, result1 error) {
-	fake.commitTombstonesMutex.Lock()
-	defer fake.commitTombstonesMutex.Unlock()
-	fake.CommitTombstonesStub = nil
-	if fake.commitTombstonesReturnsOnCall == nil {
-		fake.commitTombstonesReturnsOnCall = make(map[int]struct {
-			result1 error
+func (fake *FakeTombstoneSink) CreateRecoverySliceReturnsOnCall(i int, result1 string, result2 error) {
+	fake.createRecoverySliceMutex.Lock()
+	defer fake.createRecoverySliceMutex.Unlock()
+	fake.CreateRecoverySliceStub = nil
+	if fake.createRecoverySliceReturnsOnCall == nil {
+		fake.createRecoverySliceReturnsOnCall = make(map[int]struct {
+			result1 string
+			result2 error
 		})
 	}
-	fake.commitTombstonesReturnsOnCall[i] = struct {
-		result1 error
-	}{result1}
+	fake.createRecoverySliceReturnsOnCall[i] = struct {
+		result1 string
+		result2 error
+	}{result1, result2}
 }
 
 func (fake *FakeTombstoneSink) DisarmTombstones(arg1 context.Context, arg2 domain.Composition) error {
@@ -322,148 +375,6 @@ func (fake *FakeTombstoneSink) DisarmTombstonesReturnsOnCall(i int, result1 erro
 	fake.disarmTombstonesReturnsOnCall[i] = struct {
 		result1 error
 	}{result1}
-}
-
-func (fake *FakeTombstoneSink) EnsureTombstones(arg1 context.Context, arg2 domain.Composition, arg3 []string, arg4 domain.Handoff) error {
-	var arg3Copy []string
-	if arg3 != nil {
-		arg3Copy = make([]string, len(arg3))
-		copy(arg3Copy, arg3)
-	}
-	fake.ensureTombstonesMutex.Lock()
-	ret, specificReturn := fake.ensureTombstonesReturnsOnCall[len(fake.ensureTombstonesArgsForCall)]
-	fake.ensureTombstonesArgsForCall = append(fake.ensureTombstonesArgsForCall, FakeTombstoneSinkEnsureTombstonesArgs{arg1, arg2, arg3Copy, arg4})
-	stub := fake.EnsureTombstonesStub
-	fakeReturns := fake.ensureTombstonesReturns
-	fake.recordInvocation("EnsureTombstones", []interface{}{arg1, arg2, arg3Copy, arg4})
-	fake.ensureTombstonesMutex.Unlock()
-	if stub != nil {
-		return stub(arg1, arg2, arg3, arg4)
-	}
-	if specificReturn {
-		return ret.result1
-	}
-	return fakeReturns.result1
-}
-
-func (fake *FakeTombstoneSink) EnsureTombstonesCallCount() int {
-	fake.ensureTombstonesMutex.RLock()
-	defer fake.ensureTombstonesMutex.RUnlock()
-	return len(fake.ensureTombstonesArgsForCall)
-}
-
-func (fake *FakeTombstoneSink) EnsureTombstonesCalls(stub func(context.Context, domain.Composition, []string, domain.Handoff) error) {
-	fake.ensureTombstonesMutex.Lock()
-	defer fake.ensureTombstonesMutex.Unlock()
-	fake.EnsureTombstonesStub = stub
-}
-
-func (fake *FakeTombstoneSink) EnsureTombstonesArgsForCall(i int) (context.Context, domain.Composition, []string, domain.Handoff) {
-	fake.ensureTombstonesMutex.RLock()
-	defer fake.ensureTombstonesMutex.RUnlock()
-	argsForCall := fake.ensureTombstonesArgsForCall[i]
-	return argsForCall.Arg1, argsForCall.Arg2, argsForCall.Arg3, argsForCall.Arg4
-}
-
-func (fake *FakeTombstoneSink) EnsureTombstonesArgs() []FakeTombstoneSinkEnsureTombstonesArgs {
-	fake.ensureTombstonesMutex.RLock()
-	defer fake.ensureTombstonesMutex.RUnlock()
-	args := make([]FakeTombstoneSinkEnsureTombstonesArgs, len(fake.ensureTombstonesArgsForCall))
-	copy(args, fake.ensureTombstonesArgsForCall)
-	return args
-}
-
-func (fake *FakeTombstoneSink) EnsureTombstonesReturns(result1 error) {
-	fake.ensureTombstonesMutex.Lock()
-	defer fake.ensureTombstonesMutex.Unlock()
-	fake.EnsureTombstonesStub = nil
-	fake.ensureTombstonesReturns = struct {
-		result1 error
-	}{result1}
-}
-
-func (fake *FakeTombstoneSink) EnsureTombstonesReturnsOnCall(i int, result1 error) {
-	fake.ensureTombstonesMutex.Lock()
-	defer fake.ensureTombstonesMutex.Unlock()
-	fake.EnsureTombstonesStub = nil
-	if fake.ensureTombstonesReturnsOnCall == nil {
-		fake.ensureTombstonesReturnsOnCall = make(map[int]struct {
-			result1 error
-		})
-	}
-	fake.ensureTombstonesReturnsOnCall[i] = struct {
-		result1 error
-	}{result1}
-}
-
-func (fake *FakeTombstoneSink) PublishTombstones(arg1 context.Context, arg2 domain.Composition, arg3 domain.Handoff) ([]string, error) {
-	fake.publishTombstonesMutex.Lock()
-	ret, specificReturn := fake.publishTombstonesReturnsOnCall[len(fake.publishTombstonesArgsForCall)]
-	fake.publishTombstonesArgsForCall = append(fake.publishTombstonesArgsForCall, FakeTombstoneSinkPublishTombstonesArgs{arg1, arg2, arg3})
-	stub := fake.PublishTombstonesStub
-	fakeReturns := fake.publishTombstonesReturns
-	fake.recordInvocation("PublishTombstones", []interface{}{arg1, arg2, arg3})
-	fake.publishTombstonesMutex.Unlock()
-	if stub != nil {
-		return stub(arg1, arg2, arg3)
-	}
-	if specificReturn {
-		return ret.result1, ret.result2
-	}
-	return fakeReturns.result1, fakeReturns.result2
-}
-
-func (fake *FakeTombstoneSink) PublishTombstonesCallCount() int {
-	fake.publishTombstonesMutex.RLock()
-	defer fake.publishTombstonesMutex.RUnlock()
-	return len(fake.publishTombstonesArgsForCall)
-}
-
-func (fake *FakeTombstoneSink) PublishTombstonesCalls(stub func(context.Context, domain.Composition, domain.Handoff) ([]string, error)) {
-	fake.publishTombstonesMutex.Lock()
-	defer fake.publishTombstonesMutex.Unlock()
-	fake.PublishTombstonesStub = stub
-}
-
-func (fake *FakeTombstoneSink) PublishTombstonesArgsForCall(i int) (context.Context, domain.Composition, domain.Handoff) {
-	fake.publishTombstonesMutex.RLock()
-	defer fake.publishTombstonesMutex.RUnlock()
-	argsForCall := fake.publishTombstonesArgsForCall[i]
-	return argsForCall.Arg1, argsForCall.Arg2, argsForCall.Arg3
-}
-
-func (fake *FakeTombstoneSink) PublishTombstonesArgs() []FakeTombstoneSinkPublishTombstonesArgs {
-	fake.publishTombstonesMutex.RLock()
-	defer fake.publishTombstonesMutex.RUnlock()
-	args := make([]FakeTombstoneSinkPublishTombstonesArgs, len(fake.publishTombstonesArgsForCall))
-	copy(args, fake.publishTombstonesArgsForCall)
-	return args
-}
-
-func (fake *FakeTombstoneSink) PublishTombstonesReturns(result1 []string, result2 error) {
-	fake.publishTombstonesMutex.Lock()
-	defer fake.publishTombstonesMutex.Unlock()
-	fake.PublishTombstonesStub = nil
-	fake.publishTombstonesReturns = struct {
-		result1 []string
-		result2 error
-	}{result1, result2}
-}
-
-func (fake *FakeTombstoneSink) PublishTombstonesReturnsOnCall(i int, result1 []string, result2 error) {
-	fake.publishTombstonesMutex.Lock()
-	defer fake.publishTombstonesMutex.Unlock()
-	fake.PublishTombstonesStub = nil
-	if fake.publishTombstonesReturnsOnCall == nil {
-		fake.publishTombstonesReturnsOnCall = make(map[int]struct {
-			result1 []string
-			result2 error
-		})
-	}
-	fake.publishTombstonesReturnsOnCall[i] = struct {
-		result1 []string
-		result2 error
-	}{result1, result2}
 }
 
 func (fake *FakeTombstoneSink) RequestResynthesis(arg1 context.Context, arg2 domain.Composition) error {

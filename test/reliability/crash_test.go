@@ -3,9 +3,9 @@ package reliability_test
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 
@@ -94,13 +94,12 @@ func (p crashPoint) String() string {
 // old snapshot is all there is until Eno's next synthesis is recorded.
 func handoffPoints(sh shape) []crashPoint {
 	return []crashPoint{
-		{passHandoff, sh, 0, memory.OpPublishTombstones, -1, readsOld},
-		{passHandoff, sh, 1, memory.OpArmTombstones, -1, readsOld},
-		{passHandoff, sh, 2, memory.OpCommitTombstones, -1, readsOld},
+		{passHandoff, sh, 0, memory.OpArmTombstones, -1, readsOld},
+		{passHandoff, sh, 1, memory.OpCreateRecoverySlice, -1, readsOld},
+		{passHandoff, sh, 2, memory.OpAppendRecoverySlice, -1, readsOld},
 		{passHandoff, sh, 3, memory.OpWriteDecision, -1, readsOld},
-		{passHandoff, sh, 4, memory.OpEnsureTombstones, -1, readsOld},
-		{passHandoff, sh, 5, memory.OpRequestResynthesis, -1, readsOld},
-		{passHandoff, sh, 6, "", -1, readsOld},
+		{passHandoff, sh, 4, memory.OpRequestResynthesis, -1, readsOld},
+		{passHandoff, sh, 5, "", -1, readsOld},
 	}
 }
 
@@ -182,8 +181,8 @@ func TestCrashPointsCoverEveryWritePosition(t *testing.T) {
 	for _, p := range handoffPoints(oneToThree) {
 		handoffOps = append(handoffOps, p.op)
 	}
-	assert.Equal(t, []string{memory.OpPublishTombstones, memory.OpArmTombstones, memory.OpCommitTombstones, memory.OpWriteDecision,
-		memory.OpEnsureTombstones, memory.OpRequestResynthesis, ""}, handoffOps, "every write of the hand-off (design §6.2)")
+	assert.Equal(t, []string{memory.OpArmTombstones, memory.OpCreateRecoverySlice, memory.OpAppendRecoverySlice, memory.OpWriteDecision,
+		memory.OpRequestResynthesis, ""}, handoffOps, "every write of the hand-off (design §6.2)")
 }
 
 // crashed is the state a crash left behind.
@@ -276,10 +275,12 @@ func crash(t *testing.T, p crashPoint) crashed {
 	switch p.op {
 	case memory.OpCreateChunk, memory.OpUpdateChunk:
 		want = inventoryNamespace + "/" + domain.ChunkName(crashRef.Name, crashLineage, p.chunk)
-	case memory.OpWriteDecision, memory.OpArmTombstones, memory.OpCommitTombstones, memory.OpRequestResynthesis:
+	case memory.OpWriteDecision, memory.OpArmTombstones, memory.OpAppendRecoverySlice, memory.OpRequestResynthesis:
 		want = crashRef.String()
-	case memory.OpPublishTombstones, memory.OpEnsureTombstones:
-		want = crashRef.Namespace + "/" + domain.RecoverySliceName(crashRef.Name, c.second.SynthesisUUID())
+	case memory.OpCreateRecoverySlice:
+		family := crashRef.Namespace + "/" + domain.RecoverySliceFamily(crashRef.Name, c.second.SynthesisUUID())
+		require.True(t, strings.HasPrefix(attempted[p.failAt], p.op+" "+family+"-"), "the write the crash hit: %s", attempted[p.failAt])
+		return c
 	}
 	require.Equal(t, p.op+" "+want, attempted[p.failAt], "the write the crash hit")
 	return c
@@ -314,9 +315,9 @@ func TestCrashDuringSnapshotReplacement(t *testing.T) {
 						assert.True(t, live.NamesSlice(d.TombstoneSlice), "the synthesis names the slice its decision points at")
 					}
 				}
-				// Past the commit point the synthesis is not Ready until Eno's next one is.
-				if _, committed := live.CommittedRecoverySlices(); committed {
-					assert.False(t, live.Synthesis.Ready, "the commit cleared Ready, as Eno does")
+				// Once a recovery slice is named the synthesis is not Ready until Eno's next one is.
+				if len(live.NamedRecoverySlices()) > 0 {
+					assert.False(t, live.Synthesis.Ready, "naming a slice cleared Ready, as Eno does")
 				}
 				assert.Empty(t, c.w.audit.recordedRecovered(), "a synthesis decided Recovered is never recorded")
 			})
@@ -458,18 +459,10 @@ func completeAfterCrash(t *testing.T, c crashed, p crashPoint) {
 		require.Len(t, recovered, 1, "one Recovered decision, for the recreated synthesis")
 		assert.Equal(t, c.second.SynthesisUUID(), recovered[0].SynthesisUUID)
 		recovery := w.recoverySlices()
-		require.Len(t, recovery, 1, "a retried publication reuses its slice")
-		assert.True(t, recovery[0].Sealed(), "the committed slice was sealed before the commit")
+		require.Len(t, recovery, 1, "a retried hand-off reuses its slice")
 		if len(slicesAfterCrash) == 1 {
-			// The seal the commit added aside, nothing of the slice changed.
-			unsealed := recovery[0]
-			unsealed.Annotations = maps.Clone(unsealed.Annotations)
-			delete(unsealed.Annotations, domain.AnnotationRecoverySealed)
-			if slicesAfterCrash[0].Sealed() {
-				unsealed = recovery[0]
-			}
-			assert.Equal(t, slicesAfterCrash[0].Resources, recovery[0].Resources, "the slice published before the crash is reused unchanged")
-			assert.Equal(t, slicesAfterCrash[0].Annotations, unsealed.Annotations, "the slice published before the crash is reused unchanged")
+			assert.Equal(t, slicesAfterCrash[0].Resources, recovery[0].Resources, "the slice created before the crash is reused unchanged")
+			assert.Equal(t, slicesAfterCrash[0].Annotations, recovery[0].Annotations, "the slice created before the crash is reused unchanged")
 		}
 		want := cmIDs(crashRef.Namespace, minus(c.oldNames, c.newNames)...)
 		assert.Equal(t, recovery[0].Name, recovered[0].TombstoneSlice)

@@ -526,31 +526,28 @@ type auditedSink struct {
 	yield bool
 }
 
-func (s *auditedSink) PublishTombstones(ctx context.Context, comp domain.Composition, h domain.Handoff) ([]string, error) {
+func (s *auditedSink) CreateRecoverySlice(ctx context.Context, comp domain.Composition, h domain.Handoff, part int) (string, error) {
 	maybeYield(s.yield)
-	where, err := s.TombstoneSink.PublishTombstones(ctx, comp, h)
+	name, err := s.TombstoneSink.CreateRecoverySlice(ctx, comp, h, part)
 	if err == nil {
+		parts, _ := h.Parts()
 		s.audit.mu.Lock()
-		s.audit.publishes = append(s.audit.publishes, publishRecord{Ref: comp.Ref(), UID: comp.UID, SynthesisUUID: comp.SynthesisUUID(), Slice: where[0], Tombstones: len(h.Resources)})
+		s.audit.publishes = append(s.audit.publishes, publishRecord{Ref: comp.Ref(), UID: comp.UID, SynthesisUUID: comp.SynthesisUUID(), Slice: name, Tombstones: len(parts[part])})
 		s.audit.mu.Unlock()
 	}
-	return where, err
+	return name, err
 }
 
-func (s *auditedSink) CommitTombstones(ctx context.Context, comp domain.Composition, h domain.Handoff, slices []string) error {
+// AppendRecoverySlice records the naming of a hand-off's first slice as its commit.
+func (s *auditedSink) AppendRecoverySlice(ctx context.Context, comp domain.Composition, slice string) (domain.Composition, error) {
 	maybeYield(s.yield)
-	err := s.TombstoneSink.CommitTombstones(ctx, comp, h, slices)
-	if err == nil {
+	out, err := s.TombstoneSink.AppendRecoverySlice(ctx, comp, slice)
+	if err == nil && out.NamedRecoverySlices()[0] == slice {
 		s.audit.mu.Lock()
-		s.audit.commits = append(s.audit.commits, publishRecord{Ref: comp.Ref(), UID: comp.UID, SynthesisUUID: comp.SynthesisUUID(), Slice: slices[0]})
+		s.audit.commits = append(s.audit.commits, publishRecord{Ref: comp.Ref(), UID: comp.UID, SynthesisUUID: comp.SynthesisUUID(), Slice: slice})
 		s.audit.mu.Unlock()
 	}
-	return err
-}
-
-func (s *auditedSink) EnsureTombstones(ctx context.Context, comp domain.Composition, slices []string, h domain.Handoff) error {
-	maybeYield(s.yield)
-	return s.TombstoneSink.EnsureTombstones(ctx, comp, slices, h)
+	return out, err
 }
 
 func (s *auditedSink) RequestResynthesis(ctx context.Context, comp domain.Composition) error {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
 
@@ -88,25 +87,25 @@ type crashingSink struct {
 	sw *crashSwitch
 }
 
-func (s crashingSink) PublishTombstones(ctx context.Context, c domain.Composition, h domain.Handoff) ([]string, error) {
-	if err := s.sw.admit("publish tombstones"); err != nil {
-		return nil, err
+func (s crashingSink) ArmTombstones(ctx context.Context, c domain.Composition, digest string) (domain.Composition, error) {
+	if err := s.sw.admit("arm tombstones"); err != nil {
+		return domain.Composition{}, err
 	}
-	return s.TombstoneSink.PublishTombstones(ctx, c, h)
+	return s.TombstoneSink.ArmTombstones(ctx, c, digest)
 }
 
-func (s crashingSink) CommitTombstones(ctx context.Context, c domain.Composition, h domain.Handoff, slices []string) error {
-	if err := s.sw.admit("commit tombstones"); err != nil {
-		return err
+func (s crashingSink) CreateRecoverySlice(ctx context.Context, c domain.Composition, h domain.Handoff, part int) (string, error) {
+	if err := s.sw.admit("create recovery slice"); err != nil {
+		return "", err
 	}
-	return s.TombstoneSink.CommitTombstones(ctx, c, h, slices)
+	return s.TombstoneSink.CreateRecoverySlice(ctx, c, h, part)
 }
 
-func (s crashingSink) EnsureTombstones(ctx context.Context, c domain.Composition, slices []string, h domain.Handoff) error {
-	if err := s.sw.admit("ensure tombstones"); err != nil {
-		return err
+func (s crashingSink) AppendRecoverySlice(ctx context.Context, c domain.Composition, slice string) (domain.Composition, error) {
+	if err := s.sw.admit("append recovery slice"); err != nil {
+		return domain.Composition{}, err
 	}
-	return s.TombstoneSink.EnsureTombstones(ctx, c, slices, h)
+	return s.TombstoneSink.AppendRecoverySlice(ctx, c, slice)
 }
 
 func (s crashingSink) RequestResynthesis(ctx context.Context, c domain.Composition) error {
@@ -358,10 +357,11 @@ func TestCrashConsistencyOfSnapshotReplacement(t *testing.T) {
 				assert.Equal(t, outcome, d.Outcome, d.Message)
 				assert.Equal(t, source, d.SourceSynthesisUUID)
 				assert.Equal(t, len(tombstones), d.Tombstones)
-				sliceName := domain.RecoverySliceName("web", recreated.UUID)
+				family := domain.RecoverySliceFamily("web", recreated.UUID)
 				recorded := recreated
 				if outcome == domain.OutcomeRecovered {
-					assert.Equal(t, sliceName, d.TombstoneSlice)
+					sliceName := d.TombstoneSlice
+					assert.True(t, strings.HasPrefix(sliceName, family+"-"), "slice %s of the family %s", sliceName, family)
 					got, forSynthesis, err := tombstoneSliceIDs(ctx, s.c, s.ns, sliceName)
 					require.NoError(t, err)
 					assert.Equal(t, tombstones, got, "exact tombstones published")
@@ -391,8 +391,11 @@ func TestCrashConsistencyOfSnapshotReplacement(t *testing.T) {
 				} else {
 					assert.Equal(t, domain.ReasonMissingChunk.String(), d.Reason)
 					assert.Empty(t, d.TombstoneSlice)
-					_, err := s.c.Dynamic.Resource(sliceGVR).Namespace(s.ns).Get(ctx, sliceName, metav1.GetOptions{})
-					assert.True(t, apierrors.IsNotFound(err), "no tombstone slice from untrusted history: %v", err)
+					list, err := s.c.Dynamic.Resource(sliceGVR).Namespace(s.ns).List(ctx, metav1.ListOptions{})
+					require.NoError(t, err)
+					for _, sl := range list.Items {
+						assert.False(t, strings.HasPrefix(sl.GetName(), family), "no tombstone slice from untrusted history: %s", sl.GetName())
+					}
 				}
 
 				// The recreated incarnation is recorded completely.

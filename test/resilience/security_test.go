@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
@@ -267,35 +268,32 @@ func runLifecycle(t *testing.T) lifecycle {
 	assert.Len(t, got, len(downstreamKinds))
 	ctrl.stop()
 
-	// 4. The hand-off (design §6.2) on a Composition of its own: a recovery slice that an earlier
-	// attempt published with other tombstones is rewritten in place (what a retry after a changed
-	// snapshot does), appended to the synthesis through the status subresource, checked, and a
-	// resynthesis is requested.
+	// 4. The hand-off (design §6.2) on a Composition of its own: armed, a recovery slice created
+	// (a retry reuses it unchanged, never rewrites it), appended to the synthesis through the
+	// status subresource, and a resynthesis is requested.
 	spareSynthesis := &synthesis{UUID: string(uuid.NewUUID())}
 	_, err = createCompositionWith(ctx, c, ns, "spare", nil, spareSynthesis)
 	require.NoError(t, err)
 	spare, err := ctrl.compositions.LiveComposition(ctx, domain.CompositionRef{Namespace: ns, Name: "spare"})
 	require.NoError(t, err)
-	handoff := func(names ...string) domain.Handoff {
-		ts := make([]domain.Tombstone, len(names))
-		for i, n := range names {
-			ts[i] = domain.Tombstone{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: workloadNamespace, Name: n}, UID: testUID}
-		}
-		h, err := domain.NewHandoff(domain.RecoveryPlan{Decision: domain.Decision{SynthesisUUID: spare.SynthesisUUID(), Outcome: domain.OutcomeRecovered}, Tombstones: ts,
-			HistoryWritten: time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)})
-		require.NoError(t, err)
-		return h
+	ts := []domain.Tombstone{
+		{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: workloadNamespace, Name: "a"}, UID: testUID},
+		{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: workloadNamespace, Name: "b"}, UID: testUID},
 	}
-	_, err = ctrl.sink.PublishTombstones(ctx, spare, handoff("a"))
+	h, err := domain.NewHandoff(domain.RecoveryPlan{Decision: domain.Decision{SynthesisUUID: spare.SynthesisUUID(), Outcome: domain.OutcomeRecovered}, Tombstones: ts,
+		HistoryWritten: time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)})
 	require.NoError(t, err)
-	names, err := ctrl.sink.PublishTombstones(ctx, spare, handoff("a", "b"))
+	spare, err = ctrl.sink.ArmTombstones(ctx, spare, h.Digest)
 	require.NoError(t, err)
-	got, _, err = tombstoneSliceIDs(ctx, c, ns, names[0])
+	name, err := ctrl.sink.CreateRecoverySlice(ctx, spare, h, 0)
+	require.NoError(t, err)
+	again, err := ctrl.sink.CreateRecoverySlice(ctx, spare, h, 0)
+	require.NoError(t, err)
+	require.Equal(t, name, again)
+	got, _, err = tombstoneSliceIDs(ctx, c, ns, name)
 	require.NoError(t, err)
 	assert.Len(t, got, 2)
-	require.NoError(t, ctrl.sink.CommitTombstones(ctx, spare, handoff("a", "b"), names))
-	require.NoError(t, ctrl.sink.EnsureTombstones(ctx, spare, names, handoff("a", "b")))
-	spare, err = ctrl.compositions.LiveComposition(ctx, spare.Ref())
+	spare, err = ctrl.sink.AppendRecoverySlice(ctx, spare, name)
 	require.NoError(t, err)
 	require.NoError(t, ctrl.sink.RequestResynthesis(ctx, spare))
 
@@ -552,6 +550,12 @@ func TestSecurityOfAFullLifecycle(t *testing.T) {
 				_, err := comps.UpdateStatus(ctx, web, metav1.UpdateOptions{})
 				return err
 			}},
+			{"update a resource slice (recovery slices are immutable)", func() error {
+				sl := &unstructured.Unstructured{Object: map[string]any{"apiVersion": sliceGVR.GroupVersion().String(), "kind": "ResourceSlice",
+					"metadata": map[string]any{"name": "web-slice", "namespace": l.ns}}}
+				_, err := sa.Dynamic.Resource(sliceGVR).Namespace(l.ns).Update(ctx, sl, metav1.UpdateOptions{})
+				return err
+			}},
 			{"patch a resource slice", func() error {
 				_, err := sa.Dynamic.Resource(sliceGVR).Namespace(l.ns).Patch(ctx, "web-slice", types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{})
 				return err
@@ -565,7 +569,7 @@ func TestSecurityOfAFullLifecycle(t *testing.T) {
 				return err
 			}},
 			{"delete a resource slice", func() error {
-				return sa.Dynamic.Resource(sliceGVR).Namespace(l.ns).Delete(ctx, domain.RecoverySliceName("web", "x"), metav1.DeleteOptions{})
+				return sa.Dynamic.Resource(sliceGVR).Namespace(l.ns).Delete(ctx, domain.RecoverySliceName("web", "x", "0123456789abcdef", 0), metav1.DeleteOptions{})
 			}},
 			{"create a Lease outside eno-system", func() error {
 				_, err := sa.Kube.CoordinationV1().Leases(inventoryNamespace).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "probe"}}, metav1.CreateOptions{})

@@ -6,7 +6,6 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
@@ -159,30 +158,6 @@ func Run(opts Options, steps int) (w *World, violations []Violation, unfinished 
 		unfinished = w.oracle.Unfinished(context.Background())
 	}
 	return w, w.oracle.Violations(), unfinished, nil
-}
-
-// knownByAdversary attributes a random schedule's broken liveness to the known failure its
-// adversary takes part in (knownFailures in the tests); a schedule that breaks it with none of
-// these is a new finding. K2, K4 and N2 are fixed: a takeover or a deleted Composition that
-// breaks a schedule again fails the test.
-var knownByAdversary = map[string]string{"delete-slice": "K1"}
-
-// Classify names the known failure a broken schedule belongs to, or "" for a new finding.
-func (w *World) Classify(violations []Violation, unfinished []string) string {
-	if len(violations) > 0 || len(unfinished) == 0 {
-		return "" // no known failure breaks safety any more: a wrong deletion is always a finding
-	}
-	var classes []string
-	for _, a := range w.opts.Adversaries {
-		if c, ok := knownByAdversary[a.Name]; ok && !slices.Contains(classes, c) {
-			classes = append(classes, c)
-		}
-	}
-	if slices.ContainsFunc(w.trace, func(line string) bool { return strings.Contains(line, "cleanup delete "+w.ref.Name+"-recovery-") }) {
-		classes = append(classes, "N6")
-	}
-	slices.Sort(classes)
-	return strings.Join(classes, "+")
 }
 
 // Composition is the story's Composition.

@@ -298,6 +298,9 @@ func (o *Oracle) Unfinished(ctx context.Context) []string {
 		if o.disarmed.Load() && comp.GetAnnotations()[domain.AnnotationArmed] == domain.ArmedOff {
 			return nil // a named refusal: HandoffDisarmed
 		}
+		if o.w.events.warned(string(comp.GetUID()), "RecoverySliceLost") {
+			return nil // a named skipped cleanup: a recovery slice, and its tombstones, are gone
+		}
 	}
 	var out []string
 	for _, ref := range o.Orphans() {

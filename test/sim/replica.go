@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"k8s.io/client-go/discovery"
@@ -223,7 +224,7 @@ func (r *replica) boot() {
 	r.svc = must(app.New(cfg, app.Deps{
 		Compositions: comps, Guard: comps, Lister: comps, Decisions: comps,
 		Slices: must(k8s.NewSlices(cpDyn)), Sink: must(k8s.NewTombstoneSink(cpDyn)),
-		Store: store, Downstream: must(k8s.NewDownstreamObjects(dsMeta, disc)),
+		Store: store, Downstream: must(k8s.NewDownstreamObjects(dsMeta, disc)), Events: &r.w.events,
 	}))
 }
 
@@ -317,4 +318,28 @@ func (r *replica) String() string {
 		state = fmt.Sprintf("at %s", r.pending.req)
 	}
 	return fmt.Sprintf("replica %s (%s)", r.name, state)
+}
+
+// eventLog is the Events every replica records, as an operator would read them: the oracle
+// counts a Warning that names a skipped cleanup as said.
+type eventLog struct {
+	mu       sync.Mutex
+	warnings map[[2]string]bool // composition UID, reason
+}
+
+func (l *eventLog) Normal(domain.Composition, string, string) {}
+
+func (l *eventLog) Warning(comp domain.Composition, reason, _ string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.warnings == nil {
+		l.warnings = map[[2]string]bool{}
+	}
+	l.warnings[[2]string{comp.UID, reason}] = true
+}
+
+func (l *eventLog) warned(uid, reason string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.warnings[[2]string{uid, reason}]
 }

@@ -42,8 +42,8 @@ func schedules(t *testing.T) int {
 	return 12
 }
 
-// TestExplore runs random schedules. A schedule that breaks the promise in a way no known
-// failure explains fails the test, with its seed and trace; known ones are counted by class.
+// TestExplore runs random schedules. A schedule that breaks the promise (a wrong deletion, or
+// orphans left with nothing said) fails the test, with its seed and trace.
 func TestExplore(t *testing.T) {
 	n := schedules(t)
 	first := uint64(1)
@@ -53,7 +53,7 @@ func TestExplore(t *testing.T) {
 		first, n = v, 1
 	}
 	start := time.Now()
-	byClass := map[string]int{}
+	broken := 0
 	states := map[uint64]bool{}
 	for seed := first; seed < first+uint64(n); seed++ {
 		w, violations, unfinished, err := Run(RandomOptions(seed), 300)
@@ -64,12 +64,9 @@ func TestExplore(t *testing.T) {
 		if len(violations) == 0 && len(unfinished) == 0 {
 			continue
 		}
-		class := w.Classify(violations, unfinished)
-		byClass[class]++
-		if class == "" || os.Getenv("SIM_SEED") != "" {
-			t.Errorf("seed %d (replay: make sim SIM_SEED=%d): violations %v, unfinished %v\n%s", seed, seed, violations, unfinished, w.Trace())
-		}
+		broken++
+		t.Errorf("seed %d (replay: make sim SIM_SEED=%d): violations %v, unfinished %v\n%s", seed, seed, violations, unfinished, w.Trace())
 	}
 	perMinute := float64(n) / time.Since(start).Minutes()
-	t.Logf("%d schedules (%.0f per minute), %d distinct states, broken schedules by known class: %v", n, perMinute, len(states), byClass)
+	t.Logf("%d schedules (%.0f per minute), %d distinct states, %d broken", n, perMinute, len(states), broken)
 }

@@ -58,6 +58,7 @@ type Options struct {
 // Eno acting on them, tombstone-recovery replicas, adversaries and the oracle.
 type World struct {
 	opts   Options
+	events eventLog
 	rng    *rand.Rand
 	clock  *Clock
 	cp, ds cluster

@@ -26,7 +26,7 @@ func TestDemoTellsTheWholeStory(t *testing.T) {
 		"recovery decision for team-a/web synthesis 00000002: Recovered",
 		"tombstone: ConfigMap/team-a/web-feature-flags",
 		"tombstone: CronJob.batch/team-a/web-cleanup",
-		"handed to Eno: ResourceSlice team-a/web-recovery-00000002, named by status.currentSynthesis.resourceSlices: true (Ready now false)",
+		"handed to Eno: ResourceSlice team-a/web-recovery-00000002-fe2079835d216087-0, named by status.currentSynthesis.resourceSlices: true (Ready now false)",
 		"eno.azure.io/force-resynthesis=00000002 requested",
 		"a synthesis decided Recovered is never recorded",
 		`ResourceSlice web-00000003-0 (stamped "00000002"): 6 resources, tombstones carried forward: ConfigMap/web-feature-flags, CronJob/web-cleanup`,
