@@ -748,8 +748,13 @@ func TestInspectRejectsBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "pass --composition NAMESPACE/NAME or --lineage L"},
-		{[]string{"--composition", "a/b", "--lineage", "x"}, "not both"},
+		{nil, "pass --composition NAMESPACE/NAME, --lineage L or --all"},
+		{[]string{"--composition", "a/b", "--lineage", "x"}, "pass one of --composition, --lineage and --all"},
+		{[]string{"--all", "--lineage", "x"}, "pass one of --composition, --lineage and --all"},
+		{[]string{"--all", "--composition", "a/b"}, "pass one of --composition, --lineage and --all"},
+		{[]string{"--lineage", "x", "--composition-namespace", "a"}, "--composition-namespace and --composition-label-selector go with --all"},
+		{[]string{"--all", "--composition-label-selector", "a in ("}, "--composition-label-selector: parsing label selector"},
+		{[]string{"--all", "--handoff-pending-long", "0s"}, "--handoff-pending-long must be positive, got 0s"},
 		{[]string{"--composition", "web"}, `--composition: composition "web" must be NAMESPACE/NAME`},
 		{[]string{"--composition", "a/b/c"}, "must be NAMESPACE/NAME"},
 		{[]string{"--lineage", "Bad_Lineage"}, `--lineage: lineage override "Bad_Lineage" is invalid`},
@@ -774,7 +779,7 @@ func TestInspectRejectsBadFlags(t *testing.T) {
 	require.Error(t, dispatch(context.Background(), []string{"inspect", "--no-such-flag"}, &out, &errOut))
 	assert.Empty(t, errOut.String(), "a flag error is one line from main, not a usage dump")
 	require.NoError(t, dispatch(context.Background(), []string{"inspect", "-h"}, &out, &errOut))
-	assert.Contains(t, errOut.String(), "usage: tombstone-recovery inspect (--composition NAMESPACE/NAME | --lineage L)")
+	assert.Contains(t, errOut.String(), "usage: tombstone-recovery inspect (--composition NAMESPACE/NAME | --lineage L | --all)")
 	assert.Contains(t, errOut.String(), "-remote-kubeconfig")
 }
 
