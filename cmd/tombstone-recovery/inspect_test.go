@@ -684,6 +684,34 @@ func TestInspectRunsAsAReadOnlyUser(t *testing.T) {
 	out := inspectOK(t, "--composition", r.ns+"/web", "--kubeconfig", kubeconfigOf(t, inspectReader))
 	t.Log("\n" + out)
 	r.assertRecoveredTable(t, out)
+	// The fleet view needs nothing more: it lists Compositions and reads each as above.
+	out = inspectOK(t, "--all", "--composition-namespace", r.ns, "--kubeconfig", kubeconfigOf(t, inspectReader))
+	hasLine(t, out, `^`+r.ns+`/web\s+`+r.lineage+`\s+-\s+`)
+	r.assertUntouched(t, c)
+}
+
+// The fleet view over the API server: one row per Composition in scope, as a stable document.
+func TestInspectAllOnTheAPIServer(t *testing.T) {
+	c := testEnv.AdminClients(t)
+	r := recreatedComposition(t, c, uniqueLineage("insp-all"))
+	_, err := kubetest.CreateComposition(testCtx(t), c.Dynamic, domain.Composition{Namespace: r.ns, Name: "sharded", Labels: map[string]string{"shard": "b"}})
+	require.NoError(t, err)
+	admin := kubeconfigOf(t, "")
+
+	raw := inspectOK(t, "--all", "--composition-namespace", r.ns, "--composition-label-selector", "shard!=b", "--kubeconfig", admin, "-o", "json")
+	var fleet app.FleetReport
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&fleet), raw)
+	require.Len(t, fleet.Rows, 1, "only %s/web is in scope: %s", r.ns, raw)
+	row := fleet.Rows[0]
+	assert.Equal(t, app.FleetRow{Namespace: r.ns, Name: "web", Lineage: r.lineage, Attention: []string{}}, row,
+		"no decision yet, nothing carried, and the only snapshot is the old incarnation's")
+
+	out := inspectOK(t, "--all", "--composition-namespace", r.ns, "--kubeconfig", admin)
+	hasLine(t, out, `^NEEDS A PERSON \(0\)$`)
+	hasLine(t, out, `^THE REST \(2\)$`)
+	hasLine(t, out, `^`+r.ns+`/sharded\s+`)
 	r.assertUntouched(t, c)
 }
 
@@ -718,6 +746,7 @@ func TestInspectSendsOnlyReads(t *testing.T) {
 		{"--composition", r.ns + "/web", "--kubeconfig", admin, "--remote-kubeconfig", admin, "-o", "json"},
 		{"--lineage", r.lineage, "--kubeconfig", admin},
 		{"--lineage", r.lineage, "--remote-kubeconfig", admin},
+		{"--all", "--composition-namespace", r.ns, "--kubeconfig", admin, "-o", "json"},
 	} {
 		var out, errOut bytes.Buffer
 		require.NoError(t, in.run(testCtx(t), args, &out, &errOut), "%v: %s", args, errOut.String())
@@ -736,6 +765,7 @@ func TestInspectSendsOnlyReads(t *testing.T) {
 		"GET /version",
 		"GET /api/v1/namespaces/kube-system/secrets",
 		"GET /apis/eno.azure.io/v1/namespaces/" + r.ns + "/compositions/web",
+		"GET /apis/eno.azure.io/v1/compositions",
 		"GET /apis/eno.azure.io/v1/namespaces/" + r.ns + "/resourceslices/" + r.sliceName,
 	} {
 		assert.True(t, seen[want], "inspect never sent %s; it sent %v", want, seen)
