@@ -28,7 +28,7 @@ func (s *Service) verifyCarried(ctx context.Context, comp domain.Composition) {
 		return
 	}
 	log := logr.FromContextOrDiscard(ctx)
-	read, gone, err := s.readCarried(ctx, comp, names)
+	read, gone, err := readCarried(ctx, s.deps.Slices, comp, names)
 	if err != nil {
 		log.Error(err, "could not read a carried recovery slice; not checking that Eno deleted its tombstones")
 		return
@@ -75,7 +75,7 @@ func (s *Service) watchCarried(ctx context.Context, comp domain.Composition) (ti
 	if len(names) == 0 || comp.Synthesis == nil || comp.Synthesis.Ready || s.policy.CheckHandoff(comp) != nil {
 		return 0, nil
 	}
-	read, _, err := s.readCarried(ctx, comp, names)
+	read, _, err := readCarried(ctx, s.deps.Slices, comp, names)
 	if err != nil {
 		return 0, fmt.Errorf("watching carried tombstones: %w", err)
 	}
@@ -99,12 +99,13 @@ type carriedSlice struct {
 
 // readCarried reads the carried recovery slices names: those that are this incarnation's hand-off
 // of the previous synthesis, and the names of those that are gone. A slice under such a name
-// that is not ours is left out (logged): it is never checked, nor written.
-func (s *Service) readCarried(ctx context.Context, comp domain.Composition, names []string) ([]carriedSlice, []string, error) {
+// that is not ours is left out (logged): it is never checked, nor written. The controller and
+// inspect both read through it.
+func readCarried(ctx context.Context, slices ports.SliceReader, comp domain.Composition, names []string) ([]carriedSlice, []string, error) {
 	var read []carriedSlice
 	var gone []string
 	for _, name := range names {
-		sl, err := s.deps.Slices.GetSlice(ctx, comp.Namespace, name)
+		sl, err := slices.GetSlice(ctx, comp.Namespace, name)
 		switch {
 		case errors.Is(err, ports.ErrNotFound):
 			gone = append(gone, name)

@@ -20,6 +20,8 @@ type InspectDeps struct {
 	Downstream   ports.DownstreamReader
 	Compositions ports.CompositionGuard
 	Slices       ports.SliceReader
+	// Lister lists the Compositions on the control plane, for InspectAll.
+	Lister ports.CompositionLister
 }
 
 // Inspector is the inspect use case: a lineage's history as recovery reads it, with every

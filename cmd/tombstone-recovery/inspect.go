@@ -36,6 +36,11 @@ type inspectOptions struct {
 	clusterFlags
 	composition, lineage, output string
 	target                       app.InspectTarget // parsed from --composition or --lineage
+	// all is --all: the fleet view, of the Compositions in scope.
+	all                                       bool
+	compositionNamespace, compositionSelector string
+	scope                                     domain.Scope // parsed from the two above
+	pendingLong                               time.Duration
 }
 
 func parseInspectFlags(args []string, stderr io.Writer) (inspectOptions, error) {
@@ -45,11 +50,12 @@ func parseInspectFlags(args []string, stderr io.Writer) (inspectOptions, error) 
 	fs.SetOutput(io.Discard)
 	usage := func() {
 		fs.SetOutput(stderr)
-		fmt.Fprint(stderr, `usage: tombstone-recovery inspect (--composition NAMESPACE/NAME | --lineage L) [flags]
+		fmt.Fprint(stderr, `usage: tombstone-recovery inspect (--composition NAMESPACE/NAME | --lineage L | --all) [flags]
 
 Prints every inventory snapshot of the lineage, its chunk Secrets and sizes against the limit,
 whether the history can be trusted and which snapshot recovery would read from, and, given the
-control plane, a dry run of recovery. It never writes.
+control plane, a dry run of recovery. With --all, prints one row per Composition in scope, those
+that need a person first. It never writes.
 
 flags:
 `)
@@ -57,6 +63,10 @@ flags:
 	}
 	fs.StringVar(&o.composition, "composition", "", "inspect this Composition's lineage (resolves its lineage override on the control plane) and dry-run its recovery")
 	fs.StringVar(&o.lineage, "lineage", "", "inspect this lineage directly")
+	fs.BoolVar(&o.all, "all", false, "the fleet view: one row per Composition in scope (--composition-namespace, --composition-label-selector), those that need a person first")
+	fs.StringVar(&o.compositionNamespace, "composition-namespace", "", "with --all: only Compositions in this namespace (default: all)")
+	fs.StringVar(&o.compositionSelector, "composition-label-selector", "", "with --all: only Compositions matching this label selector (default: everything)")
+	fs.DurationVar(&o.pendingLong, "handoff-pending-long", app.DefaultHandoffPendingLong, "with --all: a hand-off pending this long needs a person")
 	o.clusterFlags.bind(fs, clusterFlagHelp{
 		kubeconfig:           "kubeconfig of the control plane; used with --composition (default: in-cluster, then $KUBECONFIG) or when given",
 		maxChunkBytes:        "the chunk size limit the sizes are compared against",
@@ -79,15 +89,25 @@ func (o *inspectOptions) validate(rest []string) error {
 	switch {
 	case len(rest) > 0:
 		return fmt.Errorf("unexpected arguments %q", rest)
-	case o.composition == "" && o.lineage == "":
-		return errors.New("pass --composition NAMESPACE/NAME or --lineage L")
-	case o.composition != "" && o.lineage != "":
-		return errors.New("pass either --composition or --lineage, not both")
+	case o.composition == "" && o.lineage == "" && !o.all:
+		return errors.New("pass --composition NAMESPACE/NAME, --lineage L or --all")
+	case o.composition != "" && o.lineage != "",
+		o.all && (o.composition != "" || o.lineage != ""):
+		return errors.New("pass one of --composition, --lineage and --all")
+	case !o.all && (o.compositionNamespace != "" || o.compositionSelector != ""):
+		return errors.New("--composition-namespace and --composition-label-selector go with --all")
+	case o.pendingLong <= 0:
+		return fmt.Errorf("--handoff-pending-long must be positive, got %s", o.pendingLong)
 	case o.output != "table" && o.output != "json":
 		return fmt.Errorf("-o must be table or json, got %q", o.output)
 	}
 	if err := o.clusterFlags.check(); err != nil {
 		return err
+	}
+	if o.all {
+		sel, err := k8s.NewLabelMatcher(o.compositionSelector)
+		o.scope = domain.Scope{Namespace: o.compositionNamespace, Selector: sel}
+		return wrapIf("--composition-label-selector", err)
 	}
 	if o.lineage != "" {
 		l, err := domain.NewLineage(o.lineage)
@@ -132,7 +152,21 @@ func (in inspector) run(ctx context.Context, args []string, stdout, stderr io.Wr
 	if err != nil {
 		return err
 	}
-	report, err := in.inspect(ctx, o, cp, remote)
+	inspector, err := in.inspector(ctx, o, cp, remote)
+	if err != nil {
+		return fmt.Errorf("inspect: %w", err)
+	}
+	if o.all {
+		fleet, err := inspector.InspectAll(ctx, o.pendingLong)
+		if err != nil {
+			return fmt.Errorf("inspect: %w", err)
+		}
+		if o.output == "json" {
+			return writeInspectJSON(stdout, fleet)
+		}
+		return writeFleetTable(stdout, fleet)
+	}
+	report, err := in.inspect(ctx, o, inspector)
 	if err != nil {
 		return fmt.Errorf("inspect: %w", err)
 	}
@@ -145,7 +179,7 @@ func (in inspector) run(ctx context.Context, args []string, stdout, stderr io.Wr
 // loadConfigs returns the control plane's config (nil when not given) and the downstream's.
 func (in inspector) loadConfigs(o inspectOptions) (cp, remote *rest.Config, err error) {
 	// --composition needs the control plane to resolve the lineage; --kubeconfig names it.
-	if o.target.Composition != nil || o.kubeconfig != "" {
+	if o.target.Composition != nil || o.all || o.kubeconfig != "" {
 		if cp, err = loadRESTConfig(o.kubeconfig); err != nil {
 			return nil, nil, fmt.Errorf("inspect: loading the control plane kubeconfig: %w", err)
 		}
@@ -173,9 +207,9 @@ func (in inspector) loadConfigs(o inspectOptions) (cp, remote *rest.Config, err 
 	return cp, remote, nil
 }
 
-// inspect builds the readers over the clusters and runs app.Inspector. Every read goes to the
-// API server: no cache, no lister.
-func (in inspector) inspect(ctx context.Context, o inspectOptions, cpConfig, remoteConfig *rest.Config) (*app.InspectReport, error) {
+// inspector builds app.Inspector over the clusters. Every read goes to the API server: no cache,
+// no lister.
+func (in inspector) inspector(ctx context.Context, o inspectOptions, cpConfig, remoteConfig *rest.Config) (*app.Inspector, error) {
 	remoteCore, err := corev1client.NewForConfig(remoteConfig)
 	if err != nil {
 		return nil, fmt.Errorf("downstream client: %w", err)
@@ -197,9 +231,11 @@ func (in inspector) inspect(ctx context.Context, o inspectOptions, cpConfig, rem
 		if err != nil {
 			return nil, fmt.Errorf("control plane dynamic client: %w", err)
 		}
-		if deps.Compositions, err = k8s.NewCompositions(dyn, nil); err != nil {
+		comps, err := k8s.NewCompositions(dyn, nil)
+		if err != nil {
 			return nil, err
 		}
+		deps.Compositions, deps.Lister = comps, comps
 		if deps.Slices, err = k8s.NewSlices(dyn); err != nil {
 			return nil, err
 		}
@@ -222,10 +258,14 @@ func (in inspector) inspect(ctx context.Context, o inspectOptions, cpConfig, rem
 	cfg := app.DefaultConfig()
 	o.clusterFlags.configure(&cfg)
 	cfg.Now = in.now
-	inspector, err := app.NewInspector(cfg, deps)
-	if err != nil {
-		return nil, err
+	if o.all {
+		cfg.Scope = o.scope
 	}
+	return app.NewInspector(cfg, deps)
+}
+
+// inspect runs inspector on --composition or --lineage.
+func (in inspector) inspect(ctx context.Context, o inspectOptions, inspector *app.Inspector) (*app.InspectReport, error) {
 	report, err := inspector.Inspect(ctx, o.target)
 	if ref := o.target.Composition; ref != nil && errors.Is(err, ports.ErrNotFound) {
 		return nil, fmt.Errorf("composition %s does not exist on the control plane; without it its lineage override is unknown: "+

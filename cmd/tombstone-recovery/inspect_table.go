@@ -18,7 +18,8 @@ import (
 
 // inspect's renderings of app.InspectReport: JSON as it is, and a table for people.
 
-func writeInspectJSON(w io.Writer, r *app.InspectReport) error {
+// writeInspectJSON writes an inspect document: an app.InspectReport, or an app.FleetReport.
+func writeInspectJSON(w io.Writer, r any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return wrapIf("inspect: writing the report", enc.Encode(r))
@@ -85,6 +86,73 @@ func writeInspectTable(w io.Writer, r *app.InspectReport) error {
 
 	writeDryRun(p, r.DryRun)
 	return wrapIf("inspect: writing the report", tw.Flush())
+}
+
+// writeFleetTable renders the fleet view: the rows that need a person, then the rest, in the
+// report's order, and why each of the first needs one.
+func writeFleetTable(w io.Writer, r *app.FleetReport) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	p := func(format string, args ...any) { fmt.Fprintf(tw, format+"\n", args...) }
+	rfc := func(t *time.Time) string {
+		if t == nil {
+			return "-"
+		}
+		return t.Format(time.RFC3339)
+	}
+	p("Compositions in scope, inventory in namespace %s (downstream), inspected at %s", clean(r.InventoryNamespace), r.InspectedAt.Format(time.RFC3339))
+	p("Limits: %d chunks per snapshot; a hand-off pending %s needs a person", r.Limits.MaxChunks, clean(r.HandoffPendingLong))
+	const header = "COMPOSITION\tLINEAGE\tNEEDS\tLAST DECISION\tHELD FOR REVIEW SINCE\tHAND-OFF PENDING SINCE\tORPHANS REMAINING\tLAST RECORDED SYNTHESIS\tAGE\tCHUNKS"
+	var attend, rest [][]string
+	var why []string
+	for _, row := range r.Rows {
+		decision := "-"
+		if d := row.LastDecision; d != nil {
+			decision = d.Outcome + parens(d.Reason)
+			if !d.Current {
+				decision += ", earlier synthesis"
+			}
+		}
+		orphans := "-"
+		if row.OrphansRemaining != nil {
+			orphans = strconv.Itoa(*row.OrphansRemaining)
+		}
+		recorded, age, chunks := "-", "-", "-"
+		if rec := row.LastRecorded; rec != nil {
+			recorded, age = clean(rec.SynthesisUUID), ageOf(time.Duration(rec.AgeSeconds)*time.Second)
+			chunks = fmt.Sprintf("%d/%d", rec.Chunks, r.Limits.MaxChunks)
+		}
+		cells := []string{clean(row.Namespace) + "/" + clean(row.Name), cmp.Or(clean(row.Lineage), "-"), cmp.Or(clean(strings.Join(row.Attention, ",")), "-"),
+			decision, rfc(row.HeldForReviewSince), rfc(row.HandoffPendingSince), orphans, recorded, age, chunks}
+		if len(row.Attention) == 0 {
+			rest = append(rest, cells)
+			continue
+		}
+		attend = append(attend, cells)
+		why = append(why, "  "+clean(row.Namespace+"/"+row.Name+": "+row.AttentionDetail))
+	}
+	section(p, "NEEDS A PERSON", header, attend)
+	section(p, "THE REST", header, rest)
+	if len(why) > 0 {
+		p("\nWHY\n%s", strings.Join(why, "\n"))
+	}
+	return wrapIf("inspect: writing the report", tw.Flush())
+}
+
+// ageOf words a duration to the largest two units: "3d4h", "5h12m", "7m", "40s".
+func ageOf(d time.Duration) string {
+	if d < 0 {
+		return "in the future"
+	}
+	day := 24 * time.Hour
+	switch {
+	case d >= day:
+		return fmt.Sprintf("%dd%dh", d/day, d%day/time.Hour)
+	case d >= time.Hour:
+		return fmt.Sprintf("%dh%dm", d/time.Hour, d%time.Hour/time.Minute)
+	case d >= time.Minute:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return fmt.Sprintf("%ds", d/time.Second)
 }
 
 // section prints a table after a blank line: its title and row count and, when there are rows,

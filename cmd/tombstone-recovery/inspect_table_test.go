@@ -76,3 +76,68 @@ func TestInspectRenderingGolden(t *testing.T) {
 		})
 	}
 }
+
+// goldenFleet has a row of each kind the fleet table tells apart: held for review, refused, a
+// long pending hand-off, orphans left, an ineligible one, and quiet ones, in the report's order.
+func goldenFleet() *app.FleetReport {
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	ago := func(d time.Duration) *time.Time { t := at.Add(-d); return &t }
+	two := 2
+	zero := 0
+	decided := func(outcome, reason string, d time.Duration, current bool) *app.FleetDecision {
+		return &app.FleetDecision{SynthesisUUID: "22222222-0000-4000-8000-000000000002", Outcome: outcome, Reason: reason, DecidedAt: at.Add(-d), Current: current}
+	}
+	recorded := func(age time.Duration, chunks int) *app.FleetRecorded {
+		return &app.FleetRecorded{SynthesisUUID: "22222222-0000-4000-8000-000000000002", SynthesisTimestamp: at.Add(-age), AgeSeconds: int64(age / time.Second), Chunks: chunks}
+	}
+	return &app.FleetReport{
+		InventoryNamespace: "kube-system", InspectedAt: at, HandoffPendingLong: "1h0m0s",
+		Limits: app.InspectLimits{MaxChunkBytes: domain.DefaultMaxChunkBytes, MaxChunks: 64, MaxTombstoneFraction: 0.5},
+		Rows: []app.FleetRow{
+			{Namespace: "shop", Name: "cart", Lineage: "cart", Attention: []string{app.AttentionHeldForReview},
+				AttentionDetail: "recovery of synthesis 22222222-0000-4000-8000-000000000002 is held for review: approve or reject it",
+				LastDecision:    decided("HeldForReview", "OverDeletionGuard", 3*time.Hour, true), HeldForReviewSince: ago(3 * time.Hour),
+				LastRecorded: recorded(26*time.Hour, 3), NotRunReason: "AwaitingDecision"},
+			{Namespace: "shop", Name: "east", Lineage: "checkout", Attention: []string{app.AttentionHandoffPending, app.AttentionOrphansRemain},
+				AttentionDetail: "the hand-off of synthesis 22222222-0000-4000-8000-000000000002 has waited 2h0m0s for Eno to carry it",
+				LastDecision:    decided("Recovered", "", 2*time.Hour, true), HandoffPendingSince: ago(2 * time.Hour), OrphansRemaining: &two,
+				LastRecorded: recorded(2*time.Hour+5*time.Minute, 1)},
+			{Namespace: "shop", Name: "west", Attention: []string{app.AttentionRefused},
+				AttentionDetail: "recovery refused InventoryInvalid (MissingChunk): missing chunk index 2\tof 3",
+				LastDecision:    decided("InventoryInvalid", "MissingChunk", 40*time.Minute, true), LastRecorded: recorded(45*time.Second, 64)},
+			{Namespace: "web", Name: "front", Lineage: "front", Attention: []string{}, LastDecision: decided("NothingToRecover", "NoOrphans", 5*time.Minute, false),
+				OrphansRemaining: &zero, LastRecorded: recorded(7*time.Minute, 1)},
+			{Namespace: "web", Name: "new", Lineage: "new", Attention: []string{}, NotRunReason: "NotSynthesized"},
+		},
+	}
+}
+
+func TestFleetRenderingGolden(t *testing.T) {
+	for _, tc := range []struct {
+		file  string
+		write func(*bytes.Buffer, *app.FleetReport) error
+	}{
+		{"inspect-all.golden", func(b *bytes.Buffer, r *app.FleetReport) error { return writeFleetTable(b, r) }},
+		{"inspect-all.json.golden", func(b *bytes.Buffer, r *app.FleetReport) error { return writeInspectJSON(b, r) }},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			var out bytes.Buffer
+			require.NoError(t, tc.write(&out, goldenFleet()))
+			golden := filepath.Join("testdata", tc.file)
+			if *updateGolden {
+				require.NoError(t, os.WriteFile(golden, out.Bytes(), 0o644))
+			}
+			want, err := os.ReadFile(golden)
+			require.NoError(t, err, "run go test ./cmd/tombstone-recovery -run TestFleetRenderingGolden -update")
+			assert.Equal(t, string(want), out.String())
+		})
+	}
+}
+
+func TestFleetAges(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		45 * time.Second: "45s", 7 * time.Minute: "7m", 2*time.Hour + 5*time.Minute: "2h5m", 26 * time.Hour: "1d2h", -time.Second: "in the future",
+	} {
+		assert.Equal(t, want, ageOf(d), "%s", d)
+	}
+}

@@ -688,6 +688,34 @@ func TestInspectRunsAsAReadOnlyUser(t *testing.T) {
 	out := inspectOK(t, "--composition", r.ns+"/web", "--kubeconfig", kubeconfigOf(t, inspectReader))
 	t.Log("\n" + out)
 	r.assertRecoveredTable(t, out)
+	// The fleet view needs nothing more: it lists Compositions and reads each as above.
+	out = inspectOK(t, "--all", "--composition-namespace", r.ns, "--kubeconfig", kubeconfigOf(t, inspectReader))
+	hasLine(t, out, `^`+r.ns+`/web\s+`+r.lineage+`\s+-\s+`)
+	r.assertUntouched(t, c)
+}
+
+// The fleet view over the API server: one row per Composition in scope, as a stable document.
+func TestInspectAllOnTheAPIServer(t *testing.T) {
+	c := testEnv.AdminClients(t)
+	r := recreatedComposition(t, c, uniqueLineage("insp-all"))
+	_, err := kubetest.CreateComposition(testCtx(t), c.Dynamic, domain.Composition{Namespace: r.ns, Name: "sharded", Labels: map[string]string{"shard": "b"}})
+	require.NoError(t, err)
+	admin := kubeconfigOf(t, "")
+
+	raw := inspectOK(t, "--all", "--composition-namespace", r.ns, "--composition-label-selector", "shard!=b", "--kubeconfig", admin, "-o", "json")
+	var fleet app.FleetReport
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&fleet), raw)
+	require.Len(t, fleet.Rows, 1, "only %s/web is in scope: %s", r.ns, raw)
+	row := fleet.Rows[0]
+	assert.Equal(t, app.FleetRow{Namespace: r.ns, Name: "web", Lineage: r.lineage, Attention: []string{}}, row,
+		"no decision yet, nothing carried, and the only snapshot is the old incarnation's")
+
+	out := inspectOK(t, "--all", "--composition-namespace", r.ns, "--kubeconfig", admin)
+	hasLine(t, out, `^NEEDS A PERSON \(0\)$`)
+	hasLine(t, out, `^THE REST \(2\)$`)
+	hasLine(t, out, `^`+r.ns+`/sharded\s+`)
 	r.assertUntouched(t, c)
 }
 
@@ -722,6 +750,7 @@ func TestInspectSendsOnlyReads(t *testing.T) {
 		{"--composition", r.ns + "/web", "--kubeconfig", admin, "--remote-kubeconfig", admin, "-o", "json"},
 		{"--lineage", r.lineage, "--kubeconfig", admin},
 		{"--lineage", r.lineage, "--remote-kubeconfig", admin},
+		{"--all", "--composition-namespace", r.ns, "--kubeconfig", admin, "-o", "json"},
 	} {
 		var out, errOut bytes.Buffer
 		require.NoError(t, in.run(testCtx(t), args, &out, &errOut), "%v: %s", args, errOut.String())
@@ -740,6 +769,7 @@ func TestInspectSendsOnlyReads(t *testing.T) {
 		"GET /version",
 		"GET /api/v1/namespaces/kube-system/secrets",
 		"GET /apis/eno.azure.io/v1/namespaces/" + r.ns + "/compositions/web",
+		"GET /apis/eno.azure.io/v1/compositions",
 		"GET /apis/eno.azure.io/v1/namespaces/" + r.ns + "/resourceslices/" + r.sliceName,
 	} {
 		assert.True(t, seen[want], "inspect never sent %s; it sent %v", want, seen)
@@ -752,8 +782,13 @@ func TestInspectRejectsBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "pass --composition NAMESPACE/NAME or --lineage L"},
-		{[]string{"--composition", "a/b", "--lineage", "x"}, "not both"},
+		{nil, "pass --composition NAMESPACE/NAME, --lineage L or --all"},
+		{[]string{"--composition", "a/b", "--lineage", "x"}, "pass one of --composition, --lineage and --all"},
+		{[]string{"--all", "--lineage", "x"}, "pass one of --composition, --lineage and --all"},
+		{[]string{"--all", "--composition", "a/b"}, "pass one of --composition, --lineage and --all"},
+		{[]string{"--lineage", "x", "--composition-namespace", "a"}, "--composition-namespace and --composition-label-selector go with --all"},
+		{[]string{"--all", "--composition-label-selector", "a in ("}, "--composition-label-selector: parsing label selector"},
+		{[]string{"--all", "--handoff-pending-long", "0s"}, "--handoff-pending-long must be positive, got 0s"},
 		{[]string{"--composition", "web"}, `--composition: composition "web" must be NAMESPACE/NAME`},
 		{[]string{"--composition", "a/b/c"}, "must be NAMESPACE/NAME"},
 		{[]string{"--lineage", "Bad_Lineage"}, `--lineage: lineage override "Bad_Lineage" is invalid`},
@@ -778,7 +813,7 @@ func TestInspectRejectsBadFlags(t *testing.T) {
 	require.Error(t, dispatch(context.Background(), []string{"inspect", "--no-such-flag"}, &out, &errOut))
 	assert.Empty(t, errOut.String(), "a flag error is one line from main, not a usage dump")
 	require.NoError(t, dispatch(context.Background(), []string{"inspect", "-h"}, &out, &errOut))
-	assert.Contains(t, errOut.String(), "usage: tombstone-recovery inspect (--composition NAMESPACE/NAME | --lineage L)")
+	assert.Contains(t, errOut.String(), "usage: tombstone-recovery inspect (--composition NAMESPACE/NAME | --lineage L | --all)")
 	assert.Contains(t, errOut.String(), "-remote-kubeconfig")
 }
 
