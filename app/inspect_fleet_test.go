@@ -45,7 +45,7 @@ func fleetComposition(namespace, compName, compUID string, outcome domain.Outcom
 	if !outcome.IsZero() {
 		d := domain.Decision{SynthesisUUID: synthID, Outcome: outcome, Reason: reason, DecidedAt: decided}
 		if outcome == domain.OutcomeRecovered {
-			d.Tombstones, d.TombstoneSlice = 1, domain.RecoverySliceName(compName, synthID)
+			d.Tombstones, d.TombstoneSlice = 1, domain.RecoverySliceName(compName, synthID, "0123456789abcdef", 0)
 		}
 		c.Annotations[domain.AnnotationDecision] = d.Encode()
 	}
@@ -84,8 +84,8 @@ func newFleet(t *testing.T) (*memory.Cluster, *app.Inspector) {
 	// team-c/carried: its current synthesis carried a hand-off of two ConfigMaps; one still exists.
 	carried := fleetComposition("team-c", "carried", "uid-c", domain.OutcomeRecovered, "", now.Add(-4*time.Hour))
 	carried.Annotations[domain.AnnotationDecision] = domain.Decision{SynthesisUUID: oldSynth, Outcome: domain.OutcomeRecovered, Tombstones: 2,
-		TombstoneSlice: domain.RecoverySliceName("carried", oldSynth), DecidedAt: now.Add(-4 * time.Hour)}.Encode()
-	sliceName := domain.RecoverySliceName("carried", oldSynth)
+		TombstoneSlice: domain.RecoverySliceName("carried", oldSynth, "0123456789abcdef", 0), DecidedAt: now.Add(-4 * time.Hour)}.Encode()
+	sliceName := domain.RecoverySliceName("carried", oldSynth, "0123456789abcdef", 0)
 	carried.PreviousSynthesis = &domain.Synthesis{UUID: oldSynth, Ready: true, Slices: []string{sliceName}}
 	cl.PutComposition(carried)
 	var resources []domain.SliceResource
