@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,7 +119,7 @@ func applyDeployRBAC(ctx context.Context) error {
 	for {
 		_, err := kube.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{Limit: 1})
 		if err == nil {
-			return nil
+			break
 		}
 		if !apierrors.IsForbidden(err) {
 			return err
@@ -126,6 +127,20 @@ func applyDeployRBAC(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("the deploy/ RBAC never took effect: %w", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	// The admission policies take effect asynchronously too: wait until the Secret policy denies a
+	// dry-run create of a foreign Secret, so that the stories run with the policies in place.
+	probe := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "policy-probe", Namespace: "kube-system"}, Type: corev1.SecretTypeOpaque}
+	for {
+		_, err := kube.CoreV1().Secrets("kube-system").Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil && strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the deploy/ admission policies never took effect: %v", err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
