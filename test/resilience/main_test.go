@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -101,65 +100,16 @@ func startDownstream(ctx context.Context) error {
 	return nil
 }
 
-// manifestResources maps the kinds deploy/ holds to their resources. A kind missing here fails
-// the apply, so a new kind in deploy/ is noticed; workloads are listed as skipped on purpose.
-var manifestResources = map[string]schema.GroupVersionResource{
-	"Namespace":           {Version: "v1", Resource: "namespaces"},
-	"ServiceAccount":      {Version: "v1", Resource: "serviceaccounts"},
-	"ClusterRole":         {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
-	"ClusterRoleBinding":  {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
-	"Role":                {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
-	"RoleBinding":         {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
-	"PodDisruptionBudget": {Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"},
-}
-
-// skippedKinds need a kubelet or an image; the tests run the controller themselves.
-var skippedKinds = map[string]bool{"Deployment": true}
-
 // readManifests decodes the multi-document YAML files of deploy/.
 func readManifests(files ...string) ([]*unstructured.Unstructured, error) {
-	var out []*unstructured.Unstructured
-	for _, f := range files {
-		data, err := os.ReadFile(filepath.Join(repoRoot, f))
-		if err != nil {
-			return nil, err
-		}
-		objs, err := kubetest.DecodeManifests(data)
-		if err != nil {
-			return nil, fmt.Errorf("decoding %s: %w", f, err)
-		}
-		out = append(out, objs...)
-	}
-	return out, nil
+	return kubetest.ReadManifests(repoRoot, files...)
 }
 
-// applyDeployRBAC creates the namespace, ServiceAccount and RBAC of deploy/ and waits until the
-// controller's identity is authorized by them.
+// applyDeployRBAC creates the namespace, ServiceAccount, RBAC and admission policies of deploy/
+// and waits until the controller's identity is authorized by them.
 func applyDeployRBAC(ctx context.Context) error {
-	objs, err := readManifests(deployManifests...)
-	if err != nil {
+	if err := kubetest.ApplyManifests(ctx, env.AdminConfig(), repoRoot, deployManifests...); err != nil {
 		return err
-	}
-	dyn, err := dynamic.NewForConfig(env.AdminConfig())
-	if err != nil {
-		return err
-	}
-	for _, obj := range objs {
-		kind := obj.GetKind()
-		if skippedKinds[kind] {
-			continue
-		}
-		gvr, ok := manifestResources[kind]
-		if !ok {
-			return fmt.Errorf("deploy/ holds a %s, which these tests do not know how to apply", kind)
-		}
-		var client dynamic.ResourceInterface = dyn.Resource(gvr)
-		if ns := obj.GetNamespace(); ns != "" {
-			client = dyn.Resource(gvr).Namespace(ns)
-		}
-		if _, err := client.Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating %s %s: %w", kind, obj.GetName(), err)
-		}
 	}
 	// RBAC is served from the API server's informer caches; wait until the bindings took effect.
 	kube, err := kubernetes.NewForConfig(env.UserConfig(controllerUser))
@@ -169,7 +119,7 @@ func applyDeployRBAC(ctx context.Context) error {
 	for {
 		_, err := kube.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{Limit: 1})
 		if err == nil {
-			return nil
+			break
 		}
 		if !apierrors.IsForbidden(err) {
 			return err
@@ -177,6 +127,20 @@ func applyDeployRBAC(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("the deploy/ RBAC never took effect: %w", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	// The admission policies take effect asynchronously too: wait until the Secret policy denies a
+	// dry-run create of a foreign Secret, so that the stories run with the policies in place.
+	probe := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "policy-probe", Namespace: "kube-system"}, Type: corev1.SecretTypeOpaque}
+	for {
+		_, err := kube.CoreV1().Secrets("kube-system").Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil && strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the deploy/ admission policies never took effect: %v", err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
