@@ -366,11 +366,25 @@ func CheckReusable(comp Composition, existing, want ResourceSlice) error {
 		return fmt.Errorf("recovery slice %s holds %d resources other than the %d of this hand-off", existing.Name, len(existing.Resources), len(want.Resources))
 	}
 	for k, v := range want.Annotations {
+		if k == AnnotationDecision && sameDecisionBut(existing.Annotations[k], v) {
+			continue // the same plan made again: only its decidedAt differs
+		}
 		if existing.Annotations[k] != v {
 			return fmt.Errorf("recovery slice %s has %s=%q, not %q", existing.Name, k, existing.Annotations[k], v)
 		}
 	}
 	return nil
+}
+
+// sameDecisionBut reports whether two encoded decisions differ in their decidedAt at most.
+func sameDecisionBut(a, b string) bool {
+	da, erra := ParseDecision(a)
+	db, errb := ParseDecision(b)
+	if erra != nil || errb != nil {
+		return false
+	}
+	da.DecidedAt, db.DecidedAt = db.DecidedAt, db.DecidedAt
+	return da.Encode() == db.Encode()
 }
 
 // RecoverySlice is recovery slice part of the hand-off as it is created for comp: its name,

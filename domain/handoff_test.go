@@ -2,6 +2,7 @@ package domain_test
 
 import (
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -202,12 +203,26 @@ func TestCheckReusable(t *testing.T) {
 	want, err := h.RecoverySlice(c, 0)
 	require.NoError(t, err)
 	require.NoError(t, domain.CheckReusable(c, want, want))
+	// The same plan made again a second later (a retry after a lost response) differs only in
+	// its decidedAt: the slice there is this very part.
+	again := recoveredPlan(t)
+	again.Decision.DecidedAt = again.Decision.DecidedAt.Add(time.Second)
+	h2, err := domain.NewHandoff(again)
+	require.NoError(t, err)
+	retry, err := h2.RecoverySlice(c, 0)
+	require.NoError(t, err)
+	require.Equal(t, want.Name, retry.Name)
+	require.NoError(t, domain.CheckReusable(c, want, retry))
 	for name, spoil := range map[string]func(s *domain.ResourceSlice){
 		"terminating":        func(s *domain.ResourceSlice) { s.Deleting = true },
 		"another controller": func(s *domain.ResourceSlice) { s.ControllerUID = oldCompUID },
 		"another synthesis":  func(s *domain.ResourceSlice) { s.SynthesisUUID = oldSynUUID },
 		"other tombstones":   func(s *domain.ResourceSlice) { s.Resources = append(s.Resources[:1:1], s.Resources[0]) },
 		"another decision":   func(s *domain.ResourceSlice) { s.Annotations = map[string]string{domain.AnnotationDecision: "{}"} },
+		"another outcome": func(s *domain.ResourceSlice) {
+			s.Annotations = maps.Clone(s.Annotations)
+			s.Annotations[domain.AnnotationDecision] = strings.Replace(s.Annotations[domain.AnnotationDecision], `"tombstones":`, `"tombstones":9`, 1)
+		},
 	} {
 		s := want
 		spoil(&s)
