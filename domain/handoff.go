@@ -383,7 +383,7 @@ func sameDecisionBut(a, b string) bool {
 	if erra != nil || errb != nil {
 		return false
 	}
-	da.DecidedAt, db.DecidedAt = db.DecidedAt, db.DecidedAt
+	da.DecidedAt = db.DecidedAt
 	return da.Encode() == db.Encode()
 }
 
