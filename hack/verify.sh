@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make verify: generated fakes are fresh, code is formatted and vetted, packages import only in
-# the allowed direction, references to the design resolve inside the repository, and the main
-# module stays embeddable in eno-reconciler (design §8.1).
+# the allowed direction, references to the design resolve inside the repository, README.md's
+# flag table is what `tombstone-recovery run -h` prints, and the main module stays embeddable in
+# eno-reconciler (design §8.1).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -37,6 +38,9 @@ go test -count=1 ./internal/archtest/ || fail=1
 
 echo "verify: references to the design name sections docs/design.md has, and nothing outside the repository"
 go run ./hack/designrefs || fail=1
+
+echo "verify: README.md's flag table is what 'tombstone-recovery run -h' prints"
+go run ./hack/flagtable || fail=1
 
 echo "verify: counterfeiter stays out of the main module's graph"
 if go list -m all 2>/dev/null | grep -q counterfeiter; then

@@ -102,6 +102,18 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// make verify runs each documentation check: removing one from hack/verify.sh fails here.
+func TestVerifyRunsTheDocumentationChecks(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "verify.sh"))
+	require.NoError(t, err)
+	for _, want := range []string{
+		"go run ./hack/designrefs",
+		"go run ./hack/flagtable",
+	} {
+		assert.Contains(t, string(b), want)
+	}
+}
+
 func TestCheckWithoutTheDesign(t *testing.T) {
 	got := check(map[string]string{"README.md": ""})
 	require.Len(t, got, 1)
