@@ -74,7 +74,7 @@ docs:
 	$(GO) run ./hack/flagtable -update
 
 ## verify: fakes up to date, gofmt, vet, import direction, the eno-reconciler embedding constraints,
-## design references and README.md's flag table.
+## Markdown links and design references, document budgets and README.md's flag table.
 verify:
 	./hack/verify.sh
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # make verify: generated fakes are fresh, code is formatted and vetted, packages import only in
-# the allowed direction, references to the design resolve inside the repository, README.md's
-# flag table is what `tombstone-recovery run -h` prints, and the main module stays embeddable in
-# eno-reconciler (design §8.1).
+# the allowed direction, references to the design and Markdown links resolve inside the
+# repository, each document stays within its line budget, README.md's flag table is what
+# `tombstone-recovery run -h` prints, and the main module stays embeddable in eno-reconciler
+# (design §8.1).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -36,7 +37,7 @@ go vet -tags eno ./test/eno/... || fail=1
 echo "verify: import direction and eno-reconciler embedding constraints"
 go test -count=1 ./internal/archtest/ || fail=1
 
-echo "verify: references to the design name sections docs/design.md has, and nothing outside the repository"
+echo "verify: references to the design and Markdown links resolve; documents within their budgets"
 go run ./hack/designrefs || fail=1
 
 echo "verify: README.md's flag table is what 'tombstone-recovery run -h' prints"
