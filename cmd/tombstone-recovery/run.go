@@ -58,7 +58,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runOptions, error) {
 	fs.IntVar(&o.workers, "workers", 2, "concurrent reconciles")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader with a Lease before reconciling")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: $POD_NAMESPACE, else kube-system)")
-	fs.StringVar(&o.leaderElectionID, "leader-election-id", "", "name of the leader election Lease (default: eno-tombstone-recovery, plus a hash of --composition-namespace and --composition-label-selector when either is set, so that each shard elects its own leader)")
+	fs.StringVar(&o.leaderElectionID, "leader-election-id", "", "name of the leader election Lease; each shard (--composition-namespace, --composition-label-selector) elects its own (default: eno-tombstone-recovery, plus a hash of the shard when one is set)")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
 	fs.StringVar(&o.healthAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 disables it")
 	fs.Float64Var(&o.qps, "kube-api-qps", 50, "client QPS towards each API server")

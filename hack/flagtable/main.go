@@ -24,13 +24,18 @@ const (
 	endMarker   = "<!-- run -h: end -->"
 )
 
-// flagInfo is one flag as `run -h` prints it.
+// flagInfo is one flag as `run -h` prints it. def is the flag package's default, a value;
+// defText is a default the usage words itself, "(default: in-cluster, then $KUBECONFIG)".
 type flagInfo struct {
-	name, typ, def, usage string
+	name, typ, def, defText, usage string
 }
 
-// goDefault is the suffix the flag package appends to a usage for a non-zero default.
-var goDefault = regexp.MustCompile(` \(default (.+)\)$`)
+var (
+	// goDefault is the suffix the flag package appends to a usage for a non-zero default.
+	goDefault = regexp.MustCompile(` \(default (.+)\)$`)
+	// wordedDefault is a default the usage text gives in words, at its end.
+	wordedDefault = regexp.MustCompile(` \(default: ([^()]+)\)$`)
+)
 
 // parseHelp reads the flag package's PrintDefaults output: a line "  -name type" (a one-letter
 // name may have its usage after a tab on the same line), then usage lines indented by
@@ -60,11 +65,16 @@ func parseHelp(help string) ([]flagInfo, error) {
 			out[i].def = strings.Trim(out[i].usage[m[2]:m[3]], `"`)
 			out[i].usage = out[i].usage[:m[0]]
 		}
+		if m := wordedDefault.FindStringSubmatchIndex(out[i].usage); m != nil && out[i].def == "" {
+			out[i].defText = out[i].usage[m[2]:m[3]]
+			out[i].usage = out[i].usage[:m[0]]
+		}
 	}
 	return out, nil
 }
 
-// renderTable is the Markdown table of the flags, in the order the help prints them.
+// renderTable is the Markdown table of the flags, in the order the help prints them: a value
+// default in code font, a worded one as it is.
 func renderTable(flags []flagInfo) string {
 	var b strings.Builder
 	b.WriteString("| flag | default | meaning |\n|---|---|---|\n")
@@ -77,7 +87,7 @@ func renderTable(flags []flagInfo) string {
 		if len(f.name) == 1 {
 			name = strings.Replace(name, "--", "-", 1)
 		}
-		def := ""
+		def := f.defText
 		if f.def != "" {
 			def = "`" + f.def + "`"
 		}

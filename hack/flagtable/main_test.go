@@ -31,7 +31,7 @@ const help = `usage: tombstone-recovery run [flags]
 
 const table = "| flag | default | meaning |\n|---|---|---|\n" +
 	"| `--enabled` | `true` | record and recover |\n" +
-	"| `--kubeconfig string` |  | kubeconfig of the control plane (default: in-cluster) |\n" +
+	"| `--kubeconfig string` | in-cluster | kubeconfig of the control plane |\n" +
 	"| `--leader-elect` |  | elect a leader |\n" +
 	"| `--metrics-bind-address string` | `:8080` | address of /metrics; 0 disables it |\n" +
 	"| `--resync-period duration` | `10m0s` | re-deliver every cached Composition this often |\n" +
