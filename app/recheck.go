@@ -49,7 +49,7 @@ func stillHolds(read domain.Composition, conditions func(domain.Composition) err
 }
 
 // planStillHolds is the recheck before each write of a recovery: the run conditions, and every
-// input of the plan computed from read (design §6, "Decide from what is live").
+// input of the plan computed from read.
 func (s *Service) planStillHolds(read domain.Composition) func(domain.Composition) error {
 	return stillHolds(read, s.policy.CheckRecovery, domain.ChangedPlanInput)
 }
@@ -75,7 +75,7 @@ const disarmedEventLimit = 20
 
 // pendingHandoff reports whether comp's current synthesis is decided Recovered: its tombstones
 // sit in a synthesis that eno-reconciler applies whenever it loads it, until Eno's executor
-// carries them into a later one (design §6.2, "A hand-off stays watched").
+// carries them into a later one.
 func pendingHandoff(comp domain.Composition) (domain.Decision, bool) {
 	d, ok := comp.FinishedDecision()
 	// FinishedDecision is the current synthesis's: a later synthesis ends the check.
@@ -137,7 +137,7 @@ func (s *Service) guardSlices(ctx context.Context, comp domain.Composition, read
 // (K4: Eno applies every Composition with one field manager, so a takeover with an identical
 // manifest writes nothing). Finding any, it disarms the whole hand-off, its only write, with a
 // HandoffDisarmed warning and metric: Eno then deletes none of its tombstones, wherever it holds
-// them (design §6.2).
+// them.
 func (s *Service) guardHandoff(ctx context.Context, comp domain.Composition, tombstones []domain.Tombstone, sourceUIDs []string) error {
 	if a := comp.Annotations[domain.AnnotationArmed]; a == "" || a == domain.ArmedOff || len(tombstones) == 0 {
 		return nil

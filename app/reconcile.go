@@ -21,7 +21,7 @@ type Result struct {
 	// Recording is set when recording ran.
 	Recording *RecordResult
 	// RequeueAfter asks for another reconcile after this long even if nothing changes: a
-	// pending hand-off is checked again on an interval (design §6.2). Zero asks for none.
+	// pending hand-off is checked again on an interval. Zero asks for none.
 	RequeueAfter time.Duration
 }
 

@@ -18,7 +18,7 @@ import (
 const AnnotationArmed = "eno.azure.io/tombstone-recovery-armed"
 
 // ArmedOff is the value of AnnotationArmed that disarms for good: the watch writes it, and an
-// operator may; recovery never arms a Composition that carries it (design §6.2).
+// operator may; recovery never arms a Composition that carries it.
 const ArmedOff = "disarmed"
 
 // HandoffDisarmed reports whether c carries ArmedOff.
@@ -43,8 +43,8 @@ func handoffDigest(uuid string, written time.Time, tombstones []Tombstone) strin
 var celLiteral = regexp.MustCompile(`^[A-Za-z0-9:.-]{1,64}$`)
 
 // Precondition is the CEL condition under which one tombstone stops being disabled, evaluated
-// by Eno against its own live read of the object (`self`) and the Composition it acts for
-// (design §6.2). Every part must hold:
+// by Eno against its own live read of the object (`self`) and the Composition it acts for.
+// Every part must hold:
 //   - the object is the one recovery saw (its UID);
 //   - it has a write history, and no write of the object itself (subresources aside) is newer
 //     than the history's write time, to the second;
@@ -83,7 +83,7 @@ func selfCheckingManifest(t Tombstone, written time.Time, digest string) (string
 	}
 	// The first override keeps it disabled unless the precondition holds: should an Eno whose
 	// CEL differs fail to compile the condition, its decoding stops at this element and applies
-	// it unconditionally, so the object is kept, never deleted (design §6.2).
+	// it unconditionally, so the object is kept, never deleted.
 	overrides, err := json.Marshal([]selfCheckOverride{
 		{Path: selfCheckPath, Value: "true", Condition: "!(" + cond + ")"},
 		{Path: selfCheckPath, Value: "false", Condition: cond},
