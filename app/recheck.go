@@ -139,7 +139,7 @@ func (s *Service) guardSlices(ctx context.Context, comp domain.Composition, read
 // HandoffDisarmed warning and metric: Eno then deletes none of its tombstones, wherever it holds
 // them.
 func (s *Service) guardHandoff(ctx context.Context, comp domain.Composition, tombstones []domain.Tombstone, sourceUIDs []string) error {
-	if a := comp.Annotations[domain.AnnotationArmed]; a == "" || a == domain.ArmedOff || len(tombstones) == 0 {
+	if !comp.Armed() || len(tombstones) == 0 {
 		return nil
 	}
 	elsewhere, err := s.planner.producedElsewhere(ctx, append([]string{comp.UID}, sourceUIDs...)...)
@@ -169,5 +169,40 @@ func (s *Service) guardHandoff(ctx context.Context, comp domain.Composition, tom
 		"%d tombstones of the hand-off name objects another composition now produces (%s, in %s); %s is now %q, so Eno deletes none of the hand-off's tombstones: check the remaining orphans by hand",
 		len(taken), domain.FirstIDs(taken, disarmedEventLimit), where[0], domain.AnnotationArmed, domain.ArmedOff))
 	logr.FromContextOrDiscard(ctx).Info("disarmed a hand-off: another composition produces some of its tombstones", "tombstones", len(taken))
+	return nil
+}
+
+// retireHandoff disarms comp's armed hand-off once Eno has acted on it, or once nothing watches
+// it any more (domain.RetirementOf), after a live recheck that the live Composition says the
+// same. ie is why recovery leaves comp alone, or nil.
+func (s *Service) retireHandoff(ctx context.Context, comp domain.Composition, ie *domain.IneligibleError) error {
+	r, ok := domain.RetirementOf(comp, ie)
+	if !ok {
+		return nil
+	}
+	live, err := s.recheck(ctx, comp, func(live domain.Composition) error {
+		_, liveIE := s.policy.RecoveryStageOf(live)
+		if again, ok := domain.RetirementOf(live, liveIE); !ok || again != r {
+			return errors.New("its hand-off no longer needs disarming")
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("disarming the hand-off: %w", err)
+	}
+	if r.Value == domain.ArmedOff {
+		err = s.deps.Sink.DisarmTombstones(ctx, live)
+	} else {
+		_, err = s.deps.Sink.ArmTombstones(ctx, live, r.Value)
+	}
+	if err != nil {
+		return fmt.Errorf("disarming the hand-off: %w", err)
+	}
+	if r.Value == domain.ArmedOff {
+		s.deps.Metrics.TombstoneAlert("HandoffDisarmed", 0)
+		s.deps.Events.Warning(comp, "HandoffDisarmed", fmt.Sprintf("%s; %s is now %q, so Eno deletes none of the hand-off's tombstones: check the remaining orphans by hand",
+			r.Why, domain.AnnotationArmed, r.Value))
+	}
+	logr.FromContextOrDiscard(ctx).Info("disarmed a hand-off", "value", r.Value, "why", r.Why)
 	return nil
 }
