@@ -45,12 +45,47 @@ func (s *Service) handOff(ctx context.Context, comp domain.Composition, plan dom
 		if names[i], err = s.deps.Sink.CreateRecoverySlice(ctx, live, h, i); err != nil {
 			return fail("creating the recovery slice of", err)
 		}
-		if live, err = s.deps.Sink.AppendRecoverySlice(ctx, live, names[i]); err != nil {
+		if live, err = s.nameRecoverySlice(ctx, live, names[i], h.Digest); err != nil {
 			return fail("naming the recovery slice of", err)
 		}
 		fault(ctx, faultCommitted, comp.Ref())
 	}
 	return s.finish(ctx, live, plan, h, names)
+}
+
+// nameAttempts bounds how often one part's append meets a Composition written since.
+const nameAttempts = 5
+
+// nameRecoverySlice appends name to the synthesis of written, the Composition as this pass last
+// wrote it. Eno writes the status as it notices an append (it clears Ready at once), so the next
+// append's resourceVersion test fails on a real Eno: the live Composition is then read again and
+// the append retried from it, but only while nothing the hand-off rests on has changed: the same
+// synthesis and slice list, no synthesis in flight, the run conditions and plan inputs, and the
+// arming annotation still this hand-off's digest.
+func (s *Service) nameRecoverySlice(ctx context.Context, written domain.Composition, name, digest string) (domain.Composition, error) {
+	for attempt := 1; ; attempt++ {
+		named, err := s.deps.Sink.AppendRecoverySlice(ctx, written, name)
+		if err == nil || attempt == nameAttempts || !errors.Is(err, ports.ErrSynthesisMoved) {
+			return named, err
+		}
+		live, rerr := s.recheck(ctx, written, s.stillArmed(written, digest))
+		if rerr != nil {
+			return domain.Composition{}, fmt.Errorf("%w; re-read: %w", err, rerr)
+		}
+		written = live
+	}
+}
+
+// stillArmed is the recheck before a retried append: readyToCommit against the Composition as
+// this pass wrote it, and the arming annotation still digest.
+func (s *Service) stillArmed(written domain.Composition, digest string) func(domain.Composition) error {
+	ready := s.readyToCommit(written)
+	return func(live domain.Composition) error {
+		if a := live.Annotations[domain.AnnotationArmed]; a != digest {
+			return fmt.Errorf("its arming annotation is now %q, not this hand-off's %s", a, digest)
+		}
+		return ready(live)
+	}
 }
 
 // resumeNamed finishes a hand-off whose recovery slices the synthesis names but that was never

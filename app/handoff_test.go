@@ -342,6 +342,46 @@ func TestHandoffOfSeveralSlices(t *testing.T) {
 		assert.Equal(t, 1, f.sink.RequestResynthesisCallCount())
 	})
 
+	// Eno writes the status as soon as it notices the first append (it clears Ready), so the
+	// second append's resourceVersion test fails: the live Composition is read again and every
+	// part is still named, unless something the hand-off rests on changed.
+	for _, tc := range []struct {
+		name      string
+		meanwhile func(c *domain.Composition)
+		named     int
+	}{
+		{"Eno's status write between two appends", func(*domain.Composition) {}, 0},
+		{"a reject between two appends", func(c *domain.Composition) { c.Annotations[domain.AnnotationReview] = "reject:" + synthID }, 1},
+		{"another digest armed between two appends", func(c *domain.Composition) { c.Annotations[domain.AnnotationArmed] = "fedcba9876543210" }, 1},
+		{"a disarm between two appends", func(c *domain.Composition) { c.Annotations[domain.AnnotationArmed] = domain.ArmedOff }, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := largeRecoveryFixture(t)
+			appendSlice := f.sink.AppendRecoverySliceStub
+			f.sink.AppendRecoverySliceCalls(func(ctx context.Context, c domain.Composition, name string) (domain.Composition, error) {
+				if f.sink.AppendRecoverySliceCallCount() == 2 {
+					f.comp.Annotations = maps.Clone(f.comp.Annotations)
+					tc.meanwhile(&f.comp)
+					f.comp.ResourceVersion += "1"
+					return domain.Composition{}, fmt.Errorf("it changed since it was read: %w", ports.ErrSynthesisMoved)
+				}
+				return appendSlice(ctx, c, name)
+			})
+			_, err := f.service(t).Recover(ctx(t), f.comp)
+			_, names := handedParts(t, f)
+			if tc.named == 0 {
+				require.NoError(t, err)
+				assert.Equal(t, names, f.comp.NamedRecoverySlices())
+				assert.Equal(t, largeOrphans, writtenDecision(t, f).Tombstones)
+				return
+			}
+			var stale *app.StaleCompositionError
+			require.ErrorAs(t, err, &stale)
+			assert.Equal(t, names[:tc.named], f.comp.NamedRecoverySlices(), "nothing named after the change")
+			assert.Zero(t, f.decisions.WriteDecisionCallCount())
+		})
+	}
+
 	// Any named prefix is a whole hand-off: its tombstones check themselves, and the parts never
 	// named are tombstones Eno is not given, a skipped cleanup rather than a wrong deletion.
 	t.Run("a failure at the second slice: the first is handed over alone, the rest reported lost", func(t *testing.T) {
