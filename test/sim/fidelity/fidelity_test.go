@@ -50,6 +50,10 @@ var sequences = []sequence{
 		list(cms, "fieldSelector=metadata.name%3Db"),
 		list(cms, "fieldSelector=data.k%3D1").named("list: an unsupported field label"),
 		list(cms, "labelSelector=app+in+%28").named("list: a malformed label selector"),
+		// Accepted gap "no pages": the simulated server ignores limit and answers every item at
+		// once, without a continue token; kube-apiserver pages. A client that follows continue
+		// tokens (adapters/k8s ListSlices, 500 a page) reads the same items from both, so the
+		// pages are compared concatenated; the simulation never holds 500 slices.
 		list(cms, "limit=1").allPages().named("list: every page of limit=1"),
 		update(cms+"/a", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","labels":{"app":"x"},"resourceVersion":"{rv:a}"},"data":{"k":"10"}}`).saving("a2"),
 		update(cms+"/a", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","labels":{"app":"x"},"resourceVersion":"{rv:a}"},"data":{"k":"11"}}`).named("update with a stale resourceVersion: Conflict"),
@@ -64,6 +68,8 @@ var sequences = []sequence{
 		list(secrets, "labelSelector=owner%3Dus&fieldSelector=type%3Dexample.com%2Finventory").named("list secrets by label and type"),
 		mergePatch(cms+"/a", `{"data":{"k":"14","j":"1"}}`).named("merge patch"),
 		mergePatch(cms+"/a", `{"data":{"j":null}}`).named("merge patch removing a key"),
+		create(cms, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"generateName":"gen-"}}`).named("create with generateName").comparing("metadata.generateName", "metadata.uid", "metadata.resourceVersion"),
+		create("/api/v1/namespaces/{ns}-missing/configmaps", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`).named("create in a missing namespace: NotFound"),
 		del(cms+"/b", ""),
 		del(cms+"/b", "").named("delete again: NotFound"),
 		get(cms + "/b"),
@@ -121,6 +127,9 @@ var sequences = []sequence{
 		mergePatch(rslices+"/f", `{"metadata":{"labels":{"still":"writable"}}}`).named("a write to a terminating object"),
 		jsonPatch(rslices+"/f", `[{"op":"remove","path":"/metadata/finalizers"}]`).named("removing the last finalizer: gone"),
 		get(rslices + "/f"),
+		jsonPatch(rslices+"/f", `[{"op":"remove","path":"/metadata/finalizers"}]`).named("removing the finalizers of an object that is gone: NotFound"),
+		create(rslices, `{"apiVersion":"eno.azure.io/v1","kind":"ResourceSlice","metadata":{"name":"h"},"spec":{"resources":[]}}`),
+		jsonPatch(rslices+"/h", `[{"op":"remove","path":"/metadata/finalizers"}]`).named("removing absent finalizers: 422"),
 		create(cms, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"g","finalizers":["example.com/hold"]}}`),
 		del(cms+"/g", "").named("delete of a built-in kind with a finalizer"),
 		get(cms + "/g").saving("g"),
@@ -167,6 +176,10 @@ var sequences = []sequence{
 		get(namespaces + "/{ns}"),
 		del(namespaces+"/{ns}", "").named("delete of a terminating namespace"),
 		get(cms + "/x").named("its objects stay until the namespace controller runs"),
+		create(cms, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"y"}}`).named("create in a terminating namespace: Forbidden"),
+		mergePatch(cms+"/x", `{"data":{"k":"1"}}`).named("a write to an object of a terminating namespace"),
+		// Not compared: the namespace controller (kube-controller-manager) that empties the
+		// namespace; the simulation's FinishNamespaceDeletion stands in for it.
 	}},
 	{name: "crd-deletion", steps: []step{
 		newNamespace(),
