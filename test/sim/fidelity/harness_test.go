@@ -51,6 +51,9 @@ type step struct {
 	// the rest; codeOnly: compare the status code alone.
 	only     []string
 	codeOnly bool
+	// until: the request is repeated (for 30 s at most) until it answers this code, for what
+	// kube-apiserver decides from an informer's cache (the namespace lifecycle admission).
+	until int
 }
 
 const defaultManager = "fidelity"
@@ -88,6 +91,7 @@ func (s step) allPages() step                 { s.pages = true; return s }
 func (s step) withQuery(q string) step        { s.query = q; return s }
 func (s step) comparing(paths ...string) step { s.only = paths; return s }
 func (s step) statusCodeOnly() step           { s.codeOnly = true; return s }
+func (s step) retriedUntil(code int) step     { s.until = code; return s }
 func untilGone(path string) step {
 	return step{name: "controllers run until " + path + " is gone", method: http.MethodGet, path: path, gone: true}
 }
@@ -262,6 +266,11 @@ func run(t *testing.T, tgt target, seq sequence, ns string) []string {
 			deadline := time.Now().Add(30 * time.Second)
 			for code, obj = request(s, query); code != http.StatusNotFound && time.Now().Before(deadline); code, obj = request(s, query) {
 				tgt.sweep()
+			}
+		case s.until != 0:
+			deadline := time.Now().Add(30 * time.Second)
+			for code, obj = request(s, query); code != s.until && time.Now().Before(deadline); code, obj = request(s, query) {
+				time.Sleep(50 * time.Millisecond)
 			}
 		case s.served:
 			deadline := time.Now().Add(30 * time.Second)
