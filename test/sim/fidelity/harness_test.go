@@ -35,9 +35,6 @@ type step struct {
 	manager     string // the field manager of a write; "" is defaultManager
 	save        string
 
-	// tick: the next write lands in a later second on both servers (managedFields times and
-	// timestamps have second resolution).
-	tick bool
 	// pages: a list followed through its continue tokens; the response compared is the
 	// concatenation of every page's items.
 	pages bool
@@ -81,7 +78,6 @@ func del(path, body string) step {
 	}
 	return s
 }
-func tick() step { return step{name: "tick", tick: true} }
 
 func (s step) as(manager string) step         { s.manager = manager; return s }
 func (s step) saving(name string) step        { s.save = name; return s }
@@ -118,8 +114,9 @@ func (s step) describe() string {
 // sequence is a list of steps replayed, in a fresh namespace, against both servers.
 type sequence struct {
 	name string
-	// timed: every write is preceded by a tick and timestamps are compared by order (each
-	// distinct time a symbol, by first appearance); otherwise only by shape.
+	// timed: before every write both clocks move to a later second (managedFields times and
+	// timestamps have second resolution), and timestamps are compared by order (each distinct
+	// time a symbol, by first appearance); otherwise only by shape.
 	timed bool
 	steps []step
 }
@@ -243,10 +240,6 @@ func run(t *testing.T, tgt target, seq sequence, ns string) []string {
 		return code, obj
 	}
 	for _, s := range seq.steps {
-		if s.tick {
-			tgt.tick()
-			continue
-		}
 		query, err := url.ParseQuery(subst(s.query))
 		require.NoError(t, err)
 		if isWrite(s.method) {
@@ -434,15 +427,10 @@ func compare(t *testing.T, seq sequence, resources []apiserver.Resource) {
 	sim := run(t, newSimTarget(t, resources), seq, ns)
 	real := run(t, newRealTarget(t), seq, ns)
 	require.Len(t, sim, len(real))
-	i := 0
-	for _, s := range seq.steps {
-		if s.tick {
-			continue
-		}
+	for i, s := range seq.steps {
 		if sim[i] != real[i] {
 			t.Errorf("step %d (%s): the responses differ\n--- kube-apiserver\n%s\n--- sim\n%s", i, s.describe(), real[i], sim[i])
 		}
-		i++
 	}
 }
 
