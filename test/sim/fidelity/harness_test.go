@@ -419,11 +419,15 @@ func (n *normaliser) normalise(code int, obj map[string]any) string {
 	return string(b)
 }
 
+// runs counts each sequence's replays in this process.
+var runs = map[string]int{}
+
 // compare replays seq against both servers and reports every step whose normalised responses
 // differ.
 func compare(t *testing.T, seq sequence, resources []apiserver.Resource) {
 	t.Helper()
-	ns := "fid-" + seq.name
+	runs[seq.name]++ // -count=n replays in the same kube-apiserver: a namespace per run
+	ns := fmt.Sprintf("fid-%s-%d", seq.name, runs[seq.name])
 	sim := run(t, newSimTarget(t, resources), seq, ns)
 	real := run(t, newRealTarget(t), seq, ns)
 	require.Len(t, sim, len(real))
