@@ -5,7 +5,7 @@ GOTEST_FLAGS ?= -race -count=1
 FUZZTIME ?= 30s
 BENCHTIME ?= 1x
 
-.PHONY: all build demo test sim test-unit test-eno testbin generate verify bench scale fuzz mutation clean image image-reproducible eno-reconciler-image release rules-test
+.PHONY: all build demo test sim test-unit test-eno testbin generate docs verify bench scale fuzz mutation clean image image-reproducible eno-reconciler-image release rules-test
 
 all: verify test
 
@@ -69,7 +69,12 @@ test-unit:
 generate:
 	$(GO) generate ./ports/...
 
-## verify: fakes up to date, gofmt, vet, import direction and the eno-reconciler embedding constraints.
+## docs: rewrite README.md's flag table from `tombstone-recovery run -h`.
+docs:
+	$(GO) run ./hack/flagtable -update
+
+## verify: fakes up to date, gofmt, vet, import direction, the eno-reconciler embedding constraints,
+## Markdown links and design references, document budgets and README.md's flag table.
 verify:
 	./hack/verify.sh
 

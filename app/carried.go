@@ -18,10 +18,10 @@ const orphansEventLimit = 20
 
 // verifyCarried checks, once, before the first synthesis after a hand-off is recorded, that Eno
 // did delete what it was handed. The tombstones come from the recovery slices that the previous
-// synthesis names, and any tombstoned object still present (and not withdrawn) is reported as
-// OrphansRemain, and a gone slice as RecoverySliceLost. Recording proceeds whatever it finds: a Composition must not stay without
-// history, and nothing is retried automatically. A read that fails is logged and skips the
-// report (design §6.2, "Did Eno do it?").
+// synthesis names, and any tombstoned object still present is reported as OrphansRemain, and a
+// gone slice as RecoverySliceLost. Recording proceeds whatever it finds: a Composition must not
+// stay without history, and nothing is retried automatically. A read that fails is logged and
+// skips the report (design §6.2, "Did Eno do it?").
 func (s *Service) verifyCarried(ctx context.Context, comp domain.Composition) {
 	names := domain.CarriedRecoverySlices(comp)
 	if len(names) == 0 {
@@ -69,7 +69,7 @@ func (s *Service) verifyCarried(ctx context.Context, comp domain.Composition) {
 // watchCarried keeps watching a carried hand-off while Eno may not have acted on it: while the
 // synthesis that carried it is not Ready, a tombstone can wait behind an earlier readiness
 // group. Its tombstones check themselves on Eno's read; guardHandoff adds what they cannot see.
-// It returns when to look again; zero when nothing waits (design §6.2).
+// It returns when to look again; zero when nothing waits.
 func (s *Service) watchCarried(ctx context.Context, comp domain.Composition) (time.Duration, error) {
 	names := domain.CarriedRecoverySlices(comp)
 	if len(names) == 0 || comp.Synthesis == nil || comp.Synthesis.Ready || s.policy.CheckHandoff(comp) != nil {

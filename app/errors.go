@@ -21,7 +21,7 @@ func (e *ForeignSecretError) Error() string {
 // LineageCollisionError: a Secret of ours at a chunk's name holds the history of another
 // Composition, which exists, or which is in another namespace while adoption across namespaces
 // is off: two Compositions of one name in different namespaces share a lineage, or their names
-// collide after the 253-character cut. Nothing was written (design §4).
+// collide after the 253-character cut. Nothing was written.
 type LineageCollisionError struct {
 	Namespace string
 	Name      string
@@ -54,7 +54,7 @@ func (e *StaleCompositionError) Error() string {
 
 // SourceDeletingError: another Composition that recorded snapshots of the lineage exists and is
 // being deleted (Eno keeps it behind its finalizer while it cleans up). Nothing is decided; the
-// pass is retried with backoff until it is gone (design §6, SharedLineage).
+// pass is retried with backoff until it is gone.
 type SourceDeletingError struct {
 	Ref domain.CompositionRef
 }

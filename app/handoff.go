@@ -14,8 +14,7 @@ import (
 // handOff hands the plan's tombstones to Eno: it arms the Composition for the hand-off's digest,
 // then creates each recovery slice and names it in the synthesis at once, and finishes. Every
 // tombstone checks itself when Eno acts, so any named prefix is a whole hand-off: a crash leaves
-// either nothing named, and the next reconcile plans again, or a prefix it finishes
-// (design §6.2).
+// either nothing named, and the next reconcile plans again, or a prefix it finishes (design §6.2).
 func (s *Service) handOff(ctx context.Context, comp domain.Composition, plan domain.RecoveryPlan) (RecoverResult, error) {
 	res := RecoverResult{Plan: plan, Composition: comp}
 	h, err := domain.NewHandoff(plan)
@@ -59,7 +58,7 @@ func (s *Service) handOff(ctx context.Context, comp domain.Composition, plan dom
 // with the parts it finds. A part that is gone, or was never named, is reported as
 // RecoverySliceLost: its tombstones are not handed to Eno. A slice of the family that is not
 // this controller's hand-off for this synthesis is never adopted: a RecoverySliceInvalid
-// refusal (design §6.2).
+// refusal.
 func (s *Service) resumeNamed(ctx context.Context, comp domain.Composition, names []string) (RecoverResult, error) {
 	res := RecoverResult{Composition: comp}
 	var read []domain.ResourceSlice
@@ -108,7 +107,7 @@ func (s *Service) resumeNamed(ctx context.Context, comp domain.Composition, name
 
 // finish writes the Recovered decision, naming the first recovery slice and counting every
 // tombstone, then asks Eno for a new synthesis. The plan is fixed once a slice is named: the
-// recheck asks only for the same incarnation, synthesis and run conditions (design §6.2).
+// recheck asks only for the same incarnation, synthesis and run conditions.
 func (s *Service) finish(ctx context.Context, comp domain.Composition, plan domain.RecoveryPlan, h domain.Handoff, names []string) (RecoverResult, error) {
 	d := h.DecisionFor(names[0])
 	res := RecoverResult{Plan: plan, Composition: comp}
@@ -126,7 +125,7 @@ func (s *Service) finish(ctx context.Context, comp domain.Composition, plan doma
 }
 
 // requestResynthesis asks Eno for a new synthesis, which carries the tombstones into Eno's own
-// state. Once the force annotation names this synthesis there is nothing to do (design §6.2).
+// state. Once the force annotation names this synthesis there is nothing to do.
 func (s *Service) requestResynthesis(ctx context.Context, comp domain.Composition, slices []string) error {
 	live, err := s.recheck(ctx, comp, s.policy.CheckHandoff)
 	if err != nil {

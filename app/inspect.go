@@ -27,7 +27,7 @@ type InspectDeps struct {
 // Inspector is the inspect use case: a lineage's history as recovery reads it, with every
 // finding, and, given the control plane, what recovery would decide now. It is read-only by
 // construction: it holds only readers, and its dry run plans through the same read-only planner
-// as recovery (design §9, design §5).
+// as recovery.
 type Inspector struct {
 	cfg  Config
 	deps InspectDeps
@@ -260,7 +260,7 @@ func snapshotReportOf(s domain.SnapshotReading, maxChunkBytes int) SnapshotRepor
 }
 
 // oversizeProblem says a chunk is over the configured size. It is no finding of reading: such
-// chunks still read, but recording would not write them so today (design §5).
+// chunks still read, but recording would not write them so today.
 func oversizeProblem(secret string, size, limit int) string {
 	return fmt.Sprintf("secret %s holds %d bytes, over --max-chunk-bytes %d", secret, size, limit)
 }
@@ -310,7 +310,7 @@ func verdictReportOf(snap domain.Snapshot, err error) VerdictReport {
 	case errors.As(err, &inv):
 		return VerdictReport{Outcome: domain.OutcomeInventoryInvalid.String(), Reason: inv.Reason.String(), Secret: inv.Secret, Detail: inv.Detail}
 	}
-	// design §5 returns nothing else; say so rather than guess.
+	// Reading returns nothing else; say so rather than guess.
 	return VerdictReport{Outcome: domain.OutcomeInventoryInvalid.String(), Detail: err.Error()}
 }
 

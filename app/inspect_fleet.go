@@ -55,7 +55,7 @@ type FleetRow struct {
 	// carried its tombstones yet.
 	HandoffPendingSince *time.Time `json:"handoffPendingSince,omitempty"`
 	// OrphansRemaining is the "did Eno do it?" check of the hand-off the current synthesis
-	// carried, once that synthesis is Ready (design §6.2): the tombstoned objects still present,
+	// carried, once that synthesis is Ready: the tombstoned objects still present,
 	// read now. Nil when the current synthesis carried no hand-off, or is not Ready yet.
 	OrphansRemaining *int `json:"orphansRemaining,omitempty"`
 	// LastRecorded is the newest snapshot of this incarnation (its UID) in the lineage.
@@ -226,7 +226,7 @@ func ineligibleForAnOperator(reason string) bool {
 	return reason == domain.IneligibleInvalidLineage.String()
 }
 
-// orphansRemaining is the "did Eno do it?" check of design §6.2, read-only: of the hand-off that
+// orphansRemaining is the "did Eno do it?" check, read-only: of the hand-off that
 // comp's current synthesis carried, the tombstoned objects still present. Nil when there is no
 // such hand-off or the carrying synthesis is not Ready yet; a carried slice that is gone or not
 // this controller's counts nothing, as the controller's check skips it.

@@ -13,16 +13,16 @@ type InspectReport struct {
 	// Lineage is the lineage inspected: the one asked for, or the Composition's.
 	Lineage            string `json:"lineage"`
 	InventoryNamespace string `json:"inventoryNamespace"`
-	// InspectedAt is the reader's clock used for design §5's future-timestamp check.
+	// InspectedAt is the reader's clock used for reading's future-timestamp check.
 	InspectedAt time.Time     `json:"inspectedAt"`
 	Limits      InspectLimits `json:"limits"`
 	// Composition is set when a Composition was inspected.
 	Composition *CompositionReport `json:"composition,omitempty"`
-	// Snapshots groups the Secrets that pass design §5 step 1 by source synthesis UUID, newest first.
+	// Snapshots groups the Secrets that pass the per-Secret check by source synthesis UUID, newest first.
 	Snapshots []SnapshotReport `json:"snapshots"`
-	// RejectedSecrets fail design §5 step 1 (each makes the verdict Malformed).
+	// RejectedSecrets fail the per-Secret check (each makes the verdict Malformed).
 	RejectedSecrets []RejectedSecret `json:"rejectedSecrets"`
-	// Verdict is design §5's, for the Composition when one was inspected (its candidates), else for
+	// Verdict is reading's, for the Composition when one was inspected (its candidates), else for
 	// the whole lineage.
 	Verdict VerdictReport `json:"verdict"`
 	// DryRun is set when the control plane was given.
@@ -33,7 +33,7 @@ type InspectLimits struct {
 	MaxChunkBytes        int     `json:"maxChunkBytes"`
 	MaxChunks            int     `json:"maxChunks"`
 	MaxTombstoneFraction float64 `json:"maxTombstoneFraction"`
-	// AllowCrossNamespaceLineage is the adoption design §5 step 3 was read with.
+	// AllowCrossNamespaceLineage is the adoption the candidates were chosen with.
 	AllowCrossNamespaceLineage bool `json:"allowCrossNamespaceLineage"`
 }
 
@@ -64,11 +64,11 @@ type SnapshotReport struct {
 	Digest            DigestReport `json:"digest"`
 	// Entries is the number of inventory entries, when the chunks decoded.
 	Entries int `json:"entries"`
-	// Role is design §5 step 3's: "selected", "newest" (the newest candidate, but the verdict is not a
-	// selection), "newest-tied", "older" (an older candidate), "same-incarnation" (a candidate
-	// with the Composition's own UID), "not-candidate" (another Composition's, while the
-	// Composition has snapshots of its own) or "other-namespace" (recorded in another
-	// namespace, while adoption across namespaces is off).
+	// Role is what choosing the candidates made of it: "selected", "newest" (the newest
+	// candidate, but the verdict is not a selection), "newest-tied", "older" (an older
+	// candidate), "same-incarnation" (a candidate with the Composition's own UID),
+	// "not-candidate" (another Composition's, while the Composition has snapshots of its own) or
+	// "other-namespace" (recorded in another namespace, while adoption across namespaces is off).
 	Role     string        `json:"role"`
 	Problems []string      `json:"problems"`
 	Chunks   []ChunkReport `json:"chunks"`
@@ -94,7 +94,7 @@ type RejectedSecret struct {
 	Detail string `json:"detail"`
 }
 
-// VerdictSelected is the verdict's outcome when reading selects a snapshot (design §5).
+// VerdictSelected is the verdict's outcome when reading selects a snapshot.
 const VerdictSelected = "Selected"
 
 type VerdictReport struct {
@@ -131,9 +131,9 @@ type DryRunReport struct {
 	Unavailable   string            `json:"unavailable,omitempty"`
 	Tombstones    []TombstoneReport `json:"tombstones"`
 	HeldForReview []TombstoneReport `json:"heldForReview"`
-	// Candidates are the snapshots design §5 step 3 chooses from for this Composition.
+	// Candidates are the snapshots reading chooses from for this Composition.
 	Candidates *CandidatesReport `json:"candidates,omitempty"`
-	// Dropped are the tombstones design §6.3 keeps back after reading their objects downstream.
+	// Dropped are the tombstones recovery keeps back after reading their objects downstream.
 	Dropped []DroppedReport `json:"dropped"`
 }
 
@@ -147,8 +147,7 @@ type TombstoneReport struct {
 	Manifest string `json:"manifest"`
 }
 
-// CandidatesReport is the set of snapshots recovery may read from for a Composition (design §5
-// step 3).
+// CandidatesReport is the set of snapshots recovery may read from for a Composition.
 type CandidatesReport struct {
 	// Own: the candidates are the snapshots recorded for the Composition's own
 	// namespace/name. Otherwise it has none, and the candidates are the lineage's snapshots of
@@ -163,7 +162,7 @@ type CandidatesReport struct {
 }
 
 // DroppedReport is a tombstone the checks at the moment of deletion keep back, and why:
-// NotFound, CreatedAfterHistory, Unreadable or UnknownWriteTime (design §6.3).
+// NotFound, CreatedAfterHistory, Unreadable or UnknownWriteTime.
 type DroppedReport struct {
 	TombstoneReport
 	Reason string `json:"reason"`

@@ -49,7 +49,7 @@ func stillHolds(read domain.Composition, conditions func(domain.Composition) err
 }
 
 // planStillHolds is the recheck before each write of a recovery: the run conditions, and every
-// input of the plan computed from read (design §6, "Decide from what is live").
+// input of the plan computed from read.
 func (s *Service) planStillHolds(read domain.Composition) func(domain.Composition) error {
 	return stillHolds(read, s.policy.CheckRecovery, domain.ChangedPlanInput)
 }
@@ -75,7 +75,7 @@ const disarmedEventLimit = 20
 
 // pendingHandoff reports whether comp's current synthesis is decided Recovered: its tombstones
 // sit in a synthesis that eno-reconciler applies whenever it loads it, until Eno's executor
-// carries them into a later one (design §6.2, "A hand-off stays watched").
+// carries them into a later one.
 func pendingHandoff(comp domain.Composition) (domain.Decision, bool) {
 	d, ok := comp.FinishedDecision()
 	// FinishedDecision is the current synthesis's: a later synthesis ends the check.
@@ -137,9 +137,9 @@ func (s *Service) guardSlices(ctx context.Context, comp domain.Composition, read
 // (K4: Eno applies every Composition with one field manager, so a takeover with an identical
 // manifest writes nothing). Finding any, it disarms the whole hand-off, its only write, with a
 // HandoffDisarmed warning and metric: Eno then deletes none of its tombstones, wherever it holds
-// them (design §6.2).
+// them.
 func (s *Service) guardHandoff(ctx context.Context, comp domain.Composition, tombstones []domain.Tombstone, sourceUIDs []string) error {
-	if a := comp.Annotations[domain.AnnotationArmed]; a == "" || a == domain.ArmedOff || len(tombstones) == 0 {
+	if !comp.Armed() || len(tombstones) == 0 {
 		return nil
 	}
 	elsewhere, err := s.planner.producedElsewhere(ctx, append([]string{comp.UID}, sourceUIDs...)...)
@@ -169,5 +169,40 @@ func (s *Service) guardHandoff(ctx context.Context, comp domain.Composition, tom
 		"%d tombstones of the hand-off name objects another composition now produces (%s, in %s); %s is now %q, so Eno deletes none of the hand-off's tombstones: check the remaining orphans by hand",
 		len(taken), domain.FirstIDs(taken, disarmedEventLimit), where[0], domain.AnnotationArmed, domain.ArmedOff))
 	logr.FromContextOrDiscard(ctx).Info("disarmed a hand-off: another composition produces some of its tombstones", "tombstones", len(taken))
+	return nil
+}
+
+// retireHandoff disarms comp's armed hand-off once Eno has acted on it, or once nothing watches
+// it any more (domain.RetirementOf), after a live recheck that the live Composition says the
+// same. ie is why recovery leaves comp alone, or nil.
+func (s *Service) retireHandoff(ctx context.Context, comp domain.Composition, ie *domain.IneligibleError) error {
+	r, ok := domain.RetirementOf(comp, ie)
+	if !ok {
+		return nil
+	}
+	live, err := s.recheck(ctx, comp, func(live domain.Composition) error {
+		_, liveIE := s.policy.RecoveryStageOf(live)
+		if again, ok := domain.RetirementOf(live, liveIE); !ok || again != r {
+			return errors.New("its hand-off no longer needs disarming")
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("disarming the hand-off: %w", err)
+	}
+	if r.Value == domain.ArmedOff {
+		err = s.deps.Sink.DisarmTombstones(ctx, live)
+	} else {
+		_, err = s.deps.Sink.ArmTombstones(ctx, live, r.Value)
+	}
+	if err != nil {
+		return fmt.Errorf("disarming the hand-off: %w", err)
+	}
+	if r.Value == domain.ArmedOff {
+		s.deps.Metrics.TombstoneAlert("HandoffDisarmed", 0)
+		s.deps.Events.Warning(comp, "HandoffDisarmed", fmt.Sprintf("%s; %s is now %q, so Eno deletes none of the hand-off's tombstones: check the remaining orphans by hand",
+			r.Why, domain.AnnotationArmed, r.Value))
+	}
+	logr.FromContextOrDiscard(ctx).Info("disarmed a hand-off", "value", r.Value, "why", r.Why)
 	return nil
 }

@@ -274,12 +274,51 @@ func TestPendingHandoffEndsWithTheNextSynthesis(t *testing.T) {
 	f.comp = composition(uid, next, f.slices, false)
 	f.comp.Annotations = annotations
 	f.comp.Synthesis.Ready = true
-	listed := f.reader.ListSlicesCallCount()
+	listed, armed := f.reader.ListSlicesCallCount(), f.sink.ArmTombstonesCallCount()
 	res, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
 	require.NoError(t, err)
 	assert.Zero(t, res.RequeueAfter)
 	assert.Equal(t, listed, f.reader.ListSlicesCallCount())
 	assert.Zero(t, f.sink.DisarmTombstonesCallCount())
+	// Eno acted on every tombstone it carried: the hand-off ends disarmed, so that a tombstone it
+	// skipped, which stays in this synthesis, is not deleted on a later reload (sim L1).
+	require.Equal(t, armed+1, f.sink.ArmTombstonesCallCount())
+	_, _, value := f.sink.ArmTombstonesArgsForCall(armed)
+	assert.Equal(t, domain.ArmedDone, value)
+	assert.Equal(t, domain.ArmedDone, f.comp.Annotations[domain.AnnotationArmed])
+}
+
+// A hand-off is disarmed only when the live Composition says so too: a cache that still shows
+// the decided synthesis Ready, before its recovery slices were named, writes nothing.
+func TestHandoffIsDoneOnlyWhenTheLiveCompositionSaysSo(t *testing.T) {
+	f := pendingFixture(t)
+	live := f.comp
+	cached := f.comp
+	s := *cached.Synthesis
+	s.Ready, s.Slices = true, slices.DeleteFunc(slices.Clone(s.Slices), func(n string) bool { return n == pendingSlice })
+	cached.Synthesis = &s
+	f.guard.LiveCompositionStub = nil
+	f.guard.LiveCompositionReturns(live, nil)
+	f.comps.GetCompositionStub = nil
+	f.comps.GetCompositionReturns(cached, nil)
+	armed := f.sink.ArmTombstonesCallCount()
+	_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
+	var stale *app.StaleCompositionError
+	require.ErrorAs(t, err, &stale)
+	assert.Equal(t, armed, f.sink.ArmTombstonesCallCount())
+	assert.NotEqual(t, domain.ArmedDone, f.comp.Annotations[domain.AnnotationArmed])
+}
+
+// Opting out while armed ends the watch, so it disarms the hand-off for good (sim L2).
+func TestOptingOutDisarmsAnArmedHandoff(t *testing.T) {
+	f := pendingFixture(t)
+	f.comp.Annotations = maps.Clone(f.comp.Annotations)
+	delete(f.comp.Annotations, domain.AnnotationOptIn)
+	res, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
+	require.NoError(t, err)
+	require.NotNil(t, res.Skipped)
+	require.Equal(t, 1, f.sink.DisarmTombstonesCallCount())
+	assert.Equal(t, domain.ArmedOff, f.comp.Annotations[domain.AnnotationArmed])
 }
 
 // The watch does not wait for the hand-off to complete: the resynthesis request failing still

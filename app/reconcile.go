@@ -21,7 +21,7 @@ type Result struct {
 	// Recording is set when recording ran.
 	Recording *RecordResult
 	// RequeueAfter asks for another reconcile after this long even if nothing changes: a
-	// pending hand-off is checked again on an interval (design §6.2). Zero asks for none.
+	// pending hand-off is checked again on an interval. Zero asks for none.
 	RequeueAfter time.Duration
 }
 
@@ -51,6 +51,9 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 	var reads *liveReads
 	switch stage, ie := s.policy.RecoveryStageOf(comp); stage {
 	case domain.StageIneligible:
+		if err := s.retireHandoff(ctx, comp, ie); err != nil {
+			return res, err
+		}
 		s.skipped(ctx, comp, ie)
 		observed = &ports.CompositionState{}
 		res.Skipped = ie
@@ -88,7 +91,11 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 		comp, reads = rec.Composition, &r
 	}
 
-	// A carried hand-off waits for Eno while its synthesis is not Ready: keep watching it.
+	// A carried hand-off waits for Eno while its synthesis is not Ready: keep watching it. Once
+	// it is Ready, Eno has acted on every tombstone: disarm them.
+	if err := s.retireHandoff(ctx, comp, nil); err != nil {
+		return res, err
+	}
 	wait, err := s.watchCarried(ctx, comp)
 	if err != nil {
 		return res, err

@@ -33,7 +33,7 @@ func (s *Service) Record(ctx context.Context, comp domain.Composition) (RecordRe
 // record reuses prior, recovery's live reads of this reconcile, when it is not nil. Nothing is
 // written when the cache already shows the snapshot; otherwise every target name is checked
 // for an occupant that must not be replaced, then each chunk that differs is written in index
-// order (design §4).
+// order.
 func (s *Service) record(ctx context.Context, comp domain.Composition, prior *liveReads) (RecordResult, error) {
 	if err := s.policy.CheckRecording(comp); err != nil {
 		return RecordResult{}, err
@@ -166,7 +166,7 @@ func desiredChunks(namespace string, comp domain.Composition, lineage domain.Lin
 // writeChunks writes, in index order, each desired chunk that differs from the Secret of its
 // name, each after a live recheck: an update carries the read resourceVersion, a create meets
 // AlreadyExists when the name was taken since. The first failure aborts the pass with no
-// further writes (design §4).
+// further writes.
 func (s *Service) writeChunks(ctx context.Context, log logr.Logger, comp domain.Composition, desired []domain.ChunkSecret, byName map[string]domain.ChunkSecret, occupants occupantCheck, res RecordResult) (RecordResult, error) {
 	var err error
 	for i, want := range desired {
@@ -208,7 +208,7 @@ func (s *Service) writeChunks(ctx context.Context, log logr.Logger, comp domain.
 }
 
 // recordingStillHolds is the recheck before each chunk write: recording's eligibility, and the
-// inputs the inventory and the Secret names were computed from (design §4).
+// inputs the inventory and the Secret names were computed from.
 func (s *Service) recordingStillHolds(read domain.Composition) func(domain.Composition) error {
 	return stillHolds(read, s.policy.CheckRecording, domain.ChangedRecordingInput)
 }
@@ -217,7 +217,7 @@ func (s *Service) recordingStillHolds(read domain.Composition) func(domain.Compo
 // replaced. A foreign one is refused (ForeignSecret); one of ours recorded for another
 // Composition is refused while that Composition exists live, or, unless adoption across
 // namespaces is allowed, whenever it is in another namespace (LineageCollision); otherwise it
-// is a predecessor's history, replaced as usual, once that Composition is NotFound (design §4).
+// is a predecessor's history, replaced as usual, once that Composition is NotFound.
 type occupantCheck struct {
 	svc  *Service
 	comp domain.Composition

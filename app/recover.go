@@ -12,7 +12,7 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
-// heldEventLimit is how many held tombstones an event lists (design §6.1).
+// heldEventLimit is how many held tombstones an event lists.
 const heldEventLimit = 20
 
 // RecoverResult is the plan recovery acted on, and whether it wrote the decision.
@@ -80,7 +80,7 @@ func (s *Service) recover(ctx context.Context, comp domain.Composition) (Recover
 }
 
 // announceIgnoredReview warns when a held recovery's review annotation answers nothing (another
-// synthesis's UUID, or neither form), naming the values that would (design §6.1). It warns once
+// synthesis's UUID, or neither form), naming the values that would. It warns once
 // per value: a held recovery is planned again on every reconcile, and the operator needs one
 // event, not one per resync.
 func (s *Service) announceIgnoredReview(comp domain.Composition, d domain.Decision) {
@@ -121,7 +121,7 @@ func (m *ignoredReviews) firstSeen(ref domain.CompositionRef, r domain.IgnoredRe
 
 // Plan computes what recovery would decide now, without writing anything: the dry run that
 // inspect shows. Stock Eno has no hook that could consume it; tombstones reach Eno only
-// through the hand-off (design §6.2).
+// through the hand-off.
 func (s *Service) Plan(ctx context.Context, comp domain.Composition) (domain.RecoveryPlan, error) {
 	plan, _, err := s.planner.plan(ctx, comp)
 	return plan, err
@@ -164,7 +164,7 @@ func (p planner) plan(ctx context.Context, comp domain.Composition) (domain.Reco
 
 // planListed reads the snapshot from secrets, the lineage's Secrets already listed, and the
 // synthesis's slices, then decides. The other owners of the lineage are read live first, and the
-// downstream objects only when the plan asks for them (design §6, design §6.3).
+// downstream objects only when the plan asks for them.
 func (p planner) planListed(ctx context.Context, comp domain.Composition, lineage domain.Lineage, secrets []domain.ChunkSecret) (domain.RecoveryPlan, liveReads, error) {
 	now := p.cfg.Now()
 	snap, snapErr := domain.ReadSnapshotFor(comp, secrets, now, p.cfg.MaxChunks, p.cfg.adoption())
@@ -232,7 +232,7 @@ func (p planner) readSynthesis(ctx context.Context, comp domain.Composition) (do
 // Forbidden, which counts as existing. NotFound is a predecessor (a rename). When none exists,
 // one being deleted, or any other failure, decides nothing and is retried with backoff; one that
 // exists decides whatever the others are, since SharedLineage is then the first rule that
-// decides (design §6, SharedLineage).
+// decides.
 func (p planner) liveOwners(ctx context.Context, refs []domain.CompositionRef) ([]domain.LiveOwner, error) {
 	var live []domain.LiveOwner
 	var undecided []error
@@ -282,7 +282,7 @@ func (p planner) producedElsewhere(ctx context.Context, excluded ...string) (map
 	return domain.ProducedElsewhere(all, excluded...), nil
 }
 
-// observe reads each tombstone's object downstream (design §6.3).
+// observe reads each tombstone's object downstream.
 func (p planner) observe(ctx context.Context, tombstones []domain.Tombstone) (map[domain.ResourceID]domain.Observation, error) {
 	observed := make(map[domain.ResourceID]domain.Observation, len(tombstones))
 	for _, t := range tombstones {

@@ -60,7 +60,7 @@ const (
 	ReasonOtherNamespace = "OtherNamespace"
 )
 
-// Decision is the JSON of the decision annotation, fields in the specified order (design §6).
+// Decision is the JSON of the decision annotation, fields in the specified order.
 type Decision struct {
 	SynthesisUUID            string     `json:"synthesisUUID"`
 	Outcome                  Outcome    `json:"outcome"`
@@ -72,7 +72,7 @@ type Decision struct {
 	TombstoneSlice           string     `json:"tombstoneSlice"`
 	DecidedAt                time.Time  `json:"decidedAt"`
 	// RecoveredFrom is the source synthesis UUID this incarnation has recovered from, or chose
-	// not to (design §6, AlreadyDecided); it is carried over by decisions that do not set it.
+	// not to; it is carried over by decisions that do not set it.
 	RecoveredFrom string `json:"recoveredFrom"`
 }
 

@@ -115,7 +115,7 @@ func (p Policy) RecoveryStageOf(c Composition) (RecoveryStage, *IneligibleError)
 }
 
 // CheckRecovery is RecoveryStageOf as a run condition: an error unless the synthesis still needs
-// a decision. Every recheck before a recovery write applies it to the live Composition (design §6).
+// a decision. Every recheck before a recovery write applies it to the live Composition.
 func (p Policy) CheckRecovery(c Composition) error {
 	switch stage, ie := p.RecoveryStageOf(c); stage {
 	case StageIneligible:
@@ -147,8 +147,8 @@ func (p Policy) CheckRecording(c Composition) error {
 	return nil
 }
 
-// CheckHandoff applies the run conditions that still hold once a Recovered decision is written:
-// steps 4 and 5 of the hand-off follow it (design §6.2).
+// CheckHandoff applies the run conditions that still hold once a Recovered decision is written,
+// before the resynthesis is requested.
 func (p Policy) CheckHandoff(c Composition) error {
 	if ie := p.base(c); ie != nil {
 		return ie
@@ -159,12 +159,11 @@ func (p Policy) CheckHandoff(c Composition) error {
 // ChangedPlanInput names the first input of a recovery plan that differs between the
 // Composition the plan was computed from and the live one, or returns "" when none does: the
 // slices the synthesis names, the lineage, the review annotation and the recoveredFrom of the
-// decision on record. UID, synthesis and the run conditions are checked by the caller's recheck
-// (design §6, "Decide from what is live").
+// decision on record. UID, synthesis and the run conditions are checked by the caller's recheck.
 //
 // The slices change under one synthesis only when a hand-off is committed to it: from then on
 // the synthesis belongs to that hand-off, and a plan read before it is void even when it reaches
-// another outcome, since Eno may already have deleted the orphans it hands over (design §6.2).
+// another outcome, since Eno may already have deleted the orphans it hands over.
 func ChangedPlanInput(read, live Composition) string {
 	if why := ChangedRecordingInput(read, live); why != "" {
 		return why
@@ -183,7 +182,7 @@ func ChangedPlanInput(read, live Composition) string {
 // synthesis names, whose content is the inventory, and the lineage, which picks the Secrets.
 // UID, synthesis and eligibility are checked by the caller's recheck. A lineage override added
 // under one synthesis must never be written to with the Secret list, names and metadata of the
-// old lineage (design §4, "immediately before each write").
+// old lineage.
 func ChangedRecordingInput(read, live Composition) string {
 	if !slices.Equal(slicesOf(read), slicesOf(live)) {
 		return "the slices its synthesis names changed"

@@ -16,7 +16,7 @@ const (
 )
 
 // ResynthesisRequested reports whether the force-resynthesis annotation names c's current
-// synthesis: step 5 of the hand-off is done, and step 4 before it (design §6.2).
+// synthesis: the hand-off's last step is done, and the decision before it.
 func (c Composition) ResynthesisRequested() bool {
 	return c.Annotations[AnnotationForceResynthesis] == c.SynthesisUUID()
 }
@@ -24,7 +24,7 @@ func (c Composition) ResynthesisRequested() bool {
 // MaxSliceManifestBytes is Eno's own slice budget, the executor's maxSliceJsonBytes: the most
 // manifest JSON one recovery slice holds, measured as Eno measures a slice, the sum of its
 // manifests' lengths. It keeps each create well under the API server's request limit however
-// many tombstones a recovery hands over (design §6.2 step 1).
+// many tombstones a recovery hands over.
 const MaxSliceManifestBytes = 512 << 10
 
 // Handoff is what recovery hands to Eno for one synthesis: the tombstones as slice resources,
@@ -36,7 +36,7 @@ type Handoff struct {
 	// Resources are every tombstone of the hand-off, in canonical order, across its slices.
 	Resources []SliceResource
 	// HistoryWritten is the write time of the history the tombstones came from; the pending
-	// hand-off's recheck compares objects with it (design §6.2).
+	// hand-off's recheck compares objects with it.
 	HistoryWritten time.Time
 	// SourceUID is the recorded incarnation's UID (RecoveryPlan.SourceUID); empty when unknown.
 	SourceUID string
@@ -101,7 +101,7 @@ func (h Handoff) Parts() ([][]SliceResource, error) {
 
 // cutRecoverySlices cuts rs in order into recovery slices, each holding as many resources as fit
 // in MaxSliceManifestBytes of manifest JSON, and returns how many each holds. The cut depends on
-// rs alone, so a retry publishes the same slices (design §6.2 step 1).
+// rs alone, so a retry publishes the same slices.
 func cutRecoverySlices(rs []SliceResource) ([]int, error) {
 	var lens []int
 	used := 0
@@ -145,7 +145,7 @@ func (e *TombstoneTooLargeError) Error() string {
 const maxParts = 9999
 
 // AnnotationRecoveryPart, on a recovery slice, is "<part>/<parts>": its place in the hand-off,
-// so that a pass that resumes it knows which parts were never named (design §6.2).
+// so that a pass that resumes it knows which parts were never named.
 const AnnotationRecoveryPart = "eno.azure.io/tombstone-recovery-part"
 
 // SliceAnnotations are the annotations recovery slice part of parts carries: the decision, the
@@ -185,7 +185,7 @@ func (h Handoff) SliceName(comp Composition, part int) string {
 
 // NamedRecoverySlices are the slices of the Composition's current synthesis that are of its
 // recovery slice family, in the synthesis's order: each part is named as soon as it is created,
-// so this is the part order (design §6.2).
+// so this is the part order.
 func (c Composition) NamedRecoverySlices() []string {
 	if c.Synthesis == nil || c.Synthesis.UUID == "" {
 		return nil
@@ -296,7 +296,7 @@ func HandoffFromSlices(c Composition, parts []ResourceSlice) (Handoff, error) {
 
 // RecoverySliceInvalidError: the synthesis names a slice under a recovery slice's name that is
 // not a valid hand-off of that synthesis. It is never adopted: no decision is written from it,
-// and recovery retries with backoff until an operator removes it (design §6.2).
+// and recovery retries with backoff until an operator removes it.
 type RecoverySliceInvalidError struct {
 	Slice  string
 	Detail string
@@ -310,7 +310,7 @@ func (e *RecoverySliceInvalidError) Error() string {
 // object the caller decided from, unchanged. The resourceVersion covers every write since that
 // read (a review flipped to reject, a deletion, a lineage change, another replica's decision);
 // the synthesis, the absence of one in flight and the slice list are tested on their own as
-// well, so that a rejected patch can say which moved (design §6.2 step 2).
+// well, so that a rejected patch can say which moved.
 type CommitPrecondition struct {
 	UID             string
 	ResourceVersion string
@@ -353,7 +353,7 @@ func (p CommitPrecondition) MovedOn(live Composition) string {
 // CheckReusable says why the recovery slice found under want's name cannot stand for want, or
 // is nil when it can: a recovery slice is never updated, so one that exists already is reused
 // only when it is comp's, for its synthesis, not terminating, and holds exactly want's
-// tombstones and annotations (design §6.2).
+// tombstones and annotations.
 func CheckReusable(comp Composition, existing, want ResourceSlice) error {
 	switch {
 	case existing.Deleting:
@@ -418,7 +418,7 @@ func PartsOf(s ResourceSlice) (parts int, ok bool) {
 }
 
 // HandoffPhase is where the hand-off of a Composition's current synthesis stands: the one
-// reading that drives recovery's switch (design §6.2).
+// reading that drives recovery's switch.
 type HandoffPhase int
 
 const (

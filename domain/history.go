@@ -12,7 +12,7 @@ import (
 // decisive finding in reading's order: ReadSnapshot, ReadSnapshotFor and ReadHistory all derive
 // it so, from the same checks (design §5).
 type Finding struct {
-	// Step is the design §5 step that found it: 1 (one Secret), 2 (a snapshot's chunks disagree),
+	// Step is the step of reading that found it: 1 (one Secret), 2 (a snapshot's chunks disagree),
 	// 3 (a tie among the candidates), 4 (indexes) or 5 (decoding and digest).
 	Step   int
 	Reason InvalidReason
@@ -35,7 +35,7 @@ type Finding struct {
 	Decisive bool
 }
 
-// Err is the finding as reading's refusal (design §5).
+// Err is the finding as reading's refusal.
 func (f Finding) Err() *InventoryInvalidError {
 	return &InventoryInvalidError{Reason: f.Reason, Secret: f.Secret, Detail: f.Detail}
 }
@@ -43,7 +43,7 @@ func (f Finding) Err() *InventoryInvalidError {
 // listedMissing is how many missing indexes a gap finding lists.
 const listedMissing = 10
 
-// SnapshotRole is what choosing the candidates made of a snapshot (design §5 step 3).
+// SnapshotRole is what choosing the candidates made of a snapshot.
 type SnapshotRole struct{ name string }
 
 var (
@@ -67,7 +67,7 @@ var (
 
 func (r SnapshotRole) String() string { return r.name }
 
-// DigestCheck is what the digest check found of a snapshot's digest (design §5 step 5).
+// DigestCheck is what the digest check found of a snapshot's digest.
 type DigestCheck struct{ name string }
 
 var (
@@ -103,13 +103,13 @@ type SnapshotReading struct {
 }
 
 // History is every Secret of a lineage read with every finding rather than the first: what
-// inspect shows. Its verdict is ReadSnapshot's (or ReadSnapshotFor's) (design §5).
+// inspect shows. Its verdict is ReadSnapshot's (or ReadSnapshotFor's).
 type History struct {
-	// Findings are all findings in design §5's order.
+	// Findings are all findings in reading's order.
 	Findings []Finding
 	// Snapshots are newest first, ties by synthesis UUID.
 	Snapshots []SnapshotReading
-	// Candidates are the synthesis UUIDs of design §5 step 3's candidates, in Snapshots' order.
+	// Candidates are the synthesis UUIDs of the candidates, in Snapshots' order.
 	// OwnCandidates: they are the reader's own namespace/name's snapshots; otherwise those of
 	// the reader's namespace, or every snapshot of the lineage when Adoption allows it or there
 	// is no reader.
@@ -124,8 +124,7 @@ type History struct {
 }
 
 // Verdict is the outcome of reading: the first decisive finding as an *InventoryInvalidError,
-// else ErrNoInventory, an *OtherNamespaceError, ErrSameIncarnation, or the selected snapshot
-// (design §5).
+// else ErrNoInventory, an *OtherNamespaceError, ErrSameIncarnation, or the selected snapshot.
 func (h History) Verdict() (Snapshot, error) { return h.verdict.derive(h.Findings) }
 
 // Rejected are the findings of step 1, one per Secret that does not parse, by Secret name.
@@ -187,7 +186,7 @@ func (v verdict) derive(findings []Finding) (Snapshot, error) {
 
 // reader reads a lineage's Secrets step by step. With all unset it stops at the first decisive
 // finding, which is then the verdict (ReadSnapshot); with all set it judges everything
-// (ReadHistory) (design §5).
+// (ReadHistory).
 type reader struct {
 	now       time.Time
 	maxChunks int
@@ -329,7 +328,7 @@ func (r *reader) choose() bool {
 // self's namespace/name (own); when there is none, every snapshot that adoption permits self
 // to take (those of self's namespace: a rename; of any namespace when adoption across them is
 // allowed). With no reader, every snapshot. It may be empty: the history is another
-// namespace's (design §5 step 3).
+// namespace's.
 func candidatesFor(self *Composition, adoption Adoption, order []string, groups map[string][]StoredChunk) (candidates []string, own bool) {
 	if self == nil {
 		return order, false

@@ -97,7 +97,7 @@ type IgnoredReview struct {
 }
 
 // IgnoredReviewOf reports a review annotation that is set and would be ignored for the current
-// synthesis (design §6.1). Nothing is reported without a current synthesis.
+// synthesis. Nothing is reported without a current synthesis.
 func IgnoredReviewOf(c Composition) (IgnoredReview, bool) {
 	v, set := c.Annotations[AnnotationReview]
 	current := c.SynthesisUUID()
@@ -154,7 +154,7 @@ type RecoveryInput struct {
 // RecoveryPlan is the decision and the tombstones to publish (none unless Recovered).
 // Held lists what awaits review when the outcome is HeldForReview; Dropped what the checks at the
 // moment of deletion kept back. A plan with Verify set decides nothing yet: read those objects
-// downstream and plan again with RecoveryInput.Observed (design §6).
+// downstream and plan again with RecoveryInput.Observed.
 type RecoveryPlan struct {
 	Decision   Decision
 	Tombstones []Tombstone
@@ -176,8 +176,7 @@ func (p RecoveryPlan) Decided() bool { return !p.Decision.Outcome.IsZero() }
 // namespace, except c itself. Usually there is none.
 //
 // members are the other Compositions known to carry the same lineage (a copied override), even
-// ones that have recorded nothing yet: they share it as much as a snapshot's owner does
-// (design §6, SharedLineage).
+// ones that have recorded nothing yet: they share it as much as a snapshot's owner does.
 func SharedLineageOwners(c Composition, snap Snapshot, members ...CompositionRef) []CompositionRef {
 	var out []CompositionRef
 	for _, ref := range append(slices.Clone(snap.owners), members...) {
@@ -206,7 +205,7 @@ func LineageMembers(c Composition, lineage Lineage, all []Composition) []Composi
 // LiveOwner is another Composition of the lineage that exists: a live read found it without a
 // deletionTimestamp (any UID), or was refused it (Forbidden). Either way its history is not
 // ours to clean: a namespace-scoped grant must not let recovery delete what a Composition it
-// cannot see still manages (design §6, SharedLineage).
+// cannot see still manages.
 type LiveOwner struct {
 	Ref CompositionRef
 	// Forbidden: the read was refused, and the Composition counts as existing.
@@ -233,7 +232,7 @@ func sharedWith(c Composition, snap Snapshot, members []CompositionRef, live []L
 }
 
 // PlanRecovery decides recovery for a synthesis from what was read. It is pure: it reads nothing
-// and writes nothing (design §6).
+// and writes nothing.
 func PlanRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	c := in.Composition
 	if c.Synthesis == nil {
@@ -248,7 +247,7 @@ func PlanRecovery(in RecoveryInput) (RecoveryPlan, error) {
 }
 
 // recoveredFrom is the decision's source when its outcome records one, else the value carried
-// by the decision it replaces on this Composition (design §6, AlreadyDecided).
+// by the decision it replaces on this Composition.
 func recoveredFrom(c Composition, d Decision) string {
 	if d.SetsRecoveredFrom() {
 		return d.SourceSynthesisUUID
@@ -261,7 +260,7 @@ func recoveredFrom(c Composition, d Decision) string {
 
 // planRecovery decides in order: the snapshot's reading (including SameIncarnation),
 // SharedLineage, AlreadyDecided, the absent entries, the checks at the moment of deletion, the
-// deletion guard. The first rule that decides ends the evaluation (design §6).
+// deletion guard. The first rule that decides ends the evaluation.
 func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	c := in.Composition
 	d := Decision{SynthesisUUID: c.Synthesis.UUID, DecidedAt: in.Now.UTC().Truncate(time.Second)}
@@ -272,7 +271,7 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	ts := snap.meta.SynthesisTime
 	d.SourceSynthesisUUID = snap.meta.SynthesisUUID
 	d.SourceSynthesisTimestamp = &ts
-	// SameIncarnation is design §5 step 3's (ReadSnapshotFor), decided there only: a snapshot chosen
+	// SameIncarnation is ReadSnapshotFor's, decided there only: a snapshot chosen
 	// from another reader's candidates, or from the whole lineage, is no input here.
 	if snap.readFor == nil || *snap.readFor != c.UID {
 		return RecoveryPlan{}, fmt.Errorf("composition %s: the snapshot was not read for this incarnation; recovery decides from ReadSnapshotFor's verdict", c.Ref())
@@ -363,7 +362,7 @@ func planFromSnapshotErr(d Decision, snap Snapshot, snapErr error) (RecoveryPlan
 }
 
 // planOverTheGuard decides tombstones over the deletion guard: recovered once an operator
-// approved this synthesis, nothing once rejected, otherwise held for review (design §6.1).
+// approved this synthesis, nothing once rejected, otherwise held for review.
 func planOverTheGuard(plan RecoveryPlan, in RecoveryInput, verified []Tombstone, total int, withDrops func(string) string) RecoveryPlan {
 	c := in.Composition
 	switch ReviewOf(c) {

@@ -110,7 +110,7 @@ func splitAPIVersion(apiVersion string) (group, version string) {
 	return "", apiVersion
 }
 
-// compareEntries is the canonical order of entries: by identity, then version (design §3).
+// compareEntries is the canonical order of entries: by identity, then version.
 func compareEntries(a, b *Entry) int {
 	if c := a.ID().Compare(b.ID()); c != 0 {
 		return c

@@ -18,11 +18,56 @@ import (
 const AnnotationArmed = "eno.azure.io/tombstone-recovery-armed"
 
 // ArmedOff is the value of AnnotationArmed that disarms for good: the watch writes it, and an
-// operator may; recovery never arms a Composition that carries it (design §6.2).
+// operator may; recovery never arms a Composition that carries it.
 const ArmedOff = "disarmed"
 
 // HandoffDisarmed reports whether c carries ArmedOff.
 func (c Composition) HandoffDisarmed() bool { return c.Annotations[AnnotationArmed] == ArmedOff }
+
+// Armed reports whether c's AnnotationArmed holds a hand-off's digest: neither empty, ArmedOff
+// nor ArmedDone.
+func (c Composition) Armed() bool {
+	a := c.Annotations[AnnotationArmed]
+	return a != "" && a != ArmedOff && a != ArmedDone
+}
+
+// ArmedDone is the value of AnnotationArmed once Eno has acted on every tombstone of the hand-off.
+// Like any value but the digest it disarms them all; unlike ArmedOff it lets a later hand-off arm.
+const ArmedDone = "done"
+
+// Retirement is why an armed hand-off is disarmed although nothing took an object over, and
+// the value that does it.
+type Retirement struct {
+	Value, Why string
+}
+
+// RetirementOf says whether c's armed hand-off must be disarmed now (design §6.2, "A hand-off
+// ends disarmed"). A tombstone Eno skipped stays in the synthesis that carried it, and Eno looks
+// at it again on every reload, after the watch has ended; so:
+//   - once a synthesis that names no recovery slice is Ready, Eno has acted on every tombstone
+//     it carried: ArmedDone;
+//   - once the Composition leaves recovery (opted out, recovery disabled, an unusable lineage),
+//     nothing watches the hand-off any more: ArmedOff, which a person undoes.
+//
+// ineligible is why recovery leaves c alone, or nil. A deleting or paused Composition needs no
+// write (the precondition sees both), nor one out of this controller's scope (its shard's
+// controller watches it).
+func RetirementOf(c Composition, ineligible *IneligibleError) (Retirement, bool) {
+	if !c.Armed() {
+		return Retirement{}, false
+	}
+	if ineligible != nil {
+		switch ineligible.Reason {
+		case IneligibleNotOptedIn, IneligibleDisabled, IneligibleInvalidLineage:
+			return Retirement{Value: ArmedOff, Why: "the composition left recovery (" + ineligible.Reason.String() + ") while its hand-off was armed, and nothing watches it any more"}, true
+		}
+		return Retirement{}, false
+	}
+	if c.Synthesis != nil && c.Synthesis.Ready && len(c.NamedRecoverySlices()) == 0 {
+		return Retirement{Value: ArmedDone, Why: "synthesis " + c.Synthesis.UUID + " is Ready, so Eno has acted on every tombstone it was handed"}, true
+	}
+	return Retirement{}, false
+}
 
 // digestLen is how many hex digits of SHA-256 a hand-off's digest keeps.
 const digestLen = 16
@@ -43,8 +88,8 @@ func handoffDigest(uuid string, written time.Time, tombstones []Tombstone) strin
 var celLiteral = regexp.MustCompile(`^[A-Za-z0-9:.-]{1,64}$`)
 
 // Precondition is the CEL condition under which one tombstone stops being disabled, evaluated
-// by Eno against its own live read of the object (`self`) and the Composition it acts for
-// (design §6.2). Every part must hold:
+// by Eno against its own live read of the object (`self`) and the Composition it acts for.
+// Every part must hold:
 //   - the object is the one recovery saw (its UID);
 //   - it has a write history, and no write of the object itself (subresources aside) is newer
 //     than the history's write time, to the second;
@@ -83,7 +128,7 @@ func selfCheckingManifest(t Tombstone, written time.Time, digest string) (string
 	}
 	// The first override keeps it disabled unless the precondition holds: should an Eno whose
 	// CEL differs fail to compile the condition, its decoding stops at this element and applies
-	// it unconditionally, so the object is kept, never deleted (design §6.2).
+	// it unconditionally, so the object is kept, never deleted.
 	overrides, err := json.Marshal([]selfCheckOverride{
 		{Path: selfCheckPath, Value: "true", Condition: "!(" + cond + ")"},
 		{Path: selfCheckPath, Value: "false", Condition: cond},

@@ -28,7 +28,7 @@ func (r InvalidReason) String() string { return r.name }
 // ErrNoInventory means no Secret carries the lineage label.
 var ErrNoInventory = errors.New("no inventory snapshot exists for this lineage")
 
-// InventoryInvalidError refuses a lineage's history that cannot be trusted (design §5).
+// InventoryInvalidError refuses a lineage's history that cannot be trusted.
 type InventoryInvalidError struct {
 	Reason InvalidReason
 	Secret string // the Secret that showed the problem, when one did
@@ -75,7 +75,7 @@ func (s Snapshot) RecordedFor() CompositionRef { return s.meta.RecordedFor() }
 
 // LineageOwners names every Composition that a well-formed Secret of the lineage was recorded
 // for, sorted: the selected snapshot's and every other's, candidate or not, whatever its
-// namespace (design §5 step 1, design §6 SharedLineage).
+// namespace.
 func (s Snapshot) LineageOwners() []CompositionRef { return slices.Clone(s.owners) }
 
 // WriteTime is when the snapshot was written, by the downstream API server's clock: the newest
@@ -93,7 +93,7 @@ func (s Snapshot) WriteTime() (time.Time, bool) {
 	return newest, len(s.chunks) > 0
 }
 
-// StoredChunk is one Secret whose snapshot annotations parsed (design §5 step 1).
+// StoredChunk is one Secret whose snapshot annotations parsed.
 type StoredChunk struct {
 	Secret ChunkSecret
 	Meta   SnapshotMeta
@@ -103,7 +103,7 @@ type StoredChunk struct {
 var digestPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
 // ParseStoredChunk reads one Secret's snapshot annotations and data, refusing a Secret that is
-// not well formed. maxChunks <= 0 means DefaultMaxChunks (design §5 step 1).
+// not well formed. maxChunks <= 0 means DefaultMaxChunks.
 func ParseStoredChunk(s ChunkSecret, now time.Time, maxChunks int) (StoredChunk, error) {
 	sc, err := parseChunkMetadata(s, now, maxChunks)
 	if err != nil {
@@ -122,7 +122,7 @@ func ParseStoredChunk(s ChunkSecret, now time.Time, maxChunks int) (StoredChunk,
 }
 
 // parseChunkMetadata applies the checks that read the Secret's type, labels and annotations
-// only (design §5 step 1).
+// only.
 func parseChunkMetadata(s ChunkSecret, now time.Time, maxChunks int) (StoredChunk, error) {
 	bad := func(format string, args ...any) (StoredChunk, error) {
 		return StoredChunk{}, &InventoryInvalidError{Reason: ReasonMalformed, Secret: s.Name, Detail: fmt.Sprintf(format, args...)}
@@ -187,7 +187,7 @@ func parseChunkMetadata(s ChunkSecret, now time.Time, maxChunks int) (StoredChun
 
 // ErrSameIncarnation stops reading when a candidate snapshot carries the reading Composition's
 // own UID, so Eno's own synthesis diff owns cleanup. ReadSnapshotFor returns it with a Snapshot
-// holding only that candidate's metadata; its chunks are not judged (design §5 step 3).
+// holding only that candidate's metadata; its chunks are not judged.
 var ErrSameIncarnation = errors.New("a snapshot of this composition incarnation exists")
 
 // ReadSnapshotFor reads the lineage's history for the Composition c: every Secret is judged
@@ -196,7 +196,7 @@ var ErrSameIncarnation = errors.New("a snapshot of this composition incarnation 
 // it (a move between namespaces); a lineage with snapshots but no candidate stops with an
 // *OtherNamespaceError, and a candidate with c's UID with ErrSameIncarnation; the newest
 // candidate is selected, a tie is AmbiguousTimestamp, and only the selected one is judged by
-// steps 4–5. maxChunks <= 0 means DefaultMaxChunks (design §5).
+// steps 4–5. maxChunks <= 0 means DefaultMaxChunks.
 func ReadSnapshotFor(c Composition, secrets []ChunkSecret, now time.Time, maxChunks int, adoption Adoption) (Snapshot, error) {
 	return readSnapshot(secrets, now, maxChunks, &c, adoption)
 }
@@ -205,7 +205,7 @@ func ReadSnapshotFor(c Composition, secrets []ChunkSecret, now time.Time, maxChu
 // (recording's fast path, inspect of a lineage): every snapshot is a candidate and none is the
 // reader's own. It returns ErrNoInventory, an *InventoryInvalidError, or the snapshot. There
 // is no fallback to an older snapshot. Its verdict is ReadHistory's: the first decisive
-// finding, found by the same checks, which stop there (design §5).
+// finding, found by the same checks, which stop there.
 func ReadSnapshot(secrets []ChunkSecret, now time.Time, maxChunks int) (Snapshot, error) {
 	return readSnapshot(secrets, now, maxChunks, nil, AdoptWithinNamespace)
 }

@@ -11,8 +11,8 @@ type ResourceSlice struct {
 	Namespace string
 	Name      string
 	Deleting  bool
-	// SynthesisUUID is spec.synthesisUUID. Eno's own stamp says nothing about membership
-	// (design §2); this controller sets it on its recovery slices to recognise them (design §6.2).
+	// SynthesisUUID is spec.synthesisUUID. Eno's own stamp says nothing about membership;
+	// this controller sets it on its recovery slices to recognise them (design §6.2).
 	SynthesisUUID string
 	// Annotations are read only on recovery slices, where they carry the hand-off's decision.
 	Annotations map[string]string
@@ -104,7 +104,7 @@ func (s SynthesisContents) Covers(id ResourceID) bool {
 // given in the order status.currentSynthesis.resourceSlices names them. Any terminating or
 // malformed slice is an error. Membership is decided by that list alone: stock Eno stamps
 // spec.synthesisUUID with the synthesis current when its executor wrote the slice ("" on a
-// first synthesis, the previous UUID after that), so the stamp is not checked (design §2).
+// first synthesis, the previous UUID after that), so the stamp is not checked.
 func ReadSynthesis(c Composition, slices []ResourceSlice) (SynthesisContents, error) {
 	if c.Synthesis == nil || c.Synthesis.UUID == "" {
 		return SynthesisContents{}, fmt.Errorf("composition %s has no current synthesis", c.Ref())
@@ -217,8 +217,8 @@ func cascadeDisable(e *Entry, c Composition) {
 // ProducedElsewhere maps each identity that a slice controlled by anything but the excluded
 // owners (by UID) holds as a resource Eno applies or patches (not a tombstone) to that slice's
 // name. Any
-// such slice counts, a terminating one or one of an older synthesis too: when in doubt, keep
-// (design §6.3, K4). A manifest that cannot be read names nothing: Eno cannot apply it either.
+// such slice counts, a terminating one or one of an older synthesis too: when in doubt, keep.
+// A manifest that cannot be read names nothing: Eno cannot apply it either.
 func ProducedElsewhere(all []ResourceSlice, excluded ...string) map[ResourceID]string {
 	out := map[ResourceID]string{}
 	for _, s := range all {

@@ -37,7 +37,7 @@ type Observation struct {
 	Detail string
 }
 
-// DropReason says why a tombstone is not published (design §6.3).
+// DropReason says why a tombstone is not published.
 type DropReason struct{ name string }
 
 var (
@@ -60,7 +60,7 @@ var (
 	DropChanged = DropReason{"ChangedAfterHistory"}
 	// DropProducedElsewhere: another Composition's synthesis produces the object. Eno applies
 	// every Composition with one field manager and an in-sync object gets no write, so a
-	// takeover shows in no managedFields time; the other Composition keeps it (design §6.3).
+	// takeover shows in no managedFields time; the other Composition keeps it.
 	DropProducedElsewhere = DropReason{"ProducedElsewhere"}
 )
 
@@ -104,7 +104,7 @@ func disabledDetail(e Entry) string {
 // selected history was written (known false when it cannot be determined), it returns the
 // tombstones to publish and the ones dropped, in the order given. An object missing from
 // observed counts as unreadable. Both times are the downstream API server's, in whole seconds;
-// an object created in the very second the history was written counts as older (design §6.3).
+// an object created in the very second the history was written counts as older.
 func VerifyTombstones(tombstones []Tombstone, observed map[ResourceID]Observation, writeTime time.Time, known bool) ([]Tombstone, []DroppedTombstone) {
 	var keep []Tombstone
 	var dropped []DroppedTombstone

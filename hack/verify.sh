@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # make verify: generated fakes are fresh, code is formatted and vetted, packages import only in
-# the allowed direction, references to the design resolve inside the repository, and the main
-# module stays embeddable in eno-reconciler (design §8.1).
+# the allowed direction, references to the design and Markdown links resolve inside the
+# repository, each document stays within its line budget, README.md's flag table is what
+# `tombstone-recovery run -h` prints, and the main module stays embeddable in eno-reconciler
+# (design §8.1).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -35,8 +37,11 @@ go vet -tags eno ./test/eno/... || fail=1
 echo "verify: import direction and eno-reconciler embedding constraints"
 go test -count=1 ./internal/archtest/ || fail=1
 
-echo "verify: references to the design name sections docs/design.md has, and nothing outside the repository"
+echo "verify: references to the design and Markdown links resolve; documents within their budgets"
 go run ./hack/designrefs || fail=1
+
+echo "verify: README.md's flag table is what 'tombstone-recovery run -h' prints"
+go run ./hack/flagtable || fail=1
 
 echo "verify: counterfeiter stays out of the main module's graph"
 if go list -m all 2>/dev/null | grep -q counterfeiter; then

@@ -16,7 +16,7 @@ type CompositionReader interface {
 
 // CompositionLister lists the Compositions in the controller's scope, possibly from a cache.
 // Recovery uses it to find another Composition that shares the lineage before it has recorded
-// any snapshot (design §6, SharedLineage).
+// any snapshot.
 //
 //counterfeiter:generate . CompositionLister
 type CompositionLister interface {
@@ -37,7 +37,7 @@ type CompositionGuard interface {
 type SliceReader interface {
 	GetSlice(ctx context.Context, namespace, name string) (domain.ResourceSlice, error)
 	// ListSlices lists every ResourceSlice in every namespace, live and paginated: the evidence
-	// that another Composition produces an identity (domain.ProducedElsewhere, design §6.3). A
+	// that another Composition produces an identity (domain.ProducedElsewhere). A
 	// slice that does not decode is left out: Eno cannot apply it either.
 	ListSlices(ctx context.Context) ([]domain.ResourceSlice, error)
 }
@@ -48,7 +48,7 @@ type SliceReader interface {
 //counterfeiter:generate . SnapshotStore
 type SnapshotStore interface {
 	// ListChunks lists every Secret carrying the lineage label, live from the API, with the time
-	// the API server last stored each one's data (ChunkSecret.DataWrittenAt, design §6.3).
+	// the API server last stored each one's data (ChunkSecret.DataWrittenAt).
 	ListChunks(ctx context.Context, lineage domain.Lineage) ([]domain.ChunkSecret, error)
 	// ListCachedChunks lists our Secrets of the lineage from a cache that may be stale, with
 	// their type, labels and annotations but no data (the cache holds metadata only). Only the
@@ -56,7 +56,7 @@ type SnapshotStore interface {
 	ListCachedChunks(ctx context.Context, lineage domain.Lineage) ([]domain.ChunkSecret, error)
 	// GetChunk reads the Secret of that name in the inventory namespace live, whoever wrote it
 	// and whatever its labels; ErrNotFound when there is none. Recording reads a name that
-	// CreateChunk found taken, to tell a foreign Secret from a race (design §4).
+	// CreateChunk found taken, to tell a foreign Secret from a race.
 	GetChunk(ctx context.Context, name string) (domain.ChunkSecret, error)
 	// CreateChunk creates the Secret; ErrAlreadyExists when the name is taken.
 	CreateChunk(ctx context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error)
@@ -65,7 +65,7 @@ type SnapshotStore interface {
 }
 
 // TombstoneSink hands recovered tombstones to Eno in idempotent steps. The use case rechecks the
-// Composition live before each call and passes that live object (design §6.2).
+// Composition live before each call and passes that live object.
 //
 //counterfeiter:generate . TombstoneSink
 type TombstoneSink interface {
@@ -77,11 +77,11 @@ type TombstoneSink interface {
 	// AppendRecoverySlice names the slice in comp's current synthesis with one write guarded by
 	// domain.CommitPreconditionOf(comp), and returns the Composition as written; ErrSynthesisMoved
 	// when it moved on. Each part is named as soon as it is created, so that Eno's cleanup of
-	// unnamed slices never takes one, and a named prefix is a whole hand-off (design §6.2).
+	// unnamed slices never takes one, and a named prefix is a whole hand-off.
 	AppendRecoverySlice(ctx context.Context, comp domain.Composition, slice string) (domain.Composition, error)
 	// ArmTombstones sets domain.AnnotationArmed on comp to digest, guarded by comp's UID and
 	// resourceVersion (ErrConflict otherwise), and returns the Composition as written. Every
-	// tombstone of the hand-off named digest checks for it on Eno's live read (design §6.2).
+	// tombstone of the hand-off named digest checks for it on Eno's live read.
 	// Already armed with digest: no write, comp is returned as it is.
 	ArmTombstones(ctx context.Context, comp domain.Composition, digest string) (domain.Composition, error)
 	// DisarmTombstones sets domain.AnnotationArmed on comp to domain.ArmedOff, guarded by its
@@ -95,7 +95,7 @@ type TombstoneSink interface {
 }
 
 // DownstreamReader reads the metadata of objects in the downstream cluster, by identity, just
-// before their tombstones are published (design §6.3).
+// before their tombstones are published.
 //
 //counterfeiter:generate . DownstreamReader
 type DownstreamReader interface {

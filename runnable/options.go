@@ -19,8 +19,7 @@ import (
 )
 
 // Options configures a Controller. Zero values mean the defaults named on each field, except
-// Enabled: the library default is off, so a caller that wants recording and recovery says so
-// (design §4).
+// Enabled: the library default is off, so a caller that wants recording and recovery says so.
 type Options struct {
 	// ControlPlane is the cluster that holds the Compositions and ResourceSlices (eno-reconciler:
 	// mgr.GetConfig()). Required. It is copied, never modified.
@@ -46,16 +45,16 @@ type Options struct {
 	MaxChunkBytes int
 	// MaxChunks caps the chunks of one snapshot; 0 is domain.DefaultMaxChunks.
 	MaxChunks int
-	// MaxTombstoneFraction is the deletion guard (design §6.1); nil is
+	// MaxTombstoneFraction is the deletion guard; nil is
 	// domain.DefaultMaxTombstoneFraction, 1 disables the guard, 0 holds every recovery.
 	MaxTombstoneFraction *float64
 	// AllowCrossNamespaceLineage lets a Composition with no history of its own adopt its
-	// lineage's history from another namespace (design §5 step 3). False, the default, keeps
+	// lineage's history from another namespace. False, the default, keeps
 	// each namespace's history to itself: a lineage override must not let anyone who can write
 	// Compositions in one namespace have Eno delete another namespace's orphans.
 	AllowCrossNamespaceLineage bool
 	// PendingRecheckInterval is how often a hand-off that Eno has not carried yet is checked
-	// again against the downstream objects (design §6.2); 0 is app.DefaultPendingRecheckInterval.
+	// again against the downstream objects; 0 is app.DefaultPendingRecheckInterval.
 	PendingRecheckInterval time.Duration
 	// ReconcileTimeout bounds one reconcile; 0 is app.DefaultReconcileTimeout.
 	ReconcileTimeout time.Duration

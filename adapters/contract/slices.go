@@ -71,7 +71,7 @@ func RunSliceReader(t *testing.T, newHarness NewHarness) {
 	})
 }
 
-// RunTombstoneSink checks ports.TombstoneSink: the steps of the hand-off (design §6.2).
+// RunTombstoneSink checks ports.TombstoneSink: the steps of the hand-off.
 func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 	t.Run("CreateRecoverySlice writes the slice controlled by the Composition, named from the hand-off's digest", func(t *testing.T) {
 		h := newHarness(t)

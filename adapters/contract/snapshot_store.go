@@ -76,7 +76,7 @@ func RunSnapshotStore(t *testing.T, newHarness NewHarness) {
 		got, err := store.GetChunk(ctx, ours.Name)
 		require.NoError(t, err)
 		assertSecret(t, ours, got)
-		// A Secret without any of our labels is found by its name alone (design §4).
+		// A Secret without any of our labels is found by its name alone.
 		bare := h.PutForeignSecret(t, domain.ChunkSecret{
 			Namespace: h.InventoryNamespace(), Name: uniqueName("bare"), Type: "Opaque",
 			Data: map[string][]byte{"token": []byte("not an inventory")},

@@ -112,7 +112,7 @@ func optList(obj map[string]any, path ...string) ([]any, error) {
 }
 
 // compositionFromUnstructured reads the Composition's fields the controller uses. Malformed
-// status fields are an error: the caller must not guess at a synthesis (design §2).
+// status fields are an error: the caller must not guess at a synthesis.
 func compositionFromUnstructured(u *unstructured.Unstructured) (domain.Composition, error) {
 	c := domain.Composition{
 		Namespace:       u.GetNamespace(),
@@ -236,7 +236,7 @@ func previousSynthesis(u *unstructured.Unstructured) *domain.Synthesis {
 }
 
 // sliceFromUnstructured reads the ResourceSlice's fields the controller uses. A malformed slice
-// is a *domain.SliceError (design §2).
+// is a *domain.SliceError.
 func sliceFromUnstructured(u *unstructured.Unstructured) (domain.ResourceSlice, error) {
 	s := domain.ResourceSlice{
 		Namespace: u.GetNamespace(),
@@ -284,7 +284,7 @@ func sliceFromUnstructured(u *unstructured.Unstructured) (domain.ResourceSlice, 
 // recoverySlice is a ResourceSlice that hands part, one part of h's tombstones, to Eno: owned by
 // the Composition as its controller (eno-controller's slice cleanup dereferences that
 // reference), carrying Eno's own finalizer, spec.synthesisUUID set to the synthesis it is for,
-// and the hand-off's decision in an annotation (design §6.2).
+// and the hand-off's decision in an annotation.
 func recoverySlice(s domain.ResourceSlice, comp domain.Composition) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": enoAPIVersion,
@@ -345,7 +345,7 @@ func chunkFromSecret(s *corev1.Secret) domain.ChunkSecret {
 
 // dataWrittenAt is the newest time of a managedFields entry that owns f:data: when the API
 // server last stored a write of the Secret's data. It is zero when no entry says, for example
-// when managedFields were stripped (design §6.3).
+// when managedFields were stripped.
 func dataWrittenAt(entries []metav1.ManagedFieldsEntry) time.Time {
 	var newest time.Time
 	for _, e := range entries {

@@ -23,7 +23,7 @@ var _ ports.DownstreamReader = (*DownstreamObjects)(nil)
 
 // DownstreamObjects reads downstream objects' metadata through the metadata client, mapping each
 // kind to its resource with a RESTMapper over discovery. Discovery is cached and refreshed once
-// when a kind is not found, so a CRD installed since is still seen (design §6.3).
+// when a kind is not found, so a CRD installed since is still seen.
 type DownstreamObjects struct {
 	client metadata.Interface
 	cache  discovery.CachedDiscoveryInterface

@@ -106,7 +106,7 @@ func (st *SecretStore) WaitForCacheSync(ctx context.Context) error {
 func (st *SecretStore) Wait() { st.run.wait() }
 
 // ListChunks lists every Secret of the inventory namespace with the lineage label, ours or not,
-// live from the API server: reading must see foreign Secrets to refuse them (design §5).
+// live from the API server: reading must see foreign Secrets to refuse them.
 func (st *SecretStore) ListChunks(ctx context.Context, lineage domain.Lineage) ([]domain.ChunkSecret, error) {
 	selector := labels.Set{domain.LabelLineage: lineage.String()}.AsSelector().String()
 	return st.list(ctx, lineage, selector)

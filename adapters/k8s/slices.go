@@ -74,7 +74,7 @@ func (s *Slices) ListSlices(ctx context.Context) ([]domain.ResourceSlice, error)
 
 // TombstoneSink hands recovered tombstones to stock Eno: a controller-owned recovery slice with
 // Eno's finalizer, appended to the current synthesis by a guarded JSON patch of the
-// Composition's status, then a forced resynthesis (design §6.2).
+// Composition's status, then a forced resynthesis.
 type TombstoneSink struct {
 	client dynamic.Interface
 }
@@ -90,7 +90,7 @@ func NewTombstoneSink(client dynamic.Interface) (*TombstoneSink, error) {
 // CreateRecoverySlice creates recovery slice part of h for comp's current synthesis and returns
 // its name. A slice is never updated: on AlreadyExists the one there is read, and reused only
 // when it holds exactly this part for comp (domain.CheckReusable); anything else under the name
-// is refused with ports.ErrAlreadyExists (design §6.2).
+// is refused with ports.ErrAlreadyExists.
 func (t *TombstoneSink) CreateRecoverySlice(ctx context.Context, comp domain.Composition, h domain.Handoff, part int) (string, error) {
 	if comp.Namespace == "" || comp.Name == "" || comp.UID == "" || comp.SynthesisUUID() == "" || h.SynthesisUUID() != comp.SynthesisUUID() {
 		return "", fmt.Errorf("creating a recovery slice for composition %s: namespace, name, UID and a current synthesis matching the hand-off's %q are required", comp.Ref(), h.SynthesisUUID())

@@ -84,7 +84,7 @@ func NewCluster(inventoryNamespace string) *Cluster {
 }
 
 // SetClock sets the downstream API server's clock, which stamps creation times of downstream
-// objects and the data write times of Secrets (design §6.3).
+// objects and the data write times of Secrets.
 func (c *Cluster) SetClock(now func() time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -53,7 +53,7 @@ func (c *Cluster) applyDownstream(id domain.ResourceID, manifest string) {
 
 // ObserveObject reads the object's metadata: absent, present with its UID, creation and write
 // times, or
-// unreadable when MarkUnreadable named it (design §6.3).
+// unreadable when MarkUnreadable named it.
 func (c *Cluster) ObserveObject(ctx context.Context, e domain.Entry) (domain.Observation, error) {
 	if err := ctx.Err(); err != nil {
 		return domain.Observation{}, fmt.Errorf("reading %s downstream: %w", e.ID(), err)

@@ -16,7 +16,7 @@ import (
 
 // Eno is a model of stock Eno v0.2.17 (eno-controller, its executor and eno-reconciler) acting
 // on a Cluster. It models only these behaviours, each observed by running that release against
-// a real API server (design §2, design §6.2, design §10):
+// a real API server:
 //
 //   - Synthesize: the executor writes the new synthesis's slices, owned by the Composition and
 //     stamped with the Composition's current synthesis UUID ("" on its first synthesis, the

@@ -37,7 +37,7 @@ func (s storedSlice) read() domain.ResourceSlice {
 // CreateRecoverySlice stores recovery slice part of h, owned by comp, and returns its name. A
 // slice is never updated: one already stored under the name is reused when it holds exactly that
 // part for comp (domain.CheckReusable), and is ErrAlreadyExists otherwise. The hook runs before
-// the write (design §6.2).
+// the write.
 func (c *Cluster) CreateRecoverySlice(ctx context.Context, comp domain.Composition, h domain.Handoff, part int) (string, error) {
 	if comp.UID == "" || comp.SynthesisUUID() == "" || h.SynthesisUUID() != comp.SynthesisUUID() {
 		return "", fmt.Errorf("creating a recovery slice for composition %s: a UID and a current synthesis matching the hand-off's %q are required", comp.Ref(), h.SynthesisUUID())
@@ -66,7 +66,7 @@ func (c *Cluster) CreateRecoverySlice(ctx context.Context, comp domain.Compositi
 
 // AppendRecoverySlice names the slice in comp's current synthesis, as the guarded status patch
 // does: the stored Composition must still meet domain.CommitPreconditionOf(comp), else
-// ErrSynthesisMoved. It returns the Composition as written (design §6.2).
+// ErrSynthesisMoved. It returns the Composition as written.
 func (c *Cluster) AppendRecoverySlice(ctx context.Context, comp domain.Composition, slice string) (domain.Composition, error) {
 	key := objectKey{comp.Namespace, comp.Name}
 	if comp.NamesSlice(slice) {
@@ -86,7 +86,7 @@ func (c *Cluster) AppendRecoverySlice(ctx context.Context, comp domain.Compositi
 	}
 	cur = cloneComposition(cur)
 	cur.Synthesis.Slices = append(cur.Synthesis.Slices, slice)
-	// Eno clears readiness when a slice without status joins the synthesis (design §6.2).
+	// Eno clears readiness when a slice without status joins the synthesis.
 	cur.Synthesis.Ready = false
 	cur.ResourceVersion = c.nextVersion()
 	c.compositions[key] = cur

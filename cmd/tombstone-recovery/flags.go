@@ -33,7 +33,7 @@ func (f *clusterFlags) bind(fs *flag.FlagSet, help clusterFlagHelp) {
 	fs.IntVar(&f.maxChunks, "max-chunks", domain.DefaultMaxChunks, help.maxChunks)
 	fs.Float64Var(&f.maxTombstoneFraction, "max-tombstone-fraction", domain.DefaultMaxTombstoneFraction, help.maxTombstoneFraction)
 	fs.BoolVar(&f.allowCrossNamespaceLineage, "allow-cross-namespace-lineage", false,
-		"let a Composition with no history of its own adopt its lineage's history from another namespace, and record over it once its Composition is gone (default false: a lineage override must not reach into another namespace)")
+		"let a Composition with no history of its own adopt its lineage's history from another namespace, and record over it once its Composition is gone; off, a lineage override never reaches into another namespace")
 }
 
 // settingFlags names the flag behind each setting app.Config.Validate checks.

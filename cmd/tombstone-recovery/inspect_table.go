@@ -220,7 +220,7 @@ func writeDryRun(p func(string, ...any), d *app.DryRunReport) {
 	}
 }
 
-// candidatesNote words the snapshots the Composition comp may read from (design §5 step 3).
+// candidatesNote words the snapshots the Composition comp may read from.
 func candidatesNote(c *app.CandidatesReport, comp string) string {
 	ids := clean(strings.Join(c.SynthesisUUIDs, ", "))
 	others := ""

@@ -50,7 +50,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runOptions, error) {
 		kubeconfig:           "kubeconfig of the control plane (default: in-cluster, then $KUBECONFIG)",
 		maxChunkBytes:        "largest inventory.json of one chunk Secret",
 		maxChunks:            "most chunk Secrets one snapshot may use",
-		maxTombstoneFraction: "hold recoveries that would delete more than this fraction of a snapshot for review (1 disables)",
+		maxTombstoneFraction: "hold recoveries that would delete more than this fraction of a snapshot for review (1 disables the guard, 0 reviews every recovery)",
 	})
 	fs.BoolVar(&o.enabled, "enabled", true, "record and recover; false leaves every Composition alone")
 	fs.StringVar(&o.compositionNamespace, "composition-namespace", "", "only Compositions in this namespace (default: all)")
@@ -58,7 +58,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runOptions, error) {
 	fs.IntVar(&o.workers, "workers", 2, "concurrent reconciles")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader with a Lease before reconciling")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: $POD_NAMESPACE, else kube-system)")
-	fs.StringVar(&o.leaderElectionID, "leader-election-id", "", "name of the leader election Lease (default eno-tombstone-recovery, with a hash of --composition-namespace and --composition-selector appended when either is set, so that each shard elects its own leader)")
+	fs.StringVar(&o.leaderElectionID, "leader-election-id", "", "name of the leader election Lease; each shard (--composition-namespace, --composition-label-selector) elects its own (default: eno-tombstone-recovery, plus a hash of the shard when one is set)")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
 	fs.StringVar(&o.healthAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 disables it")
 	fs.Float64Var(&o.qps, "kube-api-qps", 50, "client QPS towards each API server")
@@ -67,7 +67,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runOptions, error) {
 	fs.DurationVar(&o.reconcileTimeout, "reconcile-timeout", app.DefaultReconcileTimeout,
 		"cancel a reconcile that takes longer than this and retry it with backoff")
 	fs.DurationVar(&o.pendingRecheck, "pending-recheck-interval", app.DefaultPendingRecheckInterval,
-		"check the tombstones of a hand-off that Eno has not carried yet against their objects this often, withdrawing any that no longer pass (at least 1s)")
+		"check a hand-off that Eno has not carried yet this often, disarming it when another Composition produces one of its tombstones (at least 1s)")
 	o.logging.bind(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

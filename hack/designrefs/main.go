@@ -6,7 +6,10 @@
 //   - a Markdown link into the design, "[design §6.2](docs/design.md#s6.2)", reaches
 //     docs/design.md from where it stands and names an anchor the design has, and a link whose
 //     text is a section sign names that section's anchor;
-//   - a relative Markdown link stays inside the repository and reaches a tracked file;
+//   - a relative Markdown link stays inside the repository and reaches a tracked file, and a
+//     fragment on a link to a Markdown file ("#install", "ARCHITECTURE.md#glossary") names a
+//     heading (GitHub's slug of it) or an <a id> anchor of that file;
+//   - each Markdown file with a budget (budgets) has at most that many lines;
 //   - nothing cites the specification the design replaced, or a path beside the checkout that a
 //     clone does not have. CI's entry point (.ci/run) alone may name the pinned Eno tarball that
 //     sits beside CI's checkout.
@@ -26,10 +29,21 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"unicode"
 )
 
 // designPath is the design document, relative to the repository root.
 const designPath = "docs/design.md"
+
+// budgets is the most lines each document may have: a newcomer reads all of them in twenty
+// minutes. A file over its budget is a problem; shorten it rather than raise the number.
+var budgets = map[string]int{
+	"README.md":       200,
+	"CONTRIBUTING.md": 150,
+	"ARCHITECTURE.md": 250,
+	"BENCHMARKS.md":   200,
+	designPath:        500,
+}
 
 // ciEntryPoint may name the tarball beside CI's checkout.
 const ciEntryPoint = ".ci/run"
@@ -49,8 +63,11 @@ var (
 	mdLink = regexp.MustCompile(`\[([^\]\n]*)\]\(([^)\s]+)\)`)
 	// heading is a numbered heading of the design: "## 6. Recovery", "### 6.2 Handing …".
 	heading = regexp.MustCompile(`(?m)^#{1,6}\s+(\d+(?:\.\d+)*)\.?\s`)
-	anchor  = regexp.MustCompile(`<a id="([^"]+)"></a>`)
-	fence   = regexp.MustCompile("(?ms)^```.*?^```")
+	// anyHeading is any ATX heading of a Markdown file, for its GitHub slug.
+	anyHeading = regexp.MustCompile(`(?m)^#{1,6}[ \t]+(.+?)[ \t#]*$`)
+	anchor     = regexp.MustCompile(`<a id="([^"]+)"></a>`)
+	htmlTag    = regexp.MustCompile(`<[^>]*>`)
+	fence      = regexp.MustCompile("(?ms)^```.*?^```")
 )
 
 // design is what references may name: the numbered sections and the anchors of the document.
@@ -94,13 +111,26 @@ func check(files map[string]string) []problem {
 		}
 	}
 	have := map[string]bool{}
-	for name := range files {
+	anchors := map[string]map[string]bool{}
+	for name, content := range files {
 		for p := name; p != "."; p = path.Dir(p) {
 			have[p] = true
 		}
+		if strings.HasSuffix(name, ".md") {
+			anchors[name] = markdownAnchors(content)
+		}
 	}
 	for name, content := range files {
-		out = append(out, checkFile(name, content, d, have)...)
+		out = append(out, checkFile(name, content, d, have, anchors)...)
+	}
+	for name, max := range budgets {
+		content, ok := files[name]
+		if !ok {
+			continue
+		}
+		if n := lineCount(content); n > max {
+			out = append(out, problem{name, max + 1, fmt.Sprintf("%d lines, over its budget of %d", n, max)})
+		}
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].file != out[j].file {
@@ -111,7 +141,7 @@ func check(files map[string]string) []problem {
 	return out
 }
 
-func checkFile(name, content string, d design, have map[string]bool) []problem {
+func checkFile(name, content string, d design, have map[string]bool, anchors map[string]map[string]bool) []problem {
 	var out []problem
 	add := func(offset int, format string, args ...any) {
 		out = append(out, problem{name, lineOf(content, offset), fmt.Sprintf(format, args...)})
@@ -136,14 +166,15 @@ func checkFile(name, content string, d design, have map[string]bool) []problem {
 		}
 	}
 	if strings.HasSuffix(name, ".md") {
-		out = append(out, checkLinks(name, content, d, have)...)
+		out = append(out, checkLinks(name, content, d, have, anchors)...)
 	}
 	return out
 }
 
 // checkLinks judges the relative links of a Markdown file outside its code blocks. have holds
-// every tracked file and every directory that holds one.
-func checkLinks(name, content string, d design, have map[string]bool) []problem {
+// every tracked file and every directory that holds one; anchors the anchors of every Markdown
+// file.
+func checkLinks(name, content string, d design, have map[string]bool, anchors map[string]map[string]bool) []problem {
 	var out []problem
 	// Code blocks are blanked byte for byte, so offsets into prose are offsets into content.
 	prose := fence.ReplaceAllStringFunc(content, func(s string) string {
@@ -179,6 +210,10 @@ func checkLinks(name, content string, d design, have map[string]bool) []problem 
 		if resolved != designPath {
 			if strings.HasSuffix(file, "design.md") {
 				add("links to %s, which is not %s", target, designPath)
+				continue
+			}
+			if a, ok := anchors[resolved]; ok && frag != "" && !a[frag] {
+				add("links to %s: %s has no heading or anchor %q", target, resolved, frag)
 			}
 			continue
 		}
@@ -192,6 +227,46 @@ func checkLinks(name, content string, d design, have map[string]bool) []problem 
 	return out
 }
 
+// markdownAnchors is every fragment a link into content may name: each <a id> and each
+// heading's slug as GitHub makes it (lower case; letters, digits, spaces, '-' and '_' kept;
+// spaces become '-'; a repeated slug gets "-1", "-2", …). Headings in code blocks are not
+// headings.
+func markdownAnchors(content string) map[string]bool {
+	out := map[string]bool{}
+	for _, m := range anchor.FindAllStringSubmatch(content, -1) {
+		out[m[1]] = true
+	}
+	prose := fence.ReplaceAllString(content, "")
+	seen := map[string]int{}
+	for _, m := range anyHeading.FindAllStringSubmatch(prose, -1) {
+		slug := slugOf(m[1])
+		if n := seen[slug]; n > 0 {
+			out[fmt.Sprintf("%s-%d", slug, n)] = true
+		} else {
+			out[slug] = true
+		}
+		seen[slug]++
+	}
+	return out
+}
+
+// slugOf is GitHub's anchor for a heading's text. Inline markup is dropped first: links keep
+// their text, and code spans, emphasis and HTML tags lose their markers.
+func slugOf(text string) string {
+	text = mdLink.ReplaceAllString(text, "$1")
+	text = htmlTag.ReplaceAllString(text, "")
+	var b strings.Builder
+	for _, r := range strings.ToLower(text) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
 func indexAll(s, sub string) []int {
 	var at []int
 	for i := 0; ; {
@@ -202,6 +277,15 @@ func indexAll(s, sub string) []int {
 		at = append(at, i+j)
 		i += j + len(sub)
 	}
+}
+
+// lineCount is the number of lines of s, a last line without its newline included.
+func lineCount(s string) int {
+	n := strings.Count(s, "\n")
+	if s != "" && !strings.HasSuffix(s, "\n") {
+		n++
+	}
+	return n
 }
 
 func lineOf(s string, offset int) int {

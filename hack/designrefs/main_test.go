@@ -84,6 +84,33 @@ func TestCheck(t *testing.T) {
 			want:  []string{"docs/notes.md:1: links to ../../elsewhere/x.md, outside the repository"}},
 		{name: "links in code blocks are not links",
 			files: map[string]string{"README.md": "```\n[x](../../nowhere) " + sign + "\n```\n"}},
+		{name: "a link to a heading of another Markdown file, and to one of its own",
+			files: map[string]string{
+				"ARCHITECTURE.md": "# Architecture\n## The `app` package: use cases\n## Glossary\n## Glossary\n<a id=\"kept\"></a>\n",
+				"README.md": "[use cases](ARCHITECTURE.md#the-app-package-use-cases), [terms](ARCHITECTURE.md#glossary-1), " +
+					"[kept](ARCHITECTURE.md#kept), [below](#flags), [line](Makefile#L3)\n## Flags\n",
+				"Makefile": "all:\n",
+			}},
+		{name: "a link to a heading another Markdown file does not have",
+			files: map[string]string{
+				"ARCHITECTURE.md": "# Architecture\n## Glossary\n",
+				"README.md":       "[terms](ARCHITECTURE.md#terms)\n",
+			},
+			want: []string{`README.md:1: links to ARCHITECTURE.md#terms: ARCHITECTURE.md has no heading or anchor "terms"`}},
+		{name: "a link to a heading of its own file that is gone",
+			files: map[string]string{"README.md": "## Running inside eno-reconciler\n[below](#wiring-into-eno-reconciler)\n"},
+			want:  []string{`README.md:2: links to #wiring-into-eno-reconciler: README.md has no heading or anchor "wiring-into-eno-reconciler"`}},
+		{name: "a heading in a code block is no anchor",
+			files: map[string]string{"README.md": "```\n# Install\n```\n[install](#install)\n"},
+			want:  []string{`README.md:4: links to #install: README.md has no heading or anchor "install"`}},
+		{name: "a Markdown file over its budget",
+			files: map[string]string{"BENCHMARKS.md": strings.Repeat("a figure\n", 201)},
+			want:  []string{"BENCHMARKS.md:201: 201 lines, over its budget of 200"}},
+		{name: "a Markdown file at its budget, its last line without a newline",
+			files: map[string]string{"CONTRIBUTING.md": strings.Repeat("a step\n", 149) + "the last"}},
+		{name: "the design over its budget",
+			files: map[string]string{"docs/design.md": designDoc + strings.Repeat("a rule\n", 500-strings.Count(designDoc, "\n")+1)},
+			want:  []string{"docs/design.md:501: 501 lines, over its budget of 500"}},
 		{name: "a numbered section of the design without its anchor",
 			files: map[string]string{"docs/design.md": designDoc + "## 11. More\n"},
 			want:  []string{`docs/design.md:11: section 11 has no anchor <a id="s11"></a>`}},
@@ -99,6 +126,38 @@ func TestCheck(t *testing.T) {
 				assert.Contains(t, got[i].String(), w)
 			}
 		})
+	}
+}
+
+// Every document a newcomer reads has a budget, README.md's being the smallest of the operator's.
+func TestBudgets(t *testing.T) {
+	assert.Equal(t, map[string]int{
+		"README.md": 200, "CONTRIBUTING.md": 150, "ARCHITECTURE.md": 250, "BENCHMARKS.md": 200, "docs/design.md": 500,
+	}, budgets)
+}
+
+func TestSlugOf(t *testing.T) {
+	for text, want := range map[string]string{
+		"Install":                                "install",
+		"Approving or rejecting a held recovery": "approving-or-rejecting-a-held-recovery",
+		"The `run` flags":                        "the-run-flags",
+		"8.2 The guest inside eno-reconciler":    "82-the-guest-inside-eno-reconciler",
+		"Inside eno-reconciler ([design §8.2](docs/design.md#s8.2))": "inside-eno-reconciler-design-82",
+		"Limits: what < 1.30 leaves open":                            "limits-what--130-leaves-open",
+	} {
+		assert.Equal(t, want, slugOf(text), text)
+	}
+}
+
+// make verify runs each documentation check: removing one from hack/verify.sh fails here.
+func TestVerifyRunsTheDocumentationChecks(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "verify.sh"))
+	require.NoError(t, err)
+	for _, want := range []string{
+		"go run ./hack/designrefs",
+		"go run ./hack/flagtable",
+	} {
+		assert.Contains(t, string(b), want)
 	}
 }
 

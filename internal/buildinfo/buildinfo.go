@@ -1,6 +1,6 @@
 // Package buildinfo says which build of tombstone-recovery is running: the version and revision
 // `make build` and `make image` embed with -ldflags -X, else what the Go toolchain recorded in
-// the binary (design §9). It imports only the standard library.
+// the binary. It imports only the standard library.
 package buildinfo
 
 import (
@@ -36,7 +36,7 @@ func Read() Info {
 
 // resolve prefers what the linker embedded; otherwise it reads the toolchain's build info: this
 // module as the main module (go build, go install), else as a dependency of the host binary
-// (the guest in eno-reconciler, design §8.2), where a local replacement reports "(devel)".
+// (the guest in eno-reconciler), where a local replacement reports "(devel)".
 func resolve(embeddedVersion, embeddedRevision string, bi *debug.BuildInfo) Info {
 	info := Info{Version: "(devel)", Revision: Unknown, GoVersion: runtime.Version()}
 	if bi != nil && bi.GoVersion != "" {

@@ -169,7 +169,7 @@ func (d *demo) reconcile(ctx context.Context, ref domain.CompositionRef) (app.Re
 	return res, err
 }
 
-// showHandoff shows what the hand-off left on the Composition (design §6.2).
+// showHandoff shows what the hand-off left on the Composition.
 func (d *demo) showHandoff(ctx context.Context, ref domain.CompositionRef, dec domain.Decision) {
 	live, err := d.cluster.LiveComposition(ctx, ref)
 	if err != nil {
