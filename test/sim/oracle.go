@@ -210,8 +210,12 @@ func (o *Oracle) judge(ctx context.Context, ref enomodel.Ref, live *unstructured
 	if ok && rec.disabled {
 		o.flag(rule(RuleDisabled), ref, prefix+"recorded with reconciliation disabled")
 	}
-	if t := lastWrite(live); t.After(o.historyAt) {
+	switch t := lastWrite(live); {
+	case t.After(o.historyAt):
 		o.flag(rule(RuleWrittenAfter), ref, fmt.Sprintf("%swritten at %s, history at %s", prefix, t.Format(time.TimeOnly), o.historyAt.Format(time.TimeOnly)))
+	case ok && rec.uid == live.GetUID() && live.GetResourceVersion() != rec.resourceVersion:
+		// a write that left no managedFields time: one that only removed fields, or stripped them
+		o.flag(rule(RuleWrittenAfter), ref, fmt.Sprintf("%sresourceVersion %s, recorded %s, with no managedFields time after the history", prefix, live.GetResourceVersion(), rec.resourceVersion))
 	}
 	if by := o.producedBy(ctx, ref); by != "" {
 		o.flag(rule(RuleProducedByLiving), ref, prefix+"produced by "+by)

@@ -153,6 +153,11 @@ func (g *gate) RoundTrip(req *http.Request) (*http.Response, error) {
 	if g.r.crashed.Load() {
 		return nil, errCrashed
 	}
+	if isDiscovery(req.URL.Path) {
+		// client-go fetches discovery documents from parallel goroutines, in no fixed order;
+		// they are static and change nothing, so they bypass the scheduler and a seed replays.
+		return g.next.RoundTrip(req)
+	}
 	var body []byte
 	if req.Body != nil {
 		body, _ = io.ReadAll(req.Body)
@@ -178,6 +183,12 @@ func (g *gate) RoundTrip(req *http.Request) (*http.Response, error) {
 			Request: req, ContentLength: int64(len(msg))}, nil
 	}
 	return g.serve(req, p.req)
+}
+
+// isDiscovery is a discovery document's path: /api, /api/v1, /apis or /apis/<group>/<version>.
+func isDiscovery(path string) bool {
+	p := strings.Split(strings.Trim(path, "/"), "/")
+	return (p[0] == "api" && len(p) <= 2) || (p[0] == "apis" && (len(p) == 1 || len(p) == 3))
 }
 
 // serve sends the request on, and tells the oracle of a disarm that landed.

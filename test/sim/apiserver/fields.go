@@ -153,6 +153,9 @@ func diffFields(c call, before, after object) (changed, removed fieldSet) {
 
 // children are the members of a map or of a set-like list, by FieldsV1 key; nil for a leaf.
 func children(path []string, v any) map[string]any {
+	if len(path) == 3 && path[0] == "f:metadata" && path[1] == "f:ownerReferences" {
+		return nil // an OwnerReference is a structType=atomic: its key alone is tracked
+	}
 	switch v := v.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(v))

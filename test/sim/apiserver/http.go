@@ -341,7 +341,7 @@ func asPartialObjectMetadata(out any) any {
 		}
 		items := make([]any, len(list))
 		for i, item := range list {
-			items[i] = map[string]any{"metadata": item.(map[string]any)["metadata"]} // no TypeMeta per item
+			items[i] = map[string]any{"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": item.(map[string]any)["metadata"]}
 		}
 		return map[string]any{"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
 			"metadata": v.UnstructuredContent()["metadata"], "items": items}

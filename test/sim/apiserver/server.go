@@ -360,7 +360,11 @@ func parseSelectors(res Resource, opts metav1.ListOptions) (selectors, error) {
 		return selectors{}, apierrors.NewBadRequest(err.Error())
 	}
 	for _, r := range fs.Requirements() {
-		if !slices.Contains(res.fieldLabels(), r.Field) {
+		switch {
+		case slices.Contains(res.fieldLabels(), r.Field):
+		case res.is(ConfigMaps): // no conversion of its own: the default one's words
+			return selectors{}, apierrors.NewBadRequest(fmt.Sprintf("%q is not a known field selector: only %q, %q", r.Field, "metadata.name", "metadata.namespace"))
+		default:
 			return selectors{}, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s", r.Field))
 		}
 	}

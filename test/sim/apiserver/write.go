@@ -144,7 +144,9 @@ func (s *Server) update(c call, verb string, obj object) (object, error) {
 	if err := s.checkIdentity(&c, obj, true); err != nil {
 		return nil, err
 	}
-	if uid := obj.uid(); uid != "" && uid != live.uid() { // the store makes a sent UID a precondition
+	// A PUT's UID is a storage precondition, checked before the resourceVersion; a patched
+	// object's UID is only validated, after it, as immutable metadata.
+	if uid := obj.uid(); uid != "" && uid != live.uid() && verb != "patch" {
 		return nil, apierrors.NewConflict(c.res.groupResource(), c.name, fmt.Errorf(
 			"StorageError: invalid object, Code: 4, Key: %s, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: %s, UID in object meta: %s",
 			storageKey(c), uid, live.uid()))
@@ -158,6 +160,10 @@ func (s *Server) update(c call, verb string, obj object) (object, error) {
 	case rv != live.str("resourceVersion"):
 		return nil, apierrors.NewConflict(c.res.groupResource(), c.name,
 			errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+	}
+	if uid := obj.uid(); uid != "" && uid != live.uid() {
+		return nil, apierrors.NewInvalid(c.res.GroupVersionKind().GroupKind(), c.name, field.ErrorList{
+			field.Invalid(field.NewPath("metadata", "uid"), uid, "field is immutable")})
 	}
 	raw := obj.deepCopy()
 	obj = s.prepareForUpdate(c, live, obj)
@@ -319,7 +325,14 @@ func (s *Server) remove(c call, opts metav1.DeleteOptions) (object, error) {
 		s.store(c, "delete", c.key(), live, nil)
 		return nil, nil
 	}
-	s.markDeleting(obj)
+	if c.res.is(CustomResourceDefinitions) {
+		// apiextensions' own Delete: deletionTimestamp only, no grace period, no generation
+		if obj.meta()["deletionTimestamp"] == nil {
+			obj.meta()["deletionTimestamp"] = s.timestamp()
+		}
+	} else {
+		s.markDeleting(obj)
+	}
 	if reflect.DeepEqual(obj, live) {
 		return live, nil
 	}

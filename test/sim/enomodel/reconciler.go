@@ -52,7 +52,8 @@ func (r *Reconciler) Loaded(uuid string) bool { _, ok := r.loaded[uuid]; return 
 
 // Load is reconstitution: from its cached read of the Composition, the previous synthesis
 // first, then the current one, the first not yet loaded is read from its slices live and
-// loaded. A named slice that is missing loads nothing. At most one synthesis per step.
+// loaded. A synthesis with a named slice missing loads nothing, and the next is tried
+// (reconstitution.go ignores NotFound). At most one synthesis per step.
 func (r *Reconciler) Load(ctx context.Context, ns, name string) (bool, error) {
 	comp, err := r.eno.Cache(ns, name)
 	if apierrors.IsNotFound(err) {
@@ -61,6 +62,7 @@ func (r *Reconciler) Load(ctx context.Context, ns, name string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+syntheses:
 	for _, which := range []string{"previousSynthesis", "currentSynthesis"} {
 		syn := synthesis(comp, which)
 		if syn == nil || syn["synthesized"] == nil || r.Loaded(str(syn, "uuid")) {
@@ -71,7 +73,7 @@ func (r *Reconciler) Load(ctx context.Context, ns, name string) (bool, error) {
 		for _, n := range sliceNames(syn) {
 			s, err := r.eno.slicesIn(ns).Get(ctx, n, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
-				return false, nil
+				continue syntheses // populateCache ignores NotFound: this one loads nothing, the next is tried
 			}
 			if err != nil {
 				return false, err
