@@ -48,7 +48,7 @@ type SliceReader interface {
 //counterfeiter:generate . SnapshotStore
 type SnapshotStore interface {
 	// ListChunks lists every Secret carrying the lineage label, live from the API, with the time
-	// the API server last stored each one's data (ChunkSecret.DataWrittenAt, design §6.3).
+	// this controller last wrote each one's data (ChunkSecret.DataWrittenAt, design §6.3).
 	ListChunks(ctx context.Context, lineage domain.Lineage) ([]domain.ChunkSecret, error)
 	// ListCachedChunks lists our Secrets of the lineage from a cache that may be stale, with
 	// their type, labels and annotations but no data (the cache holds metadata only). Only the

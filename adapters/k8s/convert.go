@@ -332,7 +332,7 @@ func chunkFromSecret(s *corev1.Secret) domain.ChunkSecret {
 		Labels:          maps.Clone(s.Labels),
 		Annotations:     maps.Clone(s.Annotations),
 		ResourceVersion: s.ResourceVersion,
-		DataWrittenAt:   dataWrittenAt(s.ManagedFields),
+		DataWrittenAt:   dataWrittenAt(s.CreationTimestamp.Time, s.ManagedFields),
 	}
 	if s.Data != nil {
 		c.Data = make(map[string][]byte, len(s.Data))
@@ -343,24 +343,26 @@ func chunkFromSecret(s *corev1.Secret) domain.ChunkSecret {
 	return c
 }
 
-// dataWrittenAt is the newest time of a managedFields entry that owns f:data: when the API
-// server last stored a write of the Secret's data. It is zero when no entry says, for example
-// when managedFields were stripped (design §6.3).
-func dataWrittenAt(entries []metav1.ManagedFieldsEntry) time.Time {
-	var newest time.Time
+// dataWrittenAt is when this controller last wrote the Secret's data, zero when unknown: the
+// rule is domain.DataWrittenByUs (design §6.3, K5); this reads the managedFields it needs.
+func dataWrittenAt(created time.Time, entries []metav1.ManagedFieldsEntry) time.Time {
+	writes := make([]domain.ManagedWrite, 0, len(entries))
 	for _, e := range entries {
-		if e.Time == nil || e.FieldsType != "FieldsV1" || e.FieldsV1 == nil {
-			continue
+		w := domain.ManagedWrite{Manager: e.Manager, Subresource: e.Subresource, Unreadable: true}
+		if e.Time != nil {
+			w.Time = e.Time.Time
 		}
-		var fields map[string]json.RawMessage
-		if json.Unmarshal(e.FieldsV1.Raw, &fields) != nil {
-			continue
+		if e.FieldsType == "FieldsV1" && e.FieldsV1 != nil {
+			var fields map[string]json.RawMessage
+			if json.Unmarshal(e.FieldsV1.Raw, &fields) == nil {
+				_, w.OwnsData = fields["f:data"]
+				w.Unreadable = false
+			}
 		}
-		if _, ok := fields["f:data"]; ok && e.Time.After(newest) {
-			newest = e.Time.UTC()
-		}
+		writes = append(writes, w)
 	}
-	return newest
+	t, _ := domain.DataWrittenByUs(created, writes)
+	return t
 }
 
 // secretFromChunk builds the Secret that stores c.

@@ -160,8 +160,9 @@ func (st *SecretStore) CreateChunk(ctx context.Context, s domain.ChunkSecret) (d
 		return domain.ChunkSecret{}, err
 	}
 	// A resourceVersion on s is passed on: the API server rejects it, as it should a create
-	// prepared from a Secret the caller believed existed.
-	created, err := st.secrets.Create(ctx, secretFromChunk(s), metav1.CreateOptions{})
+	// prepared from a Secret the caller believed existed. The field manager is named, whatever
+	// the user agent: the history's write time is read from its entries only (design §6.3).
+	created, err := st.secrets.Create(ctx, secretFromChunk(s), metav1.CreateOptions{FieldManager: domain.FieldManager})
 	if err != nil {
 		return domain.ChunkSecret{}, apiError(fmt.Sprintf("creating inventory secret %s/%s", st.namespace, s.Name), err)
 	}
@@ -193,7 +194,7 @@ func (st *SecretStore) UpdateChunk(ctx context.Context, s domain.ChunkSecret) (d
 			what, domain.LabelManagedBy, domain.ManagedByValue, domain.SecretType)
 	}
 	applyChunk(live, s)
-	updated, err := st.secrets.Update(ctx, live, metav1.UpdateOptions{})
+	updated, err := st.secrets.Update(ctx, live, metav1.UpdateOptions{FieldManager: domain.FieldManager})
 	if err != nil {
 		return domain.ChunkSecret{}, apiError(what, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/ports"
@@ -164,14 +165,25 @@ func (c *Cluster) storeSecret(s domain.ChunkSecret) domain.ChunkSecret {
 }
 
 // PutSecret writes s as another client would: created, or replaced whatever its
-// resourceVersion, in any namespace. For hostile-input tests and the demo.
+// resourceVersion, in any namespace. For hostile-input tests and the demo. Like another field
+// manager's write, one that writes the data leaves the data's write time unknown
+// (domain.DataWrittenByUs).
 func (c *Cluster) PutSecret(s domain.ChunkSecret) (domain.ChunkSecret, error) {
 	if err := validateSecret("putting", s); err != nil {
 		return domain.ChunkSecret{}, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.storeSecret(s), nil
+	key := objectKey{s.Namespace, s.Name}
+	prev, existed := c.secrets[key]
+	stored := c.storeSecret(s)
+	if existed && dataEqual(prev.Data, s.Data) {
+		return stored, nil
+	}
+	written := c.secrets[key]
+	written.DataWrittenAt = time.Time{}
+	c.secrets[key] = written
+	return written.Clone(), nil
 }
 
 // GetSecret returns the Secret; ErrNotFound when absent.

@@ -1,0 +1,51 @@
+package sim
+
+import (
+	"testing"
+)
+
+// The history's evidence cases (issue 26, item 3): each is a script, like those in cases.
+func init() { cases = append(cases, historyCases...) }
+
+// historyAfterRestore is K5's script: an orphan is written after the history, then someone
+// else's write to the inventory Secrets (move) would make the history look newer than the
+// write. Recovery must not tombstone the written orphan.
+func historyAfterRestore(move func(w *World) (string, bool), moved string) func(t *testing.T, w *World) {
+	return func(t *testing.T, w *World) {
+		a := w.replicas[0]
+		w.settle("eno synthesizes the recreated composition")
+		w.clock.Advance(5e9)
+		_, edited := editOrphan(w)
+		reach(t, w, "an orphan was written after the history", edited)
+		w.clock.Advance(5e9)
+		_, ok := move(w)
+		reach(t, w, moved, ok)
+		w.clock.Advance(5e9)
+		w.freshCaches()
+		reach(t, w, "A decided", a.reconcile(w.ref).err == nil)
+		w.settle("eno carries the hand-off")
+	}
+}
+
+var historyCases = []namedCase{
+	{
+		// K5: a restore by another field manager re-creates the inventory Secrets; their only
+		// managedFields entry is the restorer's, at the time of the restore.
+		name:   "K5a",
+		points: []string{"an orphan was written after the history", "velero re-created the inventory secrets", "A decided"},
+		script: historyAfterRestore(recreateInventory, "velero re-created the inventory secrets"),
+	},
+	{
+		// K5: the inventory Secrets' managedFields are stripped: no write is known.
+		name:   "K5b",
+		points: []string{"an orphan was written after the history", "the inventory secrets' managedFields were stripped", "A decided"},
+		script: historyAfterRestore(stripInventoryManagedFields, "the inventory secrets' managedFields were stripped"),
+	},
+	{
+		// K5: another field manager writes the same inventory back into the Secrets' data,
+		// encoded differently, and takes the data over.
+		name:   "K5c",
+		points: []string{"an orphan was written after the history", "another manager rewrote the inventory data", "A decided"},
+		script: historyAfterRestore(rewriteInventory, "another manager rewrote the inventory data"),
+	},
+}
