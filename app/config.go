@@ -125,8 +125,8 @@ type Deps struct {
 	Downstream ports.DownstreamReader
 	Events     ports.EventRecorder
 	Metrics    ports.Metrics
-	// Lister, when set, lets recovery find Compositions that share the lineage but have not
-	// recorded yet (design §6, SharedLineage). Without it only the snapshots' owners are checked.
+	// Lister is no longer read: recovery lists every shard's Compositions live through Guard to
+	// find those that share the lineage (design §6, SharedLineage, K6a). Kept for callers.
 	Lister ports.CompositionLister
 }
 
@@ -181,7 +181,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		deps.Metrics = noMetrics{}
 	}
 	return &Service{cfg: cfg, policy: domain.Policy{Enabled: cfg.Enabled, Scope: cfg.Scope}, deps: deps, planner: planner{
-		cfg: cfg, secrets: deps.Store, slices: deps.Slices, guard: deps.Guard, downstream: deps.Downstream, lister: deps.Lister,
+		cfg: cfg, secrets: deps.Store, slices: deps.Slices, guard: deps.Guard, downstream: deps.Downstream,
 	}, reviews: newIgnoredReviews()}, nil
 }
 

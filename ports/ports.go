@@ -29,6 +29,10 @@ type CompositionLister interface {
 //counterfeiter:generate . CompositionGuard
 type CompositionGuard interface {
 	LiveComposition(ctx context.Context, ref domain.CompositionRef) (domain.Composition, error)
+	// ListLiveCompositions lists every Composition of every namespace and shard, live and
+	// paginated, with its identity and annotations (a lineage is decided by them): a lineage's
+	// members in another shard count for SharedLineage too (design §6, K6a).
+	ListLiveCompositions(ctx context.Context) ([]domain.Composition, error)
 }
 
 // SliceReader reads the ResourceSlices of a synthesis.

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/test/sim/enomodel"
 )
 
 // inventorySecrets lists the inventory Secrets as a tool other than recovery sees them.
@@ -88,4 +89,36 @@ func stripInventoryManagedFields(w *World) (string, bool) {
 		}
 	}
 	return fmt.Sprintf("stripped the managedFields of %d inventory secrets", len(items)), true
+}
+
+// copyLineageElsewhere creates, in another namespace served by another shard, a Composition
+// carrying the story Composition's lineage as an override (copied from a template) whose
+// synthesizer produces an orphan with the very manifest the old incarnation applied. Eno has
+// not synthesized it yet.
+func copyLineageElsewhere(w *World) (string, bool) {
+	ctx := context.Background()
+	ref, _, ok := firstOrphan(w)
+	if !ok {
+		return "", false
+	}
+	var manifest *unstructured.Unstructured
+	for _, m := range w.opts.Story.Old {
+		if enomodel.RefOf(m) == ref {
+			manifest = m.DeepCopy()
+		}
+	}
+	const ns = "team-z"
+	if _, err := w.cpAdmin.Resource(namespacesGVR).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}}}, metav1.CreateOptions{}); err != nil {
+		return "", false
+	}
+	copied := compositionObject(ns, "app-copy", false)
+	copied.SetAnnotations(map[string]string{domain.AnnotationOptIn: domain.OptInValue,
+		domain.AnnotationLineageOverride: domain.DefaultLineage(w.ref.Namespace, w.ref.Name).String()})
+	created, err := w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace(ns).Create(ctx, copied, metav1.CreateOptions{})
+	if err != nil {
+		return "", false
+	}
+	w.eno.Outputs[created.GetUID()] = []*unstructured.Unstructured{manifest}
+	return fmt.Sprintf("composition %s/app-copy, in another shard, carries the lineage and will produce %s", ns, ref), true
 }

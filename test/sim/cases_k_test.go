@@ -1,7 +1,14 @@
 package sim
 
 import (
+	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/test/sim/enomodel"
 )
 
 // The history's evidence cases (issue 26, item 3): each is a script, like those in cases.
@@ -47,5 +54,24 @@ var historyCases = []namedCase{
 		name:   "K5c",
 		points: []string{"an orphan was written after the history", "another manager rewrote the inventory data", "A decided"},
 		script: historyAfterRestore(rewriteInventory, "another manager rewrote the inventory data"),
+	},
+	{
+		// K6a: a Composition of another shard carries the lineage (a copied override) and is about
+		// to produce an orphan. This shard's cache never holds it; the live list across every
+		// shard does, and the history is refused as SharedLineage.
+		name:   "K6a",
+		points: []string{"a copy of the lineage lives in another shard", "A decided", "A refused the shared history"},
+		script: func(t *testing.T, w *World) {
+			a := w.replicas[0]
+			w.settle("eno synthesizes the recreated composition")
+			_, copied := copyLineageElsewhere(w)
+			reach(t, w, "a copy of the lineage lives in another shard", copied)
+			w.freshCaches()
+			reach(t, w, "A decided", a.reconcile(w.ref).err == nil)
+			w.settle("eno carries the hand-off and synthesizes the copy")
+			comp, err := w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace(w.ref.Namespace).Get(t.Context(), w.ref.Name, metav1.GetOptions{})
+			require.NoError(t, err)
+			reach(t, w, "A refused the shared history", strings.Contains(comp.GetAnnotations()[domain.AnnotationDecision], domain.ReasonSharedLineage.String()))
+		},
 	},
 }

@@ -24,6 +24,9 @@ import (
 // controllerManager is the field manager of every replica: one binary, one name.
 const controllerManager = "tombstone-recovery"
 
+// shardNamespace is the replicas' shard (--composition-namespace) and the story's namespace.
+const shardNamespace = "team"
+
 // Clock is the simulation's time; the API servers, Eno and the replicas all read it.
 type Clock struct {
 	mu  sync.Mutex
