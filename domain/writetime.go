@@ -6,6 +6,10 @@ import "time"
 // history's write time is read from its managedFields entries only (design §6.3, K5).
 const FieldManager = "eno-tombstone-recovery"
 
+// MarkFieldManager is the field manager of the writes that only mark a snapshot
+// (AnnotationDisabledLater): they must not move FieldManager's time (design §4, K7).
+const MarkFieldManager = "eno-tombstone-recovery-mark"
+
 // ManagedWrite is one managedFields entry of an inventory Secret, as the write time reads it.
 type ManagedWrite struct {
 	Manager     string

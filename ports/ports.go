@@ -66,6 +66,10 @@ type SnapshotStore interface {
 	CreateChunk(ctx context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error)
 	// UpdateChunk replaces the Secret if its resourceVersion still matches; ErrConflict otherwise.
 	UpdateChunk(ctx context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error)
+	// MarkChunk is UpdateChunk under a field manager of its own (domain.MarkFieldManager), for a
+	// write of annotations only: the history's write time, our data writes' time, never moves
+	// (domain.AnnotationDisabledLater, design §4, K7).
+	MarkChunk(ctx context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error)
 }
 
 // TombstoneSink hands recovered tombstones to Eno in idempotent steps. The use case rechecks the

@@ -348,7 +348,9 @@ func TestDataWrittenAt(t *testing.T) {
 		return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate,
 			APIVersion: "v1", Time: &metav1.Time{Time: at}, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
 	}
-	entry := func(fields string, at time.Time) metav1.ManagedFieldsEntry { return by(domain.FieldManager, fields, at) }
+	entry := func(fields string, at time.Time) metav1.ManagedFieldsEntry {
+		return by(domain.FieldManager, fields, at)
+	}
 	noTime := by("velero", data, t3)
 	noTime.Time = nil
 	otherType := by("velero", data, t3)

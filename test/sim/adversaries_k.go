@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -121,4 +122,71 @@ func copyLineageElsewhere(w *World) (string, bool) {
 	}
 	w.eno.Outputs[created.GetUID()] = []*unstructured.Unstructured{manifest}
 	return fmt.Sprintf("composition %s/app-copy, in another shard, carries the lineage and will produce %s", ns, ref), true
+}
+
+// disableLater is the old incarnation's last synthesis: it disables an orphan-to-be
+// (disable-reconciliation "true") and never becomes Ready, so it is never recorded. A replica
+// reconciles the old incarnation meanwhile. Eno, left alone, would keep that object (K7).
+func disableLater(w *World) error { return disableLaterEditing(w, false) }
+
+// disableLaterAfterAnEdit is disableLater after another orphan was edited by hand: the mark, a
+// later write of the Secrets, must not make the history look newer than the edit.
+func disableLaterAfterAnEdit(w *World) error { return disableLaterEditing(w, true) }
+
+func disableLaterEditing(w *World, edit bool) error {
+	ctx := context.Background()
+	comps := w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace(w.ref.Namespace)
+	old, err := comps.Get(ctx, w.ref.Name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	target := w.oracle.Orphans()[0]
+	var newer []*unstructured.Unstructured
+	for _, m := range w.opts.Story.Old {
+		m = m.DeepCopy()
+		if enomodel.RefOf(m) == target {
+			a := m.GetAnnotations()
+			if a == nil {
+				a = map[string]string{}
+			}
+			a[domain.AnnotationDisableReconciliation] = "true"
+			m.SetAnnotations(a)
+		}
+		newer = append(newer, m)
+	}
+	w.eno.Outputs[old.GetUID()] = newer
+	if _, err := comps.Patch(ctx, w.ref.Name, types.MergePatchType, []byte(`{"spec":{"synthesizer":{"name":"synth-v2"}}}`), metav1.PatchOptions{}); err != nil {
+		return err
+	}
+	w.clock.Advance(time.Second)
+	dispatched, err := w.eno.Dispatch(ctx, w.ref.Namespace, w.ref.Name)
+	if err != nil || !dispatched {
+		return fmt.Errorf("the second synthesis was not dispatched (%v)", err)
+	}
+	executed, err := w.eno.Execute(ctx, w.ref.Namespace, w.ref.Name)
+	if err != nil || !executed {
+		return fmt.Errorf("the second synthesis was not executed (%v)", err)
+	}
+	w.logf("the old incarnation's second synthesis disables %s and is not Ready", target)
+	w.clock.Advance(time.Second)
+	if edit {
+		u, err := w.oracle.get(ctx, w.oracle.Orphans()[1])
+		if err != nil {
+			return err
+		}
+		u.SetLabels(map[string]string{"edited-by": "hand"})
+		if _, err := w.dsAdmin.Resource(configMapsGVR).Namespace(u.GetNamespace()).Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		w.logf("edited %s by hand", w.oracle.Orphans()[1])
+		w.clock.Advance(time.Second)
+	}
+	w.freshCaches()
+	if o := w.replicas[0].reconcile(w.ref); o.err != nil {
+		return fmt.Errorf("reconciling the old incarnation: %w", o.err)
+	}
+	r := w.oracle.recorded[target]
+	r.disabled = true
+	w.oracle.recorded[target] = r
+	return nil
 }

@@ -74,4 +74,32 @@ var historyCases = []namedCase{
 			reach(t, w, "A refused the shared history", strings.Contains(comp.GetAnnotations()[domain.AnnotationDecision], domain.ReasonSharedLineage.String()))
 		},
 	},
+	{
+		// K7: the old incarnation's last synthesis disabled an orphan-to-be and never became Ready,
+		// so the snapshot records it enabled. Recovery must keep it.
+		name:   "K7",
+		story:  func() Story { s := DefaultStory(); s.BeforeDeletion = disableLater; return s },
+		points: []string{"A handed off"},
+		script: func(t *testing.T, w *World) {
+			a := w.replicas[0]
+			w.settle("eno synthesizes the recreated composition")
+			w.freshCaches()
+			reach(t, w, "A handed off", a.reconcile(w.ref).err == nil)
+			w.settle("eno carries the hand-off")
+		},
+	},
+	{
+		// K7 with K5: an orphan is edited by hand before the mark is written. The mark must
+		// not move the history's write time past the edit.
+		name:   "K7b",
+		story:  func() Story { s := DefaultStory(); s.BeforeDeletion = disableLaterAfterAnEdit; return s },
+		points: []string{"A decided"},
+		script: func(t *testing.T, w *World) {
+			a := w.replicas[0]
+			w.settle("eno synthesizes the recreated composition")
+			w.freshCaches()
+			reach(t, w, "A decided", a.reconcile(w.ref).err == nil)
+			w.settle("eno carries the hand-off")
+		},
+	},
 }
