@@ -43,11 +43,20 @@ func (s *Service) markDisabledLater(ctx context.Context, comp domain.Composition
 	if comp.Synthesis == nil || comp.Synthesis.UUID == "" || s.marks.checked(comp.Ref(), comp.Synthesis.UUID) {
 		return nil
 	}
+	if d, ok := comp.FinishedDecision(); ok && d.Outcome == domain.OutcomeRecovered {
+		return nil // the hand-off's synthesis: its predecessor's snapshot is what it recovered from
+	}
 	lineage, err := domain.LineageOf(comp)
 	if err != nil {
 		return nil
 	}
 	contents, err := s.planner.readSynthesis(ctx, comp)
+	var se *domain.SliceError
+	if errors.As(err, &se) && (se.Problem == domain.SliceMissing || se.Problem == domain.SliceTerminating) {
+		// Eno synthesizes again without it, and that synthesis is checked.
+		logr.FromContextOrDiscard(ctx).V(1).Info("not checking what the synthesis disables: a slice is gone", "slice", se.Slice)
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("reading the current synthesis for the entries it disables: %w", err)
 	}
