@@ -21,23 +21,23 @@ type Config struct {
 	MaxChunkBytes int
 	// MaxChunks caps the chunks of one snapshot.
 	MaxChunks int
-	// MaxTombstoneFraction is the deletion guard; 1.0 disables it.
+	// MaxTombstoneFraction is the deletion guard (design §6.1); 1.0 disables it.
 	MaxTombstoneFraction float64
 	// PendingRecheckInterval is how often a pending hand-off's tombstones are checked again
-	// against their objects, until Eno carries them.
+	// against their objects, until Eno carries them (design §6.2).
 	PendingRecheckInterval time.Duration
 	// ReconcileTimeout bounds one reconcile; a reconcile past it is cancelled and retried.
 	ReconcileTimeout time.Duration
 	// AllowCrossNamespaceLineage lets a Composition with no history of its own adopt a
 	// lineage's history recorded in another namespace, and recording replace another
-	// namespace's Secrets once their Composition is gone. Off by default:
+	// namespace's Secrets once their Composition is gone (design §4, design §5 step 3). Off by default:
 	// a lineage override is only an annotation.
 	AllowCrossNamespaceLineage bool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
 
-// DefaultConfig is the library default: everything as docs/design.md describes it, but disabled.
+// DefaultConfig is the library default: everything as docs/design.md describes it, but disabled (design §4).
 func DefaultConfig() Config {
 	return Config{
 		Enabled:                false,
@@ -121,12 +121,12 @@ type Deps struct {
 	Store        ports.SnapshotStore
 	Sink         ports.TombstoneSink
 	Decisions    ports.DecisionWriter
-	// Downstream reads each tombstone's object before it is published.
+	// Downstream reads each tombstone's object before it is published (design §6.3).
 	Downstream ports.DownstreamReader
 	Events     ports.EventRecorder
 	Metrics    ports.Metrics
-	// Lister, when set, lets recovery find Compositions that share the lineage but have not
-	// recorded yet. Without it only the snapshots' owners are checked.
+	// Lister is no longer read: recovery lists every shard's Compositions live through Guard to
+	// find those that share the lineage (design §6, SharedLineage, K6a). Kept for callers.
 	Lister ports.CompositionLister
 }
 
@@ -158,6 +158,7 @@ type Service struct {
 	deps    Deps
 	planner planner
 	reviews *ignoredReviews
+	marks   *markedSyntheses
 }
 
 // New validates the configuration and dependencies.
@@ -181,8 +182,8 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		deps.Metrics = noMetrics{}
 	}
 	return &Service{cfg: cfg, policy: domain.Policy{Enabled: cfg.Enabled, Scope: cfg.Scope}, deps: deps, planner: planner{
-		cfg: cfg, secrets: deps.Store, slices: deps.Slices, guard: deps.Guard, downstream: deps.Downstream, lister: deps.Lister,
-	}, reviews: newIgnoredReviews()}, nil
+		cfg: cfg, secrets: deps.Store, slices: deps.Slices, guard: deps.Guard, downstream: deps.Downstream,
+	}, reviews: newIgnoredReviews(), marks: &markedSyntheses{}}, nil
 }
 
 // Config returns the effective configuration.

@@ -57,6 +57,9 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 		s.skipped(ctx, comp, ie)
 		observed = &ports.CompositionState{}
 		res.Skipped = ie
+		if marksWhenIneligible(ie) {
+			return res, s.markDisabledLater(ctx, comp)
+		}
 		return res, nil
 	case domain.StageDecided:
 		// Watch first, whatever the resynthesis request then meets: the watch must not wait
@@ -107,6 +110,9 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 	recRes, err := s.record(ctx, comp, reads)
 	if ie, ok := isIneligible(err); ok {
 		res.Skipped = ie
+		if marksWhenIneligible(ie) {
+			return res, s.markDisabledLater(ctx, comp)
+		}
 		return res, nil
 	}
 	if err != nil {

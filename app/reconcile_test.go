@@ -112,7 +112,8 @@ func TestReconcileHeldStopsBeforeRecording(t *testing.T) {
 }
 
 // Each run condition that fails skips the whole reconcile: no error (nothing to retry), no
-// read of Secrets or slices, no write, no event (only an invalid lineage gets one).
+// read of Secrets or slices, no write, no event (only an invalid lineage gets one). A deleting
+// Composition's synthesis is read for the entries it disables (K7).
 func TestReconcileSkipsIneligibleCompositions(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -142,7 +143,12 @@ func TestReconcileSkipsIneligibleCompositions(t *testing.T) {
 			assert.Nil(t, res.Recording)
 			assert.Zero(t, f.store.ListChunksCallCount())
 			assert.Zero(t, f.store.ListCachedChunksCallCount())
-			assert.Zero(t, f.reader.GetSliceCallCount())
+			if tc.reason == domain.IneligibleDeleting {
+				// The synthesis is read once for what it disables (K7): nothing, so nothing more.
+				assert.Equal(t, len(f.comp.Synthesis.Slices), f.reader.GetSliceCallCount())
+			} else {
+				assert.Zero(t, f.reader.GetSliceCallCount())
+			}
 			assert.Zero(t, f.guard.LiveCompositionCallCount())
 			assert.Zero(t, f.writes())
 			assert.Zero(t, f.decisions.WriteDecisionCallCount())

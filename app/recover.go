@@ -145,8 +145,6 @@ type planner struct {
 	slices     ports.SliceReader
 	guard      ports.CompositionGuard
 	downstream ports.DownstreamReader
-	// lister is optional: without it only the snapshots' owners count for SharedLineage.
-	lister ports.CompositionLister
 }
 
 // plan lists the lineage's Secrets live and plans from them.
@@ -182,13 +180,12 @@ func (p planner) planListed(ctx context.Context, comp domain.Composition, lineag
 		Now:                  now,
 	}
 	if snapErr == nil {
-		if p.lister != nil {
-			all, err := p.lister.ListCompositions(ctx)
-			if err != nil {
-				return domain.RecoveryPlan{}, reads, fmt.Errorf("listing compositions that may share lineage %s: %w", lineage, err)
-			}
-			in.LineageMembers = domain.LineageMembers(comp, lineage, all)
+		// Live and across every shard: the cache holds this shard's Compositions only (K6a).
+		all, err := p.guard.ListLiveCompositions(ctx)
+		if err != nil {
+			return domain.RecoveryPlan{}, reads, fmt.Errorf("listing compositions that may share lineage %s: %w", lineage, err)
 		}
+		in.LineageMembers = domain.LineageMembers(comp, lineage, all)
 		if in.LiveOwners, err = p.liveOwners(ctx, domain.SharedLineageOwners(comp, snap, in.LineageMembers...)); err != nil {
 			return domain.RecoveryPlan{}, reads, err
 		}

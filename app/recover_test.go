@@ -668,7 +668,8 @@ func TestRecoverOtherNamespace(t *testing.T) {
 }
 
 // A Composition that carries the same lineage (a copied override) shares it even before it has
-// recorded anything: listed, read live, it makes the history SharedLineage.
+// recorded anything, in any shard: listed live across every shard (K6a), read live, it makes the
+// history SharedLineage.
 func TestRecoverSeesALineageMemberThatHasNotRecorded(t *testing.T) {
 	rs := resources(9)
 	override := func(c domain.Composition, l string) domain.Composition {
@@ -693,13 +694,16 @@ func TestRecoverSeesALineageMemberThatHasNotRecorded(t *testing.T) {
 			f.cfg.MaxTombstoneFraction = 1
 			f.comp = override(f.comp, "shared")
 			f.store.ListChunksReturns(snapshotSecretsOfLineage(t, "shared", oldUID, oldSynth, rs), nil)
+			// The sibling is in another shard: this shard's cache (the Lister) never holds it, the
+			// live list across every shard does (K6a).
 			lister := &portsfakes.FakeCompositionLister{}
+			lister.ListCompositionsReturns([]domain.Composition{f.comp}, nil)
 			if tt.errorOut {
-				lister.ListCompositionsReturns(nil, errors.New("cache not synced"))
+				f.guard.ListLiveCompositionsReturns(nil, errors.New("the list failed"))
 			} else {
 				sibling := tt.member(composition("uid-split", "99999999-aaaa-bbbb-cccc-000000000009", nil, false))
 				sibling.Name = "web-split"
-				lister.ListCompositionsReturns([]domain.Composition{f.comp, sibling}, nil)
+				f.guard.ListLiveCompositionsReturns([]domain.Composition{f.comp, sibling}, nil)
 				guard := f.guard.LiveCompositionStub
 				f.guard.LiveCompositionCalls(func(c context.Context, ref domain.CompositionRef) (domain.Composition, error) {
 					if ref.Name == "web-split" {

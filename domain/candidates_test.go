@@ -345,8 +345,13 @@ func TestLineageMembers(t *testing.T) {
 	bad := composition()
 	bad.Name = "bad"
 	bad.Annotations = map[string]string{domain.AnnotationLineageOverride: "Not A Label"}
-	got := domain.LineageMembers(self, lineage, []domain.Composition{self, other, bad, same})
-	assert.Equal(t, []domain.CompositionRef{same.Ref()}, got)
+	// Another namespace, another shard (its labels match no selector of ours): a member too (K6a).
+	elsewhere := composition()
+	elsewhere.Namespace, elsewhere.Name = "team-z", "web-copy"
+	elsewhere.Labels = map[string]string{"shard": "other"}
+	elsewhere.Annotations = map[string]string{domain.AnnotationLineageOverride: lineage.String()}
+	got := domain.LineageMembers(self, lineage, []domain.Composition{self, other, bad, same, elsewhere})
+	assert.Equal(t, []domain.CompositionRef{same.Ref(), elsewhere.Ref()}, got)
 	snap, err := readFor(t, goldenEntries(), oldCompUID)
 	require.NoError(t, err)
 	assert.Contains(t, domain.SharedLineageOwners(self, snap, got...), same.Ref(), "a member counts as an owner")

@@ -164,9 +164,9 @@ type ChunkSecret struct {
 	Annotations     map[string]string
 	Data            map[string][]byte
 	ResourceVersion string
-	// DataWrittenAt is when inventory.json was last written, by the downstream API server's clock
-	// (the newest managedFields time of an entry owning f:data); zero when unknown. Only reads
-	// fill it; writes ignore it.
+	// DataWrittenAt is when this controller last wrote the data, by the downstream API server's
+	// clock (DataWrittenByUs over managedFields); zero when unknown. Only reads fill it; writes
+	// ignore it.
 	DataWrittenAt time.Time
 }
 

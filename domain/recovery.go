@@ -305,6 +305,8 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 		return RecoveryPlan{Decision: d}, nil
 	}
 	toVerify, disabled := SplitDisabled(absent)
+	toVerify, disabledLater := SplitDisabledLater(snap, toVerify)
+	disabled = append(disabled, disabledLater...)
 	if in.Observed == nil && len(toVerify) > 0 {
 		return RecoveryPlan{Verify: toVerify}, nil
 	}

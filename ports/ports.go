@@ -29,6 +29,10 @@ type CompositionLister interface {
 //counterfeiter:generate . CompositionGuard
 type CompositionGuard interface {
 	LiveComposition(ctx context.Context, ref domain.CompositionRef) (domain.Composition, error)
+	// ListLiveCompositions lists every Composition of every namespace and shard, live and
+	// paginated, with its identity and annotations (a lineage is decided by them): a lineage's
+	// members in another shard count for SharedLineage too (design §6, K6a).
+	ListLiveCompositions(ctx context.Context) ([]domain.Composition, error)
 }
 
 // SliceReader reads the ResourceSlices of a synthesis.
@@ -48,7 +52,7 @@ type SliceReader interface {
 //counterfeiter:generate . SnapshotStore
 type SnapshotStore interface {
 	// ListChunks lists every Secret carrying the lineage label, live from the API, with the time
-	// the API server last stored each one's data (ChunkSecret.DataWrittenAt).
+	// this controller last wrote each one's data (ChunkSecret.DataWrittenAt, design §6.3).
 	ListChunks(ctx context.Context, lineage domain.Lineage) ([]domain.ChunkSecret, error)
 	// ListCachedChunks lists our Secrets of the lineage from a cache that may be stale, with
 	// their type, labels and annotations but no data (the cache holds metadata only). Only the
@@ -62,6 +66,10 @@ type SnapshotStore interface {
 	CreateChunk(ctx context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error)
 	// UpdateChunk replaces the Secret if its resourceVersion still matches; ErrConflict otherwise.
 	UpdateChunk(ctx context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error)
+	// MarkChunk is UpdateChunk under a field manager of its own (domain.MarkFieldManager), for a
+	// write of annotations only: the history's write time, our data writes' time, never moves
+	// (domain.AnnotationDisabledLater, design §4, K7).
+	MarkChunk(ctx context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error)
 }
 
 // TombstoneSink hands recovered tombstones to Eno in idempotent steps. The use case rechecks the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -961,4 +962,69 @@ type racingSecrets struct {
 func (s racingSecrets) Update(ctx context.Context, secret *corev1.Secret, opts metav1.UpdateOptions) (*corev1.Secret, error) {
 	s.beforeUpdate()
 	return s.SecretInterface.Update(ctx, secret, opts)
+}
+
+// On the real API server: a mark under MarkFieldManager leaves the time of our data write as it
+// is; another manager's re-creation of the Secret (a restore) makes it unknown (design §6.3, K5;
+// §4, K7).
+func TestDataWrittenAtOnTheAPIServer(t *testing.T) {
+	c := env.AdminClients(t)
+	ctx := testContext(t)
+	ns := c.NewNamespace(t, "inventory")
+	store := newStore(t, c.Kube.CoreV1(), c.Metadata, ns)
+	lineage := domain.DefaultLineage("team-a", "web")
+	created, err := store.CreateChunk(ctx, chunk(ns, "web-0", lineage, `[]`))
+	require.NoError(t, err)
+	require.False(t, created.DataWrittenAt.IsZero(), "our create wrote the data")
+	written := created.DataWrittenAt
+
+	time.Sleep(1100 * time.Millisecond) // managedFields times are whole seconds
+	marked := created.Clone()
+	marked.Annotations[domain.AnnotationDisabledLater] = `{"snapshot":"s","ids":[]}`
+	got, err := store.MarkChunk(ctx, marked)
+	require.NoError(t, err)
+	assert.Equal(t, written, got.DataWrittenAt, "the mark is no write of ours")
+	live, err := store.GetChunk(ctx, "web-0")
+	require.NoError(t, err)
+	assert.Equal(t, written, live.DataWrittenAt)
+	assert.Equal(t, marked.Annotations[domain.AnnotationDisabledLater], live.Annotations[domain.AnnotationDisabledLater])
+
+	// A restore: deleted, and created again as it was by another manager.
+	s, err := c.Kube.CoreV1().Secrets(ns).Get(ctx, "web-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NoError(t, c.Kube.CoreV1().Secrets(ns).Delete(ctx, "web-0", metav1.DeleteOptions{}))
+	s.ResourceVersion, s.UID, s.ManagedFields, s.CreationTimestamp = "", "", nil, metav1.Time{}
+	_, err = c.Kube.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{FieldManager: "velero"})
+	require.NoError(t, err)
+	live, err = store.GetChunk(ctx, "web-0")
+	require.NoError(t, err)
+	assert.True(t, live.DataWrittenAt.IsZero(), "restored by another manager: unknown")
+}
+
+// ListLiveCompositions lists every namespace, a page at a time (K6a).
+func TestListLiveCompositionsEveryNamespace(t *testing.T) {
+	c := env.AdminClients(t)
+	ctx := testContext(t)
+	page := listPage
+	listPage = 2
+	t.Cleanup(func() { listPage = page })
+	var want []domain.CompositionRef
+	for i := range 3 {
+		ns := c.NewNamespace(t, fmt.Sprintf("shard-%d", i))
+		for j := range 2 {
+			want = append(want, mustCreateComposition(t, c, sampleComposition(ns, fmt.Sprintf("web-%d", j))).Ref())
+		}
+	}
+	comps, err := NewCompositions(c.Dynamic, nil)
+	require.NoError(t, err)
+	got, err := comps.ListLiveCompositions(ctx)
+	require.NoError(t, err)
+	var refs []domain.CompositionRef
+	for _, g := range got {
+		refs = append(refs, g.Ref())
+		if slices.Contains(want, g.Ref()) {
+			assert.Equal(t, domain.OptInValue, g.Annotations[domain.AnnotationOptIn], "annotations decide the lineage")
+		}
+	}
+	assert.Subset(t, refs, want)
 }

@@ -112,7 +112,7 @@ func optList(obj map[string]any, path ...string) ([]any, error) {
 }
 
 // compositionFromUnstructured reads the Composition's fields the controller uses. Malformed
-// status fields are an error: the caller must not guess at a synthesis.
+// status fields are an error: the caller must not guess at a synthesis (design §2).
 func compositionFromUnstructured(u *unstructured.Unstructured) (domain.Composition, error) {
 	c := domain.Composition{
 		Namespace:       u.GetNamespace(),
@@ -236,7 +236,7 @@ func previousSynthesis(u *unstructured.Unstructured) *domain.Synthesis {
 }
 
 // sliceFromUnstructured reads the ResourceSlice's fields the controller uses. A malformed slice
-// is a *domain.SliceError.
+// is a *domain.SliceError (design §2).
 func sliceFromUnstructured(u *unstructured.Unstructured) (domain.ResourceSlice, error) {
 	s := domain.ResourceSlice{
 		Namespace: u.GetNamespace(),
@@ -284,7 +284,7 @@ func sliceFromUnstructured(u *unstructured.Unstructured) (domain.ResourceSlice, 
 // recoverySlice is a ResourceSlice that hands part, one part of h's tombstones, to Eno: owned by
 // the Composition as its controller (eno-controller's slice cleanup dereferences that
 // reference), carrying Eno's own finalizer, spec.synthesisUUID set to the synthesis it is for,
-// and the hand-off's decision in an annotation.
+// and the hand-off's decision in an annotation (design §6.2).
 func recoverySlice(s domain.ResourceSlice, comp domain.Composition) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": enoAPIVersion,
@@ -332,7 +332,7 @@ func chunkFromSecret(s *corev1.Secret) domain.ChunkSecret {
 		Labels:          maps.Clone(s.Labels),
 		Annotations:     maps.Clone(s.Annotations),
 		ResourceVersion: s.ResourceVersion,
-		DataWrittenAt:   dataWrittenAt(s.ManagedFields),
+		DataWrittenAt:   dataWrittenAt(s.CreationTimestamp.Time, s.ManagedFields),
 	}
 	if s.Data != nil {
 		c.Data = make(map[string][]byte, len(s.Data))
@@ -343,24 +343,26 @@ func chunkFromSecret(s *corev1.Secret) domain.ChunkSecret {
 	return c
 }
 
-// dataWrittenAt is the newest time of a managedFields entry that owns f:data: when the API
-// server last stored a write of the Secret's data. It is zero when no entry says, for example
-// when managedFields were stripped.
-func dataWrittenAt(entries []metav1.ManagedFieldsEntry) time.Time {
-	var newest time.Time
+// dataWrittenAt is when this controller last wrote the Secret's data, zero when unknown: the
+// rule is domain.DataWrittenByUs (design §6.3, K5); this reads the managedFields it needs.
+func dataWrittenAt(created time.Time, entries []metav1.ManagedFieldsEntry) time.Time {
+	writes := make([]domain.ManagedWrite, 0, len(entries))
 	for _, e := range entries {
-		if e.Time == nil || e.FieldsType != "FieldsV1" || e.FieldsV1 == nil {
-			continue
+		w := domain.ManagedWrite{Manager: e.Manager, Subresource: e.Subresource, Unreadable: true}
+		if e.Time != nil {
+			w.Time = e.Time.Time
 		}
-		var fields map[string]json.RawMessage
-		if json.Unmarshal(e.FieldsV1.Raw, &fields) != nil {
-			continue
+		if e.FieldsType == "FieldsV1" && e.FieldsV1 != nil {
+			var fields map[string]json.RawMessage
+			if json.Unmarshal(e.FieldsV1.Raw, &fields) == nil {
+				_, w.OwnsData = fields["f:data"]
+				w.Unreadable = false
+			}
 		}
-		if _, ok := fields["f:data"]; ok && e.Time.After(newest) {
-			newest = e.Time.UTC()
-		}
+		writes = append(writes, w)
 	}
-	return newest
+	t, _ := domain.DataWrittenByUs(created, writes)
+	return t
 }
 
 // secretFromChunk builds the Secret that stores c.

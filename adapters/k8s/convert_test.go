@@ -331,9 +331,9 @@ func TestAPIError(t *testing.T) {
 	}
 }
 
-// dataWrittenAt is the snapshot's write time (design §6.3): the newest time of a managedFields
-// entry owning f:data at the top level. Entries that own other fields only, lack a time, or
-// whose fieldsV1 does not parse say nothing about the data; none at all is zero (unknown).
+// dataWrittenAt reads the managedFields domain.DataWrittenByUs needs (design §6.3, K5): which
+// entries own f:data at the top level, whose they are, when. An entry whose fieldsV1 does not
+// parse may own it: another manager's makes the time unknown, ours is no data write.
 func TestDataWrittenAt(t *testing.T) {
 	t1 := time.Date(2025, 6, 1, 11, 0, 0, 0, time.UTC)
 	t2, t3 := t1.Add(time.Minute), t1.Add(time.Hour)
@@ -344,13 +344,16 @@ func TestDataWrittenAt(t *testing.T) {
 		// An annotation or label named "data" is not the data.
 		nested = `{"f:metadata":{"f:annotations":{"f:data":{}},"f:labels":{"f:data":{}}}}`
 	)
-	entry := func(fields string, at time.Time) metav1.ManagedFieldsEntry {
-		return metav1.ManagedFieldsEntry{Manager: "tombstone-recovery", Operation: metav1.ManagedFieldsOperationUpdate,
+	by := func(manager, fields string, at time.Time) metav1.ManagedFieldsEntry {
+		return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate,
 			APIVersion: "v1", Time: &metav1.Time{Time: at}, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
 	}
-	noTime := entry(data, t3)
+	entry := func(fields string, at time.Time) metav1.ManagedFieldsEntry {
+		return by(domain.FieldManager, fields, at)
+	}
+	noTime := by("velero", data, t3)
 	noTime.Time = nil
-	otherType := entry(data, t3)
+	otherType := by("velero", data, t3)
 	otherType.FieldsType = "FieldsV2"
 	noFields := entry(data, t3)
 	noFields.FieldsV1 = nil
@@ -360,33 +363,36 @@ func TestDataWrittenAt(t *testing.T) {
 		want    time.Time
 	}{
 		{"no managedFields: unknown", nil, time.Time{}},
-		{"the create, owning data and metadata", []metav1.ManagedFieldsEntry{entry(create, t1)}, t1},
-		{"the newest of several owning f:data", []metav1.ManagedFieldsEntry{entry(data, t2), entry(create, t1), entry(data, t3)}, t3},
-		{"newest wins in any order", []metav1.ManagedFieldsEntry{entry(data, t3), entry(data, t1), entry(data, t2)}, t3},
-		{"a newer entry owning only f:metadata is ignored", []metav1.ManagedFieldsEntry{entry(create, t1), entry(metadata, t3)}, t1},
-		{"f:data below f:metadata is ignored", []metav1.ManagedFieldsEntry{entry(data, t1), entry(nested, t3)}, t1},
-		{"only metadata owners: unknown", []metav1.ManagedFieldsEntry{entry(metadata, t1), entry(`{"f:type":{}}`, t2)}, time.Time{}},
-		{"malformed fieldsV1 is ignored", []metav1.ManagedFieldsEntry{entry(data, t1), entry(`{"f:data":{`, t3)}, t1},
-		{"fieldsV1 that is no object is ignored", []metav1.ManagedFieldsEntry{entry(data, t1), entry(`["f:data"]`, t3)}, t1},
-		{"only malformed: unknown", []metav1.ManagedFieldsEntry{entry(`f:data`, t1), entry(``, t2)}, time.Time{}},
-		{"an entry without a time is ignored", []metav1.ManagedFieldsEntry{entry(data, t1), noTime}, t1},
-		{"another fieldsType is ignored", []metav1.ManagedFieldsEntry{entry(data, t1), otherType}, t1},
-		{"an entry without fieldsV1 is ignored", []metav1.ManagedFieldsEntry{entry(data, t1), noFields}, t1},
+		{"our create, owning data and metadata", []metav1.ManagedFieldsEntry{entry(create, t1)}, t1},
+		{"the newest of ours owning f:data", []metav1.ManagedFieldsEntry{entry(data, t2), entry(create, t1), entry(data, t3)}, t3},
+		{"a newer entry of ours owning only f:metadata is no data write", []metav1.ManagedFieldsEntry{entry(create, t1), entry(metadata, t3)}, t1},
+		{"f:data below f:metadata is not the data", []metav1.ManagedFieldsEntry{entry(data, t1), by("velero", nested, t3)}, t1},
+		{"only another manager's: unknown", []metav1.ManagedFieldsEntry{by("velero", create, t1)}, time.Time{}},
+		{"another manager's newer data write: unknown", []metav1.ManagedFieldsEntry{entry(create, t1), by("velero", data, t2)}, time.Time{}},
+		{"our malformed fieldsV1 is no data write", []metav1.ManagedFieldsEntry{entry(data, t1), entry(`{"f:data":{`, t3)}, t1},
+		{"another's malformed fieldsV1, newer: unknown", []metav1.ManagedFieldsEntry{entry(data, t1), by("velero", `["f:data"]`, t3)}, time.Time{}},
+		{"another's entry without a time: unknown", []metav1.ManagedFieldsEntry{entry(data, t1), noTime}, time.Time{}},
+		{"another's other fieldsType: unknown", []metav1.ManagedFieldsEntry{entry(data, t1), otherType}, time.Time{}},
+		{"our entry without fieldsV1 is no data write", []metav1.ManagedFieldsEntry{entry(data, t1), noFields}, t1},
 		{"a time in another zone is the same instant, in UTC", []metav1.ManagedFieldsEntry{entry(data, t2.In(time.FixedZone("CEST", 2*3600)))}, t2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := dataWrittenAt(tt.entries)
+			got := dataWrittenAt(t1, tt.entries)
 			assert.True(t, tt.want.Equal(got), "want %s, got %s", tt.want, got)
 			assert.Equal(t, tt.want.IsZero(), got.IsZero())
 			if !got.IsZero() {
 				assert.Equal(t, time.UTC, got.Location())
 			}
 			s := secretFromChunk(domain.ChunkSecret{Namespace: "kube-system", Name: "c"})
+			s.CreationTimestamp = metav1.Time{Time: t1}
 			s.ManagedFields = tt.entries
 			assert.True(t, tt.want.Equal(chunkFromSecret(s).DataWrittenAt), "the chunk read carries it")
 		})
 	}
+	s := secretFromChunk(domain.ChunkSecret{Namespace: "kube-system", Name: "c"})
+	s.CreationTimestamp, s.ManagedFields = metav1.Time{Time: t2}, []metav1.ManagedFieldsEntry{entry(data, t1)}
+	assert.True(t, chunkFromSecret(s).DataWrittenAt.IsZero(), "re-created after our write (a restore copied our entry): unknown")
 }
 
 // A Composition whose status this adapter cannot read is still listed, with its identity and

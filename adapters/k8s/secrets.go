@@ -160,8 +160,9 @@ func (st *SecretStore) CreateChunk(ctx context.Context, s domain.ChunkSecret) (d
 		return domain.ChunkSecret{}, err
 	}
 	// A resourceVersion on s is passed on: the API server rejects it, as it should a create
-	// prepared from a Secret the caller believed existed.
-	created, err := st.secrets.Create(ctx, secretFromChunk(s), metav1.CreateOptions{})
+	// prepared from a Secret the caller believed existed. The field manager is named, whatever
+	// the user agent: the history's write time is read from its entries only (design §6.3).
+	created, err := st.secrets.Create(ctx, secretFromChunk(s), metav1.CreateOptions{FieldManager: domain.FieldManager})
 	if err != nil {
 		return domain.ChunkSecret{}, apiError(fmt.Sprintf("creating inventory secret %s/%s", st.namespace, s.Name), err)
 	}
@@ -173,6 +174,16 @@ func (st *SecretStore) CreateChunk(ctx context.Context, s domain.ChunkSecret) (d
 // is still s.ResourceVersion (ports.ErrConflict otherwise; the API server enforces it too).
 // Other metadata (owner references, finalizers) is kept.
 func (st *SecretStore) UpdateChunk(ctx context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error) {
+	return st.update(ctx, s, domain.FieldManager)
+}
+
+// MarkChunk is UpdateChunk under domain.MarkFieldManager: a write of annotations only, which
+// leaves the time of our data writes where it is (design §4, K7).
+func (st *SecretStore) MarkChunk(ctx context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error) {
+	return st.update(ctx, s, domain.MarkFieldManager)
+}
+
+func (st *SecretStore) update(ctx context.Context, s domain.ChunkSecret, manager string) (domain.ChunkSecret, error) {
 	if err := st.admit("updating", s); err != nil {
 		return domain.ChunkSecret{}, err
 	}
@@ -193,7 +204,7 @@ func (st *SecretStore) UpdateChunk(ctx context.Context, s domain.ChunkSecret) (d
 			what, domain.LabelManagedBy, domain.ManagedByValue, domain.SecretType)
 	}
 	applyChunk(live, s)
-	updated, err := st.secrets.Update(ctx, live, metav1.UpdateOptions{})
+	updated, err := st.secrets.Update(ctx, live, metav1.UpdateOptions{FieldManager: manager})
 	if err != nil {
 		return domain.ChunkSecret{}, apiError(what, err)
 	}

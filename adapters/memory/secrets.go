@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/ports"
@@ -109,6 +110,11 @@ func (c *Cluster) UpdateChunk(ctx context.Context, s domain.ChunkSecret) (domain
 	return c.storeSecret(s), nil
 }
 
+// MarkChunk is UpdateChunk: a write that leaves the data as it is keeps its write time.
+func (c *Cluster) MarkChunk(ctx context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error) {
+	return c.UpdateChunk(ctx, s)
+}
+
 // checkInventorySecret applies what the store and the API server refuse before any write.
 func (c *Cluster) checkInventorySecret(verb string, s domain.ChunkSecret) error {
 	key := objectKey{s.Namespace, s.Name}
@@ -164,14 +170,25 @@ func (c *Cluster) storeSecret(s domain.ChunkSecret) domain.ChunkSecret {
 }
 
 // PutSecret writes s as another client would: created, or replaced whatever its
-// resourceVersion, in any namespace. For hostile-input tests and the demo.
+// resourceVersion, in any namespace. For hostile-input tests and the demo. Like another field
+// manager's write, one that writes the data leaves the data's write time unknown
+// (domain.DataWrittenByUs).
 func (c *Cluster) PutSecret(s domain.ChunkSecret) (domain.ChunkSecret, error) {
 	if err := validateSecret("putting", s); err != nil {
 		return domain.ChunkSecret{}, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.storeSecret(s), nil
+	key := objectKey{s.Namespace, s.Name}
+	prev, existed := c.secrets[key]
+	stored := c.storeSecret(s)
+	if existed && dataEqual(prev.Data, s.Data) {
+		return stored, nil
+	}
+	written := c.secrets[key]
+	written.DataWrittenAt = time.Time{}
+	c.secrets[key] = written
+	return written.Clone(), nil
 }
 
 // GetSecret returns the Secret; ErrNotFound when absent.

@@ -131,16 +131,18 @@ func containsInt(xs []int, x int) bool {
 	return false
 }
 
+// putSecret writes s as this controller's recording would: under its field manager, whose
+// writes alone give the history its write time (design §6.3).
 func putSecret(t *testing.T, c kubetest.Clients, s *corev1.Secret) {
 	t.Helper()
 	ctx := testCtx(t)
 	secrets := c.Kube.CoreV1().Secrets(s.Namespace)
-	_, err := secrets.Create(ctx, s, metav1.CreateOptions{})
+	_, err := secrets.Create(ctx, s, metav1.CreateOptions{FieldManager: domain.FieldManager})
 	if apierrors.IsAlreadyExists(err) {
 		live, getErr := secrets.Get(ctx, s.Name, metav1.GetOptions{})
 		require.NoError(t, getErr)
 		s.ResourceVersion = live.ResourceVersion
-		_, err = secrets.Update(ctx, s, metav1.UpdateOptions{})
+		_, err = secrets.Update(ctx, s, metav1.UpdateOptions{FieldManager: domain.FieldManager})
 	}
 	require.NoError(t, err)
 }

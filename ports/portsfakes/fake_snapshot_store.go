@@ -54,6 +54,17 @@ type FakeSnapshotStore struct {
 		result1 []domain.ChunkSecret
 		result2 error
 	}
+	MarkChunkStub        func(context.Context, domain.ChunkSecret) (domain.ChunkSecret, error)
+	markChunkMutex       sync.RWMutex
+	markChunkArgsForCall []FakeSnapshotStoreMarkChunkArgs
+	markChunkReturns     struct {
+		result1 domain.ChunkSecret
+		result2 error
+	}
+	markChunkReturnsOnCall map[int]struct {
+		result1 domain.ChunkSecret
+		result2 error
+	}
 	UpdateChunkStub        func(context.Context, domain.ChunkSecret) (domain.ChunkSecret, error)
 	updateChunkMutex       sync.RWMutex
 	updateChunkArgsForCall []FakeSnapshotStoreUpdateChunkArgs
@@ -92,6 +103,12 @@ type FakeSnapshotStoreListCachedChunksArgs struct {
 type FakeSnapshotStoreListChunksArgs struct {
 	Arg1 context.Context
 	Arg2 domain.Lineage
+}
+
+// FakeSnapshotStoreMarkChunkArgs holds the arguments of one call to MarkChunk.
+type FakeSnapshotStoreMarkChunkArgs struct {
+	Arg1 context.Context
+	Arg2 domain.ChunkSecret
 }
 
 // FakeSnapshotStoreUpdateChunkArgs holds the arguments of one call to UpdateChunk.
@@ -376,6 +393,76 @@ func (fake *FakeSnapshotStore) ListChunksReturnsOnCall(i int, result1 []domain.C
 	}
 	fake.listChunksReturnsOnCall[i] = struct {
 		result1 []domain.ChunkSecret
+		result2 error
+	}{result1, result2}
+}
+
+func (fake *FakeSnapshotStore) MarkChunk(arg1 context.Context, arg2 domain.ChunkSecret) (domain.ChunkSecret, error) {
+	fake.markChunkMutex.Lock()
+	ret, specificReturn := fake.markChunkReturnsOnCall[len(fake.markChunkArgsForCall)]
+	fake.markChunkArgsForCall = append(fake.markChunkArgsForCall, FakeSnapshotStoreMarkChunkArgs{arg1, arg2})
+	stub := fake.MarkChunkStub
+	fakeReturns := fake.markChunkReturns
+	fake.recordInvocation("MarkChunk", []interface{}{arg1, arg2})
+	fake.markChunkMutex.Unlock()
+	if stub != nil {
+		return stub(arg1, arg2)
+	}
+	if specificReturn {
+		return ret.result1, ret.result2
+	}
+	return fakeReturns.result1, fakeReturns.result2
+}
+
+func (fake *FakeSnapshotStore) MarkChunkCallCount() int {
+	fake.markChunkMutex.RLock()
+	defer fake.markChunkMutex.RUnlock()
+	return len(fake.markChunkArgsForCall)
+}
+
+func (fake *FakeSnapshotStore) MarkChunkCalls(stub func(context.Context, domain.ChunkSecret) (domain.ChunkSecret, error)) {
+	fake.markChunkMutex.Lock()
+	defer fake.markChunkMutex.Unlock()
+	fake.MarkChunkStub = stub
+}
+
+func (fake *FakeSnapshotStore) MarkChunkArgsForCall(i int) (context.Context, domain.ChunkSecret) {
+	fake.markChunkMutex.RLock()
+	defer fake.markChunkMutex.RUnlock()
+	argsForCall := fake.markChunkArgsForCall[i]
+	return argsForCall.Arg1, argsForCall.Arg2
+}
+
+func (fake *FakeSnapshotStore) MarkChunkArgs() []FakeSnapshotStoreMarkChunkArgs {
+	fake.markChunkMutex.RLock()
+	defer fake.markChunkMutex.RUnlock()
+	args := make([]FakeSnapshotStoreMarkChunkArgs, len(fake.markChunkArgsForCall))
+	copy(args, fake.markChunkArgsForCall)
+	return args
+}
+
+func (fake *FakeSnapshotStore) MarkChunkReturns(result1 domain.ChunkSecret, result2 error) {
+	fake.markChunkMutex.Lock()
+	defer fake.markChunkMutex.Unlock()
+	fake.MarkChunkStub = nil
+	fake.markChunkReturns = struct {
+		result1 domain.ChunkSecret
+		result2 error
+	}{result1, result2}
+}
+
+func (fake *FakeSnapshotStore) MarkChunkReturnsOnCall(i int, result1 domain.ChunkSecret, result2 error) {
+	fake.markChunkMutex.Lock()
+	defer fake.markChunkMutex.Unlock()
+	fake.MarkChunkStub = nil
+	if fake.markChunkReturnsOnCall == nil {
+		fake.markChunkReturnsOnCall = make(map[int]struct {
+			result1 domain.ChunkSecret
+			result2 error
+		})
+	}
+	fake.markChunkReturnsOnCall[i] = struct {
+		result1 domain.ChunkSecret
 		result2 error
 	}{result1, result2}
 }

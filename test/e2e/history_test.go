@@ -147,13 +147,13 @@ func (h *history) recreateByHand(name string, written time.Time) {
 }
 
 // writtenAt is a snapshot's write time as design §6.3 defines it: the newest managedFields time
-// of an entry owning f:data, over the snapshot's Secrets.
+// of our entry owning f:data, over the snapshot's Secrets.
 func writtenAt(t *testing.T, secrets []corev1.Secret) time.Time {
 	t.Helper()
 	var newest time.Time
 	for _, s := range secrets {
 		for _, mf := range s.ManagedFields {
-			if mf.Time != nil && mf.FieldsV1 != nil && strings.Contains(string(mf.FieldsV1.Raw), `"f:data"`) && mf.Time.After(newest) {
+			if mf.Manager == domain.FieldManager && mf.Time != nil && mf.FieldsV1 != nil && strings.Contains(string(mf.FieldsV1.Raw), `"f:data"`) && mf.Time.After(newest) {
 				newest = mf.Time.UTC()
 			}
 		}

@@ -205,7 +205,15 @@ func TestPoliciesAllowTheDesignsWrites(t *testing.T) {
 		created, err := secrets.Create(ctx, inventorySecret("web-"+f.ns+"-0"), metav1.CreateOptions{})
 		require.NoError(t, err)
 		created.Data[domain.SecretDataKey] = []byte(`{"rewritten":true}`)
-		_, err = secrets.Update(ctx, created, metav1.UpdateOptions{})
+		updated, err := secrets.Update(ctx, created, metav1.UpdateOptions{FieldManager: domain.FieldManager})
+		require.NoError(t, err)
+		// The mark of what a later synthesis disabled (design §4, K7): annotations only, under a
+		// field manager of its own.
+		if updated.Annotations == nil {
+			updated.Annotations = map[string]string{}
+		}
+		updated.Annotations[domain.AnnotationDisabledLater] = `{"snapshot":"s","ids":[]}`
+		_, err = secrets.Update(ctx, updated, metav1.UpdateOptions{FieldManager: domain.MarkFieldManager})
 		require.NoError(t, err)
 	})
 	t.Run("the decision annotation, by update", func(t *testing.T) {

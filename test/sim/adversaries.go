@@ -43,6 +43,9 @@ func Adversaries() map[string]func() Adversary {
 		"delete-composition":  func() Adversary { return once("delete-composition", deleteComposition) },
 		"pause-composition":   func() Adversary { return once("pause-composition", pauseComposition) },
 		"restore-inventory":   func() Adversary { return once("restore-inventory", restoreInventory) },
+		"recreate-inventory":  func() Adversary { return once("recreate-inventory", recreateInventory) },
+		"rewrite-inventory":   func() Adversary { return once("rewrite-inventory", rewriteInventory) },
+		"strip-inventory-mf":  func() Adversary { return once("strip-inventory-mf", stripInventoryManagedFields) },
 		"strip-managedfields": func() Adversary { return once("strip-managedfields", stripManagedFields) },
 		"persistent-5xx":      func() Adversary { return once("persistent-5xx", persistentError) },
 	}

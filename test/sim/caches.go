@@ -28,12 +28,21 @@ var secretsGVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 type staleLister struct {
 	view func() view
 	ns   string
+	// shard, when set, is the only namespace the informer watches (--composition-namespace).
+	shard string
 }
 
 var _ cache.GenericLister = (*staleLister)(nil)
 
 func (l *staleLister) List(selector labels.Selector) ([]runtime.Object, error) {
-	items, err := l.view().List(enomodel.CompositionGVR, l.ns)
+	ns := l.ns
+	if l.shard != "" {
+		if ns != "" && ns != l.shard {
+			return nil, nil
+		}
+		ns = l.shard
+	}
+	items, err := l.view().List(enomodel.CompositionGVR, ns)
 	if err != nil {
 		return nil, err
 	}
@@ -49,6 +58,9 @@ func (l *staleLister) List(selector labels.Selector) ([]runtime.Object, error) {
 }
 
 func (l *staleLister) Get(name string) (runtime.Object, error) {
+	if l.shard != "" && l.ns != l.shard {
+		return nil, notFound(enomodel.CompositionGVR, name)
+	}
 	u, err := l.view().Get(enomodel.CompositionGVR, l.ns, name)
 	if err != nil {
 		return nil, err
@@ -59,7 +71,7 @@ func (l *staleLister) Get(name string) (runtime.Object, error) {
 }
 
 func (l *staleLister) ByNamespace(ns string) cache.GenericNamespaceLister {
-	return &staleLister{view: l.view, ns: ns}
+	return &staleLister{view: l.view, ns: ns, shard: l.shard}
 }
 
 // staleChunks is the SecretStore with its cache of our Secrets' metadata serving a view some

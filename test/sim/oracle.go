@@ -296,8 +296,9 @@ func (o *Oracle) Unfinished(ctx context.Context) []string {
 	case apierrors.IsNotFound(err) || (err == nil && comp.GetDeletionTimestamp() != nil):
 		return nil // nothing to finish: the lineage's history stays for the next incarnation
 	case err == nil:
-		if raw := comp.GetAnnotations()[domain.AnnotationDecision]; strings.Contains(raw, `"InventoryInvalid"`) || strings.Contains(raw, `"HeldForReview"`) {
-			return nil // a named refusal
+		if raw := comp.GetAnnotations()[domain.AnnotationDecision]; strings.Contains(raw, `"InventoryInvalid"`) || strings.Contains(raw, `"HeldForReview"`) ||
+			strings.Contains(raw, `"reason":"Unverified"`) {
+			return nil // a named refusal (Unverified: a Warning names the objects kept)
 		}
 		if o.disarmed.Load() && comp.GetAnnotations()[domain.AnnotationArmed] == domain.ArmedOff {
 			return nil // a named refusal: HandoffDisarmed

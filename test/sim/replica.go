@@ -224,11 +224,13 @@ func (r *replica) boot() {
 	dsCore := must(kubernetes.NewForConfig(dsCfg)).CoreV1()
 	dsMeta := must(metadata.NewForConfig(dsCfg))
 	disc := must(discovery.NewDiscoveryClientForConfig(dsCfg))
-	comps := must(k8s.NewCompositions(cpDyn, &staleLister{view: func() view { return w.cp.ViewAt(r.compRev) }}))
+	// The replicas serve one shard, the story's namespace: their cache holds its Compositions only.
+	comps := must(k8s.NewCompositions(cpDyn, &staleLister{view: func() view { return w.cp.ViewAt(r.compRev) }, shard: shardNamespace}))
 	secrets := must(k8s.NewSecretStore(dsCore, dsMeta, domain.DefaultInventoryNamespace))
 	store := &staleChunks{SecretStore: secrets, view: func() view { return w.ds.ViewAt(r.chunkRev) }}
 	cfg := app.DefaultConfig()
 	cfg.Enabled = true
+	cfg.Scope.Namespace = shardNamespace
 	cfg.Now = w.clock.Now
 	cfg.PendingRecheckInterval = w.opts.RecheckInterval
 	cfg.MaxTombstoneFraction = 1

@@ -24,6 +24,9 @@ import (
 // controllerManager is the field manager of every replica: one binary, one name.
 const controllerManager = "tombstone-recovery"
 
+// shardNamespace is the replicas' shard (--composition-namespace) and the story's namespace.
+const shardNamespace = "team"
+
 // Clock is the simulation's time; the API servers, Eno and the replicas all read it.
 type Clock struct {
 	mu  sync.Mutex
@@ -184,6 +187,9 @@ type Story struct {
 	// NewDeletes: the recreated Composition deletes what it deployed when it is deleted (the
 	// old one orphaned its resources).
 	NewDeletes bool
+	// BeforeDeletion, when set, acts on the old incarnation once its history is recorded and
+	// before it is deleted.
+	BeforeDeletion func(w *World) error
 }
 
 // DefaultStory: the old incarnation deployed four ConfigMaps, one of them with reconciliation
@@ -287,6 +293,11 @@ func (w *World) playPrologue() error {
 	}
 	if err := w.oracle.recordHistory(ctx); err != nil {
 		return err
+	}
+	if w.opts.Story.BeforeDeletion != nil {
+		if err := w.opts.Story.BeforeDeletion(w); err != nil {
+			return fmt.Errorf("prologue: before deletion: %w\n%s", err, w.Trace())
+		}
 	}
 	w.clock.Advance(10 * time.Second)
 	if err := w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace("team").Delete(ctx, "app", metav1.DeleteOptions{}); err != nil {

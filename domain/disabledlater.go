@@ -1,0 +1,119 @@
+package domain
+
+import (
+	"encoding/json"
+	"maps"
+	"slices"
+)
+
+// AnnotationDisabledLater marks a snapshot's Secret with the entries a later synthesis of the
+// Composition disabled while it could not be recorded (not Ready, awaiting a decision, or the
+// Composition deleting): recovery treats them as Disabled (design §4, K7).
+const AnnotationDisabledLater = "eno.azure.io/inventory-disabled-later"
+
+// DisabledLater is the value of AnnotationDisabledLater: the snapshot it marks (its source
+// synthesis UUID; a mark of another snapshot is stale and ignored) and the identities.
+type DisabledLater struct {
+	Snapshot string            `json:"snapshot"`
+	IDs      []disabledLaterID `json:"ids"`
+}
+
+type disabledLaterID struct {
+	Group     string `json:"group,omitempty"`
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+}
+
+// NewlyDisabled lists, in canonical order, the entries of snap that a later synthesis, newer,
+// disables (design §6 "Disabled entries") while snap records them enabled and no mark on snap
+// says so yet: the identities a mark must add. None means no write (K7).
+func NewlyDisabled(snap Snapshot, newer SynthesisContents) []ResourceID {
+	marked, all := snap.disabledLater()
+	if all {
+		return nil
+	}
+	disabledNow := map[ResourceID]bool{}
+	for _, e := range newer.Inventory().Entries() {
+		if e.Disabled() {
+			disabledNow[e.ID()] = true
+		}
+	}
+	var out []ResourceID
+	for _, e := range snap.inventory.Entries() {
+		if id := e.ID(); disabledNow[id] && !e.Disabled() && !marked[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// MarkDisabledLater returns s, a Secret of snap, with ids added to its mark of snap.
+func MarkDisabledLater(s ChunkSecret, snap Snapshot, ids []ResourceID) ChunkSecret {
+	out := s.Clone()
+	set := map[ResourceID]bool{}
+	if m, ok := parseDisabledLater(s.Annotations[AnnotationDisabledLater]); ok && m.Snapshot == snap.meta.SynthesisUUID {
+		for _, id := range m.IDs {
+			set[ResourceID(id)] = true
+		}
+	}
+	for _, id := range ids {
+		set[id] = true
+	}
+	m := DisabledLater{Snapshot: snap.meta.SynthesisUUID}
+	for _, id := range slices.SortedFunc(maps.Keys(set), ResourceID.Compare) {
+		m.IDs = append(m.IDs, disabledLaterID(id))
+	}
+	raw, _ := json.Marshal(m) // strings only: cannot fail
+	if out.Annotations == nil {
+		out.Annotations = map[string]string{}
+	}
+	out.Annotations[AnnotationDisabledLater] = string(raw)
+	return out
+}
+
+func parseDisabledLater(raw string) (DisabledLater, bool) {
+	var m DisabledLater
+	if err := json.Unmarshal([]byte(raw), &m); err != nil || m.Snapshot == "" {
+		return DisabledLater{}, false
+	}
+	return m, true
+}
+
+// disabledLater is the union of the marks of snap on its Secrets. A mark that cannot be read
+// may name anything: all is true, and no entry is tombstoned.
+func (s Snapshot) disabledLater() (ids map[ResourceID]bool, all bool) {
+	ids = map[ResourceID]bool{}
+	for _, c := range s.chunks {
+		raw, ok := c.Annotations[AnnotationDisabledLater]
+		if !ok {
+			continue
+		}
+		m, ok := parseDisabledLater(raw)
+		switch {
+		case !ok:
+			return nil, true
+		case m.Snapshot != s.meta.SynthesisUUID:
+			continue // a mark of an earlier snapshot at this Secret's name
+		}
+		for _, id := range m.IDs {
+			ids[ResourceID(id)] = true
+		}
+	}
+	return ids, false
+}
+
+// SplitDisabledLater drops, as Disabled, the tombstones whose entries a later synthesis of the
+// recorded Composition disabled before it could be recorded, as snap's marks say (K7).
+func SplitDisabledLater(snap Snapshot, tombstones []Tombstone) (rest []Tombstone, disabled []DroppedTombstone) {
+	marked, all := snap.disabledLater()
+	for _, t := range tombstones {
+		if all || marked[t.Entry.ID()] {
+			disabled = append(disabled, DroppedTombstone{Tombstone: t, Reason: DropDisabled,
+				Detail: "disabled by a later synthesis that was never recorded (" + AnnotationDisabledLater + ")"})
+			continue
+		}
+		rest = append(rest, t)
+	}
+	return rest, disabled
+}
