@@ -164,6 +164,8 @@ type ChunkSecret struct {
 	Annotations     map[string]string
 	Data            map[string][]byte
 	ResourceVersion string
+	// UID is the API server's; only reads fill it. Prune deletes with it as a precondition.
+	UID string
 	// DataWrittenAt is when inventory.json was last written, by the downstream API server's clock
 	// (the newest managedFields time of an entry owning f:data); zero when unknown. Only reads
 	// fill it; writes ignore it.
