@@ -43,7 +43,9 @@ func newPruneFixture(t *testing.T) pruneFixture {
 	return pruneFixture{newer: newer, leftover: older[2]}
 }
 
-func (f pruneFixture) secrets() []domain.ChunkSecret { return join(f.newer, []domain.ChunkSecret{f.leftover}) }
+func (f pruneFixture) secrets() []domain.ChunkSecret {
+	return join(f.newer, []domain.ChunkSecret{f.leftover})
+}
 
 func names(items []domain.PruneItem) []string {
 	out := []string{}

@@ -90,4 +90,3 @@ func wrapIfErr(what string, err error) error {
 	}
 	return nil
 }
-
