@@ -123,7 +123,7 @@ func (p *Pruner) Plan(ctx context.Context) (*PruneReport, *PruneSelection, error
 		for _, why := range plan.Kept {
 			report.Kept = append(report.Kept, PruneKept{Lineage: l.Lineage.String(), Why: why})
 		}
-		for _, it := range plan.Delete {
+		for _, it := range plan.Selected {
 			report.Secrets = append(report.Secrets, PruneSecret{Name: it.Secret.Name, Lineage: l.Lineage.String(), Reason: it.Reason.String(),
 				Detail: it.Detail, UID: it.Secret.UID, ResourceVersion: it.Secret.ResourceVersion, Result: PruneWouldDelete})
 		}

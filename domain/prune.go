@@ -78,18 +78,18 @@ type PruneItem struct {
 // PrunePlan is what prune does with one lineage: the Secrets it deletes, by name, and why it
 // keeps what an operator might expect it to delete.
 type PrunePlan struct {
-	Lineage Lineage
-	Delete  []PruneItem
-	Kept    []string
+	Lineage  Lineage
+	Selected []PruneItem
+	Kept     []string
 }
 
 // Selects returns the item for the Secret of that name, when the plan deletes it.
 func (p PrunePlan) Selects(name string) (PruneItem, bool) {
-	i := slices.IndexFunc(p.Delete, func(it PruneItem) bool { return it.Secret.Name == name })
+	i := slices.IndexFunc(p.Selected, func(it PruneItem) bool { return it.Secret.Name == name })
 	if i < 0 {
 		return PruneItem{}, false
 	}
-	return p.Delete[i], true
+	return p.Selected[i], true
 }
 
 // RecordedCompositions names the Compositions our Secrets were recorded for, sorted. all is
@@ -152,7 +152,7 @@ func SelectPrune(l PruneLineage, r PruneRules) PrunePlan {
 	if len(items) == 0 {
 		items = append(selectLeftovers(history), selectFormat1(l.Secrets, history, r)...)
 	}
-	plan.Delete = guarded(items, newestComplete(history, len(living) > 0))
+	plan.Selected = guarded(items, newestComplete(history, len(living) > 0))
 	return plan
 }
 

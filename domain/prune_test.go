@@ -168,8 +168,8 @@ func TestSelectPrune(t *testing.T) {
 				tt.rules(&rules)
 			}
 			plan := domain.SelectPrune(domain.PruneLineage{Lineage: lineage, Secrets: tt.secrets, Recorded: tt.recorded, Claimants: tt.claimants}, rules)
-			assert.ElementsMatch(t, tt.want, names(plan.Delete))
-			for _, it := range plan.Delete {
+			assert.ElementsMatch(t, tt.want, names(plan.Selected))
+			for _, it := range plan.Selected {
 				assert.Equal(t, tt.reason, it.Reason, it.Secret.Name)
 			}
 			if tt.kept != "" {
@@ -184,9 +184,9 @@ func TestSelectPruneSaysAGoneLineageEndsRecoverability(t *testing.T) {
 	f := newPruneFixture(t)
 	plan := domain.SelectPrune(domain.PruneLineage{Lineage: domain.DefaultLineage("team-a", "web"), Secrets: f.newer,
 		Recorded: map[domain.CompositionRef]domain.Presence{webRef: gone}}, pruneRules)
-	require.Len(t, plan.Delete, 2)
-	assert.Contains(t, plan.Delete[0].Detail, "none of its Compositions (team-a/web) exists")
-	assert.Contains(t, plan.Delete[0].Detail, "ends recoverability of lineage "+domain.DefaultLineage("team-a", "web").String())
+	require.Len(t, plan.Selected, 2)
+	assert.Contains(t, plan.Selected[0].Detail, "none of its Compositions (team-a/web) exists")
+	assert.Contains(t, plan.Selected[0].Detail, "ends recoverability of lineage "+domain.DefaultLineage("team-a", "web").String())
 	item, ok := plan.Selects(f.newer[1].Name)
 	assert.True(t, ok)
 	assert.Equal(t, f.newer[1].Name, item.Secret.Name)
