@@ -158,6 +158,7 @@ type Service struct {
 	deps    Deps
 	planner planner
 	reviews *ignoredReviews
+	orphans *orphanReports
 }
 
 // New validates the configuration and dependencies.
@@ -182,7 +183,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	return &Service{cfg: cfg, policy: domain.Policy{Enabled: cfg.Enabled, Scope: cfg.Scope}, deps: deps, planner: planner{
 		cfg: cfg, secrets: deps.Store, slices: deps.Slices, guard: deps.Guard, downstream: deps.Downstream, lister: deps.Lister,
-	}, reviews: newIgnoredReviews()}, nil
+	}, reviews: newIgnoredReviews(), orphans: newOrphanReports()}, nil
 }
 
 // Config returns the effective configuration.

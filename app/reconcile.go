@@ -31,15 +31,16 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 	start := time.Now()
 	// observed is reported unless the reconcile stopped before it knew the state.
 	var observed *ports.CompositionState
+	var comp domain.Composition
 	defer func() {
 		if observed != nil {
-			s.deps.Metrics.CompositionObserved(ref, *observed)
+			s.observed(ref, comp, *observed)
 		}
 		s.deps.Metrics.ReconcileDone(time.Since(start), err)
 	}()
 	ctx = withComposition(ctx, ref)
 
-	comp, err := s.deps.Compositions.GetComposition(ctx, ref)
+	comp, err = s.deps.Compositions.GetComposition(ctx, ref)
 	if errors.Is(err, ports.ErrNotFound) {
 		observed = &ports.CompositionState{}
 		return res, nil
@@ -117,6 +118,20 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 	}
 	res.Recording = &recRes
 	return res, nil
+}
+
+// observed reports what the reconcile found. A Composition gone or ineligible (out of scope,
+// opted out, deleting) is forgotten, with its orphan count; any other is reported with its
+// lineage and its last orphan count.
+func (s *Service) observed(ref domain.CompositionRef, comp domain.Composition, state ports.CompositionState) {
+	if stage, _ := s.policy.RecoveryStageOf(comp); stage == domain.StageIneligible {
+		s.orphans.forget(ref)
+		s.deps.Metrics.CompositionObserved(ref, ports.CompositionState{})
+		return
+	}
+	state.Lineage, _ = domain.LineageOf(comp) // eligible, so valid
+	state.OrphansRemaining, _ = s.orphans.get(ref)
+	s.deps.Metrics.CompositionObserved(ref, state)
 }
 
 // skipped logs why a Composition is left alone; an unusable lineage override also gets an event.
