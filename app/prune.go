@@ -36,7 +36,7 @@ type PruneConfig struct {
 }
 
 // Pruner is inventory retention, run by an operator with their own credentials and never by the
-// controller: it selects by domain.SelectPrune and deletes only with --confirm (design §7.1).
+// controller: it selects by domain.SelectPrune and deletes only with --confirm (design §7).
 type Pruner struct {
 	cfg  PruneConfig
 	deps PruneDeps

@@ -15,7 +15,7 @@ import (
 // Confirm deletes what Plan selected, one Secret at a time: just before each delete it reads the
 // lineage and its Compositions again and applies the rule again, and deletes with the UID and
 // resourceVersion it listed as preconditions. Whatever changed since is skipped, with why. It
-// stops at the first failure that is not such a change (design §7.1).
+// stops at the first failure that is not such a change (design §7).
 func (p *Pruner) Confirm(ctx context.Context, sel *PruneSelection, report *PruneReport) error {
 	report.Confirmed = true
 	log := logr.FromContextOrDiscard(ctx)

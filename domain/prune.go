@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Inventory retention (design §7.1): which inventory Secrets an operator's prune deletes. The
+// Inventory retention (design §7): which inventory Secrets an operator's prune deletes. The
 // rule is pure; the prune command reads the clusters and deletes what it selects.
 
 // PruneReason says why prune selects a Secret.
@@ -135,7 +135,7 @@ func PruneGoneAllowed(lineages []PruneLineage) bool {
 // SelectPrune applies the retention rule to one lineage: (a) leftover chunks, (b) a gone
 // lineage, (c) superseded format-1 chunks. It never selects a Secret that is not ours, nor
 // anything of a lineage whose hand-off is pending or held for review, nor the newest complete
-// snapshot of a lineage with a living Composition (design §7.1).
+// snapshot of a lineage with a living Composition (design §7).
 func SelectPrune(l PruneLineage, r PruneRules) PrunePlan {
 	plan := PrunePlan{Lineage: l.Lineage}
 	living := l.living()

@@ -7,7 +7,7 @@ import (
 )
 
 // TestPruneGuards holds prune's last guards on their own: whatever a rule selects, a Secret not
-// ours (type and label both) and a protected snapshot's chunk are never deleted (design §7.1).
+// ours (type and label both) and a protected snapshot's chunk are never deleted (design §7).
 func TestPruneGuards(t *testing.T) {
 	ours := func(name string) ChunkSecret {
 		return ChunkSecret{Name: name, Type: SecretType, Labels: map[string]string{LabelManagedBy: ManagedByValue}}

@@ -8,7 +8,7 @@ import (
 
 // InventoryPruner lists and deletes inventory Secrets for `tombstone-recovery prune`, which an
 // operator runs with their own credentials. The controller is never given one: its RBAC cannot
-// delete Secrets, and internal/archtest keeps every delete out of its wiring (design §7.1).
+// delete Secrets, and internal/archtest keeps every delete out of its wiring (design §7).
 //
 //counterfeiter:generate . InventoryPruner
 type InventoryPruner interface {

@@ -18,7 +18,7 @@ import (
 var _ ports.InventoryPruner = (*InventoryPruner)(nil)
 
 // InventoryPruner is the only adapter that deletes an inventory Secret. Only the prune command,
-// run by an operator with their own credentials, builds one (design §7.1, internal/archtest).
+// run by an operator with their own credentials, builds one (design §7, internal/archtest).
 type InventoryPruner struct {
 	secrets   corev1client.SecretInterface
 	namespace string

@@ -23,7 +23,7 @@ import (
 )
 
 // prune is inventory retention, run by an operator with their own credentials: the only command
-// that deletes, and only with --confirm (design §7.1). The controller never builds its wiring.
+// that deletes, and only with --confirm (design §7). The controller never builds its wiring.
 
 const pruneUserAgent = "eno-tombstone-recovery-prune"
 

@@ -16,7 +16,7 @@ import (
 
 // deletePaths are the names through which anything of this project could delete an object, and
 // the only files that may use them: the prune command an operator runs, its use case and its
-// adapter (design §7.1). The controller's wiring (runnable, cmd run, the reconcile use cases)
+// adapter (design §7). The controller's wiring (runnable, cmd run, the reconcile use cases)
 // names none of them, so no controller code path deletes an inventory Secret, whatever its RBAC.
 var deletePaths = map[string][]string{
 	// client-go's delete calls.
@@ -65,7 +65,7 @@ func TestNoControllerCodePathDeletes(t *testing.T) {
 			}
 			if allowed, ok := deletePaths[name]; ok {
 				seen[name] = true
-				assert.Contains(t, allowed, rel, "%s names %s: only the prune command may delete (design §7.1)", rel, name)
+				assert.Contains(t, allowed, rel, "%s names %s: only the prune command may delete (design §7)", rel, name)
 			}
 			return true
 		})
