@@ -80,7 +80,8 @@ func (p *InventoryPruner) DeleteChunk(ctx context.Context, s domain.ChunkSecret)
 		return fmt.Errorf("%s: no UID or resourceVersion to use as preconditions: %w", what, ports.ErrConflict)
 	}
 	uid, rv := types.UID(s.UID), s.ResourceVersion
-	err := p.secrets.Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}}
+	err := p.secrets.Delete(ctx, s.Name, opts)
 	return wrapIfErr(what, err)
 }
 
