@@ -98,10 +98,7 @@ func New(reg prometheus.Registerer) (*Recorder, error) {
 			Namespace: namespace, Name: "compositions_waiting",
 			Help: "Compositions this replica last saw waiting, by state: HeldForReview (the deletion guard holds the recovery), HandoffPending (decided Recovered, not yet carried by Eno), RecordingFailing (the last recording pass failed or was refused).",
 		}, []string{"state"}),
-		orphans: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "orphans_remaining",
-			Help: "Objects handed to Eno as tombstones still present after its carrying synthesis was Ready, summed over the Compositions this replica reconciles: each one's last \"did Eno do it?\" count, made when it records the carrying synthesis, counted again on each reconcile while above 0 (a manual cleanup shows), 0 once it records a synthesis that carried no hand-off, gone with the Composition. inspect --all names them.",
-		}),
+		orphans: newOrphansGauge(),
 		build: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "build_info",
 			Help: "Always 1; its labels name the running build of tombstone-recovery: version, revision (unknown when nothing recorded it) and goversion. Inside eno-reconciler, version is the module's as the host was built with it ((devel) for a local replacement).",
@@ -128,6 +125,14 @@ func New(reg prometheus.Registerer) (*Recorder, error) {
 	build := buildinfo.Read()
 	r.build.WithLabelValues(build.Version, build.Revision, build.GoVersion).Set(1)
 	return r, nil
+}
+
+// newOrphansGauge is one total, no names and no lineage label, so a fleet's cardinality stays.
+func newOrphansGauge() prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "orphans_remaining",
+		Help: "Objects handed to Eno as tombstones still present after its carrying synthesis was Ready, summed over the Compositions this replica reconciles: each one's last \"did Eno do it?\" count, made when it records the carrying synthesis, counted again on each reconcile while above 0 (a manual cleanup shows), 0 once it records a synthesis that carried no hand-off, gone with the Composition. inspect --all names them.",
+	})
 }
 
 func (r *Recorder) ChunkWrite(result string) { r.chunkWrites.WithLabelValues(result).Inc() }
