@@ -111,7 +111,7 @@ func (pr pruner) run(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	report, sel, err := uc.Plan(ctx)
 	if err != nil {
-		return fmt.Errorf("prune: reading the clusters, nothing was deleted: %w", err)
+		return fmt.Errorf("prune: reading the clusters, nothing was deleted: %w%s", err, forbiddenHint(err, o.inventoryNamespace))
 	}
 	var confirmErr error
 	if o.confirm {
@@ -136,7 +136,7 @@ func forbiddenHint(err error, namespace string) string {
 	if !errors.Is(err, ports.ErrForbidden) {
 		return ""
 	}
-	return fmt.Sprintf(" (prune runs with your own credentials, never the controller's: they need get, list and delete on secrets in %s)", namespace)
+	return fmt.Sprintf(" (prune runs with your own credentials, never the controller's: they need list and delete on secrets in %s downstream, and get and list on Compositions in every namespace of the control plane)", namespace)
 }
 
 // wire builds app.Pruner over the two clusters, each checked reachable first.

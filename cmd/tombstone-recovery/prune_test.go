@@ -293,3 +293,15 @@ func TestPruneRejectsBadFlags(t *testing.T) {
 	require.NoError(t, dispatch(context.Background(), []string{"prune", "-h"}, &out, &errOut))
 	assert.Contains(t, errOut.String(), "--confirm")
 }
+
+// A user who may not read the inventory is told what failed and what the credentials need.
+func TestPruneSaysWhatItsCredentialsLack(t *testing.T) {
+	c := testEnv.AdminClients(t)
+	inv := c.NewNamespace(t, "prune-inv")
+	var out, errOut bytes.Buffer
+	err := pruner{now: time.Now}.run(testCtx(t), []string{"--kubeconfig", kubeconfigOf(t, inspectReader), "--inventory-namespace", inv, "--confirm"}, &out, &errOut)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "prune: reading the clusters, nothing was deleted: listing inventory secrets in namespace "+inv)
+	assert.Contains(t, err.Error(), "they need list and delete on secrets in "+inv+" downstream")
+	assert.Empty(t, out.String())
+}
