@@ -16,54 +16,75 @@ import (
 // orphansEventLimit is how many remaining orphans one event names.
 const orphansEventLimit = 20
 
-// verifyCarried checks, once, before the first synthesis after a hand-off is recorded, that Eno
-// did delete what it was handed. The tombstones come from the recovery slices that the previous
+// verifyCarried checks, before the first synthesis after a hand-off is recorded, that Eno did
+// delete what it was handed. The tombstones come from the recovery slices that the previous
 // synthesis names, and any tombstoned object still present is reported as OrphansRemain, and a
 // gone slice as RecoverySliceLost. Recording proceeds whatever it finds: a Composition must not
 // stay without history, and nothing is retried automatically. A read that fails is logged and
-// skips the report (design §6.2, "Did Eno do it?").
+// skips the report. The count is kept for the orphans_remaining gauge (design §6.2, "Did Eno do
+// it?").
 func (s *Service) verifyCarried(ctx context.Context, comp domain.Composition) {
-	names := domain.CarriedRecoverySlices(comp)
-	if len(names) == 0 {
-		return
-	}
 	log := logr.FromContextOrDiscard(ctx)
-	read, gone, err := readCarried(ctx, s.deps.Slices, comp, names)
+	check, err := s.checkCarried(ctx, comp)
 	if err != nil {
-		log.Error(err, "could not read a carried recovery slice; not checking that Eno deleted its tombstones")
+		log.Error(err, "could not check that Eno deleted the tombstones it was handed")
 		return
 	}
-	var tombstones []domain.Tombstone
-	for _, c := range read {
-		tombstones = append(tombstones, c.pending...)
-	}
-	if len(gone) > 0 {
+	s.orphans.set(comp.Ref(), len(check.remaining))
+	if len(check.gone) > 0 {
 		// A recovery slice is never written again: one gone before Eno carried it took its
 		// tombstones with it (Eno resynthesizes without a missing slice), and what they named
 		// may remain. A skipped cleanup, said out loud.
-		s.deps.Metrics.TombstoneAlert("RecoverySliceLost", len(gone))
+		s.deps.Metrics.TombstoneAlert("RecoverySliceLost", len(check.gone))
 		s.deps.Events.Warning(comp, "RecoverySliceLost", fmt.Sprintf(
 			"recovery slice %s of the previous synthesis is gone, so Eno may not have been handed its tombstones and whether it deleted them is not checked; the orphans it named may remain: check them by hand (recording proceeds)",
-			strings.Join(gone, ", ")))
+			strings.Join(check.gone, ", ")))
 	}
-	if len(tombstones) == 0 {
+	if len(check.tombstones) == 0 {
 		return
 	}
-	observed, err := s.planner.observe(ctx, tombstones)
-	if err != nil {
-		log.Error(err, "could not read the objects Eno was handed; not checking that it deleted them")
+	if len(check.remaining) == 0 {
+		log.V(1).Info("Eno deleted every object it was handed", "tombstones", len(check.tombstones))
 		return
 	}
-	remaining := domain.RemainingOrphans(tombstones, observed)
-	if len(remaining) == 0 {
-		log.V(1).Info("Eno deleted every object it was handed", "tombstones", len(tombstones))
-		return
-	}
-	s.deps.Metrics.TombstoneAlert("OrphansRemain", len(remaining))
+	s.deps.Metrics.TombstoneAlert("OrphansRemain", len(check.remaining))
 	s.deps.Events.Warning(comp, "OrphansRemain", fmt.Sprintf(
 		"%d of the %d objects handed to Eno as tombstones still exist after its carrying synthesis %s became Ready: %s; check them by hand (recording proceeds, and they leave the history)",
-		len(remaining), len(tombstones), comp.SynthesisUUID(), domain.FirstIDs(remaining, orphansEventLimit)))
-	log.Info("objects handed to Eno as tombstones remain", "remaining", len(remaining), "tombstones", len(tombstones))
+		len(check.remaining), len(check.tombstones), comp.SynthesisUUID(), domain.FirstIDs(check.remaining, orphansEventLimit)))
+	log.Info("objects handed to Eno as tombstones remain", "remaining", len(check.remaining), "tombstones", len(check.tombstones))
+}
+
+// carriedCheck is what the "did Eno do it?" check found.
+type carriedCheck struct {
+	tombstones, remaining []domain.Tombstone
+	gone                  []string
+}
+
+// checkCarried reads the hand-off comp's previous synthesis carried, and the objects its
+// tombstones name. Nothing carried is an empty check.
+func (s *Service) checkCarried(ctx context.Context, comp domain.Composition) (carriedCheck, error) {
+	var check carriedCheck
+	names := domain.CarriedRecoverySlices(comp)
+	if len(names) == 0 {
+		return check, nil
+	}
+	read, gone, err := readCarried(ctx, s.deps.Slices, comp, names)
+	if err != nil {
+		return check, err
+	}
+	check.gone = gone
+	for _, c := range read {
+		check.tombstones = append(check.tombstones, c.pending...)
+	}
+	if len(check.tombstones) == 0 {
+		return check, nil
+	}
+	observed, err := s.planner.observe(ctx, check.tombstones)
+	if err != nil {
+		return check, fmt.Errorf("reading the objects Eno was handed: %w", err)
+	}
+	check.remaining = domain.RemainingOrphans(check.tombstones, observed)
+	return check, nil
 }
 
 // watchCarried keeps watching a carried hand-off while Eno may not have acted on it: while the

@@ -159,6 +159,7 @@ type Service struct {
 	planner planner
 	reviews *ignoredReviews
 	marks   *markedSyntheses
+	orphans *orphanReports
 }
 
 // New validates the configuration and dependencies.
@@ -183,7 +184,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	return &Service{cfg: cfg, policy: domain.Policy{Enabled: cfg.Enabled, Scope: cfg.Scope}, deps: deps, planner: planner{
 		cfg: cfg, secrets: deps.Store, slices: deps.Slices, guard: deps.Guard, downstream: deps.Downstream,
-	}, reviews: newIgnoredReviews(), marks: &markedSyntheses{}}, nil
+	}, reviews: newIgnoredReviews(), marks: &markedSyntheses{}, orphans: newOrphanReports()}, nil
 }
 
 // Config returns the effective configuration.

@@ -31,15 +31,16 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 	start := time.Now()
 	// observed is reported unless the reconcile stopped before it knew the state.
 	var observed *ports.CompositionState
+	var comp domain.Composition
 	defer func() {
 		if observed != nil {
-			s.deps.Metrics.CompositionObserved(ref, *observed)
+			s.observed(ref, comp, *observed)
 		}
 		s.deps.Metrics.ReconcileDone(time.Since(start), err)
 	}()
 	ctx = withComposition(ctx, ref)
 
-	comp, err := s.deps.Compositions.GetComposition(ctx, ref)
+	comp, err = s.deps.Compositions.GetComposition(ctx, ref)
 	if errors.Is(err, ports.ErrNotFound) {
 		observed = &ports.CompositionState{}
 		return res, nil
@@ -51,12 +52,10 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 	var reads *liveReads
 	switch stage, ie := s.policy.RecoveryStageOf(comp); stage {
 	case domain.StageIneligible:
-		if err := s.retireHandoff(ctx, comp, ie); err != nil {
+		if err := s.leaveAlone(ctx, comp, ie); err != nil {
 			return res, err
 		}
-		s.skipped(ctx, comp, ie)
-		observed = &ports.CompositionState{}
-		res.Skipped = ie
+		observed, res.Skipped = &ports.CompositionState{}, ie
 		if marksWhenIneligible(ie) {
 			return res, s.markDisabledLater(ctx, comp)
 		}
@@ -94,17 +93,8 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 		comp, reads = rec.Composition, &r
 	}
 
-	// A carried hand-off waits for Eno while its synthesis is not Ready: keep watching it. Once
-	// it is Ready, Eno has acted on every tombstone: disarm them.
-	if err := s.retireHandoff(ctx, comp, nil); err != nil {
+	if err := s.keepWatching(ctx, comp, &res); err != nil {
 		return res, err
-	}
-	wait, err := s.watchCarried(ctx, comp)
-	if err != nil {
-		return res, err
-	}
-	if wait > 0 && (res.RequeueAfter == 0 || wait < res.RequeueAfter) {
-		res.RequeueAfter = wait
 	}
 
 	recRes, err := s.record(ctx, comp, reads)
@@ -123,6 +113,46 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 	}
 	res.Recording = &recRes
 	return res, nil
+}
+
+// keepWatching watches a carried hand-off that waits for Eno while its synthesis is not Ready,
+// and asks to look again in time. Once it is Ready, Eno has acted on every tombstone: disarm them.
+func (s *Service) keepWatching(ctx context.Context, comp domain.Composition, res *Result) error {
+	if err := s.retireHandoff(ctx, comp, nil); err != nil {
+		return err
+	}
+	wait, err := s.watchCarried(ctx, comp)
+	if err != nil {
+		return err
+	}
+	if wait > 0 && (res.RequeueAfter == 0 || wait < res.RequeueAfter) {
+		res.RequeueAfter = wait
+	}
+	return nil
+}
+
+// observed reports what the reconcile found. A Composition gone or ineligible (out of scope,
+// opted out, deleting) is forgotten, with its orphan count; any other is reported with its
+// lineage and its last orphan count.
+func (s *Service) observed(ref domain.CompositionRef, comp domain.Composition, state ports.CompositionState) {
+	if stage, _ := s.policy.RecoveryStageOf(comp); stage == domain.StageIneligible {
+		s.orphans.forget(ref)
+		s.deps.Metrics.CompositionObserved(ref, ports.CompositionState{})
+		return
+	}
+	state.Lineage, _ = domain.LineageOf(comp) // eligible, so valid
+	state.OrphansRemaining, _ = s.orphans.get(ref)
+	s.deps.Metrics.CompositionObserved(ref, state)
+}
+
+// leaveAlone disarms an armed hand-off of a Composition recovery may no longer act on, and says
+// why it is skipped.
+func (s *Service) leaveAlone(ctx context.Context, comp domain.Composition, ie *domain.IneligibleError) error {
+	if err := s.retireHandoff(ctx, comp, ie); err != nil {
+		return err
+	}
+	s.skipped(ctx, comp, ie)
+	return nil
 }
 
 // skipped logs why a Composition is left alone; an unusable lineage override also gets an event.

@@ -158,13 +158,21 @@ func TestReconcileSkipsIneligibleCompositions(t *testing.T) {
 	}
 }
 
+func lineageOf(t *testing.T, c domain.Composition) domain.Lineage {
+	t.Helper()
+	l, err := domain.LineageOf(c)
+	require.NoError(t, err)
+	return l
+}
+
 // onlyLabel selects Compositions carrying one label value.
 type onlyLabel struct{ key, value string }
 
 func (s onlyLabel) Matches(labels map[string]string) bool { return labels[s.key] == s.value }
 
 // Each reconcile reports what the Composition waits on, for the gauges behind the alerts: held
-// for review, recording failing, and nothing (a Composition gone or recorded) forgets it.
+// for review, recording failing, or nothing but its lineage (recorded); the zero state (gone)
+// forgets it.
 func TestReconcileReportsWhatTheCompositionWaitsOn(t *testing.T) {
 	lastObserved := func(t *testing.T, f *fixture) ports.CompositionState {
 		t.Helper()
@@ -179,20 +187,20 @@ func TestReconcileReportsWhatTheCompositionWaitsOn(t *testing.T) {
 		f.comp.Synthesis.Ready = true
 		_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
 		require.NoError(t, err)
-		assert.Equal(t, ports.CompositionState{HeldForReview: true}, lastObserved(t, f))
+		assert.Equal(t, ports.CompositionState{HeldForReview: true, Lineage: lineageOf(t, f.comp)}, lastObserved(t, f))
 	})
 	t.Run("recording fails", func(t *testing.T) {
 		f := newFixture(t)
 		f.store.CreateChunkReturns(domain.ChunkSecret{}, errors.New("etcdserver: request timed out"))
 		_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
 		require.Error(t, err)
-		assert.Equal(t, ports.CompositionState{RecordingFailing: true}, lastObserved(t, f))
+		assert.Equal(t, ports.CompositionState{RecordingFailing: true, Lineage: lineageOf(t, f.comp)}, lastObserved(t, f))
 	})
 	t.Run("recorded", func(t *testing.T) {
 		f := newFixture(t)
 		_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
 		require.NoError(t, err)
-		assert.Equal(t, ports.CompositionState{}, lastObserved(t, f))
+		assert.Equal(t, ports.CompositionState{Lineage: lineageOf(t, f.comp)}, lastObserved(t, f))
 	})
 	t.Run("gone", func(t *testing.T) {
 		f := newFixture(t)

@@ -43,6 +43,7 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 	if meta, ok := s.recordedInCache(ctx, comp, lineage); ok {
 		s.deps.Metrics.SnapshotRecorded(false)
 		s.deps.Metrics.ChunksUsed(lineage, meta.ChunkCount, s.cfg.MaxChunks)
+		s.refreshOrphans(ctx, comp)
 		res.Unchanged, res.Chunks, res.Digest = true, meta.ChunkCount, meta.Digest
 		return res, nil
 	}

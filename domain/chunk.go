@@ -164,6 +164,8 @@ type ChunkSecret struct {
 	Annotations     map[string]string
 	Data            map[string][]byte
 	ResourceVersion string
+	// UID is the API server's; only reads fill it. Prune deletes with it as a precondition.
+	UID string
 	// DataWrittenAt is when this controller last wrote the data, by the downstream API server's
 	// clock (DataWrittenByUs over managedFields); zero when unknown. Only reads fill it; writes
 	// ignore it.

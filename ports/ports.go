@@ -160,7 +160,9 @@ type Metrics interface {
 	// HandoffDisarmed, OrphansRemain.
 	TombstoneAlert(reason string, n int)
 	// CompositionObserved reports what one reconcile found a Composition waiting on, for the
-	// gauges of held reviews, pending hand-offs and failing recordings; the zero state forgets it.
+	// gauges of held reviews, pending hand-offs, failing recordings and remaining orphans; the
+	// zero state (deleted, out of scope, ineligible) forgets it, and its lineage's series with the
+	// last Composition of the lineage.
 	CompositionObserved(ref domain.CompositionRef, state CompositionState)
 }
 
@@ -172,6 +174,11 @@ type CompositionState struct {
 	HandoffPending bool
 	// RecordingFailing: the last recording pass ended with an error or a refusal.
 	RecordingFailing bool
+	// Lineage is the Composition's; its per-lineage series go when no Composition has it.
+	Lineage domain.Lineage
+	// OrphansRemaining is the last "did Eno do it?" count: objects handed to Eno as tombstones
+	// still present after its carrying synthesis was Ready (design §6.2).
+	OrphansRemaining int
 }
 
 // WorkQueue is the rate-limited queue the controller loop drains. client-go's

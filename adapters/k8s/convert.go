@@ -332,6 +332,7 @@ func chunkFromSecret(s *corev1.Secret) domain.ChunkSecret {
 		Labels:          maps.Clone(s.Labels),
 		Annotations:     maps.Clone(s.Annotations),
 		ResourceVersion: s.ResourceVersion,
+		UID:             string(s.UID),
 		DataWrittenAt:   dataWrittenAt(s.CreationTimestamp.Time, s.ManagedFields),
 	}
 	if s.Data != nil {

@@ -30,6 +30,7 @@ type Recorder struct {
 	alerts      *prometheus.CounterVec
 	panics      *prometheus.CounterVec
 	waiting     *prometheus.GaugeVec
+	orphans     prometheus.Gauge
 	build       *prometheus.GaugeVec
 
 	mu     sync.Mutex
@@ -97,13 +98,14 @@ func New(reg prometheus.Registerer) (*Recorder, error) {
 			Namespace: namespace, Name: "compositions_waiting",
 			Help: "Compositions this replica last saw waiting, by state: HeldForReview (the deletion guard holds the recovery), HandoffPending (decided Recovered, not yet carried by Eno), RecordingFailing (the last recording pass failed or was refused).",
 		}, []string{"state"}),
+		orphans: newOrphansGauge(),
 		build: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "build_info",
 			Help: "Always 1; its labels name the running build of tombstone-recovery: version, revision (unknown when nothing recorded it) and goversion. Inside eno-reconciler, version is the module's as the host was built with it ((devel) for a local replacement).",
 		}, []string{"version", "revision", "goversion"}),
 		states: map[domain.CompositionRef]ports.CompositionState{},
 	}
-	for _, c := range []prometheus.Collector{r.snapshots, r.chunkWrites, r.decisions, r.refusals, r.reconciles, r.chunks, r.chunksUsed, r.entryBytes, r.entryRatio, r.alerts, r.panics, r.waiting, r.build} {
+	for _, c := range []prometheus.Collector{r.snapshots, r.chunkWrites, r.decisions, r.refusals, r.reconciles, r.chunks, r.chunksUsed, r.entryBytes, r.entryRatio, r.alerts, r.panics, r.waiting, r.orphans, r.build} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -125,6 +127,14 @@ func New(reg prometheus.Registerer) (*Recorder, error) {
 	return r, nil
 }
 
+// newOrphansGauge is one total, no names and no lineage label, so a fleet's cardinality stays.
+func newOrphansGauge() prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "orphans_remaining",
+		Help: "Objects handed to Eno as tombstones still present after its carrying synthesis was Ready, summed over the Compositions this replica reconciles: each one's last \"did Eno do it?\" count, made when it records the carrying synthesis, counted again on each reconcile while above 0 (a manual cleanup shows), 0 once it records a synthesis that carried no hand-off, gone with the Composition. inspect --all names them.",
+	})
+}
+
 func (r *Recorder) ChunkWrite(result string) { r.chunkWrites.WithLabelValues(result).Inc() }
 
 func (r *Recorder) SnapshotRecorded(written bool) {
@@ -139,24 +149,46 @@ func (r *Recorder) DecisionMade(o domain.Outcome, reason string) {
 	r.decisions.WithLabelValues(o.String(), reason).Inc()
 }
 
-// CompositionObserved keeps each Composition's last state and sets the gauges to the counts.
+// CompositionObserved keeps each Composition's last state and sets the gauges to the counts. A
+// lineage no Composition has any more loses its series.
 func (r *Recorder) CompositionObserved(ref domain.CompositionRef, state ports.CompositionState) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	before, known := r.states[ref]
 	if state == (ports.CompositionState{}) {
 		delete(r.states, ref)
 	} else {
 		r.states[ref] = state
 	}
-	var held, pending, failing int
+	if known && before.Lineage != state.Lineage {
+		r.forgetLineage(before.Lineage)
+	}
+	var held, pending, failing, orphans int
 	for _, s := range r.states {
 		held += count(s.HeldForReview)
 		pending += count(s.HandoffPending)
 		failing += count(s.RecordingFailing)
+		orphans += s.OrphansRemaining
 	}
 	r.waiting.WithLabelValues("HeldForReview").Set(float64(held))
 	r.waiting.WithLabelValues("HandoffPending").Set(float64(pending))
 	r.waiting.WithLabelValues("RecordingFailing").Set(float64(failing))
+	r.orphans.Set(float64(orphans))
+}
+
+// forgetLineage deletes the per-lineage series of l unless a Composition still has it.
+func (r *Recorder) forgetLineage(l domain.Lineage) {
+	if l == (domain.Lineage{}) {
+		return
+	}
+	for _, s := range r.states {
+		if s.Lineage == l {
+			return
+		}
+	}
+	for _, g := range []*prometheus.GaugeVec{r.chunks, r.chunksUsed, r.entryBytes, r.entryRatio} {
+		g.DeleteLabelValues(l.String())
+	}
 }
 
 func count(b bool) int {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,6 +89,7 @@ func TestSeriesExistBeforeTheFirstEvent(t *testing.T) {
 		`eno_tombstone_recovery_compositions_waiting{state="HeldForReview"} 0`,
 		`eno_tombstone_recovery_compositions_waiting{state="HandoffPending"} 0`,
 		`eno_tombstone_recovery_compositions_waiting{state="RecordingFailing"} 0`,
+		`eno_tombstone_recovery_orphans_remaining 0`,
 	} {
 		assert.Contains(t, body, want)
 	}
@@ -124,6 +126,60 @@ func TestCompositionsWaitingCountsEachCompositionOnce(t *testing.T) {
 	r.CompositionObserved(a, ports.CompositionState{})
 	r.CompositionObserved(b, ports.CompositionState{})
 	assert.Equal(t, map[string]float64{"HeldForReview": 0, "HandoffPending": 0, "RecordingFailing": 0}, waiting())
+}
+
+// TestOrphansRemainingSumsEachCompositionsLastCount: one total, no names, no lineage; each
+// Composition counts its last report, and a forgotten one nothing.
+func TestOrphansRemainingSumsEachCompositionsLastCount(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	r, err := metrics.New(reg)
+	require.NoError(t, err)
+	a := domain.CompositionRef{Namespace: "team-a", Name: "web"}
+	b := domain.CompositionRef{Namespace: "team-b", Name: "web"}
+	la, lb := domain.DefaultLineage(a.Namespace, a.Name), domain.DefaultLineage(b.Namespace, b.Name)
+	r.CompositionObserved(a, ports.CompositionState{Lineage: la, OrphansRemaining: 3})
+	r.CompositionObserved(b, ports.CompositionState{Lineage: lb, OrphansRemaining: 2})
+	assert.Contains(t, scrape(t, reg), "eno_tombstone_recovery_orphans_remaining 5\n")
+	r.CompositionObserved(a, ports.CompositionState{Lineage: la, OrphansRemaining: 1})
+	assert.Contains(t, scrape(t, reg), "eno_tombstone_recovery_orphans_remaining 3\n")
+	r.CompositionObserved(b, ports.CompositionState{})
+	assert.Contains(t, scrape(t, reg), "eno_tombstone_recovery_orphans_remaining 1\n")
+	r.CompositionObserved(a, ports.CompositionState{Lineage: la})
+	assert.Contains(t, scrape(t, reg), "eno_tombstone_recovery_orphans_remaining 0\n")
+}
+
+// TestLineageSeriesGoWithTheirLineage: a lineage's series stay while any Composition has it, and
+// go with the last one: deleted, out of scope, or moved to another lineage.
+func TestLineageSeriesGoWithTheirLineage(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	r, err := metrics.New(reg)
+	require.NoError(t, err)
+	a := domain.CompositionRef{Namespace: "team-a", Name: "web"}
+	b := domain.CompositionRef{Namespace: "team-a", Name: "web2"}
+	l, other := domain.DefaultLineage(a.Namespace, a.Name), domain.DefaultLineage("team-z", "z")
+	series := func() []string {
+		var out []string
+		for _, name := range []string{"snapshot_chunks", "chunks_used_ratio", "largest_entry_bytes", "largest_entry_ratio"} {
+			if strings.Contains(scrape(t, reg), "eno_tombstone_recovery_"+name+`{lineage="`+l.String()+`"}`) {
+				out = append(out, name)
+			}
+		}
+		return out
+	}
+	all := []string{"snapshot_chunks", "chunks_used_ratio", "largest_entry_bytes", "largest_entry_ratio"}
+	r.ChunksUsed(l, 2, 64)
+	r.LargestEntry(l, 100, 1000)
+	r.CompositionObserved(a, ports.CompositionState{Lineage: l})
+	r.CompositionObserved(b, ports.CompositionState{Lineage: l}) // an override shares it
+	r.CompositionObserved(a, ports.CompositionState{})
+	assert.Equal(t, all, series(), "team-a/web2 still has the lineage")
+	r.CompositionObserved(b, ports.CompositionState{Lineage: other})
+	assert.Empty(t, series(), "the last Composition of the lineage moved to another")
+
+	r.ChunksUsed(l, 2, 64)
+	r.CompositionObserved(a, ports.CompositionState{Lineage: l, HeldForReview: true})
+	r.CompositionObserved(a, ports.CompositionState{})
+	assert.Empty(t, series(), "the last Composition of the lineage is gone")
 }
 
 func TestCacheSizesAreReadAtScrapeTime(t *testing.T) {

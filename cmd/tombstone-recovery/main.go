@@ -3,6 +3,7 @@
 //	tombstone-recovery run      the controller
 //	tombstone-recovery demo     the whole story on in-memory adapters
 //	tombstone-recovery inspect  snapshots, verdict and a dry run, read-only
+//	tombstone-recovery prune    inventory retention, run by an operator (dry run unless --confirm)
 //	tombstone-recovery version  the build's version, revision and Go version
 package main
 
@@ -24,6 +25,7 @@ commands:
   run       run the controller against a control plane and a downstream cluster
   demo      tell the whole story on in-memory adapters (no cluster needed)
   inspect   print the snapshots of a lineage, the verdict and a dry run (never writes)
+  prune     list inventory Secrets nothing will read again; delete them with --confirm (your own credentials)
   version   print the version, revision and Go version of this build (-o json for JSON)
 
 Run 'tombstone-recovery <command> -h' for a command's flags.`
@@ -55,6 +57,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return runController(ctx, args[1:], stderr)
 	case "inspect":
 		return runInspect(ctx, args[1:], stdout, stderr)
+	case "prune":
+		return runPrune(ctx, args[1:], stdout, stderr)
 	case "version":
 		return runVersion(args[1:], stdout, stderr)
 	}
