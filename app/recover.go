@@ -200,7 +200,7 @@ func (p planner) planListed(ctx context.Context, comp domain.Composition, lineag
 	if in.Observed, err = p.observe(ctx, plan.Verify); err != nil {
 		return domain.RecoveryPlan{}, reads, err
 	}
-	if err := p.markProducedElsewhere(ctx, in.Observed, comp.UID, snap.CompositionUID()); err != nil {
+	if in.Elsewhere, err = p.markProducedElsewhere(ctx, in.Observed, comp.UID, snap.CompositionUID()); err != nil {
 		return domain.RecoveryPlan{}, reads, err
 	}
 	plan, err = domain.PlanRecovery(in)
@@ -260,17 +260,18 @@ func (p planner) liveOwners(ctx context.Context, refs []domain.CompositionRef) (
 // markProducedElsewhere turns each present object whose identity a slice of another
 // Composition applies or patches into ObjectProducedElsewhere: it is kept (K4). The slices of
 // the owners excluded (this Composition, the incarnation the history recorded) do not count.
-func (p planner) markProducedElsewhere(ctx context.Context, observed map[domain.ResourceID]domain.Observation, excluded ...string) error {
+// It returns the identities others produce, for the Namespaces they deploy into.
+func (p planner) markProducedElsewhere(ctx context.Context, observed map[domain.ResourceID]domain.Observation, excluded ...string) (map[domain.ResourceID]string, error) {
 	elsewhere, err := p.producedElsewhere(ctx, excluded...)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for id, o := range observed {
 		if slice, ok := elsewhere[id]; ok && o.State == domain.ObjectPresent {
 			observed[id] = domain.Observation{State: domain.ObjectProducedElsewhere, Detail: "resource slice " + slice + " of another composition produces it"}
 		}
 	}
-	return nil
+	return elsewhere, nil
 }
 
 // producedElsewhere lists every slice once and returns the identities others produce.

@@ -62,6 +62,10 @@ var (
 	// every Composition with one field manager and an in-sync object gets no write, so a
 	// takeover shows in no managedFields time; the other Composition keeps it (design §6.3).
 	DropProducedElsewhere = DropReason{"ProducedElsewhere"}
+	// DropDeployedInto: the object is a Namespace that the synthesis, or another Composition's,
+	// still deploys into (DeployedInto): deleting it would take those objects with it. Never
+	// tombstoned, whatever the review says (design §6.3, N1).
+	DropDeployedInto = DropReason{"DeployedInto"}
 )
 
 func (r DropReason) String() string { return r.name }
@@ -69,7 +73,7 @@ func (r DropReason) String() string { return r.name }
 // verifiable reports whether the reason still proves something about the object: NotFound and
 // newer objects are safe to leave, while the others keep an object that may be an orphan.
 func (r DropReason) verifiable() bool {
-	return r == DropNotFound || r == DropNewer || r == DropDisabled || r == DropProducedElsewhere
+	return r == DropNotFound || r == DropNewer || r == DropDisabled || r == DropProducedElsewhere || r == DropDeployedInto
 }
 
 // DroppedTombstone is a tombstone recovery does not publish, and why.

@@ -306,11 +306,34 @@ func (o *Oracle) Unfinished(ctx context.Context) []string {
 	for _, ref := range o.Orphans() {
 		// Only an orphan untouched since the history was recorded must go: recovery is right to
 		// keep one that was re-created or written since.
-		// One a living Composition produces is that Composition's now.
+		// One a living Composition produces is that Composition's now; a Namespace one deploys
+		// into is not an orphan: deleting it would take the living objects with it.
 		if live, err := o.get(ctx, ref); err == nil && live.GetUID() == o.recorded[ref].uid && live.GetResourceVersion() == o.recorded[ref].resourceVersion &&
-			o.producedBy(ctx, ref) == "" {
+			o.producedBy(ctx, ref) == "" && o.deployedInto(ctx, ref) == "" {
 			out = append(out, ref.String())
 		}
 	}
 	return out
+}
+
+// deployedInto names a living Composition whose synthesizer deploys into the Namespace ref, or "".
+func (o *Oracle) deployedInto(ctx context.Context, ref enomodel.Ref) string {
+	if ref.Group != "" || ref.Kind != "Namespace" {
+		return ""
+	}
+	comps, err := o.w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return ""
+	}
+	for _, c := range comps.Items {
+		if c.GetDeletionTimestamp() != nil {
+			continue
+		}
+		for _, m := range o.w.eno.Outputs[c.GetUID()] {
+			if m.GetNamespace() == ref.Name {
+				return c.GetNamespace() + "/" + c.GetName()
+			}
+		}
+	}
+	return ""
 }

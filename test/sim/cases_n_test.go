@@ -1,0 +1,131 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/test/sim/enomodel"
+)
+
+// The cases of issue 26's evidence items N1, N3 and N5, and of the sequences the design no
+// longer has room for (K3, N4), appended to the case list.
+func init() {
+	cases = append(cases, cascadeCases...)
+}
+
+var cascadeCases = []namedCase{
+	{
+		// N1: the old incarnation deployed two Namespaces. The recreated one still deploys into
+		// app (keep): that Namespace is refused outright (DeployedInto), approval or not. The
+		// other, old-ns, holds only orphans: its deletion cascades, so it is held for review, and
+		// only an approval hands it to Eno.
+		name:   "N1",
+		story:  cascadeStory,
+		points: []string{"A held the recovery for review: a Namespace's deletion cascades", "nothing was deleted while held", "an operator approved", "A handed off without the Namespace deployed into", "Eno deleted old-ns and its orphan, and kept app"},
+		script: func(t *testing.T, w *World) {
+			a := w.replicas[0]
+			w.settle("eno synthesizes the recreated composition")
+			o := a.reconcile(w.ref)
+			d := decisionOf(t, w)
+			reach(t, w, "A held the recovery for review: a Namespace's deletion cascades",
+				o.err == nil && d.Outcome == domain.OutcomeHeldForReview && d.Reason == domain.ReasonCascadingDeletion && len(recoverySlices(w)) == 0)
+			w.settle("eno acts on the held recovery")
+			reach(t, w, "nothing was deleted while held", exists(w, nsRef("old-ns")) && exists(w, cmRef("old-ns", "orphan-c")) && exists(w, cmRef("app", "orphan-a")))
+			reach(t, w, "an operator approved", approve(t, w))
+			w.freshCaches()
+			o = a.reconcile(w.ref)
+			d = decisionOf(t, w)
+			reach(t, w, "A handed off without the Namespace deployed into",
+				o.err == nil && d.Outcome == domain.OutcomeRecovered && d.Reason == domain.ReasonApproved &&
+					strings.Contains(d.Message, "1 DeployedInto (first Namespace/app") && !handedOff(w, nsRef("app")) && handedOff(w, nsRef("old-ns")))
+			w.settle("eno carries the hand-off")
+			reach(t, w, "Eno deleted old-ns and its orphan, and kept app",
+				!exists(w, nsRef("old-ns")) && !exists(w, cmRef("old-ns", "orphan-c")) && !exists(w, cmRef("app", "orphan-a")) &&
+					exists(w, nsRef("app")) && exists(w, cmRef("app", "keep")))
+		},
+	},
+}
+
+// cascadeStory: the old incarnation deployed Namespaces app and old-ns, keep and orphan-a in
+// app and orphan-c in old-ns; the recreated one keeps keep, in app.
+func cascadeStory() Story {
+	keep := configMap("app", "keep", nil)
+	return Story{Name: "cascade", Namespaces: []string{"app"},
+		Old: []*unstructured.Unstructured{namespaceObject("app"), namespaceObject("old-ns"), keep,
+			configMap("app", "orphan-a", nil), configMap("old-ns", "orphan-c", nil)},
+		New: []*unstructured.Unstructured{keep.DeepCopy()}}
+}
+
+// namespaceObject is a Namespace manifest; it carries the name label the API server sets, so
+// that Eno's model finds it in sync.
+func namespaceObject(name string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace",
+		"metadata": map[string]any{"name": name, "labels": map[string]any{"kubernetes.io/metadata.name": name}}}}
+}
+
+func nsRef(name string) enomodel.Ref { return enomodel.Ref{Kind: "Namespace", Name: name} }
+func cmRef(ns, name string) enomodel.Ref {
+	return enomodel.Ref{Kind: "ConfigMap", Namespace: ns, Name: name}
+}
+
+// exists reports whether the object is there downstream and not terminating.
+func exists(w *World, ref enomodel.Ref) bool {
+	u, err := w.oracle.get(context.Background(), ref)
+	return err == nil && u.GetDeletionTimestamp() == nil
+}
+
+// liveComposition is the story's Composition as the API server holds it now.
+func liveComposition(t *testing.T, w *World) *unstructured.Unstructured {
+	t.Helper()
+	comp, err := w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace(w.ref.Namespace).Get(t.Context(), w.ref.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("reading composition %s: %v", w.ref, err)
+	}
+	return comp
+}
+
+// decisionOf is the decision on the story's Composition; the zero Decision when it has none.
+func decisionOf(t *testing.T, w *World) domain.Decision {
+	t.Helper()
+	d, _ := domain.ParseDecision(liveComposition(t, w).GetAnnotations()[domain.AnnotationDecision])
+	return d
+}
+
+// approve is an operator approving the held recovery of the current synthesis.
+func approve(t *testing.T, w *World) bool {
+	t.Helper()
+	uuid, _, _ := unstructured.NestedString(liveComposition(t, w).Object, "status", "currentSynthesis", "uuid")
+	return annotate(w, domain.AnnotationReview, "approve:"+uuid)
+}
+
+// annotate sets (or, with value "", removes) one annotation of the story's Composition.
+func annotate(w *World, key, value string) bool {
+	v := fmt.Sprintf("%q", value)
+	if value == "" {
+		v = "null"
+	}
+	_, err := w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace(w.ref.Namespace).Patch(context.Background(), w.ref.Name,
+		types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, key, v)), metav1.PatchOptions{})
+	return err == nil
+}
+
+// handedOff reports whether a recovery slice holds a tombstone of ref.
+func handedOff(w *World, ref enomodel.Ref) bool {
+	for _, s := range recoverySlices(w) {
+		items, _, _ := unstructured.NestedSlice(s.Object, "spec", "resources")
+		for _, it := range items {
+			u := &unstructured.Unstructured{}
+			if raw, _ := it.(map[string]any)["manifest"].(string); u.UnmarshalJSON([]byte(raw)) == nil && enomodel.RefOf(u) == ref {
+				return true
+			}
+		}
+	}
+	return false
+}
