@@ -1,7 +1,9 @@
 package app_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -39,4 +41,26 @@ func TestRecoverKeepsANamespaceAnotherCompositionDeploysInto(t *testing.T) {
 		assert.Empty(t, res.Plan.Tombstones)
 		assert.Zero(t, f.sink.CreateRecoverySliceCallCount())
 	})
+}
+
+// N3 (design §6.3): a pass canceled while it reads is an error, never a set of failed reads to
+// keep: nothing is decided.
+func TestRecoverCanceledWhileReadingDecidesNothing(t *testing.T) {
+	rs := resources(9)
+	f := recoveryFixture(t, rs, rs[:6])
+	f.cfg.MaxTombstoneFraction = 1
+	c, cancel := context.WithCancel(ctx(t))
+	defer cancel()
+	old := domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Changed: historyWritten.Add(-time.Hour), UID: testUID}
+	f.downstream.ObserveObjectCalls(func(_ context.Context, e domain.Entry) (domain.Observation, error) {
+		if e.Name == "cm-07" {
+			cancel()
+			return domain.Observation{}, context.Canceled
+		}
+		return old, nil
+	})
+	_, err := f.service(t).Recover(c, f.comp)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Zero(t, f.decisions.WriteDecisionCallCount())
+	assert.Zero(t, f.sink.CreateRecoverySliceCallCount())
 }

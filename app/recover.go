@@ -283,13 +283,18 @@ func (p planner) producedElsewhere(ctx context.Context, excluded ...string) (map
 	return domain.ProducedElsewhere(all, excluded...), nil
 }
 
-// observe reads each tombstone's object downstream (design §6.3).
+// observe reads each tombstone's object downstream (design §6.3). A read that fails (a server
+// error, a timeout) is ObjectReadFailed, for the plan to keep or retry (domain.ReadOutage); a
+// canceled pass is an error.
 func (p planner) observe(ctx context.Context, tombstones []domain.Tombstone) (map[domain.ResourceID]domain.Observation, error) {
 	observed := make(map[domain.ResourceID]domain.Observation, len(tombstones))
 	for _, t := range tombstones {
 		o, err := p.downstream.ObserveObject(ctx, t.Entry)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("reading %s downstream before tombstoning it: %w", t.Entry.ID(), context.Cause(ctx))
+		}
 		if err != nil {
-			return nil, fmt.Errorf("reading %s downstream before tombstoning it: %w", t.Entry.ID(), err)
+			o = domain.Observation{State: domain.ObjectReadFailed, Detail: "reading it failed: " + err.Error()}
 		}
 		observed[t.Entry.ID()] = o
 	}

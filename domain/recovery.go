@@ -312,6 +312,9 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	if in.Observed == nil && len(toVerify) > 0 {
 		return RecoveryPlan{Verify: toVerify}, nil
 	}
+	if err := ReadOutage(in.Observed); err != nil {
+		return RecoveryPlan{}, err
+	}
 	writeTime, known := snap.WriteTime()
 	verified, dropped := VerifyTombstones(toVerify, in.Observed, writeTime, known)
 	verified, deployedInto := splitDeployedInto(verified, in.Synthesis, in.Elsewhere)

@@ -19,6 +19,9 @@ var (
 	// ObjectProducedElsewhere: a slice of another Composition holds the object's identity as a
 	// resource Eno applies (ProducedElsewhere): it is that Composition's now (K4).
 	ObjectProducedElsewhere = ObjectState{"ProducedElsewhere"}
+	// ObjectReadFailed: the read failed otherwise (a server error, a timeout): the object is
+	// kept as unreadable when another read of the plan was answered (ReadOutage).
+	ObjectReadFailed = ObjectState{"ReadFailed"}
 )
 
 func (s ObjectState) String() string { return s.name }

@@ -51,6 +51,26 @@ var cascadeCases = []namedCase{
 					exists(w, nsRef("app")) && exists(w, cmRef("app", "keep")))
 		},
 	},
+	{
+		// N3: every replica read of orphan-a fails with 503. Before, the whole plan failed and was
+		// retried for ever, so orphan-b was never deleted either. Now orphan-a is kept as
+		// Unreadable, said in the decision, and the rest is handed over.
+		name:   "N3",
+		points: []string{"every read of orphan-a fails with 503", "A decided Recovered, keeping orphan-a as Unreadable", "Eno deleted orphan-b and kept orphan-a"},
+		script: func(t *testing.T, w *World) {
+			a := w.replicas[0]
+			w.settle("eno synthesizes the recreated composition")
+			what, failing := persistentError(w)
+			reach(t, w, "every read of orphan-a fails with 503", failing && what == "every read of ConfigMap app/orphan-a fails with 503")
+			o := a.reconcile(w.ref)
+			d := decisionOf(t, w)
+			reach(t, w, "A decided Recovered, keeping orphan-a as Unreadable",
+				o.err == nil && d.Outcome == domain.OutcomeRecovered && d.Tombstones == 1 &&
+					strings.Contains(d.Message, "1 Unreadable (first ConfigMap/app/orphan-a: reading it failed") && !handedOff(w, cmRef("app", "orphan-a")))
+			w.settle("eno carries the hand-off")
+			reach(t, w, "Eno deleted orphan-b and kept orphan-a", !exists(w, cmRef("app", "orphan-b")) && exists(w, cmRef("app", "orphan-a")))
+		},
+	},
 }
 
 // cascadeStory: the old incarnation deployed Namespaces app and old-ns, keep and orphan-a in

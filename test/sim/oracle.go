@@ -304,6 +304,9 @@ func (o *Oracle) Unfinished(ctx context.Context) []string {
 	}
 	var out []string
 	for _, ref := range o.Orphans() {
+		if o.w.unreadable(ref) {
+			continue // a persistent fault on the object: recovery cannot read it, and keeps it
+		}
 		// Only an orphan untouched since the history was recorded must go: recovery is right to
 		// keep one that was re-created or written since.
 		// One a living Composition produces is that Composition's now; a Namespace one deploys
