@@ -71,6 +71,39 @@ var cascadeCases = []namedCase{
 			reach(t, w, "Eno deleted orphan-b and kept orphan-a", !exists(w, cmRef("app", "orphan-b")) && exists(w, cmRef("app", "orphan-a")))
 		},
 	},
+	{
+		// N5: orphan-f was recorded with disable-reconciliation "false". After the hand-off an
+		// operator pauses the Composition: the precondition's pause check keeps it. Then the
+		// operator removes the arming annotation by hand and lifts the pause: the precondition
+		// fails to evaluate and applies nothing, so the tombstone's own value is what Eno reads,
+		// before the Composition's. It must be "true", never the recorded "false".
+		name:   "N5",
+		story:  recordedFalseStory,
+		points: []string{"A handed off orphan-f", "an operator paused the composition", "Eno kept orphan-f while paused and armed", "an operator disarmed by hand and lifted the pause", "Eno kept orphan-f: the tombstone's own value is true, not the recorded false"},
+		script: func(t *testing.T, w *World) {
+			a := w.replicas[0]
+			w.settle("eno synthesizes the recreated composition")
+			o := a.reconcile(w.ref)
+			reach(t, w, "A handed off orphan-f", o.err == nil && decisionOf(t, w).Outcome == domain.OutcomeRecovered && handedOff(w, cmRef("app", "orphan-f")))
+			_, paused := pauseComposition(w)
+			reach(t, w, "an operator paused the composition", paused)
+			w.settle("eno carries the hand-off of a paused composition")
+			reach(t, w, "Eno kept orphan-f while paused and armed", exists(w, cmRef("app", "orphan-f")))
+			w.disarmedByHand = annotate(w, domain.AnnotationArmed, "")
+			reach(t, w, "an operator disarmed by hand and lifted the pause", w.disarmedByHand && annotate(w, domain.AnnotationDisableReconciliation, ""))
+			w.settle("eno acts on the disarmed composition")
+			reach(t, w, "Eno kept orphan-f: the tombstone's own value is true, not the recorded false", exists(w, cmRef("app", "orphan-f")))
+		},
+	},
+}
+
+// recordedFalseStory: the old incarnation deployed keep and orphan-f, the latter with
+// disable-reconciliation "false"; the recreated one keeps keep.
+func recordedFalseStory() Story {
+	keep := configMap("app", "keep", nil)
+	return Story{Name: "recorded-false", Namespaces: []string{"app"},
+		Old: []*unstructured.Unstructured{keep, configMap("app", "orphan-f", map[string]string{domain.AnnotationDisableReconciliation: "false"})},
+		New: []*unstructured.Unstructured{keep.DeepCopy()}}
 }
 
 // cascadeStory: the old incarnation deployed Namespaces app and old-ns, keep and orphan-a in

@@ -298,6 +298,12 @@ func (o *Oracle) Unfinished(ctx context.Context) []string {
 		if o.disarmed.Load() && comp.GetAnnotations()[domain.AnnotationArmed] == domain.ArmedOff {
 			return nil // a named refusal: HandoffDisarmed
 		}
+		if comp.GetAnnotations()[domain.AnnotationDisableReconciliation] == "true" {
+			return nil // paused: Eno, left alone, acts on nothing of the Composition
+		}
+		if o.w.disarmedByHand {
+			return nil // the operator's brake: the hand-off was disarmed by hand
+		}
 		if o.w.events.warned(string(comp.GetUID()), "RecoverySliceLost") {
 			return nil // a named skipped cleanup: a recovery slice, and its tombstones, are gone
 		}
