@@ -2,9 +2,11 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -95,6 +97,62 @@ var cascadeCases = []namedCase{
 			reach(t, w, "Eno kept orphan-f: the tombstone's own value is true, not the recorded false", exists(w, cmRef("app", "orphan-f")))
 		},
 	},
+	{
+		// K3: a writer of the two name series (a replica of the old code, mid-upgrade) left a
+		// recovery slice under the whole-UUID name, holding a plain tombstone of orphan-a with no
+		// precondition and a Recovered decision, and named it in the synthesis. The name family
+		// is one prefix now, so the slice is in it; it is not a hand-off of ours, so it is refused
+		// as RecoverySliceInvalid: never adopted, no decision, no resynthesis that would carry it,
+		// and orphan-a, written since, is not deleted.
+		name:   "K3",
+		points: []string{"a stale writer's slice under the whole-UUID name is named", "an orphan was written after the history", "A refused it as RecoverySliceInvalid", "nothing was deleted"},
+		script: func(t *testing.T, w *World) {
+			a := w.replicas[0]
+			w.settle("eno synthesizes the recreated composition")
+			reach(t, w, "a stale writer's slice under the whole-UUID name is named", nameStaleSlice(t, w, "orphan-a"))
+			_, edited := editOrphan(w)
+			reach(t, w, "an orphan was written after the history", edited)
+			w.freshCaches()
+			o := a.reconcile(w.ref)
+			var invalid *domain.RecoverySliceInvalidError
+			reach(t, w, "A refused it as RecoverySliceInvalid", errors.As(o.err, &invalid) && decisionOf(t, w).Outcome.IsZero() &&
+				liveComposition(t, w).GetAnnotations()[domain.AnnotationForceResynthesis] == "")
+			w.settle("eno acts on the named slice")
+			reach(t, w, "nothing was deleted", exists(w, cmRef("app", "orphan-a")) && exists(w, cmRef("app", "orphan-b")))
+		},
+	},
+}
+
+// nameStaleSlice creates, as the old code's replica would have, a recovery slice under the
+// whole-UUID name of the current synthesis holding a plain tombstone of the ConfigMap app/name
+// (no precondition) and a Recovered decision, controlled by the Composition, and appends it to
+// the synthesis's slice list.
+func nameStaleSlice(t *testing.T, w *World, name string) bool {
+	t.Helper()
+	comp := liveComposition(t, w)
+	uuid, _, _ := unstructured.NestedString(comp.Object, "status", "currentSynthesis", "uuid")
+	sliceName := w.ref.Name + "-recovery-" + uuid + "-0"
+	d := domain.Decision{SynthesisUUID: uuid, Outcome: domain.OutcomeRecovered, Tombstones: 1, TombstoneSlice: sliceName, DecidedAt: w.clock.Now().UTC().Truncate(time.Second)}
+	tomb := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"` + name + `","namespace":"app"}}`
+	s := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "eno.azure.io/v1", "kind": "ResourceSlice",
+		"metadata": map[string]any{"name": sliceName, "namespace": w.ref.Namespace, "finalizers": []any{"eno.azure.io/cleanup"},
+			"annotations": map[string]any{domain.AnnotationDecision: d.Encode()},
+			"ownerReferences": []any{map[string]any{"apiVersion": "eno.azure.io/v1", "kind": "Composition", "name": w.ref.Name,
+				"uid": string(comp.GetUID()), "controller": true, "blockOwnerDeletion": true}}},
+		"spec": map[string]any{"synthesisUUID": uuid, "resources": []any{map[string]any{"manifest": tomb, "deleted": true}}},
+	}}
+	slices := w.cpAdmin.Resource(enomodel.ResourceSliceGVR).Namespace(w.ref.Namespace)
+	if _, err := slices.Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
+		t.Logf("creating the stale slice: %v", err)
+		return false
+	}
+	patch := `[{"op":"add","path":"/status/currentSynthesis/resourceSlices/-","value":{"name":"` + sliceName + `"}}]`
+	_, err := w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace(w.ref.Namespace).Patch(t.Context(), w.ref.Name, types.JSONPatchType, []byte(patch), metav1.PatchOptions{}, "status")
+	if err != nil {
+		t.Logf("naming the stale slice: %v", err)
+	}
+	return err == nil
 }
 
 // recordedFalseStory: the old incarnation deployed keep and orphan-f, the latter with

@@ -304,6 +304,9 @@ func (o *Oracle) Unfinished(ctx context.Context) []string {
 		if o.w.disarmedByHand {
 			return nil // the operator's brake: the hand-off was disarmed by hand
 		}
+		if o.w.events.warned(string(comp.GetUID()), "RecoverySliceInvalid") {
+			return nil // a named refusal: a slice under the family's name is no hand-off of ours
+		}
 		if o.w.events.warned(string(comp.GetUID()), "RecoverySliceLost") {
 			return nil // a named skipped cleanup: a recovery slice, and its tombstones, are gone
 		}
