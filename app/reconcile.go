@@ -68,7 +68,8 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 			}
 		}
 		if recheckErr != nil {
-			return res, recheckErr
+			res.RequeueAfter, err = s.watchFailed(ctx, comp, recheckErr)
+			return res, err
 		}
 	default:
 		rec, r, err := s.recover(ctx, comp)
@@ -91,6 +92,7 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 	// A carried hand-off waits for Eno while its synthesis is not Ready: keep watching it.
 	wait, err := s.watchCarried(ctx, comp)
 	if err != nil {
+		res.RequeueAfter, err = s.watchFailed(ctx, comp, err)
 		return res, err
 	}
 	if wait > 0 && (res.RequeueAfter == 0 || wait < res.RequeueAfter) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -119,6 +120,42 @@ var cascadeCases = []namedCase{
 				liveComposition(t, w).GetAnnotations()[domain.AnnotationForceResynthesis] == "")
 			w.settle("eno acts on the named slice")
 			reach(t, w, "nothing was deleted", exists(w, cmRef("app", "orphan-a")) && exists(w, cmRef("app", "orphan-b")))
+		},
+	},
+	{
+		// N4: the slice list fails for three watches in a row while another Composition takes
+		// an orphan over with an identical manifest. Each failed watch asks to look again after
+		// the interval, with no error (an error puts the Composition on the controller's backoff,
+		// which grows to minutes), and the first watch after the outage disarms.
+		name:   "N4",
+		points: []string{"A handed off", "another composition took an orphan over, identical", "every failed watch asked to look again after the interval, with no error", "the first watch after the outage disarmed the hand-off"},
+		script: func(t *testing.T, w *World) {
+			a := w.replicas[0]
+			w.settle("eno synthesizes the recreated composition")
+			o := a.reconcile(w.ref)
+			reach(t, w, "A handed off", o.err == nil && decisionOf(t, w).Outcome == domain.OutcomeRecovered && o.res.RequeueAfter == w.opts.RecheckInterval)
+			_, took := takeover(w)
+			w.clock.Advance(6e9)
+			w.freshCaches()
+			dispatched, _ := w.eno.Dispatch(t.Context(), w.ref.Namespace, "other")
+			executed, _ := w.eno.Execute(t.Context(), w.ref.Namespace, "other")
+			reach(t, w, "another composition took an orphan over, identical", took && dispatched && executed)
+			list := "/apis/eno.azure.io/v1/resourceslices"
+			w.unavailable = append(w.unavailable, list)
+			everyInterval := true
+			for range 3 {
+				w.clock.Advance(w.opts.RecheckInterval)
+				w.freshCaches()
+				o := a.reconcile(w.ref)
+				everyInterval = everyInterval && o.err == nil && o.res.RequeueAfter == w.opts.RecheckInterval && liveComposition(t, w).GetAnnotations()[domain.AnnotationArmed] != domain.ArmedOff
+			}
+			reach(t, w, "every failed watch asked to look again after the interval, with no error", everyInterval)
+			w.unavailable = slices.DeleteFunc(w.unavailable, func(p string) bool { return p == list })
+			w.clock.Advance(w.opts.RecheckInterval)
+			w.freshCaches()
+			o = a.reconcile(w.ref)
+			reach(t, w, "the first watch after the outage disarmed the hand-off", o.err == nil && liveComposition(t, w).GetAnnotations()[domain.AnnotationArmed] == domain.ArmedOff)
+			w.settle("eno synthesizes the other composition and carries the hand-off")
 		},
 	},
 }
