@@ -64,3 +64,27 @@ func TestRecoverCanceledWhileReadingDecidesNothing(t *testing.T) {
 	assert.Zero(t, f.decisions.WriteDecisionCallCount())
 	assert.Zero(t, f.sink.CreateRecoverySliceCallCount())
 }
+
+// N1 after planning: an approved Namespace tombstone whose namespace another Composition starts
+// deploying into is disarmed by the watch, as a takeover is (K4).
+func TestPendingHandoffDisarmsWhenAnotherCompositionDeploysIntoANamespace(t *testing.T) {
+	nsRes := res{apiVersion: "v1", kind: "Namespace", name: "shared"}
+	rs := append(resources(9), nsRes)
+	f := recoveryFixture(t, rs, rs[:7])
+	f.cfg.MaxTombstoneFraction = 1
+	f.comp.Annotations[domain.AnnotationReview] = "approve:" + synthID
+	_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
+	require.NoError(t, err)
+	d := writtenDecision(t, f)
+	require.Equal(t, domain.OutcomeRecovered, d.Outcome, d.Message)
+	require.Equal(t, 3, d.Tombstones, "approved: the Namespace is handed over")
+
+	other := domain.ResourceSlice{Namespace: "team-b", Name: "other-00000001-0", ControllerUID: "uid-other",
+		Resources: []domain.SliceResource{{Manifest: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"shared","name":"theirs"}}`}}}
+	f.reader.ListSlicesReturns([]domain.ResourceSlice{other}, nil)
+	_, err = f.service(t).Reconcile(ctx(t), f.comp.Ref())
+	require.NoError(t, err)
+	require.Equal(t, 1, f.sink.DisarmTombstonesCallCount())
+	assert.Equal(t, domain.ArmedOff, f.comp.Annotations[domain.AnnotationArmed])
+	assert.True(t, warned(f, "HandoffDisarmed"))
+}

@@ -168,6 +168,10 @@ func (s *Service) guardHandoff(ctx context.Context, comp domain.Composition, tom
 		if slice, ok := elsewhere[t.Entry.ID()]; ok {
 			taken = append(taken, t)
 			where = append(where, slice)
+		} else if why := domain.DeployedInto(t.Entry.ID(), domain.SynthesisContents{}, elsewhere); why != "" {
+			// N1: another Composition deploys into a Namespace of the hand-off since planning.
+			taken = append(taken, t)
+			where = append(where, why)
 		}
 	}
 	if len(taken) == 0 {
