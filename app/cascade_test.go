@@ -88,3 +88,18 @@ func TestPendingHandoffDisarmsWhenAnotherCompositionDeploysIntoANamespace(t *tes
 	assert.Equal(t, domain.ArmedOff, f.comp.Annotations[domain.AnnotationArmed])
 	assert.True(t, warned(f, "HandoffDisarmed"))
 }
+
+// K4 at planning (design §6.3): an object another Composition's slice applies is dropped as
+// ProducedElsewhere from the one slice list the plan reads, never handed over.
+func TestRecoverDropsWhatAnotherCompositionProduces(t *testing.T) {
+	rs := resources(9)
+	f := recoveryFixture(t, rs, rs[:7])
+	f.cfg.MaxTombstoneFraction = 1
+	f.reader.ListSlicesReturns([]domain.ResourceSlice{takenOver("cm-07")}, nil)
+	res, err := f.service(t).Recover(ctx(t), f.comp)
+	require.NoError(t, err)
+	d := writtenDecision(t, f)
+	assert.Equal(t, domain.OutcomeRecovered, d.Outcome, d.Message)
+	assert.Equal(t, []string{"ConfigMap/team-a/cm-08"}, tombstoneIDs(res.Plan.Tombstones))
+	assert.Contains(t, d.Message, "1 ProducedElsewhere (first ConfigMap/team-a/cm-07: resource slice team-b/other-00000001-0 of another composition produces it)")
+}
