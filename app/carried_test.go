@@ -184,10 +184,12 @@ func TestCarriedHandoffStaysWatched(t *testing.T) {
 		assert.Zero(t, res.RequeueAfter)
 		assert.Zero(t, f.sink.DisarmTombstonesCallCount())
 	})
-	t.Run("a failed list is retried", func(t *testing.T) {
+	t.Run("a failed list is retried after the interval, not the controller's backoff (N4)", func(t *testing.T) {
 		f := carriedWaiting(t)
 		f.reader.ListSlicesReturns(nil, errors.New("500"))
-		_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
-		require.Error(t, err)
+		res, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
+		require.NoError(t, err)
+		assert.Equal(t, f.cfg.PendingRecheckInterval, res.RequeueAfter)
+		assert.Zero(t, f.store.CreateChunkCallCount(), "not recorded while unwatched")
 	})
 }

@@ -116,6 +116,22 @@ func (s *Service) recheckPending(ctx context.Context, comp domain.Composition) (
 	return s.cfg.PendingRecheckInterval, nil
 }
 
+// watchFailed is how a failed watch of a pending hand-off is retried (N4): a conflict is
+// returned, for the controller's quick backoff, and so is a refused slice (RecoverySliceInvalid,
+// an operator's to remove); a failed read (the slice list, a slice) is reported, not returned,
+// and looked at again after --pending-recheck-interval: returned, the controller's backoff would
+// grow past the interval (to minutes) while the hand-off waits armed (design §6.2, "A hand-off
+// stays watched").
+func (s *Service) watchFailed(ctx context.Context, comp domain.Composition, err error) (time.Duration, error) {
+	var invalid *domain.RecoverySliceInvalidError
+	if errors.Is(err, ports.ErrConflict) || errors.As(err, &invalid) {
+		return 0, err
+	}
+	logr.FromContextOrDiscard(ctx).Error(err, "watching the hand-off failed; looking again after the recheck interval")
+	s.deps.Events.Warning(comp, "HandoffWatchFailed", fmt.Sprintf("%v; the hand-off stays armed and is looked at again in %s", err, s.cfg.PendingRecheckInterval))
+	return s.cfg.PendingRecheckInterval, nil
+}
+
 // guardSlices is guardHandoff over the tombstones the recovery slices read hold, not counting
 // the slices of the incarnations they name as their source.
 func (s *Service) guardSlices(ctx context.Context, comp domain.Composition, read []domain.ResourceSlice) error {
@@ -152,6 +168,10 @@ func (s *Service) guardHandoff(ctx context.Context, comp domain.Composition, tom
 		if slice, ok := elsewhere[t.Entry.ID()]; ok {
 			taken = append(taken, t)
 			where = append(where, slice)
+		} else if why := domain.DeployedInto(t.Entry.ID(), domain.SynthesisContents{}, elsewhere); why != "" {
+			// N1: another Composition deploys into a Namespace of the hand-off since planning.
+			taken = append(taken, t)
+			where = append(where, why)
 		}
 	}
 	if len(taken) == 0 {

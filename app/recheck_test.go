@@ -243,12 +243,14 @@ func TestPendingHandoffFaults(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, domain.ArmedOff, f.comp.Annotations[domain.AnnotationArmed])
 	})
-	t.Run("the list fails", func(t *testing.T) {
+	t.Run("the list fails: looked at again after the interval, not the controller's backoff (N4)", func(t *testing.T) {
 		f := pendingFixture(t)
 		f.reader.ListSlicesReturns(nil, fmt.Errorf("500"))
-		_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
-		require.Error(t, err)
+		res, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
+		require.NoError(t, err, "an error would put the hand-off on the controller's growing backoff")
+		assert.Equal(t, 90*time.Second, res.RequeueAfter)
 		assert.Zero(t, f.sink.DisarmTombstonesCallCount())
+		assert.True(t, warned(f, "HandoffWatchFailed"))
 	})
 	t.Run("the recovery slice is no longer this controller's", func(t *testing.T) {
 		f := pendingFixture(t)

@@ -73,7 +73,8 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 			}
 		}
 		if recheckErr != nil {
-			return res, recheckErr
+			res.RequeueAfter, err = s.watchFailed(ctx, comp, recheckErr)
+			return res, err
 		}
 	default:
 		rec, r, err := s.recover(ctx, comp)
@@ -123,6 +124,7 @@ func (s *Service) keepWatching(ctx context.Context, comp domain.Composition, res
 	}
 	wait, err := s.watchCarried(ctx, comp)
 	if err != nil {
+		res.RequeueAfter, err = s.watchFailed(ctx, comp, err)
 		return err
 	}
 	if wait > 0 && (res.RequeueAfter == 0 || wait < res.RequeueAfter) {

@@ -197,7 +197,7 @@ func (p planner) planListed(ctx context.Context, comp domain.Composition, lineag
 	if in.Observed, err = p.observe(ctx, plan.Verify); err != nil {
 		return domain.RecoveryPlan{}, reads, err
 	}
-	if err := p.markProducedElsewhere(ctx, in.Observed, comp.UID, snap.CompositionUID()); err != nil {
+	if in.Elsewhere, err = p.markProducedElsewhere(ctx, in.Observed, comp.UID, snap.CompositionUID()); err != nil {
 		return domain.RecoveryPlan{}, reads, err
 	}
 	plan, err = domain.PlanRecovery(in)
@@ -257,17 +257,18 @@ func (p planner) liveOwners(ctx context.Context, refs []domain.CompositionRef) (
 // markProducedElsewhere turns each present object whose identity a slice of another
 // Composition applies or patches into ObjectProducedElsewhere: it is kept (K4). The slices of
 // the owners excluded (this Composition, the incarnation the history recorded) do not count.
-func (p planner) markProducedElsewhere(ctx context.Context, observed map[domain.ResourceID]domain.Observation, excluded ...string) error {
+// It returns the identities others produce, for the Namespaces they deploy into.
+func (p planner) markProducedElsewhere(ctx context.Context, observed map[domain.ResourceID]domain.Observation, excluded ...string) (map[domain.ResourceID]string, error) {
 	elsewhere, err := p.producedElsewhere(ctx, excluded...)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for id, o := range observed {
 		if slice, ok := elsewhere[id]; ok && o.State == domain.ObjectPresent {
 			observed[id] = domain.Observation{State: domain.ObjectProducedElsewhere, Detail: "resource slice " + slice + " of another composition produces it"}
 		}
 	}
-	return nil
+	return elsewhere, nil
 }
 
 // producedElsewhere lists every slice once and returns the identities others produce.
@@ -279,13 +280,18 @@ func (p planner) producedElsewhere(ctx context.Context, excluded ...string) (map
 	return domain.ProducedElsewhere(all, excluded...), nil
 }
 
-// observe reads each tombstone's object downstream.
+// observe reads each tombstone's object downstream (design §6.3). A read that fails (a server
+// error, a timeout) is ObjectReadFailed, for the plan to keep or retry (domain.ReadOutage); a
+// canceled pass is an error.
 func (p planner) observe(ctx context.Context, tombstones []domain.Tombstone) (map[domain.ResourceID]domain.Observation, error) {
 	observed := make(map[domain.ResourceID]domain.Observation, len(tombstones))
 	for _, t := range tombstones {
 		o, err := p.downstream.ObserveObject(ctx, t.Entry)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("reading %s downstream before tombstoning it: %w", t.Entry.ID(), context.Cause(ctx))
+		}
 		if err != nil {
-			return nil, fmt.Errorf("reading %s downstream before tombstoning it: %w", t.Entry.ID(), err)
+			o = domain.Observation{State: domain.ObjectReadFailed, Detail: "reading it failed: " + err.Error()}
 		}
 		observed[t.Entry.ID()] = o
 	}

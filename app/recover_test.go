@@ -788,6 +788,18 @@ func TestRecoverChecksEachTombstoneDownstream(t *testing.T) {
 		{"a read that fails decides nothing", func(domain.Entry) (domain.Observation, error) {
 			return domain.Observation{}, errors.New("500 internal error")
 		}, domain.Outcome{}, "", nil, true},
+		{"N3: one read fails persistently, another answered: it is kept as Unreadable, the rest published", func(e domain.Entry) (domain.Observation, error) {
+			if e.Name == "cm-07" {
+				return domain.Observation{}, errors.New("503 service unavailable")
+			}
+			return old, nil
+		}, domain.OutcomeRecovered, "", []string{"cm-08"}, false},
+		{"N3: one read fails, the other object gone: Unverified", func(e domain.Entry) (domain.Observation, error) {
+			if e.Name == "cm-07" {
+				return domain.Observation{}, errors.New("the request timed out")
+			}
+			return domain.Observation{State: domain.ObjectAbsent}, nil
+		}, domain.OutcomeNothingToRecover, domain.ReasonUnverified, nil, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

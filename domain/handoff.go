@@ -250,7 +250,8 @@ func HandoffFromSlice(c Composition, s ResourceSlice) (Handoff, error) {
 }
 
 // sameDigest is the hand-off digest that r's precondition names, which must be digest unless
-// that is still empty; a withdrawn tombstone names none and keeps digest.
+// that is still empty. A tombstone without this controller's precondition (a stale writer's
+// plain tombstone, K3) is no hand-off of ours: Eno would delete its object unchecked.
 func sameDigest(digest string, r SliceResource) (string, error) {
 	m, err := readManifest([]byte(r.Manifest))
 	if err != nil {
@@ -259,7 +260,7 @@ func sameDigest(digest string, r SliceResource) (string, error) {
 	_, d, ok := readSelfCheck(m.Annotations)
 	switch {
 	case !ok:
-		return digest, nil
+		return "", fmt.Errorf("it carries no precondition of this controller, so Eno would delete its object unchecked")
 	case digest != "" && d != digest:
 		return "", fmt.Errorf("its precondition names hand-off %s, another tombstone %s", d, digest)
 	}

@@ -2,6 +2,7 @@ package domain_test
 
 import (
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,6 +76,12 @@ func TestHandoffFromSlice(t *testing.T) {
 		}},
 		{"a resource that is not a tombstone", func(s *domain.ResourceSlice) {
 			s.Resources = []domain.SliceResource{{Manifest: h.Resources[0].Manifest}}
+		}},
+		{"K3: a stale writer's plain tombstone, with no precondition", func(s *domain.ResourceSlice) {
+			s.Resources = append(slices.Clone(s.Resources), domain.SliceResource{Manifest: manifest("v1", "ConfigMap", "ns", "plain"), Deleted: true})
+		}},
+		{"K3: only plain tombstones", func(s *domain.ResourceSlice) {
+			s.Resources = []domain.SliceResource{{Manifest: manifest("v1", "ConfigMap", "ns", "plain"), Deleted: true}}
 		}},
 	}
 	for _, tt := range tests {

@@ -146,7 +146,10 @@ type RecoveryInput struct {
 	Synthesis      SynthesisContents
 	// Observed is what a read of each object of RecoveryPlan.Verify found downstream; nil until
 	// the objects were read (design §6.3).
-	Observed             map[ResourceID]Observation
+	Observed map[ResourceID]Observation
+	// Elsewhere maps each identity a slice of another Composition applies or patches to that
+	// slice (ProducedElsewhere), read with Observed: a Namespace deployed into is kept.
+	Elsewhere            map[ResourceID]string
 	MaxTombstoneFraction float64
 	Now                  time.Time
 }
@@ -310,9 +313,13 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	if in.Observed == nil && len(toVerify) > 0 {
 		return RecoveryPlan{Verify: toVerify}, nil
 	}
+	if err := ReadOutage(in.Observed); err != nil {
+		return RecoveryPlan{}, err
+	}
 	writeTime, known := snap.WriteTime()
 	verified, dropped := VerifyTombstones(toVerify, in.Observed, writeTime, known)
-	dropped = append(disabled, dropped...)
+	verified, deployedInto := splitDeployedInto(verified, in.Synthesis, in.Elsewhere)
+	dropped = append(append(disabled, dropped...), deployedInto...)
 	summary := DroppedSummary(dropped)
 	withDrops := func(msg string) string {
 		if summary == "" {
@@ -330,7 +337,7 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	}
 	d.Tombstones = len(verified)
 	plan := RecoveryPlan{Decision: d, Dropped: dropped, HistoryWritten: writeTime, SourceUID: in.Snapshot.CompositionUID()}
-	if overDeletionGuard(len(verified), total, in.MaxTombstoneFraction) {
+	if overDeletionGuard(len(verified), total, in.MaxTombstoneFraction) || len(cascading(verified)) > 0 {
 		return planOverTheGuard(plan, in, verified, total, withDrops), nil
 	}
 	plan.Decision.Outcome = OutcomeRecovered
@@ -363,8 +370,9 @@ func planFromSnapshotErr(d Decision, snap Snapshot, snapErr error) (RecoveryPlan
 	return RecoveryPlan{Decision: d}, nil
 }
 
-// planOverTheGuard decides tombstones over the deletion guard: recovered once an operator
-// approved this synthesis, nothing once rejected, otherwise held for review.
+// planOverTheGuard decides tombstones over the deletion guard, or with one whose deletion
+// cascades: recovered once an operator approved this synthesis, nothing once rejected, otherwise
+// held for review (design §6.1).
 func planOverTheGuard(plan RecoveryPlan, in RecoveryInput, verified []Tombstone, total int, withDrops func(string) string) RecoveryPlan {
 	c := in.Composition
 	switch ReviewOf(c) {
@@ -380,8 +388,12 @@ func planOverTheGuard(plan RecoveryPlan, in RecoveryInput, verified []Tombstone,
 	}
 	plan.Decision.Outcome, plan.Decision.Reason = OutcomeHeldForReview, ReasonOverDeletionGuard
 	guard := fmt.Sprintf("over the guard of %g", in.MaxTombstoneFraction)
-	if in.MaxTombstoneFraction == 0 {
+	switch cascades := cascading(verified); {
+	case in.MaxTombstoneFraction == 0:
 		guard = "and the guard of 0 holds every recovery for review"
+	case !overDeletionGuard(len(verified), total, in.MaxTombstoneFraction):
+		plan.Decision.Reason = ReasonCascadingDeletion
+		guard = fmt.Sprintf("among them %s, whose deletion also deletes %s: held for review", FirstIDs(cascades, 5), Cascades(cascades[0].Entry.ID()))
 	}
 	plan.Decision.Message = withDrops(fmt.Sprintf("%d of %d resources would be deleted, %s; set %s to approve:%s or reject:%s",
 		len(verified), total, guard, AnnotationReview, c.Synthesis.UUID, c.Synthesis.UUID))

@@ -136,18 +136,29 @@ func selfCheckingManifest(t Tombstone, written time.Time, digest string) (string
 	if err != nil {
 		return "", err
 	}
-	annotations := maps.Clone(t.Entry.Annotations)
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	annotations[AnnotationDisableReconciliation] = "true"
-	annotations[AnnotationOverrides] = string(overrides) // the recorded overrides are dropped
 	b, err := json.Marshal(tombstoneManifest{
 		APIVersion: t.Entry.APIVersion(),
 		Kind:       t.Entry.Kind,
-		Metadata:   tombstoneMeta{Name: t.Entry.Name, Namespace: t.Entry.Namespace, Labels: t.Entry.Labels, Annotations: annotations},
+		Metadata:   tombstoneMeta{Name: t.Entry.Name, Namespace: t.Entry.Namespace, Labels: t.Entry.Labels, Annotations: TombstoneAnnotations(t.Entry.Annotations, string(overrides))},
 	})
 	return string(b), err
+}
+
+// TombstoneAnnotations are a self-checking tombstone's annotations: the recorded ones, with
+// reconciliation disabled and overrides the self-check, whatever was recorded for either. A
+// recorded disable-reconciliation "false" never survives: Eno reads the resource's own value
+// before the Composition's, so where the precondition applies nothing (it fails to evaluate:
+// the arming annotation removed, a field missing) a "false" would beat the Composition's pause;
+// "true" keeps the object, and the precondition's own pause check covers the rest (design
+// §6.2, N5). The recorded map is not changed.
+func TombstoneAnnotations(recorded map[string]string, overrides string) map[string]string {
+	annotations := maps.Clone(recorded)
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[AnnotationDisableReconciliation] = "true" // a recorded "false" is dropped
+	annotations[AnnotationOverrides] = overrides          // the recorded overrides are dropped
+	return annotations
 }
 
 // selfCheckOverride is the one override of a self-checking tombstone.

@@ -19,6 +19,9 @@ var (
 	// ObjectProducedElsewhere: a slice of another Composition holds the object's identity as a
 	// resource Eno applies (ProducedElsewhere): it is that Composition's now (K4).
 	ObjectProducedElsewhere = ObjectState{"ProducedElsewhere"}
+	// ObjectReadFailed: the read failed otherwise (a server error, a timeout): the object is
+	// kept as unreadable when another read of the plan was answered (ReadOutage).
+	ObjectReadFailed = ObjectState{"ReadFailed"}
 )
 
 func (s ObjectState) String() string { return s.name }
@@ -62,6 +65,10 @@ var (
 	// every Composition with one field manager and an in-sync object gets no write, so a
 	// takeover shows in no managedFields time; the other Composition keeps it.
 	DropProducedElsewhere = DropReason{"ProducedElsewhere"}
+	// DropDeployedInto: the object is a Namespace that the synthesis, or another Composition's,
+	// still deploys into (DeployedInto): deleting it would take those objects with it. Never
+	// tombstoned, whatever the review says (design §6.3, N1).
+	DropDeployedInto = DropReason{"DeployedInto"}
 )
 
 func (r DropReason) String() string { return r.name }
@@ -69,7 +76,7 @@ func (r DropReason) String() string { return r.name }
 // verifiable reports whether the reason still proves something about the object: NotFound and
 // newer objects are safe to leave, while the others keep an object that may be an orphan.
 func (r DropReason) verifiable() bool {
-	return r == DropNotFound || r == DropNewer || r == DropDisabled || r == DropProducedElsewhere
+	return r == DropNotFound || r == DropNewer || r == DropDisabled || r == DropProducedElsewhere || r == DropDeployedInto
 }
 
 // DroppedTombstone is a tombstone recovery does not publish, and why.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/test/sim/enomodel"
 )
 
 // choice is one step the scheduler may take, with its weight.
@@ -123,6 +124,17 @@ func (w *World) verdictFor(req Request) Verdict {
 		}
 	}
 	return Proceed
+}
+
+// unreadable reports whether the world's faults answer every replica's read of ref with an
+// error (persistentError).
+func (w *World) unreadable(ref enomodel.Ref) bool {
+	for _, path := range w.unavailable {
+		if r, ok := refFromPath(path); ok && r == ref {
+			return true
+		}
+	}
+	return false
 }
 
 // Drain lets everything but the adversaries run fairly to the end: each round every replica

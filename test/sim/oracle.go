@@ -213,8 +213,9 @@ func (o *Oracle) judge(ctx context.Context, ref enomodel.Ref, live *unstructured
 	switch t := lastWrite(live); {
 	case t.After(o.historyAt):
 		o.flag(rule(RuleWrittenAfter), ref, fmt.Sprintf("%swritten at %s, history at %s", prefix, t.Format(time.TimeOnly), o.historyAt.Format(time.TimeOnly)))
-	case ok && rec.uid == live.GetUID() && live.GetResourceVersion() != rec.resourceVersion:
+	case ok && rec.uid == live.GetUID() && live.GetDeletionTimestamp() == nil && live.GetResourceVersion() != rec.resourceVersion:
 		// a write that left no managedFields time: one that only removed fields, or stripped them
+		// (a terminating object's own deletion moves it too; that DELETE was judged when sent)
 		o.flag(rule(RuleWrittenAfter), ref, fmt.Sprintf("%sresourceVersion %s, recorded %s, with no managedFields time after the history", prefix, live.GetResourceVersion(), rec.resourceVersion))
 	}
 	if by := o.producedBy(ctx, ref); by != "" {
@@ -303,19 +304,54 @@ func (o *Oracle) Unfinished(ctx context.Context) []string {
 		if o.disarmed.Load() && comp.GetAnnotations()[domain.AnnotationArmed] == domain.ArmedOff {
 			return nil // a named refusal: HandoffDisarmed
 		}
+		if comp.GetAnnotations()[domain.AnnotationDisableReconciliation] == "true" {
+			return nil // paused: Eno, left alone, acts on nothing of the Composition
+		}
+		if o.w.disarmedByHand {
+			return nil // the operator's brake: the hand-off was disarmed by hand
+		}
+		if o.w.events.warned(string(comp.GetUID()), "RecoverySliceInvalid") {
+			return nil // a named refusal: a slice under the family's name is no hand-off of ours
+		}
 		if o.w.events.warned(string(comp.GetUID()), "RecoverySliceLost") {
 			return nil // a named skipped cleanup: a recovery slice, and its tombstones, are gone
 		}
 	}
 	var out []string
 	for _, ref := range o.Orphans() {
+		if o.w.unreadable(ref) {
+			continue // a persistent fault on the object: recovery cannot read it, and keeps it
+		}
 		// Only an orphan untouched since the history was recorded must go: recovery is right to
 		// keep one that was re-created or written since.
-		// One a living Composition produces is that Composition's now.
+		// One a living Composition produces is that Composition's now; a Namespace one deploys
+		// into is not an orphan: deleting it would take the living objects with it.
 		if live, err := o.get(ctx, ref); err == nil && live.GetUID() == o.recorded[ref].uid && live.GetResourceVersion() == o.recorded[ref].resourceVersion &&
-			o.producedBy(ctx, ref) == "" {
+			o.producedBy(ctx, ref) == "" && o.deployedInto(ctx, ref) == "" {
 			out = append(out, ref.String())
 		}
 	}
 	return out
+}
+
+// deployedInto names a living Composition whose synthesizer deploys into the Namespace ref, or "".
+func (o *Oracle) deployedInto(ctx context.Context, ref enomodel.Ref) string {
+	if ref.Group != "" || ref.Kind != "Namespace" {
+		return ""
+	}
+	comps, err := o.w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return ""
+	}
+	for _, c := range comps.Items {
+		if c.GetDeletionTimestamp() != nil {
+			continue
+		}
+		for _, m := range o.w.eno.Outputs[c.GetUID()] {
+			if m.GetNamespace() == ref.Name {
+				return c.GetNamespace() + "/" + c.GetName()
+			}
+		}
+	}
+	return ""
 }

@@ -299,10 +299,11 @@ func (r *replica) step(v Verdict) Request {
 	return p.req
 }
 
-// finish runs the reconcile to its end, every request served.
+// finish runs the reconcile to its end, every request served but for the world's persistent
+// faults (verdictFor).
 func (r *replica) finish() {
 	for r.running {
-		r.step(Proceed)
+		r.step(r.w.verdictFor(r.pending.req))
 	}
 }
 

@@ -78,6 +78,8 @@ type World struct {
 	points []string
 	// unavailable are request paths that answer every replica with 503.
 	unavailable []string
+	// disarmedByHand: an operator removed the Composition's arming annotation (the brake).
+	disarmedByHand bool
 	// states are the fingerprints of the states the schedule went through.
 	states map[uint64]bool
 }

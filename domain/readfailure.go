@@ -1,0 +1,38 @@
+package domain
+
+import (
+	"fmt"
+	"slices"
+)
+
+// ReadOutage is nil when the failed reads of a plan (ObjectReadFailed) may be kept as
+// Unreadable: at least one other read of the plan was answered, so the API server is up and the
+// failure is the object's own (a persistent server error on one object must not stall every
+// recovery of the Composition). When every read failed it is the first failure, in canonical
+// order: the plan is retried, so an outage never finishes as Unverified (design §6.3, N3).
+func ReadOutage(observed map[ResourceID]Observation) error {
+	var failed []ResourceID
+	for id, o := range observed {
+		if o.State != ObjectReadFailed {
+			return nil
+		}
+		failed = append(failed, id)
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	first := slices.MinFunc(failed, ResourceID.Compare)
+	return &ReadOutageError{Reads: len(failed), First: first, Detail: observed[first].Detail}
+}
+
+// ReadOutageError: every downstream read of a plan failed; nothing is decided and the plan is
+// retried.
+type ReadOutageError struct {
+	Reads  int
+	First  ResourceID
+	Detail string
+}
+
+func (e *ReadOutageError) Error() string {
+	return fmt.Sprintf("every one of the %d downstream reads of the plan failed, so none is kept as unreadable and the plan is retried; the first, %s: %s", e.Reads, e.First, e.Detail)
+}
