@@ -70,7 +70,14 @@ func newInventory(entries []Entry) (Inventory, error) {
 	sortEntries(entries)
 	n := len(entries)
 	inv := Inventory{entries: entries, starts: make([]int, n+1)}
+	// One buffer of the right size: the encoding is the inventory's largest part, and growing
+	// it by doubling would take about twice as much memory while it is built.
+	size := 2 + max(n-1, 0)
+	for i := range entries {
+		size += entries[i].encodedSize()
+	}
 	var buf bytes.Buffer
+	buf.Grow(size)
 	enc := json.NewEncoder(&buf)
 	buf.WriteByte('[')
 	for i := range entries {
@@ -93,6 +100,31 @@ func newInventory(entries []Entry) (Inventory, error) {
 	sum := sha256.Sum256(inv.canonical)
 	inv.digest = "sha256:" + hex.EncodeToString(sum[:])
 	return inv, nil
+}
+
+// encodedSize is the length of e's encoding when no string needs escaping, and a lower bound
+// otherwise: '{', then per field `"name":"value"` or `"name":{"k":"v",...}` and the ',' or '}'
+// that follows it.
+func (e *Entry) encodedSize() int {
+	n := 1
+	for _, f := range [...]struct{ name, v string }{{"group", e.Group}, {"version", e.Version},
+		{"kind", e.Kind}, {"namespace", e.Namespace}, {"name", e.Name}} {
+		if f.v != "" {
+			n += len(f.name) + len(f.v) + 6
+		}
+	}
+	for _, f := range [...]struct {
+		name string
+		m    map[string]string
+	}{{"labels", e.Labels}, {"annotations", e.Annotations}} {
+		if len(f.m) > 0 {
+			n += len(f.name) + 5
+			for k, v := range f.m {
+				n += len(k) + len(v) + 6
+			}
+		}
+	}
+	return n
 }
 
 // sortEntries puts entries in canonical order. Entries that tie are duplicates, an error.

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"encoding/json"
 	"slices"
 	"testing"
 )
@@ -56,4 +57,30 @@ func FuzzCanonicalOrder(f *testing.F) {
 			t.Fatalf("isSortedEntries refuses sortEntries' result")
 		}
 	})
+}
+
+// TestEncodedSize: the canonical buffer is sized once, exactly when no string needs escaping.
+func TestEncodedSize(t *testing.T) {
+	entries := append(benchEntries(300), Entry{Version: "v1", Kind: "K", Name: "n"},
+		Entry{Version: "v1", Kind: "K", Name: "m", Labels: map[string]string{"": ""}})
+	for _, e := range entries {
+		b, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := e.encodedSize(); got != len(b) {
+			t.Fatalf("encodedSize = %d, encoding/json writes %d bytes: %s", got, len(b), b)
+		}
+	}
+	escaped := Entry{Version: "v1", Kind: "K", Name: "<&>", Labels: map[string]string{"a\n": "\u2028"}}
+	if b, _ := json.Marshal(escaped); escaped.encodedSize() > len(b) {
+		t.Fatalf("encodedSize %d is over the %d bytes of %s", escaped.encodedSize(), len(b), b)
+	}
+	inv, err := NewInventory(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cap(inv.canonical); c < len(inv.canonical) || c > len(inv.canonical)+8192 {
+		t.Fatalf("the canonical buffer holds %d bytes in %d", len(inv.canonical), c)
+	}
 }
