@@ -85,9 +85,9 @@ bench: testbin
 
 ## scale: the real binary records Compositions from scratch at --kube-api-qps=50: 1,000, the same
 ## 1,000 with inventories 4x larger (14 more labels per resource), then 3,000 (about 15 minutes).
-## Reports go to bin/scale-*.md.
+## Reports go to bin/scale-*.md (relative to this folder; the test creates bin/). Every `go test`
+## of test/perf, and so `make test`, runs a trial of 24 Compositions through the same steps.
 scale: testbin
-	mkdir -p bin
 	ENO_SCALE=1 ENO_SCALE_REPORT=bin/scale-1000.md $(GO) test -count=1 -timeout=60m -run='^TestScale$$' -v ./test/perf/
 	ENO_SCALE=1 ENO_SCALE_EXTRA_LABELS=14 ENO_SCALE_REPORT=bin/scale-1000-inventories-4x.md $(GO) test -count=1 -timeout=60m -run='^TestScale$$' -v ./test/perf/
 	ENO_SCALE=1 ENO_SCALE_COMPOSITIONS=3000 ENO_SCALE_REPORT=bin/scale-3000.md $(GO) test -count=1 -timeout=60m -run='^TestScale$$' -v ./test/perf/

@@ -232,3 +232,40 @@ func BenchmarkReadSnapshotFloor(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRecording is the real path of the inventory format: one recording per synthesis,
+// as app does it (ReadSynthesis, SplitInventory at the default limit, one DesiredChunkSecret per
+// chunk), for syntheses of 50 to 10,000 resources, 100 manifests per slice. Its baseline is
+// what the same recording costs at the binary's client QPS (--kube-api-qps=50): at least s + 2n + 3
+// requests for s slices and n chunks (BENCHMARKS.md, API cost per reconcile), 20 ms each.
+// x-qps50-floor is the CPU time as a share of that.
+func BenchmarkRecording(b *testing.B) {
+	for _, n := range []int{50, 500, 1_000, 10_000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			c, slices := benchSlices(benchEntries(n), 100)
+			meta := SnapshotMeta{Lineage: DefaultLineage(c.Namespace, c.Name), CompositionNamespace: c.Namespace,
+				CompositionName: c.Name, CompositionUID: c.UID, SynthesisUUID: benchSynUUID, SynthesisTime: c.Synthesis.Synthesized}
+			chunks := 0
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				got, err := ReadSynthesis(c, slices)
+				if err != nil {
+					b.Fatal(err)
+				}
+				inv := got.Inventory()
+				parts, err := SplitInventory(inv, DefaultMaxChunkBytes, DefaultMaxChunks)
+				if err != nil {
+					b.Fatal(err)
+				}
+				meta.ChunkCount, meta.Digest = len(parts), inv.Digest()
+				for _, p := range parts {
+					_ = DesiredChunkSecret(DefaultInventoryNamespace, meta, p)
+				}
+				chunks = len(parts)
+			}
+			floor := float64(len(slices)+2*chunks+3) * float64(time.Second) / 50
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/floor, "x-qps50-floor")
+		})
+	}
+}

@@ -405,14 +405,16 @@ func (r *reader) judge(uuid string, rd *SnapshotReading) {
 	}
 	// Step 5: every chunk decodes, and the canonical re-encoding matches the digest.
 	rd.Digest = DigestUndecodable
-	var parts inventoryParts
+	var entries []Entry
 	for _, s := range ordered {
-		if err := parts.addChunk(s.Data[SecretDataKey]); err != nil {
+		chunk, err := DecodeEntries(s.Data[SecretDataKey])
+		if err != nil {
 			r.found(Finding{Step: 5, Reason: ReasonMalformed, Snapshot: uuid, Secret: s.Name, Detail: err.Error(), Decisive: decisive})
 			return
 		}
+		entries = append(entries, chunk...)
 	}
-	inv, err := parts.build(false)
+	inv, err := newInventory(entries)
 	if err != nil {
 		r.found(Finding{Step: 5, Reason: ReasonMalformed, Snapshot: uuid, Detail: err.Error(), Decisive: decisive})
 		return

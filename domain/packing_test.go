@@ -98,10 +98,10 @@ func (inv Inventory) prefix(n int) Inventory {
 	canonical := append(slices.Clip(inv.canonical[:end]), ']')
 	sum := sha256.Sum256(canonical)
 	return Inventory{
-		inventoryParts: inventoryParts{entries: inv.entries[:n:n], pairs: inv.pairs, bounds: inv.bounds[: 2*n+1 : 2*n+1]},
-		canonical:      canonical,
-		starts:         inv.starts[: n+1 : n+1],
-		digest:         "sha256:" + hex.EncodeToString(sum[:]),
+		entries:   inv.entries[:n:n],
+		canonical: canonical,
+		starts:    inv.starts[: n+1 : n+1],
+		digest:    "sha256:" + hex.EncodeToString(sum[:]),
 	}
 }
 

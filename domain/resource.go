@@ -3,6 +3,7 @@ package domain
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // ResourceID is a resource's identity across API versions: (group, kind, namespace, name).
@@ -63,20 +64,39 @@ func (e Entry) APIVersion() string {
 	return e.Group + "/" + e.Version
 }
 
-// validateFields checks what an inventory entry must hold. Strings must also be valid UTF-8
-// (encoding/json writes invalid UTF-8 as \ufffd, which decodes to a different string, so the
-// digest would never verify on read); the encoder checks that as it scans each string, and
-// decoded JSON is valid UTF-8 by construction.
+// validateFields checks what an inventory entry must hold: the required fields, then only
+// recorded annotations (the first foreign key in byte order is named).
 func (e Entry) validateFields() error {
 	if err := e.validateRequired(); err != nil {
 		return err
 	}
+	foreign, found := "", false
 	for k := range e.Annotations {
-		if err := e.checkAnnotationKey(k); err != nil {
-			return err
+		if !IsRecordedAnnotation(k) && (!found || k < foreign) {
+			foreign, found = k, true
 		}
 	}
+	if found {
+		return fmt.Errorf("entry %s carries annotation %q, which inventories do not hold", e.ID(), foreign)
+	}
 	return nil
+}
+
+// validUTF8 reports whether every string of the entry is valid UTF-8.
+func (e *Entry) validUTF8() bool {
+	for _, s := range [...]string{e.Group, e.Version, e.Kind, e.Namespace, e.Name} {
+		if !utf8.ValidString(s) {
+			return false
+		}
+	}
+	for _, m := range [...]map[string]string{e.Labels, e.Annotations} {
+		for k, v := range m {
+			if !utf8.ValidString(k) || !utf8.ValidString(v) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func (e Entry) validateRequired() error {
@@ -87,13 +107,6 @@ func (e Entry) validateRequired() error {
 		return fmt.Errorf("entry %s has no kind", e.ID())
 	case e.Name == "":
 		return fmt.Errorf("entry %s has no name", e.ID())
-	}
-	return nil
-}
-
-func (e Entry) checkAnnotationKey(k string) error {
-	if !IsRecordedAnnotation(k) {
-		return fmt.Errorf("entry %s carries annotation %q, which inventories do not hold", e.ID(), k)
 	}
 	return nil
 }

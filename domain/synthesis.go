@@ -163,7 +163,7 @@ func ReadSynthesis(c Composition, slices []ResourceSlice) (SynthesisContents, er
 			}
 		}
 	}
-	inv, err := NewInventory(entries)
+	inv, err := newInventory(entries) // the entries and their maps are this function's own
 	if err != nil {
 		return SynthesisContents{}, &SliceError{Slice: "(synthesis " + c.Synthesis.UUID + ")", Problem: SliceMalformed, Err: err}
 	}

@@ -1,10 +1,14 @@
 package k8s
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +25,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
@@ -595,19 +600,78 @@ func TestSecretStoreTypedErrors(t *testing.T) {
 
 	t.Run("the API server's own conflict check maps to ErrConflict", func(t *testing.T) {
 		secrets := c.Kube.CoreV1().Secrets(ns)
-		racing := newStore(t, racingCore{CoreV1Interface: c.Kube.CoreV1(), beforeUpdate: func() {
+		racing := newStore(t, newRacingCore(t, func() {
 			s, err := secrets.Get(ctx, "web-0", metav1.GetOptions{})
 			require.NoError(t, err)
 			s.Annotations["example.com/touched"] = "yes"
 			_, err = secrets.Update(ctx, s, metav1.UpdateOptions{})
 			require.NoError(t, err)
-		}}, c.Metadata, ns)
+		}), c.Metadata, ns)
 		late := updated.Clone()
 		late.Data[domain.SecretDataKey] = []byte(`[{"version":"v2"}]`)
 		_, err := racing.UpdateChunk(ctx, late)
 		require.ErrorIs(t, err, ports.ErrConflict)
 		assert.True(t, apierrors.IsConflict(err), "the API server's error stays in the chain: %v", err)
 	})
+}
+
+// TestSecretStoreWritesReadBackMetadataOnly: a chunk is written as protobuf and not sent back by
+// the API server (the answer is its metadata), yet CreateChunk and UpdateChunk return the Secret
+// as stored.
+func TestSecretStoreWritesReadBackMetadataOnly(t *testing.T) {
+	c := env.AdminClients(t)
+	ctx := testContext(t)
+	ns := c.NewNamespace(t, "inventory")
+	var answered, sent []int64
+	cfg := rest.CopyConfig(env.AdminConfig())
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			if r.Method == http.MethodPost || r.Method == http.MethodPut {
+				assert.Equal(t, "application/vnd.kubernetes.protobuf", r.Header.Get("Content-Type"))
+				sent = append(sent, r.ContentLength)
+			}
+			resp, err := rt.RoundTrip(r)
+			if err == nil && (r.Method == http.MethodPost || r.Method == http.MethodPut) {
+				body, rerr := io.ReadAll(resp.Body)
+				require.NoError(t, rerr)
+				resp.Body = io.NopCloser(bytes.NewReader(body))
+				answered = append(answered, int64(len(body)))
+			}
+			return resp, err
+		})
+	})
+	core, err := typedcorev1.NewForConfig(cfg)
+	require.NoError(t, err)
+	store := newStore(t, core, c.Metadata, ns)
+	lineage := domain.DefaultLineage("team-a", "web")
+	big := `["` + strings.Repeat("x", 200_000) + `"]`
+
+	created, err := store.CreateChunk(ctx, chunk(ns, "web-0", lineage, big))
+	require.NoError(t, err)
+	assert.NotEmpty(t, created.ResourceVersion)
+	assert.Equal(t, big, string(created.Data[domain.SecretDataKey]))
+	assert.Equal(t, lineage.String(), created.Labels[domain.LabelLineage])
+	assert.False(t, created.DataWrittenAt.IsZero(), "the write time comes from the answer's managedFields")
+
+	next := created.Clone()
+	next.Data[domain.SecretDataKey] = []byte(big[:100_000] + `"]`)
+	updated, err := store.UpdateChunk(ctx, next)
+	require.NoError(t, err)
+	assert.NotEqual(t, created.ResourceVersion, updated.ResourceVersion)
+	assert.Equal(t, next.Data, updated.Data)
+	stored, err := store.GetChunk(ctx, "web-0")
+	require.NoError(t, err)
+	assert.Equal(t, next.Data, stored.Data)
+	assert.Equal(t, updated.ResourceVersion, stored.ResourceVersion)
+
+	require.Len(t, answered, 2)
+	for _, n := range answered {
+		assert.Less(t, n, int64(10_000), "the API server answered a write with the data: %d bytes", n)
+	}
+	// Protobuf: the data as bytes, not a third larger in base64.
+	require.Len(t, sent, 2)
+	assert.Less(t, sent[0], int64(len(big)+2_000))
+	assert.Less(t, sent[1], int64(100_000+2_000))
 }
 
 func TestSecretStoreRefusals(t *testing.T) {
@@ -945,23 +1009,21 @@ func (r racingResource) Update(ctx context.Context, obj *unstructured.Unstructur
 }
 
 // racingKube runs beforeUpdate just before every Secret update.
-type racingCore struct {
-	typedcorev1.CoreV1Interface
-	beforeUpdate func()
-}
-
-func (c racingCore) Secrets(ns string) typedcorev1.SecretInterface {
-	return racingSecrets{c.CoreV1Interface.Secrets(ns), c.beforeUpdate}
-}
-
-type racingSecrets struct {
-	typedcorev1.SecretInterface
-	beforeUpdate func()
-}
-
-func (s racingSecrets) Update(ctx context.Context, secret *corev1.Secret, opts metav1.UpdateOptions) (*corev1.Secret, error) {
-	s.beforeUpdate()
-	return s.SecretInterface.Update(ctx, secret, opts)
+// newRacingCore is a CoreV1 client that calls beforeUpdate just before each PUT it sends.
+func newRacingCore(t *testing.T, beforeUpdate func()) typedcorev1.CoreV1Interface {
+	t.Helper()
+	cfg := rest.CopyConfig(env.AdminConfig())
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			if r.Method == http.MethodPut {
+				beforeUpdate()
+			}
+			return rt.RoundTrip(r)
+		})
+	})
+	core, err := typedcorev1.NewForConfig(cfg)
+	require.NoError(t, err)
+	return core
 }
 
 // On the real API server: a mark under MarkFieldManager leaves the time of our data write as it

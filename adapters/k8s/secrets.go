@@ -2,8 +2,10 @@ package k8s
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,6 +14,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/go-logr/logr"
@@ -29,6 +32,9 @@ const lineageIndex = "lineage"
 // It creates and updates, never deletes, and refuses Secrets outside its namespace or
 // without our managed-by label.
 type SecretStore struct {
+	// rest writes Secrets and reads back their metadata only (writeChunk); nil when secrets
+	// offers no REST client (a fake), and secrets writes.
+	rest      rest.Interface
 	secrets   corev1client.SecretInterface
 	namespace string
 	informer  cache.SharedIndexInformer
@@ -63,7 +69,15 @@ func NewSecretStore(secrets corev1client.SecretsGetter, meta metadata.Interface,
 	if err := informer.SetTransform(dropManagedFields); err != nil {
 		return nil, fmt.Errorf("secret store: %w", err)
 	}
+	var rc rest.Interface
+	if g, ok := secrets.(interface{ RESTClient() rest.Interface }); ok {
+		// A fake clientset's is a nil *rest.RESTClient: writes then go through secrets.
+		if c, ok := g.RESTClient().(*rest.RESTClient); ok && c != nil {
+			rc = c
+		}
+	}
 	return &SecretStore{
+		rest:      rc,
 		secrets:   secrets.Secrets(namespace),
 		namespace: namespace,
 		informer:  informer,
@@ -162,12 +176,12 @@ func (st *SecretStore) CreateChunk(ctx context.Context, s domain.ChunkSecret) (d
 	// A resourceVersion on s is passed on: the API server rejects it, as it should a create
 	// prepared from a Secret the caller believed existed. The field manager is named, whatever
 	// the user agent: the history's write time is read from its entries only (design §6.3).
-	created, err := st.secrets.Create(ctx, secretFromChunk(s), metav1.CreateOptions{FieldManager: domain.FieldManager})
+	created, err := st.writeChunk(ctx, withData(secretFromChunk(withoutData(s)), s.Data), false, domain.FieldManager)
 	if err != nil {
 		return domain.ChunkSecret{}, apiError(fmt.Sprintf("creating inventory secret %s/%s", st.namespace, s.Name), err)
 	}
 	logr.FromContextOrDiscard(ctx).V(1).Info("created inventory secret", "secret", s.Name, "lineage", s.Labels[domain.LabelLineage])
-	return chunkFromSecret(created), nil
+	return created, nil
 }
 
 // UpdateChunk replaces the Secret's type, labels, annotations and data if its resourceVersion
@@ -203,13 +217,66 @@ func (st *SecretStore) update(ctx context.Context, s domain.ChunkSecret, manager
 		return domain.ChunkSecret{}, fmt.Errorf("%s: the stored secret lacks label %s=%s or type %s; it is not ours, refusing to touch it",
 			what, domain.LabelManagedBy, domain.ManagedByValue, domain.SecretType)
 	}
-	applyChunk(live, s)
-	updated, err := st.secrets.Update(ctx, live, metav1.UpdateOptions{FieldManager: manager})
+	applyChunk(live, withoutData(s))
+	updated, err := st.writeChunk(ctx, withData(live, s.Data), true, manager)
 	if err != nil {
 		return domain.ChunkSecret{}, apiError(what, err)
 	}
 	logr.FromContextOrDiscard(ctx).V(1).Info("updated inventory secret", "secret", s.Name, "lineage", s.Labels[domain.LabelLineage])
-	return chunkFromSecret(updated), nil
+	return updated, nil
+}
+
+// withoutData is c without its data, and withData secret with data itself, not a copy: a
+// Secret about to be written is encoded into the request and dropped, so the chunk, up to
+// 1 MiB, need not be copied first.
+func withoutData(c domain.ChunkSecret) domain.ChunkSecret {
+	c.Data = nil
+	return c
+}
+
+func withData(secret *corev1.Secret, data map[string][]byte) *corev1.Secret {
+	secret.Data = data
+	return secret
+}
+
+// metadataOnly asks the API server to answer with the object's metadata alone.
+const metadataOnly = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+
+// writeChunk creates (or, with update, replaces) secret and returns it as stored. The API
+// server answers with its metadata only, so a chunk of up to 1 MiB is not read back and
+// decoded once more; the data returned is the data written, shared with secret (the API server
+// stores a Secret's data as given).
+func (st *SecretStore) writeChunk(ctx context.Context, secret *corev1.Secret, update bool, manager string) (domain.ChunkSecret, error) {
+	if st.rest == nil {
+		var out *corev1.Secret
+		var err error
+		if update {
+			out, err = st.secrets.Update(ctx, secret, metav1.UpdateOptions{FieldManager: manager})
+		} else {
+			out, err = st.secrets.Create(ctx, secret, metav1.CreateOptions{FieldManager: manager})
+		}
+		if err != nil {
+			return domain.ChunkSecret{}, err
+		}
+		return chunkFromSecret(out), nil
+	}
+	req := st.rest.Post().Namespace(st.namespace).Resource("secrets")
+	if update {
+		req = st.rest.Put().Namespace(st.namespace).Resource("secrets").Name(secret.Name)
+	}
+	// As the typed client does: protobuf unless the client was configured with a content type.
+	res := req.Param("fieldManager", manager).UseProtobufAsDefault().Body(secret).SetHeader("Accept", metadataOnly).Do(ctx)
+	if err := res.Error(); err != nil {
+		return domain.ChunkSecret{}, err
+	}
+	raw, _ := res.Raw()
+	var stored metav1.PartialObjectMetadata
+	if err := json.Unmarshal(raw, &stored); err != nil {
+		return domain.ChunkSecret{}, fmt.Errorf("reading the API server's answer: %w", err)
+	}
+	out := chunkFromSecret(&corev1.Secret{ObjectMeta: stored.ObjectMeta, Type: secret.Type})
+	out.Data = maps.Clone(secret.Data)
+	return out, nil
 }
 
 // atVersion returns the Secret to modify: built from the cached metadata when the cache holds

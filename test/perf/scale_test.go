@@ -56,15 +56,20 @@ func envInt(t testing.TB, name string, def int) int {
 	return n
 }
 
+// scaleTrialCompositions is how many Compositions TestScale records without ENO_SCALE=1: a trial
+// in every `go test ./...` that the scale run still builds, records, verifies and reports.
+const scaleTrialCompositions = 24
+
 // TestScale records 1,000 opted-in Compositions of 50–500 resources from scratch with the real
 // binary at its default client QPS (50, burst 100), counting its requests through a proxy, and
-// reports the time, the requests against the minimum, the QPS floor and the peak RSS. It takes
-// minutes, so it runs only with ENO_SCALE=1 (make scale).
+// reports the time, the requests against the minimum, the QPS floor and the peak RSS. That takes
+// minutes, so it runs only with ENO_SCALE=1 (make scale); without it, a trial of
+// scaleTrialCompositions runs the same steps and writes its report to a temporary folder.
 func TestScale(t *testing.T) {
-	if os.Getenv("ENO_SCALE") != "1" {
-		t.Skip("set ENO_SCALE=1 (make scale): recording 1,000 Compositions takes minutes")
+	n, report := scaleTrialCompositions, filepath.Join(t.TempDir(), "scale-trial.md")
+	if os.Getenv("ENO_SCALE") == "1" {
+		n, report = envInt(t, "ENO_SCALE_COMPOSITIONS", scaleCompositions), reportPath(t, os.Getenv("ENO_SCALE_REPORT"))
 	}
-	n := envInt(t, "ENO_SCALE_COMPOSITIONS", scaleCompositions)
 	extraLabels = envInt(t, "ENO_SCALE_EXTRA_LABELS", 0)
 	t.Cleanup(func() { extraLabels = 0 })
 	timeout := time.Duration(envInt(t, "ENO_SCALE_TIMEOUT_MINUTES", 30)) * time.Minute
@@ -263,10 +268,42 @@ func TestScale(t *testing.T) {
 	fmt.Fprintf(&b, "| exit after SIGTERM | %s in %.1f s |\n", exitStatus(exitErr), exitTook.Seconds())
 	fmt.Fprintf(&b, "\nrequests: %s\nfailed: %s\nby client limiter: %v\n", total, failed, byLimiter)
 	t.Log(b.String())
-	if path := os.Getenv("ENO_SCALE_REPORT"); path != "" {
-		require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o644))
+	if report != "" {
+		require.NoError(t, os.MkdirAll(filepath.Dir(report), 0o755))
+		require.NoError(t, os.WriteFile(report, []byte(b.String()), 0o644))
+		t.Logf("report: %s", report)
 	}
 	assert.Empty(t, failed, "no request should fail")
+}
+
+// reportPath is where ENO_SCALE_REPORT asks for the report, "" for none. A relative path is
+// the repository's (the Makefile's folder), not this package's: `go test` runs in test/perf.
+func reportPath(t *testing.T, path string) string {
+	t.Helper()
+	if path == "" || filepath.IsAbs(path) {
+		return path
+	}
+	root, err := repoRoot()
+	require.NoError(t, err)
+	return filepath.Join(root, path)
+}
+
+// repoRoot is the folder of the go.mod above the working directory.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above %s", dir)
+		}
+		dir = parent
+	}
 }
 
 // verifyScale checks what the binary left: every Composition has a NoInventory decision for its
@@ -359,4 +396,15 @@ func tail(path string, lines int) string {
 	}
 	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
 	return strings.Join(all[max(0, len(all)-lines):], "\n")
+}
+
+// TestScaleReportPath: make scale names reports relative to the repository (bin/scale-1000.md),
+// while go test runs in test/perf, where no bin/ exists on a fresh clone.
+func TestScaleReportPath(t *testing.T) {
+	root, err := repoRoot()
+	require.NoError(t, err)
+	assert.FileExists(t, filepath.Join(root, "Makefile"))
+	assert.Equal(t, filepath.Join(root, "bin", "scale-1000.md"), reportPath(t, "bin/scale-1000.md"))
+	assert.Equal(t, "/tmp/x.md", reportPath(t, "/tmp/x.md"))
+	assert.Empty(t, reportPath(t, ""))
 }
