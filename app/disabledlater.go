@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -18,19 +19,19 @@ type markedSyntheses struct {
 	seen map[domain.CompositionRef]string
 }
 
-func (m *markedSyntheses) checked(ref domain.CompositionRef, uuid string) bool {
+func (m *markedSyntheses) checked(ref domain.CompositionRef, key string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.seen[ref] == uuid
+	return m.seen[ref] == key
 }
 
-func (m *markedSyntheses) done(ref domain.CompositionRef, uuid string) {
+func (m *markedSyntheses) done(ref domain.CompositionRef, key string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.seen == nil {
 		m.seen = map[domain.CompositionRef]string{}
 	}
-	m.seen[ref] = uuid
+	m.seen[ref] = key
 }
 
 // markDisabledLater runs when recording cannot record comp's current synthesis (not Ready,
@@ -40,17 +41,22 @@ func (m *markedSyntheses) done(ref domain.CompositionRef, uuid string) {
 // read once per synthesis and process; the Secrets only when it disables something; one write
 // only when it disables a recorded entry not marked yet.
 func (s *Service) markDisabledLater(ctx context.Context, comp domain.Composition) error {
-	if comp.Synthesis == nil || comp.Synthesis.UUID == "" || s.marks.checked(comp.Ref(), comp.Synthesis.UUID) {
+	if comp.Synthesis == nil || comp.Synthesis.UUID == "" || s.marks.checked(comp.Ref(), markKey(comp)) {
 		return nil
-	}
-	if d, ok := comp.FinishedDecision(); ok && d.Outcome == domain.OutcomeRecovered {
-		return nil // the hand-off's synthesis: its predecessor's snapshot is what it recovered from
 	}
 	lineage, err := domain.LineageOf(comp)
 	if err != nil {
 		return nil
 	}
-	contents, err := s.planner.readSynthesis(ctx, comp)
+	// A hand-off's synthesis is checked too (what it disables may never be recorded), without
+	// its recovery slices: they hold only this controller's tombstones, and Eno's cleanup may
+	// have taken one.
+	own := comp
+	syn := *comp.Synthesis
+	recovery := comp.NamedRecoverySlices()
+	syn.Slices = slices.DeleteFunc(slices.Clone(syn.Slices), func(n string) bool { return slices.Contains(recovery, n) })
+	own.Synthesis = &syn
+	contents, err := s.planner.readSynthesis(ctx, own)
 	var se *domain.SliceError
 	if errors.As(err, &se) && (se.Problem == domain.SliceMissing || se.Problem == domain.SliceTerminating) {
 		// Eno synthesizes again without it, and that synthesis is checked.
@@ -60,8 +66,8 @@ func (s *Service) markDisabledLater(ctx context.Context, comp domain.Composition
 	if err != nil {
 		return fmt.Errorf("reading the current synthesis for the entries it disables: %w", err)
 	}
-	if !disablesAny(contents) {
-		s.marks.done(comp.Ref(), comp.Synthesis.UUID)
+	if !contents.DisablesAny() {
+		s.marks.done(comp.Ref(), markKey(comp))
 		return nil
 	}
 	secrets, err := s.deps.Store.ListChunks(ctx, lineage)
@@ -73,7 +79,7 @@ func (s *Service) markDisabledLater(ctx context.Context, comp domain.Composition
 	successor.UID = ""
 	snap, err := domain.ReadSnapshotFor(successor, secrets, s.cfg.Now(), s.cfg.MaxChunks, s.cfg.adoption())
 	if err != nil {
-		s.marks.done(comp.Ref(), comp.Synthesis.UUID) // no history a successor would read
+		s.marks.done(comp.Ref(), markKey(comp)) // no history a successor would read
 		return nil
 	}
 	ids := domain.NewlyDisabled(snap, contents)
@@ -87,8 +93,14 @@ func (s *Service) markDisabledLater(ctx context.Context, comp domain.Composition
 		s.deps.Events.Normal(comp, "InventoryMarked", fmt.Sprintf("synthesis %s disables %d resource(s) recorded in snapshot %s (%s); recovery keeps them",
 			comp.Synthesis.UUID, len(ids), snap.SynthesisUUID(), firstOf(ids, 5)))
 	}
-	s.marks.done(comp.Ref(), comp.Synthesis.UUID)
+	s.marks.done(comp.Ref(), markKey(comp))
 	return nil
+}
+
+// markKey is what one check depends on: the synthesis, and the Composition's own pause, which
+// disables every entry and can change without a new synthesis.
+func markKey(comp domain.Composition) string {
+	return comp.Synthesis.UUID + "/" + comp.Annotations[domain.AnnotationDisableReconciliation]
 }
 
 func firstOf(ids []domain.ResourceID, n int) string {
@@ -99,25 +111,16 @@ func firstOf(ids []domain.ResourceID, n int) string {
 	return domain.FirstIDs(ts, n)
 }
 
-func disablesAny(contents domain.SynthesisContents) bool {
-	for _, e := range contents.Inventory().Entries() {
-		if e.Disabled() {
-			return true
-		}
-	}
-	return false
-}
-
 // marksWhenIneligible reports whether recording's refusal leaves a synthesis unrecorded that
-// may have disabled entries: not Ready, awaiting its decision, or deleting. A Recovered
-// synthesis is the hand-off's: its predecessor's snapshot is what it recovered from.
+// may have disabled entries: not Ready, awaiting its decision, deleting, or the hand-off's
+// synthesis, which is never recorded.
 func marksWhenIneligible(err error) bool {
 	var ie *domain.IneligibleError
 	if !errors.As(err, &ie) {
 		return false
 	}
 	switch ie.Reason {
-	case domain.IneligibleNotReady, domain.IneligibleAwaitsDecision, domain.IneligibleDeleting:
+	case domain.IneligibleNotReady, domain.IneligibleAwaitsDecision, domain.IneligibleDeleting, domain.IneligibleRecovered:
 		return true
 	}
 	return false

@@ -39,6 +39,10 @@ func NewlyDisabled(snap Snapshot, newer SynthesisContents) []ResourceID {
 			disabledNow[e.ID()] = true
 		}
 	}
+	// A tombstone keeps Eno's old manifest, so one disabled there is skipped and its object kept.
+	for id := range newer.keptTombstones {
+		disabledNow[id] = true
+	}
 	var out []ResourceID
 	for _, e := range snap.inventory.Entries() {
 		if id := e.ID(); disabledNow[id] && !e.Disabled() && !marked[id] {
@@ -46,6 +50,20 @@ func NewlyDisabled(snap Snapshot, newer SynthesisContents) []ResourceID {
 		}
 	}
 	return out
+}
+
+// DisablesAny reports whether the synthesis disables anything a snapshot could record enabled:
+// an entry, or a tombstone Eno skips for good. Without it, no snapshot needs reading (K7).
+func (s SynthesisContents) DisablesAny() bool {
+	if len(s.keptTombstones) > 0 {
+		return true
+	}
+	for _, e := range s.inventory.Entries() {
+		if e.Disabled() {
+			return true
+		}
+	}
+	return false
 }
 
 // MarkDisabledLater returns s, a Secret of snap, with ids added to its mark of snap.

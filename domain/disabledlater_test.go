@@ -118,3 +118,31 @@ func TestPlanKeepsWhatALaterSynthesisDisabled(t *testing.T) {
 	assert.Equal(t, domain.DropDisabled, p.Dropped[0].Reason)
 	assert.Equal(t, entries[0].ID(), p.Dropped[0].Tombstone.Entry.ID())
 }
+
+// A tombstone keeps Eno's old manifest: one disabled there is skipped by Eno and its object kept,
+// so it marks the snapshot too; a tombstone disabled only by this controller's precondition does
+// not (K7).
+func TestDisabledLaterCountsKeptTombstones(t *testing.T) {
+	cm := func(name string) domain.Entry {
+		return domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: name}
+	}
+	inv := mustInventory(t, []domain.Entry{cm("a"), cm("b")})
+	secrets := secretsFor(t, inv, meta(inv, oldCompUID, oldSynUUID, synTime.Add(-2*time.Hour)), 400)
+	snap, err := domain.ReadSnapshotFor(composition(), secrets, now, domain.DefaultMaxChunks, domain.AdoptWithinNamespace)
+	require.NoError(t, err)
+	cond, err := domain.Precondition(testUID, synTime, "0123456789abcdef")
+	require.NoError(t, err)
+	path := "self.metadata.annotations['" + domain.AnnotationDisableReconciliation + "']"
+	raw, err := json.Marshal([]map[string]string{{"path": path, "value": "true", "condition": "!(" + cond + ")"}, {"path": path, "value": "false", "condition": cond}})
+	require.NoError(t, err)
+	pre := string(raw)
+	tombstone := func(name string, annotations map[string]string) domain.SliceResource {
+		return domain.SliceResource{Deleted: true, Manifest: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"` + name + `","namespace":"team-a","annotations":` + toJSON(annotations) + `}}`}
+	}
+	newer, err := domain.ReadSynthesis(composition(), []domain.ResourceSlice{slice(goldenSlice,
+		tombstone("a", map[string]string{domain.AnnotationDisableReconciliation: "true"}),
+		tombstone("b", domain.TombstoneAnnotations(nil, pre)),
+	)})
+	require.NoError(t, err)
+	assert.Equal(t, []domain.ResourceID{cm("a").ID()}, domain.NewlyDisabled(snap, newer))
+}

@@ -77,6 +77,9 @@ type SynthesisContents struct {
 	tombstoned map[ResourceID]struct{}
 	// armed are the tombstones Eno acts on: reconciliation not disabled on the manifest.
 	armed map[ResourceID]struct{}
+	// keptTombstones are the tombstones Eno skips for good: disabled on the manifest, and not
+	// by this controller's precondition, which may enable them.
+	keptTombstones map[ResourceID]struct{}
 }
 
 func (s SynthesisContents) Inventory() Inventory { return s.inventory }
@@ -119,7 +122,8 @@ func ReadSynthesis(c Composition, slices []ResourceSlice) (SynthesisContents, er
 			return SynthesisContents{}, &SliceError{Slice: name, Problem: SliceMissing, Detail: "named by status.currentSynthesis.resourceSlices but not read"}
 		}
 	}
-	contents := SynthesisContents{patched: map[ResourceID]struct{}{}, tombstoned: map[ResourceID]struct{}{}, armed: map[ResourceID]struct{}{}}
+	contents := SynthesisContents{patched: map[ResourceID]struct{}{}, tombstoned: map[ResourceID]struct{}{}, armed: map[ResourceID]struct{}{},
+		keptTombstones: map[ResourceID]struct{}{}}
 	var entries []Entry
 	for _, s := range slices {
 		if s.Deleting {
@@ -155,6 +159,8 @@ func ReadSynthesis(c Composition, slices []ResourceSlice) (SynthesisContents, er
 				contents.tombstoned[id] = struct{}{}
 				if m.Annotations[AnnotationDisableReconciliation] != "true" {
 					contents.armed[id] = struct{}{}
+				} else if _, _, ours := readSelfCheck(m.Annotations); !ours {
+					contents.keptTombstones[id] = struct{}{}
 				}
 			default:
 				e := entryFromManifest(group, version, &m)

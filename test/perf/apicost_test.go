@@ -69,9 +69,12 @@ func resynthesisCost(s, n int) Counts {
 // behind, and then it GETs it (lagGets, 0 or 1).
 func handOffCost(s, p int, perKind Counts, lagGets int) Counts {
 	c := Counts{
-		"list secrets": 1, "get resourceslices": s, "get /api": 1, "get /apis": 1,
+		// The synthesis's slices twice: the plan, then the check of what the hand-off's
+		// synthesis disables, which is never recorded (K7).
+		"list secrets": 1, "get resourceslices": 2 * s, "get /api": 1, "get /apis": 1,
 		"get compositions": 3 + lagGets, "create resourceslices": p, "patch compositions/status": p,
 		"update compositions": 1, "patch compositions": 2, "create events": 1, "list resourceslices": 1,
+		"list compositions": 1, // every shard's Compositions, for SharedLineage (K6a)
 	}
 	for k, v := range perKind {
 		c[k] += v
@@ -81,11 +84,13 @@ func handOffCost(s, p int, perKind Counts, lagGets int) Counts {
 
 // carriedCost is Eno's next synthesis after the hand-off, which carries the tombstones over the
 // same output: it is decided AlreadyDecided (before any downstream read) and recorded over the
-// old incarnation's first n chunks. The events are new (another Composition UID): s + 2n + 3.
+// old incarnation's first n chunks, after the list of every shard's Compositions (K6a) and the
+// hand-off's end ("done", after a live read). The events are new (another Composition UID):
+// s + 2n + 6.
 func carriedCost(s, n int) Counts {
 	return Counts{
-		"list secrets": 1, "get resourceslices": s,
-		"get compositions": 1 + n, "update compositions": 1,
+		"list secrets": 1, "get resourceslices": s, "list compositions": 1,
+		"get compositions": 2 + n, "update compositions": 1, "patch compositions": 1,
 		"update secrets": n, "create events": 2,
 	}
 }

@@ -133,6 +133,18 @@ func replacementPoints(pass string, sh shape) []crashPoint {
 	panic("unknown shape " + sh.name)
 }
 
+// afterHandoffPoints are replacementPoints with the hand-off's end between the decision and the
+// first chunk: the carrying synthesis is Ready, so its arming annotation becomes "done".
+func afterHandoffPoints(sh shape) []crashPoint {
+	points := replacementPoints(passRecordAfterHandoff, sh)
+	out := []crashPoint{points[0], {passRecordAfterHandoff, sh, 1, memory.OpArmTombstones, -1, readsOld}}
+	for _, p := range points[1:] {
+		p.failAt++
+		out = append(out, p)
+	}
+	return out
+}
+
 var (
 	crashPasses = []string{passReplace, passHandoff, passRecordAfterHandoff}
 	crashShapes = []shape{oneToThree, threeToOne, threeToThree}
@@ -143,9 +155,12 @@ var crashPoints = func() []crashPoint {
 	var out []crashPoint
 	for _, pass := range crashPasses {
 		for _, sh := range crashShapes {
-			if pass == passHandoff {
+			switch pass {
+			case passHandoff:
 				out = append(out, handoffPoints(sh)...)
-			} else {
+			case passRecordAfterHandoff:
+				out = append(out, afterHandoffPoints(sh)...)
+			default:
 				out = append(out, replacementPoints(pass, sh)...)
 			}
 		}
