@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -52,14 +53,25 @@ func TestRecoverCanceledWhileReadingDecidesNothing(t *testing.T) {
 	c, cancel := context.WithCancel(ctx(t))
 	defer cancel()
 	old := domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Changed: historyWritten.Add(-time.Hour), UID: testUID}
+	canceling := false
 	f.downstream.ObserveObjectCalls(func(_ context.Context, e domain.Entry) (domain.Observation, error) {
 		if e.Name == "cm-07" {
-			cancel()
-			return domain.Observation{}, context.Canceled
+			if canceling {
+				cancel()
+				return domain.Observation{}, context.Canceled
+			}
+			return domain.Observation{}, errors.New("503 service unavailable")
 		}
 		return old, nil
 	})
-	_, err := f.service(t).Recover(c, f.comp)
+	// Two plans fail to read cm-07, so the third would keep it as unreadable, but is canceled.
+	svc := f.service(t)
+	for range 2 {
+		_, err := svc.Recover(ctx(t), f.comp)
+		require.Error(t, err)
+	}
+	canceling = true
+	_, err := svc.Recover(c, f.comp)
 	require.ErrorIs(t, err, context.Canceled)
 	assert.Zero(t, f.decisions.WriteDecisionCallCount())
 	assert.Zero(t, f.sink.CreateRecoverySliceCallCount())

@@ -183,7 +183,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		deps.Metrics = noMetrics{}
 	}
 	return &Service{cfg: cfg, policy: domain.Policy{Enabled: cfg.Enabled, Scope: cfg.Scope}, deps: deps, planner: planner{
-		cfg: cfg, secrets: deps.Store, slices: deps.Slices, guard: deps.Guard, downstream: deps.Downstream,
+		cfg: cfg, secrets: deps.Store, slices: deps.Slices, guard: deps.Guard, downstream: deps.Downstream, failures: &readFailures{},
 	}, reviews: newIgnoredReviews(), marks: &markedSyntheses{}, orphans: newOrphanReports()}, nil
 }
 

@@ -145,6 +145,42 @@ type planner struct {
 	slices     ports.SliceReader
 	guard      ports.CompositionGuard
 	downstream ports.DownstreamReader
+	// failures counts each object's consecutive failed reads; nil keeps a failure at once (a
+	// dry run).
+	failures *readFailures
+}
+
+// readFailuresToKeep is how many consecutive plans must fail to read an object before it is
+// kept as unreadable: a blip is retried, a persistent error does not stall recovery (N3).
+const readFailuresToKeep = 3
+
+// readFailures counts consecutive failed reads per object, in this process.
+type readFailures struct {
+	mu sync.Mutex
+	n  map[domain.ResourceID]int
+}
+
+// failed counts one more failed read of id and reports whether it is persistent now.
+func (r *readFailures) failed(id domain.ResourceID) (int, bool) {
+	if r == nil {
+		return 1, true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n == nil {
+		r.n = map[domain.ResourceID]int{}
+	}
+	r.n[id]++
+	return r.n[id], r.n[id] >= readFailuresToKeep
+}
+
+func (r *readFailures) read(id domain.ResourceID) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.n, id)
 }
 
 // plan lists the lineage's Secrets live and plans from them.
@@ -281,8 +317,9 @@ func (p planner) producedElsewhere(ctx context.Context, excluded ...string) (map
 }
 
 // observe reads each tombstone's object downstream (design §6.3). A read that fails (a server
-// error, a timeout) is ObjectReadFailed, for the plan to keep or retry (domain.ReadOutage); a
-// canceled pass is an error.
+// error, a timeout) is an error, retried, until it has failed readFailuresToKeep plans in a row;
+// then it is ObjectReadFailed, for the plan to keep or retry (domain.ReadOutage). A canceled
+// pass is an error.
 func (p planner) observe(ctx context.Context, tombstones []domain.Tombstone) (map[domain.ResourceID]domain.Observation, error) {
 	observed := make(map[domain.ResourceID]domain.Observation, len(tombstones))
 	for _, t := range tombstones {
@@ -291,7 +328,13 @@ func (p planner) observe(ctx context.Context, tombstones []domain.Tombstone) (ma
 			return nil, fmt.Errorf("reading %s downstream before tombstoning it: %w", t.Entry.ID(), context.Cause(ctx))
 		}
 		if err != nil {
-			o = domain.Observation{State: domain.ObjectReadFailed, Detail: "reading it failed: " + err.Error()}
+			n, persistent := p.failures.failed(t.Entry.ID())
+			if !persistent {
+				return nil, fmt.Errorf("reading %s downstream before tombstoning it (failure %d of %d before it is kept as unreadable): %w", t.Entry.ID(), n, readFailuresToKeep, err)
+			}
+			o = domain.Observation{State: domain.ObjectReadFailed, Detail: fmt.Sprintf("reading it failed %d times in a row: %v", n, err)}
+		} else {
+			p.failures.read(t.Entry.ID())
 		}
 		observed[t.Entry.ID()] = o
 	}

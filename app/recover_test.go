@@ -806,7 +806,17 @@ func TestRecoverChecksEachTombstoneDownstream(t *testing.T) {
 			f := recoveryFixture(t, rs, rs[:7])
 			f.cfg.MaxTombstoneFraction = 1
 			f.downstream.ObserveObjectCalls(func(_ context.Context, e domain.Entry) (domain.Observation, error) { return tt.observe(e) })
-			res, err := f.service(t).Recover(ctx(t), f.comp)
+			svc := f.service(t)
+			if strings.HasPrefix(tt.name, "N3:") {
+				// A failed read is retried until it has failed three plans in a row.
+				for range 2 {
+					_, err := svc.Recover(ctx(t), f.comp)
+					require.ErrorContains(t, err, "before it is kept as unreadable")
+					assert.Zero(t, f.decisions.WriteDecisionCallCount())
+				}
+			}
+			reads := f.downstream.ObserveObjectCallCount()
+			res, err := svc.Recover(ctx(t), f.comp)
 			if tt.wantErr {
 				require.Error(t, err)
 				assert.Zero(t, f.decisions.WriteDecisionCallCount())
@@ -814,7 +824,7 @@ func TestRecoverChecksEachTombstoneDownstream(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			assert.Equal(t, 2, f.downstream.ObserveObjectCallCount(), "each absent entry is read once")
+			assert.Equal(t, 2, f.downstream.ObserveObjectCallCount()-reads, "each absent entry is read once")
 			d := writtenDecision(t, f)
 			assert.Equal(t, tt.outcome, d.Outcome, d.Message)
 			assert.Equal(t, tt.reason, d.Reason)

@@ -59,12 +59,15 @@ var cascadeCases = []namedCase{
 		// retried for ever, so orphan-b was never deleted either. Now orphan-a is kept as
 		// Unreadable, said in the decision, and the rest is handed over.
 		name:   "N3",
-		points: []string{"every read of orphan-a fails with 503", "A decided Recovered, keeping orphan-a as Unreadable", "Eno deleted orphan-b and kept orphan-a"},
+		points: []string{"every read of orphan-a fails with 503", "A retried the failed read twice, deciding nothing", "A decided Recovered, keeping orphan-a as Unreadable", "Eno deleted orphan-b and kept orphan-a"},
 		script: func(t *testing.T, w *World) {
 			a := w.replicas[0]
 			w.settle("eno synthesizes the recreated composition")
 			what, failing := persistentError(w)
 			reach(t, w, "every read of orphan-a fails with 503", failing && what == "every read of ConfigMap app/orphan-a fails with 503")
+			first, second := a.reconcile(w.ref), a.reconcile(w.ref)
+			reach(t, w, "A retried the failed read twice, deciding nothing", first.err != nil && second.err != nil &&
+				strings.Contains(second.err.Error(), "before it is kept as unreadable"))
 			o := a.reconcile(w.ref)
 			d := decisionOf(t, w)
 			reach(t, w, "A decided Recovered, keeping orphan-a as Unreadable",
