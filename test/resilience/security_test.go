@@ -261,6 +261,19 @@ func runLifecycle(t *testing.T) lifecycle {
 	kindsSecond := newSynthesis([]resource{kept})
 	_, err = recreateComposition(ctx, c, ns, kindsRef.Name, kindsSecond)
 	require.NoError(t, err)
+	// A ServiceAccount's deletion cascades (its token Secrets): held for review, then approved
+	// by an operator with their own credentials.
+	require.Eventually(t, func() bool {
+		live, err := liveComposition(ctx, c, kindsRef)
+		if err != nil {
+			return false
+		}
+		held, ok := live.Decision()
+		return ok && held.SynthesisUUID == kindsSecond.UUID && held.Outcome == domain.OutcomeHeldForReview && held.Reason == domain.ReasonCascadingDeletion
+	}, eventually, poll, "synthesis %s held for review: a ServiceAccount cascades", kindsSecond.UUID)
+	approve := fmt.Sprintf(`{"metadata":{"annotations":{%q:"approve:%s"}}}`, domain.AnnotationReview, kindsSecond.UUID)
+	_, err = c.Dynamic.Resource(k8s.CompositionGVR).Namespace(ns).Patch(ctx, kindsRef.Name, types.MergePatchType, []byte(approve), metav1.PatchOptions{})
+	require.NoError(t, err)
 	d = decidedOn(kindsRef, kindsSecond, domain.OutcomeRecovered)
 	got, _, err = tombstoneSliceIDs(ctx, c, ns, d.TombstoneSlice)
 	require.NoError(t, err)
