@@ -165,17 +165,3 @@ type CompositionState struct {
 	// RecordingFailing: the last recording pass ended with an error or a refusal.
 	RecordingFailing bool
 }
-
-// WorkQueue is the rate-limited queue the controller loop drains. client-go's
-// workqueue.TypedRateLimitingInterface[domain.CompositionRef] satisfies it.
-//
-//counterfeiter:generate . WorkQueue
-type WorkQueue interface {
-	Get() (domain.CompositionRef, bool)
-	Done(item domain.CompositionRef)
-	Forget(item domain.CompositionRef)
-	AddRateLimited(item domain.CompositionRef)
-	AddAfter(item domain.CompositionRef, d time.Duration)
-	ShutDown()
-	ShuttingDown() bool
-}

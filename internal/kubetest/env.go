@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/goleak"
 	"k8s.io/client-go/rest"
 )
 
@@ -35,6 +36,13 @@ type Options struct {
 	// Users are extra static-token users. They get no RBAC bindings: tests grant what they need,
 	// which keeps least-privilege checks meaningful.
 	Users []User
+
+	// Goleak adds options to TestMainWithEnv's check for leaked goroutines, for goroutines a
+	// library is known to leave behind or to end late.
+	Goleak []goleak.Option
+	// Settle is how long the check waits for goroutines that end late (goleak's own retries
+	// last about a second).
+	Settle time.Duration
 
 	// CRDs, when set, replaces the minimal Eno CRDs of crds/eno-crds.yaml with these
 	// (multi-document YAML), for instance Eno's own CRDs from its source tree. They must include

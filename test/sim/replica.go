@@ -214,7 +214,7 @@ func (r *replica) boot() {
 	dsMeta := must(metadata.NewForConfig(dsCfg))
 	disc := must(discovery.NewDiscoveryClientForConfig(dsCfg))
 	comps := must(k8s.NewCompositions(cpDyn, &staleLister{view: func() view { return w.cp.ViewAt(r.compRev) }}))
-	secrets := must(k8s.NewSecretStore(dsCore, dsMeta, domain.DefaultInventoryNamespace))
+	secrets := must(k8s.NewSecretStore(dsCore, nil, domain.DefaultInventoryNamespace))
 	store := &staleChunks{SecretStore: secrets, view: func() view { return w.ds.ViewAt(r.chunkRev) }}
 	cfg := app.DefaultConfig()
 	cfg.Enabled = true
