@@ -129,6 +129,9 @@ func (g *Guest) Start(ctx context.Context) error {
 	for {
 		synced, err := g.attempt(ctx)
 		if ctx.Err() != nil {
+			if !synced {
+				log.Info("stopped before the caches synced")
+			}
 			return nil
 		}
 		if synced {
