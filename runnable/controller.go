@@ -54,7 +54,7 @@ func (g *Guest) build(ctx context.Context) (*attemptRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	lister := compositionLister{reader: comps}
+	lister := compositionLister{reader: comps, scope: g.s.CompositionNamespace}
 	svc, err := g.service(lister, secrets)
 	if err != nil {
 		return nil, err
@@ -82,7 +82,11 @@ func (g *Guest) build(ctx context.Context) (*attemptRun, error) {
 	if err := ctl.Watch(source.Kind[client.Object](comps, compositionObject(), g.refHandler("composition", compositionRequest))); err != nil {
 		return nil, err
 	}
-	if err := ctl.Watch(source.Kind[client.Object](ds.GetCache(), secretObject(), g.refHandler("inventory secret", secretRequest))); err != nil {
+	inScope := func(obj client.Object) (reconcile.Request, bool) {
+		req, ok := secretRequest(obj)
+		return req, ok && (g.s.CompositionNamespace == "" || req.Namespace == g.s.CompositionNamespace)
+	}
+	if err := ctl.Watch(source.Kind[client.Object](ds.GetCache(), secretObject(), g.refHandler("inventory secret", inScope))); err != nil {
 		return nil, err
 	}
 	return &attemptRun{comps: comps, downstream: ds, ctl: ctl}, nil

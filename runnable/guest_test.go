@@ -68,7 +68,7 @@ func (w *requestLog) wrap(cfg *rest.Config) *rest.Config {
 		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 			if !strings.Contains(req.URL.Path, "/apis/coordination.k8s.io/") && !strings.Contains(req.URL.Path, "/events") {
 				w.mu.Lock()
-				w.requests = append(w.requests, req.Method+" "+req.URL.Path)
+				w.requests = append(w.requests, req.Method+" "+req.URL.RequestURI())
 				w.mu.Unlock()
 			}
 			return next.RoundTrip(req)
@@ -260,6 +260,13 @@ func TestOnlyTheHostsLeaderRuns(t *testing.T) {
 	require.NotNil(t, follower, "one host leads")
 	assert.NotEmpty(t, leader.reqs.writes(), "the leader records")
 	assert.Empty(t, follower.reqs.all(), "the follower's guest sends nothing downstream")
+	// Downstream, the only watch is of our Secrets: objects are read live by identity, so no
+	// informer starts per kind read.
+	for _, r := range leader.reqs.all() {
+		if strings.Contains(r, "watch=true") {
+			assert.Contains(t, r, "/api/v1/namespaces/"+inventory+"/secrets?", "a downstream watch other than our Secrets'")
+		}
+	}
 
 	require.NoError(t, leader.h.stop())
 	createRecordable(t, c, ns, "second")

@@ -10,7 +10,9 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -105,4 +107,19 @@ func TestHandlersMapEventsToCompositions(t *testing.T) {
 	second, _ := q.Get()
 	assert.Equal(t, types.NamespacedName{Namespace: "ns", Name: "c"}, first.NamespacedName)
 	assert.Equal(t, types.NamespacedName{Namespace: "ns2", Name: "c2"}, second.NamespacedName)
+}
+
+// TestCompositionOutsideTheScopeIsNotFound: an inventory Secret of another shard can name a
+// Composition outside the cache's namespace; reading it is NotFound (nothing to do), as a
+// client-go lister says, not the namespaced cache's error retried forever.
+func TestCompositionOutsideTheScopeIsNotFound(t *testing.T) {
+	l := compositionLister{scope: "shard-a"} // no reader: reading it would panic
+	_, err := l.ByNamespace("shard-b").Get("web")
+	assert.True(t, apierrors.IsNotFound(err), "got %v", err)
+	objs, err := l.ByNamespace("shard-b").List(labels.Everything())
+	require.NoError(t, err)
+	assert.Empty(t, objs)
+
+	req, ok := secretRequest(&unstructured.Unstructured{})
+	assert.False(t, ok, "a Secret naming no Composition enqueues nothing: %v", req)
 }

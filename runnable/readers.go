@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -22,8 +23,9 @@ const lineageField = "tombstone-recovery.lineage"
 // controller's Composition cache. The cache hands out its own objects (UnsafeDisableDeepCopy):
 // the adapter copies what it keeps and never mutates them.
 type compositionLister struct {
-	reader    client.Reader
-	namespace string
+	reader client.Reader
+	// scope is the cache's namespace, "" for all; namespace is the one ByNamespace chose.
+	scope, namespace string
 }
 
 var _ toolscache.GenericLister = compositionLister{}
@@ -33,6 +35,9 @@ func (l compositionLister) List(selector labels.Selector) ([]runtime.Object, err
 	list.SetGroupVersionKind(compositionObject().GroupVersionKind())
 	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: selector}}
 	if l.namespace != "" {
+		if l.scope != "" && l.namespace != l.scope {
+			return nil, nil
+		}
 		opts = append(opts, client.InNamespace(l.namespace))
 	}
 	if err := l.reader.List(context.Background(), list, opts...); err != nil {
@@ -45,7 +50,12 @@ func (l compositionLister) List(selector labels.Selector) ([]runtime.Object, err
 	return out, nil
 }
 
+// Get reads the cached Composition. One outside the cache's namespace is NotFound, as a
+// client-go lister says: a namespaced controller-runtime cache refuses the read instead.
 func (l compositionLister) Get(name string) (runtime.Object, error) {
+	if l.scope != "" && l.namespace != l.scope {
+		return nil, apierrors.NewNotFound(k8s.CompositionGVR.GroupResource(), name)
+	}
 	u := compositionObject()
 	if err := l.reader.Get(context.Background(), client.ObjectKey{Namespace: l.namespace, Name: name}, u); err != nil {
 		return nil, err
@@ -54,7 +64,7 @@ func (l compositionLister) Get(name string) (runtime.Object, error) {
 }
 
 func (l compositionLister) ByNamespace(namespace string) toolscache.GenericNamespaceLister {
-	return compositionLister{reader: l.reader, namespace: namespace}
+	return compositionLister{reader: l.reader, scope: l.scope, namespace: namespace}
 }
 
 // cachedSecrets is the cache of our inventory Secrets' metadata the SecretStore reads, over the
