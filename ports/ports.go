@@ -146,7 +146,8 @@ type Metrics interface {
 	// ReconcileDone observes one reconcile.
 	ReconcileDone(d time.Duration, err error)
 	// Panicked counts a panic recovered where it would have reached the host process: in a
-	// reconcile ("reconcile") or an informer event handler ("event-handler").
+	// reconcile ("reconcile"), an informer event handler ("event-handler") or the start of the
+	// controller's caches and controller ("start").
 	Panicked(where string)
 	// TombstoneAlert counts tombstones a check after the hand-off reported, by reason:
 	// HandoffDisarmed, OrphansRemain.
