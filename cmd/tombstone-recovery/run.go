@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -166,6 +167,12 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("run: --composition-label-selector: %w", err)
 	}
+	// controller-runtime would fail a busy port only once the manager starts, among other logs.
+	for _, s := range []struct{ what, addr string }{{"metrics", o.metricsAddr}, {"probes", o.healthAddr}} {
+		if err := checkListen(s.addr); err != nil {
+			return fmt.Errorf("listening for %s on %s: %w", s.what, s.addr, err)
+		}
+	}
 	leaseName := o.leaderElectionID
 	if leaseName == "" {
 		leaseName = runnable.DefaultLeaseName(o.compositionNamespace, selector)
@@ -223,6 +230,18 @@ func (o runOptions) controllerOptions(selector labels.Selector, log logr.Logger)
 		Logger:                     log,
 		Registerer:                 ctrlmetrics.Registry,
 	}
+}
+
+// checkListen fails when addr ("" or "0": no server) cannot be listened on now.
+func checkListen(addr string) error {
+	if addr == "" || addr == "0" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	return ln.Close()
 }
 
 // bindAddress is the flag's address for controller-runtime, where "0" disables a server; the
