@@ -4,8 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 )
 
@@ -16,19 +14,12 @@ var env *kubetest.Env
 // noSecrets is a user with no RBAC binding: it cannot list the inventory Secrets.
 const noSecrets = "no-secrets"
 
-// TestMain starts the API server and checks for leaked goroutines (goleak) after it stops.
-//
-// Two goroutines of controller-runtime's caches outlive a stopped guest. A namespaced cache
-// stops its informers without waiting for them, and a reflector waiting out its backoff (an
-// unreachable cluster) ends only when the backoff does: the check waits up to a minute. A
-// metadata informer stopped with an event in flight leaves its GVK-fixing watch.Filter
-// goroutine blocked for good (an upstream flaw): it is ignored.
+// TestMain starts the API server and checks for leaked goroutines (goleak) after it stops,
+// allowing for controller-runtime's stragglers (kubetest.ControllerRuntimeStragglers).
 func TestMain(m *testing.M) {
 	opts := kubetest.Options{
-		Users: []kubetest.User{{Name: noSecrets}},
-		Goleak: []goleak.Option{
-			goleak.IgnoreAnyFunction("k8s.io/apimachinery/pkg/watch.(*filteredWatch).loop"),
-		},
+		Users:  []kubetest.User{{Name: noSecrets}},
+		Goleak: kubetest.ControllerRuntimeStragglers,
 		Settle: time.Minute,
 	}
 	kubetest.TestMainWithEnv(m, opts, func(e *kubetest.Env) int {
