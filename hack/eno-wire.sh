@@ -6,7 +6,7 @@
 #   hack/eno-wire.sh SRC_DIR OUT_BINARY [FAULTS_BINARY]
 #       SRC_DIR is an unpacked stock Eno source tree; it is copied, never modified. In the copy:
 #       1. `GOWORK=off go list -m all` (the module versions before);
-#       2. cmd/eno-reconciler/main.go gets mgr.Add(tombstonerecovery.New(...)) after
+#       2. cmd/eno-reconciler/main.go gets tombstonerecovery.SetupWithManager(mgr, ...) after
 #          reconciliation.New's error check and before mgr.Start, and the import (--patch);
 #       3. go.mod gets `require github.com/Azure/eno-tombstone-recovery v0.0.0` and a replace by this
 #          checkout (go mod edit), resolved with `GOWORK=off go mod tidy`;
@@ -38,20 +38,20 @@ die() {
 # mgrOpts.CompositionSelector (labels.Selector), logger (logr.Logger), fmt and os.
 read -r -d '' call <<'EOF' || true
 	// Tombstone recovery (github.com/Azure/eno-tombstone-recovery): records each Composition's
-	// inventory and recovers it when the Composition is recreated.
-	if err := mgr.Add(tombstonerecovery.New(tombstonerecovery.Options{
-		ControlPlane:         mgr.GetConfig(),
-		Downstream:           remoteConfig,
+	// inventory and recovers it when the Composition is recreated. A guest of this manager: it
+	// runs on the elected leader only, shares the metrics registry, and no failure of its own
+	// stops or delays eno-reconciler.
+	if _, err := tombstonerecovery.SetupWithManager(mgr, remoteConfig, tombstonerecovery.Options{
 		CompositionNamespace: compositionNamespace,
 		CompositionSelector:  mgrOpts.CompositionSelector,
 		Enabled:              true,
 		Logger:               logger.WithName("tombstone-recovery"),
 		Registerer:           ctrlmetrics.Registry,
 		Getenv:               os.Getenv, // ENO_TOMBSTONE_RECOVERY_* override the settings
-		// With --leader-election the manager starts it on its leader only, and it takes no
-		// Lease of its own; without, it elects its own leader among the replicas.
-		LeaderElection: tombstonerecovery.LeaderElection{HostElects: mgrOpts.LeaderElection},
-	})); err != nil {
+		// With --leader-election the manager starts it on its leader only; without, it logs
+		// that it needs --leader-election and does not start (design §8.2).
+		HostElects: mgrOpts.LeaderElection,
+	}); err != nil {
 		return fmt.Errorf("adding the tombstone recovery controller: %w", err)
 	}
 

@@ -154,7 +154,8 @@ type Metrics interface {
 	// ReconcileDone observes one reconcile.
 	ReconcileDone(d time.Duration, err error)
 	// Panicked counts a panic recovered where it would have reached the host process: in a
-	// reconcile ("reconcile") or an informer event handler ("event-handler").
+	// reconcile ("reconcile"), an informer event handler ("event-handler") or the start of the
+	// controller's caches and controller ("start").
 	Panicked(where string)
 	// TombstoneAlert counts tombstones a check after the hand-off reported, by reason:
 	// HandoffDisarmed, OrphansRemain.
@@ -179,18 +180,4 @@ type CompositionState struct {
 	// OrphansRemaining is the last "did Eno do it?" count: objects handed to Eno as tombstones
 	// still present after its carrying synthesis was Ready (design §6.2).
 	OrphansRemaining int
-}
-
-// WorkQueue is the rate-limited queue the controller loop drains. client-go's
-// workqueue.TypedRateLimitingInterface[domain.CompositionRef] satisfies it.
-//
-//counterfeiter:generate . WorkQueue
-type WorkQueue interface {
-	Get() (domain.CompositionRef, bool)
-	Done(item domain.CompositionRef)
-	Forget(item domain.CompositionRef)
-	AddRateLimited(item domain.CompositionRef)
-	AddAfter(item domain.CompositionRef, d time.Duration)
-	ShutDown()
-	ShuttingDown() bool
 }

@@ -21,8 +21,6 @@ const (
 	EnvPendingRecheckInterval     = "ENO_TOMBSTONE_RECOVERY_PENDING_RECHECK_INTERVAL"      // a duration, e.g. 1m
 	EnvReconcileTimeout           = "ENO_TOMBSTONE_RECOVERY_RECONCILE_TIMEOUT"             // a duration, e.g. 2m
 	EnvWorkers                    = "ENO_TOMBSTONE_RECOVERY_WORKERS"                       // an integer
-	EnvLeaderElect                = "ENO_TOMBSTONE_RECOVERY_LEADER_ELECT"                  // true or false
-	EnvLeaderElectionNamespace    = "ENO_TOMBSTONE_RECOVERY_LEADER_ELECTION_NAMESPACE"     // a namespace
 )
 
 // settingEnv names the variable behind each setting app.Config.Validate checks.
@@ -90,10 +88,6 @@ func (o Options) fromEnvironment(getenv func(string) string) (Options, error) {
 	duration(EnvPendingRecheckInterval, &o.PendingRecheckInterval)
 	duration(EnvReconcileTimeout, &o.ReconcileTimeout)
 	integer(EnvWorkers, &o.Workers)
-	elect := !o.LeaderElection.Disabled
-	boolean(EnvLeaderElect, &elect)
-	o.LeaderElection.Disabled = !elect
-	str(EnvLeaderElectionNamespace, &o.LeaderElection.Namespace)
 	return o, errors.Join(errs...)
 }
 

@@ -5,28 +5,21 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/rest"
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
 	"github.com/Azure/eno-tombstone-recovery/app"
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// Options configures a Controller. Zero values mean the defaults named on each field, except
-// Enabled: the library default is off, so a caller that wants recording and recovery says so.
+// Options configures the controller SetupWithManager adds. Zero values mean the defaults
+// named on each field, except Enabled: the library default is off, so a caller that wants
+// recording and recovery says so (design §4).
 type Options struct {
-	// ControlPlane is the cluster that holds the Compositions and ResourceSlices (eno-reconciler:
-	// mgr.GetConfig()). Required. It is copied, never modified.
-	ControlPlane *rest.Config
-	// Downstream is the cluster that holds the inventory Secrets (eno-reconciler: remoteConfig).
-	// nil means ControlPlane.
-	Downstream *rest.Config
 	// QPS and Burst limit each client of this controller; 0 keeps the rest.Config's.
 	QPS   float32
 	Burst int
@@ -59,25 +52,37 @@ type Options struct {
 	// ReconcileTimeout bounds one reconcile; 0 is app.DefaultReconcileTimeout.
 	ReconcileTimeout time.Duration
 
-	// Workers is the number of concurrent reconciles; 0 is 2.
+	// Workers is the number of concurrent reconciles (MaxConcurrentReconciles); 0 is 2.
 	Workers int
 	// ResyncPeriod re-delivers every cached Composition this often; 0 is 10 minutes, a negative
-	// value never.
+	// value never. It is the resync of the controller's own Composition cache, inside
+	// eno-reconciler too: the host's cache is not involved.
 	ResyncPeriod time.Duration
+	// CacheSyncTimeout bounds the wait for the caches to fill; 0 is 2 minutes. A cache that
+	// has not synced by then (inventory Secrets Forbidden, an unreachable cluster) stops the
+	// attempt, which is retried after RestartBackoff.
+	CacheSyncTimeout time.Duration
+	// RestartBackoff is the first wait before the controller starts again after a failure; it
+	// doubles up to 5 minutes. 0 is 1 second.
+	RestartBackoff time.Duration
 
-	// LeaderElection decides which replica reconciles; by default one at a time, through a
-	// Lease of the controller's own.
-	LeaderElection LeaderElection
+	// HostElects says that the manager elects a leader and starts leader-election runnables on
+	// its leader only (eno-reconciler --leader-election: pass mgrOpts.LeaderElection; the
+	// standalone binary with --leader-elect). The controller then runs on the leader only.
+	HostElects bool
+	// EveryReplica runs the controller on every replica of a manager that does not elect (the
+	// standalone binary with --leader-elect=false): safe (resourceVersion preconditions, and
+	// recovery slices sealed before their commit), but every replica then does the work. Without
+	// it or HostElects the controller refuses to start, logging why, and the host carries on.
+	EveryReplica bool
 
 	// Logger receives the controller's logs; it is also put in the context of every reconcile.
+	// The zero Logger is the manager's, named tombstone-recovery.
 	Logger logr.Logger
 	// Registerer receives the controller's metrics (eno_tombstone_recovery_*); nil exports none.
-	// eno-reconciler can pass controller-runtime's metrics.Registry.
+	// eno-reconciler and the binary pass controller-runtime's metrics.Registry. The work queue's
+	// metrics are controller-runtime's (workqueue_*, name "compositions") in either case.
 	Registerer prometheus.Registerer
-	// WorkqueueRegisterer receives the work queue's client-go metrics (workqueue_*, label name).
-	// nil means Registerer under the prefix eno_tombstone_recovery_, because controller-runtime's
-	// registry already holds workqueue_* families with other labels.
-	WorkqueueRegisterer prometheus.Registerer
 
 	// Getenv, when set (to os.Getenv, say), lets the ENO_TOMBSTONE_RECOVERY_* variables (Env*)
 	// override the fields they name: settings for an operator of a process whose flags are not
@@ -85,34 +90,10 @@ type Options struct {
 	Getenv func(string) string
 }
 
-// LeaderElection configures the Lease that lets one replica reconcile at a time.
-// eno-reconciler starts every runnable on every replica (its own leader election is off by
-// default), so the controller elects a leader by itself unless Disabled.
-type LeaderElection struct {
-	// Disabled reconciles on every replica at once: safe (resourceVersion preconditions, and
-	// recovery slices sealed before their commit), but every replica then does the work.
-	Disabled bool
-	// HostElects says that the process embedding the controller elects a leader and starts
-	// leader-election runnables only on its leader (eno-reconciler run with --leader-election:
-	// pass mgrOpts.LeaderElection). The controller then follows the host: NeedLeaderElection is
-	// true and it takes no Lease of its own, so a follower starts nothing of it and sends nothing.
-	HostElects bool
-	// Namespace of the Lease; "" is $POD_NAMESPACE, else kube-system.
-	Namespace string
-	// Name of the Lease; "" is DefaultLeaseName for the controller's Composition scope.
-	Name string
-	// Identity of this replica; "" is the host name and a random suffix.
-	Identity string
-	// LeaseDuration, RenewDeadline and RetryPeriod are client-go's; 0 is 15s, 10s and 2s.
-	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-	// StopOnLoss makes Start return ErrLeadershipLost when the Lease is lost, so that a
-	// standalone process restarts clean. Otherwise the controller drains its workers and
-	// campaigns again, and the process that embeds it carries on.
-	StopOnLoss bool
-}
-
-// ErrLeadershipLost is returned by Start when the Lease was lost and StopOnLoss is set.
-var ErrLeadershipLost = errors.New("lost the leader election Lease")
+// ErrNoLeaderElection is why the controller refuses to start in a manager that does not elect
+// a leader, unless Options.EveryReplica says every replica may run it.
+var ErrNoLeaderElection = errors.New("eno-reconciler runs without --leader-election: every replica would run the tombstone recovery controller; " +
+	"run eno-reconciler with --leader-election to enable it (the rest of eno-reconciler is unaffected)")
 
 const (
 	// UserAgent identifies the controller's requests to both API servers.
@@ -120,18 +101,16 @@ const (
 	// leaseBaseName is the Lease of the whole Composition space.
 	leaseBaseName = "eno-tombstone-recovery"
 
-	defaultWorkers       = 2
-	defaultResync        = 10 * time.Minute
-	defaultLeaseDuration = 15 * time.Second
-	defaultRenewDeadline = 10 * time.Second
-	defaultRetryPeriod   = 2 * time.Second
-	defaultLeaseNS       = "kube-system"
+	defaultWorkers          = 2
+	defaultResync           = 10 * time.Minute
+	defaultCacheSyncTimeout = 2 * time.Minute
+	defaultRestartBackoff   = time.Second
+	maxRestartBackoff       = 5 * time.Minute
 )
 
-// DefaultLeaseName is the Lease of a Composition scope: eno-tombstone-recovery for all
-// Compositions, with a suffix from the namespace and selector otherwise. Replicas of one shard
-// (eno-reconciler replicas that differ only by --resource-filter) share a Lease; different
-// shards each elect their own leader.
+// DefaultLeaseName is the standalone binary's Lease for a Composition scope:
+// eno-tombstone-recovery for all Compositions, with a suffix from the namespace and selector
+// otherwise. Replicas of one shard share a Lease; different shards each elect their own leader.
 func DefaultLeaseName(namespace string, selector labels.Selector) string {
 	sel := selectorString(selector)
 	if namespace == "" && sel == "" {
@@ -156,7 +135,7 @@ type settings struct {
 }
 
 // resolve applies the environment, then every default, and checks every value: the
-// clients', the use cases' configuration, the workers and resync period, and leader election.
+// clients', the use cases' configuration, the workers, resync period and timings.
 func (o Options) resolve() (settings, error) {
 	if o.Getenv != nil {
 		var err error
@@ -165,12 +144,6 @@ func (o Options) resolve() (settings, error) {
 		}
 	}
 	s := settings{Options: o, selector: selectorString(o.CompositionSelector)}
-	if o.ControlPlane == nil {
-		return s, errors.New("tombstone recovery: the control plane rest.Config is required")
-	}
-	if s.Downstream == nil {
-		s.Downstream = o.ControlPlane
-	}
 	if o.QPS < 0 || o.Burst < 0 {
 		return s, fmt.Errorf("tombstone recovery: QPS and Burst must not be negative, got %g and %d", o.QPS, o.Burst)
 	}
@@ -196,10 +169,16 @@ func (o Options) resolve() (settings, error) {
 	case o.ResyncPeriod == 0:
 		s.ResyncPeriod = defaultResync
 	case o.ResyncPeriod < 0:
-		s.ResyncPeriod = 0 // the informer's "never"
+		s.ResyncPeriod = 0 // never
 	}
-	if err := s.LeaderElection.resolve(o.CompositionNamespace, o.CompositionSelector); err != nil {
-		return s, err
+	if o.CacheSyncTimeout < 0 || o.RestartBackoff < 0 {
+		return s, fmt.Errorf("tombstone recovery: CacheSyncTimeout and RestartBackoff must not be negative, got %s and %s", o.CacheSyncTimeout, o.RestartBackoff)
+	}
+	if o.CacheSyncTimeout == 0 {
+		s.CacheSyncTimeout = defaultCacheSyncTimeout
+	}
+	if o.RestartBackoff == 0 {
+		s.RestartBackoff = defaultRestartBackoff
 	}
 	return s, nil
 }
@@ -235,33 +214,4 @@ func (o Options) appConfig(matcher domain.LabelMatcher) (app.Config, error) {
 		return cfg, fmt.Errorf("tombstone recovery: %w", err)
 	}
 	return cfg, nil
-}
-
-// resolve applies the Lease's defaults, its name following the shard, and checks client-go's
-// rules for its durations.
-func (le *LeaderElection) resolve(shardNamespace string, shardSelector labels.Selector) error {
-	if le.Namespace == "" {
-		le.Namespace = os.Getenv("POD_NAMESPACE")
-	}
-	if le.Namespace == "" {
-		le.Namespace = defaultLeaseNS
-	}
-	if le.Name == "" {
-		le.Name = DefaultLeaseName(shardNamespace, shardSelector)
-	}
-	for _, d := range []struct {
-		v   *time.Duration
-		def time.Duration
-	}{{&le.LeaseDuration, defaultLeaseDuration}, {&le.RenewDeadline, defaultRenewDeadline}, {&le.RetryPeriod, defaultRetryPeriod}} {
-		if *d.v == 0 {
-			*d.v = d.def
-		}
-	}
-	// client-go's own rules (leaderelection.NewLeaderElector), checked here so Start cannot fail on them.
-	if !le.Disabled && !le.HostElects && (le.LeaseDuration <= le.RenewDeadline || le.RetryPeriod <= 0 ||
-		float64(le.RenewDeadline) <= 1.2*float64(le.RetryPeriod)) {
-		return fmt.Errorf("tombstone recovery: leader election needs LeaseDuration > RenewDeadline > 1.2 × RetryPeriod > 0, got %s, %s, %s",
-			le.LeaseDuration, le.RenewDeadline, le.RetryPeriod)
-	}
-	return nil
 }

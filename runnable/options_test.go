@@ -1,33 +1,27 @@
 package runnable
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// The structural interfaces of controller-runtime's manager (design §8.2): Runnable and
-// LeaderElectionRunnable, spelled out so that this module needs no controller-runtime.
-var _ interface {
-	Start(context.Context) error
-	NeedLeaderElection() bool
-} = (*Controller)(nil)
-
-var cluster = &rest.Config{Host: "https://127.0.0.1:1"}
+// The guest is a Runnable the manager starts on its leader only (design §8.2).
+var (
+	_ manager.Runnable               = (*Guest)(nil)
+	_ manager.LeaderElectionRunnable = (*Guest)(nil)
+)
 
 func TestResolveDefaults(t *testing.T) {
-	t.Setenv("POD_NAMESPACE", "")
-	s, err := Options{ControlPlane: cluster}.resolve()
+	s, err := Options{}.resolve()
 	require.NoError(t, err)
 	assert.False(t, s.config.Enabled, "the library default is off (design §4)")
-	assert.Same(t, cluster, s.Downstream, "the downstream defaults to the control plane")
 	assert.Equal(t, domain.DefaultInventoryNamespace, s.config.InventoryNamespace)
 	assert.Equal(t, domain.DefaultMaxChunkBytes, s.config.MaxChunkBytes)
 	assert.Equal(t, domain.DefaultMaxChunks, s.config.MaxChunks)
@@ -35,21 +29,18 @@ func TestResolveDefaults(t *testing.T) {
 	assert.False(t, s.config.AllowCrossNamespaceLineage, "each namespace's history is its own by default (design §5 step 3)")
 	assert.Equal(t, 2, s.Workers)
 	assert.Equal(t, 10*time.Minute, s.ResyncPeriod)
-	assert.False(t, s.LeaderElection.Disabled, "a Lease of its own by default")
-	assert.Equal(t, "kube-system", s.LeaderElection.Namespace)
-	assert.Equal(t, "eno-tombstone-recovery", s.LeaderElection.Name)
-	assert.Equal(t, []time.Duration{15 * time.Second, 10 * time.Second, 2 * time.Second},
-		[]time.Duration{s.LeaderElection.LeaseDuration, s.LeaderElection.RenewDeadline, s.LeaderElection.RetryPeriod})
+	assert.Equal(t, 2*time.Minute, s.CacheSyncTimeout)
+	assert.Equal(t, time.Second, s.RestartBackoff)
+	assert.False(t, s.HostElects || s.EveryReplica, "without election the guest refuses to start")
 	assert.True(t, s.config.Scope.Contains(domain.Composition{Namespace: "any", Labels: map[string]string{"a": "b"}}))
 }
 
 func TestResolveExplicitValues(t *testing.T) {
-	t.Setenv("POD_NAMESPACE", "eno-system")
 	zero := 0.0
 	sel, err := labels.Parse("shard=a")
 	require.NoError(t, err)
 	s, err := Options{
-		ControlPlane: cluster, Enabled: true, CompositionNamespace: "team-a", CompositionSelector: sel,
+		Enabled: true, CompositionNamespace: "team-a", CompositionSelector: sel,
 		InventoryNamespace: "inv", MaxChunkBytes: 100, MaxChunks: 3, MaxTombstoneFraction: &zero,
 		AllowCrossNamespaceLineage: true, Workers: 5, ResyncPeriod: -1,
 	}.resolve()
@@ -61,8 +52,7 @@ func TestResolveExplicitValues(t *testing.T) {
 	assert.Equal(t, 3, s.config.MaxChunks)
 	assert.Equal(t, 0.0, s.config.MaxTombstoneFraction, "0 is a setting (hold every recovery), not the default")
 	assert.Equal(t, 5, s.Workers)
-	assert.Equal(t, time.Duration(0), s.ResyncPeriod, "negative: the informer never resyncs")
-	assert.Equal(t, "eno-system", s.LeaderElection.Namespace, "$POD_NAMESPACE, as eno-reconciler's own election")
+	assert.Equal(t, time.Duration(0), s.ResyncPeriod, "negative: the cache never resyncs")
 	assert.Equal(t, "shard=a", s.selector)
 	assert.True(t, s.config.Scope.Contains(domain.Composition{Namespace: "team-a", Labels: map[string]string{"shard": "a"}}))
 	assert.False(t, s.config.Scope.Contains(domain.Composition{Namespace: "team-a", Labels: map[string]string{"shard": "b"}}))
@@ -92,7 +82,7 @@ func TestDefaultLeaseNameFollowsTheShard(t *testing.T) {
 // A first rollout reviews every recovery: ENO_TOMBSTONE_RECOVERY_MAX_TOMBSTONE_FRACTION=0 is a
 // setting, not "unset", and wins over the option (design §6.1).
 func TestResolveEnvironmentFractionZero(t *testing.T) {
-	s, err := Options{ControlPlane: cluster, MaxTombstoneFraction: ptr(0.5),
+	s, err := Options{MaxTombstoneFraction: ptr(0.5),
 		Getenv: func(k string) string {
 			if k == EnvMaxTombstoneFraction {
 				return "0"
@@ -112,10 +102,8 @@ func TestResolveEnvironment(t *testing.T) {
 		EnvMaxTombstoneFraction:       "1",
 		EnvAllowCrossNamespaceLineage: "true",
 		EnvWorkers:                    "3",
-		EnvLeaderElect:                "false",
-		EnvLeaderElectionNamespace:    "leases",
 	}
-	s, err := Options{ControlPlane: cluster, Enabled: true, Getenv: func(k string) string { return vars[k] }}.resolve()
+	s, err := Options{Enabled: true, Getenv: func(k string) string { return vars[k] }}.resolve()
 	require.NoError(t, err)
 	assert.False(t, s.config.Enabled, "the operator's variable wins over the compiled-in value")
 	assert.Equal(t, "inv", s.config.InventoryNamespace)
@@ -124,10 +112,8 @@ func TestResolveEnvironment(t *testing.T) {
 	assert.Equal(t, 1.0, s.config.MaxTombstoneFraction)
 	assert.True(t, s.config.AllowCrossNamespaceLineage)
 	assert.Equal(t, 3, s.Workers)
-	assert.True(t, s.LeaderElection.Disabled)
-	assert.Equal(t, "leases", s.LeaderElection.Namespace)
 
-	s, err = Options{ControlPlane: cluster, Enabled: true, MaxChunks: 9, Getenv: func(string) string { return "" }}.resolve()
+	s, err = Options{Enabled: true, MaxChunks: 9, Getenv: func(string) string { return "" }}.resolve()
 	require.NoError(t, err)
 	assert.True(t, s.config.Enabled, "unset variables change nothing")
 	assert.Equal(t, 9, s.config.MaxChunks)
@@ -147,25 +133,21 @@ func TestRefusals(t *testing.T) {
 		opts Options
 		want string
 	}{
-		{"no control plane", Options{}, "control plane rest.Config is required"},
-		{"bad fraction", Options{ControlPlane: cluster, MaxTombstoneFraction: ptr(1.5)}, "max tombstone fraction must be between 0 and 1, got 1.5"},
-		{"negative chunks", Options{ControlPlane: cluster, MaxChunks: -1}, "max chunks must be at least 1"},
-		{"chunk bytes over the Secret limit", Options{ControlPlane: cluster, MaxChunkBytes: domain.SecretDataLimit + 1}, "max chunk bytes must be between"},
-		{"negative workers", Options{ControlPlane: cluster, Workers: -1}, "Workers must not be negative"},
-		{"negative QPS", Options{ControlPlane: cluster, QPS: -1}, "QPS and Burst must not be negative"},
-		{"a selector of nothing", Options{ControlPlane: cluster, CompositionSelector: labels.Nothing()}, "selects nothing"},
-		{"lease timings", Options{ControlPlane: cluster, LeaderElection: LeaderElection{LeaseDuration: time.Second, RenewDeadline: 2 * time.Second}}, "LeaseDuration > RenewDeadline"},
-		{"variable not a number", Options{ControlPlane: cluster, Getenv: env(EnvMaxChunks, "many")}, `ENO_TOMBSTONE_RECOVERY_MAX_CHUNKS="many": want an integer`},
-		{"variable not a boolean", Options{ControlPlane: cluster, Getenv: env(EnvEnabled, "yes please")}, "ENO_TOMBSTONE_RECOVERY_ENABLED"},
-		{"variable out of range, named", Options{ControlPlane: cluster, Getenv: env(EnvMaxTombstoneFraction, "2")}, "ENO_TOMBSTONE_RECOVERY_MAX_TOMBSTONE_FRACTION must be between 0 and 1, got 2"},
+		{"bad fraction", Options{MaxTombstoneFraction: ptr(1.5)}, "max tombstone fraction must be between 0 and 1, got 1.5"},
+		{"negative chunks", Options{MaxChunks: -1}, "max chunks must be at least 1"},
+		{"chunk bytes over the Secret limit", Options{MaxChunkBytes: domain.SecretDataLimit + 1}, "max chunk bytes must be between"},
+		{"negative workers", Options{Workers: -1}, "Workers must not be negative"},
+		{"negative QPS", Options{QPS: -1}, "QPS and Burst must not be negative"},
+		{"a selector of nothing", Options{CompositionSelector: labels.Nothing()}, "selects nothing"},
+		{"negative timings", Options{CacheSyncTimeout: -time.Second}, "must not be negative"},
+		{"variable not a number", Options{Getenv: env(EnvMaxChunks, "many")}, `ENO_TOMBSTONE_RECOVERY_MAX_CHUNKS="many": want an integer`},
+		{"variable not a boolean", Options{Getenv: env(EnvEnabled, "yes please")}, "ENO_TOMBSTONE_RECOVERY_ENABLED"},
+		{"variable out of range, named", Options{Getenv: env(EnvMaxTombstoneFraction, "2")}, "ENO_TOMBSTONE_RECOVERY_MAX_TOMBSTONE_FRACTION must be between 0 and 1, got 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := New(tc.opts)
-			require.Error(t, c.Err())
-			assert.Contains(t, c.Err().Error(), tc.want)
-			// Start fails at once with the same reason, contacting nothing.
-			assert.Equal(t, c.Err(), c.Start(t.Context()))
-			assert.False(t, c.NeedLeaderElection())
+			_, err := tc.opts.resolve()
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
 }

@@ -9,17 +9,19 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -59,27 +61,15 @@ func mustCreateComposition(t *testing.T, c kubetest.Clients, comp domain.Composi
 	return got
 }
 
-func newCompositions(t *testing.T, dyn dynamic.Interface, informer *CompositionInformer) *Compositions {
+func newCompositions(t *testing.T, dyn dynamic.Interface, informer cache.SharedIndexInformer) *Compositions {
 	t.Helper()
 	var lister cache.GenericLister
 	if informer != nil {
-		lister = informer.Lister()
+		lister = cache.NewGenericLister(informer.GetIndexer(), CompositionGVR.GroupResource())
 	}
 	comps, err := NewCompositions(dyn, lister)
 	require.NoError(t, err)
 	return comps
-}
-
-// startCompositionInformer runs an informer over namespace until the test ends.
-func startCompositionInformer(t *testing.T, dyn dynamic.Interface, namespace string) (*CompositionInformer, context.CancelFunc) {
-	t.Helper()
-	informer := NewCompositionInformer(dyn, CompositionScope{Namespace: namespace})
-	ctx, cancel := context.WithCancel(context.Background())
-	informer.Start(ctx)
-	stop := func() { cancel(); informer.Wait() }
-	t.Cleanup(stop)
-	require.NoError(t, informer.WaitForCacheSync(testContext(t)))
-	return informer, stop
 }
 
 func TestLiveCompositionReadsARealComposition(t *testing.T) {
@@ -219,7 +209,7 @@ func TestGetCompositionFromTheCache(t *testing.T) {
 
 	// The cache keeps no managedFields. A write that starts from the cached copy sends none, and
 	// the API server keeps the stored ones.
-	cached, err := informer.Lister().ByNamespace(ns).Get("web")
+	cached, _, err := informer.GetIndexer().GetByKey(ns + "/web")
 	require.NoError(t, err)
 	assert.Empty(t, cached.(metav1.Object).GetManagedFields())
 	require.NoError(t, comps.WriteDecision(ctx, got, sampleDecision(got)))
@@ -231,67 +221,6 @@ func TestGetCompositionFromTheCache(t *testing.T) {
 	_, err = comps.GetComposition(ctx, domain.CompositionRef{Namespace: ns, Name: "missing"})
 	require.ErrorIs(t, err, ports.ErrNotFound)
 	assert.True(t, apierrors.IsNotFound(err), "the lister's error stays in the chain: %v", err)
-}
-
-func TestAddRefHandlerSeesChanges(t *testing.T) {
-	c := env.AdminClients(t)
-	ns := c.NewNamespace(t, "handler")
-	informer := NewCompositionInformer(c.Dynamic, CompositionScope{Namespace: ns, LabelSelector: "example.com/shard=a"})
-	refs := make(chan domain.CompositionRef, 16)
-	require.NoError(t, informer.AddRefHandler(func(r domain.CompositionRef) { refs <- r }, nil))
-	ctx, cancel := context.WithCancel(context.Background())
-	informer.Start(ctx)
-	t.Cleanup(func() { cancel(); informer.Wait() })
-	require.NoError(t, informer.WaitForCacheSync(testContext(t)))
-
-	other := sampleComposition(ns, "other-shard")
-	other.Labels = map[string]string{"example.com/shard": "b"}
-	mustCreateComposition(t, c, other)
-	inScope := mustCreateComposition(t, c, sampleComposition(ns, "web"))
-	select {
-	case got := <-refs:
-		assert.Equal(t, inScope.Ref(), got, "only the Composition in the label selector's scope is seen")
-	case <-time.After(eventually):
-		t.Fatal("the handler saw nothing")
-	}
-}
-
-// A panic in an event handler is recovered and handed over with its stack: client-go would
-// re-panic and take the host process (eno-reconciler) down. The informer keeps delivering.
-func TestAddRefHandlerRecoversPanics(t *testing.T) {
-	c := env.AdminClients(t)
-	ns := c.NewNamespace(t, "handler-panic")
-	informer := NewCompositionInformer(c.Dynamic, CompositionScope{Namespace: ns})
-	panics := make(chan string, 16)
-	refs := make(chan domain.CompositionRef, 16)
-	require.NoError(t, informer.AddRefHandler(func(r domain.CompositionRef) {
-		if r.Name == "boom" {
-			panic("boom")
-		}
-		refs <- r
-	}, func(recovered any, stack []byte) {
-		assert.Contains(t, string(stack), "TestAddRefHandlerRecoversPanics")
-		panics <- fmt.Sprint(recovered)
-	}))
-	ctx, cancel := context.WithCancel(context.Background())
-	informer.Start(ctx)
-	t.Cleanup(func() { cancel(); informer.Wait() })
-	require.NoError(t, informer.WaitForCacheSync(testContext(t)))
-
-	mustCreateComposition(t, c, sampleComposition(ns, "boom"))
-	select {
-	case got := <-panics:
-		assert.Equal(t, "boom", got)
-	case <-time.After(eventually):
-		t.Fatal("the panic was not handed over")
-	}
-	later := mustCreateComposition(t, c, sampleComposition(ns, "web"))
-	select {
-	case got := <-refs:
-		assert.Equal(t, later.Ref(), got, "the informer still delivers")
-	case <-time.After(eventually):
-		t.Fatal("the handler saw nothing after the panic")
-	}
 }
 
 func TestLiveCompositionBypassesTheCache(t *testing.T) {
@@ -548,17 +477,15 @@ func chunk(namespace, name string, lineage domain.Lineage, data string) domain.C
 
 func newStore(t *testing.T, secrets typedcorev1.SecretsGetter, meta metadata.Interface, namespace string) *SecretStore {
 	t.Helper()
-	store, err := NewSecretStore(secrets, meta, namespace)
+	store, err := NewSecretStore(secrets, newSecretCache(t, meta, namespace), namespace)
 	require.NoError(t, err)
 	return store
 }
 
+// startStore runs the store's cache until the test ends.
 func startStore(t *testing.T, store *SecretStore) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	store.Start(ctx)
-	t.Cleanup(func() { cancel(); store.Wait() })
-	require.NoError(t, store.WaitForCacheSync(testContext(t)))
+	run(t, store.cached.(*secretCache).inf)
 }
 
 func TestSecretStoreTypedErrors(t *testing.T) {
@@ -741,7 +668,7 @@ func TestSecretStoreRefusals(t *testing.T) {
 		require.NoError(t, err)
 	})
 
-	_, err := NewSecretStore(c.Kube.CoreV1(), c.Metadata, "")
+	_, err := NewSecretStore(c.Kube.CoreV1(), nil, "")
 	assert.Error(t, err)
 }
 
@@ -853,7 +780,7 @@ func TestListCachedChunksCatchesUp(t *testing.T) {
 	assert.Len(t, live, 3, "the live listing shows every Secret of the lineage")
 
 	// The cache holds metadata only: no Secret, no data, no managedFields.
-	for _, obj := range store.informer.GetStore().List() {
+	for _, obj := range store.cached.(*secretCache).inf.GetStore().List() {
 		m, ok := obj.(*metav1.PartialObjectMetadata)
 		require.True(t, ok, "cached %T, want *metav1.PartialObjectMetadata", obj)
 		assert.Empty(t, m.ManagedFields, "cached %s keeps managedFields", m.Name)
@@ -902,81 +829,6 @@ func TestSecretStoreNeedsOnlyNamespacedRights(t *testing.T) {
 		got, err := store.ListCachedChunks(ctx, lineage)
 		return err == nil && len(got) == 1 && got[0].ResourceVersion == updated.ResourceVersion
 	}, eventually, 20*time.Millisecond)
-}
-
-// httpConnectionGoroutines are the client's pooled connections; they end when the server stops,
-// which TestMain's goleak check covers.
-var httpConnectionGoroutines = []goleak.Option{
-	goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*ClientConn).readLoop"),
-	goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
-	goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
-	goleak.IgnoreAnyFunction("net/http.(*http2ClientConn).readLoop"),
-}
-
-func TestInformersStopOnCancel(t *testing.T) {
-	c := env.AdminClients(t)
-	ns := c.NewNamespace(t, "shutdown")
-	lineage := domain.DefaultLineage("team-a", "web")
-	store := newStore(t, c.Kube.CoreV1(), c.Metadata, ns)
-	informer := NewCompositionInformer(c.Dynamic, CompositionScope{Namespace: ns})
-	_, err := store.ListChunks(testContext(t), lineage) // open the client's connection first
-	require.NoError(t, err)
-	before := goleak.IgnoreCurrent()
-
-	ctx, cancel := context.WithCancel(context.Background())
-	store.Start(ctx)
-	store.Start(ctx) // a second Start does nothing
-	informer.Start(ctx)
-	require.NoError(t, store.WaitForCacheSync(testContext(t)))
-	require.NoError(t, informer.WaitForCacheSync(testContext(t)))
-	_, err = store.ListCachedChunks(testContext(t), lineage)
-	require.NoError(t, err)
-
-	cancel()
-	store.Wait()
-	informer.Wait()
-	goleak.VerifyNone(t, append([]goleak.Option{before}, httpConnectionGoroutines...)...)
-
-	// A cancelled context ends a wait for a cache that never syncs.
-	never := newStore(t, c.Kube.CoreV1(), c.Metadata, ns)
-	waitCtx, waitCancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer waitCancel()
-	err = never.WaitForCacheSync(waitCtx)
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-}
-
-func TestStartRecorderWritesEvents(t *testing.T) {
-	c := env.AdminClients(t)
-	ctx := testContext(t)
-	ns := c.NewNamespace(t, "events")
-	comp := mustCreateComposition(t, c, sampleComposition(ns, "web"))
-
-	recorder, err := StartRecorder(ctx, c.Kube.CoreV1(), "")
-	require.NoError(t, err)
-	recorder.Warning(comp, "InventoryInvalid", "chunk 1 of 2 is missing")
-
-	var got []corev1.Event
-	require.Eventually(t, func() bool {
-		list, err := c.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false
-		}
-		got = list.Items
-		return len(got) == 1
-	}, eventually, 50*time.Millisecond)
-	recorder.Shutdown()
-
-	e := got[0]
-	assert.Equal(t, corev1.EventTypeWarning, e.Type)
-	assert.Equal(t, "InventoryInvalid", e.Reason)
-	assert.Equal(t, "chunk 1 of 2 is missing", e.Message)
-	assert.Equal(t, DefaultEventSource, e.Source.Component)
-	assert.Equal(t, corev1.ObjectReference{APIVersion: "eno.azure.io/v1", Kind: "Composition", Namespace: ns, Name: "web",
-		UID: e.InvolvedObject.UID}, e.InvolvedObject)
-	assert.Equal(t, comp.UID, string(e.InvolvedObject.UID))
-
-	_, err = StartRecorder(ctx, nil, "")
-	assert.Error(t, err)
 }
 
 // racingDynamic runs beforeUpdate just before every Update, as another writer would.
@@ -1089,4 +941,44 @@ func TestListLiveCompositionsEveryNamespace(t *testing.T) {
 		}
 	}
 	assert.Subset(t, refs, want)
+}
+
+// countingLister is a cache that counts every read.
+type countingLister struct{ reads *atomic.Int64 }
+
+func (l countingLister) List(labels.Selector) ([]runtime.Object, error) {
+	l.reads.Add(1)
+	return nil, nil
+}
+
+func (l countingLister) Get(string) (runtime.Object, error) {
+	l.reads.Add(1)
+	return nil, apierrors.NewNotFound(CompositionGVR.GroupResource(), "")
+}
+
+func (l countingLister) ByNamespace(string) cache.GenericNamespaceLister { return l }
+
+// TestGuardNeverReadsTheCache: the CompositionGuard (LiveComposition), the use cases' last
+// read before every write, goes to the API server whatever the cache holds; so does the read of
+// a Composition the cache does not hold at the precondition's version.
+func TestGuardNeverReadsTheCache(t *testing.T) {
+	c := env.AdminClients(t)
+	ctx := testContext(t)
+	ns := c.NewNamespace(t, "guard-cache")
+	want := mustCreateComposition(t, c, sampleComposition(ns, "web"))
+	var reads atomic.Int64
+	comps, err := NewCompositions(c.Dynamic, countingLister{&reads})
+	require.NoError(t, err)
+	var guard ports.CompositionGuard = comps
+
+	got, err := guard.LiveComposition(ctx, want.Ref())
+	require.NoError(t, err)
+	assert.Equal(t, want.ResourceVersion, got.ResourceVersion)
+	_, err = guard.LiveComposition(ctx, domain.CompositionRef{Namespace: ns, Name: "gone"})
+	require.ErrorIs(t, err, ports.ErrNotFound)
+	assert.Zero(t, reads.Load(), "the guard read the cache")
+
+	_, err = comps.GetComposition(ctx, want.Ref())
+	require.ErrorIs(t, err, ports.ErrNotFound, "the cached read does read the cache")
+	assert.Equal(t, int64(1), reads.Load())
 }

@@ -5,15 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/go-logr/logr"
@@ -35,8 +32,8 @@ type Compositions struct {
 	lister cache.GenericLister
 }
 
-// NewCompositions reads through lister when it is not nil (typically
-// CompositionInformer.Lister()), else live. LiveComposition and WriteDecision always go to the
+// NewCompositions reads through lister when it is not nil (a lister of the Composition
+// informer's indexer), else live. LiveComposition and WriteDecision always go to the
 // API server.
 func NewCompositions(client dynamic.Interface, lister cache.GenericLister) (*Compositions, error) {
 	if client == nil {
@@ -189,88 +186,13 @@ func (c *Compositions) atVersion(ctx context.Context, ref domain.CompositionRef,
 	return c.get(ctx, ref)
 }
 
-// CompositionInformer caches Compositions for GetComposition and for the controller loop.
-type CompositionInformer struct {
-	generic informers.GenericInformer
-	run     *informerRun
-}
-
-// CompositionScope limits what a CompositionInformer caches: a namespace ("" for all) and a
-// label selector ("" for everything), the same sharding eno-reconciler uses.
-type CompositionScope struct {
-	Namespace     string
-	LabelSelector string
-	// Resync re-delivers every cached Composition to the handlers at this period; 0 disables it.
-	Resync time.Duration
-}
-
-// NewCompositionInformer builds the informer without starting it; call Start.
-func NewCompositionInformer(client dynamic.Interface, scope CompositionScope) *CompositionInformer {
-	tweak := func(o *metav1.ListOptions) { o.LabelSelector = scope.LabelSelector }
-	generic := dynamicinformer.NewFilteredDynamicInformer(client, CompositionGVR, scope.Namespace, scope.Resync,
-		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, tweak)
-	// Nothing reads a cached Composition's managedFields, and they are two thirds of what one
-	// costs on the heap. A write that starts from a cached Composition sends none, which the API
-	// server takes as "keep the stored ones". SetTransform fails only once the informer has
-	// started, and this one is new.
-	_ = generic.Informer().SetTransform(dropManagedFields)
-	return &CompositionInformer{
-		generic: generic,
-		run:     &informerRun{informer: generic.Informer(), what: "composition"},
-	}
-}
-
-// dropManagedFields is a cache transform that removes metadata.managedFields.
-func dropManagedFields(obj any) (any, error) {
+// DropManagedFields is a cache transform that removes metadata.managedFields. Nothing reads a
+// cached object's managedFields, and they are two thirds of what a Composition costs on the
+// heap. A write that starts from a cached object sends none, which the API server takes as
+// "keep the stored ones".
+func DropManagedFields(obj any) (any, error) {
 	if o, ok := obj.(metav1.Object); ok {
 		o.SetManagedFields(nil)
 	}
 	return obj, nil
 }
-
-// Informer is the underlying informer, for event handlers. Don't mutate what it returns.
-func (i *CompositionInformer) Informer() cache.SharedIndexInformer { return i.generic.Informer() }
-
-// Lister reads the cache; pass it to NewCompositions.
-func (i *CompositionInformer) Lister() cache.GenericLister { return i.generic.Lister() }
-
-// AddRefHandler calls fn with the Composition's name on every add, update and delete.
-// Register handlers before Start so none misses the initial list. A panic in the handler is
-// recovered and given to onPanic (nil drops it): client-go re-panics by default, which would
-// take the host process down.
-func (i *CompositionInformer) AddRefHandler(fn func(domain.CompositionRef), onPanic PanicHandler) error {
-	enqueue := func(obj any) {
-		defer recoverInto(onPanic)
-		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = d.Obj
-		}
-		if o, ok := obj.(metav1.Object); ok {
-			fn(domain.CompositionRef{Namespace: o.GetNamespace(), Name: o.GetName()})
-		}
-	}
-	_, err := i.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
-		DeleteFunc: enqueue,
-	})
-	if err != nil {
-		return fmt.Errorf("adding a composition event handler: %w", err)
-	}
-	return nil
-}
-
-// CachedCount is the number of Compositions the cache holds.
-func (i *CompositionInformer) CachedCount() int {
-	return len(i.generic.Informer().GetStore().ListKeys())
-}
-
-// Start runs the informer until ctx is cancelled. It returns at once; later calls do nothing.
-func (i *CompositionInformer) Start(ctx context.Context) { i.run.start(ctx) }
-
-// WaitForCacheSync blocks until the cache holds the initial list, or ctx ends.
-func (i *CompositionInformer) WaitForCacheSync(ctx context.Context) error {
-	return i.run.waitForCacheSync(ctx)
-}
-
-// Wait blocks until the informer started by Start has stopped.
-func (i *CompositionInformer) Wait() { i.run.wait() }

@@ -31,22 +31,12 @@ func TestContract(t *testing.T) {
 		namespace: c.NewNamespace(t, "contract"),
 		inventory: c.NewNamespace(t, "contract-inventory"),
 	}
-	store, err := NewSecretStore(c.Kube.CoreV1(), c.Metadata, h.inventory)
-	require.NoError(t, err)
-	informer := NewCompositionInformer(c.Dynamic, CompositionScope{Namespace: h.namespace})
-	ctx, cancel := context.WithCancel(context.Background())
-	store.Start(ctx)
-	informer.Start(ctx)
-	t.Cleanup(func() {
-		cancel()
-		store.Wait()
-		informer.Wait()
-	})
-	require.NoError(t, store.WaitForCacheSync(testContext(t)))
-	require.NoError(t, informer.WaitForCacheSync(testContext(t)))
+	store := newStore(t, c.Kube.CoreV1(), c.Metadata, h.inventory)
+	startStore(t, store)
+	informer, _ := startCompositionInformer(t, c.Dynamic, h.namespace)
 	h.store = store
-	h.compositions, err = NewCompositions(c.Dynamic, informer.Lister())
-	require.NoError(t, err)
+	h.compositions = newCompositions(t, c.Dynamic, informer)
+	var err error
 	h.slices, err = NewSlices(c.Dynamic)
 	require.NoError(t, err)
 	h.sink, err = NewTombstoneSink(c.Dynamic)

@@ -6,9 +6,9 @@
 // to and from the domain's value objects. API errors the use cases act on are mapped to the
 // typed errors of ports (NotFound, Conflict, AlreadyExists), with the original kept in the chain.
 //
-// Constructors start no goroutines. Informers run from Start(ctx) until ctx is cancelled;
-// Wait blocks until they have stopped. The event recorder is started by StartRecorder and
-// stopped by Shutdown or by cancelling its context.
+// Constructors start no goroutines, and nothing here runs a cache: the caches the cached reads
+// go through (a Composition lister, CachedSecrets) and the event recorder are the caller's
+// (runnable keeps them in controller-runtime).
 //
 // It may import domain, ports, k8s.io/client-go, k8s.io/apimachinery, k8s.io/api and
 // github.com/go-logr/logr, besides the standard library. It never deletes anything.

@@ -2,7 +2,6 @@ package k8s
 
 import (
 	"fmt"
-	"runtime/debug"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -23,15 +22,4 @@ func apiError(what string, err error) error {
 		return fmt.Errorf("%s: %w: %w", what, ports.ErrForbidden, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
-}
-
-// PanicHandler receives a panic recovered in an event handler, with the stack where it happened.
-type PanicHandler func(recovered any, stack []byte)
-
-// recoverInto recovers a panic of the calling function and hands it to h. It must be deferred
-// directly.
-func recoverInto(h PanicHandler) {
-	if r := recover(); r != nil && h != nil {
-		h(r, debug.Stack())
-	}
 }

@@ -9,13 +9,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/go-logr/logr"
 
@@ -24,9 +20,6 @@ import (
 )
 
 var _ ports.SnapshotStore = (*SecretStore)(nil)
-
-// lineageIndex indexes cached Secrets by their lineage label.
-const lineageIndex = "lineage"
 
 // SecretStore keeps inventory chunk Secrets in one namespace of the downstream cluster.
 // It creates and updates, never deletes, and refuses Secrets outside its namespace or
@@ -37,37 +30,29 @@ type SecretStore struct {
 	rest      rest.Interface
 	secrets   corev1client.SecretInterface
 	namespace string
-	informer  cache.SharedIndexInformer
-	run       *informerRun
+	cached    CachedSecrets // nil: every read is live
 }
 
-// secretsResource is what the metadata informer lists and watches.
-var secretsResource = corev1.SchemeGroupVersion.WithResource("secrets")
+// CachedSecrets is a cache of our inventory Secrets' metadata in the inventory namespace: of
+// our type and label only, without data. runnable keeps one in controller-runtime's cache.
+type CachedSecrets interface {
+	// Synced is true once the cache holds the initial list.
+	Synced() bool
+	// ListLineage lists the cached Secrets with that lineage label. Don't mutate them.
+	ListLineage(lineage string) ([]*metav1.PartialObjectMetadata, error)
+	// Get is the cached Secret of that name, false when the cache holds none. Don't mutate it.
+	Get(name string) (*metav1.PartialObjectMetadata, bool)
+}
 
 // NewSecretStore binds the store to namespace (the inventory namespace, usually
-// domain.DefaultInventoryNamespace). Secrets are read and written live through secrets; the
-// cache of our Secrets for ListCachedChunks is a metadata informer through meta, built here
-// but run only once Start is called.
-func NewSecretStore(secrets corev1client.SecretsGetter, meta metadata.Interface, namespace string) (*SecretStore, error) {
-	if secrets == nil || meta == nil {
-		return nil, errors.New("secret store: a secrets client and a metadata client are required")
+// domain.DefaultInventoryNamespace). Secrets are read and written live through secrets; cached,
+// when not nil, serves ListCachedChunks once it has synced.
+func NewSecretStore(secrets corev1client.SecretsGetter, cached CachedSecrets, namespace string) (*SecretStore, error) {
+	if secrets == nil {
+		return nil, errors.New("secret store: a secrets client is required")
 	}
 	if namespace == "" {
 		return nil, errors.New("secret store: the inventory namespace is required")
-	}
-	// The cache serves only the recording fast path, judged on type, labels and annotations. It
-	// holds metadata only: the API server sends no data at all, so the cache, the initial list
-	// and every watch event grow with the number of Secrets, not with the size of the
-	// inventories. The field selector keeps only our type, so every cached Secret is of it (a
-	// Secret's type cannot change). managedFields are dropped too: the write time is read from
-	// the live LIST recovery makes.
-	managed := labels.Set{domain.LabelManagedBy: domain.ManagedByValue}.AsSelector().String()
-	ofOurType := fields.OneTermEqualSelector("type", domain.SecretType).String()
-	informer := metadatainformer.NewFilteredMetadataInformer(meta, secretsResource, namespace, 0,
-		cache.Indexers{lineageIndex: indexByLineage},
-		func(o *metav1.ListOptions) { o.LabelSelector, o.FieldSelector = managed, ofOurType }).Informer()
-	if err := informer.SetTransform(dropManagedFields); err != nil {
-		return nil, fmt.Errorf("secret store: %w", err)
 	}
 	var rc rest.Interface
 	if g, ok := secrets.(interface{ RESTClient() rest.Interface }); ok {
@@ -76,28 +61,19 @@ func NewSecretStore(secrets corev1client.SecretsGetter, meta metadata.Interface,
 			rc = c
 		}
 	}
-	return &SecretStore{
-		rest:      rc,
-		secrets:   secrets.Secrets(namespace),
-		namespace: namespace,
-		informer:  informer,
-		run:       &informerRun{informer: informer, what: "inventory secret"},
-	}, nil
+	return &SecretStore{rest: rc, secrets: secrets.Secrets(namespace), namespace: namespace, cached: cached}, nil
 }
 
-func indexByLineage(obj any) ([]string, error) {
-	m, ok := obj.(metav1.Object)
-	if !ok {
-		return nil, nil
-	}
+// LineageOf is what a cache of inventory Secrets indexes them by: the lineage label.
+func LineageOf(m metav1.Object) []string {
 	if l, ok := m.GetLabels()[domain.LabelLineage]; ok {
-		return []string{l}, nil
+		return []string{l}
 	}
-	return nil, nil
+	return nil
 }
 
 // chunkFromCached is a cached Secret's metadata as a chunk without data. Its type is ours: the
-// cache lists no other (NewSecretStore's field selector).
+// cache lists no other (the caller's field selector).
 func chunkFromCached(m *metav1.PartialObjectMetadata) domain.ChunkSecret {
 	return chunkFromSecret(&corev1.Secret{ObjectMeta: m.ObjectMeta, Type: domain.SecretType})
 }
@@ -105,19 +81,8 @@ func chunkFromCached(m *metav1.PartialObjectMetadata) domain.ChunkSecret {
 // Namespace is the inventory namespace.
 func (st *SecretStore) Namespace() string { return st.namespace }
 
-// CachedCount is the number of our Secrets the cache holds (metadata only).
-func (st *SecretStore) CachedCount() int { return len(st.informer.GetStore().ListKeys()) }
-
-// Start runs the Secret cache until ctx is cancelled. It returns at once; later calls do nothing.
-func (st *SecretStore) Start(ctx context.Context) { st.run.start(ctx) }
-
-// WaitForCacheSync blocks until the cache holds the initial list, or ctx ends.
-func (st *SecretStore) WaitForCacheSync(ctx context.Context) error {
-	return st.run.waitForCacheSync(ctx)
-}
-
-// Wait blocks until the cache started by Start has stopped.
-func (st *SecretStore) Wait() { st.run.wait() }
+// synced is true once the cache holds the initial list.
+func (st *SecretStore) synced() bool { return st.cached != nil && st.cached.Synced() }
 
 // ListChunks lists every Secret of the inventory namespace with the lineage label, ours or not,
 // live from the API server: reading must see foreign Secrets to refuse them.
@@ -139,21 +104,19 @@ func (st *SecretStore) list(ctx context.Context, lineage domain.Lineage, selecto
 }
 
 // ListCachedChunks lists our Secrets of the lineage from the cache. Until the cache has synced
-// (or when it was never started) it lists live instead: never staler than the cache would be.
+// (or when there is none) it lists live instead: never staler than the cache would be.
 func (st *SecretStore) ListCachedChunks(ctx context.Context, lineage domain.Lineage) ([]domain.ChunkSecret, error) {
-	if !st.informer.HasSynced() {
+	if !st.synced() {
 		selector := labels.Set{domain.LabelLineage: lineage.String(), domain.LabelManagedBy: domain.ManagedByValue}.AsSelector().String()
 		return st.list(ctx, lineage, selector)
 	}
-	objs, err := st.informer.GetIndexer().ByIndex(lineageIndex, lineage.String())
+	objs, err := st.cached.ListLineage(lineage.String())
 	if err != nil {
 		return nil, fmt.Errorf("listing cached inventory secrets of lineage %s: %w", lineage, err)
 	}
 	out := make([]domain.ChunkSecret, 0, len(objs))
-	for _, obj := range objs {
-		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-			out = append(out, chunkFromCached(m)) // a copy: the cache is never handed out
-		}
+	for _, m := range objs {
+		out = append(out, chunkFromCached(m)) // a copy: the cache is never handed out
 	}
 	return out, nil
 }
@@ -284,11 +247,9 @@ func (st *SecretStore) writeChunk(ctx context.Context, secret *corev1.Secret, up
 // a GET; the caller replaces the data anyway), else the live object. The update carries that
 // resourceVersion, so the API server still rejects it if anything changed since.
 func (st *SecretStore) atVersion(ctx context.Context, name, rv string) (*corev1.Secret, error) {
-	if st.informer.HasSynced() {
-		if obj, ok, err := st.informer.GetIndexer().GetByKey(st.namespace + "/" + name); err == nil && ok {
-			if cached, ok := obj.(*metav1.PartialObjectMetadata); ok && cached.ResourceVersion == rv {
-				return &corev1.Secret{ObjectMeta: *cached.ObjectMeta.DeepCopy(), Type: domain.SecretType}, nil
-			}
+	if st.synced() {
+		if cached, ok := st.cached.Get(name); ok && cached.ResourceVersion == rv {
+			return &corev1.Secret{ObjectMeta: *cached.ObjectMeta.DeepCopy(), Type: domain.SecretType}, nil
 		}
 	}
 	return st.secrets.Get(ctx, name, metav1.GetOptions{})

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/internal/buildinfo"
@@ -242,64 +241,4 @@ func RegisterCacheSizes(reg prometheus.Registerer, sizes map[string]func() int) 
 		}
 	}
 	return nil
-}
-
-// WorkqueueProvider exposes client-go workqueue metrics (depth, adds, latency, work duration,
-// unfinished work, longest running processor, retries) under the workqueue_ prefix.
-type WorkqueueProvider struct {
-	vecs queueVecs
-}
-
-type queueVecs struct {
-	depth      *prometheus.GaugeVec
-	adds       *prometheus.CounterVec
-	latency    *prometheus.HistogramVec
-	work       *prometheus.HistogramVec
-	unfinished *prometheus.GaugeVec
-	longest    *prometheus.GaugeVec
-	retries    *prometheus.CounterVec
-}
-
-var _ workqueue.MetricsProvider = (*WorkqueueProvider)(nil)
-
-// NewWorkqueueProvider registers the workqueue collectors on reg.
-func NewWorkqueueProvider(reg prometheus.Registerer) (*WorkqueueProvider, error) {
-	buckets := prometheus.ExponentialBuckets(10e-9, 10, 10)
-	v := queueVecs{
-		depth:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: "workqueue", Name: "depth", Help: "Current depth of the workqueue."}, []string{"name"}),
-		adds:       prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "workqueue", Name: "adds_total", Help: "Adds handled by the workqueue."}, []string{"name"}),
-		latency:    prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: "workqueue", Name: "queue_duration_seconds", Help: "Seconds an item waits in the workqueue.", Buckets: buckets}, []string{"name"}),
-		work:       prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: "workqueue", Name: "work_duration_seconds", Help: "Seconds processing an item takes.", Buckets: buckets}, []string{"name"}),
-		unfinished: prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: "workqueue", Name: "unfinished_work_seconds", Help: "Seconds of work in progress not yet observed by work_duration."}, []string{"name"}),
-		longest:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: "workqueue", Name: "longest_running_processor_seconds", Help: "Seconds the longest running processor has run."}, []string{"name"}),
-		retries:    prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "workqueue", Name: "retries_total", Help: "Retries handled by the workqueue."}, []string{"name"}),
-	}
-	for _, c := range []prometheus.Collector{v.depth, v.adds, v.latency, v.work, v.unfinished, v.longest, v.retries} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
-	}
-	return &WorkqueueProvider{vecs: v}, nil
-}
-
-func (p *WorkqueueProvider) NewDepthMetric(name string) workqueue.GaugeMetric {
-	return p.vecs.depth.WithLabelValues(name)
-}
-func (p *WorkqueueProvider) NewAddsMetric(name string) workqueue.CounterMetric {
-	return p.vecs.adds.WithLabelValues(name)
-}
-func (p *WorkqueueProvider) NewLatencyMetric(name string) workqueue.HistogramMetric {
-	return p.vecs.latency.WithLabelValues(name)
-}
-func (p *WorkqueueProvider) NewWorkDurationMetric(name string) workqueue.HistogramMetric {
-	return p.vecs.work.WithLabelValues(name)
-}
-func (p *WorkqueueProvider) NewUnfinishedWorkSecondsMetric(name string) workqueue.SettableGaugeMetric {
-	return p.vecs.unfinished.WithLabelValues(name)
-}
-func (p *WorkqueueProvider) NewLongestRunningProcessorSecondsMetric(name string) workqueue.SettableGaugeMetric {
-	return p.vecs.longest.WithLabelValues(name)
-}
-func (p *WorkqueueProvider) NewRetriesMetric(name string) workqueue.CounterMetric {
-	return p.vecs.retries.WithLabelValues(name)
 }

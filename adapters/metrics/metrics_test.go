@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/metrics"
 	"github.com/Azure/eno-tombstone-recovery/domain"
@@ -193,23 +192,6 @@ func TestCacheSizesAreReadAtScrapeTime(t *testing.T) {
 	assert.Contains(t, body, `eno_tombstone_recovery_cached_objects{cache="inventory-secrets"} 7`)
 	n = 5
 	assert.Contains(t, scrape(t, reg), `eno_tombstone_recovery_cached_objects{cache="compositions"} 5`)
-}
-
-func TestWorkqueueProviderFeedsQueueMetrics(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	p, err := metrics.NewWorkqueueProvider(reg)
-	require.NoError(t, err)
-	q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "compositions", MetricsProvider: p})
-	q.Add("a")
-	q.AddRateLimited("b")
-	item, _ := q.Get()
-	q.Done(item)
-	q.ShutDown()
-	body := scrape(t, reg)
-	assert.Contains(t, body, `workqueue_adds_total{name="compositions"} 1`)
-	assert.Contains(t, body, `workqueue_retries_total{name="compositions"} 1`)
-	assert.Contains(t, body, `workqueue_depth{name="compositions"}`)
 }
 
 func TestRegisteringTwiceFails(t *testing.T) {

@@ -249,7 +249,7 @@ func (in inspector) inspector(ctx context.Context, o inspectOptions, cpConfig, r
 	if err != nil {
 		return nil, fmt.Errorf("downstream metadata client: %w", err)
 	}
-	if deps.Secrets, err = k8s.NewSecretStore(remoteCore, meta, o.inventoryNamespace); err != nil {
+	if deps.Secrets, err = k8s.NewSecretStore(remoteCore, nil, o.inventoryNamespace); err != nil {
 		return nil, err
 	}
 	if deps.Downstream, err = k8s.NewDownstreamObjects(meta, remoteDiscovery); err != nil {

@@ -7,19 +7,20 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
-	"sync"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
 	"github.com/Azure/eno-tombstone-recovery/app"
@@ -139,8 +140,8 @@ func checkReachable(ctx context.Context, name string, client discovery.Discovery
 	return nil
 }
 
-// runController parses the flags, checks both clusters answer, and runs the controller with
-// probes and metrics until ctx is cancelled.
+// runController parses the flags, checks both clusters answer, and runs a controller-runtime
+// manager with the controller, leader election, probes and metrics until ctx is cancelled.
 func runController(ctx context.Context, args []string, stderr io.Writer) error {
 	o, err := parseRunFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -155,27 +156,61 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer flush()
 	routeClientGoLogs(log)
+	ctrllog.SetLogger(log)
 	ctx = logr.NewContext(ctx, log)
 
 	cpConfig, remoteConfig, err := reachableClusters(ctx, o)
 	if err != nil {
 		return err
 	}
-
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	selector, err := labels.Parse(o.compositionSelector)
 	if err != nil {
 		return fmt.Errorf("run: --composition-label-selector: %w", err)
 	}
+	// controller-runtime would fail a busy port only once the manager starts, among other logs.
+	for _, s := range []struct{ what, addr string }{{"metrics", o.metricsAddr}, {"probes", o.healthAddr}} {
+		if err := checkListen(s.addr); err != nil {
+			return fmt.Errorf("listening for %s on %s: %w", s.what, s.addr, err)
+		}
+	}
+	leaseName := o.leaderElectionID
+	if leaseName == "" {
+		leaseName = runnable.DefaultLeaseName(o.compositionNamespace, selector)
+	}
+	mgr, err := ctrl.NewManager(cpConfig, ctrl.Options{
+		Logger:                        log,
+		Metrics:                       metricsserver.Options{BindAddress: bindAddress(o.metricsAddr)},
+		HealthProbeBindAddress:        bindAddress(o.healthAddr),
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              leaseName,
+		LeaderElectionNamespace:       o.leaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		BaseContext:                   func() context.Context { return logr.NewContext(context.Background(), log) },
+	})
+	if err != nil {
+		return fmt.Errorf("run: building the manager: %w", err)
+	}
+	guest, err := runnable.SetupWithManager(mgr, remoteConfig, o.controllerOptions(selector, log))
+	if err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("tombstone-recovery", guest.ReadyzCheck); err != nil {
+		return err
+	}
+	return runManager(ctx, mgr)
+}
+
+// controllerOptions are the controller's options from the flags.
+func (o runOptions) controllerOptions(selector labels.Selector, log logr.Logger) runnable.Options {
 	resync := o.resync
 	if resync == 0 {
 		resync = -1 // the flag's 0 means never
 	}
 	fraction := o.maxTombstoneFraction
-	ctl := runnable.New(runnable.Options{
-		ControlPlane:               cpConfig,
-		Downstream:                 remoteConfig,
+	return runnable.Options{
 		QPS:                        float32(o.qps),
 		Burst:                      o.burst,
 		CompositionNamespace:       o.compositionNamespace,
@@ -190,20 +225,46 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 		ReconcileTimeout:           o.reconcileTimeout,
 		Workers:                    o.workers,
 		ResyncPeriod:               resync,
-		LeaderElection: runnable.LeaderElection{
-			Disabled:   !o.leaderElect,
-			Namespace:  o.leaderElectionNamespace,
-			Name:       o.leaderElectionID,
-			StopOnLoss: true,
-		},
-		Logger:              log,
-		Registerer:          registry,
-		WorkqueueRegisterer: registry,
-	})
-	if err := ctl.Err(); err != nil {
+		HostElects:                 o.leaderElect,
+		EveryReplica:               !o.leaderElect,
+		Logger:                     log,
+		Registerer:                 ctrlmetrics.Registry,
+	}
+}
+
+// checkListen fails when addr ("" or "0": no server) cannot be listened on now.
+func checkListen(addr string) error {
+	if addr == "" || addr == "0" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
 		return err
 	}
-	return serveAndRun(ctx, o, registry, ctl)
+	return ln.Close()
+}
+
+// bindAddress is the flag's address for controller-runtime, where "0" disables a server; the
+// flag's "" disables it too.
+func bindAddress(flag string) string {
+	if flag == "" {
+		return "0"
+	}
+	return flag
+}
+
+// runManager runs the manager until ctx is cancelled. A lost Lease ends it with an error, so
+// that the process exits and restarts clean while a new leader takes over.
+func runManager(ctx context.Context, mgr ctrl.Manager) error {
+	log := logr.FromContextOrDiscard(ctx)
+	if err := mgr.Start(ctx); err != nil {
+		if ctx.Err() == nil && strings.Contains(err.Error(), "leader election lost") {
+			return errors.New("lost leadership; exiting so a new leader takes over")
+		}
+		return err
+	}
+	log.Info("stopped after draining")
+	return nil
 }
 
 // reachableClusters loads the control plane's and the downstream cluster's configuration (the
@@ -232,74 +293,4 @@ func reachableClusters(ctx context.Context, o runOptions) (cpConfig, remoteConfi
 		}
 	}
 	return cpConfig, remoteConfig, nil
-}
-
-// serveAndRun serves probes and metrics and runs the controller until ctx is cancelled; then
-// it stops the servers.
-func serveAndRun(ctx context.Context, o runOptions, registry *prometheus.Registry, ctl *runnable.Controller) error {
-	log := logr.FromContextOrDiscard(ctx)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var bg sync.WaitGroup
-	defer bg.Wait()
-
-	serveErr := make(chan error, 2)
-	for _, s := range []struct {
-		what, addr string
-		handler    http.Handler
-	}{{"metrics", o.metricsAddr, promhttp.HandlerFor(registry, promhttp.HandlerOpts{})}, {"probes", o.healthAddr, probes(ctl)}} {
-		if s.addr == "0" || s.addr == "" {
-			continue
-		}
-		ln, err := net.Listen("tcp", s.addr)
-		if err != nil {
-			return fmt.Errorf("listening for %s on %s: %w", s.what, s.addr, err)
-		}
-		srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
-		bg.Add(2)
-		go func() {
-			defer bg.Done()
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				serveErr <- err
-			}
-		}()
-		go func() {
-			defer bg.Done()
-			<-ctx.Done()
-			shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
-			defer done()
-			_ = srv.Shutdown(shutdownCtx)
-		}()
-		log.Info("serving", "server", s.what, "address", ln.Addr().String())
-	}
-
-	err := ctl.Start(ctx)
-	if errors.Is(err, runnable.ErrLeadershipLost) {
-		return errors.New("lost leadership; exiting so a new leader takes over")
-	}
-	if err != nil {
-		return err
-	}
-	select {
-	case err := <-serveErr:
-		return err
-	default:
-	}
-	if ctl.ReadyzCheck(nil) == nil {
-		log.Info("stopped after draining")
-	}
-	return nil
-}
-
-func probes(ctl *runnable.Controller) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(rw, "ok") })
-	mux.HandleFunc("/readyz", func(rw http.ResponseWriter, r *http.Request) {
-		if err := ctl.ReadyzCheck(r); err != nil {
-			http.Error(rw, "caches not synced", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = io.WriteString(rw, "ok")
-	})
-	return mux
 }

@@ -143,8 +143,9 @@ func (c *Controller) waitProbe(probe string) error {
 			return fmt.Errorf("exited before answering: %v", c.waitErr)
 		}
 		status, _, err := HTTPGet(c.HealthURL + probe)
-		// The log line proves the answer came from this process, not from one that took the port.
-		ours := strings.Contains(c.Stderr(), `"server":"probes","address":"`+strings.TrimPrefix(c.HealthURL, "http://")+`"`)
+		// The log line proves the answer came from this process, not from one that took the port:
+		// controller-runtime's manager logs it once it serves the probes.
+		ours := strings.Contains(c.Stderr(), `"name":"health probe","addr":"`+strings.TrimPrefix(c.HealthURL, "http://")+`"`)
 		if err == nil && status == http.StatusOK && ours {
 			return nil
 		}

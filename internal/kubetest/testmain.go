@@ -53,10 +53,22 @@ func testMainWithEnv(m *testing.M, opts Options, run func(env *Env) int) int {
 	}()
 
 	if code == 0 {
-		if err := goleak.Find(preexisting); err != nil {
+		if err := findLeaks(append([]goleak.Option{preexisting}, opts.Goleak...), opts.Settle); err != nil {
 			fmt.Fprintf(os.Stderr, "FAIL: goleak: goroutines leaked by the tests: %v\n", err)
 			code = 1
 		}
 	}
 	return code
+}
+
+// findLeaks is goleak.Find, tried again every second for up to settle.
+func findLeaks(opts []goleak.Option, settle time.Duration) error {
+	deadline := time.Now().Add(settle)
+	for {
+		err := goleak.Find(opts...)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(time.Second)
+	}
 }

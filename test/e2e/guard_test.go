@@ -57,7 +57,7 @@ func TestResourceVersionGuard(t *testing.T) {
 	require.NoError(t, err)
 	sink, err := k8s.NewTombstoneSink(c.Dynamic)
 	require.NoError(t, err)
-	secretStore, err := k8s.NewSecretStore(c.Kube.CoreV1(), c.Metadata, inventoryNS)
+	secretStore, err := k8s.NewSecretStore(c.Kube.CoreV1(), nil, inventoryNS)
 	require.NoError(t, err)
 	store := &interleavingStore{SecretStore: secretStore, other: func(ctx context.Context, name string) error {
 		s, err := other.Kube.CoreV1().Secrets(inventoryNS).Get(ctx, name, metav1.GetOptions{})

@@ -28,92 +28,96 @@ const (
 // recoveryLogger is the name eno-wire.sh gives the controller's logger inside eno-reconciler.
 const recoveryLogger = `"logger":"tombstone-recovery`
 
-// TestTwoReplicasRecoverOnce runs two wired eno-reconciler replicas of one shard, both ways the
-// host can run them: electing a leader (--leader-election, as Eno deploys it: the controller
-// follows the host's leader and takes no Lease) and not (every replica runs everything, and the
-// controller elects its own leader with a Lease). Exactly one replica runs the recovery; it is
-// killed (SIGKILL: no cleanup, no Lease released) right after the hand-off's commit point, and the
-// other replica, once it leads, finishes the hand-off: Eno deletes the orphan and nothing else.
+// TestTwoReplicasRecoverOnce runs two wired eno-reconciler replicas of one shard electing a
+// leader (--leader-election, as Eno deploys it): the controller runs on the host's leader only
+// and takes no Lease of its own. The leader runs the recovery; it is killed (SIGKILL: no
+// cleanup, no Lease released) right after the hand-off's commit point, and the other replica,
+// once it leads, finishes the hand-off: Eno deletes the orphan and nothing else.
 func TestTwoReplicasRecoverOnce(t *testing.T) {
-	for _, hostElects := range []bool{true, false} {
-		name := map[bool]string{true: "host elects", false: "own lease"}[hostElects]
-		t.Run(name, func(t *testing.T) {
-			marker := filepath.Join(t.TempDir(), "crashed")
-			s := newScenario(t, mode{name: "wired", wired: true}, settings{
-				recovery:   true,
-				replicas:   2,
-				hostElects: hostElects,
-				faults:     func(string) []string { return []string{faultCrashEnv + "=committed:" + marker} },
-			})
-			for _, r := range s.replicas {
-				r.mayDie = func(pid int) bool { return strings.HasPrefix(readFile(marker), fmt.Sprintf("pid %d ", pid)) }
-			}
-			uids, _, uid := s.recordThenRecreate(1, nil)
-			first := s.waitFirstSynthesis(uid)
-
-			var crashed, survivor *process
-			s.waitFor("a replica crashed at the commit point", waitLong, func(context.Context) error {
-				for i, r := range s.replicas {
-					if r.exited() && r.mayDie(r.pid()) {
-						crashed, survivor = r, s.replicas[1-i]
-						return nil
-					}
-				}
-				return fmt.Errorf("no crash yet (marker: %q)", readFile(marker))
-			})
-			// Until the crash, only the leader ran the recovery controller: the survivor takes over
-			// only once the crashed replica's Lease has expired, seconds later.
-			before := survivor.log()
-			if hostElects {
-				if strings.Contains(before, recoveryLogger) {
-					t.Errorf("the follower %s ran the recovery controller while the leader lived:\n%s", survivor.name, linesWith(before, recoveryLogger, 10))
-				}
-			} else if strings.Contains(before, `"msg":"became leader"`) {
-				t.Errorf("both replicas led the recovery controller: %s too:\n%s", survivor.name, linesWith(before, "became leader", 5))
-			}
-			if !strings.Contains(crashed.log(), "injected fault: crashing") {
-				t.Errorf("%s crashed, but not at the injected fault", crashed.name)
-			}
-			t.Logf("%s (pid %d) crashed after the commit point; %s (pid %d) takes over", crashed.name, crashed.pid(), survivor.name, survivor.pid())
-
-			d := s.waitDecision(uid, first, "Recovered")
-			if d.Tombstones != 1 {
-				t.Errorf("decision %+v, want 1 tombstone", d)
-			}
-			s.waitConfigMapGone("cm-b")
-			s.requireDeletedByEno("cm-b")
-			s.requireUnchanged(map[string]types.UID{"cm-a": uids["cm-a"]})
-			carried := s.waitReady(comp, first)
-			requireNotRecovered(t, s.waitDecision(uid, carried.UUID, "NothingToRecover"))
-			s.waitRecorded(comp, uid, carried.UUID, 1)
-			if !strings.Contains(survivor.log(), recoveryLogger) {
-				t.Errorf("%s never ran the recovery controller, yet the hand-off finished", survivor.name)
-			}
-			s.requireOwnLeases(!hostElects)
-		})
+	marker := filepath.Join(t.TempDir(), "crashed")
+	s := newScenario(t, mode{name: "wired", wired: true}, settings{
+		recovery:   true,
+		replicas:   2,
+		hostElects: true,
+		faults:     func(string) []string { return []string{faultCrashEnv + "=committed:" + marker} },
+	})
+	for _, r := range s.replicas {
+		r.mayDie = func(pid int) bool { return strings.HasPrefix(readFile(marker), fmt.Sprintf("pid %d ", pid)) }
 	}
+	uids, _, uid := s.recordThenRecreate(1, nil)
+	first := s.waitFirstSynthesis(uid)
+
+	var crashed, survivor *process
+	s.waitFor("a replica crashed at the commit point", waitLong, func(context.Context) error {
+		for i, r := range s.replicas {
+			if r.exited() && r.mayDie(r.pid()) {
+				crashed, survivor = r, s.replicas[1-i]
+				return nil
+			}
+		}
+		return fmt.Errorf("no crash yet (marker: %q)", readFile(marker))
+	})
+	// Until the crash, only the leader ran the recovery controller: the survivor takes over
+	// only once the crashed replica's Lease has expired, seconds later.
+	if before := survivor.log(); strings.Contains(before, recoveryLogger) {
+		t.Errorf("the follower %s ran the recovery controller while the leader lived:\n%s", survivor.name, linesWith(before, recoveryLogger, 10))
+	}
+	if !strings.Contains(crashed.log(), "injected fault: crashing") {
+		t.Errorf("%s crashed, but not at the injected fault", crashed.name)
+	}
+	t.Logf("%s (pid %d) crashed after the commit point; %s (pid %d) takes over", crashed.name, crashed.pid(), survivor.name, survivor.pid())
+
+	d := s.waitDecision(uid, first, "Recovered")
+	if d.Tombstones != 1 {
+		t.Errorf("decision %+v, want 1 tombstone", d)
+	}
+	s.waitConfigMapGone("cm-b")
+	s.requireDeletedByEno("cm-b")
+	s.requireUnchanged(map[string]types.UID{"cm-a": uids["cm-a"]})
+	carried := s.waitReady(comp, first)
+	requireNotRecovered(t, s.waitDecision(uid, carried.UUID, "NothingToRecover"))
+	s.waitRecorded(comp, uid, carried.UUID, 1)
+	if !strings.Contains(survivor.log(), recoveryLogger) {
+		t.Errorf("%s never ran the recovery controller, yet the hand-off finished", survivor.name)
+	}
+	s.requireNoOwnLease()
 }
 
-// requireOwnLeases checks the recovery controller's own Lease for the scenario's shard: held
-// when the controller elects its own leader, absent when it follows the host's.
-func (s *scenario) requireOwnLeases(want bool) {
+// requireNoOwnLease checks that the recovery controller took no Lease of its own for the
+// scenario's shard: it follows eno-reconciler's.
+func (s *scenario) requireNoOwnLease() {
 	s.t.Helper()
 	leases, err := admin.Kube.CoordinationV1().Leases(metav1.NamespaceAll).List(s.ctx(), metav1.ListOptions{})
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	var ours []string
 	for _, l := range leases.Items {
 		// eno-wire.sh passes Eno's selector, which selects everything by default.
 		if l.Name == runnable.DefaultLeaseName(s.ns, nil) {
-			ours = append(ours, l.Namespace+"/"+l.Name)
+			s.t.Errorf("the recovery controller took a Lease of its own (%s/%s) although eno-reconciler elects the leader", l.Namespace, l.Name)
 		}
 	}
-	switch {
-	case want && len(ours) != 1:
-		s.t.Errorf("the recovery controller's own Lease for %s: %v, want exactly one", s.ns, ours)
-	case !want && len(ours) != 0:
-		s.t.Errorf("the recovery controller took a Lease of its own (%v) although eno-reconciler elects the leader", ours)
+}
+
+// TestWithoutLeaderElectionTheGuestRefuses runs a wired eno-reconciler without
+// --leader-election: the recovery controller logs that it needs the flag and starts nothing,
+// and Eno reconciles as usual.
+func TestWithoutLeaderElectionTheGuestRefuses(t *testing.T) {
+	s := newScenario(t, mode{name: "wired", wired: true}, settings{recovery: true, noElection: true})
+	synth := s.createOwnSynthesizer("plain", nil, emitted{name: "cm-plain"})
+	created := s.createComposition("plain", synth, map[string]string{optInAnnotation: "enabled"})
+	s.waitConfigMaps("cm-plain")
+	s.waitReady("plain", "")
+	log := s.reconciler.log()
+	if !strings.Contains(log, "not starting the tombstone recovery controller") || !strings.Contains(log, "--leader-election") {
+		t.Errorf("the refusal naming --leader-election is not logged:\n%s", linesWith(log, recoveryLogger, 5))
+	}
+	u, err := s.getComposition(s.ctx(), "plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw, ok := u.GetAnnotations()[decisionAnnotation]; ok {
+		t.Errorf("composition %s has a decision although the controller refused to start: %s", created.GetUID(), raw)
 	}
 }
 

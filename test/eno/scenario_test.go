@@ -79,8 +79,11 @@ type settings struct {
 	// replicas is how many eno-reconciler replicas of the scenario's shard run (0 is 1).
 	replicas int
 	// hostElects runs eno-reconciler with --leader-election (a short Lease in the scenario's
-	// namespace), as Eno's own deployment does.
+	// namespace), as Eno's own deployment does. The wired mode always does, unless noElection:
+	// the recovery controller refuses to start without it (design §8.2).
 	hostElects bool
+	// noElection runs the wired eno-reconciler without --leader-election.
+	noElection bool
 	// faults, when set, runs the wired eno-reconciler built with fault injection
 	// (eno-reconciler-wired-faults) with the ENO_TOMBSTONE_RECOVERY_FAULT_* variables it returns
 	// for the scenario's namespace.
@@ -124,7 +127,7 @@ func newScenario(t *testing.T, m mode, st settings) *scenario {
 
 	reconcilerBin := bins.reconciler
 	args := []string{"--metrics-addr=0", "--health-probe-addr=0", "--composition-namespace=" + s.ns}
-	if st.hostElects {
+	if st.hostElects || (m.wired && !st.noElection) {
 		// Eno's flags; a short Lease so that a successor takes over within seconds.
 		args = append(args, "--leader-election", "--leader-election-namespace="+s.ns, "--leader-election-id=eno-reconciler",
 			"--leader-election-lease-duration=8s", "--leader-election-lease-renew-deadline=6s", "--leader-election-lease-retry=1s")

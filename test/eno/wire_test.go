@@ -168,14 +168,14 @@ func TestWirePatch(t *testing.T) {
 	require.NoError(t, err)
 	text := string(patched)
 	rec := strings.Index(text, "err = reconciliation.New(mgr, recOpts)")
-	add := strings.Index(text, "mgr.Add(tombstonerecovery.New(tombstonerecovery.Options{")
+	add := strings.Index(text, "tombstonerecovery.SetupWithManager(mgr, remoteConfig, tombstonerecovery.Options{")
 	start := strings.Index(text, "return mgr.Start(ctx)")
 	require.True(t, rec >= 0 && add >= 0 && start >= 0, "anchors and call in:\n%s", text)
 	assert.Less(t, rec, add)
 	assert.Less(t, add, start)
 	assert.NotContains(t, text[rec:add], "logger.Info(", "inserted right after the error check")
 	assert.Contains(t, text, `tombstonerecovery "`+trModule+`/runnable"`)
-	for _, arg := range []string{"mgr.GetConfig()", "remoteConfig", "compositionNamespace", "mgrOpts.CompositionSelector", "Enabled:              true",
+	for _, arg := range []string{"remoteConfig", "compositionNamespace", "mgrOpts.CompositionSelector", "Enabled:              true",
 		"HostElects: mgrOpts.LeaderElection"} {
 		assert.Contains(t, text[add:start], arg)
 	}

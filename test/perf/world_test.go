@@ -8,12 +8,16 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
 	"github.com/Azure/eno-tombstone-recovery/app"
@@ -214,7 +218,8 @@ func (a admin) resynthesize(ctx context.Context, namespace, name string, s synth
 // Service.Reconcile, the unit of work of the controller's workers.
 type controller struct {
 	svc      *app.Service
-	informer *k8s.CompositionInformer
+	informer *kubetest.CompositionInformer
+	secrets  *kubetest.SecretCache
 	store    *k8s.SecretStore
 	counter  *Counter
 }
@@ -236,7 +241,7 @@ func startController(t testing.TB, namespace, inventoryNamespace string, maxChun
 	require.NoError(t, err)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	informer := k8s.NewCompositionInformer(dyn, k8s.CompositionScope{Namespace: namespace})
+	informer := kubetest.NewCompositionInformer(dyn, namespace)
 	comps, err := k8s.NewCompositions(dyn, informer.Lister())
 	require.NoError(t, err)
 	slices, err := k8s.NewSlices(dyn)
@@ -245,20 +250,23 @@ func startController(t testing.TB, namespace, inventoryNamespace string, maxChun
 	require.NoError(t, err)
 	meta, err := metadata.NewForConfig(cfg())
 	require.NoError(t, err)
-	store, err := k8s.NewSecretStore(remote.CoreV1(), meta, inventoryNamespace)
+	secrets := kubetest.NewSecretCache(meta, inventoryNamespace)
+	store, err := k8s.NewSecretStore(remote.CoreV1(), secrets, inventoryNamespace)
 	require.NoError(t, err)
-	recorder, err := k8s.StartRecorder(ctx, cp.CoreV1(), "")
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cp.CoreV1().Events("")})
+	recorder, err := k8s.NewRecorder(broadcaster.NewRecorder(runtime.NewScheme(), corev1.EventSource{Component: k8s.DefaultEventSource}))
 	require.NoError(t, err)
 	informer.Start(ctx)
-	store.Start(ctx)
+	secrets.Start(ctx)
 	t.Cleanup(func() {
 		cancel()
-		recorder.Shutdown()
+		broadcaster.Shutdown()
 		informer.Wait()
-		store.Wait()
+		secrets.Wait()
 	})
 	require.NoError(t, informer.WaitForCacheSync(ctx))
-	require.NoError(t, store.WaitForCacheSync(ctx))
+	require.NoError(t, secrets.WaitForCacheSync(ctx))
 
 	c := app.DefaultConfig()
 	c.Enabled = true
@@ -272,7 +280,7 @@ func startController(t testing.TB, namespace, inventoryNamespace string, maxChun
 		Sink: sink, Decisions: comps, Downstream: downstream, Events: recorder,
 	})
 	require.NoError(t, err)
-	return &controller{svc: svc, informer: informer, store: store, counter: counter}
+	return &controller{svc: svc, informer: informer, secrets: secrets, store: store, counter: counter}
 }
 
 // waitCached waits until the Composition cache holds resourceVersion rv of ref (or later).

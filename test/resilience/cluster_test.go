@@ -363,7 +363,7 @@ func liveComposition(ctx context.Context, c kubetest.Clients, ref domain.Composi
 
 // readSnapshot applies design §5 to the lineage's Secrets as they are in the API server now.
 func readSnapshot(ctx context.Context, c kubetest.Clients, lineage domain.Lineage) (domain.Snapshot, error) {
-	store, err := k8s.NewSecretStore(c.Kube.CoreV1(), c.Metadata, inventoryNamespace)
+	store, err := k8s.NewSecretStore(c.Kube.CoreV1(), nil, inventoryNamespace)
 	if err != nil {
 		return domain.Snapshot{}, err
 	}
@@ -461,7 +461,7 @@ func newService(t *testing.T, cfg *rest.Config, o serviceOptions) *app.Service {
 	require.NoError(t, err)
 	sink, err := k8s.NewTombstoneSink(c.Dynamic)
 	require.NoError(t, err)
-	store, err := k8s.NewSecretStore(c.Kube.CoreV1(), c.Metadata, inventoryNamespace)
+	store, err := k8s.NewSecretStore(c.Kube.CoreV1(), nil, inventoryNamespace)
 	require.NoError(t, err)
 
 	downstream, err := k8s.NewDownstreamObjects(c.Metadata, c.Kube.Discovery())

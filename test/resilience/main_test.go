@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 	kubetest.TestMainWithEnv(m, kubetest.Options{Users: []kubetest.User{{
 		Name:   controllerUser,
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:eno-system"},
-	}}}, func(e *kubetest.Env) int {
+	}}, Goleak: kubetest.ControllerRuntimeStragglers, Settle: time.Minute}, func(e *kubetest.Env) int {
 		env = e
 		root, err := kubetest.RepoRoot()
 		if err != nil {

@@ -32,12 +32,14 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
-	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
-	"github.com/Azure/eno-tombstone-recovery/app"
 	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
+	"github.com/Azure/eno-tombstone-recovery/runnable"
 )
 
 // lockedBuffer is a log sink that goroutines write to while the test reads it.
@@ -67,8 +69,9 @@ func jsonLogger(w io.Writer, v int) logr.Logger {
 	return zapr.NewLogger(zap.New(core))
 }
 
-// inProcessController wires the controller as cmd/tombstone-recovery's run does (Composition
-// informer, Secret cache, event recorder, rate-limited queue, workers) over cfg.
+// inProcessController wires the controller as cmd/tombstone-recovery's run does (a
+// controller-runtime manager with runnable.SetupWithManager) over cfg, plus the adapters the
+// test drives by hand.
 type inProcessController struct {
 	sink         *k8s.TombstoneSink
 	compositions *k8s.Compositions
@@ -79,53 +82,37 @@ type inProcessController struct {
 func startInProcessController(t *testing.T, cfg *rest.Config, ns string, log logr.Logger, maxChunkBytes int) *inProcessController {
 	t.Helper()
 	c := kubetest.NewClients(t, cfg)
-	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), log))
-	informer := k8s.NewCompositionInformer(c.Dynamic, k8s.CompositionScope{Namespace: ns})
-	comps, err := k8s.NewCompositions(c.Dynamic, informer.Lister())
-	require.NoError(t, err)
-	sl, err := k8s.NewSlices(c.Dynamic)
+	comps, err := k8s.NewCompositions(c.Dynamic, nil)
 	require.NoError(t, err)
 	sink, err := k8s.NewTombstoneSink(c.Dynamic)
 	require.NoError(t, err)
-	store, err := k8s.NewSecretStore(c.Kube.CoreV1(), c.Metadata, inventoryNamespace)
+	skip := true
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Logger:                 log,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: &skip},
+	})
 	require.NoError(t, err)
-	events, err := k8s.StartRecorder(ctx, c.Kube.CoreV1(), "")
+	fraction := 1.0
+	_, err = runnable.SetupWithManager(mgr, nil, runnable.Options{
+		CompositionNamespace: ns,
+		Enabled:              true,
+		InventoryNamespace:   inventoryNamespace,
+		MaxChunkBytes:        maxChunkBytes,
+		MaxTombstoneFraction: &fraction,
+		EveryReplica:         true,
+		CacheSyncTimeout:     eventually,
+		Logger:               log,
+	})
 	require.NoError(t, err)
-	svcCfg := app.DefaultConfig()
-	svcCfg.Enabled = true
-	svcCfg.Scope = domain.Scope{Namespace: ns, Selector: domain.Everything}
-	svcCfg.MaxChunkBytes = maxChunkBytes
-	svcCfg.MaxTombstoneFraction = 1
-	downstream, err := k8s.NewDownstreamObjects(c.Metadata, c.Kube.Discovery())
-	require.NoError(t, err)
-	svc, err := app.New(svcCfg, app.Deps{Compositions: comps, Guard: comps, Slices: sl, Store: store, Sink: sink, Decisions: comps, Downstream: downstream, Events: events})
-	require.NoError(t, err)
-	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[domain.CompositionRef]())
-	ctrl, err := app.NewController(svc, queue, 2)
-	require.NoError(t, err)
-	require.NoError(t, informer.AddRefHandler(func(r domain.CompositionRef) { queue.Add(r) }, nil))
-	require.NoError(t, store.AddRefHandler(func(r domain.CompositionRef) { queue.Add(r) }, nil))
-
+	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), log))
 	done := make(chan struct{})
-	p := &inProcessController{sink: sink, compositions: comps, stopFn: func() {
-		cancel()
-		<-done
-		informer.Wait()
-		store.Wait()
-		events.Shutdown()
-	}}
-	informer.Start(ctx)
-	store.Start(ctx)
 	go func() {
 		defer close(done)
-		syncCtx, cancelSync := context.WithTimeout(ctx, eventually)
-		defer cancelSync()
-		if informer.WaitForCacheSync(syncCtx) != nil || store.WaitForCacheSync(syncCtx) != nil {
-			queue.ShutDown()
-			return
-		}
-		ctrl.Run(ctx)
+		assert.NoError(t, mgr.Start(ctx))
 	}()
+	p := &inProcessController{sink: sink, compositions: comps, stopFn: func() { cancel(); <-done }}
 	t.Cleanup(p.stop)
 	return p
 }

@@ -226,7 +226,7 @@ func (r *replica) boot() {
 	disc := must(discovery.NewDiscoveryClientForConfig(dsCfg))
 	// The replicas serve one shard, the story's namespace: their cache holds its Compositions only.
 	comps := must(k8s.NewCompositions(cpDyn, &staleLister{view: func() view { return w.cp.ViewAt(r.compRev) }, shard: shardNamespace}))
-	secrets := must(k8s.NewSecretStore(dsCore, dsMeta, domain.DefaultInventoryNamespace))
+	secrets := must(k8s.NewSecretStore(dsCore, nil, domain.DefaultInventoryNamespace))
 	store := &staleChunks{SecretStore: secrets, view: func() view { return w.ds.ViewAt(r.chunkRev) }}
 	cfg := app.DefaultConfig()
 	cfg.Enabled = true

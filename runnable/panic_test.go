@@ -1,0 +1,125 @@
+package runnable
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/Azure/eno-tombstone-recovery/app"
+	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/ports/portsfakes"
+)
+
+// capture is a logger that keeps its lines.
+func capture(lines *[]string) logr.Logger {
+	return funcr.New(func(prefix, args string) { *lines = append(*lines, args) }, funcr.Options{})
+}
+
+// TestReconcilePanicBecomesAnError: a panic inside app's Reconcile is recovered by the guest's
+// reconciler, logged with its stack, counted, and returned as an error, which controller-runtime
+// retries with backoff. It never reaches the host.
+func TestReconcilePanicBecomesAnError(t *testing.T) {
+	reader := &portsfakes.FakeCompositionReader{}
+	reader.GetCompositionStub = func(context.Context, domain.CompositionRef) (domain.Composition, error) { panic("boom") }
+	m := &portsfakes.FakeMetrics{}
+	svc, err := app.New(app.DefaultConfig(), app.Deps{
+		Compositions: reader, Guard: &portsfakes.FakeCompositionGuard{}, Slices: &portsfakes.FakeSliceReader{},
+		Store: &portsfakes.FakeSnapshotStore{}, Sink: &portsfakes.FakeTombstoneSink{}, Downstream: &portsfakes.FakeDownstreamReader{},
+		Decisions: &portsfakes.FakeDecisionWriter{}, Metrics: m,
+	})
+	require.NoError(t, err)
+	var lines []string
+	g := &Guest{metrics: m, log: capture(&lines)}
+	ctx := logr.NewContext(t.Context(), g.log)
+
+	res, err := g.reconciler(svc)(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "c"}})
+	var pe *PanicError
+	require.True(t, errors.As(err, &pe), "got %v", err)
+	assert.Equal(t, "boom", pe.Value)
+	assert.Equal(t, reconcile.Result{}, res)
+	require.Equal(t, 1, m.PanickedCallCount())
+	assert.Equal(t, "reconcile", m.PanickedArgsForCall(0))
+	require.NotEmpty(t, lines)
+	assert.Contains(t, strings.Join(lines, "\n"), `"reconcile panicked; retrying with backoff"`)
+	assert.Contains(t, strings.Join(lines, "\n"), `"stack"`)
+}
+
+// TestEventHandlerPanicIsRecovered: controller-runtime's RecoverPanic covers Reconcile only; a
+// panic in an event handler would be re-panicked by client-go in the informer's goroutine and
+// end the host. The guest's handlers recover it, log and count it, and drop the event.
+func TestEventHandlerPanicIsRecovered(t *testing.T) {
+	m := &portsfakes.FakeMetrics{}
+	var lines []string
+	g := &Guest{metrics: m, log: capture(&lines)}
+	h := g.refHandler("composition", func(client.Object) (reconcile.Request, bool) { panic("handler boom") })
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	obj := &unstructured.Unstructured{}
+	obj.SetNamespace("ns")
+	obj.SetName("c")
+
+	assert.NotPanics(t, func() {
+		h.Create(t.Context(), event.CreateEvent{Object: obj}, q)
+		h.Update(t.Context(), event.UpdateEvent{ObjectOld: obj, ObjectNew: obj}, q)
+		h.Delete(t.Context(), event.DeleteEvent{Object: obj}, q)
+		h.Generic(t.Context(), event.GenericEvent{Object: obj}, q)
+	})
+	assert.Equal(t, 0, q.Len(), "the events are dropped")
+	assert.Equal(t, 4, m.PanickedCallCount())
+	assert.Equal(t, "event-handler", m.PanickedArgsForCall(0))
+	assert.Contains(t, strings.Join(lines, "\n"), "handler boom")
+}
+
+// TestHandlersMapEventsToCompositions: a Composition's event enqueues it; an inventory Secret's
+// enqueues the Composition its annotations name, and one without them nothing.
+func TestHandlersMapEventsToCompositions(t *testing.T) {
+	g := &Guest{log: logr.Discard()}
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	comp := &unstructured.Unstructured{}
+	comp.SetNamespace("ns")
+	comp.SetName("c")
+	g.refHandler("composition", compositionRequest).Create(t.Context(), event.CreateEvent{Object: comp}, q)
+
+	secret := &unstructured.Unstructured{}
+	secret.SetNamespace("kube-system")
+	secret.SetName("chunk")
+	g.refHandler("inventory secret", secretRequest).Create(t.Context(), event.CreateEvent{Object: secret}, q)
+	secret.SetAnnotations(map[string]string{domain.AnnotationCompositionNamespace: "ns2", domain.AnnotationCompositionName: "c2"})
+	g.refHandler("inventory secret", secretRequest).Delete(t.Context(), event.DeleteEvent{Object: secret}, q)
+
+	require.Equal(t, 2, q.Len())
+	first, _ := q.Get()
+	second, _ := q.Get()
+	assert.Equal(t, types.NamespacedName{Namespace: "ns", Name: "c"}, first.NamespacedName)
+	assert.Equal(t, types.NamespacedName{Namespace: "ns2", Name: "c2"}, second.NamespacedName)
+}
+
+// TestCompositionOutsideTheScopeIsNotFound: an inventory Secret of another shard can name a
+// Composition outside the cache's namespace; reading it is NotFound (nothing to do), as a
+// client-go lister says, not the namespaced cache's error retried forever.
+func TestCompositionOutsideTheScopeIsNotFound(t *testing.T) {
+	l := compositionLister{scope: "shard-a"} // no reader: reading it would panic
+	_, err := l.ByNamespace("shard-b").Get("web")
+	assert.True(t, apierrors.IsNotFound(err), "got %v", err)
+	objs, err := l.ByNamespace("shard-b").List(labels.Everything())
+	require.NoError(t, err)
+	assert.Empty(t, objs)
+
+	req, ok := secretRequest(&unstructured.Unstructured{})
+	assert.False(t, ok, "a Secret naming no Composition enqueues nothing: %v", req)
+}
