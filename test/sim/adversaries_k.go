@@ -190,3 +190,58 @@ func disableLaterEditing(w *World, edit bool) error {
 	w.oracle.recorded[target] = r
 	return nil
 }
+
+// disableThenDrop is K7 through a tombstone: a second synthesis of the old incarnation disables
+// an orphan-to-be and no replica sees it; a third drops it, so Eno's executor carries it as a
+// tombstone of its old, disabled manifest, which Eno skips. A replica then sees the third, not
+// Ready: the tombstone Eno keeps must mark the snapshot.
+func disableThenDrop(w *World) error {
+	ctx := context.Background()
+	comps := w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace(w.ref.Namespace)
+	old, err := comps.Get(ctx, w.ref.Name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	target := w.oracle.Orphans()[0]
+	var disabled, dropped []*unstructured.Unstructured
+	for _, m := range w.opts.Story.Old {
+		m = m.DeepCopy()
+		if enomodel.RefOf(m) == target {
+			a := m.GetAnnotations()
+			if a == nil {
+				a = map[string]string{}
+			}
+			a[domain.AnnotationDisableReconciliation] = "true"
+			m.SetAnnotations(a)
+			disabled = append(disabled, m)
+			continue
+		}
+		disabled, dropped = append(disabled, m), append(dropped, m.DeepCopy())
+	}
+	for i, outputs := range [][]*unstructured.Unstructured{disabled, dropped} {
+		w.eno.Outputs[old.GetUID()] = outputs
+		patch := fmt.Sprintf(`{"spec":{"synthesizer":{"name":"synth-v%d"}}}`, i+2)
+		if _, err := comps.Patch(ctx, w.ref.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			return err
+		}
+		w.clock.Advance(time.Second)
+		dispatched, err := w.eno.Dispatch(ctx, w.ref.Namespace, w.ref.Name)
+		if err != nil || !dispatched {
+			return fmt.Errorf("synthesis %d was not dispatched (%v)", i+2, err)
+		}
+		executed, err := w.eno.Execute(ctx, w.ref.Namespace, w.ref.Name)
+		if err != nil || !executed {
+			return fmt.Errorf("synthesis %d was not executed (%v)", i+2, err)
+		}
+		w.clock.Advance(time.Second)
+	}
+	w.logf("the old incarnation's third synthesis carries %s as a disabled tombstone and is not Ready", target)
+	w.freshCaches()
+	if o := w.replicas[0].reconcile(w.ref); o.err != nil {
+		return fmt.Errorf("reconciling the old incarnation: %w", o.err)
+	}
+	r := w.oracle.recorded[target]
+	r.disabled = true
+	w.oracle.recorded[target] = r
+	return nil
+}

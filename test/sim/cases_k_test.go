@@ -89,6 +89,20 @@ var historyCases = []namedCase{
 		},
 	},
 	{
+		// K7 through a tombstone: the synthesis recording skips carries a tombstone disabled in its
+		// old manifest, which Eno skips; the snapshot must be marked for it too.
+		name:   "K7c",
+		story:  func() Story { s := DefaultStory(); s.BeforeDeletion = disableThenDrop; return s },
+		points: []string{"A handed off"},
+		script: func(t *testing.T, w *World) {
+			a := w.replicas[0]
+			w.settle("eno synthesizes the recreated composition")
+			w.freshCaches()
+			reach(t, w, "A handed off", a.reconcile(w.ref).err == nil)
+			w.settle("eno carries the hand-off")
+		},
+	},
+	{
 		// K7 with K5: an orphan is edited by hand before the mark is written. The mark must
 		// not move the history's write time past the edit.
 		name:   "K7b",
