@@ -80,13 +80,7 @@ var historyCases = []namedCase{
 		name:   "K7",
 		story:  func() Story { s := DefaultStory(); s.BeforeDeletion = disableLater; return s },
 		points: []string{"A handed off"},
-		script: func(t *testing.T, w *World) {
-			a := w.replicas[0]
-			w.settle("eno synthesizes the recreated composition")
-			w.freshCaches()
-			reach(t, w, "A handed off", a.reconcile(w.ref).err == nil)
-			w.settle("eno carries the hand-off")
-		},
+		script: reconcileAfterPrologue("A handed off"),
 	},
 	{
 		// K7 through a tombstone: the synthesis recording skips carries a tombstone disabled in its
@@ -94,13 +88,7 @@ var historyCases = []namedCase{
 		name:   "K7c",
 		story:  func() Story { s := DefaultStory(); s.BeforeDeletion = disableThenDrop; return s },
 		points: []string{"A handed off"},
-		script: func(t *testing.T, w *World) {
-			a := w.replicas[0]
-			w.settle("eno synthesizes the recreated composition")
-			w.freshCaches()
-			reach(t, w, "A handed off", a.reconcile(w.ref).err == nil)
-			w.settle("eno carries the hand-off")
-		},
+		script: reconcileAfterPrologue("A handed off"),
 	},
 	{
 		// K7 with K5: an orphan is edited by hand before the mark is written. The mark must
@@ -108,12 +96,19 @@ var historyCases = []namedCase{
 		name:   "K7b",
 		story:  func() Story { s := DefaultStory(); s.BeforeDeletion = disableLaterAfterAnEdit; return s },
 		points: []string{"A decided"},
-		script: func(t *testing.T, w *World) {
-			a := w.replicas[0]
-			w.settle("eno synthesizes the recreated composition")
-			w.freshCaches()
-			reach(t, w, "A decided", a.reconcile(w.ref).err == nil)
-			w.settle("eno carries the hand-off")
-		},
+		script: reconcileAfterPrologue("A decided"),
 	},
+}
+
+// reconcileAfterPrologue is the script of a case whose story did its work before the deletion:
+// Eno synthesizes the recreated Composition, replica A reconciles it once (reaching point), and
+// Eno carries what it handed over.
+func reconcileAfterPrologue(point string) func(t *testing.T, w *World) {
+	return func(t *testing.T, w *World) {
+		a := w.replicas[0]
+		w.settle("eno synthesizes the recreated composition")
+		w.freshCaches()
+		reach(t, w, point, a.reconcile(w.ref).err == nil)
+		w.settle("eno carries the hand-off")
+	}
 }
