@@ -485,7 +485,7 @@ func TestHandoffOfSeveralSlices(t *testing.T) {
 		last := f.published[names[len(names)-1]]
 		taken, _, err := domain.ParseTombstone(last.Resources[0])
 		require.NoError(t, err)
-		f.reader.ListSlicesReturns([]domain.ResourceSlice{takenOver(taken.Name)}, nil)
+		f.fleetSlices = []domain.ResourceSlice{takenOver(taken.Name)}
 		reads := f.reader.GetSliceCallCount()
 
 		_, err = f.service(t).Reconcile(ctx(t), f.comp.Ref())
@@ -515,7 +515,7 @@ func TestResumedHandoffIsWatchedBeforeTheResynthesis(t *testing.T) {
 	require.Error(t, err)
 	require.True(t, f.comp.NamesSlice(pendingSlice), "named before the crash")
 
-	f.reader.ListSlicesReturns([]domain.ResourceSlice{takenOver("cm-07")}, nil)
+	f.fleetSlices = []domain.ResourceSlice{takenOver("cm-07")}
 	_, err = f.service(t).Recover(ctx(t), f.comp)
 	require.NoError(t, err)
 	require.Equal(t, 1, f.sink.DisarmTombstonesCallCount(), "disarmed on resume")
