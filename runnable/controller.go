@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
 	"github.com/Azure/eno-tombstone-recovery/app"
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
@@ -33,6 +34,7 @@ const queueName = "compositions"
 type attemptRun struct {
 	comps      cache.Cache
 	downstream cluster.Cluster
+	fleet      *k8s.FleetIndex
 	ctl        controller.Controller
 }
 
@@ -54,8 +56,13 @@ func (g *Guest) build(ctx context.Context) (*attemptRun, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The fleet index lives as long as the attempt, on the leader only (design §6.3).
+	fleet, err := k8s.NewFleetIndex(g.clients.dynamic, g.clients.cpMeta)
+	if err != nil {
+		return nil, err
+	}
 	lister := compositionLister{reader: comps, scope: g.s.CompositionNamespace}
-	svc, err := g.service(lister, secrets)
+	svc, err := g.service(lister, secrets, fleet)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +96,7 @@ func (g *Guest) build(ctx context.Context) (*attemptRun, error) {
 	if err := ctl.Watch(source.Kind[client.Object](ds.GetCache(), secretObject(), g.refHandler("inventory secret", inScope))); err != nil {
 		return nil, err
 	}
-	return &attemptRun{comps: comps, downstream: ds, ctl: ctl}, nil
+	return &attemptRun{comps: comps, downstream: ds, fleet: fleet, ctl: ctl}, nil
 }
 
 // run starts the caches, waits for them to sync within CacheSyncTimeout, then runs the
@@ -98,7 +105,7 @@ func (r *attemptRun) run(ctx context.Context, g *Guest) (synced bool, err error)
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
-	failed := make(chan error, 3)
+	failed := make(chan error, 4)
 	goRun := func(what string, start func(context.Context) error) {
 		wg.Add(1)
 		go func() {
@@ -118,6 +125,7 @@ func (r *attemptRun) run(ctx context.Context, g *Guest) (synced bool, err error)
 	}
 	goRun("the composition cache", r.comps.Start)
 	goRun("the downstream cluster", r.downstream.Start)
+	goRun("the fleet index", func(ctx context.Context) error { r.fleet.Run(ctx); return nil })
 	if err := r.waitForSync(ctx, g); err != nil {
 		return false, err
 	}
@@ -138,8 +146,8 @@ func (r *attemptRun) waitForSync(ctx context.Context, g *Guest) error {
 	defer cancel()
 	for _, c := range []struct {
 		what  string
-		cache cache.Cache
-	}{{"composition", r.comps}, {"inventory secret", r.downstream.GetCache()}} {
+		cache interface{ WaitForCacheSync(context.Context) bool }
+	}{{"composition", r.comps}, {"inventory secret", r.downstream.GetCache()}, {"fleet index", r.fleet}} {
 		if !c.cache.WaitForCacheSync(syncCtx) {
 			if ctx.Err() != nil {
 				return ctx.Err()

@@ -59,6 +59,11 @@ func (f *FleetIndex) Run(ctx context.Context) {
 // HasSynced reports whether both informers hold a full list.
 func (f *FleetIndex) HasSynced() bool { return f.slices.HasSynced() && f.compositions.HasSynced() }
 
+// WaitForCacheSync waits until both informers hold a full list, or ctx ends.
+func (f *FleetIndex) WaitForCacheSync(ctx context.Context) bool {
+	return cache.WaitForCacheSync(ctx.Done(), f.HasSynced)
+}
+
 // ProducedElsewhere is domain.ProducedElsewhere over every slice the index holds.
 func (f *FleetIndex) ProducedElsewhere(_ context.Context, ids []domain.ResourceID, excluded ...string) (map[domain.ResourceID]string, error) {
 	if !f.HasSynced() {
