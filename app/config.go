@@ -119,10 +119,10 @@ type Deps struct {
 	Guard        ports.CompositionGuard
 	Slices       ports.SliceReader
 	// Fleet answers what other Compositions produce and who carries a lineage (design §6.3).
-	Fleet        ports.FleetIndex
-	Store        ports.SnapshotStore
-	Sink         ports.TombstoneSink
-	Decisions    ports.DecisionWriter
+	Fleet     ports.FleetIndex
+	Store     ports.SnapshotStore
+	Sink      ports.TombstoneSink
+	Decisions ports.DecisionWriter
 	// Downstream reads each tombstone's object before it is published (design §6.3).
 	Downstream ports.DownstreamReader
 	Events     ports.EventRecorder

@@ -137,23 +137,23 @@ func snapshotSecrets(t *testing.T, compUID, uuid string, ts time.Time, limit int
 }
 
 type fixture struct {
-	comp       domain.Composition
-	slices     []domain.ResourceSlice
-	comps      *portsfakes.FakeCompositionReader
-	guard      *portsfakes.FakeCompositionGuard
-	reader     *portsfakes.FakeSliceReader
-	fleet      *portsfakes.FakeFleetIndex
+	comp   domain.Composition
+	slices []domain.ResourceSlice
+	comps  *portsfakes.FakeCompositionReader
+	guard  *portsfakes.FakeCompositionGuard
+	reader *portsfakes.FakeSliceReader
+	fleet  *portsfakes.FakeFleetIndex
 	// fleetSlices and fleetComps are what the fleet index holds besides this Composition.
 	fleetSlices []domain.ResourceSlice
 	fleetComps  []domain.Composition
-	store      *portsfakes.FakeSnapshotStore
-	sink       *portsfakes.FakeTombstoneSink
-	decisions  *portsfakes.FakeDecisionWriter
-	events     *eventLog
-	metrics    *portsfakes.FakeMetrics
-	downstream *portsfakes.FakeDownstreamReader
-	published  map[string]domain.ResourceSlice
-	cfg        app.Config
+	store       *portsfakes.FakeSnapshotStore
+	sink        *portsfakes.FakeTombstoneSink
+	decisions   *portsfakes.FakeDecisionWriter
+	events      *eventLog
+	metrics     *portsfakes.FakeMetrics
+	downstream  *portsfakes.FakeDownstreamReader
+	published   map[string]domain.ResourceSlice
+	cfg         app.Config
 	// current is the synthesis setSynthesis last published: Eno's stamp on the next one's slices.
 	current string
 }

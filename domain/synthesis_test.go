@@ -219,7 +219,9 @@ func TestProducedElsewhere(t *testing.T) {
 	for _, s := range all {
 		productions = append(productions, domain.ProductionOf(s))
 	}
-	cmID := func(name string) domain.ResourceID { return domain.ResourceID{Kind: "ConfigMap", Namespace: "ns", Name: name} }
+	cmID := func(name string) domain.ResourceID {
+		return domain.ResourceID{Kind: "ConfigMap", Namespace: "ns", Name: name}
+	}
 	ids := []domain.ResourceID{cmID("taken"), cmID("tombstoned"), cmID("old"), cmID("own"), cmID("collected"), cmID("by-hand"), cmID("absent"),
 		{Group: "apps", Kind: "Deployment", Namespace: "ns", Name: "patched"}, {Kind: "Namespace", Name: "ns"}, {Kind: "Namespace", Name: "empty"}}
 	got := domain.ProducedElsewhere(productions, ids, "uid-self", "uid-old")

@@ -31,7 +31,7 @@ import (
 type clients struct {
 	cpConfig, dsConfig *rest.Config
 	cpHTTP, dsHTTP     *http.Client
-	dynamic            dynamic.Interface // control plane: Compositions and ResourceSlices, live
+	dynamic            dynamic.Interface  // control plane: Compositions and ResourceSlices, live
 	cpMeta             metadata.Interface // control plane: the fleet index's Compositions
 	core               corev1client.CoreV1Interface
 	meta               metadata.Interface // downstream: objects' metadata, live
