@@ -230,14 +230,26 @@ type Production struct {
 	Slice, Owner string
 	ids          []uint64
 	inNamespace  map[string]ResourceID
+	// On a recovery slice: the fingerprints of its tombstones, the Namespaces among them, and
+	// the incarnation its history names (AnnotationSourceUID), whose slices are no evidence.
+	tombstones   []uint64
+	tombstonedNS []string
+	source       string
 }
 
 // ProductionOf reads what s applies or patches. A Patch counts as its target; a manifest that
 // cannot be read names nothing: Eno cannot apply it either.
 func ProductionOf(s ResourceSlice) Production {
-	p := Production{Slice: s.Namespace + "/" + s.Name, Owner: s.ControllerUID}
+	p := Production{Slice: s.Namespace + "/" + s.Name, Owner: s.ControllerUID, source: s.Annotations[AnnotationSourceUID]}
 	for _, r := range s.Resources {
 		if r.Deleted {
+			if t, _, err := ParseTombstone(r); err == nil && p.source != "" {
+				id := t.ID()
+				p.tombstones = append(p.tombstones, fingerprint(id))
+				if id.Group == "" && id.Kind == "Namespace" {
+					p.tombstonedNS = append(p.tombstonedNS, id.Name)
+				}
+			}
 			continue
 		}
 		m, err := readManifest([]byte(r.Manifest))
@@ -264,7 +276,28 @@ func ProductionOf(s ResourceSlice) Production {
 	}
 	slices.Sort(p.ids)
 	p.ids = slices.Compact(p.ids)
+	slices.Sort(p.tombstones)
 	return p
+}
+
+// Threatens reports whether p, a slice of another Composition than recovery slice r's and its
+// source, applies or patches an identity r tombstones or deploys into a Namespace r tombstones:
+// the event on which a pending hand-off's watch looks again at once (design §6.2).
+func (p Production) Threatens(r Production) bool {
+	if len(r.tombstones) == 0 || p.Owner == "" || p.Owner == r.Owner || p.Owner == r.source {
+		return false
+	}
+	for _, ns := range r.tombstonedNS {
+		if _, ok := p.inNamespace[ns]; ok {
+			return true
+		}
+	}
+	for _, id := range p.ids {
+		if _, ok := slices.BinarySearch(r.tombstones, id); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // fingerprint is 64 bits of the identity's sha256. Two identities with one fingerprint make a

@@ -258,3 +258,33 @@ func TestProducedElsewhereNamespace(t *testing.T) {
 		domain.DeployedInto(ns("apps"), domain.SynthesisContents{}, got))
 	assert.Empty(t, domain.DeployedInto(ns("mine"), domain.SynthesisContents{}, got), "the excluded owner's slices do not count")
 }
+
+// A pending hand-off's watch looks again on the event itself: a slice of another Composition
+// that starts to produce a tombstone's identity, or to deploy into a tombstoned Namespace.
+func TestProductionThreatens(t *testing.T) {
+	res := func(deleted bool, kind, ns, name string) domain.SliceResource {
+		return domain.SliceResource{Deleted: deleted, Manifest: `{"apiVersion":"v1","kind":"` + kind + `","metadata":{"namespace":"` + ns + `","name":"` + name + `"}}`}
+	}
+	recovery := domain.ProductionOf(domain.ResourceSlice{Namespace: "a", Name: "web-recovery-1", ControllerUID: "self",
+		Annotations: map[string]string{domain.AnnotationSourceUID: "old"},
+		Resources:   []domain.SliceResource{res(true, "ConfigMap", "a", "orphan"), res(true, "Namespace", "", "gone")}})
+	of := func(owner string, rs ...domain.SliceResource) domain.Production {
+		return domain.ProductionOf(domain.ResourceSlice{Namespace: "b", Name: "s", ControllerUID: owner, Resources: rs})
+	}
+	for name, tt := range map[string]struct {
+		p    domain.Production
+		want bool
+	}{
+		"another applies a tombstone's identity":     {of("other", res(false, "ConfigMap", "a", "orphan")), true},
+		"another deploys into a tombstoned Namespace": {of("other", res(false, "ConfigMap", "gone", "x")), true},
+		"another produces something else":            {of("other", res(false, "ConfigMap", "a", "kept")), false},
+		"another tombstones it too":                  {of("other", res(true, "ConfigMap", "a", "orphan")), false},
+		"the hand-off's own Composition":             {of("self", res(false, "ConfigMap", "a", "orphan")), false},
+		"the recorded incarnation":                   {of("old", res(false, "ConfigMap", "a", "orphan")), false},
+		"no owner":                                   {of("", res(false, "ConfigMap", "a", "orphan")), false},
+	} {
+		assert.Equal(t, tt.want, tt.p.Threatens(recovery), name)
+	}
+	plain := of("other", res(true, "ConfigMap", "a", "orphan"))
+	assert.False(t, of("x", res(false, "ConfigMap", "a", "orphan")).Threatens(plain), "only recovery slices (with a source) are watched")
+}

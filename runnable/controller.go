@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -87,6 +88,14 @@ func (g *Guest) build(ctx context.Context) (*attemptRun, error) {
 		return nil, fmt.Errorf("building the controller: %w", err)
 	}
 	if err := ctl.Watch(source.Kind[client.Object](comps, compositionObject(), g.refHandler("composition", compositionRequest))); err != nil {
+		return nil, err
+	}
+	// A pending hand-off's watch looks again on the event itself (design §6.2).
+	if err := ctl.Watch(source.TypedFunc[reconcile.Request](func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		return fleet.OnThreat(func(ref domain.CompositionRef) {
+			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}})
+		})
+	})); err != nil {
 		return nil, err
 	}
 	inScope := func(obj client.Object) (reconcile.Request, bool) {

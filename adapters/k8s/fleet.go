@@ -50,6 +50,25 @@ func NewFleetIndex(client dynamic.Interface, meta metadata.Interface) (*FleetInd
 	return f, f.compositions.SetTransform(keepLineage)
 }
 
+// OnThreat calls threatened with the Composition of each recovery slice that a slice added or
+// changed threatens (domain.Production.Threatens): its pending hand-off's watch looks again at
+// once. Call it before Run.
+func (f *FleetIndex) OnThreat(threatened func(domain.CompositionRef)) error {
+	check := func(obj any) {
+		p, ok := obj.(*production)
+		if !ok || len(p.Owner) == 0 {
+			return
+		}
+		for _, o := range f.slices.GetStore().List() {
+			if r, ok := o.(*production); ok && p.Threatens(r.Production) {
+				threatened(domain.CompositionRef{Namespace: r.Namespace, Name: r.ownerName})
+			}
+		}
+	}
+	_, err := f.slices.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: check, UpdateFunc: func(_, obj any) { check(obj) }})
+	return err
+}
+
 // Run runs both informers until ctx ends.
 func (f *FleetIndex) Run(ctx context.Context) {
 	go f.compositions.RunWithContext(ctx)
@@ -110,6 +129,7 @@ func (f *FleetIndex) WaitForSlice(ctx context.Context, namespace, name string) e
 type production struct {
 	metav1.ObjectMeta
 	domain.Production
+	ownerName string // the controlling Composition's
 }
 
 func (p *production) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
@@ -128,6 +148,9 @@ func keepProduction(obj any) (any, error) {
 		s = domain.ResourceSlice{Namespace: u.GetNamespace(), Name: u.GetName()}
 	}
 	p.Production = domain.ProductionOf(s)
+	if o := metav1.GetControllerOfNoCopy(u); o != nil {
+		p.ownerName = o.Name
+	}
 	return p, nil
 }
 
