@@ -85,7 +85,7 @@ func handOffCost(s, p int, perKind Counts, lagGets int) Counts {
 // same output: it is decided AlreadyDecided (before any downstream read) and recorded over the
 // old incarnation's first n chunks, after the fleet index's answer on the lineage (K6a) and the
 // hand-off's end ("done", after a live read). The events are new (another Composition UID):
-// s + 2n + 6.
+// s + 2n + 5.
 func carriedCost(s, n int) Counts {
 	return Counts{
 		"list secrets": 1, "get resourceslices": s,
