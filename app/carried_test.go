@@ -157,7 +157,7 @@ func TestCarriedHandoffStaysWatched(t *testing.T) {
 	}
 	t.Run("taken over by another composition: disarmed", func(t *testing.T) {
 		f := carriedWaiting(t)
-		f.reader.ListSlicesReturns([]domain.ResourceSlice{takenOver("cm-08")}, nil)
+		f.fleetSlices = []domain.ResourceSlice{takenOver("cm-08")}
 		res, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
 		require.NoError(t, err)
 		assert.Equal(t, 90*time.Second, res.RequeueAfter, "watched again on the interval")
@@ -176,7 +176,7 @@ func TestCarriedHandoffStaysWatched(t *testing.T) {
 	t.Run("Ready: Eno acted, nothing waits", func(t *testing.T) {
 		f := carriedWaiting(t)
 		f.comp.Synthesis.Ready = true
-		f.reader.ListSlicesReturns([]domain.ResourceSlice{takenOver("cm-08")}, nil)
+		f.fleetSlices = []domain.ResourceSlice{takenOver("cm-08")}
 		f.downstream.ObserveObjectReturns(domain.Observation{State: domain.ObjectAbsent}, nil)
 		f.downstream.ObserveObjectStub = nil
 		res, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
@@ -186,7 +186,7 @@ func TestCarriedHandoffStaysWatched(t *testing.T) {
 	})
 	t.Run("a failed list is retried after the interval, not the controller's backoff (N4)", func(t *testing.T) {
 		f := carriedWaiting(t)
-		f.reader.ListSlicesReturns(nil, errors.New("500"))
+		f.fleet.ProducedElsewhereReturns(nil, errors.New("500"))
 		res, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
 		require.NoError(t, err)
 		assert.Equal(t, f.cfg.PendingRecheckInterval, res.RequeueAfter)

@@ -23,7 +23,7 @@ func TestRecoverKeepsANamespaceAnotherCompositionDeploysInto(t *testing.T) {
 		f.cfg.MaxTombstoneFraction = 1
 		other := domain.ResourceSlice{Namespace: "team-b", Name: "other-00000001-0", ControllerUID: "uid-other",
 			Resources: []domain.SliceResource{{Manifest: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"shared","name":"theirs"}}`}}}
-		f.reader.ListSlicesReturns([]domain.ResourceSlice{other}, nil)
+		f.fleetSlices = []domain.ResourceSlice{other}
 		res, err := f.service(t).Recover(ctx(t), f.comp)
 		require.NoError(t, err)
 		d := writtenDecision(t, f)
@@ -93,7 +93,7 @@ func TestPendingHandoffDisarmsWhenAnotherCompositionDeploysIntoANamespace(t *tes
 
 	other := domain.ResourceSlice{Namespace: "team-b", Name: "other-00000001-0", ControllerUID: "uid-other",
 		Resources: []domain.SliceResource{{Manifest: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"shared","name":"theirs"}}`}}}
-	f.reader.ListSlicesReturns([]domain.ResourceSlice{other}, nil)
+	f.fleetSlices = []domain.ResourceSlice{other}
 	_, err = f.service(t).Reconcile(ctx(t), f.comp.Ref())
 	require.NoError(t, err)
 	require.Equal(t, 1, f.sink.DisarmTombstonesCallCount())
@@ -107,7 +107,7 @@ func TestRecoverDropsWhatAnotherCompositionProduces(t *testing.T) {
 	rs := resources(9)
 	f := recoveryFixture(t, rs, rs[:7])
 	f.cfg.MaxTombstoneFraction = 1
-	f.reader.ListSlicesReturns([]domain.ResourceSlice{takenOver("cm-07")}, nil)
+	f.fleetSlices = []domain.ResourceSlice{takenOver("cm-07")}
 	res, err := f.service(t).Recover(ctx(t), f.comp)
 	require.NoError(t, err)
 	d := writtenDecision(t, f)

@@ -118,16 +118,15 @@ type Deps struct {
 	Compositions ports.CompositionReader
 	Guard        ports.CompositionGuard
 	Slices       ports.SliceReader
-	Store        ports.SnapshotStore
-	Sink         ports.TombstoneSink
-	Decisions    ports.DecisionWriter
+	// Fleet answers what other Compositions produce and who carries a lineage (design §6.3).
+	Fleet     ports.FleetIndex
+	Store     ports.SnapshotStore
+	Sink      ports.TombstoneSink
+	Decisions ports.DecisionWriter
 	// Downstream reads each tombstone's object before it is published (design §6.3).
 	Downstream ports.DownstreamReader
 	Events     ports.EventRecorder
 	Metrics    ports.Metrics
-	// Lister is no longer read: recovery lists every shard's Compositions live through Guard to
-	// find those that share the lineage (design §6, SharedLineage, K6a). Kept for callers.
-	Lister ports.CompositionLister
 }
 
 func (d Deps) validate() error {
@@ -138,6 +137,7 @@ func (d Deps) validate() error {
 		{"Compositions", d.Compositions == nil},
 		{"Guard", d.Guard == nil},
 		{"Slices", d.Slices == nil},
+		{"Fleet", d.Fleet == nil},
 		{"Store", d.Store == nil},
 		{"Sink", d.Sink == nil},
 		{"Downstream", d.Downstream == nil},
@@ -183,7 +183,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		deps.Metrics = noMetrics{}
 	}
 	return &Service{cfg: cfg, policy: domain.Policy{Enabled: cfg.Enabled, Scope: cfg.Scope}, deps: deps, planner: planner{
-		cfg: cfg, secrets: deps.Store, slices: deps.Slices, guard: deps.Guard, downstream: deps.Downstream, failures: &readFailures{},
+		cfg: cfg, secrets: deps.Store, slices: deps.Slices, fleet: deps.Fleet, guard: deps.Guard, downstream: deps.Downstream, failures: &readFailures{},
 	}, reviews: newIgnoredReviews(), marks: &markedSyntheses{}, orphans: newOrphanReports()}, nil
 }
 

@@ -137,19 +137,23 @@ func snapshotSecrets(t *testing.T, compUID, uuid string, ts time.Time, limit int
 }
 
 type fixture struct {
-	comp       domain.Composition
-	slices     []domain.ResourceSlice
-	comps      *portsfakes.FakeCompositionReader
-	guard      *portsfakes.FakeCompositionGuard
-	reader     *portsfakes.FakeSliceReader
-	store      *portsfakes.FakeSnapshotStore
-	sink       *portsfakes.FakeTombstoneSink
-	decisions  *portsfakes.FakeDecisionWriter
-	events     *eventLog
-	metrics    *portsfakes.FakeMetrics
-	downstream *portsfakes.FakeDownstreamReader
-	published  map[string]domain.ResourceSlice
-	cfg        app.Config
+	comp   domain.Composition
+	slices []domain.ResourceSlice
+	comps  *portsfakes.FakeCompositionReader
+	guard  *portsfakes.FakeCompositionGuard
+	reader *portsfakes.FakeSliceReader
+	fleet  *portsfakes.FakeFleetIndex
+	// fleetSlices and fleetComps are what the fleet index holds besides this Composition.
+	fleetSlices []domain.ResourceSlice
+	fleetComps  []domain.Composition
+	store       *portsfakes.FakeSnapshotStore
+	sink        *portsfakes.FakeTombstoneSink
+	decisions   *portsfakes.FakeDecisionWriter
+	events      *eventLog
+	metrics     *portsfakes.FakeMetrics
+	downstream  *portsfakes.FakeDownstreamReader
+	published   map[string]domain.ResourceSlice
+	cfg         app.Config
 	// current is the synthesis setSynthesis last published: Eno's stamp on the next one's slices.
 	current string
 }
@@ -159,7 +163,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	f := &fixture{
 		comps: &portsfakes.FakeCompositionReader{}, guard: &portsfakes.FakeCompositionGuard{},
-		reader: &portsfakes.FakeSliceReader{}, store: &portsfakes.FakeSnapshotStore{},
+		reader: &portsfakes.FakeSliceReader{}, fleet: &portsfakes.FakeFleetIndex{}, store: &portsfakes.FakeSnapshotStore{},
 		sink: &portsfakes.FakeTombstoneSink{}, decisions: &portsfakes.FakeDecisionWriter{},
 		events: &eventLog{}, metrics: &portsfakes.FakeMetrics{},
 		downstream: &portsfakes.FakeDownstreamReader{},
@@ -170,6 +174,16 @@ func newFixture(t *testing.T) *fixture {
 	f.setSynthesis(synthID, rs[:5], rs[5:])
 	f.comp = composition(uid, synthID, f.slices, true)
 	f.guard.LiveCompositionCalls(func(context.Context, domain.CompositionRef) (domain.Composition, error) { return f.comp, nil })
+	f.fleet.ProducedElsewhereCalls(func(_ context.Context, ids []domain.ResourceID, excluded ...string) (map[domain.ResourceID]string, error) {
+		var all []domain.Production
+		for _, s := range f.fleetSlices {
+			all = append(all, domain.ProductionOf(s))
+		}
+		return domain.ProducedElsewhere(all, ids, excluded...), nil
+	})
+	f.fleet.LineageMembersCalls(func(_ context.Context, ref domain.CompositionRef, l domain.Lineage) ([]domain.CompositionRef, error) {
+		return domain.LineageMembers(domain.Composition{Namespace: ref.Namespace, Name: ref.Name}, l, f.fleetComps), nil
+	})
 	f.comps.GetCompositionCalls(func(context.Context, domain.CompositionRef) (domain.Composition, error) { return f.comp, nil })
 	f.store.GetChunkCalls(func(_ context.Context, name string) (domain.ChunkSecret, error) {
 		return domain.ChunkSecret{}, fmt.Errorf("secret %s: %w", name, errNotFound)
@@ -259,7 +273,7 @@ func slicesStamp(s []domain.ResourceSlice) string {
 func (f *fixture) service(t *testing.T) *app.Service {
 	t.Helper()
 	svc, err := app.New(f.cfg, app.Deps{
-		Compositions: f.comps, Guard: f.guard, Slices: f.reader, Store: f.store,
+		Compositions: f.comps, Guard: f.guard, Slices: f.reader, Fleet: f.fleet, Store: f.store,
 		Sink: f.sink, Decisions: f.decisions, Downstream: f.downstream, Events: f.events, Metrics: f.metrics,
 	})
 	require.NoError(t, err)

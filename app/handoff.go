@@ -45,12 +45,31 @@ func (s *Service) handOff(ctx context.Context, comp domain.Composition, plan dom
 		if names[i], err = s.deps.Sink.CreateRecoverySlice(ctx, live, h, i); err != nil {
 			return fail("creating the recovery slice of", err)
 		}
+		if err := s.fence(ctx, comp, names[i], plan); err != nil {
+			return fail("naming the recovery slice of", err)
+		}
 		if live, err = s.nameRecoverySlice(ctx, live, names[i], h.Digest); err != nil {
 			return fail("naming the recovery slice of", err)
 		}
 		fault(ctx, faultCommitted, comp.Ref())
 	}
 	return s.finish(ctx, live, plan, h, names)
+}
+
+// fence asks the fleet index again, once it holds the slice just created, whether another
+// Composition now produces a tombstone's identity or deploys into its Namespace; if so the pass
+// ends before the append, and the next plan decides again. A watch delivers one resource's events
+// in order, so an index that holds this create has seen every slice written before it: as strong
+// as a fresh list of every slice taken now (design §6.3).
+func (s *Service) fence(ctx context.Context, comp domain.Composition, slice string, plan domain.RecoveryPlan) error {
+	if err := s.deps.Fleet.WaitForSlice(ctx, comp.Namespace, slice); err != nil {
+		return fmt.Errorf("waiting for the fleet index to see recovery slice %s: %w", slice, err)
+	}
+	taken, where, err := s.producedElsewhere(ctx, plan.Tombstones, comp.UID, plan.SourceUID)
+	if err != nil || len(taken) == 0 {
+		return err
+	}
+	return &StaleCompositionError{Ref: comp.Ref(), Detail: fmt.Sprintf("since the plan, another composition produces %s (%s)", domain.FirstIDs(taken, disarmedEventLimit), where[0])}
 }
 
 // nameAttempts bounds how often one part's append meets a Composition written since.

@@ -485,7 +485,7 @@ func TestHandoffOfSeveralSlices(t *testing.T) {
 		last := f.published[names[len(names)-1]]
 		taken, _, err := domain.ParseTombstone(last.Resources[0])
 		require.NoError(t, err)
-		f.reader.ListSlicesReturns([]domain.ResourceSlice{takenOver(taken.Name)}, nil)
+		f.fleetSlices = []domain.ResourceSlice{takenOver(taken.Name)}
 		reads := f.reader.GetSliceCallCount()
 
 		_, err = f.service(t).Reconcile(ctx(t), f.comp.Ref())
@@ -515,11 +515,67 @@ func TestResumedHandoffIsWatchedBeforeTheResynthesis(t *testing.T) {
 	require.Error(t, err)
 	require.True(t, f.comp.NamesSlice(pendingSlice), "named before the crash")
 
-	f.reader.ListSlicesReturns([]domain.ResourceSlice{takenOver("cm-07")}, nil)
+	f.fleetSlices = []domain.ResourceSlice{takenOver("cm-07")}
 	_, err = f.service(t).Recover(ctx(t), f.comp)
 	require.NoError(t, err)
 	require.Equal(t, 1, f.sink.DisarmTombstonesCallCount(), "disarmed on resume")
 	assert.Equal(t, domain.ArmedOff, f.comp.Annotations[domain.AnnotationArmed])
 	assert.Equal(t, 1, f.sink.ArmTombstonesCallCount(), "and never armed again")
 	require.Equal(t, 1, f.sink.RequestResynthesisCallCount())
+}
+
+// The fence (design §6.3): the plan read a stale fleet index; once the index holds the recovery
+// slice just created it has seen every slice written before, and is asked again before the
+// append. Another Composition producing a tombstone by then ends the pass with nothing named;
+// the next plan keeps the object. An index that never shows the slice names nothing either.
+func TestHandoffFence(t *testing.T) {
+	for name, tt := range map[string]struct {
+		index  func(f *fixture)
+		wantIs error
+	}{
+		"a producer the plan did not see": {index: func(f *fixture) {
+			stale := f.fleet.ProducedElsewhereStub
+			f.fleet.ProducedElsewhereCalls(func(c context.Context, ids []domain.ResourceID, excluded ...string) (map[domain.ResourceID]string, error) {
+				if f.fleet.WaitForSliceCallCount() > 0 {
+					f.fleetSlices = []domain.ResourceSlice{takenOver("cm-08")}
+				}
+				return stale(c, ids, excluded...)
+			})
+		}},
+		"the index never sees the slice": {index: func(f *fixture) {
+			f.fleet.WaitForSliceReturns(fmt.Errorf("slice: %w", ports.ErrIndexBehind))
+		}, wantIs: ports.ErrIndexBehind},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rs := resources(9)
+			f := recoveryFixture(t, rs, rs[:7])
+			f.cfg.MaxTombstoneFraction = 1
+			tt.index(f)
+			_, err := f.service(t).Recover(ctx(t), f.comp)
+			require.Error(t, err)
+			if tt.wantIs != nil {
+				require.ErrorIs(t, err, tt.wantIs)
+			} else {
+				var stale *app.StaleCompositionError
+				require.ErrorAs(t, err, &stale)
+				assert.Contains(t, err.Error(), "team-b/other-00000001-0")
+			}
+			require.Equal(t, 1, f.sink.CreateRecoverySliceCallCount())
+			assert.Zero(t, f.sink.AppendRecoverySliceCallCount(), "nothing named")
+			assert.Zero(t, f.decisions.WriteDecisionCallCount())
+			_, gotNS, gotName := f.fleet.WaitForSliceArgsForCall(0)
+			assert.Equal(t, ns, gotNS)
+			assert.Contains(t, gotName, "-recovery-", "the slice just created")
+
+			// The next plan reads the index as it is now and keeps what another produces.
+			f.fleet.WaitForSliceReturns(nil)
+			_, err = f.service(t).Recover(ctx(t), f.comp)
+			require.NoError(t, err)
+			want := 2
+			if tt.wantIs == nil {
+				want = 1 // cm-07 only: cm-08 is another's
+			}
+			assert.Equal(t, want, writtenDecision(t, f).Tombstones)
+		})
+	}
 }

@@ -20,6 +20,7 @@ type InspectDeps struct {
 	Downstream   ports.DownstreamReader
 	Compositions ports.CompositionGuard
 	Slices       ports.SliceReader
+	Fleet        ports.FleetIndex
 	// Lister lists the Compositions on the control plane, for InspectAll.
 	Lister ports.CompositionLister
 }
@@ -51,8 +52,8 @@ func NewInspector(cfg Config, deps InspectDeps) (*Inspector, error) {
 		return nil, errors.New("app: inspect needs a Secrets reader")
 	case deps.Downstream == nil:
 		return nil, errors.New("app: inspect needs a Downstream reader")
-	case (deps.Compositions == nil) != (deps.Slices == nil):
-		return nil, errors.New("app: inspect reads the control plane through both Compositions and Slices, or neither")
+	case (deps.Compositions == nil) != (deps.Slices == nil) || (deps.Slices == nil) != (deps.Fleet == nil):
+		return nil, errors.New("app: inspect reads the control plane through Compositions, Slices and Fleet, or none")
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -165,7 +166,7 @@ func (in *Inspector) dryRun(ctx context.Context, comp domain.Composition, secret
 	if err != nil {
 		return nil, err
 	}
-	p := planner{cfg: cfg, secrets: in.deps.Secrets, slices: in.deps.Slices, guard: in.deps.Compositions, downstream: in.deps.Downstream}
+	p := planner{cfg: cfg, secrets: in.deps.Secrets, slices: in.deps.Slices, fleet: in.deps.Fleet, guard: in.deps.Compositions, downstream: in.deps.Downstream}
 	h := domain.ReadHistoryFor(comp, secrets, now, cfg.MaxChunks, cfg.adoption())
 	r := &DryRunReport{
 		Composition:    comp.Ref().String(),

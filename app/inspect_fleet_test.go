@@ -101,7 +101,7 @@ func newFleet(t *testing.T) (*memory.Cluster, *app.Inspector) {
 	cfg.Now = func() time.Time { return now }
 	cfg.Scope = domain.Scope{Selector: notShardB{}}
 	slices := ownedSlices{Cluster: cl, owner: map[string]string{sliceName: "uid-c"}}
-	in, err := app.NewInspector(cfg, app.InspectDeps{Secrets: cl, Downstream: cl, Compositions: cl, Slices: slices, Lister: cl})
+	in, err := app.NewInspector(cfg, app.InspectDeps{Secrets: cl, Downstream: cl, Compositions: cl, Slices: slices, Fleet: cl, Lister: cl})
 	require.NoError(t, err)
 	return cl, in
 }

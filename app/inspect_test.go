@@ -69,7 +69,7 @@ func (in *inspection) inspector(t *testing.T, controlPlane bool) *app.Inspector 
 	t.Helper()
 	deps := app.InspectDeps{Secrets: in.lister, Downstream: in.downstream}
 	if controlPlane {
-		deps.Compositions, deps.Slices = in.guard, in.reader
+		deps.Compositions, deps.Slices, deps.Fleet = in.guard, in.reader, in.fleet
 	}
 	i, err := app.NewInspector(in.cfg, deps)
 	require.NoError(t, err)
@@ -280,7 +280,8 @@ func TestInspectRefusals(t *testing.T) {
 	}{
 		{app.InspectDeps{Downstream: in.downstream}, "Secrets"},
 		{app.InspectDeps{Secrets: in.lister}, "Downstream"},
-		{app.InspectDeps{Secrets: in.lister, Downstream: in.downstream, Compositions: in.guard}, "both Compositions and Slices, or neither"},
+		{app.InspectDeps{Secrets: in.lister, Downstream: in.downstream, Compositions: in.guard}, "Compositions, Slices and Fleet, or none"},
+		{app.InspectDeps{Secrets: in.lister, Downstream: in.downstream, Compositions: in.guard, Slices: in.reader}, "Compositions, Slices and Fleet, or none"},
 	} {
 		_, err := app.NewInspector(in.cfg, tc.deps)
 		assert.ErrorContains(t, err, tc.want)

@@ -158,21 +158,9 @@ func (s *Service) guardHandoff(ctx context.Context, comp domain.Composition, tom
 	if !comp.Armed() || len(tombstones) == 0 {
 		return nil
 	}
-	elsewhere, err := s.planner.producedElsewhere(ctx, append([]string{comp.UID}, sourceUIDs...)...)
+	taken, where, err := s.producedElsewhere(ctx, tombstones, append([]string{comp.UID}, sourceUIDs...)...)
 	if err != nil {
 		return fmt.Errorf("watching the hand-off: %w", err)
-	}
-	var taken []domain.Tombstone
-	var where []string
-	for _, t := range tombstones {
-		if slice, ok := elsewhere[t.Entry.ID()]; ok {
-			taken = append(taken, t)
-			where = append(where, slice)
-		} else if why := domain.DeployedInto(t.Entry.ID(), domain.SynthesisContents{}, elsewhere); why != "" {
-			// N1: another Composition deploys into a Namespace of the hand-off since planning.
-			taken = append(taken, t)
-			where = append(where, why)
-		}
 	}
 	if len(taken) == 0 {
 		return nil
@@ -190,6 +178,28 @@ func (s *Service) guardHandoff(ctx context.Context, comp domain.Composition, tom
 		len(taken), domain.FirstIDs(taken, disarmedEventLimit), where[0], domain.AnnotationArmed, domain.ArmedOff))
 	logr.FromContextOrDiscard(ctx).Info("disarmed a hand-off: another composition produces some of its tombstones", "tombstones", len(taken))
 	return nil
+}
+
+// producedElsewhere asks the fleet index which tombstones name an identity a slice of another
+// Composition than the excluded applies or patches (K4), or a Namespace one deploys into (N1),
+// and where.
+func (s *Service) producedElsewhere(ctx context.Context, tombstones []domain.Tombstone, excluded ...string) (taken []domain.Tombstone, where []string, err error) {
+	ids := make([]domain.ResourceID, len(tombstones))
+	for i, t := range tombstones {
+		ids[i] = t.Entry.ID()
+	}
+	elsewhere, err := s.deps.Fleet.ProducedElsewhere(ctx, ids, excluded...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the fleet index: %w", err)
+	}
+	for _, t := range tombstones {
+		if slice, ok := elsewhere[t.Entry.ID()]; ok {
+			taken, where = append(taken, t), append(where, slice)
+		} else if why := domain.DeployedInto(t.Entry.ID(), domain.SynthesisContents{}, elsewhere); why != "" {
+			taken, where = append(taken, t), append(where, why)
+		}
+	}
+	return taken, where, nil
 }
 
 // retireHandoff disarms comp's armed hand-off once Eno has acted on it, or once nothing watches

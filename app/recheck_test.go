@@ -177,13 +177,13 @@ func takenOver(names ...string) domain.ResourceSlice {
 func TestPendingHandoffDisarmsWhenAnotherCompositionProducesATombstone(t *testing.T) {
 	f := pendingFixture(t)
 	require.NotEmpty(t, f.comp.Annotations[domain.AnnotationArmed])
-	listed := f.reader.ListSlicesCallCount()
-	f.reader.ListSlicesReturns([]domain.ResourceSlice{f.published[pendingSlice], takenOver("cm-08", "unrelated")}, nil)
+	listed := f.fleet.ProducedElsewhereCallCount()
+	f.fleetSlices = []domain.ResourceSlice{f.published[pendingSlice], takenOver("cm-08", "unrelated")}
 
 	res, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
 	require.NoError(t, err)
 	assert.Equal(t, 90*time.Second, res.RequeueAfter)
-	assert.Equal(t, listed+1, f.reader.ListSlicesCallCount())
+	assert.Equal(t, listed+1, f.fleet.ProducedElsewhereCallCount())
 	require.Equal(t, 1, f.sink.DisarmTombstonesCallCount())
 	assert.Equal(t, domain.ArmedOff, f.comp.Annotations[domain.AnnotationArmed])
 	assert.Equal(t, 1, f.decisions.WriteDecisionCallCount(), "the decision is not rewritten")
@@ -202,7 +202,7 @@ func TestPendingHandoffDisarmsWhenAnotherCompositionProducesATombstone(t *testin
 
 	_, err = f.service(t).Reconcile(ctx(t), f.comp.Ref())
 	require.NoError(t, err)
-	assert.Equal(t, listed+1, f.reader.ListSlicesCallCount(), "disarmed: nothing left to watch")
+	assert.Equal(t, listed+1, f.fleet.ProducedElsewhereCallCount(), "disarmed: nothing left to watch")
 	assert.Equal(t, 1, f.sink.DisarmTombstonesCallCount())
 }
 
@@ -217,7 +217,7 @@ func TestPendingHandoffKeepsItsArmWithoutEvidence(t *testing.T) {
 	recorded := takenOver("cm-07", "cm-08")
 	recorded.Namespace, recorded.ControllerUID = "team-a", oldUID
 	require.Equal(t, oldUID, f.published[pendingSlice].Annotations[domain.AnnotationSourceUID])
-	f.reader.ListSlicesReturns([]domain.ResourceSlice{f.published[pendingSlice], other, recorded}, nil)
+	f.fleetSlices = []domain.ResourceSlice{f.published[pendingSlice], other, recorded}
 	_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
 	require.NoError(t, err)
 	assert.Zero(t, f.sink.DisarmTombstonesCallCount())
@@ -229,7 +229,7 @@ func TestPendingHandoffKeepsItsArmWithoutEvidence(t *testing.T) {
 func TestPendingHandoffFaults(t *testing.T) {
 	t.Run("the composition changed since it was read", func(t *testing.T) {
 		f := pendingFixture(t)
-		f.reader.ListSlicesReturns([]domain.ResourceSlice{takenOver("cm-07")}, nil)
+		f.fleetSlices = []domain.ResourceSlice{takenOver("cm-07")}
 		disarm := f.sink.DisarmTombstonesStub
 		f.sink.DisarmTombstonesStub = nil
 		f.sink.DisarmTombstonesReturnsOnCall(0, fmt.Errorf("patch: %w", ports.ErrConflict))
@@ -245,7 +245,7 @@ func TestPendingHandoffFaults(t *testing.T) {
 	})
 	t.Run("the list fails: looked at again after the interval, not the controller's backoff (N4)", func(t *testing.T) {
 		f := pendingFixture(t)
-		f.reader.ListSlicesReturns(nil, fmt.Errorf("500"))
+		f.fleet.ProducedElsewhereReturns(nil, fmt.Errorf("500"))
 		res, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
 		require.NoError(t, err, "an error would put the hand-off on the controller's growing backoff")
 		assert.Equal(t, 90*time.Second, res.RequeueAfter)
@@ -254,7 +254,7 @@ func TestPendingHandoffFaults(t *testing.T) {
 	})
 	t.Run("the recovery slice is no longer this controller's", func(t *testing.T) {
 		f := pendingFixture(t)
-		f.reader.ListSlicesReturns([]domain.ResourceSlice{takenOver("cm-07")}, nil)
+		f.fleetSlices = []domain.ResourceSlice{takenOver("cm-07")}
 		s := f.published[pendingSlice]
 		s.ControllerUID = "someone-else"
 		f.published[pendingSlice] = s
@@ -276,11 +276,11 @@ func TestPendingHandoffEndsWithTheNextSynthesis(t *testing.T) {
 	f.comp = composition(uid, next, f.slices, false)
 	f.comp.Annotations = annotations
 	f.comp.Synthesis.Ready = true
-	listed, armed := f.reader.ListSlicesCallCount(), f.sink.ArmTombstonesCallCount()
+	listed, armed := f.fleet.ProducedElsewhereCallCount(), f.sink.ArmTombstonesCallCount()
 	res, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
 	require.NoError(t, err)
 	assert.Zero(t, res.RequeueAfter)
-	assert.Equal(t, listed, f.reader.ListSlicesCallCount())
+	assert.Equal(t, listed, f.fleet.ProducedElsewhereCallCount())
 	assert.Zero(t, f.sink.DisarmTombstonesCallCount())
 	// Eno acted on every tombstone it carried: the hand-off ends disarmed, so that a tombstone it
 	// skipped, which stays in this synthesis, is not deleted on a later reload (sim L1).
@@ -331,7 +331,7 @@ func TestPendingWatchRunsWhateverTheResynthesisRequestMeets(t *testing.T) {
 	delete(f.comp.Annotations, domain.AnnotationForceResynthesis)
 	f.sink.RequestResynthesisStub = nil
 	f.sink.RequestResynthesisReturns(errors.New("503 unavailable"))
-	f.reader.ListSlicesReturns([]domain.ResourceSlice{takenOver("cm-07")}, nil)
+	f.fleetSlices = []domain.ResourceSlice{takenOver("cm-07")}
 	_, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
 	require.Error(t, err)
 	assert.Equal(t, 1, f.sink.DisarmTombstonesCallCount())

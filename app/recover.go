@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -143,6 +145,7 @@ type planner struct {
 	cfg        Config
 	secrets    ports.SnapshotLister
 	slices     ports.SliceReader
+	fleet      ports.FleetIndex
 	guard      ports.CompositionGuard
 	downstream ports.DownstreamReader
 	// failures counts each object's consecutive failed reads; nil keeps a failure at once (a
@@ -216,12 +219,10 @@ func (p planner) planListed(ctx context.Context, comp domain.Composition, lineag
 		Now:                  now,
 	}
 	if snapErr == nil {
-		// Live and across every shard: the cache holds this shard's Compositions only (K6a).
-		all, err := p.guard.ListLiveCompositions(ctx)
-		if err != nil {
-			return domain.RecoveryPlan{}, reads, fmt.Errorf("listing compositions that may share lineage %s: %w", lineage, err)
+		// Across every shard: the cache holds this shard's Compositions only (K6a).
+		if in.LineageMembers, err = p.fleet.LineageMembers(ctx, comp.Ref(), lineage); err != nil {
+			return domain.RecoveryPlan{}, reads, fmt.Errorf("finding compositions that share lineage %s: %w", lineage, err)
 		}
-		in.LineageMembers = domain.LineageMembers(comp, lineage, all)
 		if in.LiveOwners, err = p.liveOwners(ctx, domain.SharedLineageOwners(comp, snap, in.LineageMembers...)); err != nil {
 			return domain.RecoveryPlan{}, reads, err
 		}
@@ -293,11 +294,11 @@ func (p planner) liveOwners(ctx context.Context, refs []domain.CompositionRef) (
 // markProducedElsewhere turns each present object whose identity a slice of another
 // Composition applies or patches into ObjectProducedElsewhere: it is kept (K4). The slices of
 // the owners excluded (this Composition, the incarnation the history recorded) do not count.
-// It returns the identities others produce, for the Namespaces they deploy into.
+// It returns what the fleet index answered, for the Namespaces others deploy into (N1).
 func (p planner) markProducedElsewhere(ctx context.Context, observed map[domain.ResourceID]domain.Observation, excluded ...string) (map[domain.ResourceID]string, error) {
-	elsewhere, err := p.producedElsewhere(ctx, excluded...)
+	elsewhere, err := p.fleet.ProducedElsewhere(ctx, slices.Collect(maps.Keys(observed)), excluded...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading the fleet index for identities other compositions produce: %w", err)
 	}
 	for id, o := range observed {
 		if slice, ok := elsewhere[id]; ok && o.State == domain.ObjectPresent {
@@ -305,15 +306,6 @@ func (p planner) markProducedElsewhere(ctx context.Context, observed map[domain.
 		}
 	}
 	return elsewhere, nil
-}
-
-// producedElsewhere lists every slice once and returns the identities others produce.
-func (p planner) producedElsewhere(ctx context.Context, excluded ...string) (map[domain.ResourceID]string, error) {
-	all, err := p.slices.ListSlices(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("listing resource slices for identities other compositions produce: %w", err)
-	}
-	return domain.ProducedElsewhere(all, excluded...), nil
 }
 
 // observe reads each tombstone's object downstream (design §6.3). A read that fails (a server

@@ -16,7 +16,6 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/app"
 	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/ports"
-	"github.com/Azure/eno-tombstone-recovery/ports/portsfakes"
 )
 
 // recoveryFixture: the Composition was recreated (uid) and its new synthesis produces fewer
@@ -694,16 +693,14 @@ func TestRecoverSeesALineageMemberThatHasNotRecorded(t *testing.T) {
 			f.cfg.MaxTombstoneFraction = 1
 			f.comp = override(f.comp, "shared")
 			f.store.ListChunksReturns(snapshotSecretsOfLineage(t, "shared", oldUID, oldSynth, rs), nil)
-			// The sibling is in another shard: this shard's cache (the Lister) never holds it, the
-			// live list across every shard does (K6a).
-			lister := &portsfakes.FakeCompositionLister{}
-			lister.ListCompositionsReturns([]domain.Composition{f.comp}, nil)
+			// The sibling is in another shard: this shard's cache never holds it, the fleet
+			// index of every shard does (K6a).
 			if tt.errorOut {
-				f.guard.ListLiveCompositionsReturns(nil, errors.New("the list failed"))
+				f.fleet.LineageMembersReturns(nil, errors.New("the list failed"))
 			} else {
 				sibling := tt.member(composition("uid-split", "99999999-aaaa-bbbb-cccc-000000000009", nil, false))
 				sibling.Name = "web-split"
-				f.guard.ListLiveCompositionsReturns([]domain.Composition{f.comp, sibling}, nil)
+				f.fleetComps = []domain.Composition{f.comp, sibling}
 				guard := f.guard.LiveCompositionStub
 				f.guard.LiveCompositionCalls(func(c context.Context, ref domain.CompositionRef) (domain.Composition, error) {
 					if ref.Name == "web-split" {
@@ -715,12 +712,7 @@ func TestRecoverSeesALineageMemberThatHasNotRecorded(t *testing.T) {
 					return guard(c, ref)
 				})
 			}
-			svc, err := app.New(f.cfg, app.Deps{
-				Compositions: f.comps, Guard: f.guard, Slices: f.reader, Store: f.store, Sink: f.sink,
-				Decisions: f.decisions, Downstream: f.downstream, Events: f.events, Metrics: f.metrics, Lister: lister,
-			})
-			require.NoError(t, err)
-			_, err = svc.Recover(ctx(t), f.comp)
+			_, err := f.service(t).Recover(ctx(t), f.comp)
 			if tt.errorOut {
 				require.Error(t, err)
 				assert.Zero(t, f.decisions.WriteDecisionCallCount())

@@ -1,6 +1,8 @@
 package domain
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -220,38 +222,112 @@ func cascadeDisable(e *Entry, c Composition) {
 	e.Annotations = annotations
 }
 
-// ProducedElsewhere maps each identity that a slice controlled by anything but the excluded
-// owners (by UID) holds as a resource Eno applies or patches (not a tombstone) to that slice's
-// name. Any
-// such slice counts, a terminating one or one of an older synthesis too: when in doubt, keep.
-// A manifest that cannot be read names nothing: Eno cannot apply it either.
-func ProducedElsewhere(all []ResourceSlice, excluded ...string) map[ResourceID]string {
-	out := map[ResourceID]string{}
-	for _, s := range all {
-		if s.ControllerUID == "" || slices.Contains(excluded, s.ControllerUID) {
+// Production is what the fleet index keeps of one slice (design §6.3): its owner, a fixed-size
+// fingerprint of each identity it applies or patches (not a tombstone), and in each namespace it
+// deploys into, the first such identity. Never a manifest.
+type Production struct {
+	// Slice is the slice's "namespace/name"; Owner its controller's UID.
+	Slice, Owner string
+	ids          []uint64
+	inNamespace  map[string]ResourceID
+	// On a recovery slice: the fingerprints of its tombstones, the Namespaces among them, and
+	// the incarnation its history names (AnnotationSourceUID), whose slices are no evidence.
+	tombstones   []uint64
+	tombstonedNS []string
+	source       string
+}
+
+// ProductionOf reads what s applies or patches. A Patch counts as its target; a manifest that
+// cannot be read names nothing: Eno cannot apply it either.
+func ProductionOf(s ResourceSlice) Production {
+	p := Production{Slice: s.Namespace + "/" + s.Name, Owner: s.ControllerUID, source: s.Annotations[AnnotationSourceUID]}
+	for _, r := range s.Resources {
+		if r.Deleted {
+			if t, _, err := ParseTombstone(r); err == nil && p.source != "" {
+				id := t.ID()
+				p.tombstones = append(p.tombstones, fingerprint(id))
+				if id.Group == "" && id.Kind == "Namespace" {
+					p.tombstonedNS = append(p.tombstonedNS, id.Name)
+				}
+			}
 			continue
 		}
-		for _, r := range s.Resources {
-			if r.Deleted {
+		m, err := readManifest([]byte(r.Manifest))
+		if err != nil {
+			continue
+		}
+		group, _ := splitAPIVersion(m.APIVersion)
+		id := ResourceID{Group: group, Kind: m.Kind, Namespace: m.Namespace, Name: m.Name}
+		if m.APIVersion == enoAPIVersion && m.Kind == patchKind {
+			targetVersion, targetKind, err := m.patchTarget()
+			if err != nil || targetKind == "" {
 				continue
 			}
-			m, err := readManifest([]byte(r.Manifest))
-			if err != nil {
-				continue
+			tg, _ := splitAPIVersion(targetVersion)
+			id = ResourceID{Group: tg, Kind: targetKind, Namespace: m.Namespace, Name: m.Name}
+		}
+		p.ids = append(p.ids, fingerprint(id))
+		if first, ok := p.inNamespace[id.Namespace]; id.Namespace != "" && (!ok || id.Compare(first) < 0) {
+			if p.inNamespace == nil {
+				p.inNamespace = map[string]ResourceID{}
 			}
-			group, _ := splitAPIVersion(m.APIVersion)
-			id := ResourceID{Group: group, Kind: m.Kind, Namespace: m.Namespace, Name: m.Name}
-			if m.APIVersion == enoAPIVersion && m.Kind == patchKind {
-				// A Patch of another Composition uses its target: when in doubt, keep.
-				targetVersion, targetKind, err := m.patchTarget()
-				if err != nil || targetKind == "" {
-					continue
-				}
-				tg, _ := splitAPIVersion(targetVersion)
-				id = ResourceID{Group: tg, Kind: targetKind, Namespace: m.Namespace, Name: m.Name}
+			p.inNamespace[id.Namespace] = id
+		}
+	}
+	slices.Sort(p.ids)
+	p.ids = slices.Compact(p.ids)
+	slices.Sort(p.tombstones)
+	return p
+}
+
+// Threatens reports whether p, a slice of another Composition than recovery slice r's and its
+// source, applies or patches an identity r tombstones or deploys into a Namespace r tombstones:
+// the event on which a pending hand-off's watch looks again at once (design §6.2).
+func (p Production) Threatens(r Production) bool {
+	if len(r.tombstones) == 0 || p.Owner == "" || p.Owner == r.Owner || p.Owner == r.source {
+		return false
+	}
+	for _, ns := range r.tombstonedNS {
+		if _, ok := p.inNamespace[ns]; ok {
+			return true
+		}
+	}
+	for _, id := range p.ids {
+		if _, ok := slices.BinarySearch(r.tombstones, id); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// fingerprint is 64 bits of the identity's sha256. Two identities with one fingerprint make a
+// slice producing either count for both: an object kept, never one deleted (design §6.3).
+func fingerprint(id ResourceID) uint64 {
+	sum := sha256.Sum256([]byte(id.Group + "\x00" + id.Kind + "\x00" + id.Namespace + "\x00" + id.Name))
+	return binary.BigEndian.Uint64(sum[:8])
+}
+
+// ProducedElsewhere maps each of ids that a slice of all controlled by anything but the excluded
+// owners (by UID) applies or patches to that slice; and for an id that is a Namespace, the first
+// identity such a slice deploys into it, for DeployedInto. Any such slice counts, a terminating
+// one or one of an older synthesis too: when in doubt, keep.
+func ProducedElsewhere(all []Production, ids []ResourceID, excluded ...string) map[ResourceID]string {
+	out := map[ResourceID]string{}
+	add := func(id ResourceID, slice string) {
+		if cur, ok := out[id]; !ok || slice < cur {
+			out[id] = slice
+		}
+	}
+	for _, p := range all {
+		if p.Owner == "" || slices.Contains(excluded, p.Owner) {
+			continue
+		}
+		for _, id := range ids {
+			if _, ok := slices.BinarySearch(p.ids, fingerprint(id)); ok {
+				add(id, p.Slice)
 			}
-			if _, seen := out[id]; !seen {
-				out[id] = s.Namespace + "/" + s.Name
+			if first, ok := p.inNamespace[id.Name]; ok && id.Group == "" && id.Kind == "Namespace" && id.Namespace == "" {
+				add(first, p.Slice)
 			}
 		}
 	}

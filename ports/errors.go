@@ -17,6 +17,8 @@ var (
 	// ErrSynthesisMoved: a hand-off step found the Composition's synthesis changed, or one in
 	// flight; nothing was committed and the next reconcile decides again.
 	ErrSynthesisMoved = errors.New("the composition's synthesis moved on")
+	// ErrIndexBehind: the fleet index had not seen a write in time; the pass is retried.
+	ErrIndexBehind = errors.New("the fleet index has not caught up")
 	// ErrOutsideInventoryNamespace: a Secret write named another namespace; the store refuses it.
 	ErrOutsideInventoryNamespace = errors.New("secret is outside the inventory namespace")
 )

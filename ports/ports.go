@@ -29,10 +29,6 @@ type CompositionLister interface {
 //counterfeiter:generate . CompositionGuard
 type CompositionGuard interface {
 	LiveComposition(ctx context.Context, ref domain.CompositionRef) (domain.Composition, error)
-	// ListLiveCompositions lists every Composition of every namespace and shard, live and
-	// paginated, with its identity and annotations (a lineage is decided by them): a lineage's
-	// members in another shard count for SharedLineage too (design §6, K6a).
-	ListLiveCompositions(ctx context.Context) ([]domain.Composition, error)
 }
 
 // SliceReader reads the ResourceSlices of a synthesis.
@@ -40,10 +36,22 @@ type CompositionGuard interface {
 //counterfeiter:generate . SliceReader
 type SliceReader interface {
 	GetSlice(ctx context.Context, namespace, name string) (domain.ResourceSlice, error)
-	// ListSlices lists every ResourceSlice in every namespace, live and paginated: the evidence
-	// that another Composition produces an identity (domain.ProducedElsewhere). A
-	// slice that does not decode is left out: Eno cannot apply it either.
-	ListSlices(ctx context.Context) ([]domain.ResourceSlice, error)
+}
+
+// FleetIndex answers from watches of every ResourceSlice and Composition, of every namespace and
+// shard, with no request (design §6.3). It may lag the API server; a watch delivers one
+// resource's events in order, so once it holds a slice it has seen every slice written before.
+//
+//counterfeiter:generate . FleetIndex
+type FleetIndex interface {
+	// ProducedElsewhere is domain.ProducedElsewhere over every slice the index holds: which of
+	// ids a slice of another Composition applies or patches, or deploys into (K4, N1).
+	ProducedElsewhere(ctx context.Context, ids []domain.ResourceID, excluded ...string) (map[domain.ResourceID]string, error)
+	// LineageMembers lists, sorted, the Compositions other than ref that carry lineage (K6a).
+	LineageMembers(ctx context.Context, ref domain.CompositionRef, lineage domain.Lineage) ([]domain.CompositionRef, error)
+	// WaitForSlice waits, for a bounded time, until the index holds the slice namespace/name;
+	// ErrIndexBehind when it does not by then.
+	WaitForSlice(ctx context.Context, namespace, name string) error
 }
 
 // SnapshotStore holds inventory chunk Secrets in the downstream cluster's inventory namespace.

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
 	"github.com/Azure/eno-tombstone-recovery/app"
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
@@ -33,6 +35,7 @@ const queueName = "compositions"
 type attemptRun struct {
 	comps      cache.Cache
 	downstream cluster.Cluster
+	fleet      *k8s.FleetIndex
 	ctl        controller.Controller
 }
 
@@ -54,8 +57,13 @@ func (g *Guest) build(ctx context.Context) (*attemptRun, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The fleet index lives as long as the attempt, on the leader only (design §6.3).
+	fleet, err := k8s.NewFleetIndex(g.clients.dynamic, g.clients.cpMeta)
+	if err != nil {
+		return nil, err
+	}
 	lister := compositionLister{reader: comps, scope: g.s.CompositionNamespace}
-	svc, err := g.service(lister, secrets)
+	svc, err := g.service(lister, secrets, fleet)
 	if err != nil {
 		return nil, err
 	}
@@ -82,6 +90,14 @@ func (g *Guest) build(ctx context.Context) (*attemptRun, error) {
 	if err := ctl.Watch(source.Kind[client.Object](comps, compositionObject(), g.refHandler("composition", compositionRequest))); err != nil {
 		return nil, err
 	}
+	// A pending hand-off's watch looks again on the event itself (design §6.2).
+	if err := ctl.Watch(source.TypedFunc[reconcile.Request](func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		return fleet.OnThreat(func(ref domain.CompositionRef) {
+			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}})
+		})
+	})); err != nil {
+		return nil, err
+	}
 	inScope := func(obj client.Object) (reconcile.Request, bool) {
 		req, ok := secretRequest(obj)
 		return req, ok && (g.s.CompositionNamespace == "" || req.Namespace == g.s.CompositionNamespace)
@@ -89,7 +105,7 @@ func (g *Guest) build(ctx context.Context) (*attemptRun, error) {
 	if err := ctl.Watch(source.Kind[client.Object](ds.GetCache(), secretObject(), g.refHandler("inventory secret", inScope))); err != nil {
 		return nil, err
 	}
-	return &attemptRun{comps: comps, downstream: ds, ctl: ctl}, nil
+	return &attemptRun{comps: comps, downstream: ds, fleet: fleet, ctl: ctl}, nil
 }
 
 // run starts the caches, waits for them to sync within CacheSyncTimeout, then runs the
@@ -98,7 +114,7 @@ func (r *attemptRun) run(ctx context.Context, g *Guest) (synced bool, err error)
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
-	failed := make(chan error, 3)
+	failed := make(chan error, 4)
 	goRun := func(what string, start func(context.Context) error) {
 		wg.Add(1)
 		go func() {
@@ -118,6 +134,7 @@ func (r *attemptRun) run(ctx context.Context, g *Guest) (synced bool, err error)
 	}
 	goRun("the composition cache", r.comps.Start)
 	goRun("the downstream cluster", r.downstream.Start)
+	goRun("the fleet index", func(ctx context.Context) error { r.fleet.Run(ctx); return nil })
 	if err := r.waitForSync(ctx, g); err != nil {
 		return false, err
 	}
@@ -138,8 +155,8 @@ func (r *attemptRun) waitForSync(ctx context.Context, g *Guest) error {
 	defer cancel()
 	for _, c := range []struct {
 		what  string
-		cache cache.Cache
-	}{{"composition", r.comps}, {"inventory secret", r.downstream.GetCache()}} {
+		cache interface{ WaitForCacheSync(context.Context) bool }
+	}{{"composition", r.comps}, {"inventory secret", r.downstream.GetCache()}, {"fleet index", r.fleet}} {
 		if !c.cache.WaitForCacheSync(syncCtx) {
 			if ctx.Err() != nil {
 				return ctx.Err()

@@ -31,7 +31,8 @@ import (
 type clients struct {
 	cpConfig, dsConfig *rest.Config
 	cpHTTP, dsHTTP     *http.Client
-	dynamic            dynamic.Interface // control plane: Compositions and ResourceSlices, live
+	dynamic            dynamic.Interface  // control plane: Compositions and ResourceSlices, live
+	cpMeta             metadata.Interface // control plane: the fleet index's Compositions
 	core               corev1client.CoreV1Interface
 	meta               metadata.Interface // downstream: objects' metadata, live
 	discovery          discovery.DiscoveryInterface
@@ -48,6 +49,9 @@ func newClients(cp, ds *rest.Config) (clients, error) {
 	}
 	if c.dynamic, err = dynamic.NewForConfigAndClient(cp, c.cpHTTP); err != nil {
 		return c, fmt.Errorf("tombstone recovery: control plane dynamic client: %w", err)
+	}
+	if c.cpMeta, err = metadata.NewForConfigAndClient(cp, c.cpHTTP); err != nil {
+		return c, fmt.Errorf("tombstone recovery: control plane metadata client: %w", err)
 	}
 	if c.core, err = corev1client.NewForConfigAndClient(ds, c.dsHTTP); err != nil {
 		return c, fmt.Errorf("tombstone recovery: downstream client: %w", err)
@@ -140,7 +144,7 @@ func (g *Guest) downstreamCluster() (cluster.Cluster, error) {
 
 // service builds app's Service over the adapters: reads of Compositions through the cached
 // informer (the seam the simulation makes stale), the guard, decisions and every write live.
-func (g *Guest) service(comps compositionLister, secrets *cachedSecrets) (*app.Service, error) {
+func (g *Guest) service(comps compositionLister, secrets *cachedSecrets, fleet *k8s.FleetIndex) (*app.Service, error) {
 	c := g.clients
 	compositions, err := k8s.NewCompositions(c.dynamic, comps)
 	if err != nil {
@@ -150,7 +154,7 @@ func (g *Guest) service(comps compositionLister, secrets *cachedSecrets) (*app.S
 	if err != nil {
 		return nil, err
 	}
-	deps := app.Deps{Compositions: compositions, Guard: compositions, Decisions: compositions, Lister: compositions, Store: store}
+	deps := app.Deps{Compositions: compositions, Guard: compositions, Decisions: compositions, Fleet: fleet, Store: store}
 	if deps.Slices, err = k8s.NewSlices(c.dynamic); err != nil {
 		return nil, err
 	}

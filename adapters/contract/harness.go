@@ -30,6 +30,8 @@ type Harness interface {
 	CreateComposition(t testing.TB, c domain.Composition) domain.Composition
 
 	SliceReader() ports.SliceReader
+	// FleetIndex is the index under test; it may lag the API server.
+	FleetIndex() ports.FleetIndex
 	TombstoneSink() ports.TombstoneSink
 	// CreateSlice creates s as Eno's synthesizer would, without an owner.
 	CreateSlice(t testing.TB, s domain.ResourceSlice)
@@ -68,4 +70,5 @@ func Run(t *testing.T, newHarness NewHarness) {
 	t.Run("Compositions", func(t *testing.T) { RunCompositions(t, newHarness) })
 	t.Run("SliceReader", func(t *testing.T) { RunSliceReader(t, newHarness) })
 	t.Run("TombstoneSink", func(t *testing.T) { RunTombstoneSink(t, newHarness) })
+	t.Run("FleetIndex", func(t *testing.T) { RunFleetIndex(t, newHarness) })
 }

@@ -46,29 +46,6 @@ func RunSliceReader(t *testing.T, newHarness NewHarness) {
 		require.ErrorIs(t, err, ports.ErrNotFound)
 	})
 
-	t.Run("ListSlices lists every slice with its owner and resources", func(t *testing.T) {
-		h := newHarness(t)
-		var want []string
-		for range 3 {
-			s := domain.ResourceSlice{Namespace: h.Namespace(), Name: uniqueName("listed"), SynthesisUUID: uniqueUUID(),
-				Resources: []domain.SliceResource{{Manifest: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"team-a"}}`}}}
-			h.CreateSlice(t, s)
-			want = append(want, s.Name)
-		}
-		var got []string
-		h.Eventually(t, func() bool {
-			all, err := h.SliceReader().ListSlices(t.Context())
-			require.NoError(t, err)
-			got = got[:0]
-			for _, s := range all {
-				if s.Namespace == h.Namespace() && slices.Contains(want, s.Name) && len(s.Resources) == 1 {
-					got = append(got, s.Name)
-				}
-			}
-			return len(got) == len(want)
-		})
-		assert.ElementsMatch(t, want, got)
-	})
 }
 
 // RunTombstoneSink checks ports.TombstoneSink: the steps of the hand-off.

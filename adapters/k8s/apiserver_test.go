@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -913,34 +911,6 @@ func TestDataWrittenAtOnTheAPIServer(t *testing.T) {
 	live, err = store.GetChunk(ctx, "web-0")
 	require.NoError(t, err)
 	assert.True(t, live.DataWrittenAt.IsZero(), "restored by another manager: unknown")
-}
-
-// ListLiveCompositions lists every namespace, a page at a time (K6a).
-func TestListLiveCompositionsEveryNamespace(t *testing.T) {
-	c := env.AdminClients(t)
-	ctx := testContext(t)
-	page := listPage
-	listPage = 2
-	t.Cleanup(func() { listPage = page })
-	var want []domain.CompositionRef
-	for i := range 3 {
-		ns := c.NewNamespace(t, fmt.Sprintf("shard-%d", i))
-		for j := range 2 {
-			want = append(want, mustCreateComposition(t, c, sampleComposition(ns, fmt.Sprintf("web-%d", j))).Ref())
-		}
-	}
-	comps, err := NewCompositions(c.Dynamic, nil)
-	require.NoError(t, err)
-	got, err := comps.ListLiveCompositions(ctx)
-	require.NoError(t, err)
-	var refs []domain.CompositionRef
-	for _, g := range got {
-		refs = append(refs, g.Ref())
-		if slices.Contains(want, g.Ref()) {
-			assert.Equal(t, domain.OptInValue, g.Annotations[domain.AnnotationOptIn], "annotations decide the lineage")
-		}
-	}
-	assert.Subset(t, refs, want)
 }
 
 // countingLister is a cache that counts every read.

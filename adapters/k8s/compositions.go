@@ -106,28 +106,6 @@ func (c *Compositions) LiveComposition(ctx context.Context, ref domain.Compositi
 	return compositionFromUnstructured(u)
 }
 
-// ListLiveCompositions lists every Composition of every namespace live, a page at a time, and
-// keeps each one's identity and annotations only: whatever shard serves it, a Composition with
-// this lineage shares it (design §6, K6a).
-func (c *Compositions) ListLiveCompositions(ctx context.Context) ([]domain.Composition, error) {
-	var out []domain.Composition
-	opts := metav1.ListOptions{Limit: listPage}
-	for {
-		list, err := c.client.Resource(CompositionGVR).List(ctx, opts)
-		if err != nil {
-			return nil, apiError("listing compositions of every namespace", err)
-		}
-		for i := range list.Items {
-			u := &list.Items[i]
-			out = append(out, domain.Composition{Namespace: u.GetNamespace(), Name: u.GetName(), UID: string(u.GetUID()),
-				Labels: maps.Clone(u.GetLabels()), Annotations: maps.Clone(u.GetAnnotations())})
-		}
-		if opts.Continue = list.GetContinue(); opts.Continue == "" {
-			return out, nil
-		}
-	}
-}
-
 func (c *Compositions) get(ctx context.Context, ref domain.CompositionRef) (*unstructured.Unstructured, error) {
 	u, err := c.client.Resource(CompositionGVR).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {

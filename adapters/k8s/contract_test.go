@@ -21,9 +21,9 @@ import (
 // TestContract runs the shared adapter contract against the real API server. Every case shares
 // one control-plane namespace, one inventory namespace and running caches, as production does.
 func TestContract(t *testing.T) {
-	page := listPage
-	listPage = 2 // ListSlices pages through the three slices its contract case creates
-	t.Cleanup(func() { listPage = page })
+	wait := fleetWait
+	fleetWait = 2 * time.Second // a slice that never comes
+	t.Cleanup(func() { fleetWait = wait })
 	c := env.AdminClients(t)
 	h := &harness{
 		t:         t,
@@ -41,6 +41,7 @@ func TestContract(t *testing.T) {
 	require.NoError(t, err)
 	h.sink, err = NewTombstoneSink(c.Dynamic)
 	require.NoError(t, err)
+	h.fleet = startFleetIndex(t, c)
 
 	contract.Run(t, func(*testing.T) contract.Harness { return h })
 }
@@ -54,6 +55,7 @@ type harness struct {
 	compositions *Compositions
 	slices       *Slices
 	sink         *TombstoneSink
+	fleet        *FleetIndex
 }
 
 var _ contract.Harness = (*harness)(nil)
@@ -67,6 +69,20 @@ func (h *harness) CompositionLister() ports.CompositionLister { return h.composi
 func (h *harness) DecisionWriter() ports.DecisionWriter       { return h.compositions }
 func (h *harness) SliceReader() ports.SliceReader             { return h.slices }
 func (h *harness) TombstoneSink() ports.TombstoneSink         { return h.sink }
+func (h *harness) FleetIndex() ports.FleetIndex               { return h.fleet }
+
+// startFleetIndex runs a fleet index until the test ends and waits for it to sync.
+func startFleetIndex(t *testing.T, c kubetest.Clients) *FleetIndex {
+	t.Helper()
+	f, err := NewFleetIndex(c.Dynamic, c.Metadata)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); f.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	require.Eventually(t, f.HasSynced, 30*time.Second, 10*time.Millisecond)
+	return f
+}
 func (h *harness) Eventually(t testing.TB, cond func() bool) {
 	t.Helper()
 	require.Eventually(t, cond, eventually, 20*time.Millisecond)

@@ -45,33 +45,6 @@ func (s *Slices) GetSlice(ctx context.Context, namespace, name string) (domain.R
 	return sliceFromUnstructured(u)
 }
 
-// listPage is how many slices one list request asks for; a variable so that the contract suite
-// runs with pages of two.
-var listPage int64 = 500
-
-// ListSlices lists every ResourceSlice in every namespace, page by page; one that does not
-// decode is left out.
-func (s *Slices) ListSlices(ctx context.Context) ([]domain.ResourceSlice, error) {
-	var out []domain.ResourceSlice
-	opts := metav1.ListOptions{Limit: listPage}
-	for {
-		list, err := s.client.Resource(ResourceSliceGVR).List(ctx, opts)
-		if err != nil {
-			return nil, apiError("listing resource slices", err)
-		}
-		for i := range list.Items {
-			// A slice that does not decode is skipped: Eno cannot apply it either, and one
-			// foreign slice must not stall every recovery.
-			if sl, err := sliceFromUnstructured(&list.Items[i]); err == nil {
-				out = append(out, sl)
-			}
-		}
-		if opts.Continue = list.GetContinue(); opts.Continue == "" {
-			return out, nil
-		}
-	}
-}
-
 // TombstoneSink hands recovered tombstones to stock Eno: a controller-owned recovery slice with
 // Eno's finalizer, appended to the current synthesis by a guarded JSON patch of the
 // Composition's status, then a forced resynthesis.

@@ -58,6 +58,8 @@ type Cluster struct {
 	events       []Event
 	beforeWrite  BeforeWrite
 	clock        func() time.Time // the downstream API server's clock
+	// fleet is what the fleet index holds while frozen (FreezeFleetIndex); nil: every write.
+	fleet *fleetView
 }
 
 type objectKey struct{ namespace, name string }

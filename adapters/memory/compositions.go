@@ -29,11 +29,6 @@ func (c *Cluster) LiveComposition(ctx context.Context, ref domain.CompositionRef
 	return c.GetComposition(ctx, ref)
 }
 
-// ListLiveCompositions is ListCompositions: the cluster holds every shard's Compositions.
-func (c *Cluster) ListLiveCompositions(ctx context.Context) ([]domain.Composition, error) {
-	return c.ListCompositions(ctx)
-}
-
 // WriteDecision sets the decision annotation if comp.ResourceVersion is the stored one.
 func (c *Cluster) WriteDecision(ctx context.Context, comp domain.Composition, d domain.Decision) error {
 	key := objectKey{comp.Namespace, comp.Name}

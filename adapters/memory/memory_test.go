@@ -43,6 +43,7 @@ func (h harness) CompositionGuard() ports.CompositionGuard         { return h.c 
 func (h harness) CompositionLister() ports.CompositionLister       { return h.c }
 func (h harness) DecisionWriter() ports.DecisionWriter             { return h.c }
 func (h harness) SliceReader() ports.SliceReader                   { return h.c }
+func (h harness) FleetIndex() ports.FleetIndex                     { return h.c }
 func (h harness) TombstoneSink() ports.TombstoneSink               { return h.c }
 func (h harness) CreateSlice(_ testing.TB, s domain.ResourceSlice) { h.c.PutSlice(s) }
 

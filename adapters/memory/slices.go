@@ -271,11 +271,3 @@ func (c *Cluster) DisarmTombstones(ctx context.Context, comp domain.Composition)
 	c.compositions[key] = cur
 	return nil
 }
-
-// ListSlices lists every stored slice, in every namespace, in the order of Slices.
-func (c *Cluster) ListSlices(ctx context.Context) ([]domain.ResourceSlice, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("listing resource slices: %w", err)
-	}
-	return c.Slices(""), nil
-}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/discovery"
@@ -152,7 +153,10 @@ func (in inspector) run(ctx context.Context, args []string, stdout, stderr io.Wr
 	if err != nil {
 		return err
 	}
-	inspector, err := in.inspector(ctx, o, cp, remote)
+	ctx, cancel := context.WithCancel(ctx)
+	var running sync.WaitGroup // the fleet index
+	defer func() { cancel(); running.Wait() }()
+	inspector, err := in.inspector(ctx, o, cp, remote, &running)
 	if err != nil {
 		return fmt.Errorf("inspect: %w", err)
 	}
@@ -207,9 +211,27 @@ func (in inspector) loadConfigs(o inspectOptions) (cp, remote *rest.Config, err 
 	return cp, remote, nil
 }
 
-// inspector builds app.Inspector over the clusters. Every read goes to the API server: no cache,
-// no lister.
-func (in inspector) inspector(ctx context.Context, o inspectOptions, cpConfig, remoteConfig *rest.Config) (*app.Inspector, error) {
+// startFleetIndex runs a fleet index of the control plane until ctx ends, once it has listed
+// every slice and Composition.
+func startFleetIndex(ctx context.Context, dyn dynamic.Interface, cpConfig *rest.Config, running *sync.WaitGroup) (*k8s.FleetIndex, error) {
+	cpMeta, err := metadata.NewForConfig(cpConfig)
+	if err != nil {
+		return nil, fmt.Errorf("control plane metadata client: %w", err)
+	}
+	fleet, err := k8s.NewFleetIndex(dyn, cpMeta)
+	if err != nil {
+		return nil, err
+	}
+	running.Go(func() { fleet.Run(ctx) })
+	if !fleet.WaitForCacheSync(ctx) {
+		return nil, fmt.Errorf("listing every resource slice and composition: %w", context.Cause(ctx))
+	}
+	return fleet, nil
+}
+
+// inspector builds app.Inspector over the clusters. Every read but the fleet index's goes to
+// the API server: no cache, no lister.
+func (in inspector) inspector(ctx context.Context, o inspectOptions, cpConfig, remoteConfig *rest.Config, running *sync.WaitGroup) (*app.Inspector, error) {
 	remoteCore, err := corev1client.NewForConfig(remoteConfig)
 	if err != nil {
 		return nil, fmt.Errorf("downstream client: %w", err)
@@ -237,6 +259,9 @@ func (in inspector) inspector(ctx context.Context, o inspectOptions, cpConfig, r
 		}
 		deps.Compositions, deps.Lister = comps, comps
 		if deps.Slices, err = k8s.NewSlices(dyn); err != nil {
+			return nil, err
+		}
+		if deps.Fleet, err = startFleetIndex(ctx, dyn, cpConfig, running); err != nil {
 			return nil, err
 		}
 	}

@@ -764,7 +764,10 @@ func TestInspectSendsOnlyReads(t *testing.T) {
 	for _, req := range log.reqs {
 		call := req.Method + " " + req.URL.Path
 		assert.Equal(t, http.MethodGet, req.Method, "inspect sent %s", call)
-		assert.NotEqual(t, "true", req.URL.Query().Get("watch"), "inspect watched: %s", req.URL)
+		// The fleet index (design §6.3) watches every slice and Composition while inspect runs;
+		// nothing else does.
+		fleet := req.URL.Path == "/apis/eno.azure.io/v1/resourceslices" || req.URL.Path == "/apis/eno.azure.io/v1/compositions"
+		assert.False(t, req.URL.Query().Get("watch") == "true" && !fleet, "inspect watched: %s", req.URL)
 		seen[call] = true
 	}
 	for _, want := range []string{

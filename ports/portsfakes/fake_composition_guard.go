@@ -10,17 +10,6 @@ import (
 )
 
 type FakeCompositionGuard struct {
-	ListLiveCompositionsStub        func(context.Context) ([]domain.Composition, error)
-	listLiveCompositionsMutex       sync.RWMutex
-	listLiveCompositionsArgsForCall []FakeCompositionGuardListLiveCompositionsArgs
-	listLiveCompositionsReturns     struct {
-		result1 []domain.Composition
-		result2 error
-	}
-	listLiveCompositionsReturnsOnCall map[int]struct {
-		result1 []domain.Composition
-		result2 error
-	}
 	LiveCompositionStub        func(context.Context, domain.CompositionRef) (domain.Composition, error)
 	liveCompositionMutex       sync.RWMutex
 	liveCompositionArgsForCall []FakeCompositionGuardLiveCompositionArgs
@@ -37,85 +26,10 @@ type FakeCompositionGuard struct {
 	invocationsMutex sync.RWMutex
 }
 
-// FakeCompositionGuardListLiveCompositionsArgs holds the arguments of one call to ListLiveCompositions.
-type FakeCompositionGuardListLiveCompositionsArgs struct {
-	Arg1 context.Context
-}
-
 // FakeCompositionGuardLiveCompositionArgs holds the arguments of one call to LiveComposition.
 type FakeCompositionGuardLiveCompositionArgs struct {
 	Arg1 context.Context
 	Arg2 domain.CompositionRef
-}
-
-func (fake *FakeCompositionGuard) ListLiveCompositions(arg1 context.Context) ([]domain.Composition, error) {
-	fake.listLiveCompositionsMutex.Lock()
-	ret, specificReturn := fake.listLiveCompositionsReturnsOnCall[len(fake.listLiveCompositionsArgsForCall)]
-	fake.listLiveCompositionsArgsForCall = append(fake.listLiveCompositionsArgsForCall, FakeCompositionGuardListLiveCompositionsArgs{arg1})
-	stub := fake.ListLiveCompositionsStub
-	fakeReturns := fake.listLiveCompositionsReturns
-	fake.recordInvocation("ListLiveCompositions", []interface{}{arg1})
-	fake.listLiveCompositionsMutex.Unlock()
-	if stub != nil {
-		return stub(arg1)
-	}
-	if specificReturn {
-		return ret.result1, ret.result2
-	}
-	return fakeReturns.result1, fakeReturns.result2
-}
-
-func (fake *FakeCompositionGuard) ListLiveCompositionsCallCount() int {
-	fake.listLiveCompositionsMutex.RLock()
-	defer fake.listLiveCompositionsMutex.RUnlock()
-	return len(fake.listLiveCompositionsArgsForCall)
-}
-
-func (fake *FakeCompositionGuard) ListLiveCompositionsCalls(stub func(context.Context) ([]domain.Composition, error)) {
-	fake.listLiveCompositionsMutex.Lock()
-	defer fake.listLiveCompositionsMutex.Unlock()
-	fake.ListLiveCompositionsStub = stub
-}
-
-func (fake *FakeCompositionGuard) ListLiveCompositionsArgsForCall(i int) context.Context {
-	fake.listLiveCompositionsMutex.RLock()
-	defer fake.listLiveCompositionsMutex.RUnlock()
-	argsForCall := fake.listLiveCompositionsArgsForCall[i]
-	return argsForCall.Arg1
-}
-
-func (fake *FakeCompositionGuard) ListLiveCompositionsArgs() []FakeCompositionGuardListLiveCompositionsArgs {
-	fake.listLiveCompositionsMutex.RLock()
-	defer fake.listLiveCompositionsMutex.RUnlock()
-	args := make([]FakeCompositionGuardListLiveCompositionsArgs, len(fake.listLiveCompositionsArgsForCall))
-	copy(args, fake.listLiveCompositionsArgsForCall)
-	return args
-}
-
-func (fake *FakeCompositionGuard) ListLiveCompositionsReturns(result1 []domain.Composition, result2 error) {
-	fake.listLiveCompositionsMutex.Lock()
-	defer fake.listLiveCompositionsMutex.Unlock()
-	fake.ListLiveCompositionsStub = nil
-	fake.listLiveCompositionsReturns = struct {
-		result1 []domain.Composition
-		result2 error
-	}{result1, result2}
-}
-
-func (fake *FakeCompositionGuard) ListLiveCompositionsReturnsOnCall(i int, result1 []domain.Composition, result2 error) {
-	fake.listLiveCompositionsMutex.Lock()
-	defer fake.listLiveCompositionsMutex.Unlock()
-	fake.ListLiveCompositionsStub = nil
-	if fake.listLiveCompositionsReturnsOnCall == nil {
-		fake.listLiveCompositionsReturnsOnCall = make(map[int]struct {
-			result1 []domain.Composition
-			result2 error
-		})
-	}
-	fake.listLiveCompositionsReturnsOnCall[i] = struct {
-		result1 []domain.Composition
-		result2 error
-	}{result1, result2}
 }
 
 func (fake *FakeCompositionGuard) LiveComposition(arg1 context.Context, arg2 domain.CompositionRef) (domain.Composition, error) {

@@ -21,17 +21,6 @@ type FakeSliceReader struct {
 		result1 domain.ResourceSlice
 		result2 error
 	}
-	ListSlicesStub        func(context.Context) ([]domain.ResourceSlice, error)
-	listSlicesMutex       sync.RWMutex
-	listSlicesArgsForCall []FakeSliceReaderListSlicesArgs
-	listSlicesReturns     struct {
-		result1 []domain.ResourceSlice
-		result2 error
-	}
-	listSlicesReturnsOnCall map[int]struct {
-		result1 []domain.ResourceSlice
-		result2 error
-	}
 	invocations      map[string][][]interface{}
 	callOrder        []string
 	invocationsMutex sync.RWMutex
@@ -42,11 +31,6 @@ type FakeSliceReaderGetSliceArgs struct {
 	Arg1 context.Context
 	Arg2 string
 	Arg3 string
-}
-
-// FakeSliceReaderListSlicesArgs holds the arguments of one call to ListSlices.
-type FakeSliceReaderListSlicesArgs struct {
-	Arg1 context.Context
 }
 
 func (fake *FakeSliceReader) GetSlice(arg1 context.Context, arg2 string, arg3 string) (domain.ResourceSlice, error) {
@@ -115,76 +99,6 @@ func (fake *FakeSliceReader) GetSliceReturnsOnCall(i int, result1 domain.Resourc
 	}
 	fake.getSliceReturnsOnCall[i] = struct {
 		result1 domain.ResourceSlice
-		result2 error
-	}{result1, result2}
-}
-
-func (fake *FakeSliceReader) ListSlices(arg1 context.Context) ([]domain.ResourceSlice, error) {
-	fake.listSlicesMutex.Lock()
-	ret, specificReturn := fake.listSlicesReturnsOnCall[len(fake.listSlicesArgsForCall)]
-	fake.listSlicesArgsForCall = append(fake.listSlicesArgsForCall, FakeSliceReaderListSlicesArgs{arg1})
-	stub := fake.ListSlicesStub
-	fakeReturns := fake.listSlicesReturns
-	fake.recordInvocation("ListSlices", []interface{}{arg1})
-	fake.listSlicesMutex.Unlock()
-	if stub != nil {
-		return stub(arg1)
-	}
-	if specificReturn {
-		return ret.result1, ret.result2
-	}
-	return fakeReturns.result1, fakeReturns.result2
-}
-
-func (fake *FakeSliceReader) ListSlicesCallCount() int {
-	fake.listSlicesMutex.RLock()
-	defer fake.listSlicesMutex.RUnlock()
-	return len(fake.listSlicesArgsForCall)
-}
-
-func (fake *FakeSliceReader) ListSlicesCalls(stub func(context.Context) ([]domain.ResourceSlice, error)) {
-	fake.listSlicesMutex.Lock()
-	defer fake.listSlicesMutex.Unlock()
-	fake.ListSlicesStub = stub
-}
-
-func (fake *FakeSliceReader) ListSlicesArgsForCall(i int) context.Context {
-	fake.listSlicesMutex.RLock()
-	defer fake.listSlicesMutex.RUnlock()
-	argsForCall := fake.listSlicesArgsForCall[i]
-	return argsForCall.Arg1
-}
-
-func (fake *FakeSliceReader) ListSlicesArgs() []FakeSliceReaderListSlicesArgs {
-	fake.listSlicesMutex.RLock()
-	defer fake.listSlicesMutex.RUnlock()
-	args := make([]FakeSliceReaderListSlicesArgs, len(fake.listSlicesArgsForCall))
-	copy(args, fake.listSlicesArgsForCall)
-	return args
-}
-
-func (fake *FakeSliceReader) ListSlicesReturns(result1 []domain.ResourceSlice, result2 error) {
-	fake.listSlicesMutex.Lock()
-	defer fake.listSlicesMutex.Unlock()
-	fake.ListSlicesStub = nil
-	fake.listSlicesReturns = struct {
-		result1 []domain.ResourceSlice
-		result2 error
-	}{result1, result2}
-}
-
-func (fake *FakeSliceReader) ListSlicesReturnsOnCall(i int, result1 []domain.ResourceSlice, result2 error) {
-	fake.listSlicesMutex.Lock()
-	defer fake.listSlicesMutex.Unlock()
-	fake.ListSlicesStub = nil
-	if fake.listSlicesReturnsOnCall == nil {
-		fake.listSlicesReturnsOnCall = make(map[int]struct {
-			result1 []domain.ResourceSlice
-			result2 error
-		})
-	}
-	fake.listSlicesReturnsOnCall[i] = struct {
-		result1 []domain.ResourceSlice
 		result2 error
 	}{result1, result2}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
 	"github.com/Azure/eno-tombstone-recovery/app"
 	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
@@ -76,7 +77,7 @@ func TestResourceVersionGuard(t *testing.T) {
 	cfg.InventoryNamespace = inventoryNS
 	downstream, err := k8s.NewDownstreamObjects(c.Metadata, c.Kube.Discovery())
 	require.NoError(t, err)
-	svc, err := app.New(cfg, app.Deps{Compositions: comps, Guard: comps, Slices: slices, Store: store, Sink: sink, Decisions: comps, Downstream: downstream})
+	svc, err := app.New(cfg, app.Deps{Compositions: comps, Guard: comps, Slices: slices, Fleet: runFleetIndex(t, c), Store: store, Sink: sink, Decisions: comps, Downstream: downstream})
 	require.NoError(t, err)
 
 	const name = "billing"
@@ -128,4 +129,17 @@ func TestResourceVersionGuard(t *testing.T) {
 	require.NotNil(t, res.Recording)
 	assert.True(t, res.Recording.Unchanged || res.Recording.Reused == 1, "%+v", *res.Recording)
 	assert.Equal(t, 2, store.updates)
+}
+
+// runFleetIndex runs a fleet index over c until the test ends, once it has synced.
+func runFleetIndex(t testing.TB, c kubetest.Clients) *k8s.FleetIndex {
+	t.Helper()
+	fleet, err := k8s.NewFleetIndex(c.Dynamic, c.Metadata)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	var running sync.WaitGroup
+	running.Go(func() { fleet.Run(ctx) })
+	t.Cleanup(func() { cancel(); running.Wait() })
+	require.True(t, fleet.WaitForCacheSync(kubetest.Context(t, time.Minute)), "the fleet index never synced")
+	return fleet
 }

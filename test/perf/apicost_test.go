@@ -57,8 +57,8 @@ func resynthesisCost(s, n int) Counts {
 // handOffCost is a recreated Composition whose old snapshot has t orphans (Recovered), in a
 // process that has not read downstream yet. Recovery lists the lineage, GETs each slice, maps
 // the orphans' kinds through discovery (GET /api and /apis, once per process) and GETs each
-// orphan's metadata downstream (design §6.3; perKind counts them by resource), then lists every
-// slice once for identities other Compositions produce (K4). Then the hand-off (design §6.2) in
+// orphan's metadata downstream (design §6.3; perKind counts them by resource), then asks the fleet
+// index, with no request, for identities other Compositions produce (K4). Then the hand-off (design §6.2) in
 // p recovery slices (one per 512 KiB of tombstone manifests): after a live recheck of the
 // Composition, PATCH the arming annotation, then for each slice a POST and a status PATCH that
 // names it; after another recheck PUT the decision, and after a third PATCH the
@@ -73,8 +73,7 @@ func handOffCost(s, p int, perKind Counts, lagGets int) Counts {
 		// synthesis disables, which is never recorded (K7).
 		"list secrets": 1, "get resourceslices": 2 * s, "get /api": 1, "get /apis": 1,
 		"get compositions": 3 + lagGets, "create resourceslices": p, "patch compositions/status": p,
-		"update compositions": 1, "patch compositions": 2, "create events": 1, "list resourceslices": 1,
-		"list compositions": 1, // every shard's Compositions, for SharedLineage (K6a)
+		"update compositions": 1, "patch compositions": 2, "create events": 1,
 	}
 	for k, v := range perKind {
 		c[k] += v
@@ -84,12 +83,12 @@ func handOffCost(s, p int, perKind Counts, lagGets int) Counts {
 
 // carriedCost is Eno's next synthesis after the hand-off, which carries the tombstones over the
 // same output: it is decided AlreadyDecided (before any downstream read) and recorded over the
-// old incarnation's first n chunks, after the list of every shard's Compositions (K6a) and the
+// old incarnation's first n chunks, after the fleet index's answer on the lineage (K6a) and the
 // hand-off's end ("done", after a live read). The events are new (another Composition UID):
-// s + 2n + 6.
+// s + 2n + 5.
 func carriedCost(s, n int) Counts {
 	return Counts{
-		"list secrets": 1, "get resourceslices": s, "list compositions": 1,
+		"list secrets": 1, "get resourceslices": s,
 		"get compositions": 2 + n, "update compositions": 1, "patch compositions": 1,
 		"update secrets": n, "create events": 2,
 	}

@@ -1,9 +1,12 @@
 package perf
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,12 +21,13 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 )
 
-// BenchmarkK4SliceList measures the ProducedElsewhere evidence (design §6.3, K4): one paginated
-// list of every ResourceSlice, manifests included, since the server cannot project fields. The
-// slices are those of ENO_K4_COMPOSITIONS Compositions (default 100) of the scale workload
-// (50–500 resources, 100 per slice); the list's cost is linear in them, so the figures are
-// reported per 1,000 Compositions. The baseline is the same list as metadata only, which is
-// what the evidence would cost if the server could project the identities.
+// BenchmarkK4SliceList measures the fleet index (design §6.3, K4): its one list of every
+// ResourceSlice, manifests included, since the server cannot project fields, and the heap it
+// keeps once the transform dropped them. The slices are those of ENO_K4_COMPOSITIONS
+// Compositions (default 100) of the scale workload (50–500 resources, 100 per slice); the cost
+// is linear in them, so the figures are reported per 1,000 Compositions. The baseline is the
+// same list as metadata only, which is what the list would cost if the server could project the
+// identities.
 func BenchmarkK4SliceList(b *testing.B) {
 	n := envInt(b, "ENO_K4_COMPOSITIONS", 100)
 	a := newAdmin(b)
@@ -58,20 +62,38 @@ func BenchmarkK4SliceList(b *testing.B) {
 		}
 		reportPerThousand(b, read.Load(), perThousand)
 	})
-	b.Run("K4 evidence: every slice with its manifests", func(b *testing.B) {
+	b.Run("the fleet index: its initial list, and the heap it keeps", func(b *testing.B) {
 		var read atomic.Int64
-		dyn, err := dynamic.NewForConfig(countingBytes(env.AdminConfig(), &read))
+		cfg := countingBytes(env.AdminConfig(), &read)
+		dyn, err := dynamic.NewForConfig(cfg)
 		require.NoError(b, err)
-		list, err := k8s.NewSlices(dyn)
+		meta, err := metadata.NewForConfig(cfg)
 		require.NoError(b, err)
+		var kept float64
 		b.ResetTimer()
 		for b.Loop() {
-			got, err := list.ListSlices(ctx)
+			before := heapInUse()
+			fleet, err := k8s.NewFleetIndex(dyn, meta)
 			require.NoError(b, err)
-			require.GreaterOrEqual(b, len(got), slices)
+			run, stop := context.WithCancel(ctx)
+			var running sync.WaitGroup
+			running.Go(func() { fleet.Run(run) })
+			require.True(b, fleet.WaitForCacheSync(ctx))
+			kept += float64(heapInUse() - before)
+			stop()
+			running.Wait()
 		}
 		reportPerThousand(b, read.Load(), perThousand)
+		b.ReportMetric(kept/float64(b.N)*perThousand/(1<<20), "heapMiB/1000comps")
 	})
+}
+
+// heapInUse is the live heap after a collection.
+func heapInUse() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }
 
 // reportPerThousand reports the bytes and seconds of one list scaled to 1,000 Compositions.

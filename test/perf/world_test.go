@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -275,8 +276,9 @@ func startController(t testing.TB, namespace, inventoryNamespace string, maxChun
 	c.MaxChunkBytes = maxChunkBytes
 	downstream, err := k8s.NewDownstreamObjects(meta, remote.Discovery())
 	require.NoError(t, err)
+	// The fleet index's list and watch are its own, not any reconcile's: they are not counted.
 	svc, err := app.New(c, app.Deps{
-		Compositions: comps, Guard: comps, Slices: slices, Store: store,
+		Compositions: comps, Guard: comps, Slices: slices, Fleet: runFleetIndex(t, env.AdminClients(t)), Store: store,
 		Sink: sink, Decisions: comps, Downstream: downstream, Events: recorder,
 	})
 	require.NoError(t, err)
@@ -333,4 +335,17 @@ func (c *controller) reconcile(t testing.TB, ref domain.CompositionRef, wantEven
 	require.Eventually(t, func() bool { return c.counter.Snapshot().Sub(before).Events() >= wantEvents },
 		eventually, time.Millisecond, "the reconcile of %s should emit %d events", ref, wantEvents)
 	return res, c.counter.Snapshot().Sub(before)
+}
+
+// runFleetIndex runs a fleet index over c until the test ends, once it has synced.
+func runFleetIndex(t testing.TB, c kubetest.Clients) *k8s.FleetIndex {
+	t.Helper()
+	fleet, err := k8s.NewFleetIndex(c.Dynamic, c.Metadata)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	var running sync.WaitGroup
+	running.Go(func() { fleet.Run(ctx) })
+	t.Cleanup(func() { cancel(); running.Wait() })
+	require.True(t, fleet.WaitForCacheSync(kubetest.Context(t, time.Minute)), "the fleet index never synced")
+	return fleet
 }

@@ -86,6 +86,7 @@ func (w *world) service(options ...func(*app.Deps)) *app.Service {
 		Compositions: w.cluster,
 		Guard:        w.cluster,
 		Slices:       w.cluster,
+		Fleet:        w.cluster,
 		Store:        &auditedStore{SnapshotStore: w.cluster, cluster: w.cluster, audit: w.audit, read: map[string]string{}, yield: w.yield},
 		Sink:         &auditedSink{TombstoneSink: w.cluster, audit: w.audit, yield: w.yield},
 		Decisions:    &auditedDecisions{DecisionWriter: w.cluster, audit: w.audit, yield: w.yield},

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -466,7 +467,7 @@ func newService(t *testing.T, cfg *rest.Config, o serviceOptions) *app.Service {
 
 	downstream, err := k8s.NewDownstreamObjects(c.Metadata, c.Kube.Discovery())
 	require.NoError(t, err)
-	deps := app.Deps{Compositions: comps, Guard: comps, Slices: sl, Store: store, Sink: sink, Decisions: comps, Downstream: downstream}
+	deps := app.Deps{Compositions: comps, Guard: comps, Slices: sl, Fleet: runFleetIndex(t, c), Store: store, Sink: sink, Decisions: comps, Downstream: downstream}
 	if o.wrapStore != nil {
 		deps.Store = o.wrapStore(deps.Store)
 	}
@@ -500,4 +501,17 @@ func chunkCount(t *testing.T, rs []resource, maxBytes int) int {
 	chunks, err := domain.SplitInventory(inv, maxBytes, domain.DefaultMaxChunks)
 	require.NoError(t, err)
 	return len(chunks)
+}
+
+// runFleetIndex runs a fleet index over c until the test ends, once it has synced.
+func runFleetIndex(t testing.TB, c kubetest.Clients) *k8s.FleetIndex {
+	t.Helper()
+	fleet, err := k8s.NewFleetIndex(c.Dynamic, c.Metadata)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	var running sync.WaitGroup
+	running.Go(func() { fleet.Run(ctx) })
+	t.Cleanup(func() { cancel(); running.Wait() })
+	require.True(t, fleet.WaitForCacheSync(kubetest.Context(t, time.Minute)), "the fleet index never synced")
+	return fleet
 }

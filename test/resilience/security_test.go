@@ -561,13 +561,6 @@ func TestSecurityOfAFullLifecycle(t *testing.T) {
 				return err
 			}},
 			{"delete a composition", func() error { return comps.Delete(ctx, "web", metav1.DeleteOptions{}) }},
-			{"watch resource slices (list is granted for the K4 evidence, watch is not)", func() error {
-				w, err := sa.Dynamic.Resource(sliceGVR).Namespace(l.ns).Watch(ctx, metav1.ListOptions{})
-				if err == nil {
-					w.Stop()
-				}
-				return err
-			}},
 			{"delete a resource slice", func() error {
 				return sa.Dynamic.Resource(sliceGVR).Namespace(l.ns).Delete(ctx, domain.RecoverySliceName("web", "x", "0123456789abcdef", 0), metav1.DeleteOptions{})
 			}},

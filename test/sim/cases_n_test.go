@@ -143,7 +143,8 @@ var cascadeCases = []namedCase{
 			dispatched, _ := w.eno.Dispatch(t.Context(), w.ref.Namespace, "other")
 			executed, _ := w.eno.Execute(t.Context(), w.ref.Namespace, "other")
 			reach(t, w, "another composition took an orphan over, identical", took && dispatched && executed)
-			list := "/apis/eno.azure.io/v1/resourceslices"
+			// The watch reads the hand-off's own slice live; the fleet index answers from memory.
+			list := "/apis/eno.azure.io/v1/namespaces/" + w.ref.Namespace + "/resourceslices/" + recoverySlices(w)[0].GetName()
 			w.unavailable = append(w.unavailable, list)
 			everyInterval := true
 			for range 3 {

@@ -1,0 +1,178 @@
+package k8s
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/ports"
+)
+
+var _ ports.FleetIndex = (*FleetIndex)(nil)
+
+// fleetWait bounds WaitForSlice; a variable so that the contract suite waits less for a slice
+// that never comes.
+var fleetWait = 10 * time.Second
+
+// FleetIndex is ports.FleetIndex over two informers of every namespace: the ResourceSlices, each
+// kept as its domain.Production (the transform drops the manifests as each object arrives), and
+// the Compositions' metadata, each kept as its lineage (design §6.3).
+type FleetIndex struct {
+	slices, compositions cache.SharedIndexInformer
+}
+
+// NewFleetIndex builds the informers; Run starts them.
+func NewFleetIndex(client dynamic.Interface, meta metadata.Interface) (*FleetIndex, error) {
+	if client == nil || meta == nil {
+		return nil, errors.New("fleet index: a dynamic and a metadata client are required")
+	}
+	f := &FleetIndex{
+		slices:       dynamicinformer.NewFilteredDynamicInformer(client, ResourceSliceGVR, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer(),
+		compositions: metadatainformer.NewFilteredMetadataInformer(meta, CompositionGVR, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer(),
+	}
+	if err := f.slices.SetTransform(keepProduction); err != nil {
+		return nil, err
+	}
+	return f, f.compositions.SetTransform(keepLineage)
+}
+
+// OnThreat calls threatened with the Composition of each recovery slice that a slice added or
+// changed threatens (domain.Production.Threatens): its pending hand-off's watch looks again at
+// once. Call it before Run.
+func (f *FleetIndex) OnThreat(threatened func(domain.CompositionRef)) error {
+	check := func(obj any) {
+		p, ok := obj.(*production)
+		if !ok || len(p.Owner) == 0 {
+			return
+		}
+		for _, o := range f.slices.GetStore().List() {
+			if r, ok := o.(*production); ok && p.Threatens(r.Production) {
+				threatened(domain.CompositionRef{Namespace: r.Namespace, Name: r.ownerName})
+			}
+		}
+	}
+	_, err := f.slices.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: check, UpdateFunc: func(_, obj any) { check(obj) }})
+	return err
+}
+
+// Run runs both informers until ctx ends.
+func (f *FleetIndex) Run(ctx context.Context) {
+	go f.compositions.RunWithContext(ctx)
+	f.slices.RunWithContext(ctx)
+}
+
+// HasSynced reports whether both informers hold a full list.
+func (f *FleetIndex) HasSynced() bool { return f.slices.HasSynced() && f.compositions.HasSynced() }
+
+// WaitForCacheSync waits until both informers hold a full list, or ctx ends.
+func (f *FleetIndex) WaitForCacheSync(ctx context.Context) bool {
+	return cache.WaitForCacheSync(ctx.Done(), f.HasSynced)
+}
+
+// ProducedElsewhere is domain.ProducedElsewhere over every slice the index holds.
+func (f *FleetIndex) ProducedElsewhere(_ context.Context, ids []domain.ResourceID, excluded ...string) (map[domain.ResourceID]string, error) {
+	if !f.HasSynced() {
+		return nil, fmt.Errorf("the fleet index has not listed every slice yet: %w", ports.ErrIndexBehind)
+	}
+	objs := f.slices.GetStore().List()
+	all := make([]domain.Production, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*production); ok {
+			all = append(all, p.Production)
+		}
+	}
+	return domain.ProducedElsewhere(all, ids, excluded...), nil
+}
+
+// LineageMembers lists the Compositions the index holds, other than ref, that carry lineage.
+func (f *FleetIndex) LineageMembers(_ context.Context, ref domain.CompositionRef, l domain.Lineage) ([]domain.CompositionRef, error) {
+	if !f.HasSynced() {
+		return nil, fmt.Errorf("the fleet index has not listed every composition yet: %w", ports.ErrIndexBehind)
+	}
+	var out []domain.CompositionRef
+	for _, o := range f.compositions.GetStore().List() {
+		if c, ok := o.(*lineage); ok && c.lineage == l.String() && (c.Namespace != ref.Namespace || c.Name != ref.Name) {
+			out = append(out, domain.CompositionRef{Namespace: c.Namespace, Name: c.Name})
+		}
+	}
+	slices.SortFunc(out, domain.CompositionRef.Compare)
+	return out, nil
+}
+
+// WaitForSlice polls the index until it holds the slice, at most fleetWait.
+func (f *FleetIndex) WaitForSlice(ctx context.Context, namespace, name string) error {
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, fleetWait, true, func(context.Context) (bool, error) {
+		_, ok, err := f.slices.GetStore().GetByKey(namespace + "/" + name)
+		return ok && f.HasSynced(), err
+	})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("resource slice %s/%s not seen within %s: %w", namespace, name, fleetWait, ports.ErrIndexBehind)
+	}
+	return err
+}
+
+// production is a slice as the index keeps it: its key and what it produces.
+type production struct {
+	metav1.ObjectMeta
+	domain.Production
+	ownerName string // the controlling Composition's
+}
+
+func (p *production) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+func (p *production) DeepCopyObject() runtime.Object   { c := *p; return &c }
+
+// keepProduction replaces a slice by its production. One that does not decode produces nothing:
+// Eno cannot apply it either.
+func keepProduction(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil // already transformed, or a tombstone of the store
+	}
+	p := &production{ObjectMeta: metav1.ObjectMeta{Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion()}}
+	s, err := sliceFromUnstructured(u)
+	if err != nil {
+		s = domain.ResourceSlice{Namespace: u.GetNamespace(), Name: u.GetName()}
+	}
+	p.Production = domain.ProductionOf(s)
+	if o := metav1.GetControllerOfNoCopy(u); o != nil {
+		p.ownerName = o.Name
+	}
+	return p, nil
+}
+
+// lineage is a Composition as the index keeps it: its key and its lineage, "" when invalid.
+type lineage struct {
+	metav1.ObjectMeta
+	lineage string
+}
+
+func (l *lineage) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+func (l *lineage) DeepCopyObject() runtime.Object   { c := *l; return &c }
+
+// keepLineage replaces a Composition's metadata by its lineage, decided by its namespace, name
+// and annotations alone.
+func keepLineage(obj any) (any, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil
+	}
+	out := &lineage{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name, ResourceVersion: m.ResourceVersion}}
+	if l, err := domain.LineageOf(domain.Composition{Namespace: m.Namespace, Name: m.Name, Annotations: m.Annotations}); err == nil {
+		out.lineage = l.String()
+	}
+	return out, nil
+}

@@ -1,0 +1,68 @@
+package k8s
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
+)
+
+// A pending hand-off's watch looks again on the event itself (design §6.2): once a slice of
+// another Composition starts to produce a tombstone's identity, OnThreat names the Composition
+// whose recovery slice holds the tombstone; a slice producing something else names nobody.
+func TestFleetIndexOnThreat(t *testing.T) {
+	c := env.AdminClients(t)
+	ctx := testContext(t)
+	ns := c.NewNamespace(t, "threat")
+	self := mustCreateComposition(t, c, sampleComposition(ns, "web"))
+	other := mustCreateComposition(t, c, sampleComposition(ns, "other"))
+	cm := func(name string) string {
+		return `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"` + ns + `","name":"` + name + `"}}`
+	}
+
+	fleet, err := NewFleetIndex(c.Dynamic, c.Metadata)
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var threatened []domain.CompositionRef
+	require.NoError(t, fleet.OnThreat(func(ref domain.CompositionRef) {
+		mu.Lock()
+		defer mu.Unlock()
+		threatened = append(threatened, ref)
+	}))
+	run, stop := context.WithCancel(context.Background())
+	var running sync.WaitGroup
+	running.Go(func() { fleet.Run(run) })
+	t.Cleanup(func() { stop(); running.Wait() })
+	require.True(t, fleet.WaitForCacheSync(ctx))
+
+	_, err = kubetest.CreateSliceOwnedBy(ctx, c.Dynamic, domain.ResourceSlice{Namespace: ns, Name: "web-recovery-1",
+		Annotations: map[string]string{domain.AnnotationSourceUID: "old-uid"},
+		Resources:   []domain.SliceResource{{Manifest: cm("orphan"), Deleted: true}}}, &self)
+	require.NoError(t, err)
+	require.NoError(t, fleet.WaitForSlice(ctx, ns, "web-recovery-1"))
+	_, err = kubetest.CreateSliceOwnedBy(ctx, c.Dynamic, domain.ResourceSlice{Namespace: ns, Name: "other-unrelated",
+		Resources: []domain.SliceResource{{Manifest: cm("unrelated")}}}, &other)
+	require.NoError(t, err)
+	require.NoError(t, fleet.WaitForSlice(ctx, ns, "other-unrelated"))
+	mu.Lock()
+	assert.Empty(t, threatened, "nothing threatens the hand-off yet")
+	mu.Unlock()
+
+	_, err = kubetest.CreateSliceOwnedBy(ctx, c.Dynamic, domain.ResourceSlice{Namespace: ns, Name: "other-takes-over",
+		Resources: []domain.SliceResource{{Manifest: cm("orphan")}}}, &other)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(threatened) > 0
+	}, 30*time.Second, 10*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []domain.CompositionRef{self.Ref()}, threatened)
+}

@@ -1,0 +1,69 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/ports"
+	"github.com/Azure/eno-tombstone-recovery/test/sim/enomodel"
+)
+
+// staleFleet is a replica's fleet index: what informers of every slice and Composition hold at
+// the replica's cache revision, some writes old. A view is a prefix of the writes, as a watch
+// delivers them in order. WaitForSlice catches the index up to the present, as a watch does
+// while the hand-off waits.
+type staleFleet struct {
+	w *World
+	r *replica
+}
+
+var _ ports.FleetIndex = staleFleet{}
+
+func (f staleFleet) view() view { return f.w.cp.ViewAt(f.r.compRev) }
+
+func (f staleFleet) ProducedElsewhere(_ context.Context, ids []domain.ResourceID, excluded ...string) (map[domain.ResourceID]string, error) {
+	items, err := f.view().List(enomodel.ResourceSliceGVR, "")
+	if err != nil {
+		return nil, err
+	}
+	all := make([]domain.Production, 0, len(items))
+	for _, u := range items {
+		s := domain.ResourceSlice{Namespace: u.GetNamespace(), Name: u.GetName()}
+		if o := metav1.GetControllerOfNoCopy(u); o != nil {
+			s.ControllerUID = string(o.UID)
+		}
+		resources, _, _ := unstructured.NestedSlice(u.Object, "spec", "resources")
+		for _, r := range resources {
+			m, _ := r.(map[string]any)
+			manifest, _ := m["manifest"].(string)
+			deleted, _ := m["deleted"].(bool)
+			s.Resources = append(s.Resources, domain.SliceResource{Manifest: manifest, Deleted: deleted})
+		}
+		all = append(all, domain.ProductionOf(s))
+	}
+	return domain.ProducedElsewhere(all, ids, excluded...), nil
+}
+
+func (f staleFleet) LineageMembers(_ context.Context, ref domain.CompositionRef, l domain.Lineage) ([]domain.CompositionRef, error) {
+	items, err := f.view().List(enomodel.CompositionGVR, "")
+	if err != nil {
+		return nil, err
+	}
+	all := make([]domain.Composition, 0, len(items))
+	for _, u := range items {
+		all = append(all, domain.Composition{Namespace: u.GetNamespace(), Name: u.GetName(), Annotations: u.GetAnnotations()})
+	}
+	return domain.LineageMembers(domain.Composition{Namespace: ref.Namespace, Name: ref.Name}, l, all), nil
+}
+
+func (f staleFleet) WaitForSlice(_ context.Context, namespace, name string) error {
+	f.r.compRev = max(f.r.compRev, f.w.cp.Revision())
+	if _, err := f.view().Get(enomodel.ResourceSliceGVR, namespace, name); err != nil {
+		return fmt.Errorf("resource slice %s/%s at the index's view: %w (%w)", namespace, name, ports.ErrIndexBehind, err)
+	}
+	return nil
+}
