@@ -21,6 +21,7 @@ const (
 	EnvPendingRecheckInterval     = "ENO_TOMBSTONE_RECOVERY_PENDING_RECHECK_INTERVAL"      // a duration, e.g. 1m
 	EnvReconcileTimeout           = "ENO_TOMBSTONE_RECOVERY_RECONCILE_TIMEOUT"             // a duration, e.g. 2m
 	EnvWorkers                    = "ENO_TOMBSTONE_RECOVERY_WORKERS"                       // an integer
+	EnvImpersonate                = "ENO_TOMBSTONE_RECOVERY_IMPERSONATE"                   // a user name
 )
 
 // settingEnv names the variable behind each setting app.Config.Validate checks.
@@ -88,6 +89,7 @@ func (o Options) fromEnvironment(getenv func(string) string) (Options, error) {
 	duration(EnvPendingRecheckInterval, &o.PendingRecheckInterval)
 	duration(EnvReconcileTimeout, &o.ReconcileTimeout)
 	integer(EnvWorkers, &o.Workers)
+	str(EnvImpersonate, &o.Impersonate)
 	return o, errors.Join(errs...)
 }
 
