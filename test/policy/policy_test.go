@@ -444,6 +444,7 @@ func TestPoliciesDenyEverythingElse(t *testing.T) {
 		{"a condition that ends in a comment", twice(and, `\\u0026\\u0026 true // size(`), msgSelfCheckPins},
 		{"a condition hiding || in a triple-quoted string", twice(and, `\\u0026\\u0026 \\\"\\\"\\\"(\\\"\\\"\\\" || true || (\\\"\\\"\\\")\\\"\\\"\\\" \\u0026\\u0026 size(`), msgSelfCheckPins},
 		{"a first override that is not the negation of the second", strings.Replace(good, `\"condition\":\"!(`, `\"condition\":\"false \\u0026\\u0026 !(`, 1), msgSelfCheckPins},
+		{"a first override whose condition is not the second's", strings.Replace(good, `self.metadata.uid == `, `self.metadata.name == `, 1), msgSelfCheckPins},
 		{"a tombstone with reconciliation enabled", strings.Replace(good, `"`+domain.AnnotationDisableReconciliation+`":"true"`, `"`+domain.AnnotationDisableReconciliation+`":"false"`, 1), msgSelfCheckForm},
 		{"a second disable-reconciliation annotation", strings.TrimSuffix(good, "}}}") + `,"z":"x","` + domain.AnnotationDisableReconciliation + `":"false"}}}`, msgSelfCheckForm},
 		{"a second overrides annotation, its key escaped", strings.TrimSuffix(good, "}}}") + `,"eno.azure.io\/overrides":"[]"}}}`, msgSelfCheckForm},
