@@ -73,8 +73,7 @@ func SetupWithManager(mgr manager.Manager, downstream *rest.Config, opts Options
 	return g, nil
 }
 
-// clientConfig copies cfg for this controller's clients: its own user agent, limits and
-// identity (Options.Impersonate).
+// clientConfig copies cfg for this controller's clients: its own user agent, limits and identity.
 func (g *Guest) clientConfig(cfg *rest.Config) *rest.Config {
 	out := rest.CopyConfig(cfg)
 	out.UserAgent = UserAgent
