@@ -426,10 +426,14 @@ func TestPoliciesDenyEverythingElse(t *testing.T) {
 		require.Equal(t, 2, strings.Count(good, old), "the manifest has %s in both overrides", old)
 		return strings.ReplaceAll(good, old, new)
 	}
-	constant := func(cond string) string {
-		ops := mergePatch(t, []map[string]string{
-			{"path": "self.metadata.annotations['" + domain.AnnotationDisableReconciliation + "']", "value": "true", "condition": "!(" + cond + ")"},
-			{"path": "self.metadata.annotations['" + domain.AnnotationDisableReconciliation + "']", "value": "false", "condition": cond}})
+	constant := func(cond string) string { // the controller's template around another condition
+		type override struct {
+			Path      string `json:"path"`
+			Value     string `json:"value"`
+			Condition string `json:"condition"`
+		}
+		path := "self.metadata.annotations['" + domain.AnnotationDisableReconciliation + "']"
+		ops := mergePatch(t, []override{{path, "true", "!(" + cond + ")"}, {path, "false", cond}})
 		return kubetest.Manifest("v1", "ConfigMap", f.ns, "target", nil, map[string]string{domain.AnnotationDisableReconciliation: "true", domain.AnnotationOverrides: string(ops)}, nil)
 	}
 	const and = `\\u0026\\u0026 size(`
@@ -437,6 +441,7 @@ func TestPoliciesDenyEverythingElse(t *testing.T) {
 		{"a plain tombstone", configMap(f.ns, "target"), msgSelfCheckForm},
 		{"a tombstone disabled, with no overrides", kubetest.Manifest("v1", "ConfigMap", f.ns, "target", nil, map[string]string{domain.AnnotationDisableReconciliation: "true"}, nil), msgSelfCheckForm},
 		{"a tombstone whose condition is the constant true", constant("true"), msgSelfCheckPins},
+		{"a condition that does not begin by pinning the uid", twice(`self.metadata.uid == `, `self.metadata.uid != `), msgSelfCheckPins},
 		{"a condition that pins the uid only", constant(`self.metadata.uid == "0123" && true`), msgSelfCheckPins},
 		{"a condition with || true between its pins", twice(and, `|| true || size(`), msgSelfCheckPins},
 		{"a condition with ?: between its pins", twice(and, `\\u0026\\u0026 true ? true : size(`), msgSelfCheckPins},
