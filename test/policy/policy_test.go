@@ -444,6 +444,7 @@ func TestPoliciesDenyEverythingElse(t *testing.T) {
 		{"a condition that does not begin by pinning the uid", twice(`self.metadata.uid == `, `self.metadata.uid != `), msgSelfCheckPins},
 		{"a condition that pins the uid only", constant(`self.metadata.uid == "0123" && true`), msgSelfCheckPins},
 		{"a condition with || true between its pins", twice(and, `|| true || size(`), msgSelfCheckPins},
+		{"a condition with || after its first conjunct", twice(`\\u0026\\u0026 composition.metadata.deletionTimestamp`, `|| true || composition.metadata.deletionTimestamp`), msgSelfCheckPins},
 		{"a condition with ?: between its pins", twice(and, `\\u0026\\u0026 true ? true : size(`), msgSelfCheckPins},
 		{"a condition whose parentheses close early", twice(and, `\\u0026\\u0026 true) || (size(`), msgSelfCheckPins},
 		{"a condition that ends in a comment", twice(and, `\\u0026\\u0026 true // size(`), msgSelfCheckPins},
