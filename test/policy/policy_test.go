@@ -434,7 +434,16 @@ func TestPoliciesDenyEverythingElse(t *testing.T) {
 		}
 		path := "self.metadata.annotations['" + domain.AnnotationDisableReconciliation + "']"
 		ops := mergePatch(t, []override{{path, "true", "!(" + cond + ")"}, {path, "false", cond}})
-		return kubetest.Manifest("v1", "ConfigMap", f.ns, "target", nil, map[string]string{domain.AnnotationDisableReconciliation: "true", domain.AnnotationOverrides: string(ops)}, nil)
+		type meta struct {
+			Name        string            `json:"name"`
+			Namespace   string            `json:"namespace"`
+			Annotations map[string]string `json:"annotations"`
+		}
+		return string(mergePatch(t, struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+			Metadata   meta   `json:"metadata"`
+		}{"v1", "ConfigMap", meta{"target", f.ns, map[string]string{domain.AnnotationDisableReconciliation: "true", domain.AnnotationOverrides: string(ops)}}}))
 	}
 	const and = `\\u0026\\u0026 size(`
 	tombstoneCases := []struct{ name, manifest, msg string }{
