@@ -51,6 +51,9 @@ read -r -d '' call <<'EOF' || true
 		// With --leader-election the manager starts it on its leader only; without, it logs
 		// that it needs --leader-election and does not start (design §8.2).
 		HostElects: mgrOpts.LeaderElection,
+		// Its clients act as the release's ServiceAccount, which the release's RBAC and admission
+		// policies confine; Eno's identity may impersonate only that one (deploy/release.yaml).
+		Impersonate: tombstonerecovery.ReleaseServiceAccount,
 	}); err != nil {
 		return fmt.Errorf("adding the tombstone recovery controller: %w", err)
 	}

@@ -21,6 +21,7 @@ const (
 	EnvPendingRecheckInterval     = "ENO_TOMBSTONE_RECOVERY_PENDING_RECHECK_INTERVAL"      // a duration, e.g. 1m
 	EnvReconcileTimeout           = "ENO_TOMBSTONE_RECOVERY_RECONCILE_TIMEOUT"             // a duration, e.g. 2m
 	EnvWorkers                    = "ENO_TOMBSTONE_RECOVERY_WORKERS"                       // an integer
+	EnvImpersonate                = "ENO_TOMBSTONE_RECOVERY_IMPERSONATE"                   // a user name
 )
 
 // settingEnv names the variable behind each setting app.Config.Validate checks.
@@ -37,57 +38,35 @@ var settingEnv = map[app.Setting]string{
 // over the field it names.
 func (o Options) fromEnvironment(getenv func(string) string) (Options, error) {
 	var errs []error
-	str := func(name string, dst *string) {
-		if v := getenv(name); v != "" {
-			*dst = v
+	parse := func(name, want string, set func(string) error) {
+		if v := getenv(name); v != "" && set(v) != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: want %s", name, v, want))
 		}
 	}
-	boolean := func(name string, dst *bool) {
-		if v := getenv(name); v != "" {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: want true or false", name, v))
-				return
-			}
-			*dst = b
-		}
+	str := func(dst *string) func(string) error { return func(v string) error { *dst = v; return nil } }
+	boolean := func(dst *bool) func(string) error {
+		return func(v string) (err error) { *dst, err = strconv.ParseBool(v); return err }
 	}
-	integer := func(name string, dst *int) {
-		if v := getenv(name); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: want an integer", name, v))
-				return
-			}
-			*dst = n
-		}
+	integer := func(dst *int) func(string) error {
+		return func(v string) (err error) { *dst, err = strconv.Atoi(v); return err }
 	}
-	boolean(EnvEnabled, &o.Enabled)
-	str(EnvInventoryNamespace, &o.InventoryNamespace)
-	integer(EnvMaxChunkBytes, &o.MaxChunkBytes)
-	integer(EnvMaxChunks, &o.MaxChunks)
-	if v := getenv(EnvMaxTombstoneFraction); v != "" {
+	duration := func(dst *time.Duration) func(string) error {
+		return func(v string) (err error) { *dst, err = time.ParseDuration(v); return err }
+	}
+	parse(EnvEnabled, "true or false", boolean(&o.Enabled))
+	parse(EnvInventoryNamespace, "", str(&o.InventoryNamespace))
+	parse(EnvMaxChunkBytes, "an integer", integer(&o.MaxChunkBytes))
+	parse(EnvMaxChunks, "an integer", integer(&o.MaxChunks))
+	parse(EnvMaxTombstoneFraction, "a number from 0 to 1", func(v string) error {
 		f, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s=%q: want a number from 0 to 1", EnvMaxTombstoneFraction, v))
-		} else {
-			o.MaxTombstoneFraction = &f
-		}
-	}
-	boolean(EnvAllowCrossNamespaceLineage, &o.AllowCrossNamespaceLineage)
-	duration := func(name string, dst *time.Duration) {
-		if v := getenv(name); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: want a duration such as 1m", name, v))
-				return
-			}
-			*dst = d
-		}
-	}
-	duration(EnvPendingRecheckInterval, &o.PendingRecheckInterval)
-	duration(EnvReconcileTimeout, &o.ReconcileTimeout)
-	integer(EnvWorkers, &o.Workers)
+		o.MaxTombstoneFraction = &f
+		return err
+	})
+	parse(EnvAllowCrossNamespaceLineage, "true or false", boolean(&o.AllowCrossNamespaceLineage))
+	parse(EnvPendingRecheckInterval, "a duration such as 1m", duration(&o.PendingRecheckInterval))
+	parse(EnvReconcileTimeout, "a duration such as 1m", duration(&o.ReconcileTimeout))
+	parse(EnvWorkers, "an integer", integer(&o.Workers))
+	parse(EnvImpersonate, "", str(&o.Impersonate))
 	return o, errors.Join(errs...)
 }
 

@@ -73,10 +73,13 @@ func SetupWithManager(mgr manager.Manager, downstream *rest.Config, opts Options
 	return g, nil
 }
 
-// clientConfig copies cfg for this controller's clients: its own user agent and limits.
+// clientConfig copies cfg for this controller's clients: its own user agent, limits and identity.
 func (g *Guest) clientConfig(cfg *rest.Config) *rest.Config {
 	out := rest.CopyConfig(cfg)
 	out.UserAgent = UserAgent
+	if g.s.Impersonate != "" {
+		out.Impersonate = rest.ImpersonationConfig{UserName: g.s.Impersonate}
+	}
 	if g.s.QPS > 0 {
 		out.QPS = g.s.QPS
 	}

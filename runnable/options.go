@@ -76,6 +76,9 @@ type Options struct {
 	// it or HostElects the controller refuses to start, logging why, and the host carries on.
 	EveryReplica bool
 
+	// Impersonate is the user every client acts as, on both clusters; "" is the host's identity.
+	// eno-reconciler passes ReleaseServiceAccount, which the release's RBAC and policies confine.
+	Impersonate string
 	// Logger receives the controller's logs; it is also put in the context of every reconcile.
 	// The zero Logger is the manager's, named tombstone-recovery.
 	Logger logr.Logger
@@ -96,6 +99,8 @@ var ErrNoLeaderElection = errors.New("eno-reconciler runs without --leader-elect
 	"run eno-reconciler with --leader-election to enable it (the rest of eno-reconciler is unaffected)")
 
 const (
+	// ReleaseServiceAccount is deploy/release.yaml's ServiceAccount, as a user name.
+	ReleaseServiceAccount = "system:serviceaccount:eno-system:eno-tombstone-recovery"
 	// UserAgent identifies the controller's requests to both API servers.
 	UserAgent = "eno-tombstone-recovery"
 	// leaseBaseName is the Lease of the whole Composition space.

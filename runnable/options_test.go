@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
@@ -102,6 +103,7 @@ func TestResolveEnvironment(t *testing.T) {
 		EnvMaxTombstoneFraction:       "1",
 		EnvAllowCrossNamespaceLineage: "true",
 		EnvWorkers:                    "3",
+		EnvImpersonate:                "system:serviceaccount:ops:recovery",
 	}
 	s, err := Options{Enabled: true, Getenv: func(k string) string { return vars[k] }}.resolve()
 	require.NoError(t, err)
@@ -112,6 +114,7 @@ func TestResolveEnvironment(t *testing.T) {
 	assert.Equal(t, 1.0, s.config.MaxTombstoneFraction)
 	assert.True(t, s.config.AllowCrossNamespaceLineage)
 	assert.Equal(t, 3, s.Workers)
+	assert.Equal(t, "system:serviceaccount:ops:recovery", s.Impersonate)
 
 	s, err = Options{Enabled: true, MaxChunks: 9, Getenv: func(string) string { return "" }}.resolve()
 	require.NoError(t, err)
@@ -153,3 +156,17 @@ func TestRefusals(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Every client of the guest acts as Options.Impersonate (design §6.2): the release's RBAC and
+// policies confine it inside eno-reconciler; the host's own config is left as it was.
+func TestClientsImpersonateTheReleaseServiceAccount(t *testing.T) {
+	host := &rest.Config{Host: "https://control-plane", BearerToken: "eno"}
+	g := &Guest{s: settings{Options: Options{Impersonate: ReleaseServiceAccount}}}
+	cfg := g.clientConfig(host)
+	assert.Equal(t, rest.ImpersonationConfig{UserName: "system:serviceaccount:eno-system:eno-tombstone-recovery"}, cfg.Impersonate)
+	assert.Equal(t, "eno", cfg.BearerToken, "the host's credentials authenticate the impersonation")
+	assert.Empty(t, host.Impersonate.UserName, "the host's config is not changed")
+
+	g = &Guest{s: settings{}}
+	assert.Empty(t, g.clientConfig(host).Impersonate.UserName, "no impersonation unless asked")
+}

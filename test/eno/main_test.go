@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -65,10 +66,17 @@ type binaries struct {
 	recovery    string // tombstone-recovery
 }
 
+// enoUser is Eno's reconciler ServiceAccount, a static-token user bound to cluster-admin as
+// Eno's manifest binds it. The wired eno-reconciler runs as it, and its guest impersonates the
+// release's ServiceAccount, whose RBAC and admission policies (deploy/, applied in setUpEno)
+// confine every write of the guest (design §6.2).
+const enoUser = "system:serviceaccount:eno-system:eno"
+
 var (
 	env             *kubetest.Env
 	bins            binaries
 	adminKubeconfig string
+	enoKubeconfig   string // enoUser's
 	admin           kubetest.Clients
 	workDir         string // logs and synthesizer scripts
 	enoController   *process
@@ -83,7 +91,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
 		os.Exit(1)
 	}
-	kubetest.TestMainWithEnv(m, kubetest.Options{CRDs: crds}, func(e *kubetest.Env) int {
+	users := []kubetest.User{{Name: enoUser, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:eno-system"}}}
+	kubetest.TestMainWithEnv(m, kubetest.Options{CRDs: crds, Users: users}, func(e *kubetest.Env) int {
 		env = e
 		return runWithEno(m)
 	})
@@ -142,7 +151,10 @@ func runWithEno(m *testing.M) (code int) {
 		return 1
 	}
 	defer os.RemoveAll(workDir)
-	if adminKubeconfig, err = env.Kubeconfig(""); err != nil {
+	if adminKubeconfig, err = env.Kubeconfig(""); err == nil {
+		enoKubeconfig, err = env.Kubeconfig(enoUser)
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
 		return 1
 	}
@@ -183,12 +195,25 @@ func setUpEno() error {
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating the default ServiceAccount of %s: %w", synthPodNamespace, err)
 	}
+	root, err := kubetest.RepoRoot()
+	if err != nil {
+		return err
+	}
+	if err := kubetest.ApplyManifests(ctx, env.AdminConfig(), root, "deploy/release.yaml", "deploy/release-downstream.yaml"); err != nil {
+		return fmt.Errorf("applying deploy/: %w", err)
+	}
+	if _, err := admin.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "eno-cluster-admin"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "eno", Namespace: "eno-system"}},
+	}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("binding Eno's ServiceAccount to cluster-admin: %w", err)
+	}
 	for name, configMaps := range synthesizers {
 		if err := createSynthesizer(ctx, name, configMaps); err != nil {
 			return err
 		}
 	}
-	var err error
 	enoController, err = startProcess("eno-controller", bins.controller, []string{
 		"--executor-image=none",
 		"--synthesizer-pod-namespace=" + synthPodNamespace,

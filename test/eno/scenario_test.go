@@ -133,8 +133,9 @@ func newScenario(t *testing.T, m mode, st settings) *scenario {
 			"--leader-election-lease-duration=8s", "--leader-election-lease-renew-deadline=6s", "--leader-election-lease-retry=1s")
 	}
 	var extraEnv []string
+	kubeconfig := adminKubeconfig
 	if m.wired {
-		reconcilerBin = bins.wired
+		reconcilerBin, kubeconfig = bins.wired, enoKubeconfig
 		extraEnv = wiredSettings(st)
 		if st.faults != nil {
 			reconcilerBin = bins.wiredFaults
@@ -149,7 +150,7 @@ func newScenario(t *testing.T, m mode, st settings) *scenario {
 			name = fmt.Sprintf("eno-reconciler-%d", i)
 		}
 		return startProcess(name, reconcilerBin, args,
-			append(extraEnv, "KUBECONFIG="+adminKubeconfig), filepath.Join(dir, name+".log"))
+			append(extraEnv, "KUBECONFIG="+kubeconfig), filepath.Join(dir, name+".log"))
 	}
 	s.reconcilerStart = func() (*process, error) { return startReplica(0) }
 	for i := range max(st.replicas, 1) {

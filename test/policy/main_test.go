@@ -18,6 +18,11 @@ const controllerUser = "system:serviceaccount:eno-system:eno-tombstone-recovery"
 
 var controllerGroups = []string{"system:serviceaccounts", "system:serviceaccounts:eno-system", "system:authenticated"}
 
+// enoUser is Eno's reconciler ServiceAccount, which deploy/release.yaml lets impersonate the
+// controller's (the wired eno-reconciler), as a static-token user: its requests authenticate as
+// it, so that the API server authorizes its impersonation.
+const enoUser = "system:serviceaccount:eno-system:eno"
+
 // env is the real etcd and kube-apiserver every test of the package shares.
 var env *kubetest.Env
 
@@ -27,7 +32,7 @@ var deployManifests = []string{"deploy/release.yaml", "deploy/release-downstream
 // TestMain starts the API server, applies the RBAC and policies of deploy/, runs the tests, stops
 // everything and checks for leaked goroutines with goleak (kubetest.TestMainWithEnv).
 func TestMain(m *testing.M) {
-	kubetest.TestMainWithEnv(m, kubetest.Options{}, func(e *kubetest.Env) int {
+	kubetest.TestMainWithEnv(m, kubetest.Options{Users: []kubetest.User{{Name: enoUser, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:eno-system"}}}}, func(e *kubetest.Env) int {
 		env = e
 		root, err := kubetest.RepoRoot()
 		if err != nil {
@@ -47,4 +52,12 @@ func TestMain(m *testing.M) {
 // controllerConfig acts as the controller's ServiceAccount.
 func controllerConfig() *rest.Config {
 	return kubetest.Impersonating(env.AdminConfig(), controllerUser, controllerGroups...)
+}
+
+// wiredConfig acts as the controller's ServiceAccount the way the wired eno-reconciler does:
+// Eno's identity impersonating it, by user name alone (runnable.Options.Impersonate).
+func wiredConfig() *rest.Config {
+	cfg := env.UserConfig(enoUser)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: controllerUser}
+	return cfg
 }

@@ -43,6 +43,9 @@ const (
 	msgTombstones      = "whose every resource is a tombstone"
 	msgSliceOwner      = "controlled by a Composition"
 	msgOurSlice        = "may only write recovery slices"
+	msgSelfCheckForm   = "may only write tombstones that check themselves: disable-reconciliation"
+	msgSelfCheckPins   = "may only write tombstones that check themselves: a condition that pins"
+	msgDisarmed        = "may not change an arming annotation that says disarmed"
 )
 
 // fixture is one namespace with a Composition whose synthesis names one slice Eno wrote, and an
@@ -63,7 +66,12 @@ func newFixture(t *testing.T) fixture {
 	f.ns = f.admin.NewNamespace(t, "policy")
 	f.comp = createComposition(t, ctx, f.admin.Dynamic, f.ns, "web", f.synthesis, "web-enoslice-0")
 	f.empty = createComposition(t, ctx, f.admin.Dynamic, f.ns, "empty", string(uuid.NewUUID()))
-	_, err := kubetest.CreateSlice(ctx, f.admin.Dynamic, domain.ResourceSlice{Namespace: f.ns, Name: "web-enoslice-0", SynthesisUUID: f.synthesis,
+	// An operator's brake: a Composition whose hand-off was disarmed (design §6.2).
+	createComposition(t, ctx, f.admin.Dynamic, f.ns, "disarmed", string(uuid.NewUUID()))
+	_, err := f.admin.Dynamic.Resource(kubetest.CompositionResource).Namespace(f.ns).Patch(ctx, "disarmed", types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"`+domain.AnnotationArmed+`":"`+domain.ArmedOff+`"}}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	_, err = kubetest.CreateSlice(ctx, f.admin.Dynamic, domain.ResourceSlice{Namespace: f.ns, Name: "web-enoslice-0", SynthesisUUID: f.synthesis,
 		Resources: []domain.SliceResource{{Manifest: configMap(f.ns, "kept")}}})
 	require.NoError(t, err)
 	return f
@@ -115,8 +123,28 @@ func recoverySlice(comp *unstructured.Unstructured, synthesis string, resources 
 	return u
 }
 
+// tombstone is a tombstone as the controller writes it: it checks itself (domain.NewHandoff).
 func tombstone(ns, name string) map[string]any {
-	return map[string]any{"manifest": configMap(ns, name), "deleted": true}
+	return tombstones(domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: ns, Name: name})[0]
+}
+
+// tombstones are the slice resources the controller writes for entries, each pinning a UID of
+// its own.
+func tombstones(entries ...domain.Entry) []map[string]any {
+	ts := make([]domain.Tombstone, len(entries))
+	for i, e := range entries {
+		ts[i] = domain.Tombstone{Entry: e, UID: string(uuid.NewUUID())}
+	}
+	h, err := domain.NewHandoff(domain.RecoveryPlan{Decision: domain.Decision{Outcome: domain.OutcomeRecovered, SynthesisUUID: string(uuid.NewUUID())},
+		Tombstones: ts, HistoryWritten: time.Now()})
+	if err != nil {
+		panic(err)
+	}
+	out := make([]map[string]any, len(h.Resources))
+	for i, r := range h.Resources {
+		out[i] = map[string]any{"manifest": r.Manifest, "deleted": true}
+	}
+	return out
 }
 
 func mergePatch(t *testing.T, v any) []byte {
@@ -177,6 +205,15 @@ func waitForPolicies(t *testing.T, f fixture) {
 			_, err := f.compositions().Patch(ctx, "web", types.JSONPatchType, appendSlice(t, f.synthesis, "probe", true), metav1.PatchOptions{DryRun: dry}, "status")
 			return err
 		},
+		msgSelfCheckForm: func() error {
+			s := recoverySlice(f.comp, f.synthesis, map[string]any{"manifest": configMap(f.ns, "probe"), "deleted": true})
+			_, err := f.slices().Create(ctx, s, metav1.CreateOptions{DryRun: dry})
+			return err
+		},
+		msgDisarmed: func() error {
+			_, err := f.compositions().Patch(ctx, "disarmed", types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+domain.AnnotationArmed+`":"0123456789abcdef"}}}`), metav1.PatchOptions{DryRun: dry})
+			return err
+		},
 		msgTombstones: func() error {
 			s := recoverySlice(f.comp, f.synthesis, map[string]any{"manifest": configMap(f.ns, "probe")})
 			_, err := f.slices().Create(ctx, s, metav1.CreateOptions{DryRun: dry})
@@ -230,6 +267,41 @@ func TestPoliciesAllowTheDesignsWrites(t *testing.T) {
 			domain.AnnotationArmed: "on", domain.AnnotationForceResynthesis: "true", domain.AnnotationDecision: nil}}})
 		_, err := f.compositions().Patch(ctx, "web", types.MergePatchType, patch, metav1.PatchOptions{})
 		require.NoError(t, err)
+	})
+	t.Run("the watch disarms a hand-off; the decision on a disarmed Composition", func(t *testing.T) {
+		patch := mergePatch(t, map[string]any{"metadata": map[string]any{"annotations": map[string]any{domain.AnnotationArmed: domain.ArmedOff}}})
+		_, err := f.compositions().Patch(ctx, "web", types.MergePatchType, patch, metav1.PatchOptions{})
+		require.NoError(t, err)
+		live, err := f.compositions().Get(ctx, "disarmed", metav1.GetOptions{})
+		require.NoError(t, err)
+		ann := live.GetAnnotations()
+		ann[domain.AnnotationDecision] = `{"outcome":"Held"}`
+		live.SetAnnotations(ann)
+		_, err = f.compositions().Update(ctx, live, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	})
+	t.Run("a recovery slice of Eno's full size, of tombstones with long names and many labels", func(t *testing.T) {
+		// The policy's checks cost CEL work in proportion to the slice's bytes: a slice the
+		// controller cuts at Eno's budget must stay within the API server's cost limit.
+		entries := make([]domain.Entry, 150)
+		for i := range entries {
+			labels := map[string]string{}
+			for l := range 16 {
+				labels[fmt.Sprintf("example.com/%s-%02d", strings.Repeat("k", 60), l)] = strings.Repeat("v", 63)
+			}
+			entries[i] = domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: f.ns, Name: fmt.Sprintf("cm-%05d-%s", i, strings.Repeat("n", 231)),
+				Labels: labels, Annotations: map[string]string{domain.AnnotationDeletionGroup: "2", "z.example.com/note": `a "quoted" <value> & more`}}
+		}
+		resources := tombstones(entries...)
+		var bytes, n int
+		for n < len(resources) && bytes+len(resources[n]["manifest"].(string)) <= domain.MaxSliceManifestBytes {
+			bytes += len(resources[n]["manifest"].(string))
+			n++
+		}
+		require.Less(t, n, len(resources), "the slice must be cut at Eno's budget")
+		_, err := f.slices().Create(ctx, recoverySlice(f.comp, f.synthesis, resources[:n]...), metav1.CreateOptions{})
+		require.NoError(t, err, "%d tombstones, %d bytes of manifests", n, bytes)
+		t.Logf("%d tombstones, %d bytes of manifests", n, bytes)
 	})
 	t.Run("create of an all-tombstone recovery slice owned by its Composition", func(t *testing.T) {
 		_, err := f.slices().Create(ctx, recoverySlice(f.comp, f.synthesis, tombstone(f.ns, "gone"), tombstone(f.ns, "gone-too")), metav1.CreateOptions{})
@@ -346,6 +418,90 @@ func TestPoliciesDenyEverythingElse(t *testing.T) {
 		s := recoverySlice(f.comp, f.synthesis, tombstone(f.ns, "gone"), map[string]any{"manifest": configMap(f.ns, "applied")})
 		_, err := f.slices().Create(ctx, s, metav1.CreateOptions{})
 		requireDenied(t, err, msgTombstones)
+	})
+	// Tombstones that would have Eno delete an object unchecked, or that a token holder could
+	// aim at anything: each is refused. good is one the controller writes.
+	good := tombstone(f.ns, "target")["manifest"].(string)
+	twice := func(old, new string) string {
+		require.Equal(t, 2, strings.Count(good, old), "the manifest has %s in both overrides", old)
+		return strings.ReplaceAll(good, old, new)
+	}
+	constant := func(cond string) string { // the controller's template around another condition
+		type override struct {
+			Path      string `json:"path"`
+			Value     string `json:"value"`
+			Condition string `json:"condition"`
+		}
+		path := "self.metadata.annotations['" + domain.AnnotationDisableReconciliation + "']"
+		ops := mergePatch(t, []override{{path, "true", "!(" + cond + ")"}, {path, "false", cond}})
+		type meta struct {
+			Name        string            `json:"name"`
+			Namespace   string            `json:"namespace"`
+			Annotations map[string]string `json:"annotations"`
+		}
+		return string(mergePatch(t, struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+			Metadata   meta   `json:"metadata"`
+		}{"v1", "ConfigMap", meta{"target", f.ns, map[string]string{domain.AnnotationDisableReconciliation: "true", domain.AnnotationOverrides: string(ops)}}}))
+	}
+	const and = `\\u0026\\u0026 size(`
+	tombstoneCases := []struct{ name, manifest, msg string }{
+		{"a plain tombstone", configMap(f.ns, "target"), msgSelfCheckForm},
+		{"a tombstone disabled, with no overrides", kubetest.Manifest("v1", "ConfigMap", f.ns, "target", nil, map[string]string{domain.AnnotationDisableReconciliation: "true"}, nil), msgSelfCheckForm},
+		{"a tombstone whose condition is the constant true", constant("true"), msgSelfCheckPins},
+		{"a condition that does not begin by pinning the uid", twice(`self.metadata.uid == `, `self.metadata.uid != `), msgSelfCheckPins},
+		{"a condition that pins the uid only", constant(`self.metadata.uid == "0123" && true`), msgSelfCheckPins},
+		{"a condition with || true between its pins", twice(and, `|| true || size(`), msgSelfCheckPins},
+		{"a condition with || after its first conjunct", twice(`\\u0026\\u0026 composition.metadata.deletionTimestamp`, `|| true || composition.metadata.deletionTimestamp`), msgSelfCheckPins},
+		{"a condition with ?: between its pins", twice(and, `\\u0026\\u0026 true ? true : size(`), msgSelfCheckPins},
+		{"a condition whose parentheses close early", twice(and, `\\u0026\\u0026 true) || (size(`), msgSelfCheckPins},
+		{"a condition that ends in a comment", twice(and, `\\u0026\\u0026 true // size(`), msgSelfCheckPins},
+		{"a condition hiding || in a triple-quoted string", twice(and, `\\u0026\\u0026 \\\"\\\"\\\"(\\\"\\\"\\\" || true || (\\\"\\\"\\\")\\\"\\\"\\\" \\u0026\\u0026 size(`), msgSelfCheckPins},
+		{"a first override that is not the negation of the second", strings.Replace(good, `\"condition\":\"!(`, `\"condition\":\"false \\u0026\\u0026 !(`, 1), msgSelfCheckPins},
+		{"a first override whose condition is not the second's", strings.Replace(good, `self.metadata.uid == `, `self.metadata.name == `, 1), msgSelfCheckPins},
+		{"a tombstone with reconciliation enabled", strings.Replace(good, `"`+domain.AnnotationDisableReconciliation+`":"true"`, `"`+domain.AnnotationDisableReconciliation+`":"false"`, 1), msgSelfCheckForm},
+		{"a second disable-reconciliation annotation", strings.TrimSuffix(good, "}}}") + `,"z":"x","` + domain.AnnotationDisableReconciliation + `":"false"}}}`, msgSelfCheckForm},
+		{"a second overrides annotation, its key escaped", strings.TrimSuffix(good, "}}}") + `,"eno.azure.io\/overrides":"[]"}}}`, msgSelfCheckForm},
+		{"a second metadata, its key escaped", strings.TrimSuffix(good, "}") + `,"metad\u0061ta":{"name":"target"}}`, msgSelfCheckForm},
+		{"a field besides metadata", strings.Replace(good, `"kind":"ConfigMap",`, `"kind":"ConfigMap","data":{"a":"b"},`, 1), msgSelfCheckForm},
+	}
+	for _, c := range tombstoneCases {
+		t.Run("creating a recovery slice holding "+c.name, func(t *testing.T) {
+			s := recoverySlice(f.comp, f.synthesis, tombstone(f.ns, "fine"), map[string]any{"manifest": c.manifest, "deleted": true})
+			_, err := f.slices().Create(ctx, s, metav1.CreateOptions{})
+			requireDenied(t, err, c.msg)
+		})
+	}
+	t.Run("the wired eno-reconciler's identity, Eno impersonating ours, is confined too", func(t *testing.T) {
+		wired := kubetest.NewClients(t, wiredConfig()).Dynamic
+		s := recoverySlice(f.comp, f.synthesis, map[string]any{"manifest": configMap(f.ns, "target"), "deleted": true})
+		_, err := wired.Resource(kubetest.ResourceSliceResource).Namespace(f.ns).Create(ctx, s, metav1.CreateOptions{})
+		requireDenied(t, err, msgSelfCheckForm)
+		patch := mergePatch(t, map[string]any{"metadata": map[string]any{"annotations": map[string]any{domain.AnnotationArmed: "0123456789abcdef"}}})
+		_, err = wired.Resource(kubetest.CompositionResource).Namespace(f.ns).Patch(ctx, "disarmed", types.MergePatchType, patch, metav1.PatchOptions{})
+		requireDenied(t, err, msgDisarmed)
+		_, err = wired.Resource(kubetest.ResourceSliceResource).Namespace(f.ns).Create(ctx, recoverySlice(f.comp, f.synthesis, tombstone(f.ns, "gone")), metav1.CreateOptions{})
+		require.NoError(t, err, "a tombstone that checks itself is allowed")
+	})
+	for _, c := range []struct {
+		name  string
+		armed any
+	}{{"re-arming a disarmed Composition", "0123456789abcdef"}, {"lifting a disarmed Composition's brake", nil}, {"marking a disarmed hand-off done", domain.ArmedDone}} {
+		t.Run(c.name, func(t *testing.T) {
+			patch := mergePatch(t, map[string]any{"metadata": map[string]any{"annotations": map[string]any{domain.AnnotationArmed: c.armed}}})
+			_, err := f.compositions().Patch(ctx, "disarmed", types.MergePatchType, patch, metav1.PatchOptions{})
+			requireDenied(t, err, msgDisarmed)
+		})
+	}
+	t.Run("re-arming a disarmed Composition by update", func(t *testing.T) {
+		live, err := f.compositions().Get(ctx, "disarmed", metav1.GetOptions{})
+		require.NoError(t, err)
+		ann := live.GetAnnotations()
+		ann[domain.AnnotationArmed] = "0123456789abcdef"
+		live.SetAnnotations(ann)
+		_, err = f.compositions().Update(ctx, live, metav1.UpdateOptions{})
+		requireDenied(t, err, msgDisarmed)
 	})
 	t.Run("creating a recovery slice no Composition controls", func(t *testing.T) {
 		s := recoverySlice(f.comp, f.synthesis, tombstone(f.ns, "gone"))

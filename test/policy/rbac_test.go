@@ -9,9 +9,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 )
@@ -120,4 +123,54 @@ func normalize(lines []string) []string {
 		verbs[f[0]] = append(verbs[f[0]], f[1:]...)
 	}
 	return joinVerbs(verbs)
+}
+
+// The wired eno-reconciler's grant (design §6.2): Eno's ServiceAccount may impersonate the
+// controller's ServiceAccount, by name, and nothing else; impersonating it yields exactly the
+// controller's identity, whose RBAC TestRBACGrantsOnlyWhatTheDesignUses checks.
+func TestEnoMayImpersonateOnlyTheControllersServiceAccount(t *testing.T) {
+	ctx := kubetest.Context(t, time.Minute)
+	eno, err := kubernetes.NewForConfig(env.UserConfig(enoUser))
+	require.NoError(t, err)
+	anyone, err := kubernetes.NewForConfig(kubetest.Impersonating(env.AdminConfig(), "system:serviceaccount:other:nobody",
+		"system:serviceaccounts", "system:serviceaccounts:other", "system:authenticated"))
+	require.NoError(t, err)
+	baseline := rulesOf(t, anyone, "default")
+	for ns, want := range map[string][]string{"eno-system": {"serviceaccounts impersonate"}, "default": nil, "kube-system": nil} {
+		got := slices.DeleteFunc(rulesOf(t, eno, ns), func(r string) bool { return slices.Contains(baseline, r) })
+		assert.ElementsMatch(t, want, got, "RBAC of Eno's ServiceAccount in %s", ns)
+	}
+	review, err := eno.AuthorizationV1().SelfSubjectRulesReviews().Create(ctx,
+		&authorizationv1.SelfSubjectRulesReview{Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: "eno-system"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	for _, r := range review.Status.ResourceRules {
+		if slices.Contains(r.Verbs, "impersonate") {
+			assert.Equal(t, []string{"eno-tombstone-recovery"}, r.ResourceNames, "impersonate is granted on the controller's ServiceAccount only")
+		}
+	}
+
+	t.Run("impersonating the controller's ServiceAccount", func(t *testing.T) {
+		as, err := kubernetes.NewForConfig(wiredConfig())
+		require.NoError(t, err)
+		who, err := as.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, controllerUser, who.Status.UserInfo.Username)
+		assert.ElementsMatch(t, controllerGroups, who.Status.UserInfo.Groups, "the API server adds the ServiceAccount's groups")
+	})
+	for _, other := range []rest.ImpersonationConfig{
+		{UserName: "system:serviceaccount:eno-system:other"},
+		{UserName: "system:serviceaccount:kube-system:eno-tombstone-recovery"},
+		{UserName: "admin"},
+		{UserName: controllerUser, Groups: []string{"system:masters"}},
+	} {
+		t.Run(fmt.Sprintf("impersonating %+v is forbidden", other), func(t *testing.T) {
+			cfg := env.UserConfig(enoUser)
+			cfg.Impersonate = other
+			as, err := kubernetes.NewForConfig(cfg)
+			require.NoError(t, err)
+			_, err = as.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+			require.Error(t, err)
+			assert.True(t, apierrors.IsForbidden(err), "%v", err)
+		})
+	}
 }
