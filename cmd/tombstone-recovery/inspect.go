@@ -57,6 +57,9 @@ whether the history can be trusted and which snapshot recovery would read from, 
 control plane, a dry run of recovery. With --all, prints one row per Composition in scope, those
 that need a person first. It never writes.
 
+Exit codes: 0 printed (with --all: no row needs a person); 3 with --all, the report is printed and
+some row needs a person; 1 bad flags, an unreachable cluster or a failed read.
+
 flags:
 `)
 		fs.PrintDefaults()
@@ -162,9 +165,14 @@ func (in inspector) run(ctx context.Context, args []string, stdout, stderr io.Wr
 			return fmt.Errorf("inspect: %w", err)
 		}
 		if o.output == "json" {
-			return writeInspectJSON(stdout, fleet)
+			err = writeInspectJSON(stdout, fleet)
+		} else {
+			err = writeFleetTable(stdout, fleet)
 		}
-		return writeFleetTable(stdout, fleet)
+		if n := needPerson(fleet); err == nil && n > 0 {
+			err = exitCode{exitNeedsPerson, fmt.Sprintf("inspect: %d of %d Compositions need a person", n, len(fleet.Rows))}
+		}
+		return err
 	}
 	report, err := in.inspect(ctx, o, inspector)
 	if err != nil {

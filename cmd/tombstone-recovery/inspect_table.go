@@ -101,7 +101,7 @@ func writeFleetTable(w io.Writer, r *app.FleetReport) error {
 	}
 	p("Compositions in scope, inventory in namespace %s (downstream), inspected at %s", clean(r.InventoryNamespace), r.InspectedAt.Format(time.RFC3339))
 	p("Limits: %d chunks per snapshot; a hand-off pending %s needs a person", r.Limits.MaxChunks, clean(r.HandoffPendingLong))
-	const header = "COMPOSITION\tLINEAGE\tNEEDS\tLAST DECISION\tHELD FOR REVIEW SINCE\tHAND-OFF PENDING SINCE\tORPHANS REMAINING\tLAST RECORDED SYNTHESIS\tAGE\tCHUNKS"
+	const header = "COMPOSITION\tLINEAGE\tNEEDS\tRECOVERY SKIPS\tLAST DECISION\tHELD FOR REVIEW SINCE\tHAND-OFF PENDING SINCE\tORPHANS REMAINING\tLAST RECORDED SYNTHESIS\tAGE\tCHUNKS"
 	var attend, rest [][]string
 	var why []string
 	for _, row := range r.Rows {
@@ -122,7 +122,7 @@ func writeFleetTable(w io.Writer, r *app.FleetReport) error {
 			chunks = fmt.Sprintf("%d/%d", rec.Chunks, r.Limits.MaxChunks)
 		}
 		cells := []string{clean(row.Namespace) + "/" + clean(row.Name), cmp.Or(clean(row.Lineage), "-"), cmp.Or(clean(strings.Join(row.Attention, ",")), "-"),
-			decision, rfc(row.HeldForReviewSince), rfc(row.HandoffPendingSince), orphans, recorded, age, chunks}
+			cmp.Or(clean(row.NotRunReason), "-"), decision, rfc(row.HeldForReviewSince), rfc(row.HandoffPendingSince), orphans, recorded, age, chunks}
 		if len(row.Attention) == 0 {
 			rest = append(rest, cells)
 			continue
@@ -136,6 +136,17 @@ func writeFleetTable(w io.Writer, r *app.FleetReport) error {
 		p("\nWHY\n%s", strings.Join(why, "\n"))
 	}
 	return wrapIf("inspect: writing the report", tw.Flush())
+}
+
+// needPerson counts the rows of r that need a person.
+func needPerson(r *app.FleetReport) int {
+	n := 0
+	for _, row := range r.Rows {
+		if len(row.Attention) > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // ageOf words a duration to the largest two units: "3d4h", "5h12m", "7m", "40s".

@@ -58,6 +58,9 @@ a Secret not ours, or anything of a lineage whose hand-off is pending or held fo
 Dry run by default; --confirm deletes, each Secret checked again just before. Run it with your
 own credentials: the controller cannot delete Secrets.
 
+Exit codes: 0 listed (and, with --confirm, deleted); 1 bad flags, an unreachable cluster, a
+refusal or a failed read or delete (one line on stderr).
+
 flags:
 `)
 		fs.PrintDefaults()

@@ -73,7 +73,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runOptions, error) {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stderr)
-			fmt.Fprintln(stderr, "usage: tombstone-recovery run [flags]")
+			fmt.Fprintln(stderr, "usage: tombstone-recovery run [flags]\n\nExit codes: 0 on SIGTERM or SIGINT once drained; 1 bad flags, an unreachable cluster or lost leadership (one line on stderr).\n\nflags:")
 			fs.PrintDefaults()
 			return o, err
 		}
