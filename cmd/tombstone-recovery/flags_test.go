@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,4 +111,31 @@ func TestReconcileTimeoutFlag(t *testing.T) {
 		err = o.validate()
 	}
 	assert.ErrorContains(t, err, "--reconcile-timeout must be positive")
+}
+
+// Names and periods are checked before any cluster is contacted, one line each.
+func TestRunRefusesBadNamesAndPeriods(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--resync-period=0"}, "run: --resync-period must be positive, got 0s"},
+		{[]string{"run", "--resync-period=-1m"}, "run: --resync-period must be positive, got -1m0s"},
+		{[]string{"run", "--composition-namespace=Team_A"}, `run: --composition-namespace "Team_A" is not a valid name: a lowercase RFC 1123 label`},
+		{[]string{"run", "--leader-election-namespace=kube system"}, `run: --leader-election-namespace "kube system" is not a valid name`},
+		{[]string{"run", "--leader-election-id=Recovery_Lease"}, `run: --leader-election-id "Recovery_Lease" is not a valid name: a lowercase RFC 1123 subdomain`},
+		{[]string{"run", "--inventory-namespace=kube.system"}, `run: --inventory-namespace "kube.system" is not a valid name`},
+		{[]string{"inspect", "--lineage", "x", "--inventory-namespace=KUBE"}, `inspect: --inventory-namespace "KUBE" is not a valid name`},
+		{[]string{"inspect", "--all", "--composition-namespace=a/b"}, `inspect: --composition-namespace "a/b" is not a valid name`},
+		{[]string{"approve", "a/b", "--inventory-namespace=-x"}, `approve: --inventory-namespace "-x" is not a valid name`},
+	} {
+		var out, errOut bytes.Buffer
+		err := dispatch(context.Background(), tc.args, &out, &errOut)
+		require.Error(t, err, "%v", tc.args)
+		assert.True(t, strings.HasPrefix(err.Error(), tc.want), "%v: %v", tc.args, err)
+		assert.NotContains(t, err.Error(), "\n")
+	}
+	o, err := parseRunFlags([]string{"--leader-election-id=recovery.shard-a", "--composition-namespace=team-a"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, "recovery.shard-a", o.leaderElectionID)
 }

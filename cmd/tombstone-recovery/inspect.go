@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -99,6 +100,8 @@ func (o *inspectOptions) validate(rest []string) error {
 		return errors.New("pass one of --composition, --lineage and --all")
 	case !o.all && (o.compositionNamespace != "" || o.compositionSelector != ""):
 		return errors.New("--composition-namespace and --composition-label-selector go with --all")
+	case checkName("--composition-namespace", o.compositionNamespace, validation.IsDNS1123Label) != nil:
+		return checkName("--composition-namespace", o.compositionNamespace, validation.IsDNS1123Label)
 	case o.pendingLong <= 0:
 		return fmt.Errorf("--handoff-pending-long must be positive, got %s", o.pendingLong)
 	case o.output != "table" && o.output != "json":
@@ -158,6 +161,10 @@ func (in inspector) run(ctx context.Context, args []string, stdout, stderr io.Wr
 	inspector, err := in.inspector(ctx, o, cp, remote)
 	if err != nil {
 		return fmt.Errorf("inspect: %w", err)
+	}
+	warnMissingNamespace(ctx, stderr, remote, "the downstream cluster", "--inventory-namespace", o.inventoryNamespace)
+	if o.all {
+		warnMissingNamespace(ctx, stderr, cp, "the control plane", "--composition-namespace", o.compositionNamespace)
 	}
 	if o.all {
 		fleet, err := inspector.InspectAll(ctx, o.pendingLong)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -109,8 +110,13 @@ func (o runOptions) validate() error {
 		return fmt.Errorf("run: --reconcile-timeout must be positive, got %s", o.reconcileTimeout)
 	case o.pendingRecheck < time.Second:
 		return fmt.Errorf("run: --pending-recheck-interval must be at least 1s, got %s", o.pendingRecheck)
-	case o.resync < 0:
-		return fmt.Errorf("run: --resync-period must not be negative, got %s", o.resync)
+	case o.resync <= 0:
+		return fmt.Errorf("run: --resync-period must be positive, got %s", o.resync)
+	}
+	if err := errors.Join(checkName("--composition-namespace", o.compositionNamespace, validation.IsDNS1123Label),
+		checkName("--leader-election-namespace", o.leaderElectionNamespace, validation.IsDNS1123Label),
+		checkName("--leader-election-id", o.leaderElectionID, validation.IsDNS1123Subdomain)); err != nil {
+		return fmt.Errorf("run: %w", err)
 	}
 	if _, err := k8s.NewLabelMatcher(o.compositionSelector); err != nil {
 		return fmt.Errorf("run: --composition-label-selector: %w", err)
@@ -163,6 +169,9 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if namespaceMissing(ctx, remoteConfig, o.inventoryNamespace) {
+		return fmt.Errorf("run: --inventory-namespace %s does not exist in the downstream cluster: create it, or pass the namespace of the inventory", o.inventoryNamespace)
+	}
 	selector, err := labels.Parse(o.compositionSelector)
 	if err != nil {
 		return fmt.Errorf("run: --composition-label-selector: %w", err)
@@ -205,10 +214,6 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 
 // controllerOptions are the controller's options from the flags.
 func (o runOptions) controllerOptions(selector labels.Selector, log logr.Logger) runnable.Options {
-	resync := o.resync
-	if resync == 0 {
-		resync = -1 // the flag's 0 means never
-	}
 	fraction := o.maxTombstoneFraction
 	return runnable.Options{
 		QPS:                        float32(o.qps),
@@ -224,7 +229,7 @@ func (o runOptions) controllerOptions(selector labels.Selector, log logr.Logger)
 		PendingRecheckInterval:     o.pendingRecheck,
 		ReconcileTimeout:           o.reconcileTimeout,
 		Workers:                    o.workers,
-		ResyncPeriod:               resync,
+		ResyncPeriod:               o.resync,
 		HostElects:                 o.leaderElect,
 		EveryReplica:               !o.leaderElect,
 		Logger:                     log,
