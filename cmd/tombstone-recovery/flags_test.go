@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -138,4 +140,21 @@ func TestRunRefusesBadNamesAndPeriods(t *testing.T) {
 	o, err := parseRunFlags([]string{"--leader-election-id=recovery.shard-a", "--composition-namespace=team-a"}, &bytes.Buffer{})
 	require.NoError(t, err)
 	assert.Equal(t, "recovery.shard-a", o.leaderElectionID)
+}
+
+// A downstream kubeconfig that is not there (its optional Secret not created yet) is named in
+// one line, before any cluster is contacted.
+func TestRunNamesAMissingDownstreamKubeconfig(t *testing.T) {
+	cp := filepath.Join(t.TempDir(), "cp.kubeconfig")
+	require.NoError(t, os.WriteFile(cp, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600))
+	var out, errOut bytes.Buffer
+	err := dispatch(context.Background(), []string{"run", "--kubeconfig", cp, "--remote-kubeconfig", "/etc/eno-tombstone-recovery/downstream/kubeconfig"}, &out, &errOut)
+	require.EqualError(t, err, "the downstream kubeconfig /etc/eno-tombstone-recovery/downstream/kubeconfig does not exist: "+
+		"create the Secret it is mounted from (README, Install), or drop --remote-kubeconfig for one cluster")
 }

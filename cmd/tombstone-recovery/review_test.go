@@ -205,3 +205,24 @@ func TestInspectAllExitsThreeWhenARowNeedsAPerson(t *testing.T) {
 	require.ErrorAs(t, err, &code)
 	assert.Contains(t, out.String(), `"attention": [`)
 }
+
+// run refuses an inventory namespace that does not exist; inspect and prune warn about one.
+func TestANamespaceThatDoesNotExist(t *testing.T) {
+	admin := kubeconfigOf(t, "")
+	var out, errOut bytes.Buffer
+	err := dispatch(testCtx(t), []string{"run", "--kubeconfig", admin, "--inventory-namespace", "no-such-inventory"}, &out, &errOut)
+	require.EqualError(t, err, "run: --inventory-namespace no-such-inventory does not exist in the downstream cluster: create it, or pass the namespace of the inventory")
+
+	for _, args := range [][]string{
+		{"inspect", "--lineage", "nothing-here", "--remote-kubeconfig", admin, "--inventory-namespace", "no-such-inventory"},
+		{"prune", "--kubeconfig", admin, "--inventory-namespace", "no-such-inventory"},
+	} {
+		out.Reset()
+		errOut.Reset()
+		_ = dispatch(testCtx(t), args, &out, &errOut)
+		assert.Contains(t, errOut.String(), "warning: namespace no-such-inventory (--inventory-namespace) does not exist in the downstream cluster\n", args)
+	}
+	errOut.Reset()
+	_ = dispatch(testCtx(t), []string{"inspect", "--all", "--composition-namespace", "no-such-team", "--kubeconfig", admin}, &out, &errOut)
+	assert.Contains(t, errOut.String(), "warning: namespace no-such-team (--composition-namespace) does not exist in the control plane\n")
+}

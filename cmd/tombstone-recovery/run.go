@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"strings"
@@ -281,6 +282,9 @@ func reachableClusters(ctx context.Context, o runOptions) (cpConfig, remoteConfi
 	}
 	remoteConfig = cpConfig
 	if o.remoteKubeconfig != "" {
+		if _, err := os.Stat(o.remoteKubeconfig); errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, fmt.Errorf("the downstream kubeconfig %s does not exist: create the Secret it is mounted from (README, Install), or drop --remote-kubeconfig for one cluster", o.remoteKubeconfig)
+		}
 		if remoteConfig, err = loadRESTConfig(o.remoteKubeconfig); err != nil {
 			return nil, nil, fmt.Errorf("loading the downstream kubeconfig: %w", err)
 		}
