@@ -158,3 +158,22 @@ current-context: x
 	require.EqualError(t, err, "the downstream kubeconfig /etc/eno-tombstone-recovery/downstream/kubeconfig does not exist: "+
 		"create the Secret it is mounted from (README, Install), or drop --remote-kubeconfig for one cluster")
 }
+
+// The start-up line carries the build and every effective setting, defaults included.
+func TestStartupValues(t *testing.T) {
+	o, err := parseRunFlags([]string{"--max-tombstone-fraction=0", "--composition-namespace=team-a", "--resync-period=5m"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	kv := map[string]any{}
+	vals := o.startupValues("lease-a")
+	require.Zero(t, len(vals)%2)
+	for i := 0; i < len(vals); i += 2 {
+		kv[vals[i].(string)] = vals[i+1]
+	}
+	for k, want := range map[string]any{"maxTombstoneFraction": 0.0, "compositionNamespace": "team-a", "resyncPeriod": "5m0s",
+		"inventoryNamespace": "kube-system", "maxChunks": 64, "leaderElectionID": "lease-a", "leaderElectionNamespace": "kube-system",
+		"pendingRecheckInterval": "1m0s", "workers": 2, "enabled": true} {
+		assert.Equal(t, want, kv[k], k)
+	}
+	assert.Contains(t, kv, "version")
+	assert.Contains(t, kv, "revision")
+}

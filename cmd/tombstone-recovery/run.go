@@ -26,6 +26,7 @@ import (
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
 	"github.com/Azure/eno-tombstone-recovery/app"
+	"github.com/Azure/eno-tombstone-recovery/internal/buildinfo"
 	"github.com/Azure/eno-tombstone-recovery/runnable"
 )
 
@@ -187,6 +188,7 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 	if leaseName == "" {
 		leaseName = runnable.DefaultLeaseName(o.compositionNamespace, selector)
 	}
+	log.Info("starting", o.startupValues(leaseName)...)
 	mgr, err := ctrl.NewManager(cpConfig, ctrl.Options{
 		Logger:                        log,
 		Metrics:                       metricsserver.Options{BindAddress: bindAddress(o.metricsAddr)},
@@ -211,6 +213,19 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	return runManager(ctx, mgr)
+}
+
+// startupValues are the build and the effective settings, logged once at start.
+func (o runOptions) startupValues(leaseName string) []any {
+	info := buildinfo.Read()
+	return []any{"version", info.Version, "revision", info.Revision, "enabled", o.enabled,
+		"compositionNamespace", o.compositionNamespace, "compositionLabelSelector", o.compositionSelector,
+		"inventoryNamespace", o.inventoryNamespace, "maxChunkBytes", o.maxChunkBytes, "maxChunks", o.maxChunks,
+		"maxTombstoneFraction", o.maxTombstoneFraction, "allowCrossNamespaceLineage", o.allowCrossNamespaceLineage,
+		"workers", o.workers, "resyncPeriod", o.resync.String(), "reconcileTimeout", o.reconcileTimeout.String(),
+		"pendingRecheckInterval", o.pendingRecheck.String(), "leaderElect", o.leaderElect,
+		"leaderElectionNamespace", o.leaderElectionNamespace, "leaderElectionID", leaseName,
+		"remoteKubeconfig", o.remoteKubeconfig != ""}
 }
 
 // controllerOptions are the controller's options from the flags.
