@@ -67,6 +67,7 @@ flags:
 	}
 	fs.StringVar(&o.composition, "composition", "", "inspect this Composition's lineage (resolves its lineage override on the control plane) and dry-run its recovery")
 	fs.StringVar(&o.lineage, "lineage", "", "inspect this lineage directly")
+	fs.BoolVar(&o.target.Entries, "entries", false, "list every entry the selected snapshot recorded (not with --all)")
 	fs.BoolVar(&o.all, "all", false, "the fleet view: one row per Composition in scope (--composition-namespace, --composition-label-selector), those that need a person first")
 	fs.StringVar(&o.compositionNamespace, "composition-namespace", "", "with --all: only Compositions in this namespace (default: all)")
 	fs.StringVar(&o.compositionSelector, "composition-label-selector", "", "with --all: only Compositions matching this label selector (default: everything)")
@@ -98,6 +99,8 @@ func (o *inspectOptions) validate(rest []string) error {
 	case o.composition != "" && o.lineage != "",
 		o.all && (o.composition != "" || o.lineage != ""):
 		return errors.New("pass one of --composition, --lineage and --all")
+	case o.all && o.target.Entries:
+		return errors.New("--entries goes with --composition or --lineage")
 	case !o.all && (o.compositionNamespace != "" || o.compositionSelector != ""):
 		return errors.New("--composition-namespace and --composition-label-selector go with --all")
 	case checkName("--composition-namespace", o.compositionNamespace, validation.IsDNS1123Label) != nil:

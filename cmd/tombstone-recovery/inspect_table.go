@@ -72,6 +72,13 @@ func writeInspectTable(w io.Writer, r *app.InspectReport) error {
 	switch v := r.Verdict; v.Outcome {
 	case app.VerdictSelected:
 		p("\nVERDICT ON THE HISTORY: snapshot %s selected: %s, %d entries, digest %s verified", clean(v.SynthesisUUID), rfc(*v.SynthesisTimestamp), v.Entries, clean(v.Digest))
+		if v.RecordedEntries != nil {
+			var rows [][]string
+			for _, e := range v.RecordedEntries {
+				rows = append(rows, entryRow(e))
+			}
+			section(p, "RECORDED ENTRIES", "KIND\tAPI VERSION\tNAMESPACE\tNAME", rows)
+		}
 	case domain.OutcomeNoInventory.String():
 		p("\nVERDICT ON THE HISTORY: NoInventory: no Secret in %s carries %s=%s", clean(r.InventoryNamespace), domain.LabelLineage, clean(r.Lineage))
 	case domain.OutcomeNothingToRecover.String():
@@ -211,8 +218,7 @@ func writeDryRun(p func(string, ...any), d *app.DryRunReport) {
 		p("  from snapshot\t%s (%s)", clean(d.Decision.SourceSynthesisUUID), d.Decision.SourceSynthesisTimestamp.Format(time.RFC3339))
 	}
 	row := func(t app.TombstoneReport, more ...string) []string {
-		apiVersion := domain.Entry{Group: t.Group, Version: t.Version}.APIVersion()
-		return append([]string{clean(t.Kind), clean(apiVersion), cmp.Or(clean(t.Namespace), "-"), clean(t.Name)}, more...)
+		return append(entryRow(domain.Entry{Group: t.Group, Version: t.Version, Kind: t.Kind, Namespace: t.Namespace, Name: t.Name}), more...)
 	}
 	title, listed := "TOMBSTONES", d.Tombstones
 	if d.Decision.Outcome == domain.OutcomeHeldForReview {
@@ -229,6 +235,11 @@ func writeDryRun(p func(string, ...any), d *app.DryRunReport) {
 	if len(dropped) > 0 {
 		section(p, "DROPPED AFTER READING THE OBJECTS DOWNSTREAM", "KIND\tAPI VERSION\tNAMESPACE\tNAME\tREASON", dropped)
 	}
+}
+
+// entryRow is an object's identity in four cells: kind, API version, namespace, name.
+func entryRow(e domain.Entry) []string {
+	return []string{clean(e.Kind), clean(e.APIVersion()), cmp.Or(clean(e.Namespace), "-"), clean(e.Name)}
 }
 
 // candidatesNote words the snapshots the Composition comp may read from.
