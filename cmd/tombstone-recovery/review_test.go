@@ -149,7 +149,7 @@ func TestReviewRefusesWhenNothingIsHeld(t *testing.T) {
 		{"finished", decided(r.nowUUID, domain.OutcomeNothingToRecover, domain.ReasonUnverified),
 			"approve: composition " + ref + " has no recovery held for review: synthesis " + r.nowUUID + " was decided NothingToRecover Unverified"},
 		{"moved on", decided(r.sourceUUID, domain.OutcomeHeldForReview, domain.ReasonOverDeletionGuard),
-			"approve: composition " + ref + " has moved on: its decision (HeldForReview) is for synthesis " + r.sourceUUID + ", its current synthesis is " + r.nowUUID},
+			"approve: composition " + ref + " has moved on: its decision (HeldForReview) is for synthesis " + r.sourceUUID + ", its current synthesis is " + r.nowUUID + "; recovery decides for that one anew"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			annotateWeb(t, c, r.ns, map[string]string{domain.AnnotationDecision: tc.decision})
