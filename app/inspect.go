@@ -39,6 +39,8 @@ type Inspector struct {
 type InspectTarget struct {
 	Composition *domain.CompositionRef
 	Lineage     domain.Lineage
+	// Entries: the verdict lists the entries of the snapshot it selects.
+	Entries bool
 }
 
 // NewInspector validates the configuration and the readers. Its Enabled and Scope are not
@@ -99,6 +101,9 @@ func (in *Inspector) Inspect(ctx context.Context, target InspectTarget) (*Inspec
 		h = domain.ReadHistoryFor(*comp, secrets, now, in.cfg.MaxChunks, in.cfg.adoption())
 	}
 	report.addHistory(h, secrets, in.cfg.MaxChunkBytes)
+	if snap, err := h.Verdict(); target.Entries && err == nil {
+		report.Verdict.RecordedEntries = snap.Inventory().Entries()
+	}
 
 	if in.deps.Compositions == nil {
 		return report, nil

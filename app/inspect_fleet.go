@@ -173,7 +173,7 @@ func (r *FleetRow) fill(comp domain.Composition, report *InspectReport, orphans 
 		case current && d.Outcome == domain.OutcomeHeldForReview:
 			at := d.DecidedAt
 			r.HeldForReviewSince = &at
-			r.attend(AttentionHeldForReview, fmt.Sprintf("recovery of synthesis %s is held for review: approve or reject it", d.SynthesisUUID))
+			r.attend(AttentionHeldForReview, fmt.Sprintf("recovery of synthesis %s is held for review: tombstone-recovery approve %s (or reject)", d.SynthesisUUID, comp.Ref()))
 		case current && refusedForAnOperator(d):
 			r.attend(AttentionRefused, fmt.Sprintf("recovery refused %s (%s): %s", d.Outcome, d.Reason, d.Message))
 		}

@@ -138,7 +138,7 @@ func TestInspectAll(t *testing.T) {
 		{"team-a/held", []string{app.AttentionHeldForReview}, func(t *testing.T, r app.FleetRow) {
 			assert.Equal(t, at(-3*time.Hour), r.HeldForReviewSince)
 			assert.Equal(t, &app.FleetDecision{SynthesisUUID: synthID, Outcome: "HeldForReview", Reason: domain.ReasonOverDeletionGuard, DecidedAt: now.Add(-3 * time.Hour), Current: true}, r.LastDecision)
-			assert.Contains(t, r.AttentionDetail, "approve or reject it")
+			assert.Contains(t, r.AttentionDetail, "is held for review: tombstone-recovery approve team-a/held (or reject)")
 		}},
 		{"team-a/pending-long", []string{app.AttentionHandoffPending}, func(t *testing.T, r app.FleetRow) {
 			assert.Equal(t, at(-2*time.Hour), r.HandoffPendingSince)

@@ -112,6 +112,8 @@ type VerdictReport struct {
 	CompositionUID     string     `json:"compositionUID,omitempty"`
 	Entries            int        `json:"entries,omitempty"`
 	Digest             string     `json:"digest,omitempty"`
+	// RecordedEntries are the selected snapshot's entries, in inventory order, with inspect --entries.
+	RecordedEntries []domain.Entry `json:"recordedEntries,omitempty"`
 }
 
 type DryRunReport struct {

@@ -157,7 +157,8 @@ func (s *Service) leaveAlone(ctx context.Context, comp domain.Composition, ie *d
 	return nil
 }
 
-// skipped logs why a Composition is left alone; an unusable lineage override also gets an event.
+// skipped logs why a Composition is left alone; an unusable lineage override, or an opt-in
+// annotation with another value than the one that opts in, also gets a Warning event.
 func (s *Service) skipped(ctx context.Context, comp domain.Composition, ie *domain.IneligibleError) {
 	log := logr.FromContextOrDiscard(ctx)
 	if ie.Reason == domain.IneligibleInvalidLineage {
@@ -165,6 +166,9 @@ func (s *Service) skipped(ctx context.Context, comp domain.Composition, ie *doma
 		s.deps.Metrics.Refusal(ie.Reason.String())
 		s.deps.Events.Warning(comp, ie.Reason.String(), ie.Detail+"; no inventory is recorded or recovered")
 		return
+	}
+	if ie.Reason == domain.IneligibleNotOptedIn && ie.Detail != "" {
+		s.deps.Events.Warning(comp, ie.Reason.String(), ie.Detail+"; nothing is recorded or recovered")
 	}
 	log.V(2).Info("skipping composition", "reason", ie.Reason.String())
 }

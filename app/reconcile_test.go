@@ -112,7 +112,7 @@ func TestReconcileHeldStopsBeforeRecording(t *testing.T) {
 }
 
 // Each run condition that fails skips the whole reconcile: no error (nothing to retry), no
-// read of Secrets or slices, no write, no event (only an invalid lineage gets one). A deleting
+// read of Secrets or slices, no write, no event (only an invalid lineage and a mistyped opt-in get one). A deleting
 // Composition's synthesis is read for the entries it disables (K7).
 func TestReconcileSkipsIneligibleCompositions(t *testing.T) {
 	cases := []struct {
@@ -152,7 +152,16 @@ func TestReconcileSkipsIneligibleCompositions(t *testing.T) {
 			assert.Zero(t, f.guard.LiveCompositionCallCount())
 			assert.Zero(t, f.writes())
 			assert.Zero(t, f.decisions.WriteDecisionCallCount())
-			assert.Zero(t, f.events.Count())
+			if tc.name == "opt-in with another value" {
+				// A mistyped opt-in says so, naming the value that opts in.
+				require.Equal(t, 1, f.events.Count())
+				_, warning, reason, message := f.events.At(0)
+				assert.True(t, warning)
+				assert.Equal(t, "NotOptedIn", reason)
+				assert.Equal(t, `eno.azure.io/tombstone-recovery is "Enabled", not "enabled", the only value that opts in; nothing is recorded or recovered`, message)
+			} else {
+				assert.Zero(t, f.events.Count())
+			}
 			assert.Zero(t, f.metrics.RefusalCallCount())
 		})
 	}

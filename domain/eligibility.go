@@ -3,6 +3,7 @@ package domain
 import (
 	"fmt"
 	"slices"
+	"strconv"
 )
 
 // LabelMatcher decides whether a Composition's labels are in scope.
@@ -76,7 +77,11 @@ func (p Policy) base(c Composition) *IneligibleError {
 	case !p.Scope.Contains(c):
 		return &IneligibleError{Reason: IneligibleOutOfScope}
 	case c.Annotations[AnnotationOptIn] != OptInValue:
-		return &IneligibleError{Reason: IneligibleNotOptedIn}
+		ie := &IneligibleError{Reason: IneligibleNotOptedIn}
+		if v, set := c.Annotations[AnnotationOptIn]; set {
+			ie.Detail = fmt.Sprintf("%s is %s, not %q, the only value that opts in", AnnotationOptIn, truncate(strconv.Quote(v), reviewValueLimit), OptInValue)
+		}
+		return ie
 	case c.Deleting:
 		return &IneligibleError{Reason: IneligibleDeleting}
 	}

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -82,6 +83,30 @@ func parseReview(v string) (verb, uuid string, ok bool) {
 		}
 	}
 	return "", "", false
+}
+
+// ReviewValue is the review annotation that approves (or rejects) the recovery held for c's
+// current synthesis: approve:<uuid> or reject:<uuid>. It refuses when no recovery is held for
+// the current synthesis (none decided, finished, or decided for a synthesis that has moved on)
+// and when a review already answers it: a review answers only the synthesis it names.
+func ReviewValue(c Composition, approve bool) (string, error) {
+	d, ok := c.Decision()
+	current := c.SynthesisUUID()
+	switch {
+	case !ok:
+		return "", fmt.Errorf("composition %s has no recovery held for review: it has no recovery decision", c.Ref())
+	case d.SynthesisUUID != current:
+		return "", fmt.Errorf("composition %s has moved on: its decision (%s) is for synthesis %s, its current synthesis is %s; recovery decides for that one anew",
+			c.Ref(), d.Outcome, d.SynthesisUUID, cmp.Or(current, "none"))
+	case d.Outcome != OutcomeHeldForReview:
+		return "", fmt.Errorf("composition %s has no recovery held for review: synthesis %s was decided %s", c.Ref(), current, strings.TrimSpace(d.Outcome.String()+" "+d.Reason))
+	case ReviewOf(c) != ReviewNone:
+		return "", fmt.Errorf("composition %s: synthesis %s is already reviewed (%s=%s)", c.Ref(), current, AnnotationReview, c.Annotations[AnnotationReview])
+	}
+	if approve {
+		return reviewApprove + current, nil
+	}
+	return reviewReject + current, nil
 }
 
 // IgnoredReview is a review annotation that answers nothing for the current synthesis: it names

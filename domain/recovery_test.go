@@ -564,3 +564,48 @@ func TestChangedRecordingInput(t *testing.T) {
 		assert.Equal(t, "its lineage changed", domain.ChangedRecordingInput(read, composition()))
 	})
 }
+
+// ReviewValue answers only a recovery held for the current synthesis, once.
+func TestReviewValue(t *testing.T) {
+	const cur, old = "22222222-0000-4000-8000-000000000002", "11111111-0000-4000-8000-000000000001"
+	held := domain.Decision{SynthesisUUID: cur, Outcome: domain.OutcomeHeldForReview, Reason: domain.ReasonOverDeletionGuard}
+	comp := func(d *domain.Decision, review string) domain.Composition {
+		c := domain.Composition{Namespace: "team-a", Name: "web", Annotations: map[string]string{}, Synthesis: &domain.Synthesis{UUID: cur}}
+		if d != nil {
+			c.Annotations[domain.AnnotationDecision] = d.Encode()
+		}
+		if review != "" {
+			c.Annotations[domain.AnnotationReview] = review
+		}
+		return c
+	}
+	movedOn := held
+	movedOn.SynthesisUUID = old
+	finished := domain.Decision{SynthesisUUID: cur, Outcome: domain.OutcomeNothingToRecover, Reason: domain.ReasonUnverified}
+	for _, tc := range []struct {
+		name    string
+		c       domain.Composition
+		approve bool
+		want    string
+		err     string
+	}{
+		{name: "approve", c: comp(&held, ""), approve: true, want: "approve:" + cur},
+		{name: "reject", c: comp(&held, ""), want: "reject:" + cur},
+		{name: "a review of an earlier synthesis does not answer", c: comp(&held, "reject:"+old), approve: true, want: "approve:" + cur},
+		{name: "no decision", c: comp(nil, ""), approve: true, err: "composition team-a/web has no recovery held for review: it has no recovery decision"},
+		{name: "finished", c: comp(&finished, ""), approve: true, err: "has no recovery held for review: synthesis " + cur + " was decided NothingToRecover Unverified"},
+		{name: "moved on", c: comp(&movedOn, ""), approve: true, err: "has moved on: its decision (HeldForReview) is for synthesis " + old + ", its current synthesis is " + cur},
+		{name: "already reviewed", c: comp(&held, "reject:"+cur), approve: true, err: "is already reviewed (eno.azure.io/tombstone-recovery-review=reject:" + cur + ")"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := domain.ReviewValue(tc.c, tc.approve)
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+			assert.Equal(t, map[bool]domain.Review{true: domain.ReviewApprove, false: domain.ReviewReject}[tc.approve], domain.ReviewOf(domain.Composition{Synthesis: tc.c.Synthesis, Annotations: map[string]string{domain.AnnotationReview: got}}))
+		})
+	}
+}

@@ -70,9 +70,6 @@ func (s Snapshot) SynthesisUUID() string  { return s.meta.SynthesisUUID }
 func (s Snapshot) CompositionUID() string { return s.meta.CompositionUID }
 func (s Snapshot) Timestamp() time.Time   { return s.meta.SynthesisTime }
 
-// RecordedFor names the Composition the snapshot was recorded for.
-func (s Snapshot) RecordedFor() CompositionRef { return s.meta.RecordedFor() }
-
 // LineageOwners names every Composition that a well-formed Secret of the lineage was recorded
 // for, sorted: the selected snapshot's and every other's, candidate or not, whatever its
 // namespace.

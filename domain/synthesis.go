@@ -77,21 +77,12 @@ type SynthesisContents struct {
 	produced   map[ResourceID]struct{}
 	patched    map[ResourceID]struct{}
 	tombstoned map[ResourceID]struct{}
-	// armed are the tombstones Eno acts on: reconciliation not disabled on the manifest.
-	armed map[ResourceID]struct{}
 	// keptTombstones are the tombstones Eno skips for good: disabled on the manifest, and not
 	// by this controller's precondition, which may enable them.
 	keptTombstones map[ResourceID]struct{}
 }
 
 func (s SynthesisContents) Inventory() Inventory { return s.inventory }
-
-// Tombstones reports whether the synthesis holds a tombstone for id that Eno acts on: one whose
-// manifest does not disable reconciliation.
-func (s SynthesisContents) Tombstones(id ResourceID) bool {
-	_, ok := s.armed[id]
-	return ok
-}
 
 // Covers reports whether the synthesis produces, patches or already tombstones id.
 func (s SynthesisContents) Covers(id ResourceID) bool {
@@ -124,7 +115,7 @@ func ReadSynthesis(c Composition, slices []ResourceSlice) (SynthesisContents, er
 			return SynthesisContents{}, &SliceError{Slice: name, Problem: SliceMissing, Detail: "named by status.currentSynthesis.resourceSlices but not read"}
 		}
 	}
-	contents := SynthesisContents{patched: map[ResourceID]struct{}{}, tombstoned: map[ResourceID]struct{}{}, armed: map[ResourceID]struct{}{},
+	contents := SynthesisContents{patched: map[ResourceID]struct{}{}, tombstoned: map[ResourceID]struct{}{},
 		keptTombstones: map[ResourceID]struct{}{}}
 	var entries []Entry
 	for _, s := range slices {
@@ -159,9 +150,7 @@ func ReadSynthesis(c Composition, slices []ResourceSlice) (SynthesisContents, er
 			case r.Deleted:
 				id := ResourceID{Group: group, Kind: m.Kind, Namespace: m.Namespace, Name: m.Name}
 				contents.tombstoned[id] = struct{}{}
-				if m.Annotations[AnnotationDisableReconciliation] != "true" {
-					contents.armed[id] = struct{}{}
-				} else if _, _, ours := readSelfCheck(m.Annotations); !ours {
+				if _, _, ours := readSelfCheck(m.Annotations); !ours && m.Annotations[AnnotationDisableReconciliation] == "true" {
 					contents.keptTombstones[id] = struct{}{}
 				}
 			default:

@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 
@@ -146,6 +148,36 @@ func (c *Compositions) WriteDecision(ctx context.Context, comp domain.Compositio
 	logr.FromContextOrDiscard(ctx).V(1).Info("wrote recovery decision", "composition", ref.String(),
 		"synthesisUUID", d.SynthesisUUID, "outcome", d.Outcome.String())
 	return nil
+}
+
+// WriteReview sets the review annotation (domain.ReviewValue) on comp, guarded by its UID and
+// resourceVersion: ports.ErrConflict when the Composition changed since it was read. Only an
+// operator's approve and reject write it, with their own credentials.
+func (c *Compositions) WriteReview(ctx context.Context, comp domain.Composition, value string) error {
+	_, err := annotate(ctx, c.client, comp, domain.AnnotationReview, value, fmt.Sprintf("writing %s on composition %s", domain.AnnotationReview, comp.Ref()))
+	return err
+}
+
+// annotate sets one annotation on comp with a merge patch carrying comp's UID and
+// resourceVersion, so the API server refuses it (ports.ErrConflict) if the Composition changed
+// since it was read.
+func annotate(ctx context.Context, client dynamic.Interface, comp domain.Composition, key, value, what string) (*unstructured.Unstructured, error) {
+	if comp.ResourceVersion == "" {
+		return nil, fmt.Errorf("%s: a resourceVersion is required", what)
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": comp.ResourceVersion,
+		"uid":             comp.UID,
+		"annotations":     map[string]any{key: value},
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	u, err := client.Resource(CompositionGVR).Namespace(comp.Namespace).Patch(ctx, comp.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return nil, apiError(what, err)
+	}
+	return u, nil
 }
 
 // atVersion returns the Composition to modify: a copy of the cached object when the cache

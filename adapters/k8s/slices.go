@@ -178,21 +178,11 @@ func commitPatch(pre domain.CommitPrecondition, slice string) ([]byte, error) {
 // if the Composition changed since the recheck.
 func (t *TombstoneSink) RequestResynthesis(ctx context.Context, comp domain.Composition) error {
 	what := fmt.Sprintf("setting %s on composition %s", domain.AnnotationForceResynthesis, comp.Ref())
-	if comp.ResourceVersion == "" || comp.SynthesisUUID() == "" {
-		return fmt.Errorf("%s: a resourceVersion and a current synthesis are required", what)
+	if comp.SynthesisUUID() == "" {
+		return fmt.Errorf("%s: a current synthesis is required", what)
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"resourceVersion": comp.ResourceVersion,
-		"uid":             comp.UID,
-		"annotations":     map[string]any{domain.AnnotationForceResynthesis: comp.SynthesisUUID()},
-	}})
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	if _, err := t.client.Resource(CompositionGVR).Namespace(comp.Namespace).Patch(ctx, comp.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return apiError(what, err)
-	}
-	return nil
+	_, err := annotate(ctx, t.client, comp, domain.AnnotationForceResynthesis, comp.SynthesisUUID(), what)
+	return err
 }
 
 // ArmTombstones sets domain.AnnotationArmed to digest with a merge patch carrying comp's UID
@@ -203,20 +193,12 @@ func (t *TombstoneSink) ArmTombstones(ctx context.Context, comp domain.Compositi
 	if comp.Annotations[domain.AnnotationArmed] == digest {
 		return comp, nil
 	}
-	if comp.ResourceVersion == "" || digest == "" {
-		return domain.Composition{}, fmt.Errorf("%s: a resourceVersion and a digest are required", what)
+	if digest == "" {
+		return domain.Composition{}, fmt.Errorf("%s: a digest is required", what)
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"resourceVersion": comp.ResourceVersion,
-		"uid":             comp.UID,
-		"annotations":     map[string]any{domain.AnnotationArmed: digest},
-	}})
+	u, err := annotate(ctx, t.client, comp, domain.AnnotationArmed, digest, what)
 	if err != nil {
-		return domain.Composition{}, fmt.Errorf("%s: %w", what, err)
-	}
-	u, err := t.client.Resource(CompositionGVR).Namespace(comp.Namespace).Patch(ctx, comp.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-	if err != nil {
-		return domain.Composition{}, apiError(what, err)
+		return domain.Composition{}, err
 	}
 	armed, err := compositionFromUnstructured(u)
 	if err != nil {
@@ -231,17 +213,6 @@ func (t *TombstoneSink) DisarmTombstones(ctx context.Context, comp domain.Compos
 	if comp.HandoffDisarmed() {
 		return nil
 	}
-	what := fmt.Sprintf("disarming the tombstones of composition %s", comp.Ref())
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"resourceVersion": comp.ResourceVersion,
-		"uid":             comp.UID,
-		"annotations":     map[string]any{domain.AnnotationArmed: domain.ArmedOff},
-	}})
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	if _, err := t.client.Resource(CompositionGVR).Namespace(comp.Namespace).Patch(ctx, comp.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return apiError(what, err)
-	}
-	return nil
+	_, err := annotate(ctx, t.client, comp, domain.AnnotationArmed, domain.ArmedOff, fmt.Sprintf("disarming the tombstones of composition %s", comp.Ref()))
+	return err
 }

@@ -1,8 +1,18 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/Azure/eno-tombstone-recovery/app"
 	"github.com/Azure/eno-tombstone-recovery/domain"
@@ -51,13 +61,41 @@ func (f clusterFlags) check() error {
 	err := cfg.Validate()
 	var se *app.SettingError
 	if !errors.As(err, &se) {
-		return err
+		return errors.Join(err, checkName("--inventory-namespace", f.inventoryNamespace, validation.IsDNS1123Label))
 	}
 	msg := settingFlags[se.Setting] + " " + se.Rule
 	if se.Got != "" {
 		msg += ", got " + se.Got
 	}
 	return errors.New(msg)
+}
+
+// checkName refuses a non-empty value that is not a valid name of its kind.
+func checkName(flag, v string, valid func(string) []string) error {
+	if v == "" {
+		return nil
+	}
+	if errs := valid(v); len(errs) > 0 {
+		return fmt.Errorf("%s %q is not a valid name: %s", flag, v, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// warnMissingNamespace prints one line on stderr when namespace ns does not exist on the
+// cluster of cfg. A read that fails otherwise (Forbidden, say) says nothing and warns of nothing.
+func warnMissingNamespace(ctx context.Context, stderr io.Writer, cfg *rest.Config, where, flag, ns string) {
+	if ns != "" && namespaceMissing(ctx, cfg, ns) {
+		fmt.Fprintf(stderr, "warning: namespace %s (%s) does not exist in %s\n", ns, flag, where)
+	}
+}
+
+func namespaceMissing(ctx context.Context, cfg *rest.Config, ns string) bool {
+	core, err := corev1client.NewForConfig(cfg)
+	if err != nil {
+		return false
+	}
+	_, err = core.Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	return apierrors.IsNotFound(err)
 }
 
 // configure sets the inventory namespace, the limits and the adoption across namespaces of cfg.

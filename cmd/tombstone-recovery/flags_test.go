@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,4 +113,67 @@ func TestReconcileTimeoutFlag(t *testing.T) {
 		err = o.validate()
 	}
 	assert.ErrorContains(t, err, "--reconcile-timeout must be positive")
+}
+
+// Names and periods are checked before any cluster is contacted, one line each.
+func TestRunRefusesBadNamesAndPeriods(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--resync-period=0"}, "run: --resync-period must be positive, got 0s"},
+		{[]string{"run", "--resync-period=-1m"}, "run: --resync-period must be positive, got -1m0s"},
+		{[]string{"run", "--composition-namespace=Team_A"}, `run: --composition-namespace "Team_A" is not a valid name: a lowercase RFC 1123 label`},
+		{[]string{"run", "--leader-election-namespace=kube system"}, `run: --leader-election-namespace "kube system" is not a valid name`},
+		{[]string{"run", "--leader-election-id=Recovery_Lease"}, `run: --leader-election-id "Recovery_Lease" is not a valid name: a lowercase RFC 1123 subdomain`},
+		{[]string{"run", "--inventory-namespace=kube.system"}, `run: --inventory-namespace "kube.system" is not a valid name`},
+		{[]string{"inspect", "--lineage", "x", "--inventory-namespace=KUBE"}, `inspect: --inventory-namespace "KUBE" is not a valid name`},
+		{[]string{"inspect", "--all", "--composition-namespace=a/b"}, `inspect: --composition-namespace "a/b" is not a valid name`},
+		{[]string{"approve", "a/b", "--inventory-namespace=-x"}, `approve: --inventory-namespace "-x" is not a valid name`},
+	} {
+		var out, errOut bytes.Buffer
+		err := dispatch(context.Background(), tc.args, &out, &errOut)
+		require.Error(t, err, "%v", tc.args)
+		assert.True(t, strings.HasPrefix(err.Error(), tc.want), "%v: %v", tc.args, err)
+		assert.NotContains(t, err.Error(), "\n")
+	}
+	o, err := parseRunFlags([]string{"--leader-election-id=recovery.shard-a", "--composition-namespace=team-a"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, "recovery.shard-a", o.leaderElectionID)
+}
+
+// A downstream kubeconfig that is not there (its optional Secret not created yet) is named in
+// one line, before any cluster is contacted.
+func TestRunNamesAMissingDownstreamKubeconfig(t *testing.T) {
+	cp := filepath.Join(t.TempDir(), "cp.kubeconfig")
+	require.NoError(t, os.WriteFile(cp, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600))
+	var out, errOut bytes.Buffer
+	err := dispatch(context.Background(), []string{"run", "--kubeconfig", cp, "--remote-kubeconfig", "/etc/eno-tombstone-recovery/downstream/kubeconfig"}, &out, &errOut)
+	require.EqualError(t, err, "the downstream kubeconfig /etc/eno-tombstone-recovery/downstream/kubeconfig does not exist: "+
+		"create the Secret it is mounted from (README, Install), or drop --remote-kubeconfig for one cluster")
+}
+
+// The start-up line carries the build and every effective setting, defaults included.
+func TestStartupValues(t *testing.T) {
+	o, err := parseRunFlags([]string{"--max-tombstone-fraction=0", "--composition-namespace=team-a", "--resync-period=5m"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	kv := map[string]any{}
+	vals := o.startupValues("lease-a")
+	require.Zero(t, len(vals)%2)
+	for i := 0; i < len(vals); i += 2 {
+		kv[vals[i].(string)] = vals[i+1]
+	}
+	for k, want := range map[string]any{"maxTombstoneFraction": 0.0, "compositionNamespace": "team-a", "resyncPeriod": "5m0s",
+		"inventoryNamespace": "kube-system", "maxChunks": 64, "leaderElectionID": "lease-a", "leaderElectionNamespace": "kube-system",
+		"pendingRecheckInterval": "1m0s", "workers": 2, "enabled": true} {
+		assert.Equal(t, want, kv[k], k)
+	}
+	assert.Contains(t, kv, "version")
+	assert.Contains(t, kv, "revision")
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -58,12 +59,16 @@ whether the history can be trusted and which snapshot recovery would read from, 
 control plane, a dry run of recovery. With --all, prints one row per Composition in scope, those
 that need a person first. It never writes.
 
+Exit codes: 0 printed (with --all: no row needs a person); 3 with --all, the report is printed and
+some row needs a person; 1 bad flags, an unreachable cluster or a failed read.
+
 flags:
 `)
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&o.composition, "composition", "", "inspect this Composition's lineage (resolves its lineage override on the control plane) and dry-run its recovery")
 	fs.StringVar(&o.lineage, "lineage", "", "inspect this lineage directly")
+	fs.BoolVar(&o.target.Entries, "entries", false, "list every entry the selected snapshot recorded (not with --all)")
 	fs.BoolVar(&o.all, "all", false, "the fleet view: one row per Composition in scope (--composition-namespace, --composition-label-selector), those that need a person first")
 	fs.StringVar(&o.compositionNamespace, "composition-namespace", "", "with --all: only Compositions in this namespace (default: all)")
 	fs.StringVar(&o.compositionSelector, "composition-label-selector", "", "with --all: only Compositions matching this label selector (default: everything)")
@@ -95,8 +100,12 @@ func (o *inspectOptions) validate(rest []string) error {
 	case o.composition != "" && o.lineage != "",
 		o.all && (o.composition != "" || o.lineage != ""):
 		return errors.New("pass one of --composition, --lineage and --all")
+	case o.all && o.target.Entries:
+		return errors.New("--entries goes with --composition or --lineage")
 	case !o.all && (o.compositionNamespace != "" || o.compositionSelector != ""):
 		return errors.New("--composition-namespace and --composition-label-selector go with --all")
+	case checkName("--composition-namespace", o.compositionNamespace, validation.IsDNS1123Label) != nil:
+		return checkName("--composition-namespace", o.compositionNamespace, validation.IsDNS1123Label)
 	case o.pendingLong <= 0:
 		return fmt.Errorf("--handoff-pending-long must be positive, got %s", o.pendingLong)
 	case o.output != "table" && o.output != "json":
@@ -160,15 +169,24 @@ func (in inspector) run(ctx context.Context, args []string, stdout, stderr io.Wr
 	if err != nil {
 		return fmt.Errorf("inspect: %w", err)
 	}
+	warnMissingNamespace(ctx, stderr, remote, "the downstream cluster", "--inventory-namespace", o.inventoryNamespace)
+	if o.all {
+		warnMissingNamespace(ctx, stderr, cp, "the control plane", "--composition-namespace", o.compositionNamespace)
+	}
 	if o.all {
 		fleet, err := inspector.InspectAll(ctx, o.pendingLong)
 		if err != nil {
 			return fmt.Errorf("inspect: %w", err)
 		}
 		if o.output == "json" {
-			return writeInspectJSON(stdout, fleet)
+			err = writeInspectJSON(stdout, fleet)
+		} else {
+			err = writeFleetTable(stdout, fleet)
 		}
-		return writeFleetTable(stdout, fleet)
+		if n := needPerson(fleet); err == nil && n > 0 {
+			err = exitCode{exitNeedsPerson, fmt.Sprintf("inspect: %d of %d Compositions need a person", n, len(fleet.Rows))}
+		}
+		return err
 	}
 	report, err := in.inspect(ctx, o, inspector)
 	if err != nil {

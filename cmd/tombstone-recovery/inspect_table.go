@@ -72,6 +72,13 @@ func writeInspectTable(w io.Writer, r *app.InspectReport) error {
 	switch v := r.Verdict; v.Outcome {
 	case app.VerdictSelected:
 		p("\nVERDICT ON THE HISTORY: snapshot %s selected: %s, %d entries, digest %s verified", clean(v.SynthesisUUID), rfc(*v.SynthesisTimestamp), v.Entries, clean(v.Digest))
+		if v.RecordedEntries != nil {
+			var rows [][]string
+			for _, e := range v.RecordedEntries {
+				rows = append(rows, entryRow(e))
+			}
+			section(p, "RECORDED ENTRIES", "KIND\tAPI VERSION\tNAMESPACE\tNAME", rows)
+		}
 	case domain.OutcomeNoInventory.String():
 		p("\nVERDICT ON THE HISTORY: NoInventory: no Secret in %s carries %s=%s", clean(r.InventoryNamespace), domain.LabelLineage, clean(r.Lineage))
 	case domain.OutcomeNothingToRecover.String():
@@ -101,7 +108,7 @@ func writeFleetTable(w io.Writer, r *app.FleetReport) error {
 	}
 	p("Compositions in scope, inventory in namespace %s (downstream), inspected at %s", clean(r.InventoryNamespace), r.InspectedAt.Format(time.RFC3339))
 	p("Limits: %d chunks per snapshot; a hand-off pending %s needs a person", r.Limits.MaxChunks, clean(r.HandoffPendingLong))
-	const header = "COMPOSITION\tLINEAGE\tNEEDS\tLAST DECISION\tHELD FOR REVIEW SINCE\tHAND-OFF PENDING SINCE\tORPHANS REMAINING\tLAST RECORDED SYNTHESIS\tAGE\tCHUNKS"
+	const header = "COMPOSITION\tLINEAGE\tNEEDS\tRECOVERY SKIPS\tLAST DECISION\tHELD FOR REVIEW SINCE\tHAND-OFF PENDING SINCE\tORPHANS REMAINING\tLAST RECORDED SYNTHESIS\tAGE\tCHUNKS"
 	var attend, rest [][]string
 	var why []string
 	for _, row := range r.Rows {
@@ -122,7 +129,7 @@ func writeFleetTable(w io.Writer, r *app.FleetReport) error {
 			chunks = fmt.Sprintf("%d/%d", rec.Chunks, r.Limits.MaxChunks)
 		}
 		cells := []string{clean(row.Namespace) + "/" + clean(row.Name), cmp.Or(clean(row.Lineage), "-"), cmp.Or(clean(strings.Join(row.Attention, ",")), "-"),
-			decision, rfc(row.HeldForReviewSince), rfc(row.HandoffPendingSince), orphans, recorded, age, chunks}
+			cmp.Or(clean(row.NotRunReason), "-"), decision, rfc(row.HeldForReviewSince), rfc(row.HandoffPendingSince), orphans, recorded, age, chunks}
 		if len(row.Attention) == 0 {
 			rest = append(rest, cells)
 			continue
@@ -136,6 +143,17 @@ func writeFleetTable(w io.Writer, r *app.FleetReport) error {
 		p("\nWHY\n%s", strings.Join(why, "\n"))
 	}
 	return wrapIf("inspect: writing the report", tw.Flush())
+}
+
+// needPerson counts the rows of r that need a person.
+func needPerson(r *app.FleetReport) int {
+	n := 0
+	for _, row := range r.Rows {
+		if len(row.Attention) > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // ageOf words a duration to the largest two units: "3d4h", "5h12m", "7m", "40s".
@@ -200,8 +218,7 @@ func writeDryRun(p func(string, ...any), d *app.DryRunReport) {
 		p("  from snapshot\t%s (%s)", clean(d.Decision.SourceSynthesisUUID), d.Decision.SourceSynthesisTimestamp.Format(time.RFC3339))
 	}
 	row := func(t app.TombstoneReport, more ...string) []string {
-		apiVersion := domain.Entry{Group: t.Group, Version: t.Version}.APIVersion()
-		return append([]string{clean(t.Kind), clean(apiVersion), cmp.Or(clean(t.Namespace), "-"), clean(t.Name)}, more...)
+		return append(entryRow(domain.Entry{Group: t.Group, Version: t.Version, Kind: t.Kind, Namespace: t.Namespace, Name: t.Name}), more...)
 	}
 	title, listed := "TOMBSTONES", d.Tombstones
 	if d.Decision.Outcome == domain.OutcomeHeldForReview {
@@ -218,6 +235,11 @@ func writeDryRun(p func(string, ...any), d *app.DryRunReport) {
 	if len(dropped) > 0 {
 		section(p, "DROPPED AFTER READING THE OBJECTS DOWNSTREAM", "KIND\tAPI VERSION\tNAMESPACE\tNAME\tREASON", dropped)
 	}
+}
+
+// entryRow is an object's identity in four cells: kind, API version, namespace, name.
+func entryRow(e domain.Entry) []string {
+	return []string{clean(e.Kind), clean(e.APIVersion()), cmp.Or(clean(e.Namespace), "-"), clean(e.Name)}
 }
 
 // candidatesNote words the snapshots the Composition comp may read from.

@@ -95,7 +95,7 @@ func goldenFleet() *app.FleetReport {
 		Limits: app.InspectLimits{MaxChunkBytes: domain.DefaultMaxChunkBytes, MaxChunks: 64, MaxTombstoneFraction: 0.5},
 		Rows: []app.FleetRow{
 			{Namespace: "shop", Name: "cart", Lineage: "cart", Attention: []string{app.AttentionHeldForReview},
-				AttentionDetail: "recovery of synthesis 22222222-0000-4000-8000-000000000002 is held for review: approve or reject it",
+				AttentionDetail: "recovery of synthesis 22222222-0000-4000-8000-000000000002 is held for review: tombstone-recovery approve shop/cart (or reject)",
 				LastDecision:    decided("HeldForReview", "OverDeletionGuard", 3*time.Hour, true), HeldForReviewSince: ago(3 * time.Hour),
 				LastRecorded: recorded(26*time.Hour, 3), NotRunReason: "AwaitingDecision"},
 			{Namespace: "shop", Name: "east", Lineage: "checkout", Attention: []string{app.AttentionHandoffPending, app.AttentionOrphansRemain},

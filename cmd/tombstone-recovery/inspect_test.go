@@ -850,3 +850,29 @@ func TestInspectSizes(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// --entries lists what the selected snapshot recorded, in the table and in JSON; without it
+// the JSON has no recordedEntries.
+func TestInspectEntries(t *testing.T) {
+	c := testEnv.AdminClients(t)
+	lineage := uniqueLineage("insp-entries")
+	l, _ := domain.NewLineage(lineage)
+	storeSnapshot(t, c, domain.SnapshotMeta{Lineage: l, CompositionNamespace: "team-a", CompositionName: "web",
+		CompositionUID: "uid-1", SynthesisUUID: "aaaaaaaa-0000-4000-8000-00000000000b", SynthesisTime: time.Now().Add(-time.Hour).UTC().Truncate(time.Second)},
+		webEntries(), 300)
+	ds := kubeconfigOf(t, "")
+
+	out := inspectOK(t, "--lineage", lineage, "--remote-kubeconfig", ds, "--entries")
+	hasLine(t, out, `^RECORDED ENTRIES \(3\)$`)
+	hasLine(t, out, `^ConfigMap\s+v1\s+team-a\s+web-settings$`)
+	hasLine(t, out, `^Deployment\s+apps/v1\s+team-a\s+web$`)
+	hasLine(t, out, `^ClusterRole\s+rbac.authorization.k8s.io/v1\s+-\s+web-reader$`)
+
+	rep := inspectJSON(t, "--lineage", lineage, "--remote-kubeconfig", ds, "--entries")
+	assert.Equal(t, webEntries(), rep.Verdict.RecordedEntries)
+	assert.Nil(t, inspectJSON(t, "--lineage", lineage, "--remote-kubeconfig", ds).Verdict.RecordedEntries)
+	assert.NotContains(t, inspectOK(t, "--lineage", lineage, "--remote-kubeconfig", ds), "RECORDED ENTRIES")
+
+	var o, e bytes.Buffer
+	require.EqualError(t, dispatch(testCtx(t), []string{"inspect", "--all", "--entries"}, &o, &e), "inspect: --entries goes with --composition or --lineage")
+}

@@ -3,6 +3,7 @@
 //	tombstone-recovery run      the controller
 //	tombstone-recovery demo     the whole story on in-memory adapters
 //	tombstone-recovery inspect  snapshots, verdict and a dry run, read-only
+//	tombstone-recovery approve  answer a recovery held for review (reject says no)
 //	tombstone-recovery prune    inventory retention, run by an operator (dry run unless --confirm)
 //	tombstone-recovery version  the build's version, revision and Go version
 package main
@@ -15,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/Azure/eno-tombstone-recovery/cmd/tombstone-recovery/internal/demo"
 )
@@ -25,10 +27,14 @@ commands:
   run       run the controller against a control plane and a downstream cluster
   demo      tell the whole story on in-memory adapters (no cluster needed)
   inspect   print the snapshots of a lineage, the verdict and a dry run (never writes)
+  approve   show the recovery held for review on NAMESPACE/NAME, then approve it (your own credentials)
+  reject    show the recovery held for review on NAMESPACE/NAME, then reject it (your own credentials)
   prune     list inventory Secrets nothing will read again; delete them with --confirm (your own credentials)
   version   print the version, revision and Go version of this build (-o json for JSON)
 
-Run 'tombstone-recovery <command> -h' for a command's flags.`
+Run 'tombstone-recovery <command> -h' for a command's flags and exit codes. Every command exits 0
+when it did what it says and 1 with one line on stderr when it did not; inspect --all exits 3 when
+a row needs a person.`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -36,9 +42,23 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "tombstone-recovery: "+oneLine(err))
-		os.Exit(1)
+		code := exitCode{code: 1}
+		errors.As(err, &code)
+		os.Exit(code.code)
 	}
 }
+
+// exitNeedsPerson is inspect --all's exit code when a row needs a person: a result for scripts
+// and cron jobs, not a failure.
+const exitNeedsPerson = 3
+
+// exitCode is an error that sets the process's exit code.
+type exitCode struct {
+	code int
+	msg  string
+}
+
+func (e exitCode) Error() string { return e.msg }
 
 var errUsage = errors.New("unknown command; run 'tombstone-recovery -h'")
 
@@ -52,11 +72,20 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	switch args[0] {
 	case "demo":
+		if len(args) > 1 {
+			if args[1] == "-h" || args[1] == "--help" {
+				fmt.Fprintln(stderr, "usage: tombstone-recovery demo\n\nTells the whole story on in-memory adapters: no cluster, no flags.\n\nExit codes: 0 told; 1 a step did not go as told.")
+				return nil
+			}
+			return fmt.Errorf("demo: takes no arguments, got %q", args[1:])
+		}
 		return demo.Run(ctx, stdout)
 	case "run":
 		return runController(ctx, args[1:], stderr)
 	case "inspect":
 		return runInspect(ctx, args[1:], stdout, stderr)
+	case "approve", "reject":
+		return reviewer{inspector{now: time.Now}, os.Stdin}.run(ctx, args[0], args[1:], stdout, stderr)
 	case "prune":
 		return runPrune(ctx, args[1:], stdout, stderr)
 	case "version":

@@ -58,6 +58,9 @@ a Secret not ours, or anything of a lineage whose hand-off is pending or held fo
 Dry run by default; --confirm deletes, each Secret checked again just before. Run it with your
 own credentials: the controller cannot delete Secrets.
 
+Exit codes: 0 listed (and, with --confirm, deleted); 1 bad flags, an unreachable cluster, a
+refusal or a failed read or delete (one line on stderr).
+
 flags:
 `)
 		fs.PrintDefaults()
@@ -105,7 +108,7 @@ func (pr pruner) run(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
-	uc, err := pr.wire(ctx, o)
+	uc, err := pr.wire(ctx, o, stderr)
 	if err != nil {
 		return fmt.Errorf("prune: %w", err)
 	}
@@ -140,7 +143,7 @@ func forbiddenHint(err error, namespace string) string {
 }
 
 // wire builds app.Pruner over the two clusters, each checked reachable first.
-func (pr pruner) wire(ctx context.Context, o pruneOptions) (*app.Pruner, error) {
+func (pr pruner) wire(ctx context.Context, o pruneOptions, stderr io.Writer) (*app.Pruner, error) {
 	cp, err := loadRESTConfig(o.kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("loading the control plane kubeconfig: %w", err)
@@ -166,6 +169,7 @@ func (pr pruner) wire(ctx context.Context, o pruneOptions) (*app.Pruner, error) 
 			return nil, err
 		}
 	}
+	warnMissingNamespace(ctx, stderr, remote, "the downstream cluster", "--inventory-namespace", o.inventoryNamespace)
 	dyn, err := dynamic.NewForConfig(cp)
 	if err != nil {
 		return nil, fmt.Errorf("control plane dynamic client: %w", err)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +13,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
 	"github.com/Azure/eno-tombstone-recovery/app"
@@ -304,4 +309,47 @@ func TestPruneSaysWhatItsCredentialsLack(t *testing.T) {
 	assert.Contains(t, err.Error(), "prune: reading the clusters, nothing was deleted: listing inventory secrets in namespace "+inv)
 	assert.Contains(t, err.Error(), "they need list and delete on secrets in "+inv+" downstream")
 	assert.Empty(t, out.String())
+}
+
+// deploy/prune-cronjob.yaml is accepted by the API server, and its prune is a dry run with flags
+// prune accepts.
+func TestPruneCronJobExample(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "prune-cronjob.yaml"))
+	require.NoError(t, err)
+	objs, err := kubetest.DecodeManifests(data)
+	require.NoError(t, err)
+	c := testEnv.AdminClients(t)
+	ctx := testCtx(t)
+	_, err = c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "eno-system"}}, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+	}
+	gvr := map[string]schema.GroupVersionResource{
+		"ServiceAccount":     {Version: "v1", Resource: "serviceaccounts"},
+		"ClusterRole":        {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
+		"ClusterRoleBinding": {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
+		"CronJob":            {Group: "batch", Version: "v1", Resource: "cronjobs"},
+	}
+	var args []string
+	for _, o := range objs {
+		r, ok := gvr[o.GetKind()]
+		require.True(t, ok, "unexpected kind %s", o.GetKind())
+		opts := metav1.ApplyOptions{FieldManager: "test", DryRun: []string{metav1.DryRunAll}}
+		if ns := o.GetNamespace(); ns != "" {
+			_, err = c.Dynamic.Resource(r).Namespace(ns).Apply(ctx, o.GetName(), o, opts)
+		} else {
+			_, err = c.Dynamic.Resource(r).Apply(ctx, o.GetName(), o, opts)
+		}
+		require.NoError(t, err, "%s %s", o.GetKind(), o.GetName())
+		if o.GetKind() == "CronJob" {
+			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "jobTemplate", "spec", "template", "spec", "containers")
+			require.Len(t, containers, 1)
+			args, _, _ = unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+		}
+	}
+	require.NotEmpty(t, args)
+	assert.Equal(t, "prune", args[0])
+	o, err := parsePruneFlags(args[1:], &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.False(t, o.confirm, "the example is a dry run")
 }

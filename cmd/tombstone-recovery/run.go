@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -24,6 +26,7 @@ import (
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
 	"github.com/Azure/eno-tombstone-recovery/app"
+	"github.com/Azure/eno-tombstone-recovery/internal/buildinfo"
 	"github.com/Azure/eno-tombstone-recovery/runnable"
 )
 
@@ -73,7 +76,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runOptions, error) {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stderr)
-			fmt.Fprintln(stderr, "usage: tombstone-recovery run [flags]")
+			fmt.Fprintln(stderr, "usage: tombstone-recovery run [flags]\n\nExit codes: 0 on SIGTERM or SIGINT once drained; 1 bad flags, an unreachable cluster or lost leadership (one line on stderr).\n\nflags:")
 			fs.PrintDefaults()
 			return o, err
 		}
@@ -109,8 +112,13 @@ func (o runOptions) validate() error {
 		return fmt.Errorf("run: --reconcile-timeout must be positive, got %s", o.reconcileTimeout)
 	case o.pendingRecheck < time.Second:
 		return fmt.Errorf("run: --pending-recheck-interval must be at least 1s, got %s", o.pendingRecheck)
-	case o.resync < 0:
-		return fmt.Errorf("run: --resync-period must not be negative, got %s", o.resync)
+	case o.resync <= 0:
+		return fmt.Errorf("run: --resync-period must be positive, got %s", o.resync)
+	}
+	if err := errors.Join(checkName("--composition-namespace", o.compositionNamespace, validation.IsDNS1123Label),
+		checkName("--leader-election-namespace", o.leaderElectionNamespace, validation.IsDNS1123Label),
+		checkName("--leader-election-id", o.leaderElectionID, validation.IsDNS1123Subdomain)); err != nil {
+		return fmt.Errorf("run: %w", err)
 	}
 	if _, err := k8s.NewLabelMatcher(o.compositionSelector); err != nil {
 		return fmt.Errorf("run: --composition-label-selector: %w", err)
@@ -163,6 +171,9 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if namespaceMissing(ctx, remoteConfig, o.inventoryNamespace) {
+		return fmt.Errorf("run: --inventory-namespace %s does not exist in the downstream cluster: create it, or pass the namespace of the inventory", o.inventoryNamespace)
+	}
 	selector, err := labels.Parse(o.compositionSelector)
 	if err != nil {
 		return fmt.Errorf("run: --composition-label-selector: %w", err)
@@ -177,6 +188,7 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 	if leaseName == "" {
 		leaseName = runnable.DefaultLeaseName(o.compositionNamespace, selector)
 	}
+	log.Info("starting", o.startupValues(leaseName)...)
 	mgr, err := ctrl.NewManager(cpConfig, ctrl.Options{
 		Logger:                        log,
 		Metrics:                       metricsserver.Options{BindAddress: bindAddress(o.metricsAddr)},
@@ -203,12 +215,21 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 	return runManager(ctx, mgr)
 }
 
+// startupValues are the build and the effective settings, logged once at start.
+func (o runOptions) startupValues(leaseName string) []any {
+	info := buildinfo.Read()
+	return []any{"version", info.Version, "revision", info.Revision, "enabled", o.enabled,
+		"compositionNamespace", o.compositionNamespace, "compositionLabelSelector", o.compositionSelector,
+		"inventoryNamespace", o.inventoryNamespace, "maxChunkBytes", o.maxChunkBytes, "maxChunks", o.maxChunks,
+		"maxTombstoneFraction", o.maxTombstoneFraction, "allowCrossNamespaceLineage", o.allowCrossNamespaceLineage,
+		"workers", o.workers, "resyncPeriod", o.resync.String(), "reconcileTimeout", o.reconcileTimeout.String(),
+		"pendingRecheckInterval", o.pendingRecheck.String(), "leaderElect", o.leaderElect,
+		"leaderElectionNamespace", o.leaderElectionNamespace, "leaderElectionID", leaseName,
+		"remoteKubeconfig", o.remoteKubeconfig != ""}
+}
+
 // controllerOptions are the controller's options from the flags.
 func (o runOptions) controllerOptions(selector labels.Selector, log logr.Logger) runnable.Options {
-	resync := o.resync
-	if resync == 0 {
-		resync = -1 // the flag's 0 means never
-	}
 	fraction := o.maxTombstoneFraction
 	return runnable.Options{
 		QPS:                        float32(o.qps),
@@ -224,7 +245,7 @@ func (o runOptions) controllerOptions(selector labels.Selector, log logr.Logger)
 		PendingRecheckInterval:     o.pendingRecheck,
 		ReconcileTimeout:           o.reconcileTimeout,
 		Workers:                    o.workers,
-		ResyncPeriod:               resync,
+		ResyncPeriod:               o.resync,
 		HostElects:                 o.leaderElect,
 		EveryReplica:               !o.leaderElect,
 		Logger:                     log,
@@ -276,6 +297,9 @@ func reachableClusters(ctx context.Context, o runOptions) (cpConfig, remoteConfi
 	}
 	remoteConfig = cpConfig
 	if o.remoteKubeconfig != "" {
+		if _, err := os.Stat(o.remoteKubeconfig); errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, fmt.Errorf("the downstream kubeconfig %s does not exist: create the Secret it is mounted from (README, Install), or drop --remote-kubeconfig for one cluster", o.remoteKubeconfig)
+		}
 		if remoteConfig, err = loadRESTConfig(o.remoteKubeconfig); err != nil {
 			return nil, nil, fmt.Errorf("loading the downstream kubeconfig: %w", err)
 		}

@@ -19,7 +19,7 @@ func runVersion(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stderr)
-			fmt.Fprintln(stderr, "usage: tombstone-recovery version [-o text|json]")
+			fmt.Fprintln(stderr, "usage: tombstone-recovery version [-o text|json]\n\nExit codes: 0 printed; 1 bad flags.\n\nflags:")
 			fs.PrintDefaults()
 			return nil
 		}

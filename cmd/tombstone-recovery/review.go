@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"k8s.io/client-go/dynamic"
+
+	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
+	"github.com/Azure/eno-tombstone-recovery/app"
+	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/ports"
+)
+
+// approve and reject answer a recovery held for review (design §6.1) with the operator's own
+// credentials: they show the plan, ask, and write the review annotation for the current
+// synthesis, guarded by the resourceVersion of the Composition read before the plan was shown.
+
+type reviewOptions struct {
+	clusterFlags
+	ref domain.CompositionRef
+	yes bool
+}
+
+func parseReviewFlags(verb string, args []string, stderr io.Writer) (reviewOptions, error) {
+	var o reviewOptions
+	fs := flag.NewFlagSet(verb, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.BoolVar(&o.yes, "yes", false, "write without asking")
+	o.clusterFlags.bind(fs, clusterFlagHelp{
+		kubeconfig:           "kubeconfig of the control plane, with your own credentials (default: in-cluster, then $KUBECONFIG)",
+		maxChunkBytes:        "the chunk size limit, as the controller's",
+		maxChunks:            "most chunk Secrets one snapshot may use, as the controller's",
+		maxTombstoneFraction: "deletion guard of the plan shown, as the controller's",
+	})
+	// NAMESPACE/NAME may stand before, between or after the flags.
+	var names []string
+	for {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
+			fmt.Fprintf(stderr, `usage: tombstone-recovery %[1]s NAMESPACE/NAME [--yes] [flags]
+
+Answers the recovery held for review on the Composition's current synthesis: shows the plan
+(what approval would delete, and why each other object is kept), asks unless --yes, then sets
+%[2]s to %[1]s:<synthesisUUID>, refused if the Composition changed since it was read. Run it with
+your own credentials: the controller cannot write this annotation.
+
+Exit codes: 0 written; 1 nothing written (nothing held, the synthesis moved on, already reviewed,
+not confirmed, the Composition changed, bad flags or an unreachable cluster).
+
+flags:
+`, verb, domain.AnnotationReview)
+			fs.PrintDefaults()
+			return o, err
+		}
+		if err != nil {
+			return o, wrapIf(verb, err)
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		names, args = append(names, fs.Arg(0)), fs.Args()[1:]
+	}
+	if len(names) != 1 {
+		return o, fmt.Errorf("%s: pass one NAMESPACE/NAME, got %q", verb, names)
+	}
+	ref, err := domain.ParseCompositionRef(names[0])
+	o.ref = ref
+	return o, wrapIf(verb, errors.Join(err, o.clusterFlags.check()))
+}
+
+// reviewer runs approve and reject; in answers the question.
+type reviewer struct {
+	inspector
+	in io.Reader
+}
+
+func (r reviewer) run(ctx context.Context, verb string, args []string, stdout, stderr io.Writer) error {
+	o, err := parseReviewFlags(verb, args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	err = r.review(ctx, verb, o, stdout)
+	return wrapIf(verb, err)
+}
+
+func (r reviewer) review(ctx context.Context, verb string, o reviewOptions, stdout io.Writer) error {
+	asInspect := inspectOptions{clusterFlags: o.clusterFlags, target: app.InspectTarget{Composition: &o.ref}}
+	cp, remote, err := r.loadConfigs(asInspect)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cp)
+	if err != nil {
+		return fmt.Errorf("control plane dynamic client: %w", err)
+	}
+	comps, err := k8s.NewCompositions(dyn, nil)
+	if err != nil {
+		return err
+	}
+	// Read before the plan: its resourceVersion guards the write, so a change after it refuses.
+	comp, err := comps.LiveComposition(ctx, o.ref)
+	if err != nil {
+		return err
+	}
+	value, err := domain.ReviewValue(comp, verb == "approve")
+	if err != nil {
+		return err
+	}
+	ins, err := r.inspector.inspector(ctx, asInspect, cp, remote)
+	if err != nil {
+		return err
+	}
+	report, err := r.inspect(ctx, asInspect, ins)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	writeDryRun(func(format string, args ...any) { fmt.Fprintf(tw, format+"\n", args...) }, report.DryRun)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	held, _ := comp.Decision()
+	then := "re-plans from live reads and hands Eno what still passes the checks"
+	if verb == "reject" {
+		then = "decides NothingToRecover (Rejected): nothing is deleted"
+	}
+	fmt.Fprintf(stdout, "\nHeld: %s\nSetting %s=%s on %s; the controller then %s.\n", clean(held.Message), domain.AnnotationReview, value, o.ref, then)
+	if !o.yes {
+		fmt.Fprint(stdout, "Type yes to go on: ")
+		line, _ := bufio.NewReader(r.in).ReadString('\n')
+		if strings.TrimSpace(line) != "yes" {
+			return errors.New("not confirmed; nothing written")
+		}
+	}
+	if err := comps.WriteReview(ctx, comp, value); errors.Is(err, ports.ErrConflict) || errors.Is(err, ports.ErrNotFound) {
+		return fmt.Errorf("composition %s changed since it was read (resourceVersion %s); nothing written: run the command again to see the plan as it is now", o.ref, comp.ResourceVersion)
+	} else if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "Written. Follow the decision: kubectl get composition %s -n %s -o jsonpath='{.metadata.annotations.%s}'\n",
+		o.ref.Name, o.ref.Namespace, strings.ReplaceAll(domain.AnnotationDecision, ".", `\.`))
+	return nil
+}
