@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"text/tabwriter"
 
 	"k8s.io/client-go/dynamic"
@@ -117,7 +118,10 @@ func (r reviewer) review(ctx context.Context, verb string, o reviewOptions, stdo
 	if err != nil {
 		return err
 	}
-	ins, err := r.inspector.inspector(ctx, asInspect, cp, remote)
+	ctx, cancel := context.WithCancel(ctx)
+	var running sync.WaitGroup // the fleet index
+	defer func() { cancel(); running.Wait() }()
+	ins, err := r.inspector.inspector(ctx, asInspect, cp, remote, &running)
 	if err != nil {
 		return err
 	}
