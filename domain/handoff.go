@@ -59,7 +59,7 @@ func NewHandoff(plan RecoveryPlan) (Handoff, error) {
 	h.Decision.TombstoneSlice = ""
 	h.Digest = handoffDigest(d.SynthesisUUID, h.HistoryWritten, plan.Tombstones)
 	for i, t := range plan.Tombstones {
-		m, err := selfCheckingManifest(t, h.HistoryWritten, h.Digest)
+		m, err := selfCheckingManifest(t, plan.EnoManagers, h.HistoryWritten, h.Digest)
 		if err != nil {
 			return Handoff{}, err
 		}

@@ -91,12 +91,53 @@ func TestPreconditionOnEnosLiveRead(t *testing.T) {
 		"written after the history": {live: func() *unstructured.Unstructured {
 			return live(write("eno", before, ""), write("kubectl", after, ""))
 		}},
-		"no managedFields": {live: func() *unstructured.Unstructured { return live() }},
-		"an empty managedFields list": {live: func() *unstructured.Unstructured {
+		"bare: no managedFields, no field to own": {live: func() *unstructured.Unstructured { return live() }, enable: true},
+		"bare: an empty managedFields list": {live: func() *unstructured.Unstructured {
 			o := live()
 			require.NoError(t, unstructured.SetNestedSlice(o.Object, []any{}, "metadata", "managedFields"))
 			return o
+		}, enable: true},
+		"bare ClusterRole without rules": {live: func() *unstructured.Unstructured {
+			o := live()
+			o.SetAPIVersion("rbac.authorization.k8s.io/v1")
+			o.SetKind("ClusterRole")
+			o.Object["rules"] = nil
+			return o
+		}, enable: true},
+		"bare Namespace: the server's own label": {live: func() *unstructured.Unstructured {
+			o := live()
+			o.SetLabels(map[string]string{"kubernetes.io/metadata.name": "a"})
+			return o
+		}, enable: true},
+		"bare but for a status entry": {live: func() *unstructured.Unstructured {
+			o := live(write("kubelet", before, "status"))
+			o.Object["status"] = map[string]any{"phase": "Active"}
+			return o
+		}, enable: true},
+		"content but no managedFields (stripped)": {live: func() *unstructured.Unstructured {
+			o := live()
+			o.Object["data"] = map[string]any{"k": "v"}
+			return o
 		}},
+		"a label but no managedFields": {live: func() *unstructured.Unstructured {
+			o := live()
+			o.SetLabels(map[string]string{"app": "x"})
+			return o
+		}},
+		"content and only a status entry": {live: func() *unstructured.Unstructured {
+			o := live(write("kubelet", before, "status"))
+			o.Object["data"] = map[string]any{"k": "v"}
+			return o
+		}},
+		"co-managed before the history (Flux-style)": {live: func() *unstructured.Unstructured {
+			return live(write("eno", before, ""), write("kustomize-controller", before, ""))
+		}},
+		"identical takeover: another manager, no time": {live: func() *unstructured.Unstructured {
+			return live(write("eno", before, ""), metav1.ManagedFieldsEntry{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply})
+		}},
+		"Eno's update as eno-reconciler": {live: func() *unstructured.Unstructured {
+			return live(write("eno", before, ""), write("eno-reconciler", before, ""))
+		}, enable: true},
 		"absent": {live: func() *unstructured.Unstructured { return nil }},
 		"entry with no time": {live: func() *unstructured.Unstructured {
 			return live(metav1.ManagedFieldsEntry{Manager: "eno", Operation: metav1.ManagedFieldsOperationApply})
@@ -148,7 +189,7 @@ func TestPreconditionOnEnosLiveRead(t *testing.T) {
 func TestPreconditionThatDoesNotCompileKeepsTheObject(t *testing.T) {
 	m, d := tombstone(t)
 	raw := m.GetAnnotations()[domain.AnnotationOverrides]
-	cond, err := domain.Precondition(uid, written, d)
+	cond, err := domain.Precondition(uid, domain.EnoManagers{}, written, d)
 	require.NoError(t, err)
 	quoted, err := json.Marshal(cond)
 	require.NoError(t, err)
@@ -165,14 +206,14 @@ func TestPreconditionThatDoesNotCompileKeepsTheObject(t *testing.T) {
 // The condition compiles in Eno's environment: Eno applies an override whose condition does
 // not compile unconditionally.
 func TestPreconditionCompiles(t *testing.T) {
-	cond, err := domain.Precondition(uid, written, digest)
+	cond, err := domain.Precondition(uid, domain.EnoManagers{}, written, digest)
 	require.NoError(t, err)
 	_, err = enocel.Compile(cond)
 	require.NoError(t, err)
 	for _, bad := range []string{`a" || true || "`, "", "x\ny"} {
-		_, err := domain.Precondition(bad, written, digest)
+		_, err := domain.Precondition(bad, domain.EnoManagers{}, written, digest)
 		assert.Error(t, err, "%q", bad)
-		_, err = domain.Precondition(uid, written, bad)
+		_, err = domain.Precondition(uid, domain.EnoManagers{}, written, bad)
 		assert.Error(t, err, "%q", bad)
 	}
 }
