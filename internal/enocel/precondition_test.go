@@ -75,6 +75,8 @@ func TestPreconditionOnEnosLiveRead(t *testing.T) {
 		live   func() *unstructured.Unstructured
 		comp   func(d string) *unstructured.Unstructured
 		enable bool
+		// decided: the condition evaluates to false, rather than failing to evaluate.
+		decided bool
 	}{
 		"as recovery saw it": {live: func() *unstructured.Unstructured { return live(write("eno", before, "")) }, enable: true},
 		"written the same second": {live: func() *unstructured.Unstructured {
@@ -131,17 +133,17 @@ func TestPreconditionOnEnosLiveRead(t *testing.T) {
 		}},
 		"co-managed before the history (Flux-style)": {live: func() *unstructured.Unstructured {
 			return live(write("eno", before, ""), write("kustomize-controller", before, ""))
-		}},
+		}, decided: true},
 		"identical takeover: another manager, no time": {live: func() *unstructured.Unstructured {
 			return live(write("eno", before, ""), metav1.ManagedFieldsEntry{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply})
-		}},
+		}, decided: true},
 		"Eno's update as eno-reconciler": {live: func() *unstructured.Unstructured {
 			return live(write("eno", before, ""), write("eno-reconciler", before, ""))
 		}, enable: true},
 		"absent": {live: func() *unstructured.Unstructured { return nil }},
 		"entry with no time": {live: func() *unstructured.Unstructured {
 			return live(metav1.ManagedFieldsEntry{Manager: "eno", Operation: metav1.ManagedFieldsOperationApply})
-		}},
+		}, decided: true},
 		"composition paused": {comp: func(d string) *unstructured.Unstructured {
 			c := armedComposition(d)
 			c.SetAnnotations(map[string]string{domain.AnnotationArmed: d, domain.AnnotationDisableReconciliation: "true"})
@@ -178,6 +180,9 @@ func TestPreconditionOnEnosLiveRead(t *testing.T) {
 				assert.Equal(t, enocel.OverrideActive, outcomes[1])
 			} else {
 				assert.NotEqual(t, enocel.OverrideActive, outcomes[1])
+			}
+			if tt.decided {
+				assert.Equal(t, enocel.OverrideInactive, outcomes[1], "unknown on purpose, not by an evaluation error")
 			}
 			assert.Equal(t, want, snap.GetAnnotations()[domain.AnnotationDisableReconciliation])
 		})

@@ -273,7 +273,7 @@ func startController(t testing.TB, namespace, inventoryNamespace string, maxChun
 	c.Scope = domain.Scope{Namespace: namespace, Selector: domain.Everything}
 	c.InventoryNamespace = inventoryNamespace
 	c.MaxChunkBytes = maxChunkBytes
-	downstream, err := k8s.NewDownstreamObjects(meta, remote.Discovery())
+	downstream, err := k8s.NewDownstreamObjects(meta, dyn, remote.Discovery())
 	require.NoError(t, err)
 	svc, err := app.New(c, app.Deps{
 		Compositions: comps, Guard: comps, Slices: slices, Store: store,
