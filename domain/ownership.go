@@ -55,6 +55,19 @@ func (m EnoManagers) Names() []string {
 
 func (m EnoManagers) String() string { return strings.Join(m.Names(), ",") }
 
+// Set parses a comma-separated list (flag.Value).
+func (m *EnoManagers) Set(s string) error {
+	names := strings.Split(s, ",")
+	for i := range names {
+		names[i] = strings.TrimSpace(names[i])
+	}
+	parsed, err := NewEnoManagers(names)
+	if err == nil {
+		*m = parsed
+	}
+	return err
+}
+
 // celList is the managers as a CEL list literal.
 func (m EnoManagers) celList() string {
 	return `["` + strings.Join(m.Names(), `", "`) + `"]`

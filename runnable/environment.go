@@ -21,6 +21,7 @@ const (
 	EnvPendingRecheckInterval     = "ENO_TOMBSTONE_RECOVERY_PENDING_RECHECK_INTERVAL"      // a duration, e.g. 1m
 	EnvReconcileTimeout           = "ENO_TOMBSTONE_RECOVERY_RECONCILE_TIMEOUT"             // a duration, e.g. 2m
 	EnvWorkers                    = "ENO_TOMBSTONE_RECOVERY_WORKERS"                       // an integer
+	EnvEnoFieldManagers           = "ENO_TOMBSTONE_RECOVERY_ENO_FIELD_MANAGERS"            // e.g. eno,eno-reconciler
 )
 
 // settingEnv names the variable behind each setting app.Config.Validate checks.
@@ -88,6 +89,11 @@ func (o Options) fromEnvironment(getenv func(string) string) (Options, error) {
 	duration(EnvPendingRecheckInterval, &o.PendingRecheckInterval)
 	duration(EnvReconcileTimeout, &o.ReconcileTimeout)
 	integer(EnvWorkers, &o.Workers)
+	if v := getenv(EnvEnoFieldManagers); v != "" {
+		if err := o.EnoFieldManagers.Set(v); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", EnvEnoFieldManagers, v, err))
+		}
+	}
 	return o, errors.Join(errs...)
 }
 

@@ -136,7 +136,9 @@ func TestOwnershipEvidenceOnTheAPIServer(t *testing.T) {
 			apply(t, cm, "eno", configMap(ns, map[string]any{"k": "v"}, nil))
 		}},
 		"a ServiceAccount with no labels (bare)": {
-			entry: func(ns string) domain.Entry { return domain.Entry{Version: "v1", Kind: "ServiceAccount", Namespace: ns, Name: "x"} },
+			entry: func(ns string) domain.Entry {
+				return domain.Entry{Version: "v1", Kind: "ServiceAccount", Namespace: ns, Name: "x"}
+			},
 			setup: func(t *testing.T, ns string) {
 				apply(t, schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}, "eno",
 					map[string]any{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": map[string]any{"name": "x", "namespace": ns}})
