@@ -2,6 +2,7 @@ package domain
 
 import (
 	"fmt"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -82,16 +83,18 @@ var (
 		"deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "labels"}
 	// bareLabels: the label kube-apiserver sets on every Namespace.
 	bareLabels = []string{"kubernetes.io/metadata.name"}
+	// bareSpec: the spec kube-apiserver gives every Namespace.
+	bareSpec = map[string]any{"finalizers": []any{"kubernetes"}}
 )
 
 // IsBare reports whether obj, a downstream object as the API server returns it, holds no field
-// any manager could own: besides apiVersion, kind and status, only null fields, and metadata the
-// server sets itself. Such an object with no managedFields entry of its main resource was never
+// any manager could own: besides apiVersion, kind and status, only null fields, and what the
+// server sets itself (a Namespace's spec and label, identity metadata). Such an object with no managedFields entry of its main resource was never
 // written after its creation, or was emptied: nothing of anyone's is lost with it. An object with
 // content but no entry had its history stripped, and is kept (design §6.3).
 func IsBare(obj map[string]any) bool {
 	for k, v := range obj {
-		if v != nil && !slices.Contains(bareTopLevel, k) {
+		if v != nil && !slices.Contains(bareTopLevel, k) && !(k == "spec" && reflect.DeepEqual(v, bareSpec)) {
 			return false
 		}
 	}
@@ -112,7 +115,7 @@ func IsBare(obj map[string]any) bool {
 
 // celBare is IsBare as a CEL condition on `self`.
 func celBare() string {
-	return `self.all(k, k in ` + celStrings(bareTopLevel) + ` || self[k] == null) && ` +
+	return `self.all(k, k in ` + celStrings(bareTopLevel) + ` || self[k] == null || (k == "spec" && self.spec == {"finalizers": ["kubernetes"]})) && ` +
 		`self.metadata.all(k, k in ` + celStrings(bareMetadata) + `) && ` +
 		`(!has(self.metadata.labels) || self.metadata.labels.all(l, l in ` + celStrings(bareLabels) + `))`
 }

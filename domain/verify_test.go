@@ -227,13 +227,15 @@ func TestIsBare(t *testing.T) {
 			"metadata": meta(nil), "rules": nil}, bare: true},
 		"Namespace's own label": {obj: map[string]any{"apiVersion": "v1", "kind": "Namespace",
 			"metadata": meta(map[string]any{"labels": map[string]any{"kubernetes.io/metadata.name": "a"}}), "status": map[string]any{"phase": "Active"}}, bare: true},
-		"data":        {obj: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(nil), "data": map[string]any{"k": "v"}}},
-		"empty data":  {obj: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(nil), "data": map[string]any{}}},
-		"a label":     {obj: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(map[string]any{"labels": map[string]any{"app": "x"}})}},
-		"annotations": {obj: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(map[string]any{"annotations": map[string]any{"a": "b"}})}},
-		"finalizers":  {obj: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(map[string]any{"finalizers": []any{"x"}})}},
-		"owner":       {obj: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(map[string]any{"ownerReferences": []any{map[string]any{}}})}},
-		"spec":        {obj: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": meta(nil), "spec": map[string]any{"finalizers": []any{"kubernetes"}}}},
+		"data":                 {obj: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(nil), "data": map[string]any{"k": "v"}}},
+		"empty data":           {obj: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(nil), "data": map[string]any{}}},
+		"a label":              {obj: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(map[string]any{"labels": map[string]any{"app": "x"}})}},
+		"annotations":          {obj: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(map[string]any{"annotations": map[string]any{"a": "b"}})}},
+		"finalizers":           {obj: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(map[string]any{"finalizers": []any{"x"}})}},
+		"owner":                {obj: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(map[string]any{"ownerReferences": []any{map[string]any{}}})}},
+		"Namespace's own spec": {obj: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": meta(nil), "spec": map[string]any{"finalizers": []any{"kubernetes"}}}, bare: true},
+		"another finalizer":    {obj: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": meta(nil), "spec": map[string]any{"finalizers": []any{"kubernetes", "x"}}}},
+		"spec":                 {obj: map[string]any{"apiVersion": "v1", "kind": "Example", "metadata": meta(nil), "spec": map[string]any{"replicas": 1}}},
 	} {
 		t.Run(name, func(t *testing.T) { assert.Equal(t, tt.bare, domain.IsBare(tt.obj)) })
 	}

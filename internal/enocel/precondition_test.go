@@ -106,11 +106,17 @@ func TestPreconditionOnEnosLiveRead(t *testing.T) {
 			o.Object["rules"] = nil
 			return o
 		}, enable: true},
-		"bare Namespace: the server's own label": {live: func() *unstructured.Unstructured {
+		"bare Namespace: the server's own label and spec": {live: func() *unstructured.Unstructured {
 			o := live()
 			o.SetLabels(map[string]string{"kubernetes.io/metadata.name": "a"})
+			o.Object["spec"] = map[string]any{"finalizers": []any{"kubernetes"}}
 			return o
 		}, enable: true},
+		"another spec": {live: func() *unstructured.Unstructured {
+			o := live()
+			o.Object["spec"] = map[string]any{"finalizers": []any{"kubernetes", "x"}}
+			return o
+		}},
 		"bare but for a status entry": {live: func() *unstructured.Unstructured {
 			o := live(write("kubelet", before, "status"))
 			o.Object["status"] = map[string]any{"phase": "Active"}
