@@ -90,6 +90,9 @@ func TestPreconditionOnEnosLiveRead(t *testing.T) {
 			o.SetUID("7b7d0c1e-4b6a-4f1e-9d1c-0a1b2c3d4e5f")
 			return o
 		}},
+		"Eno wrote it after the history (another composition took it over)": {live: func() *unstructured.Unstructured {
+			return live(write("eno", after, ""))
+		}, decided: true},
 		"written after the history": {live: func() *unstructured.Unstructured {
 			return live(write("eno", before, ""), write("kubectl", after, ""))
 		}},
