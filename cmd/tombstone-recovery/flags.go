@@ -36,7 +36,7 @@ func (f *clusterFlags) bind(fs *flag.FlagSet, help clusterFlagHelp) {
 	fs.BoolVar(&f.allowCrossNamespaceLineage, "allow-cross-namespace-lineage", false,
 		"let a Composition with no history of its own adopt its lineage's history from another namespace, and record over it once its Composition is gone; off, a lineage override never reaches into another namespace")
 	fs.Var(&f.enoFieldManagers, "eno-field-managers",
-		"comma-separated field managers eno-reconciler writes downstream objects with; an object any other manager manages is kept")
+		"comma-separated field managers eno-reconciler writes downstream objects with (Eno v0.2.17: eno,eno-reconciler); an object any other manager manages is kept")
 }
 
 // settingFlags names the flag behind each setting app.Config.Validate checks.
