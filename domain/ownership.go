@@ -69,11 +69,6 @@ func (m *EnoManagers) Set(s string) error {
 	return err
 }
 
-// celList is the managers as a CEL list literal.
-func (m EnoManagers) celList() string {
-	return `["` + strings.Join(m.Names(), `", "`) + `"]`
-}
-
 // The fields of an object that no manager owns: what every object has, and what kube-apiserver
 // sets itself without a managedFields entry (measured on kube-apiserver, design §6.3). Any other
 // field is content that some write put there.

@@ -113,7 +113,7 @@ func Precondition(uid string, eno EnoManagers, written time.Time, digest string)
 		`self.metadata.uid == "` + uid + `"`,
 		`((has(self.metadata.managedFields) && self.metadata.managedFields.exists(m, !has(m.subresource) || m.subresource == "")) ? ` +
 			`self.metadata.managedFields.all(m, (has(m.subresource) && m.subresource != "") || ` +
-			`(m.manager in ` + eno.celList() + ` && has(m.time) && timestamp(m.time) <= timestamp("` + at + `"))) : ` + celBare() + `)`,
+			`(m.manager in ` + celStrings(eno.Names()) + ` && has(m.time) && timestamp(m.time) <= timestamp("` + at + `"))) : ` + celBare() + `)`,
 		`composition.metadata.deletionTimestamp == null`,
 		`!("` + AnnotationDisableReconciliation + `" in composition.metadata.annotations && composition.metadata.annotations["` + AnnotationDisableReconciliation + `"] == "true")`,
 		`composition.metadata.annotations["` + AnnotationArmed + `"] == "` + digest + `"`,
