@@ -321,8 +321,9 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 		return RecoveryPlan{}, err
 	}
 	writeTime, known := snap.WriteTime()
+	// A Namespace deployed into is kept whatever its object shows: nothing of it needs deleting.
+	toVerify, deployedInto := splitDeployedInto(toVerify, in.Synthesis, in.Elsewhere)
 	verified, dropped := VerifyTombstones(toVerify, in.Observed, in.EnoManagers, writeTime, known)
-	verified, deployedInto := splitDeployedInto(verified, in.Synthesis, in.Elsewhere)
 	dropped = append(append(disabled, dropped...), deployedInto...)
 	summary := DroppedSummary(dropped)
 	withDrops := func(msg string) string {
