@@ -53,7 +53,7 @@ func TestRecordReportsOrphansThatRemain(t *testing.T) {
 		if e.Name == "cm-07" {
 			return domain.Observation{State: domain.ObjectAbsent}, nil // Eno deleted it
 		}
-		return domain.Observation{State: domain.ObjectPresent, Created: historyWritten, Changed: historyWritten, UID: testUID}, nil
+		return domain.Observation{State: domain.ObjectPresent, Created: historyWritten, Writes: enoWrote(historyWritten), UID: testUID}, nil
 	})
 	res, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
 	require.NoError(t, err)

@@ -52,7 +52,7 @@ func TestRecoverCanceledWhileReadingDecidesNothing(t *testing.T) {
 	f.cfg.MaxTombstoneFraction = 1
 	c, cancel := context.WithCancel(ctx(t))
 	defer cancel()
-	old := domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Changed: historyWritten.Add(-time.Hour), UID: testUID}
+	old := domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Writes: enoWrote(historyWritten.Add(-time.Hour)), UID: testUID}
 	canceling := false
 	f.downstream.ObserveObjectCalls(func(_ context.Context, e domain.Entry) (domain.Observation, error) {
 		if e.Name == "cm-07" {

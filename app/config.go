@@ -33,6 +33,8 @@ type Config struct {
 	// namespace's Secrets once their Composition is gone (design §4, design §5 step 3). Off by default:
 	// a lineage override is only an annotation.
 	AllowCrossNamespaceLineage bool
+	// EnoManagers are the field managers of the Eno that deletes; the zero value is Eno v0.2.17's.
+	EnoManagers domain.EnoManagers
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }

@@ -169,7 +169,7 @@ func newFixture(t *testing.T) *fixture {
 		downstream: &portsfakes.FakeDownstreamReader{},
 	}
 	// Downstream, every object the history names exists and is older than the history.
-	f.downstream.ObserveObjectReturns(domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Changed: historyWritten.Add(-time.Hour), UID: testUID}, nil)
+	f.downstream.ObserveObjectReturns(domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Writes: enoWrote(historyWritten.Add(-time.Hour)), UID: testUID}, nil)
 	rs := resources(9)
 	f.setSynthesis(synthID, rs[:5], rs[5:])
 	f.comp = composition(uid, synthID, f.slices, true)
@@ -346,4 +346,9 @@ func (l *eventLog) At(i int) (domain.Composition, bool, string, string) {
 	defer l.mu.Unlock()
 	e := l.events[i]
 	return e.comp, e.warning, e.reason, e.message
+}
+
+// enoWrote is the write history of an object Eno last wrote at at.
+func enoWrote(at time.Time) []domain.ObjectWrite {
+	return []domain.ObjectWrite{{Manager: "eno", Time: at}}
 }

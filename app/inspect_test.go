@@ -60,7 +60,7 @@ func newInspection(t *testing.T) *inspection {
 		if e.Name == "cm-10" {
 			return domain.Observation{State: domain.ObjectAbsent}, nil
 		}
-		return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Changed: historyWritten.Add(-time.Hour), UID: testUID}, nil
+		return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Writes: enoWrote(historyWritten.Add(-time.Hour)), UID: testUID}, nil
 	})
 	return in
 }

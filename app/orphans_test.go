@@ -46,7 +46,7 @@ func TestOrphansRemainingIsRefreshedUntilZero(t *testing.T) {
 	present := true
 	f.downstream.ObserveObjectCalls(func(context.Context, domain.Entry) (domain.Observation, error) {
 		if present {
-			return domain.Observation{State: domain.ObjectPresent, Created: historyWritten, Changed: historyWritten, UID: testUID}, nil
+			return domain.Observation{State: domain.ObjectPresent, Created: historyWritten, Writes: enoWrote(historyWritten), UID: testUID}, nil
 		}
 		return domain.Observation{State: domain.ObjectAbsent}, nil
 	})

@@ -216,6 +216,7 @@ func (p planner) planListed(ctx context.Context, comp domain.Composition, lineag
 		SnapshotErr:          snapErr,
 		Synthesis:            contents,
 		MaxTombstoneFraction: p.cfg.MaxTombstoneFraction,
+		EnoManagers:          p.cfg.EnoManagers,
 		Now:                  now,
 	}
 	if snapErr == nil {

@@ -748,7 +748,7 @@ func snapshotSecretsOfLineage(t *testing.T, l, compUID, uuid string, rs []res) [
 // finds decides what is published.
 func TestRecoverChecksEachTombstoneDownstream(t *testing.T) {
 	rs := resources(9)
-	old := domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Changed: historyWritten.Add(-time.Hour), UID: testUID}
+	old := domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Writes: enoWrote(historyWritten.Add(-time.Hour)), UID: testUID}
 	tests := []struct {
 		name      string
 		observe   func(domain.Entry) (domain.Observation, error)
@@ -767,7 +767,7 @@ func TestRecoverChecksEachTombstoneDownstream(t *testing.T) {
 		}, domain.OutcomeRecovered, "", []string{"cm-08"}, false},
 		{"one object re-created by hand after the history", func(e domain.Entry) (domain.Observation, error) {
 			if e.Name == "cm-08" {
-				return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Minute), Changed: historyWritten.Add(time.Minute), UID: testUID}, nil
+				return domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(time.Minute), Writes: enoWrote(historyWritten.Add(time.Minute)), UID: testUID}, nil
 			}
 			return old, nil
 		}, domain.OutcomeRecovered, "", []string{"cm-07"}, false},

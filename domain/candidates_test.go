@@ -186,7 +186,7 @@ func TestPlanRecoveryOrderOfEvaluation(t *testing.T) {
 	allPresentOld := func(ts []domain.Tombstone) map[domain.ResourceID]domain.Observation {
 		m := map[domain.ResourceID]domain.Observation{}
 		for _, x := range ts {
-			m[x.Entry.ID()] = domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Changed: historyWritten.Add(-time.Hour), UID: testUID}
+			m[x.Entry.ID()] = domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Writes: enoWrote(historyWritten.Add(-time.Hour)), UID: testUID}
 		}
 		return m
 	}
@@ -223,7 +223,7 @@ func TestPlanRecoveryOrderOfEvaluation(t *testing.T) {
 				if i < 3 {
 					obs[e.ID()] = domain.Observation{State: domain.ObjectAbsent}
 				} else {
-					obs[e.ID()] = domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Changed: historyWritten.Add(-time.Hour), UID: testUID}
+					obs[e.ID()] = domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Writes: enoWrote(historyWritten.Add(-time.Hour)), UID: testUID}
 				}
 			}
 			in.Observed = obs

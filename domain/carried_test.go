@@ -57,8 +57,8 @@ func TestCarriedTombstones(t *testing.T) {
 func TestRemainingOrphans(t *testing.T) {
 	_, ts := pendingSlice(t, "b", "a", "c", "d")
 	observed := map[domain.ResourceID]domain.Observation{
-		ts[0].Entry.ID(): {State: domain.ObjectPresent, Created: time.Now(), Changed: time.Now(), UID: testUID},
-		ts[1].Entry.ID(): {State: domain.ObjectPresent, Created: time.Now(), Changed: time.Now(), UID: testUID},
+		ts[0].Entry.ID(): {State: domain.ObjectPresent, Created: time.Now(), Writes: enoWrote(time.Now()), UID: testUID},
+		ts[1].Entry.ID(): {State: domain.ObjectPresent, Created: time.Now(), Writes: enoWrote(time.Now()), UID: testUID},
 		ts[2].Entry.ID(): {State: domain.ObjectAbsent},
 		ts[3].Entry.ID(): {State: domain.ObjectUnreadable},
 	}

@@ -76,7 +76,7 @@ func TestPlanRecoveryCascading(t *testing.T) {
 	usedNS := domain.Entry{Version: "v1", Kind: "Namespace", Name: "team-a"}
 	cm := domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "old-ns", Name: "orphan"}
 	keep := domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "keep"}
-	old := domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Changed: historyWritten.Add(-time.Hour), UID: testUID}
+	old := domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Writes: enoWrote(historyWritten.Add(-time.Hour)), UID: testUID}
 	contents := readSynthesis(t, manifest("v1", "ConfigMap", "team-a", "keep"))
 	tests := []struct {
 		name       string

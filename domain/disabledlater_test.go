@@ -130,7 +130,7 @@ func TestDisabledLaterCountsKeptTombstones(t *testing.T) {
 	secrets := secretsFor(t, inv, meta(inv, oldCompUID, oldSynUUID, synTime.Add(-2*time.Hour)), 400)
 	snap, err := domain.ReadSnapshotFor(composition(), secrets, now, domain.DefaultMaxChunks, domain.AdoptWithinNamespace)
 	require.NoError(t, err)
-	cond, err := domain.Precondition(testUID, synTime, "0123456789abcdef")
+	cond, err := domain.Precondition(testUID, domain.EnoManagers{}, synTime, "0123456789abcdef")
 	require.NoError(t, err)
 	path := "self.metadata.annotations['" + domain.AnnotationDisableReconciliation + "']"
 	raw, err := json.Marshal([]map[string]string{{"path": path, "value": "true", "condition": "!(" + cond + ")"}, {"path": path, "value": "false", "condition": cond}})

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
-	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
@@ -168,7 +167,7 @@ func TestPlanRecoveryAllDisabled(t *testing.T) {
 func TestVerifyTombstonesWithoutCreationTimestamp(t *testing.T) {
 	ts := domain.Tombstone{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "a"}, UID: testUID}
 	keep, dropped := domain.VerifyTombstones([]domain.Tombstone{ts},
-		map[domain.ResourceID]domain.Observation{ts.Entry.ID(): {State: domain.ObjectPresent}}, historyWritten, true)
+		map[domain.ResourceID]domain.Observation{ts.Entry.ID(): {State: domain.ObjectPresent}}, domain.EnoManagers{}, historyWritten, true)
 	assert.Empty(t, keep)
 	require.Len(t, dropped, 1)
 	assert.Equal(t, domain.DropUnreadable, dropped[0].Reason)
@@ -275,33 +274,4 @@ func TestReadSynthesisCascadesTheCompositionsDisable(t *testing.T) {
 	require.NoError(t, err)
 	_, recorded := contents.Inventory().Entries()[0].Annotations[domain.AnnotationDisableReconciliation]
 	assert.False(t, recorded)
-}
-
-// An object written after the history was (taken over by another Composition, edited by hand)
-// may no longer be the orphan it recorded, though it is older: it is kept, and so unverified.
-func TestVerifyTombstonesKeepsAnObjectChangedAfterTheHistory(t *testing.T) {
-	ts := domain.Tombstone{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "a"}, UID: testUID}
-	old := historyWritten.Add(-time.Hour)
-	for name, tt := range map[string]struct {
-		changed time.Time
-		keep    bool
-		reason  domain.DropReason
-	}{
-		"never written since":     {changed: old, keep: true},
-		"written the same second": {changed: historyWritten.Add(500 * time.Millisecond), keep: true},
-		"written after":           {changed: historyWritten.Add(time.Second), reason: domain.DropChanged},
-		// No managedFields: no write history tells it from an object taken over since (K5).
-		"unknown": {reason: domain.DropUnreadable},
-	} {
-		t.Run(name, func(t *testing.T) {
-			keep, dropped := domain.VerifyTombstones([]domain.Tombstone{ts},
-				map[domain.ResourceID]domain.Observation{ts.Entry.ID(): {State: domain.ObjectPresent, Created: old, Changed: tt.changed, UID: testUID}}, historyWritten, true)
-			if tt.keep {
-				assert.Len(t, keep, 1)
-				return
-			}
-			require.Len(t, dropped, 1)
-			assert.Equal(t, tt.reason, dropped[0].Reason)
-		})
-	}
 }

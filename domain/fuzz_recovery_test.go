@@ -357,11 +357,11 @@ func FuzzPlanRecovery(f *testing.F) {
 			kinds[e.ID()] = kind
 			switch kind {
 			case obsOlder:
-				observed[e.ID()] = domain.Observation{State: domain.ObjectPresent, Created: wholeSecond.Add(-time.Duration(arg+1) * time.Second), Changed: wholeSecond.Add(-time.Duration(arg+1) * time.Second), UID: testUID}
+				observed[e.ID()] = domain.Observation{State: domain.ObjectPresent, Created: wholeSecond.Add(-time.Duration(arg+1) * time.Second), Writes: enoWrote(wholeSecond.Add(-time.Duration(arg+1) * time.Second)), UID: testUID}
 			case obsNewer:
-				observed[e.ID()] = domain.Observation{State: domain.ObjectPresent, Created: wholeSecond.Add(time.Duration(arg+1) * time.Second), Changed: wholeSecond.Add(time.Duration(arg+1) * time.Second), UID: testUID}
+				observed[e.ID()] = domain.Observation{State: domain.ObjectPresent, Created: wholeSecond.Add(time.Duration(arg+1) * time.Second), Writes: enoWrote(wholeSecond.Add(time.Duration(arg+1) * time.Second)), UID: testUID}
 			case obsSameSecond:
-				observed[e.ID()] = domain.Observation{State: domain.ObjectPresent, Created: wholeSecond.Add(time.Duration(arg) * 31 * time.Millisecond), Changed: wholeSecond.Add(time.Duration(arg) * 31 * time.Millisecond), UID: testUID}
+				observed[e.ID()] = domain.Observation{State: domain.ObjectPresent, Created: wholeSecond.Add(time.Duration(arg) * 31 * time.Millisecond), Writes: enoWrote(wholeSecond.Add(time.Duration(arg) * 31 * time.Millisecond)), UID: testUID}
 			case obsAbsent:
 				observed[e.ID()] = domain.Observation{State: domain.ObjectAbsent}
 			case obsUnreadable:

@@ -59,7 +59,7 @@ func NewHandoff(plan RecoveryPlan) (Handoff, error) {
 	h.Decision.TombstoneSlice = ""
 	h.Digest = handoffDigest(d.SynthesisUUID, h.HistoryWritten, plan.Tombstones)
 	for i, t := range plan.Tombstones {
-		m, err := selfCheckingManifest(t, h.HistoryWritten, h.Digest)
+		m, err := selfCheckingManifest(t, plan.EnoManagers, h.HistoryWritten, h.Digest)
 		if err != nil {
 			return Handoff{}, err
 		}
@@ -304,7 +304,7 @@ type RecoverySliceInvalidError struct {
 }
 
 func (e *RecoverySliceInvalidError) Error() string {
-	return fmt.Sprintf("the current synthesis names resource slice %s under a recovery slice's name, but it is not this controller's hand-off for it (%s); remove it from the synthesis or delete it", e.Slice, e.Detail)
+	return fmt.Sprintf("the current synthesis names resource slice %s under a recovery slice's name, but it is not this controller's hand-off for it (%s); any eno-reconciler restart reloads the synthesis and acts on its tombstones, so before one: pause the composition (%s: \"true\"), then remove the slice from the synthesis and delete it", e.Slice, e.Detail, AnnotationDisableReconciliation)
 }
 
 // CommitPrecondition is what the commit point of the hand-off requires of the Composition: the

@@ -236,3 +236,12 @@ func TestCheckReusable(t *testing.T) {
 		assert.Error(t, domain.CheckReusable(c, s, want), name)
 	}
 }
+
+// K3 after a reload (R2): a refused slice stays named, and eno-reconciler acts on its tombstones
+// on its next restart; the refusal says what to do before one.
+func TestRecoverySliceInvalidTellsWhatToDoBeforeARestart(t *testing.T) {
+	msg := (&domain.RecoverySliceInvalidError{Slice: "web-recovery-0", Detail: "no precondition"}).Error()
+	for _, want := range []string{"web-recovery-0", "no precondition", "eno-reconciler restart", domain.AnnotationDisableReconciliation + `: "true"`, "remove the slice from the synthesis"} {
+		assert.Contains(t, msg, want)
+	}
+}

@@ -168,7 +168,7 @@ func planObserved(t testing.TB, in domain.RecoveryInput) domain.RecoveryPlan {
 	require.NotEmpty(t, p.Verify)
 	in.Observed = map[domain.ResourceID]domain.Observation{}
 	for _, ts := range p.Verify {
-		in.Observed[ts.Entry.ID()] = domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-24 * time.Hour), Changed: historyWritten.Add(-24 * time.Hour), UID: testUID}
+		in.Observed[ts.Entry.ID()] = domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-24 * time.Hour), Writes: enoWrote(historyWritten.Add(-24 * time.Hour)), UID: testUID}
 	}
 	p, err = domain.PlanRecovery(in)
 	require.NoError(t, err)
@@ -205,4 +205,9 @@ func invalidReason(t testing.TB, err error) domain.InvalidReason {
 	r, ok := domain.InvalidReasonOf(err)
 	require.Truef(t, ok, "want an *InventoryInvalidError, got %T: %v", err, err)
 	return r
+}
+
+// enoWrote is the write history of an object Eno last wrote at at.
+func enoWrote(at time.Time) []domain.ObjectWrite {
+	return []domain.ObjectWrite{{Manager: "eno", Time: at}}
 }

@@ -52,7 +52,7 @@ func TestPlanRecoveryReadFailures(t *testing.T) {
 	snap, err := domain.ReadSnapshotFor(self, own, now, 0, domain.AdoptWithinNamespace)
 	require.NoError(t, err)
 	ids := []domain.ResourceID{entriesN(2)[0].ID(), entriesN(2)[1].ID()}
-	old := domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Changed: historyWritten.Add(-time.Hour), UID: testUID}
+	old := domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Writes: enoWrote(historyWritten.Add(-time.Hour)), UID: testUID}
 	failed := domain.Observation{State: domain.ObjectReadFailed, Detail: "reading it failed: 503"}
 	in := domain.RecoveryInput{Composition: self, Snapshot: snap, Synthesis: producing(t, 0), MaxTombstoneFraction: 1, Now: now}
 

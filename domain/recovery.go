@@ -176,7 +176,9 @@ type RecoveryInput struct {
 	// slice (ProducedElsewhere), read with Observed: a Namespace deployed into is kept.
 	Elsewhere            map[ResourceID]string
 	MaxTombstoneFraction float64
-	Now                  time.Time
+	// EnoManagers are Eno's field managers; any other manager of an object keeps it (§6.3).
+	EnoManagers EnoManagers
+	Now         time.Time
 }
 
 // RecoveryPlan is the decision and the tombstones to publish (none unless Recovered).
@@ -194,6 +196,8 @@ type RecoveryPlan struct {
 	// SourceUID is the UID of the incarnation that recorded the history: its slices, until the
 	// garbage collector takes them, are no evidence that another Composition produces anything.
 	SourceUID string
+	// EnoManagers are the field managers the tombstones' preconditions accept.
+	EnoManagers EnoManagers
 }
 
 // Decided reports whether the plan decides, rather than asking for downstream reads first.
@@ -342,8 +346,9 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 		return RecoveryPlan{}, err
 	}
 	writeTime, known := snap.WriteTime()
-	verified, dropped := VerifyTombstones(toVerify, in.Observed, writeTime, known)
-	verified, deployedInto := splitDeployedInto(verified, in.Synthesis, in.Elsewhere)
+	// A Namespace deployed into is kept whatever its object shows: nothing of it needs deleting.
+	toVerify, deployedInto := splitDeployedInto(toVerify, in.Synthesis, in.Elsewhere)
+	verified, dropped := VerifyTombstones(toVerify, in.Observed, in.EnoManagers, writeTime, known)
 	dropped = append(append(disabled, dropped...), deployedInto...)
 	summary := DroppedSummary(dropped)
 	withDrops := func(msg string) string {
@@ -361,7 +366,7 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 		return RecoveryPlan{Decision: d, Dropped: dropped}, nil
 	}
 	d.Tombstones = len(verified)
-	plan := RecoveryPlan{Decision: d, Dropped: dropped, HistoryWritten: writeTime, SourceUID: in.Snapshot.CompositionUID()}
+	plan := RecoveryPlan{Decision: d, Dropped: dropped, HistoryWritten: writeTime, SourceUID: in.Snapshot.CompositionUID(), EnoManagers: in.EnoManagers}
 	if overDeletionGuard(len(verified), total, in.MaxTombstoneFraction) || len(cascading(verified)) > 0 {
 		return planOverTheGuard(plan, in, verified, total, withDrops), nil
 	}

@@ -91,8 +91,9 @@ var celLiteral = regexp.MustCompile(`^[A-Za-z0-9:.-]{1,64}$`)
 // by Eno against its own live read of the object (`self`) and the Composition it acts for.
 // Every part must hold:
 //   - the object is the one recovery saw (its UID);
-//   - it has a write history, and no write of the object itself (subresources aside) is newer
-//     than the history's write time, to the second;
+//   - with managedFields entries of the object itself (subresources aside), each is one of Eno's
+//     field managers and carries a time no newer than the history's write time, to the second
+//     (an entry without a time is unknown, so false); without any, the object is bare (IsBare);
 //   - the Composition is neither deleting nor paused (disable-reconciliation "true" on it);
 //   - the Composition carries AnnotationArmed with the hand-off's digest.
 //
@@ -101,7 +102,7 @@ var celLiteral = regexp.MustCompile(`^[A-Za-z0-9:.-]{1,64}$`)
 // unconditionally, so the condition is built from one fixed template whose interpolated values
 // are checked against celLiteral; a value that fails the check is an error, and no tombstone
 // is written.
-func Precondition(uid string, written time.Time, digest string) (string, error) {
+func Precondition(uid string, eno EnoManagers, written time.Time, digest string) (string, error) {
 	at := written.UTC().Truncate(time.Second).Format(time.RFC3339)
 	for _, v := range []string{uid, at, digest} {
 		if !celLiteral.MatchString(v) {
@@ -110,8 +111,9 @@ func Precondition(uid string, written time.Time, digest string) (string, error) 
 	}
 	return strings.Join([]string{
 		`self.metadata.uid == "` + uid + `"`,
-		`size(self.metadata.managedFields) > 0`,
-		`self.metadata.managedFields.all(m, (has(m.subresource) && m.subresource != "") || timestamp(m.time) <= timestamp("` + at + `"))`,
+		`((has(self.metadata.managedFields) && self.metadata.managedFields.exists(m, !has(m.subresource) || m.subresource == "")) ? ` +
+			`self.metadata.managedFields.all(m, (has(m.subresource) && m.subresource != "") || ` +
+			`(m.manager in ` + celStrings(eno.Names()) + ` && has(m.time) && timestamp(m.time) <= timestamp("` + at + `"))) : ` + celBare() + `)`,
 		`composition.metadata.deletionTimestamp == null`,
 		`!("` + AnnotationDisableReconciliation + `" in composition.metadata.annotations && composition.metadata.annotations["` + AnnotationDisableReconciliation + `"] == "true")`,
 		`composition.metadata.annotations["` + AnnotationArmed + `"] == "` + digest + `"`,
@@ -121,8 +123,8 @@ func Precondition(uid string, written time.Time, digest string) (string, error) 
 // selfCheckingManifest is the tombstone's manifest: the recorded identity, labels and
 // annotations, without the recorded overrides, with reconciliation disabled, and one override
 // that enables it when Precondition holds.
-func selfCheckingManifest(t Tombstone, written time.Time, digest string) (string, error) {
-	cond, err := Precondition(t.UID, written, digest)
+func selfCheckingManifest(t Tombstone, eno EnoManagers, written time.Time, digest string) (string, error) {
+	cond, err := Precondition(t.UID, eno, written, digest)
 	if err != nil {
 		return "", fmt.Errorf("the tombstone of %s: %w", t.Entry.ID(), err)
 	}

@@ -31,9 +31,10 @@ type Observation struct {
 	State ObjectState
 	// Created is the object's creationTimestamp (downstream clock, whole seconds).
 	Created time.Time
-	// Changed is the newest write of the object itself by any field manager (its
-	// managedFields' times, subresources aside); zero when unknown.
-	Changed time.Time
+	// Writes are the managedFields entries of the object's main resource (subresources aside).
+	Writes []ObjectWrite
+	// Bare: the object holds no field any manager could own (IsBare); read only without Writes.
+	Bare bool
 	// UID is the object's UID.
 	UID string
 	// Detail says why an object is unreadable.
@@ -61,6 +62,10 @@ var (
 	// DropChanged: the object was written after the history was (another manager took it
 	// over, an operator edited it): it may no longer be the orphan the history recorded.
 	DropChanged = DropReason{"ChangedAfterHistory"}
+	// DropManagedElsewhere: a field manager that is not Eno's manages the object's main
+	// resource (a GitOps tool that took it over, a person's edit): it is theirs too, whenever
+	// they wrote it, and an identical apply leaves no time to compare (design §6.3).
+	DropManagedElsewhere = DropReason{"ManagedElsewhere"}
 	// DropProducedElsewhere: another Composition's synthesis produces the object. Eno applies
 	// every Composition with one field manager and an in-sync object gets no write, so a
 	// takeover shows in no managedFields time; the other Composition keeps it.
@@ -107,12 +112,12 @@ func disabledDetail(e Entry) string {
 }
 
 // VerifyTombstones applies the checks at the moment of deletion to the tombstones of a plan:
-// given what a metadata read of each object found just before publishing, and the time the
+// given what a read of each object found just before publishing, Eno's field managers, and the time the
 // selected history was written (known false when it cannot be determined), it returns the
 // tombstones to publish and the ones dropped, in the order given. An object missing from
 // observed counts as unreadable. Both times are the downstream API server's, in whole seconds;
 // an object created in the very second the history was written counts as older.
-func VerifyTombstones(tombstones []Tombstone, observed map[ResourceID]Observation, writeTime time.Time, known bool) ([]Tombstone, []DroppedTombstone) {
+func VerifyTombstones(tombstones []Tombstone, observed map[ResourceID]Observation, eno EnoManagers, writeTime time.Time, known bool) ([]Tombstone, []DroppedTombstone) {
 	var keep []Tombstone
 	var dropped []DroppedTombstone
 	for _, t := range tombstones {
@@ -137,16 +142,13 @@ func VerifyTombstones(tombstones []Tombstone, observed map[ResourceID]Observatio
 		case o.Created.Truncate(time.Second).After(writeTime.Truncate(time.Second)):
 			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropNewer,
 				Detail: fmt.Sprintf("created %s, history written %s", o.Created.UTC().Format(time.RFC3339), writeTime.UTC().Format(time.RFC3339))})
-		case o.Changed.IsZero():
-			// No managedFields: the object has no write history, so nothing tells it apart from
-			// one an operator or another tool took over since (its precondition fails too).
-			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropUnreadable, Detail: "it has no managedFields: no write history"})
 		case o.UID == "" || !celLiteral.MatchString(o.UID):
 			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropUnreadable, Detail: fmt.Sprintf("its UID %q cannot be checked by its precondition", o.UID)})
-		case o.Changed.Truncate(time.Second).After(writeTime.Truncate(time.Second)):
-			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropChanged,
-				Detail: fmt.Sprintf("written %s, history written %s", o.Changed.UTC().Format(time.RFC3339), writeTime.UTC().Format(time.RFC3339))})
 		default:
+			if reason, detail, ok := ownership(o, eno, writeTime); !ok {
+				dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: reason, Detail: detail})
+				continue
+			}
 			t.UID = o.UID
 			keep = append(keep, t)
 		}

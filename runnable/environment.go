@@ -22,6 +22,7 @@ const (
 	EnvReconcileTimeout           = "ENO_TOMBSTONE_RECOVERY_RECONCILE_TIMEOUT"             // a duration, e.g. 2m
 	EnvWorkers                    = "ENO_TOMBSTONE_RECOVERY_WORKERS"                       // an integer
 	EnvImpersonate                = "ENO_TOMBSTONE_RECOVERY_IMPERSONATE"                   // a user name
+	EnvEnoFieldManagers           = "ENO_TOMBSTONE_RECOVERY_ENO_FIELD_MANAGERS"            // e.g. eno,eno-reconciler
 )
 
 // settingEnv names the variable behind each setting app.Config.Validate checks.
@@ -67,6 +68,7 @@ func (o Options) fromEnvironment(getenv func(string) string) (Options, error) {
 	parse(EnvReconcileTimeout, "a duration such as 1m", duration(&o.ReconcileTimeout))
 	parse(EnvWorkers, "an integer", integer(&o.Workers))
 	parse(EnvImpersonate, "", str(&o.Impersonate))
+	parse(EnvEnoFieldManagers, "field manager names separated by commas", o.EnoFieldManagers.Set)
 	return o, errors.Join(errs...)
 }
 

@@ -46,6 +46,9 @@ type Options struct {
 	// each namespace's history to itself: a lineage override must not let anyone who can write
 	// Compositions in one namespace have Eno delete another namespace's orphans.
 	AllowCrossNamespaceLineage bool
+	// EnoFieldManagers are the field managers the host's eno-reconciler writes downstream
+	// objects with; the zero value is Eno v0.2.17's (domain.DefaultEnoManagers).
+	EnoFieldManagers domain.EnoManagers
 	// PendingRecheckInterval is how often a hand-off that Eno has not carried yet is checked
 	// again against the downstream objects; 0 is app.DefaultPendingRecheckInterval.
 	PendingRecheckInterval time.Duration
@@ -206,6 +209,7 @@ func (o Options) appConfig(matcher domain.LabelMatcher) (app.Config, error) {
 		cfg.MaxTombstoneFraction = *o.MaxTombstoneFraction
 	}
 	cfg.AllowCrossNamespaceLineage = o.AllowCrossNamespaceLineage
+	cfg.EnoManagers = o.EnoFieldManagers
 	if o.PendingRecheckInterval != 0 {
 		cfg.PendingRecheckInterval = o.PendingRecheckInterval
 	}

@@ -104,6 +104,7 @@ func TestResolveEnvironment(t *testing.T) {
 		EnvAllowCrossNamespaceLineage: "true",
 		EnvWorkers:                    "3",
 		EnvImpersonate:                "system:serviceaccount:ops:recovery",
+		EnvEnoFieldManagers:           "eno, my-eno",
 	}
 	s, err := Options{Enabled: true, Getenv: func(k string) string { return vars[k] }}.resolve()
 	require.NoError(t, err)
@@ -115,6 +116,7 @@ func TestResolveEnvironment(t *testing.T) {
 	assert.True(t, s.config.AllowCrossNamespaceLineage)
 	assert.Equal(t, 3, s.Workers)
 	assert.Equal(t, "system:serviceaccount:ops:recovery", s.Impersonate)
+	assert.Equal(t, []string{"eno", "my-eno"}, s.config.EnoManagers.Names())
 
 	s, err = Options{Enabled: true, MaxChunks: 9, Getenv: func(string) string { return "" }}.resolve()
 	require.NoError(t, err)
@@ -145,6 +147,7 @@ func TestRefusals(t *testing.T) {
 		{"negative timings", Options{CacheSyncTimeout: -time.Second}, "must not be negative"},
 		{"variable not a number", Options{Getenv: env(EnvMaxChunks, "many")}, `ENO_TOMBSTONE_RECOVERY_MAX_CHUNKS="many": want an integer`},
 		{"variable not a boolean", Options{Getenv: env(EnvEnabled, "yes please")}, "ENO_TOMBSTONE_RECOVERY_ENABLED"},
+		{"a field manager a precondition cannot quote", Options{Getenv: env(EnvEnoFieldManagers, `eno,"x"`)}, `ENO_TOMBSTONE_RECOVERY_ENO_FIELD_MANAGERS="eno,\"x\"": want field manager names separated by commas`},
 		{"variable out of range, named", Options{Getenv: env(EnvMaxTombstoneFraction, "2")}, "ENO_TOMBSTONE_RECOVERY_MAX_TOMBSTONE_FRACTION must be between 0 and 1, got 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

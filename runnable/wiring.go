@@ -35,6 +35,7 @@ type clients struct {
 	cpMeta             metadata.Interface // control plane: the fleet index's Compositions
 	core               corev1client.CoreV1Interface
 	meta               metadata.Interface // downstream: objects' metadata, live
+	dsDynamic          dynamic.Interface  // downstream: a bare object's whole content, live
 	discovery          discovery.DiscoveryInterface
 }
 
@@ -58,6 +59,9 @@ func newClients(cp, ds *rest.Config) (clients, error) {
 	}
 	if c.meta, err = metadata.NewForConfigAndClient(ds, c.dsHTTP); err != nil {
 		return c, fmt.Errorf("tombstone recovery: downstream metadata client: %w", err)
+	}
+	if c.dsDynamic, err = dynamic.NewForConfigAndClient(ds, c.dsHTTP); err != nil {
+		return c, fmt.Errorf("tombstone recovery: downstream dynamic client: %w", err)
 	}
 	if c.discovery, err = discovery.NewDiscoveryClientForConfigAndClient(ds, c.dsHTTP); err != nil {
 		return c, fmt.Errorf("tombstone recovery: downstream discovery client: %w", err)
@@ -161,7 +165,7 @@ func (g *Guest) service(comps compositionLister, secrets *cachedSecrets, fleet *
 	if deps.Sink, err = k8s.NewTombstoneSink(c.dynamic); err != nil {
 		return nil, err
 	}
-	if deps.Downstream, err = k8s.NewDownstreamObjects(c.meta, c.discovery); err != nil {
+	if deps.Downstream, err = k8s.NewDownstreamObjects(c.meta, c.dsDynamic, c.discovery); err != nil {
 		return nil, err
 	}
 	if deps.Events, err = k8s.NewRecorder(g.mgr.GetEventRecorderFor(k8s.DefaultEventSource)); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -12,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/restmapper"
 
@@ -23,20 +23,23 @@ var _ ports.DownstreamReader = (*DownstreamObjects)(nil)
 
 // DownstreamObjects reads downstream objects' metadata through the metadata client, mapping each
 // kind to its resource with a RESTMapper over discovery. Discovery is cached and refreshed once
-// when a kind is not found, so a CRD installed since is still seen.
+// when a kind is not found, so a CRD installed since is still seen. An object with no
+// managedFields entry of its main resource is read whole, to tell a bare object from one whose
+// history was stripped (domain.IsBare).
 type DownstreamObjects struct {
 	client metadata.Interface
+	full   dynamic.Interface
 	cache  discovery.CachedDiscoveryInterface
 	mapper *restmapper.DeferredDiscoveryRESTMapper
 }
 
-// NewDownstreamObjects reads through client, mapping kinds with disc.
-func NewDownstreamObjects(client metadata.Interface, disc discovery.DiscoveryInterface) (*DownstreamObjects, error) {
-	if client == nil || disc == nil {
-		return nil, errors.New("downstream objects: a metadata client and a discovery client are required")
+// NewDownstreamObjects reads through client, and full for whole objects, mapping kinds with disc.
+func NewDownstreamObjects(client metadata.Interface, full dynamic.Interface, disc discovery.DiscoveryInterface) (*DownstreamObjects, error) {
+	if client == nil || full == nil || disc == nil {
+		return nil, errors.New("downstream objects: a metadata client, a dynamic client and a discovery client are required")
 	}
 	cache := memory.NewMemCacheClient(disc)
-	return &DownstreamObjects{client: client, cache: cache, mapper: restmapper.NewDeferredDiscoveryRESTMapper(cache)}, nil
+	return &DownstreamObjects{client: client, full: full, cache: cache, mapper: restmapper.NewDeferredDiscoveryRESTMapper(cache)}, nil
 }
 
 // ObserveObject reads e's object. NotFound is absent; Forbidden, or a kind the server does not
@@ -56,37 +59,49 @@ func (d *DownstreamObjects) ObserveObject(ctx context.Context, e domain.Entry) (
 	case err != nil:
 		return domain.Observation{}, fmt.Errorf("mapping %s to a resource: %w", gvk, err)
 	}
-	res := d.client.Resource(mapping.Resource)
-	var obj *metav1.PartialObjectMetadata
 	namespaced := mapping.Scope.Name() == meta.RESTScopeNameNamespace
 	if namespaced != (e.Namespace != "") {
 		return domain.Observation{State: domain.ObjectUnreadable,
 			Detail: fmt.Sprintf("the history's namespace %q does not fit the scope of %s", e.Namespace, mapping.Resource.GroupResource())}, nil
 	}
-	if namespaced {
-		obj, err = res.Namespace(e.Namespace).Get(ctx, e.Name, metav1.GetOptions{})
-	} else {
-		obj, err = res.Get(ctx, e.Name, metav1.GetOptions{})
+	obj, err := d.client.Resource(mapping.Resource).Namespace(e.Namespace).Get(ctx, e.Name, metav1.GetOptions{})
+	if o, done, err := readState(e, err); done {
+		return o, err
 	}
-	switch {
-	case apierrors.IsNotFound(err):
-		return domain.Observation{State: domain.ObjectAbsent}, nil
-	case apierrors.IsForbidden(err):
-		return domain.Observation{State: domain.ObjectUnreadable, Detail: "forbidden"}, nil
-	case err != nil:
-		return domain.Observation{}, apiError(fmt.Sprintf("reading %s downstream", e.ID()), err)
-	}
-	return domain.Observation{State: domain.ObjectPresent, Created: obj.CreationTimestamp.UTC(), Changed: lastWritten(obj.ManagedFields), UID: string(obj.UID)}, nil
-}
-
-// lastWritten is the newest time a field manager wrote the object itself; writes to a
-// subresource (status, scale) do not count.
-func lastWritten(entries []metav1.ManagedFieldsEntry) time.Time {
-	var newest time.Time
-	for _, e := range entries {
-		if e.Subresource == "" && e.Time != nil && e.Time.After(newest) {
-			newest = e.Time.UTC()
+	o := domain.Observation{State: domain.ObjectPresent, Created: obj.CreationTimestamp.UTC(), UID: string(obj.UID)}
+	for _, m := range obj.ManagedFields {
+		if m.Subresource == "" {
+			w := domain.ObjectWrite{Manager: m.Manager}
+			if m.Time != nil {
+				w.Time = m.Time.UTC()
+			}
+			o.Writes = append(o.Writes, w)
 		}
 	}
-	return newest
+	if len(o.Writes) > 0 {
+		return o, nil
+	}
+	whole, err := d.full.Resource(mapping.Resource).Namespace(e.Namespace).Get(ctx, e.Name, metav1.GetOptions{})
+	if r, done, err := readState(e, err); done {
+		return r, err
+	}
+	if string(whole.GetUID()) != o.UID || len(whole.GetManagedFields()) != len(obj.ManagedFields) {
+		return domain.Observation{}, fmt.Errorf("reading %s downstream: it changed between two reads; read again", e.ID())
+	}
+	o.Bare = domain.IsBare(whole.Object)
+	return o, nil
+}
+
+// readState turns a read's error into the observation it means: done is false when the read
+// succeeded; NotFound is absent, Forbidden unreadable, any other failure returned for a retry.
+func readState(e domain.Entry, err error) (o domain.Observation, done bool, _ error) {
+	switch {
+	case err == nil:
+		return o, false, nil
+	case apierrors.IsNotFound(err):
+		return domain.Observation{State: domain.ObjectAbsent}, true, nil
+	case apierrors.IsForbidden(err):
+		return domain.Observation{State: domain.ObjectUnreadable, Detail: "forbidden"}, true, nil
+	}
+	return o, true, apiError(fmt.Sprintf("reading %s downstream", e.ID()), err)
 }

@@ -67,7 +67,12 @@ func (c *Cluster) ObserveObject(ctx context.Context, e domain.Entry) (domain.Obs
 	if !ok {
 		return domain.Observation{State: domain.ObjectAbsent}, nil
 	}
-	return domain.Observation{State: domain.ObjectPresent, Created: obj.created, Changed: obj.written, UID: obj.uid}, nil
+	// As kube-apiserver tracks them: one entry of Eno's, unless the manifest has no field to own.
+	var fields map[string]any
+	if err := json.Unmarshal([]byte(obj.manifest), &fields); err == nil && domain.IsBare(fields) {
+		return domain.Observation{State: domain.ObjectPresent, Created: obj.created, Bare: true, UID: obj.uid}, nil
+	}
+	return domain.Observation{State: domain.ObjectPresent, Created: obj.created, Writes: []domain.ObjectWrite{{Manager: "eno", Time: obj.written}}, UID: obj.uid}, nil
 }
 
 // MarkUnreadable makes reads of the object fail as a Forbidden or an unknown kind would; an

@@ -22,7 +22,7 @@ func (c *clock) now() time.Time { return c.at }
 func TestObserveObject(t *testing.T) {
 	created := time.Date(2025, 6, 1, 11, 0, 0, 0, time.UTC)
 	cm := domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "cm"}
-	const cmManifest = `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"ns","name":"cm"}}`
+	const cmManifest = `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"ns","name":"cm"},"data":{"k":"v"}}`
 	tests := []struct {
 		name  string
 		setup func(t *testing.T, c *memory.Cluster, clk *clock)
@@ -32,23 +32,26 @@ func TestObserveObject(t *testing.T) {
 		{"present, creation time in whole seconds", func(t *testing.T, c *memory.Cluster, clk *clock) {
 			clk.at = created.Add(700 * time.Millisecond)
 			put(t, c, cmManifest)
-		}, domain.Observation{State: domain.ObjectPresent, Created: created, Changed: created, UID: firstUID}},
+		}, domain.Observation{State: domain.ObjectPresent, Created: created, Writes: enoWrote(created), UID: firstUID}},
+		{"no field to own: bare, with no managedFields entry", func(t *testing.T, c *memory.Cluster, _ *clock) {
+			put(t, c, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"ns","name":"cm"}}`)
+		}, domain.Observation{State: domain.ObjectPresent, Created: created, Bare: true, UID: firstUID}},
 		{"a re-apply keeps the creation time", func(t *testing.T, c *memory.Cluster, clk *clock) {
 			put(t, c, cmManifest)
 			clk.at = created.Add(time.Hour)
 			put(t, c, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"ns","name":"cm","labels":{"a":"b"}}}`)
-		}, domain.Observation{State: domain.ObjectPresent, Created: created, Changed: created.Add(time.Hour), UID: firstUID}},
+		}, domain.Observation{State: domain.ObjectPresent, Created: created, Writes: enoWrote(created.Add(time.Hour)), UID: firstUID}},
 		{"an apply that changes nothing is no write", func(t *testing.T, c *memory.Cluster, clk *clock) {
 			put(t, c, cmManifest)
 			clk.at = created.Add(time.Hour)
 			put(t, c, cmManifest)
-		}, domain.Observation{State: domain.ObjectPresent, Created: created, Changed: created, UID: firstUID}},
+		}, domain.Observation{State: domain.ObjectPresent, Created: created, Writes: enoWrote(created), UID: firstUID}},
 		{"deleted and re-created by hand: the new creation time", func(t *testing.T, c *memory.Cluster, clk *clock) {
 			id := put(t, c, cmManifest)
 			c.DeleteDownstream(id)
 			clk.at = created.Add(time.Hour)
 			put(t, c, cmManifest)
-		}, domain.Observation{State: domain.ObjectPresent, Created: created.Add(time.Hour), Changed: created.Add(time.Hour), UID: "00000000-0000-4000-9000-000000000002"}},
+		}, domain.Observation{State: domain.ObjectPresent, Created: created.Add(time.Hour), Writes: enoWrote(created.Add(time.Hour)), UID: "00000000-0000-4000-9000-000000000002"}},
 		{"deleted", func(t *testing.T, c *memory.Cluster, _ *clock) {
 			c.DeleteDownstream(put(t, c, cmManifest))
 		}, domain.Observation{State: domain.ObjectAbsent}},
@@ -62,11 +65,11 @@ func TestObserveObject(t *testing.T) {
 			id := put(t, c, cmManifest)
 			c.MarkUnreadable(id, "forbidden")
 			c.MarkUnreadable(id, "")
-		}, domain.Observation{State: domain.ObjectPresent, Created: created, Changed: created, UID: firstUID}},
+		}, domain.Observation{State: domain.ObjectPresent, Created: created, Writes: enoWrote(created), UID: firstUID}},
 		{"another object's mark does not apply", func(t *testing.T, c *memory.Cluster, _ *clock) {
 			put(t, c, cmManifest)
 			c.MarkUnreadable(domain.ResourceID{Kind: "ConfigMap", Namespace: "other", Name: "cm"}, "forbidden")
-		}, domain.Observation{State: domain.ObjectPresent, Created: created, Changed: created, UID: firstUID}},
+		}, domain.Observation{State: domain.ObjectPresent, Created: created, Writes: enoWrote(created), UID: firstUID}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -86,6 +89,10 @@ func TestObserveObject(t *testing.T) {
 		_, err := c.ObserveObject(ctx, cm)
 		assert.ErrorIs(t, err, context.Canceled)
 	})
+}
+
+func enoWrote(at time.Time) []domain.ObjectWrite {
+	return []domain.ObjectWrite{{Manager: "eno", Time: at}}
 }
 
 func put(t *testing.T, c *memory.Cluster, manifest string) domain.ResourceID {

@@ -261,10 +261,16 @@ func (c *Cluster) disabledLocked(cur domain.Composition, ch sliceResource) (bool
 	}
 	var live *unstructured.Unstructured
 	if obj, ok := c.downstream[ch.m.id]; ok {
-		live = m.DeepCopy()
+		live = &unstructured.Unstructured{}
+		if err := live.UnmarshalJSON([]byte(obj.manifest)); err != nil {
+			return false, fmt.Errorf("reconciling %s: the live object: %w", ch.m.id, err)
+		}
+		bare := domain.IsBare(live.Object) // no field to own: kube-apiserver tracks no managedFields
 		live.SetUID(types.UID(obj.uid))
 		live.SetCreationTimestamp(metav1.NewTime(obj.created))
-		live.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "eno", Operation: metav1.ManagedFieldsOperationApply, Time: ptr(metav1.NewTime(obj.written))}})
+		if !bare {
+			live.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "eno", Operation: metav1.ManagedFieldsOperationApply, Time: ptr(metav1.NewTime(obj.written))}})
+		}
 	}
 	comp := &unstructured.Unstructured{Object: map[string]any{}}
 	comp.SetName(cur.Name)

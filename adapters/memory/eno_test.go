@@ -198,8 +198,10 @@ func commitRecoverySlice(t *testing.T, c *memory.Cluster, comp domain.Compositio
 		if o.State == domain.ObjectPresent {
 			ts[i].UID = o.UID
 		}
-		if o.Changed.After(written) {
-			written = o.Changed
+		for _, w := range o.Writes {
+			if w.Time.After(written) {
+				written = w.Time
+			}
 		}
 	}
 	h, err := domain.NewHandoff(domain.RecoveryPlan{

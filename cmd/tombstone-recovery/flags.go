@@ -28,6 +28,7 @@ type clusterFlags struct {
 	maxChunkBytes, maxChunks     int
 	maxTombstoneFraction         float64
 	allowCrossNamespaceLineage   bool
+	enoFieldManagers             domain.EnoManagers
 }
 
 // clusterFlagHelp is the help text of the flags whose meaning differs between the commands.
@@ -44,6 +45,8 @@ func (f *clusterFlags) bind(fs *flag.FlagSet, help clusterFlagHelp) {
 	fs.Float64Var(&f.maxTombstoneFraction, "max-tombstone-fraction", domain.DefaultMaxTombstoneFraction, help.maxTombstoneFraction)
 	fs.BoolVar(&f.allowCrossNamespaceLineage, "allow-cross-namespace-lineage", false,
 		"let a Composition with no history of its own adopt its lineage's history from another namespace, and record over it once its Composition is gone; off, a lineage override never reaches into another namespace")
+	fs.Var(&f.enoFieldManagers, "eno-field-managers",
+		"comma-separated field managers eno-reconciler writes downstream objects with (Eno v0.2.17: eno,eno-reconciler); an object any other manager manages is kept")
 }
 
 // settingFlags names the flag behind each setting app.Config.Validate checks.
@@ -105,4 +108,5 @@ func (f clusterFlags) configure(cfg *app.Config) {
 	cfg.MaxChunks = f.maxChunks
 	cfg.MaxTombstoneFraction = f.maxTombstoneFraction
 	cfg.AllowCrossNamespaceLineage = f.allowCrossNamespaceLineage
+	cfg.EnoManagers = f.enoFieldManagers
 }

@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/Azure/eno-tombstone-recovery/app"
+	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
 // TestClusterFlagsAreCheckedAlikeByRunAndInspect: a bad shared flag is refused by both commands
@@ -85,6 +87,26 @@ func TestAllowCrossNamespaceLineageFlag(t *testing.T) {
 	cfg := app.DefaultConfig()
 	run.configure(&cfg)
 	assert.False(t, cfg.AllowCrossNamespaceLineage, "off by default")
+}
+
+// --eno-field-managers (design §6.3) defaults to Eno v0.2.17's managers, reaches the use cases'
+// configuration for run and inspect, and refuses a name a precondition cannot quote.
+func TestEnoFieldManagersFlag(t *testing.T) {
+	run, err := parseRunFlags([]string{"--eno-field-managers", "eno,my-eno"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	inspect, err := parseInspectFlags([]string{"--lineage", "x", "--eno-field-managers=eno,my-eno"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	for _, f := range []clusterFlags{run.clusterFlags, inspect.clusterFlags} {
+		cfg := app.DefaultConfig()
+		f.configure(&cfg)
+		assert.Equal(t, []string{"eno", "my-eno"}, cfg.EnoManagers.Names())
+	}
+	assert.Equal(t, []string{"eno", "my-eno"}, run.controllerOptions(nil, logr.Discard()).EnoFieldManagers.Names())
+	run, err = parseRunFlags(nil, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, domain.DefaultEnoManagers, run.enoFieldManagers.Names())
+	_, err = parseRunFlags([]string{"--eno-field-managers", `eno,"x"`}, &bytes.Buffer{})
+	require.ErrorContains(t, err, "is not a field manager name")
 }
 
 // --pending-recheck-interval defaults to a minute, reaches the controller's options, and a

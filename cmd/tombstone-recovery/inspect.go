@@ -292,10 +292,14 @@ func (in inspector) inspector(ctx context.Context, o inspectOptions, cpConfig, r
 	if err != nil {
 		return nil, fmt.Errorf("downstream metadata client: %w", err)
 	}
+	full, err := dynamic.NewForConfig(remoteConfig)
+	if err != nil {
+		return nil, fmt.Errorf("downstream dynamic client: %w", err)
+	}
 	if deps.Secrets, err = k8s.NewSecretStore(remoteCore, nil, o.inventoryNamespace); err != nil {
 		return nil, err
 	}
-	if deps.Downstream, err = k8s.NewDownstreamObjects(meta, remoteDiscovery); err != nil {
+	if deps.Downstream, err = k8s.NewDownstreamObjects(meta, full, remoteDiscovery); err != nil {
 		return nil, err
 	}
 	cfg := app.DefaultConfig()

@@ -225,14 +225,14 @@ func deployOrphans(t *testing.T, c kubetest.Clients) {
 	_, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}, metav1.CreateOptions{})
 	ignoreExists(err)
 	_, err = c.Kube.CoreV1().ConfigMaps("team-a").Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "web-feature-flags", Labels: map[string]string{"app": "web"}}}, metav1.CreateOptions{})
+		ObjectMeta: metav1.ObjectMeta{Name: "web-feature-flags", Labels: map[string]string{"app": "web"}}}, metav1.CreateOptions{FieldManager: "eno"}) // as Eno wrote it
 	ignoreExists(err)
 	_, err = c.Kube.BatchV1().CronJobs("team-a").Create(ctx, &batchv1.CronJob{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-cleanup"},
 		Spec: batchv1.CronJobSpec{Schedule: "0 3 * * *", JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{
 			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "cleanup", Image: "busybox"}}},
 		}}}},
-	}, metav1.CreateOptions{})
+	}, metav1.CreateOptions{FieldManager: "eno"})
 	ignoreExists(err)
 }
 

@@ -242,6 +242,7 @@ func (o runOptions) controllerOptions(selector labels.Selector, log logr.Logger)
 		MaxChunks:                  o.maxChunks,
 		MaxTombstoneFraction:       &fraction,
 		AllowCrossNamespaceLineage: o.allowCrossNamespaceLineage,
+		EnoFieldManagers:           o.enoFieldManagers,
 		PendingRecheckInterval:     o.pendingRecheck,
 		ReconcileTimeout:           o.reconcileTimeout,
 		Workers:                    o.workers,

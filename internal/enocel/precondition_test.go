@@ -75,6 +75,8 @@ func TestPreconditionOnEnosLiveRead(t *testing.T) {
 		live   func() *unstructured.Unstructured
 		comp   func(d string) *unstructured.Unstructured
 		enable bool
+		// decided: the condition evaluates to false, rather than failing to evaluate.
+		decided bool
 	}{
 		"as recovery saw it": {live: func() *unstructured.Unstructured { return live(write("eno", before, "")) }, enable: true},
 		"written the same second": {live: func() *unstructured.Unstructured {
@@ -88,19 +90,69 @@ func TestPreconditionOnEnosLiveRead(t *testing.T) {
 			o.SetUID("7b7d0c1e-4b6a-4f1e-9d1c-0a1b2c3d4e5f")
 			return o
 		}},
+		"Eno wrote it after the history (another composition took it over)": {live: func() *unstructured.Unstructured {
+			return live(write("eno", after, ""))
+		}, decided: true},
 		"written after the history": {live: func() *unstructured.Unstructured {
 			return live(write("eno", before, ""), write("kubectl", after, ""))
 		}},
-		"no managedFields": {live: func() *unstructured.Unstructured { return live() }},
-		"an empty managedFields list": {live: func() *unstructured.Unstructured {
+		"bare: no managedFields, no field to own": {live: func() *unstructured.Unstructured { return live() }, enable: true},
+		"bare: an empty managedFields list": {live: func() *unstructured.Unstructured {
 			o := live()
 			require.NoError(t, unstructured.SetNestedSlice(o.Object, []any{}, "metadata", "managedFields"))
 			return o
+		}, enable: true},
+		"bare ClusterRole without rules": {live: func() *unstructured.Unstructured {
+			o := live()
+			o.SetAPIVersion("rbac.authorization.k8s.io/v1")
+			o.SetKind("ClusterRole")
+			o.Object["rules"] = nil
+			return o
+		}, enable: true},
+		"bare Namespace: the server's own label and spec": {live: func() *unstructured.Unstructured {
+			o := live()
+			o.SetLabels(map[string]string{"kubernetes.io/metadata.name": "a"})
+			o.Object["spec"] = map[string]any{"finalizers": []any{"kubernetes"}}
+			return o
+		}, enable: true},
+		"another spec": {live: func() *unstructured.Unstructured {
+			o := live()
+			o.Object["spec"] = map[string]any{"finalizers": []any{"kubernetes", "x"}}
+			return o
 		}},
+		"bare but for a status entry": {live: func() *unstructured.Unstructured {
+			o := live(write("kubelet", before, "status"))
+			o.Object["status"] = map[string]any{"phase": "Active"}
+			return o
+		}, enable: true},
+		"content but no managedFields (stripped)": {live: func() *unstructured.Unstructured {
+			o := live()
+			o.Object["data"] = map[string]any{"k": "v"}
+			return o
+		}},
+		"a label but no managedFields": {live: func() *unstructured.Unstructured {
+			o := live()
+			o.SetLabels(map[string]string{"app": "x"})
+			return o
+		}},
+		"content and only a status entry": {live: func() *unstructured.Unstructured {
+			o := live(write("kubelet", before, "status"))
+			o.Object["data"] = map[string]any{"k": "v"}
+			return o
+		}},
+		"co-managed before the history (Flux-style)": {live: func() *unstructured.Unstructured {
+			return live(write("eno", before, ""), write("kustomize-controller", before, ""))
+		}, decided: true},
+		"identical takeover: another manager, no time": {live: func() *unstructured.Unstructured {
+			return live(write("eno", before, ""), metav1.ManagedFieldsEntry{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply})
+		}, decided: true},
+		"Eno's update as eno-reconciler": {live: func() *unstructured.Unstructured {
+			return live(write("eno", before, ""), write("eno-reconciler", before, ""))
+		}, enable: true},
 		"absent": {live: func() *unstructured.Unstructured { return nil }},
 		"entry with no time": {live: func() *unstructured.Unstructured {
 			return live(metav1.ManagedFieldsEntry{Manager: "eno", Operation: metav1.ManagedFieldsOperationApply})
-		}},
+		}, decided: true},
 		"composition paused": {comp: func(d string) *unstructured.Unstructured {
 			c := armedComposition(d)
 			c.SetAnnotations(map[string]string{domain.AnnotationArmed: d, domain.AnnotationDisableReconciliation: "true"})
@@ -138,6 +190,9 @@ func TestPreconditionOnEnosLiveRead(t *testing.T) {
 			} else {
 				assert.NotEqual(t, enocel.OverrideActive, outcomes[1])
 			}
+			if tt.decided {
+				assert.Equal(t, enocel.OverrideInactive, outcomes[1], "unknown on purpose, not by an evaluation error")
+			}
 			assert.Equal(t, want, snap.GetAnnotations()[domain.AnnotationDisableReconciliation])
 		})
 	}
@@ -148,7 +203,7 @@ func TestPreconditionOnEnosLiveRead(t *testing.T) {
 func TestPreconditionThatDoesNotCompileKeepsTheObject(t *testing.T) {
 	m, d := tombstone(t)
 	raw := m.GetAnnotations()[domain.AnnotationOverrides]
-	cond, err := domain.Precondition(uid, written, d)
+	cond, err := domain.Precondition(uid, domain.EnoManagers{}, written, d)
 	require.NoError(t, err)
 	quoted, err := json.Marshal(cond)
 	require.NoError(t, err)
@@ -165,14 +220,14 @@ func TestPreconditionThatDoesNotCompileKeepsTheObject(t *testing.T) {
 // The condition compiles in Eno's environment: Eno applies an override whose condition does
 // not compile unconditionally.
 func TestPreconditionCompiles(t *testing.T) {
-	cond, err := domain.Precondition(uid, written, digest)
+	cond, err := domain.Precondition(uid, domain.EnoManagers{}, written, digest)
 	require.NoError(t, err)
 	_, err = enocel.Compile(cond)
 	require.NoError(t, err)
 	for _, bad := range []string{`a" || true || "`, "", "x\ny"} {
-		_, err := domain.Precondition(bad, written, digest)
+		_, err := domain.Precondition(bad, domain.EnoManagers{}, written, digest)
 		assert.Error(t, err, "%q", bad)
-		_, err = domain.Precondition(uid, written, bad)
+		_, err = domain.Precondition(uid, domain.EnoManagers{}, written, bad)
 		assert.Error(t, err, "%q", bad)
 	}
 }

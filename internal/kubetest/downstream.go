@@ -39,7 +39,7 @@ func (c Clients) ApplyDownstream(ctx context.Context, manifests ...string) error
 		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
 			client = c.Dynamic.Resource(mapping.Resource).Namespace(obj.GetNamespace())
 		}
-		if _, err := client.Create(ctx, &obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		if _, err := client.Create(ctx, &obj, metav1.CreateOptions{FieldManager: "eno"}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("applying %s %s/%s downstream: %w", gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
 		}
 	}

@@ -274,7 +274,7 @@ func startController(t testing.TB, namespace, inventoryNamespace string, maxChun
 	c.Scope = domain.Scope{Namespace: namespace, Selector: domain.Everything}
 	c.InventoryNamespace = inventoryNamespace
 	c.MaxChunkBytes = maxChunkBytes
-	downstream, err := k8s.NewDownstreamObjects(meta, remote.Discovery())
+	downstream, err := k8s.NewDownstreamObjects(meta, dyn, remote.Discovery())
 	require.NoError(t, err)
 	// The fleet index's list and watch are its own, not any reconcile's: they are not counted.
 	svc, err := app.New(c, app.Deps{

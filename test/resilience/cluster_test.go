@@ -465,7 +465,7 @@ func newService(t *testing.T, cfg *rest.Config, o serviceOptions) *app.Service {
 	store, err := k8s.NewSecretStore(c.Kube.CoreV1(), nil, inventoryNamespace)
 	require.NoError(t, err)
 
-	downstream, err := k8s.NewDownstreamObjects(c.Metadata, c.Kube.Discovery())
+	downstream, err := k8s.NewDownstreamObjects(c.Metadata, c.Dynamic, c.Kube.Discovery())
 	require.NoError(t, err)
 	deps := app.Deps{Compositions: comps, Guard: comps, Slices: sl, Fleet: runFleetIndex(t, c), Store: store, Sink: sink, Decisions: comps, Downstream: downstream}
 	if o.wrapStore != nil {
