@@ -1,8 +1,6 @@
 package sim
 
 import (
-	"time"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -27,8 +25,8 @@ type cluster struct {
 	resources []apiserver.Resource
 }
 
-func newCluster(clock func() time.Time, resources []apiserver.Resource, seed uint64) cluster {
-	return cluster{Server: apiserver.New(apiserver.Options{Clock: clock, Resources: resources, Seed: seed}), resources: resources}
+func newCluster(opts apiserver.Options) cluster {
+	return cluster{Server: apiserver.New(opts), resources: opts.Resources}
 }
 
 // Client is a dynamic client acting as manager.

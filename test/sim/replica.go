@@ -20,6 +20,7 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
 	"github.com/Azure/eno-tombstone-recovery/app"
 	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/test/sim/enomodel"
 )
 
 // Request is one API request a replica is about to make, as the scheduler sees it.
@@ -273,6 +274,7 @@ func (r *replica) await() {
 	r.pending = nil
 	r.running = false
 	r.last = ev.done
+	r.w.noteReport(ev.done)
 	r.cancel()
 	r.w.logf("replica %s: %s", r.name, ev.done)
 	if r.crashed.Load() {
@@ -332,6 +334,24 @@ func (r *replica) String() string {
 		state = fmt.Sprintf("at %s", r.pending.req)
 	}
 	return fmt.Sprintf("replica %s (%s)", r.name, state)
+}
+
+// noteReport keeps what a reconcile reported: the reason each object was kept, and the
+// outcome of a decision it wrote.
+func (w *World) noteReport(o *outcome) {
+	rec := o.res.Recovery
+	if rec == nil || !rec.Written {
+		return
+	}
+	w.outcome = rec.Plan.Decision.Outcome
+	for _, d := range rec.Plan.Dropped {
+		id := d.Tombstone.Entry.ID()
+		w.reported[enomodel.Ref{Group: id.Group, Kind: id.Kind, Namespace: id.Namespace, Name: id.Name}] = d.Reason.String() + ": " + d.Detail
+	}
+	for _, h := range rec.Plan.Held {
+		id := h.Entry.ID()
+		w.reported[enomodel.Ref{Group: id.Group, Kind: id.Kind, Namespace: id.Namespace, Name: id.Name}] = rec.Plan.Decision.Reason + ": held"
+	}
 }
 
 // eventLog is the Events every replica records, as an operator would read them: the oracle

@@ -1,0 +1,142 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/Azure/eno-tombstone-recovery/domain"
+)
+
+// The sequences of issue 36, as scripts. Each is an open sequence until issue 37 fixes it.
+func init() { cases = append(cases, reviewCases...) }
+
+// openSequence is a sequence today's code gets wrong: its named case must keep being caught,
+// and a random schedule's finding that matches it is counted as found, not as new.
+type openSequence struct {
+	why     string
+	matches func(w *World, v Violation) bool
+}
+
+// openSequences are the sequences today's code gets wrong, by the name of their case. Moving a
+// name out of this table makes its case a must-pass case, and makes a random schedule that
+// finds it fail.
+var openSequences = map[string]openSequence{
+	"R1": {why: "a Namespace tombstone is carried into a synthesis that deploys into it", matches: insideNamespaceDeployedInto},
+	"R2": {why: "a refused plain tombstone runs on eno-reconciler's next reload", matches: func(w *World, v Violation) bool {
+		return writtenByOther(v) && w.events.warned(string(w.oracle.incarnation), "RecoverySliceInvalid")
+	}},
+	"R3":          {why: "an object another tool co-manages since before the history is deleted", matches: coManagedBeforeHistory},
+	"R3identical": {why: "an object another tool applied unchanged before the history is deleted", matches: coManagedBeforeHistory},
+	"BareOrphan": {why: "an orphan with no field to own (no managedFields) is kept as Unreadable", matches: func(_ *World, v Violation) bool {
+		return v.Rule == RuleSilentLeftover && strings.Contains(v.Detail, "no managedFields")
+	}},
+	"K4window": {why: "a Composition with no synthesis yet produces an orphan Eno deletes first (issue 37 item 6)", matches: func(_ *World, v Violation) bool {
+		return (v.Rule == RuleProducedByLiving || v.Rule == RuleOnlyWithRecovery) && strings.Contains(v.Detail, "produced by") && !strings.HasPrefix(v.Object, "Namespace ")
+	}},
+}
+
+func coManagedBeforeHistory(_ *World, v Violation) bool {
+	return writtenByOther(v) && strings.Contains(v.Detail, "(before the history)")
+}
+
+func writtenByOther(v Violation) bool {
+	return v.Rule == RuleWrittenByOther || (v.Rule == RuleOnlyWithRecovery && strings.HasPrefix(v.Detail, "written by"))
+}
+
+// insideNamespaceDeployedInto matches R1's findings: a Namespace a living Composition deploys
+// into is deleted, with what is inside it.
+func insideNamespaceDeployedInto(w *World, v Violation) bool {
+	deployedInto := map[string]bool{}
+	for _, f := range w.oracle.Violations() {
+		if f.Rule == RuleProducedByLiving && strings.HasPrefix(f.Object, "Namespace ") {
+			deployedInto[strings.TrimPrefix(f.Object, "Namespace ")] = true
+		}
+	}
+	_, rest, _ := strings.Cut(v.Object, " ")
+	ns, _, namespaced := strings.Cut(rest, "/")
+	return (v.Rule == RuleProducedByLiving || v.Rule == RuleCascade || v.Rule == RuleOnlyWithRecovery) &&
+		(deployedInto[rest] || (namespaced && deployedInto[ns]))
+}
+
+var reviewCases = []namedCase{
+	{
+		// R1: old-ns holds only orphans; the recovery is held, approved and handed off; then the
+		// recreated Composition's synthesizer deploys a ConfigMap into old-ns. Eno's executor
+		// carries the Namespace's tombstone into that synthesis and deletes it first.
+		name:   "R1",
+		story:  cascadeStory,
+		points: []string{"A held the recovery for review", "an operator approved", "A handed off old-ns", "a later synthesis deploys into old-ns"},
+		script: func(t *testing.T, w *World) {
+			a := w.replicas[0]
+			w.settle("eno synthesizes the recreated composition")
+			reach(t, w, "A held the recovery for review", a.reconcile(w.ref).err == nil && w.outcome == domain.OutcomeHeldForReview)
+			_, approved := approveReview(w)
+			reach(t, w, "an operator approved", approved)
+			w.freshCaches()
+			reach(t, w, "A handed off old-ns", a.reconcile(w.ref).err == nil && handedOff(w, nsRef("old-ns")))
+			_, deployed := deployIntoNamespace(w)
+			reach(t, w, "a later synthesis deploys into old-ns", deployed)
+			w.settle("eno synthesizes again and carries the hand-off")
+		},
+	},
+	{
+		// R2: K3, then eno-reconciler restarts: it reloads the synthesis that names the stale
+		// writer's slice and deletes orphan-a, written after the history.
+		name:   "R2",
+		points: []string{"a stale writer's slice is named", "an orphan was written after the history", "A refused it as RecoverySliceInvalid", "eno-reconciler restarted"},
+		script: func(t *testing.T, w *World) {
+			a := w.replicas[0]
+			w.settle("eno synthesizes the recreated composition")
+			reach(t, w, "a stale writer's slice is named", nameStaleSlice(t, w, "orphan-a"))
+			_, edited := editOrphan(w)
+			reach(t, w, "an orphan was written after the history", edited)
+			w.freshCaches()
+			o := a.reconcile(w.ref)
+			reach(t, w, "A refused it as RecoverySliceInvalid", o.err != nil && w.events.warned(string(w.oracle.incarnation), "RecoverySliceInvalid"))
+			w.settle("eno acts on the named slice")
+			w.procs[0].Restart()
+			reach(t, w, "eno-reconciler restarted", true)
+			w.settle("eno-reconciler reloads the synthesis")
+		},
+	},
+	{
+		// R3: a GitOps tool applies orphan-a with its own labels after the first recording; the
+		// old incarnation synthesizes again and is recorded, so the history postdates the write.
+		name:   "R3",
+		story:  func() Story { s := DefaultStory(); s.BeforeDeletion = comanagedBeforeHistory(false); return s },
+		points: []string{"A handed off"},
+		script: reconcileAfterPrologue("A handed off"),
+	},
+	{
+		// R3 with identical content: the tool's apply changes nothing, and leaves no trace in
+		// managedFields; the simulation saw it all the same.
+		name:   "R3identical",
+		story:  func() Story { s := DefaultStory(); s.BeforeDeletion = comanagedBeforeHistory(true); return s },
+		points: []string{"A handed off"},
+		script: reconcileAfterPrologue("A handed off"),
+	},
+	{
+		// BareOrphan: an orphan ConfigMap with no data has no managedFields; nobody but Eno ever
+		// wrote it, so it must go, or be kept for a true reason.
+		name:   "BareOrphan",
+		story:  bareStory,
+		points: []string{"A decided"},
+		script: reconcileAfterPrologue("A decided"),
+	},
+	{
+		// K4window (seed 30's class): after the hand-off, another Composition is created whose
+		// synthesizer produces orphan-a; Eno deletes orphan-a before that first synthesis.
+		name:   "K4window",
+		points: []string{"A handed off", "another composition will produce an orphan", "Eno deleted it before that composition's first synthesis"},
+		script: func(t *testing.T, w *World) {
+			a := w.replicas[0]
+			w.settle("eno synthesizes the recreated composition")
+			reach(t, w, "A handed off", a.reconcile(w.ref).err == nil && len(recoverySlices(w)) == 1)
+			_, took := takeover(w)
+			reach(t, w, "another composition will produce an orphan", took)
+			w.settleOnly(w.ref.Name)
+			reach(t, w, "Eno deleted it before that composition's first synthesis", !exists(w, cmRef("app", "orphan-a")))
+			w.settle("eno synthesizes the other composition")
+		},
+	},
+}
