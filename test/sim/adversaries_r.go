@@ -61,14 +61,15 @@ func clusterController(w *World) (string, bool) {
 }
 
 // deployIntoNamespace: the recreated Composition's synthesizer now deploys a ConfigMap into an
-// orphaned Namespace, and its spec changes, so Eno synthesizes it again (R1's step 2).
+// orphaned Namespace, there or not, and its spec changes, so Eno synthesizes it again (R1's
+// step 2).
 func deployIntoNamespace(w *World) (string, bool) {
 	deployed := map[string]bool{}
 	for _, m := range w.eno.Outputs[w.oracle.incarnation] {
 		deployed[m.GetNamespace()] = true
 	}
 	for _, ref := range w.oracle.Orphans() {
-		if ref.Kind != "Namespace" || deployed[ref.Name] || w.truth.uidOf(ref) == "" {
+		if ref.Kind != "Namespace" || deployed[ref.Name] {
 			continue
 		}
 		outputs := append(append([]*unstructured.Unstructured(nil), w.eno.Outputs[w.oracle.incarnation]...), configMap(ref.Name, "late", nil))

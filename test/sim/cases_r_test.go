@@ -1,10 +1,12 @@
 package sim
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/test/sim/enomodel"
 )
 
 // The sequences of issue 36, as scripts. Each is an open sequence until issue 37 fixes it.
@@ -27,11 +29,16 @@ var openSequences = map[string]openSequence{
 	}},
 	"R3":          {why: "an object another tool co-manages since before the history is deleted", matches: coManagedBeforeHistory},
 	"R3identical": {why: "an object another tool applied unchanged before the history is deleted", matches: coManagedBeforeHistory},
-	"BareOrphan": {why: "an orphan with no field to own (no managedFields) is kept as Unreadable", matches: func(_ *World, v Violation) bool {
-		return v.Rule == RuleSilentLeftover && strings.Contains(v.Detail, "no managedFields")
+	"IdenticalTakeover": {why: "an object another tool applied unchanged after the history is deleted: the simulated server, like an Update, writes nothing (issue 37 item 1)",
+		matches: func(_ *World, v Violation) bool {
+			return writtenByOther(v) && strings.Contains(v.Detail, "written identically by "+gitOpsManager)
+		}},
+	"BareOrphan": {why: "an orphan with no field to own (no managedFields) is kept as Unreadable", matches: func(w *World, v Violation) bool {
+		return v.Rule == RuleSilentLeftover && slices.ContainsFunc(w.oracle.Orphans(), func(r enomodel.Ref) bool { return r.String() == v.Object && w.oracle.bare(r) })
 	}},
 	"K4window": {why: "a Composition with no synthesis yet produces an orphan Eno deletes first (issue 37 item 6)", matches: func(_ *World, v Violation) bool {
-		return (v.Rule == RuleProducedByLiving || v.Rule == RuleOnlyWithRecovery) && strings.Contains(v.Detail, "produced by") && !strings.HasPrefix(v.Object, "Namespace ")
+		return ((v.Rule == RuleProducedByLiving || v.Rule == RuleOnlyWithRecovery) && strings.Contains(v.Detail, "produced by") ||
+			writtenByOther(v) && strings.Contains(v.Detail, " by eno for ")) && !strings.HasPrefix(v.Object, "Namespace ")
 	}},
 }
 
@@ -40,7 +47,7 @@ func coManagedBeforeHistory(_ *World, v Violation) bool {
 }
 
 func writtenByOther(v Violation) bool {
-	return v.Rule == RuleWrittenByOther || (v.Rule == RuleOnlyWithRecovery && strings.HasPrefix(v.Detail, "written by"))
+	return v.Rule == RuleWrittenByOther || (v.Rule == RuleOnlyWithRecovery && strings.HasPrefix(v.Detail, "written"))
 }
 
 // insideNamespaceDeployedInto matches R1's findings: a Namespace a living Composition deploys
@@ -114,6 +121,21 @@ var reviewCases = []namedCase{
 		story:  func() Story { s := DefaultStory(); s.BeforeDeletion = comanagedBeforeHistory(true); return s },
 		points: []string{"A handed off"},
 		script: reconcileAfterPrologue("A handed off"),
+	},
+	{
+		// IdenticalTakeover: after the history, a GitOps tool applies orphan-a unchanged. The
+		// write changes nothing, so nothing on the object says it happened.
+		name:   "IdenticalTakeover",
+		points: []string{"a tool applied an orphan unchanged", "A handed off"},
+		script: func(t *testing.T, w *World) {
+			a := w.replicas[0]
+			w.settle("eno synthesizes the recreated composition")
+			_, ok := comanage(true)(w)
+			reach(t, w, "a tool applied an orphan unchanged", ok)
+			w.freshCaches()
+			reach(t, w, "A handed off", a.reconcile(w.ref).err == nil && len(recoverySlices(w)) == 1)
+			w.settle("eno carries the hand-off")
+		},
 	},
 	{
 		// BareOrphan: an orphan ConfigMap with no data has no managedFields; nobody but Eno ever

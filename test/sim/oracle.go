@@ -210,7 +210,7 @@ func (o *Oracle) judge(ref enomodel.Ref, uid types.UID, prefix string) {
 	}
 	switch why := o.w.truth.trueOrphan(uid, o.old); {
 	case why == "":
-	case strings.HasPrefix(why, "written by"):
+	case strings.HasPrefix(why, "written"):
 		o.flag(rule(RuleWrittenByOther), ref, prefix+why+o.beforeHistory(uid))
 	default:
 		o.flag(rule(RuleNotEnos), ref, prefix+why)
@@ -298,6 +298,9 @@ func (o *Oracle) OnlyWithRecovery(plain *World) []Violation {
 		uid := o.w.truth.last[ref]
 		o.w.truth.mu.Unlock()
 		why := o.w.truth.trueOrphan(uid, o.old)
+		if strings.HasPrefix(why, "written") {
+			why += o.beforeHistory(uid)
+		}
 		if why == "" && o.recorded[ref].disabled {
 			why = "disabled by the old incarnation"
 		}
@@ -325,10 +328,15 @@ func (o *Oracle) Leftovers(present func(enomodel.Ref) bool) []Violation {
 			len(o.w.truth.producers(ref, 0, o.old)) > 0 || o.holdsOthers(ref) {
 			continue
 		}
-		if why, ok := o.w.reported[ref]; ok && o.justified(ref, why) {
+		why, ok := o.w.reported[ref]
+		if !ok && o.w.decisionReason == domain.ReasonUnverified {
+			// The decision says objects were kept; a crash lost which and why.
+			why, ok = domain.DropUnreadable.String()+": a decision Unverified, its reasons lost with a crash", true
+		}
+		if ok && o.justified(ref, why) {
 			continue
 		}
-		out = append(out, Violation{Rule: RuleSilentLeftover, Object: ref.String(), Detail: "reported: " + o.w.reported[ref], Step: len(o.w.trace)})
+		out = append(out, Violation{Rule: RuleSilentLeftover, Object: ref.String(), Detail: "reported: " + why, Step: len(o.w.trace)})
 	}
 	return out
 }
@@ -364,6 +372,19 @@ func (o *Oracle) justified(ref enomodel.Ref, why string) bool {
 		return false
 	}
 	return true
+}
+
+// bare reports whether the old incarnation's manifest of ref has no content: no field a
+// manager could own.
+func (o *Oracle) bare(ref enomodel.Ref) bool {
+	for _, m := range o.w.opts.Story.Old {
+		if enomodel.RefOf(m) != ref {
+			continue
+		}
+		meta, _ := m.Object["metadata"].(map[string]any)
+		return len(m.Object) == 3 && len(meta) <= 2 && m.GetLabels() == nil && m.GetAnnotations() == nil
+	}
+	return false
 }
 
 // holdsOthers reports whether ref is a Namespace holding an object that is no true orphan.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -242,9 +243,19 @@ func (t *truth) trueOrphan(uid types.UID, old types.UID) string {
 	if first < 0 {
 		return "Eno never created or adopted it for the old incarnation"
 	}
-	for _, w := range ws[first:] {
-		if w.actor != mine && w.verb != "delete" && w.verb != "request delete" {
-			return fmt.Sprintf("written by %s at step %d", w.actor, w.step)
+	for i, w := range ws[first:] {
+		if w.verb == "delete" || w.verb == "request delete" {
+			break // what follows a deletion (a namespace controller finishing it) is the deletion's
+		}
+		if w.actor != mine {
+			how := "written"
+			if rest := ws[first+i+1:]; strings.HasPrefix(w.verb, "request ") &&
+				!slices.ContainsFunc(rest, func(x write) bool {
+					return x.step == w.step && x.actor == w.actor && !strings.HasPrefix(x.verb, "request ")
+				}) {
+				how = "written identically" // the request changed nothing
+			}
+			return fmt.Sprintf("%s by %s at step %d", how, w.actor, w.step)
 		}
 	}
 	return ""

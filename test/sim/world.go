@@ -95,9 +95,10 @@ type World struct {
 	producedEver map[types.UID][]enomodel.Ref
 	// What the product reported: the reason it gave for keeping each object, the outcome of
 	// its last written decision; and whether an operator paused the Composition.
-	reported map[enomodel.Ref]string
-	outcome  domain.Outcome
-	paused   bool
+	reported       map[enomodel.Ref]string
+	outcome        domain.Outcome
+	decisionReason string
+	paused         bool
 }
 
 // New builds the world and plays the story up to the recreated Composition: the old
