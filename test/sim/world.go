@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/test/sim/apiserver"
@@ -122,13 +121,10 @@ func New(opts Options) (*World, error) {
 	w.cp = newCluster(apiserver.Options{Clock: w.clock.Now, Resources: controlPlaneResources, Seed: 1, Observe: w.truth.observeControlPlane})
 	w.ds = newCluster(apiserver.Options{Clock: w.clock.Now, Resources: downstreamResources, Seed: 2,
 		Observe: w.truth.observeDownstream, Intercept: w.truth.intercept})
-	w.cpAdmin = must(dynamic.NewForConfig(w.cp.RESTConfig("kubectl")))
-	w.dsAdmin = must(dynamic.NewForConfig(w.ds.RESTConfig("kubectl")))
+	w.cpAdmin, w.dsAdmin = w.cp.DirectReads("kubectl", nil), w.ds.DirectReads("kubectl", nil)
 	w.oracle = newOracle(w)
-	enoDS := rest.CopyConfig(w.ds.RESTConfig("eno"))
-	enoDS.Transport = &deleteWatch{next: enoDS.Transport, w: w}
-	w.eno = enomodel.NewEno(must(dynamic.NewForConfig(w.cp.RESTConfig("eno"))), must(dynamic.NewForConfig(enoDS)),
-		w.enoCache, downstreamMapper, w.clock.Now)
+	watched := func(next http.RoundTripper) http.RoundTripper { return &deleteWatch{next: next, w: w} }
+	w.eno = enomodel.NewEno(w.cp.DirectReads("eno", nil), w.ds.DirectReads("eno", watched), w.enoCache, downstreamMapper, w.clock.Now)
 	w.eno.InSync = w.truth.inSync
 	w.procs = []*enomodel.Reconciler{w.eno.NewReconciler("eno-reconciler")}
 	for i := range opts.Replicas {
@@ -430,9 +426,8 @@ func (w *World) enoActions() []action {
 			return ok
 		}}
 	}
-	comps, _ := w.cp.List(apiserver.Compositions, "", metav1.ListOptions{})
-	for _, c := range comps.Items {
-		ns, name := c.GetNamespace(), c.GetName()
+	for _, c := range w.cp.Names(apiserver.Compositions) {
+		ns, name := c.Namespace, c.Name
 		out = append(out,
 			step("dispatch "+name, func() (bool, error) { return w.eno.Dispatch(ctx, ns, name) }),
 			step("execute "+name, func() (bool, error) { return w.eno.Execute(ctx, ns, name) }),
@@ -451,9 +446,8 @@ func (w *World) enoActions() []action {
 			}
 		}
 	}
-	slicesList, _ := w.cp.List(apiserver.ResourceSlices, "", metav1.ListOptions{})
-	for _, s := range slicesList.Items {
-		ns, name := s.GetNamespace(), s.GetName()
+	for _, s := range w.cp.Names(apiserver.ResourceSlices) {
+		ns, name := s.Namespace, s.Name
 		out = append(out, step("cleanup check "+name, func() (bool, error) { return w.eno.CleanupCheck(ctx, ns, name) }))
 		if slices.ContainsFunc(w.eno.PendingCleanup(), func(k string) bool { return strings.HasPrefix(k, ns+"/"+name+"/") }) {
 			out = append(out, step("cleanup confirm "+name, func() (bool, error) { return w.eno.CleanupConfirm(ctx, ns, name) }),
