@@ -1,11 +1,15 @@
 package sim
 
 import (
+	"errors"
 	"io"
 	"maps"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -62,13 +66,13 @@ func TestExplore(t *testing.T) {
 		require.NoError(t, err)
 		first, n = v, 1
 	}
-	start := time.Now()
+	start, cpuStart := time.Now(), cpuTime(t)
+	outcomes := explore(t, first, n)
 	broken := 0
 	states := map[uint64]bool{}
 	found := map[string][]uint64{}
-	for seed := first; seed < first+uint64(n); seed++ {
-		out, err := Differential(seed, 300)
-		require.NoError(t, err)
+	for i, out := range outcomes {
+		seed := first + uint64(i)
 		for s := range out.Recovery.States() {
 			states[s] = true
 		}
@@ -91,11 +95,46 @@ func TestExplore(t *testing.T) {
 		broken++
 		t.Errorf("seed %d (replay: make sim SIM_SEED=%d): %v\n%s\n--- without recovery ---\n%s", seed, seed, unexplained, out.Recovery.Trace(), out.Plain.Trace())
 	}
+	cpuPerMinute := float64(n) / (cpuTime(t) - cpuStart).Minutes()
 	perMinute := float64(n) / time.Since(start).Minutes()
-	t.Logf("%d schedules (%.0f per minute, each run twice), %d distinct states, %d broken", n, perMinute, len(states), broken)
+	t.Logf("%d schedules, each run twice: %.0f per minute on %d cores (%.0f per CPU-minute), %d distinct states, %d broken",
+		n, perMinute, runtime.GOMAXPROCS(0), cpuPerMinute, len(states), broken)
 	for _, name := range slices.Sorted(maps.Keys(found)) {
 		t.Logf("open sequence %s found by %d schedules, first seed %d: %v", name, len(found[name]), found[name][0], found[name])
 	}
+}
+
+// explore runs the schedules first..first+n-1 on GOMAXPROCS workers: each world is its own,
+// so a seed replays the same whichever worker runs it.
+func explore(t *testing.T, first uint64, n int) []Outcome {
+	out := make([]Outcome, n)
+	errs := make([]error, n)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				out[i], errs[i] = Differential(first+uint64(i), 300)
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
+	return out
+}
+
+// cpuTime is the CPU time the test process has used, user and system: on shared cores the wall
+// clock says little.
+func cpuTime(t *testing.T) time.Duration {
+	var ru syscall.Rusage
+	require.NoError(t, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // openSequenceOf names the open sequence a finding matches, or "".
