@@ -331,7 +331,7 @@ func (o *Oracle) Leftovers(present func(enomodel.Ref) bool) []Violation {
 		why, ok := o.w.reported[ref]
 		if !ok && o.w.decisionReason == domain.ReasonUnverified {
 			// The decision says objects were kept; a crash lost which and why.
-			why, ok = domain.DropUnreadable.String()+": a decision Unverified, its reasons lost with a crash", true
+			why, ok = lostUnverified, true
 		}
 		if ok && o.justified(ref, why) {
 			continue
@@ -355,10 +355,16 @@ func (o *Oracle) excused() bool {
 	return o.w.events.warned(uid, "RecoverySliceInvalid") || o.w.events.warned(uid, "RecoverySliceLost")
 }
 
+// lostUnverified is the report of a kept object when the decision said Unverified and a crash
+// lost the reconcile's own account of which objects were kept and why.
+const lostUnverified = "Unverified: its reasons lost with a crash"
+
 // justified reports whether the reason the product gave for keeping the true orphan ref is
 // true by the ground truth.
 func (o *Oracle) justified(ref enomodel.Ref, why string) bool {
 	switch {
+	case why == lostUnverified:
+		return o.w.unreadable(ref) || o.w.truth.inventoryTouched()
 	case strings.HasPrefix(why, domain.DropUnreadable.String()):
 		return o.w.unreadable(ref) // a fault the world injected; no managedFields is no reason
 	case strings.HasPrefix(why, domain.DropUnknownWriteTime.String()):
