@@ -33,6 +33,13 @@ var openSequences = map[string]openSequence{
 		matches: func(_ *World, v Violation) bool {
 			return writtenByOther(v) && strings.Contains(v.Detail, "written identically by "+gitOpsManager)
 		}},
+	// Found by seed 456, not yet scripted: after an operator deletes a recovery slice, Eno never
+	// loads the synthesis that names it, and its missing-slice resynthesis is suppressed because
+	// the hand-off's force-resynthesis already names that synthesis: a later output (ConfigMap
+	// old-ns/late) is never created. To triage with issue 37.
+	"SliceLostStuck": {why: "a deleted recovery slice leaves the Composition's later outputs uncreated", matches: func(w *World, v Violation) bool {
+		return v.Rule == RuleOnlyWithRecovery && v.Detail == "never existed" && strings.Contains(w.Trace(), "adversary delete-slice: ")
+	}},
 	"BareOrphan": {why: "an orphan with no field to own (no managedFields) is kept as Unreadable", matches: func(w *World, v Violation) bool {
 		return v.Rule == RuleSilentLeftover && slices.ContainsFunc(w.oracle.Orphans(), func(r enomodel.Ref) bool { return r.String() == v.Object && w.oracle.bare(r) })
 	}},
@@ -53,9 +60,13 @@ func writtenByOther(v Violation) bool {
 // insideNamespaceDeployedInto matches R1's findings: a Namespace a living Composition deploys
 // into is deleted, with what is inside it.
 func insideNamespaceDeployedInto(w *World, v Violation) bool {
+	findings := w.findings
+	if findings == nil {
+		findings = w.oracle.Violations()
+	}
 	deployedInto := map[string]bool{}
-	for _, f := range w.oracle.Violations() {
-		if f.Rule == RuleProducedByLiving && strings.HasPrefix(f.Object, "Namespace ") {
+	for _, f := range findings {
+		if (f.Rule == RuleProducedByLiving || f.Rule == RuleOnlyWithRecovery) && strings.HasPrefix(f.Object, "Namespace ") && strings.Contains(f.Detail, "produced by") {
 			deployedInto[strings.TrimPrefix(f.Object, "Namespace ")] = true
 		}
 	}

@@ -202,6 +202,7 @@ func Differential(seed uint64, steps int) (Outcome, error) {
 	}
 	out.Violations = append(out.Violations, rec.oracle.OnlyWithRecovery(plain)...)
 	out.Violations = append(out.Violations, rec.oracle.Leftovers(func(ref enomodel.Ref) bool { return plain.truth.uidOf(ref) != "" })...)
+	rec.findings = out.Violations
 	return out, nil
 }
 

@@ -329,8 +329,8 @@ func (o *Oracle) Leftovers(present func(enomodel.Ref) bool) []Violation {
 			continue
 		}
 		why, ok := o.w.reported[ref]
-		if !ok && o.w.decisionReason == domain.ReasonUnverified {
-			// The decision says objects were kept; a crash lost which and why.
+		if !ok && !o.w.outcome.IsZero() {
+			// A decision was written; a crash lost the reconcile's account of what it kept and why.
 			why, ok = lostUnverified, true
 		}
 		if ok && o.justified(ref, why) {
@@ -355,9 +355,9 @@ func (o *Oracle) excused() bool {
 	return o.w.events.warned(uid, "RecoverySliceInvalid") || o.w.events.warned(uid, "RecoverySliceLost")
 }
 
-// lostUnverified is the report of a kept object when the decision said Unverified and a crash
-// lost the reconcile's own account of which objects were kept and why.
-const lostUnverified = "Unverified: its reasons lost with a crash"
+// lostUnverified is the report of a kept object when a decision was written and a crash lost
+// the reconcile's own account of which objects it kept and why.
+const lostUnverified = "kept: the reasons lost with a crash"
 
 // justified reports whether the reason the product gave for keeping the true orphan ref is
 // true by the ground truth.

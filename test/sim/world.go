@@ -98,6 +98,8 @@ type World struct {
 	outcome        domain.Outcome
 	decisionReason string
 	paused         bool
+	// findings are every finding of a differential run, once it is over.
+	findings []Violation
 }
 
 // New builds the world and plays the story up to the recreated Composition: the old
