@@ -39,7 +39,13 @@ func startProxy(t testing.TB, target *rest.Config, counter *Counter) *countingPr
 	rt, err := rest.TransportFor(target)
 	require.NoError(t, err)
 	rp := &httputil.ReverseProxy{
-		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(upstream) },
+		// Without the client's Accept-Encoding, the upstream transport asks for gzip itself and
+		// hands over the body decoded: counted bytes are what the client decodes, as it would
+		// read them uncompressed.
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(upstream)
+			pr.Out.Header.Del("Accept-Encoding")
+		},
 		Transport:     rt,
 		FlushInterval: -1, // watches stream
 		ErrorLog:      log.New(io.Discard, "", 0),
