@@ -114,10 +114,25 @@ type Counter struct {
 	failed Counts // HTTP status >= 400 or no response
 	first  map[string]time.Time
 	last   map[string]time.Time // of the last successful request of each kind
+	bytes  Counts               // response bytes, as the counting proxy writes them
 }
 
 func NewCounter() *Counter {
-	return &Counter{all: Counts{}, failed: Counts{}, first: map[string]time.Time{}, last: map[string]time.Time{}}
+	return &Counter{all: Counts{}, failed: Counts{}, first: map[string]time.Time{}, last: map[string]time.Time{}, bytes: Counts{}}
+}
+
+// addBytes counts n more response bytes of kind key (a watch's as its events stream).
+func (c *Counter) addBytes(key string, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.bytes[key] += n
+}
+
+// Bytes returns the response bytes counted so far by kind; only the counting proxy counts them.
+func (c *Counter) Bytes() Counts {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.bytes)
 }
 
 func (c *Counter) record(key string, status int, at time.Time) {

@@ -39,7 +39,13 @@ func startProxy(t testing.TB, target *rest.Config, counter *Counter) *countingPr
 	rt, err := rest.TransportFor(target)
 	require.NoError(t, err)
 	rp := &httputil.ReverseProxy{
-		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(upstream) },
+		// Without the client's Accept-Encoding, the upstream transport asks for gzip itself and
+		// hands over the body decoded: counted bytes are what the client decodes, as it would
+		// read them uncompressed.
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(upstream)
+			pr.Out.Header.Del("Accept-Encoding")
+		},
 		Transport:     rt,
 		FlushInterval: -1, // watches stream
 		ErrorLog:      log.New(io.Discard, "", 0),
@@ -53,7 +59,7 @@ func startProxy(t testing.TB, target *rest.Config, counter *Counter) *countingPr
 			p.serving.Add(1)
 			defer p.serving.Done()
 			key := classify(r.Method, r.URL)
-			sw := &statusWriter{ResponseWriter: w}
+			sw := &statusWriter{ResponseWriter: w, wrote: func(n int) { counter.addBytes(key, n) }}
 			// Deferred: ReverseProxy panics with http.ErrAbortHandler when a client goes away
 			// mid-stream, which is how every watch ends.
 			defer func() { counter.record(key, sw.status, time.Now()) }()
@@ -86,10 +92,12 @@ func (p *countingProxy) Kubeconfig(t testing.TB, dir string) string {
 	return path
 }
 
-// statusWriter remembers the status code; Unwrap keeps flushing (watches) working.
+// statusWriter remembers the status code and reports each body write's size; Unwrap keeps
+// flushing (watches) working.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	wrote  func(n int)
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -103,7 +111,9 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	return w.ResponseWriter.Write(b)
+	n, err := w.ResponseWriter.Write(b)
+	w.wrote(n)
+	return n, err
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
