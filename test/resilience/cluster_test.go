@@ -77,8 +77,8 @@ func workload(name string) map[string]any {
 }
 
 // downstreamKinds are the kinds deploy/release-downstream.yaml lets the controller read downstream
-// (design §6.3), each with an object the API server accepts. The security lifecycle tombstones one
-// of each, so that every grant is used.
+// (design §6.3), each with an object the API server accepts. The security lifecycle reads one of
+// each, so that every grant is used, and tombstones each but the ServiceAccount, which cascades.
 var downstreamKinds = map[string]downstreamKind{
 	"ConfigMap": {"v1", true, func(string) map[string]any { return map[string]any{"data": map[string]string{"key": "value"}} }},
 	"Service": {"v1", true, func(string) map[string]any {
