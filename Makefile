@@ -1,7 +1,7 @@
 # The two commands a newcomer needs: `make demo` and `make test`.
 SHELL := /usr/bin/env bash
 GO ?= go
-GOTEST_FLAGS ?= -race -count=1
+GOTEST_FLAGS ?= -race -count=1 -timeout 30m
 FUZZTIME ?= 30s
 BENCHTIME ?= 1x
 
@@ -56,7 +56,7 @@ test-eno:
 
 ## sim: the simulation of recovery next to a model of Eno (test/sim) over SIM_SCHEDULES random
 ## schedules; SIM_SEED=n replays one schedule with its trace. `make test` runs a short one.
-SIM_SCHEDULES ?= 200
+SIM_SCHEDULES ?= 2000
 SIM_SEED ?=
 sim:
 	SIM_SCHEDULES=$(SIM_SCHEDULES) SIM_SEED=$(SIM_SEED) $(GO) test -count=1 -timeout 60m -v -run 'TestExplore|TestNamedCases|TestQuietRecovery' ./test/sim/

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,10 +70,12 @@ func (f *FleetIndex) OnThreat(threatened func(domain.CompositionRef)) error {
 	return err
 }
 
-// Run runs both informers until ctx ends.
+// Run runs both informers until ctx ends, and returns once both have stopped.
 func (f *FleetIndex) Run(ctx context.Context) {
-	go f.compositions.RunWithContext(ctx)
+	var both sync.WaitGroup
+	both.Go(func() { f.compositions.RunWithContext(ctx) })
 	f.slices.RunWithContext(ctx)
+	both.Wait()
 }
 
 // HasSynced reports whether both informers hold a full list.

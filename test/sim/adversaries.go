@@ -48,6 +48,15 @@ func Adversaries() map[string]func() Adversary {
 		"strip-inventory-mf":  func() Adversary { return once("strip-inventory-mf", stripInventoryManagedFields) },
 		"strip-managedfields": func() Adversary { return once("strip-managedfields", stripManagedFields) },
 		"persistent-5xx":      func() Adversary { return once("persistent-5xx", persistentError) },
+		"comanage-identical":  func() Adversary { return once("comanage-identical", comanage(true)) },
+		"comanage-labels":     func() Adversary { return once("comanage-labels", comanage(false)) },
+		"cluster-controller":  func() Adversary { return once("cluster-controller", clusterController) },
+		"deploy-into-namespace": func() Adversary {
+			return once("deploy-into-namespace", deployIntoNamespace)
+		},
+		"approve-review":         func() Adversary { return once("approve-review", approveReview) },
+		"recreate-composition":   recreateComposition,
+		"remove-slice-finalizer": func() Adversary { return once("remove-slice-finalizer", removeSliceFinalizer) },
 	}
 }
 
@@ -127,7 +136,7 @@ func takeover(w *World) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	w.eno.Outputs[created.GetUID()] = []*unstructured.Unstructured{manifest}
+	w.synthesize(created.GetUID(), []*unstructured.Unstructured{manifest})
 	return "composition other takes over " + ref.String(), true
 }
 
@@ -171,6 +180,7 @@ func pauseComposition(w *World) (string, bool) {
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"true"}}}`, domain.AnnotationDisableReconciliation)
 	_, err := w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace(w.ref.Namespace).Patch(context.Background(), w.ref.Name,
 		types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	w.paused = w.paused || err == nil
 	return "paused composition " + w.ref.String(), err == nil
 }
 

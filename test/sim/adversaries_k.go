@@ -120,7 +120,7 @@ func copyLineageElsewhere(w *World) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	w.eno.Outputs[created.GetUID()] = []*unstructured.Unstructured{manifest}
+	w.synthesize(created.GetUID(), []*unstructured.Unstructured{manifest})
 	return fmt.Sprintf("composition %s/app-copy, in another shard, carries the lineage and will produce %s", ns, ref), true
 }
 
@@ -154,7 +154,7 @@ func disableLaterEditing(w *World, edit bool) error {
 		}
 		newer = append(newer, m)
 	}
-	w.eno.Outputs[old.GetUID()] = newer
+	w.synthesize(old.GetUID(), newer)
 	if _, err := comps.Patch(ctx, w.ref.Name, types.MergePatchType, []byte(`{"spec":{"synthesizer":{"name":"synth-v2"}}}`), metav1.PatchOptions{}); err != nil {
 		return err
 	}
@@ -219,7 +219,7 @@ func disableThenDrop(w *World) error {
 		disabled, dropped = append(disabled, m), append(dropped, m.DeepCopy())
 	}
 	for i, outputs := range [][]*unstructured.Unstructured{disabled, dropped} {
-		w.eno.Outputs[old.GetUID()] = outputs
+		w.synthesize(old.GetUID(), outputs)
 		patch := fmt.Sprintf(`{"spec":{"synthesizer":{"name":"synth-v%d"}}}`, i+2)
 		if _, err := comps.Patch(ctx, w.ref.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 			return err

@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -205,28 +204,6 @@ func recordedFalseStory() Story {
 		New: []*unstructured.Unstructured{keep.DeepCopy()}}
 }
 
-// cascadeStory: the old incarnation deployed Namespaces app and old-ns, keep and orphan-a in
-// app and orphan-c in old-ns; the recreated one keeps keep, in app.
-func cascadeStory() Story {
-	keep := configMap("app", "keep", nil)
-	return Story{Name: "cascade", Namespaces: []string{"app"},
-		Old: []*unstructured.Unstructured{namespaceObject("app"), namespaceObject("old-ns"), keep,
-			configMap("app", "orphan-a", nil), configMap("old-ns", "orphan-c", nil)},
-		New: []*unstructured.Unstructured{keep.DeepCopy()}}
-}
-
-// namespaceObject is a Namespace manifest; it carries the name label the API server sets, so
-// that Eno's model finds it in sync.
-func namespaceObject(name string) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace",
-		"metadata": map[string]any{"name": name, "labels": map[string]any{"kubernetes.io/metadata.name": name}}}}
-}
-
-func nsRef(name string) enomodel.Ref { return enomodel.Ref{Kind: "Namespace", Name: name} }
-func cmRef(ns, name string) enomodel.Ref {
-	return enomodel.Ref{Kind: "ConfigMap", Namespace: ns, Name: name}
-}
-
 // exists reports whether the object is there downstream and not terminating.
 func exists(w *World, ref enomodel.Ref) bool {
 	u, err := w.oracle.get(context.Background(), ref)
@@ -255,17 +232,6 @@ func approve(t *testing.T, w *World) bool {
 	t.Helper()
 	uuid, _, _ := unstructured.NestedString(liveComposition(t, w).Object, "status", "currentSynthesis", "uuid")
 	return annotate(w, domain.AnnotationReview, "approve:"+uuid)
-}
-
-// annotate sets (or, with value "", removes) one annotation of the story's Composition.
-func annotate(w *World, key, value string) bool {
-	v := fmt.Sprintf("%q", value)
-	if value == "" {
-		v = "null"
-	}
-	_, err := w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace(w.ref.Namespace).Patch(context.Background(), w.ref.Name,
-		types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, key, v)), metav1.PatchOptions{})
-	return err == nil
 }
 
 // handedOff reports whether a recovery slice holds a tombstone of ref.

@@ -1,11 +1,13 @@
 package sim
 
 import (
-	"time"
+	"context"
+	"net/http"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
@@ -27,8 +29,8 @@ type cluster struct {
 	resources []apiserver.Resource
 }
 
-func newCluster(clock func() time.Time, resources []apiserver.Resource, seed uint64) cluster {
-	return cluster{Server: apiserver.New(apiserver.Options{Clock: clock, Resources: resources, Seed: seed}), resources: resources}
+func newCluster(opts apiserver.Options) cluster {
+	return cluster{Server: apiserver.New(opts), resources: opts.Resources}
 }
 
 // Client is a dynamic client acting as manager.
@@ -99,4 +101,77 @@ func (c cluster) Collect() []deletedObject {
 		}
 	}
 	return out
+}
+
+// DirectReads is a dynamic client of manager whose reads are served by the server in process,
+// with no HTTP round trip and no JSON, and whose writes go over HTTP as any client's (so that
+// the ground truth sees every write request). Eno's model, the adversaries and the oracle use
+// it; the replicas never do: they run the real adapters over HTTP.
+func (c cluster) DirectReads(manager string, transport func(http.RoundTripper) http.RoundTripper) dynamic.Interface {
+	cfg := rest.CopyConfig(c.RESTConfig(manager))
+	if transport != nil {
+		cfg.Transport = transport(cfg.Transport)
+	}
+	return directReads{Interface: must(dynamic.NewForConfig(cfg)), c: c}
+}
+
+type directReads struct {
+	dynamic.Interface
+	c cluster
+}
+
+func (d directReads) Resource(gvr schema.GroupVersionResource) dynamic.NamespaceableResourceInterface {
+	for _, res := range d.c.resources {
+		if res.GroupVersionResource() == gvr {
+			return directResource{NamespaceableResourceInterface: d.Interface.Resource(gvr), ri: d.Interface.Resource(gvr), s: d.c.Server, res: res}
+		}
+	}
+	return d.Interface.Resource(gvr)
+}
+
+type directResource struct {
+	dynamic.NamespaceableResourceInterface
+	ri  dynamic.ResourceInterface
+	s   *apiserver.Server
+	res apiserver.Resource
+	ns  string
+}
+
+func (r directResource) Namespace(ns string) dynamic.ResourceInterface {
+	return directNamespaced{directResource{NamespaceableResourceInterface: r.NamespaceableResourceInterface, ri: r.NamespaceableResourceInterface.Namespace(ns), s: r.s, res: r.res, ns: ns}}
+}
+
+func (r directResource) Get(ctx context.Context, name string, opts metav1.GetOptions, sub ...string) (*unstructured.Unstructured, error) {
+	if len(sub) > 0 {
+		return r.ri.Get(ctx, name, opts, sub...)
+	}
+	return r.s.Get(r.res, r.ns, name)
+}
+
+func (r directResource) List(ctx context.Context, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+	return r.s.List(r.res, r.ns, opts)
+}
+
+// directNamespaced is a directResource in one namespace: its writes are the namespaced
+// client's.
+type directNamespaced struct{ directResource }
+
+func (r directNamespaced) Create(ctx context.Context, obj *unstructured.Unstructured, opts metav1.CreateOptions, sub ...string) (*unstructured.Unstructured, error) {
+	return r.ri.Create(ctx, obj, opts, sub...)
+}
+
+func (r directNamespaced) Update(ctx context.Context, obj *unstructured.Unstructured, opts metav1.UpdateOptions, sub ...string) (*unstructured.Unstructured, error) {
+	return r.ri.Update(ctx, obj, opts, sub...)
+}
+
+func (r directNamespaced) UpdateStatus(ctx context.Context, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, error) {
+	return r.ri.UpdateStatus(ctx, obj, opts)
+}
+
+func (r directNamespaced) Delete(ctx context.Context, name string, opts metav1.DeleteOptions, sub ...string) error {
+	return r.ri.Delete(ctx, name, opts, sub...)
+}
+
+func (r directNamespaced) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*unstructured.Unstructured, error) {
+	return r.ri.Patch(ctx, name, pt, data, opts, sub...)
 }

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"context"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
@@ -18,11 +17,21 @@ type choice struct {
 	action
 }
 
-// Step takes one random step: a replica's pending request (served, or a crash with it applied
-// or not), a replica starting a reconcile, one of Eno's steps, or an adversary's move. Every
-// cache first moves forward by a random amount, never more than Stale writes behind.
+// Step takes one random step: an adversary's move (drawn from its own stream, so that a run
+// without recovery sees the same moves at the same steps), or a replica's pending request
+// (served, or a crash with it applied or not), a replica starting a reconcile, one of Eno's
+// steps, or an eno-reconciler restart. Every cache first moves forward by a random amount,
+// never more than Stale writes behind.
 func (w *World) Step() {
 	w.catchUp()
+	if n := len(w.opts.Adversaries); n > 0 && w.advRng.IntN(adversaryOdds) == 0 {
+		adv := w.opts.Adversaries[w.advRng.IntN(n)]
+		if what, ok := adv.Act(w); ok {
+			w.logf("adversary %s: %s", adv.Name, what)
+		}
+		w.endStep()
+		return
+	}
 	var choices []choice
 	for _, r := range w.replicas {
 		if !r.running {
@@ -46,15 +55,6 @@ func (w *World) Step() {
 	for _, p := range w.procs {
 		choices = append(choices, choice{1, action{p.Name + " restarts", func() bool { p.Restart(); return true }}})
 	}
-	for _, adv := range w.opts.Adversaries {
-		choices = append(choices, choice{1, action{"adversary " + adv.Name, func() bool {
-			what, ok := adv.Act(w)
-			if ok {
-				w.logf("adversary %s: %s", adv.Name, what)
-			}
-			return ok
-		}}})
-	}
 	total := 0
 	for _, c := range choices {
 		total += c.weight
@@ -69,23 +69,25 @@ func (w *World) Step() {
 		}
 		n -= c.weight
 	}
+	w.endStep()
+}
+
+// adversaryOdds: one step in adversaryOdds is an adversary's.
+const adversaryOdds = 25
+
+func (w *World) endStep() {
 	w.clock.Advance(time.Second)
 	w.states[w.fingerprint()] = true
 }
 
 // fingerprint is the world's state without times and resourceVersions: every object's
-// identity, labels, annotations, spec, data and status, and where each replica stands.
+// identity, labels, annotations, spec, data and status (folded in as each is written), and
+// where each replica stands.
 func (w *World) fingerprint() uint64 {
 	h := fnv.New64a()
-	for _, c := range []cluster{w.cp, w.ds} {
-		for _, res := range c.resources {
-			list, _ := c.ViewAt(c.Revision()).List(res.GroupVersionResource(), "")
-			for _, u := range list {
-				fmt.Fprintf(h, "%s/%s/%s %v %v %v %v %v %v|", res.Resource, u.GetNamespace(), u.GetName(), u.GetUID(), u.GetLabels(),
-					u.GetAnnotations(), u.Object["spec"], u.Object["data"], stripTimes(u.Object["status"]))
-			}
-		}
-	}
+	w.truth.mu.Lock()
+	fmt.Fprintf(h, "%x|", w.truth.state)
+	w.truth.mu.Unlock()
 	for _, r := range w.replicas {
 		if r.running {
 			fmt.Fprintf(h, "%s:%s %s|", r.name, r.pending.req.Method, r.pending.req.Path)
@@ -154,40 +156,86 @@ func (w *World) Drain(rounds int) {
 	}
 }
 
-// Run explores one schedule: steps random steps, then a drain. It returns the oracle's
-// violations and, for a schedule without adversaries, the orphans left with no refusal.
-func Run(opts Options, steps int) (w *World, violations []Violation, unfinished []string, err error) {
-	w, err = New(opts)
+// Run explores one schedule: steps random steps, then a drain. It returns the world with the
+// oracle's verdicts on every deletion.
+func Run(opts Options, steps int) (*World, error) {
+	w, err := New(opts)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	defer w.Close()
 	for range steps {
 		w.Step()
 	}
 	w.Drain(4)
-	if len(opts.Adversaries) == 0 {
-		unfinished = w.oracle.Unfinished(context.Background())
+	w.oracle.Finish()
+	return w, nil
+}
+
+// Outcome is one schedule run twice, with and without recovery, and what the oracle found.
+type Outcome struct {
+	Recovery, Plain *World
+	// Violations are wrong deletions, objects gone only with recovery that are no true
+	// orphans, and true orphans left in both runs with no true reason.
+	Violations []Violation
+}
+
+// Differential runs the schedule of seed with recovery and again without it (same seed, same
+// adversaries at the same steps), and compares the downstream clusters at the end: whatever
+// only the recovery run lost must be a true orphan (safety), and every true orphan both runs
+// kept must carry a true reason the product reported (liveness).
+func Differential(seed uint64, steps int) (Outcome, error) {
+	rec, err := Run(RandomOptions(seed), steps)
+	if err != nil {
+		return Outcome{}, err
 	}
-	return w, w.oracle.Violations(), unfinished, nil
+	plainOpts := RandomOptions(seed)
+	plainOpts.NoRecovery = true
+	plain, err := Run(plainOpts, steps)
+	if err != nil {
+		return Outcome{}, err
+	}
+	out := Outcome{Recovery: rec, Plain: plain, Violations: rec.oracle.Violations()}
+	for _, v := range plain.oracle.Violations() {
+		v.Rule = "without recovery: " + v.Rule
+		out.Violations = append(out.Violations, v)
+	}
+	out.Violations = append(out.Violations, rec.oracle.OnlyWithRecovery(plain)...)
+	out.Violations = append(out.Violations, rec.oracle.Leftovers(func(ref enomodel.Ref) bool { return plain.truth.uidOf(ref) != "" })...)
+	rec.findings = out.Violations
+	return out, nil
 }
 
 // Composition is the story's Composition.
 func (w *World) Composition() domain.CompositionRef { return w.ref }
 
-// RandomOptions draws a schedule's configuration from its seed: how stale the caches may be,
-// whether replicas crash, and which adversaries (none to two) act.
+// RandomOptions draws a schedule's configuration from its seed: the story, how stale the caches
+// may be, whether replicas crash, and which adversaries (none to three) act.
 func RandomOptions(seed uint64) Options {
 	rng := rand.New(rand.NewPCG(seed, 0xc0ffee))
-	opts := Options{Seed: seed, Stale: rng.IntN(5), Crashes: rng.IntN(2) == 0, Replicas: 1 + rng.IntN(2), Story: DefaultStory()}
-	opts.Story.NewDeletes = rng.IntN(2) == 0
+	opts := Options{Seed: seed, Stale: rng.IntN(5), Crashes: rng.IntN(2) == 0, Replicas: 1 + rng.IntN(2)}
 	all := Adversaries()
+	switch n := rng.IntN(20); {
+	case n < 3:
+		opts.Story = bareStory()
+	case n < 7:
+		// An old Namespace holding only orphans: an operator approves what is held, and a later
+		// synthesis may deploy into it.
+		opts.Story = cascadeStory()
+		opts.Adversaries = append(opts.Adversaries, all["approve-review"](), all["deploy-into-namespace"]())
+	case n < 10:
+		opts.Story = DefaultStory()
+		opts.Story.BeforeDeletion = comanagedBeforeHistory(n%2 == 0)
+	default:
+		opts.Story = DefaultStory()
+	}
+	opts.Story.NewDeletes = rng.IntN(2) == 0
 	names := make([]string, 0, len(all))
 	for n := range all {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	for range rng.IntN(3) {
+	for range rng.IntN(4) {
 		opts.Adversaries = append(opts.Adversaries, all[names[rng.IntN(len(names))]]())
 	}
 	return opts

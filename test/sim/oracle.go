@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -18,8 +17,8 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/test/sim/enomodel"
 )
 
-// Violation is a deletion that breaks the promise: recovery made Eno delete what Eno, left
-// alone, would keep.
+// Violation is a deletion that breaks the promise (recovery made Eno delete what Eno, left
+// alone, would keep), or a true orphan left with no true reason.
 type Violation struct {
 	Rule   string
 	Object string
@@ -31,36 +30,46 @@ func (v Violation) String() string {
 	return fmt.Sprintf("step %d: %s: %s (%s)", v.Step, v.Rule, v.Object, v.Detail)
 }
 
-// The oracle's rules, one per way a deletion can be wrong.
+// The oracle's rules, one per way a deletion can be wrong, and the liveness rule.
 const (
-	RuleNotRecorded      = "not the recorded object"
-	RuleRecreated        = "re-created since the history"
-	RuleWrittenAfter     = "written after the history"
+	RuleNotEnos          = "not an object Eno created or adopted for the old incarnation"
+	RuleWrittenByOther   = "written by another actor since Eno took it"
 	RuleProducedByLiving = "produced by a living composition"
 	RuleDisabled         = "disabled by the old incarnation"
 	RuleOwnerPaused      = "its composition is paused"
 	RuleOwnerDeleting    = "its composition is being deleted"
 	RuleCascade          = "a cascade took what Eno would keep"
+	RuleOnlyWithRecovery = "gone only with recovery, and no true orphan"
+	RuleSilentLeftover   = "a true orphan left with no true reason"
 )
 
 type recorded struct {
-	uid             types.UID
-	resourceVersion string
-	disabled        bool
+	uid      types.UID
+	disabled bool
 }
 
-// Oracle checks every DELETE Eno sends downstream, and every cascade the API performs,
-// against what the story's history says Eno may delete.
+// deletionSeen is a deletion the oracle judges again at the end: what a living Composition
+// produces is known only once the drain is over.
+type deletionSeen struct {
+	ref    enomodel.Ref
+	step   int
+	prefix string
+}
+
+// Oracle judges every DELETE Eno sends downstream, and every cascade the API performs, from
+// the simulation's ground truth (truth): which incarnation Eno created or adopted the object
+// for, who wrote it since, which Compositions produce it. It reads no managedFields, no
+// resourceVersion and no annotation the product writes.
 type Oracle struct {
 	w           *World
 	historyAt   time.Time
 	recorded    map[enomodel.Ref]recorded
+	old         types.UID
 	incarnation types.UID
 	violations  []Violation
+	deletions   []deletionSeen
 	// disarmed: a replica removed the arming annotation it had set (HandoffDisarmed).
 	disarmed atomic.Bool
-	// deletedByEno are the objects Eno deleted with a DELETE.
-	deletedByEno []enomodel.Ref
 }
 
 func newOracle(w *World) *Oracle { return &Oracle{w: w, recorded: map[enomodel.Ref]recorded{}} }
@@ -68,22 +77,22 @@ func newOracle(w *World) *Oracle { return &Oracle{w: w, recorded: map[enomodel.R
 // Violations found so far.
 func (o *Oracle) Violations() []Violation { return o.violations }
 
-// recordHistory notes what the inventory holds once the old incarnation is recorded: each
-// object's UID, and when the history was written.
-func (o *Oracle) recordHistory(ctx context.Context) error {
+// recordHistory notes, once the old incarnation is recorded, when the history was written and
+// which object each of its manifests is.
+func (o *Oracle) recordHistory(ctx context.Context, old types.UID) error {
 	secrets, err := o.w.dsAdmin.Resource(secretsGVR).Namespace(domain.DefaultInventoryNamespace).List(ctx, metav1.ListOptions{
 		LabelSelector: domain.LabelManagedBy + "=" + domain.ManagedByValue})
 	if err != nil || len(secrets.Items) == 0 {
 		return fmt.Errorf("prologue: the old incarnation was not recorded (%v)", err)
 	}
-	o.historyAt = o.w.clock.Now()
+	o.historyAt, o.old = o.w.clock.Now(), old
 	for _, m := range o.w.opts.Story.Old {
 		ref := enomodel.RefOf(m)
-		live, err := o.get(ctx, ref)
-		if err != nil {
-			return fmt.Errorf("prologue: %s was not deployed: %w", ref, err)
+		uid := o.w.truth.uidOf(ref)
+		if uid == "" {
+			return fmt.Errorf("prologue: %s was not deployed", ref)
 		}
-		o.recorded[ref] = recorded{uid: live.GetUID(), resourceVersion: live.GetResourceVersion(), disabled: m.GetAnnotations()[domain.AnnotationDisableReconciliation] == "true"}
+		o.recorded[ref] = recorded{uid: uid, disabled: o.recorded[ref].disabled || m.GetAnnotations()[domain.AnnotationDisableReconciliation] == "true"}
 	}
 	return nil
 }
@@ -150,39 +159,26 @@ func refFromPath(path string) (enomodel.Ref, bool) {
 		}
 		return enomodel.Ref{}, false
 	}
-	for gvk, m := range downstreamGVRs {
-		if m.gvr.Group == group && m.gvr.Resource == p[0] {
-			return enomodel.Ref{Group: group, Kind: gvk.Kind, Namespace: ns, Name: p[1]}, true
-		}
-	}
-	return enomodel.Ref{}, false
+	return refOfResource(group, p[0], ns, p[1])
 }
 
-// checkEnoDelete judges a DELETE Eno is about to send, against the live state.
+// checkEnoDelete judges a DELETE Eno is about to send.
 func (o *Oracle) checkEnoDelete(path string) {
-	ctx := context.Background()
 	ref, ok := refFromPath(path)
 	if !ok {
 		return
 	}
-	live, err := o.get(ctx, ref)
-	if apierrors.IsNotFound(err) {
+	uid := o.w.truth.uidOf(ref)
+	if uid == "" {
 		return
 	}
-	if err != nil {
-		o.flag(RuleNotRecorded, ref, "unreadable at the delete: "+err.Error())
-		return
+	o.w.logf("eno deletes %s (uid %s)", ref, uid)
+	if slices.Contains(o.w.producedEver[o.incarnation], ref) && o.compositionDeleting() {
+		return // the recreated Composition's own resource, deleted with it: Eno's business, not recovery's
 	}
-	o.w.logf("eno deletes %s (uid %s)", ref, live.GetUID())
-	for _, m := range o.w.eno.Outputs[o.incarnation] {
-		if enomodel.RefOf(m) == ref {
-			return // the recreated Composition's own resource: Eno's business, not recovery's
-		}
-	}
-	o.deletedByEno = append(o.deletedByEno, ref)
-	o.judge(ctx, ref, live, "")
-	comp, err := o.w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace(o.w.ref.Namespace).Get(ctx, o.w.ref.Name, metav1.GetOptions{})
-	if err == nil {
+	o.judge(ref, uid, "")
+	comp, err := o.w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace(o.w.ref.Namespace).Get(context.Background(), o.w.ref.Name, metav1.GetOptions{})
+	if err == nil && comp.GetUID() == o.incarnation {
 		if comp.GetDeletionTimestamp() != nil {
 			o.flag(RuleOwnerDeleting, ref, "composition "+o.w.ref.String())
 		}
@@ -192,83 +188,45 @@ func (o *Oracle) checkEnoDelete(path string) {
 	}
 }
 
-// judge flags every reason the object must not be deleted; prefix names a cascade.
-func (o *Oracle) judge(ctx context.Context, ref enomodel.Ref, live *unstructured.Unstructured, prefix string) {
+// compositionDeleting reports whether the recreated incarnation is gone or terminating.
+func (o *Oracle) compositionDeleting() bool {
+	o.w.truth.mu.Lock()
+	defer o.w.truth.mu.Unlock()
+	l := o.w.truth.compositions[o.incarnation]
+	return l != nil && l.died != 0
+}
+
+// judge flags every reason the object uid must not be deleted now, and notes the deletion for
+// the end; prefix names a cascade.
+func (o *Oracle) judge(ref enomodel.Ref, uid types.UID, prefix string) {
 	rule := func(r string) string {
 		if prefix != "" {
 			return RuleCascade
 		}
 		return r
 	}
-	rec, ok := o.recorded[ref]
-	switch {
-	case !ok:
-		o.flag(rule(RuleNotRecorded), ref, prefix+"never recorded")
-	case rec.uid != live.GetUID():
-		o.flag(rule(RuleRecreated), ref, fmt.Sprintf("%suid %s, recorded %s", prefix, live.GetUID(), rec.uid))
-	}
-	if ok && rec.disabled {
+	if o.recorded[ref].disabled {
 		o.flag(rule(RuleDisabled), ref, prefix+"recorded with reconciliation disabled")
 	}
-	switch t := lastWrite(live); {
-	case t.After(o.historyAt):
-		o.flag(rule(RuleWrittenAfter), ref, fmt.Sprintf("%swritten at %s, history at %s", prefix, t.Format(time.TimeOnly), o.historyAt.Format(time.TimeOnly)))
-	case ok && rec.uid == live.GetUID() && live.GetDeletionTimestamp() == nil && live.GetResourceVersion() != rec.resourceVersion:
-		// a write that left no managedFields time: one that only removed fields, or stripped them
-		// (a terminating object's own deletion moves it too; that DELETE was judged when sent)
-		o.flag(rule(RuleWrittenAfter), ref, fmt.Sprintf("%sresourceVersion %s, recorded %s, with no managedFields time after the history", prefix, live.GetResourceVersion(), rec.resourceVersion))
+	switch why := o.w.truth.trueOrphan(uid, o.old); {
+	case why == "":
+	case strings.HasPrefix(why, "written"):
+		o.flag(rule(RuleWrittenByOther), ref, prefix+why+o.beforeHistory(uid))
+	default:
+		o.flag(rule(RuleNotEnos), ref, prefix+why)
 	}
-	if by := o.producedBy(ctx, ref); by != "" {
-		o.flag(rule(RuleProducedByLiving), ref, prefix+"produced by "+by)
-	}
+	o.deletions = append(o.deletions, deletionSeen{ref: ref, step: len(o.w.trace), prefix: prefix})
 }
 
-// lastWrite is the object's creation or newest write, subresources aside.
-func lastWrite(u *unstructured.Unstructured) time.Time {
-	t := u.GetCreationTimestamp().Time
-	for _, m := range u.GetManagedFields() {
-		if m.Subresource == "" && m.Time != nil && m.Time.After(t) {
-			t = m.Time.Time
-		}
-	}
-	return t
-}
-
-// producedBy names a living Composition whose current synthesis produces ref (not as a
-// tombstone), or "".
-func (o *Oracle) producedBy(ctx context.Context, ref enomodel.Ref) string {
-	comps, err := o.w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return ""
-	}
-	for _, c := range comps.Items {
-		if c.GetDeletionTimestamp() != nil {
-			continue
-		}
-		refs, _, _ := unstructured.NestedSlice(c.Object, "status", "currentSynthesis", "resourceSlices")
-		for _, r := range refs {
-			name, _, _ := unstructured.NestedString(r.(map[string]any), "name")
-			s, err := o.w.cpAdmin.Resource(enomodel.ResourceSliceGVR).Namespace(c.GetNamespace()).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				continue
+// beforeHistory says when another actor's first write to uid came before the history.
+func (o *Oracle) beforeHistory(uid types.UID) string {
+	mine := enoFor(o.old)
+	for _, w := range o.w.truth.writes(uid) {
+		if w.actor != mine && w.verb != "delete" && w.verb != "request delete" {
+			if !w.at.After(o.historyAt) {
+				return " (before the history)"
 			}
-			items, _, _ := unstructured.NestedSlice(s.Object, "spec", "resources")
-			for _, it := range items {
-				m := it.(map[string]any)
-				if del, _ := m["deleted"].(bool); del {
-					continue
-				}
-				u := &unstructured.Unstructured{}
-				if raw, _ := m["manifest"].(string); u.UnmarshalJSON([]byte(raw)) == nil && enomodel.RefOf(u) == ref {
-					return c.GetNamespace() + "/" + c.GetName()
-				}
-			}
-		}
-		// A Composition Eno has not synthesized yet still produces what its synthesizer does.
-		for _, m := range o.w.eno.Outputs[c.GetUID()] {
-			if enomodel.RefOf(m) == ref && c.GetUID() != o.incarnation {
-				return c.GetNamespace() + "/" + c.GetName() + " (its synthesizer)"
-			}
+			return ""
 		}
 	}
 	return ""
@@ -282,76 +240,168 @@ func (o *Oracle) checkCascade(d deletedObject) {
 			gvk = k
 		}
 	}
-	if gvk.Kind == "" || d.Object == nil {
+	if gvk.Kind == "" || d.Object == nil || (gvk.Kind == "Secret" && d.Namespace == domain.DefaultInventoryNamespace) {
 		return
 	}
 	ref := enomodel.Ref{Group: gvk.Group, Kind: gvk.Kind, Namespace: d.Namespace, Name: d.Name}
-	o.judge(context.Background(), ref, d.Object, "cascade: ")
+	if !o.cascadeOfEno(ref) {
+		return // a cascade no deletion of Eno's started (or Eno's deletion itself, judged when sent)
+	}
+	o.judge(ref, d.Object.GetUID(), "cascade: ")
 }
 
-// Unfinished lists the orphans still present when no refusal explains them: the liveness
-// check, for schedules without adversaries.
-func (o *Oracle) Unfinished(ctx context.Context) []string {
-	comp, err := o.w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace(o.w.ref.Namespace).Get(ctx, o.w.ref.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err) || (err == nil && comp.GetDeletionTimestamp() != nil):
-		return nil // nothing to finish: the lineage's history stays for the next incarnation
-	case err == nil:
-		if raw := comp.GetAnnotations()[domain.AnnotationDecision]; strings.Contains(raw, `"InventoryInvalid"`) || strings.Contains(raw, `"HeldForReview"`) ||
-			strings.Contains(raw, `"reason":"Unverified"`) {
-			return nil // a named refusal (Unverified: a Warning names the objects kept)
-		}
-		if o.disarmed.Load() && comp.GetAnnotations()[domain.AnnotationArmed] == domain.ArmedOff {
-			return nil // a named refusal: HandoffDisarmed
-		}
-		if comp.GetAnnotations()[domain.AnnotationDisableReconciliation] == "true" {
-			return nil // paused: Eno, left alone, acts on nothing of the Composition
-		}
-		if o.w.disarmedByHand {
-			return nil // the operator's brake: the hand-off was disarmed by hand
-		}
-		if o.w.events.warned(string(comp.GetUID()), "RecoverySliceInvalid") {
-			return nil // a named refusal: a slice under the family's name is no hand-off of ours
-		}
-		if o.w.events.warned(string(comp.GetUID()), "RecoverySliceLost") {
-			return nil // a named skipped cleanup: a recovery slice, and its tombstones, are gone
+// cascadeOfEno reports whether ref sits in a Namespace Eno deleted, or is a custom resource
+// of a CustomResourceDefinition Eno deleted.
+func (o *Oracle) cascadeOfEno(ref enomodel.Ref) bool {
+	for _, d := range o.deletions {
+		switch {
+		case d.prefix != "":
+		case d.ref.Kind == "Namespace" && d.ref.Group == "" && ref.Namespace != "" && d.ref.Name == ref.Namespace:
+			return true
+		case d.ref.Kind == "CustomResourceDefinition" && ref.Group != "" && strings.HasSuffix(d.ref.Name, "."+ref.Group):
+			return true
 		}
 	}
-	var out []string
-	for _, ref := range o.Orphans() {
-		if o.w.unreadable(ref) {
-			continue // a persistent fault on the object: recovery cannot read it, and keeps it
+	return false
+}
+
+// Finish judges every deletion again once the schedule is over: no Composition alive at the
+// deletion or created after it may produce the object, or deploy into it.
+func (o *Oracle) Finish() {
+	for _, d := range o.deletions {
+		if by := o.w.truth.producers(d.ref, d.step, o.old); len(by) > 0 {
+			rule := RuleProducedByLiving
+			if d.prefix != "" {
+				rule = RuleCascade
+			}
+			o.flag(rule, d.ref, d.prefix+"produced by "+strings.Join(by, ", "))
 		}
-		// Only an orphan untouched since the history was recorded must go: recovery is right to
-		// keep one that was re-created or written since.
-		// One a living Composition produces is that Composition's now; a Namespace one deploys
-		// into is not an orphan: deleting it would take the living objects with it.
-		if live, err := o.get(ctx, ref); err == nil && live.GetUID() == o.recorded[ref].uid && live.GetResourceVersion() == o.recorded[ref].resourceVersion &&
-			o.producedBy(ctx, ref) == "" && o.deployedInto(ctx, ref) == "" {
-			out = append(out, ref.String())
+	}
+}
+
+// OnlyWithRecovery lists what plain, the same schedule without recovery, has at the end and
+// this run lost, when it is no true orphan: the differential safety check.
+func (o *Oracle) OnlyWithRecovery(plain *World) []Violation {
+	plain.truth.mu.Lock()
+	refs := make([]enomodel.Ref, 0, len(plain.truth.live))
+	for ref := range plain.truth.live {
+		refs = append(refs, ref)
+	}
+	plain.truth.mu.Unlock()
+	slices.SortFunc(refs, func(a, b enomodel.Ref) int { return strings.Compare(a.String(), b.String()) })
+	var out []Violation
+	for _, ref := range refs {
+		if o.w.truth.uidOf(ref) != "" || (ref.Kind == "Secret" && ref.Namespace == domain.DefaultInventoryNamespace) {
+			continue
+		}
+		o.w.truth.mu.Lock()
+		uid := o.w.truth.last[ref]
+		o.w.truth.mu.Unlock()
+		why := o.w.truth.trueOrphan(uid, o.old)
+		if strings.HasPrefix(why, "written") {
+			why += o.beforeHistory(uid)
+		}
+		if why == "" && o.recorded[ref].disabled {
+			why = "disabled by the old incarnation"
+		}
+		if by := o.w.truth.producers(ref, 0, o.old); why == "" && len(by) > 0 {
+			why = "produced by " + strings.Join(by, ", ")
+		}
+		if why != "" {
+			out = append(out, Violation{Rule: RuleOnlyWithRecovery, Object: ref.String(), Detail: why, Step: len(o.w.trace)})
 		}
 	}
 	return out
 }
 
-// deployedInto names a living Composition whose synthesizer deploys into the Namespace ref, or "".
-func (o *Oracle) deployedInto(ctx context.Context, ref enomodel.Ref) string {
-	if ref.Group != "" || ref.Kind != "Namespace" {
-		return ""
+// Leftovers lists the true orphans still present (present says whether the run without
+// recovery has them too) whose keeping the product explained with no true reason: the
+// liveness check.
+func (o *Oracle) Leftovers(present func(enomodel.Ref) bool) []Violation {
+	if o.compositionDeleting() || o.excused() {
+		return nil // nothing to finish, or a named refusal of the whole recovery
 	}
-	comps, err := o.w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return ""
-	}
-	for _, c := range comps.Items {
-		if c.GetDeletionTimestamp() != nil {
+	var out []Violation
+	for _, ref := range o.Orphans() {
+		uid := o.w.truth.uidOf(ref)
+		if uid == "" || !present(ref) || o.w.truth.trueOrphan(uid, o.old) != "" ||
+			len(o.w.truth.producers(ref, 0, o.old)) > 0 || o.holdsOthers(ref) {
 			continue
 		}
-		for _, m := range o.w.eno.Outputs[c.GetUID()] {
-			if m.GetNamespace() == ref.Name {
-				return c.GetNamespace() + "/" + c.GetName()
+		why, ok := o.w.reported[ref]
+		if !ok && !o.w.outcome.IsZero() {
+			// A decision was written; a crash lost the reconcile's account of what it kept and why.
+			why, ok = lostUnverified, true
+		}
+		if ok && o.justified(ref, why) {
+			continue
+		}
+		out = append(out, Violation{Rule: RuleSilentLeftover, Object: ref.String(), Detail: "reported: " + why, Step: len(o.w.trace)})
+	}
+	return out
+}
+
+// excused reports a refusal of the whole recovery the product named, or an operator's brake.
+func (o *Oracle) excused() bool {
+	switch {
+	case o.w.outcome == domain.OutcomeInventoryInvalid || o.w.outcome == domain.OutcomeHeldForReview:
+		return true // a named refusal
+	case o.disarmed.Load():
+		return true // a named refusal: HandoffDisarmed
+	case o.w.paused || o.w.disarmedByHand:
+		return true // paused (Eno, left alone, acts on nothing) or the operator's brake
+	}
+	uid := string(o.incarnation)
+	return o.w.events.warned(uid, "RecoverySliceInvalid") || o.w.events.warned(uid, "RecoverySliceLost")
+}
+
+// lostUnverified is the report of a kept object when a decision was written and a crash lost
+// the reconcile's own account of which objects it kept and why.
+const lostUnverified = "kept: the reasons lost with a crash"
+
+// justified reports whether the reason the product gave for keeping the true orphan ref is
+// true by the ground truth.
+func (o *Oracle) justified(ref enomodel.Ref, why string) bool {
+	switch {
+	case why == lostUnverified:
+		return o.w.unreadable(ref) || o.w.truth.inventoryTouched()
+	case strings.HasPrefix(why, domain.DropUnreadable.String()):
+		return o.w.unreadable(ref) // a fault the world injected; no managedFields is no reason
+	case strings.HasPrefix(why, domain.DropUnknownWriteTime.String()):
+		return o.w.truth.inventoryTouched()
+	case strings.HasPrefix(why, domain.DropChanged.String()), strings.HasPrefix(why, domain.DropNewer.String()):
+		for _, w := range o.w.truth.writes(o.w.truth.uidOf(ref)) {
+			if w.at.After(o.historyAt) {
+				return true // Eno for the old incarnation wrote it after the history
 			}
 		}
+		return false
 	}
-	return ""
+	return true
+}
+
+// bare reports whether the old incarnation's manifest of ref has no content: no field a
+// manager could own.
+func (o *Oracle) bare(ref enomodel.Ref) bool {
+	for _, m := range o.w.opts.Story.Old {
+		if enomodel.RefOf(m) != ref {
+			continue
+		}
+		meta, _ := m.Object["metadata"].(map[string]any)
+		return len(m.Object) == 3 && len(meta) <= 2 && m.GetLabels() == nil && m.GetAnnotations() == nil
+	}
+	return false
+}
+
+// holdsOthers reports whether ref is a Namespace holding an object that is no true orphan.
+func (o *Oracle) holdsOthers(ref enomodel.Ref) bool {
+	if ref.Group != "" || ref.Kind != "Namespace" {
+		return false
+	}
+	for _, in := range o.w.truth.inside(ref.Name) {
+		if o.w.truth.trueOrphan(o.w.truth.uidOf(in), o.old) != "" {
+			return true
+		}
+	}
+	return false
 }

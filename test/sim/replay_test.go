@@ -13,9 +13,9 @@ func TestReplay(t *testing.T) {
 	for o := RandomOptions(seed); o.Replicas < 2 || !o.Crashes || len(o.Adversaries) == 0; o = RandomOptions(seed) {
 		seed++
 	}
-	first, _, _, err := Run(RandomOptions(seed), 300)
+	first, err := Run(RandomOptions(seed), 300)
 	require.NoError(t, err)
-	again, _, _, err := Run(RandomOptions(seed), 300)
+	again, err := Run(RandomOptions(seed), 300)
 	require.NoError(t, err)
 	require.Equal(t, first.Trace(), again.Trace(), "seed %d replays a different schedule", seed)
 }

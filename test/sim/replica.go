@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
 	"github.com/Azure/eno-tombstone-recovery/app"
 	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/test/sim/enomodel"
 )
 
 // Request is one API request a replica is about to make, as the scheduler sees it.
@@ -197,6 +199,9 @@ func (g *gate) serve(req *http.Request, r Request) (*http.Response, error) {
 	if err == nil && resp.StatusCode < 300 && r.IsDisarm() {
 		g.r.w.oracle.disarmed.Store(true)
 	}
+	if err == nil && resp.StatusCode < 300 && r.IsCompositionWrite() {
+		g.r.w.noteDecision(r.Body)
+	}
 	return resp, err
 }
 
@@ -273,6 +278,7 @@ func (r *replica) await() {
 	r.pending = nil
 	r.running = false
 	r.last = ev.done
+	r.w.noteReport(ev.done)
 	r.cancel()
 	r.w.logf("replica %s: %s", r.name, ev.done)
 	if r.crashed.Load() {
@@ -332,6 +338,40 @@ func (r *replica) String() string {
 		state = fmt.Sprintf("at %s", r.pending.req)
 	}
 	return fmt.Sprintf("replica %s (%s)", r.name, state)
+}
+
+// noteReport keeps what a reconcile reported: the reason each object was kept, and the
+// outcome of its decision (written, or lost with a crash: the next reconcile writes it).
+func (w *World) noteReport(o *outcome) {
+	rec := o.res.Recovery
+	if rec == nil || rec.Plan.Decision.Outcome.IsZero() {
+		return
+	}
+	w.outcome, w.decisionReason = rec.Plan.Decision.Outcome, rec.Plan.Decision.Reason
+	for _, d := range rec.Plan.Dropped {
+		id := d.Tombstone.Entry.ID()
+		w.reported[enomodel.Ref{Group: id.Group, Kind: id.Kind, Namespace: id.Namespace, Name: id.Name}] = d.Reason.String() + ": " + d.Detail
+	}
+	for _, h := range rec.Plan.Held {
+		id := h.Entry.ID()
+		w.reported[enomodel.Ref{Group: id.Group, Kind: id.Kind, Namespace: id.Namespace, Name: id.Name}] = rec.Plan.Decision.Reason + ": held"
+	}
+}
+
+// noteDecision keeps the outcome of a decision a replica wrote, as the operator reads it: a
+// crash after the write loses the reconcile's own report of it.
+func (w *World) noteDecision(body string) {
+	var obj struct {
+		Metadata struct {
+			Annotations map[string]*string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal([]byte(body), &obj) != nil || obj.Metadata.Annotations[domain.AnnotationDecision] == nil {
+		return
+	}
+	if d, err := domain.ParseDecision(*obj.Metadata.Annotations[domain.AnnotationDecision]); err == nil {
+		w.outcome, w.decisionReason = d.Outcome, d.Reason
+	}
 }
 
 // eventLog is the Events every replica records, as an operator would read them: the oracle

@@ -14,10 +14,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/test/sim/apiserver"
 	"github.com/Azure/eno-tombstone-recovery/test/sim/enomodel"
 )
 
@@ -55,6 +56,9 @@ type Options struct {
 	Adversaries []Adversary
 	// Story is the scenario: what the old incarnation deployed and the new one keeps.
 	Story Story
+	// NoRecovery runs the schedule without the recovery controller once the old incarnation
+	// is recorded: the plain run a differential run compares with.
+	NoRecovery bool
 }
 
 // World is two clusters (control plane and downstream) on deterministic in-memory API servers,
@@ -62,9 +66,11 @@ type Options struct {
 type World struct {
 	opts   Options
 	events eventLog
-	rng    *rand.Rand
-	clock  *Clock
-	cp, ds cluster
+	// rng draws the steps of Eno and the replicas; advRng when an adversary moves, so that a
+	// run without recovery sees the same adversaries at the same steps.
+	rng, advRng *rand.Rand
+	clock       *Clock
+	cp, ds      cluster
 	// admin clients, for the story's setup and the adversaries.
 	cpAdmin, dsAdmin dynamic.Interface
 	eno              *enomodel.Eno
@@ -82,6 +88,18 @@ type World struct {
 	disarmedByHand bool
 	// states are the fingerprints of the states the schedule went through.
 	states map[uint64]bool
+	// truth is the ground truth: who wrote what downstream, and the Compositions' lives.
+	truth *truth
+	// producedEver are, by incarnation, the identities its synthesizer produced at any time.
+	producedEver map[types.UID][]enomodel.Ref
+	// What the product reported: the reason it gave for keeping each object, the outcome of
+	// its last written decision; and whether an operator paused the Composition.
+	reported       map[enomodel.Ref]string
+	outcome        domain.Outcome
+	decisionReason string
+	paused         bool
+	// findings are every finding of a differential run, once it is over.
+	findings []Violation
 }
 
 // New builds the world and plays the story up to the recreated Composition: the old
@@ -98,22 +116,27 @@ func New(opts Options) (*World, error) {
 		opts.Story = DefaultStory()
 	}
 	w := &World{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x5eed)),
-		clock: &Clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, states: map[uint64]bool{}}
-	w.cp = newCluster(w.clock.Now, controlPlaneResources, 1)
-	w.ds = newCluster(w.clock.Now, downstreamResources, 2)
-	w.cpAdmin = must(dynamic.NewForConfig(w.cp.RESTConfig("kubectl")))
-	w.dsAdmin = must(dynamic.NewForConfig(w.ds.RESTConfig("kubectl")))
+		advRng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0xad5e)),
+		clock:  &Clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, states: map[uint64]bool{},
+		producedEver: map[types.UID][]enomodel.Ref{}, reported: map[enomodel.Ref]string{}}
+	w.truth = newTruth(w)
+	w.cp = newCluster(apiserver.Options{Clock: w.clock.Now, Resources: controlPlaneResources, Seed: 1, Observe: w.truth.observeControlPlane})
+	w.ds = newCluster(apiserver.Options{Clock: w.clock.Now, Resources: downstreamResources, Seed: 2,
+		Observe: w.truth.observeDownstream, Intercept: w.truth.intercept})
+	w.cpAdmin, w.dsAdmin = w.cp.DirectReads("kubectl", nil), w.ds.DirectReads("kubectl", nil)
 	w.oracle = newOracle(w)
-	enoDS := rest.CopyConfig(w.ds.RESTConfig("eno"))
-	enoDS.Transport = &deleteWatch{next: enoDS.Transport, w: w}
-	w.eno = enomodel.NewEno(must(dynamic.NewForConfig(w.cp.RESTConfig("eno"))), must(dynamic.NewForConfig(enoDS)),
-		w.enoCache, downstreamMapper, w.clock.Now)
+	watched := func(next http.RoundTripper) http.RoundTripper { return &deleteWatch{next: next, w: w} }
+	w.eno = enomodel.NewEno(w.cp.DirectReads("eno", nil), w.ds.DirectReads("eno", watched), w.enoCache, downstreamMapper, w.clock.Now)
+	w.eno.InSync = w.truth.inSync
 	w.procs = []*enomodel.Reconciler{w.eno.NewReconciler("eno-reconciler")}
 	for i := range opts.Replicas {
 		w.replicas = append(w.replicas, w.newReplica(string(rune('A'+i))))
 	}
 	if err := w.playPrologue(); err != nil {
 		return nil, err
+	}
+	if opts.NoRecovery {
+		w.replicas = nil // they only recorded the old incarnation's history
 	}
 	return w, nil
 }
@@ -284,7 +307,7 @@ func (w *World) playPrologue() error {
 	if err != nil {
 		return fmt.Errorf("prologue: composition: %w", err)
 	}
-	w.eno.Outputs[old.GetUID()] = w.opts.Story.Old
+	w.synthesize(old.GetUID(), w.opts.Story.Old)
 	w.settle("prologue: the old incarnation is synthesized and reconciled")
 	if !w.ready() {
 		return fmt.Errorf("prologue: the old incarnation never became ready\n%s", w.Trace())
@@ -293,12 +316,15 @@ func (w *World) playPrologue() error {
 	if o := w.replicas[0].reconcile(w.ref); o.err != nil {
 		return fmt.Errorf("prologue: recording: %w", o.err)
 	}
-	if err := w.oracle.recordHistory(ctx); err != nil {
+	if err := w.oracle.recordHistory(ctx, old.GetUID()); err != nil {
 		return err
 	}
 	if w.opts.Story.BeforeDeletion != nil {
 		if err := w.opts.Story.BeforeDeletion(w); err != nil {
 			return fmt.Errorf("prologue: before deletion: %w\n%s", err, w.Trace())
+		}
+		if err := w.oracle.recordHistory(ctx, old.GetUID()); err != nil {
+			return err
 		}
 	}
 	w.clock.Advance(10 * time.Second)
@@ -314,11 +340,21 @@ func (w *World) playPrologue() error {
 	if err != nil {
 		return fmt.Errorf("prologue: recreating: %w", err)
 	}
-	w.eno.Outputs[fresh.GetUID()] = w.opts.Story.New
+	w.synthesize(fresh.GetUID(), w.opts.Story.New)
 	w.oracle.incarnation = fresh.GetUID()
 	w.freshCaches()
 	w.logf("prologue done: composition %s recreated (uid %s)", w.ref, fresh.GetUID())
 	return nil
+}
+
+// synthesize sets what the synthesizer of the incarnation uid produces from now on.
+func (w *World) synthesize(uid types.UID, outputs []*unstructured.Unstructured) {
+	w.eno.Outputs[uid] = outputs
+	for _, m := range outputs {
+		if ref := enomodel.RefOf(m); !slices.Contains(w.producedEver[uid], ref) {
+			w.producedEver[uid] = append(w.producedEver[uid], ref)
+		}
+	}
 }
 
 // ready reports whether the story's Composition's current synthesis is Ready.
@@ -337,6 +373,29 @@ func (w *World) settle(why string) {
 	for round := 0; round < 200; round++ {
 		changed := false
 		for _, a := range w.enoActions() {
+			w.freshCaches()
+			if a.run() {
+				changed = true
+				w.logf("eno: %s", a.name)
+			}
+			w.clock.Advance(time.Second)
+		}
+		if !changed {
+			return
+		}
+	}
+}
+
+// settleOnly runs Eno alone on the Composition name (its controllers and its reconciles), every
+// cache fresh, until nothing changes.
+func (w *World) settleOnly(name string) {
+	w.logf("eno settles %s alone", name)
+	for round := 0; round < 200; round++ {
+		changed := false
+		for _, a := range w.enoActions() {
+			if !strings.HasSuffix(a.name, " "+name) && !strings.Contains(a.name, " reconcile "+name+": ") {
+				continue
+			}
 			w.freshCaches()
 			if a.run() {
 				changed = true
@@ -369,9 +428,8 @@ func (w *World) enoActions() []action {
 			return ok
 		}}
 	}
-	comps, _ := w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace("").List(ctx, metav1.ListOptions{})
-	for _, c := range comps.Items {
-		ns, name := c.GetNamespace(), c.GetName()
+	for _, c := range w.cp.Names(apiserver.Compositions) {
+		ns, name := c.Namespace, c.Name
 		out = append(out,
 			step("dispatch "+name, func() (bool, error) { return w.eno.Dispatch(ctx, ns, name) }),
 			step("execute "+name, func() (bool, error) { return w.eno.Execute(ctx, ns, name) }),
@@ -380,16 +438,18 @@ func (w *World) enoActions() []action {
 		for _, p := range w.procs {
 			out = append(out, step(p.Name+" load "+name, func() (bool, error) { return p.Load(ctx, ns, name) }))
 			for _, ref := range p.Pending(ns, name) {
-				out = append(out, step(fmt.Sprintf("%s reconcile %s", p.Name, ref), func() (bool, error) {
+				out = append(out, step(fmt.Sprintf("%s reconcile %s: %s", p.Name, name, ref), func() (bool, error) {
+					if c, err := w.enoCache(ns, name); err == nil {
+						w.truth.enoActor = enoFor(c.GetUID())
+					}
 					a, err := p.ReconcileResource(ctx, ns, name, ref)
 					return a != enomodel.ActionNone, err
 				}))
 			}
 		}
 	}
-	slicesList, _ := w.cpAdmin.Resource(enomodel.ResourceSliceGVR).Namespace("").List(ctx, metav1.ListOptions{})
-	for _, s := range slicesList.Items {
-		ns, name := s.GetNamespace(), s.GetName()
+	for _, s := range w.cp.Names(apiserver.ResourceSlices) {
+		ns, name := s.Namespace, s.Name
 		out = append(out, step("cleanup check "+name, func() (bool, error) { return w.eno.CleanupCheck(ctx, ns, name) }))
 		if slices.ContainsFunc(w.eno.PendingCleanup(), func(k string) bool { return strings.HasPrefix(k, ns+"/"+name+"/") }) {
 			out = append(out, step("cleanup confirm "+name, func() (bool, error) { return w.eno.CleanupConfirm(ctx, ns, name) }),

@@ -1,8 +1,11 @@
 package apiserver
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,6 +40,24 @@ func (s *Server) List(res Resource, namespace string, opts metav1.ListOptions) (
 		return nil, err
 	}
 	return s.list(res, namespace, opts, func(k objectKey) object { return s.live[k] }, s.rev)
+}
+
+// Names lists the namespace and name of every live object of res, in the order List lists them,
+// without copying any object.
+func (s *Server) Names(res Resource) []types.NamespacedName {
+	unlock := s.lock()
+	defer unlock()
+	var out []types.NamespacedName
+	prefix := res.groupResource().String()
+	for k := range s.live {
+		if k.resource == prefix {
+			out = append(out, types.NamespacedName{Namespace: k.namespace, Name: k.name})
+		}
+	}
+	slices.SortFunc(out, func(a, b types.NamespacedName) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+	return out
 }
 
 // Create creates obj as manager.

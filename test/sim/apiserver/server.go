@@ -372,7 +372,7 @@ func parseSelectors(res Resource, opts metav1.ListOptions) (selectors, error) {
 }
 
 func (sel selectors) matches(res Resource, o object) bool {
-	u := o.unstructured()
+	u := &unstructured.Unstructured{Object: o} // read only: no copy
 	if !sel.labels.Matches(labels.Set(u.GetLabels())) {
 		return false
 	}

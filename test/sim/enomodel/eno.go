@@ -53,6 +53,9 @@ type Eno struct {
 	Now          func() time.Time
 	// Outputs are the synthesizers' outputs, by Composition UID.
 	Outputs map[types.UID][]*unstructured.Unstructured
+	// InSync, when set, is told of each object a reconcile found in sync and left unwritten:
+	// Eno takes it for the Composition all the same.
+	InSync func(ref Ref, uid types.UID)
 
 	seq int
 	// forced holds the force-resynthesis values a synthesis was dispatched for.

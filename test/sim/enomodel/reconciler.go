@@ -231,6 +231,9 @@ func (r *Reconciler) ReconcileResource(ctx context.Context, ns, name string, ref
 		}
 		return ActionApplied, nil
 	}
+	if r.eno.InSync != nil {
+		r.eno.InSync(ref, current.GetUID())
+	}
 	return r.status(r.markReady(ctx, ns, res))
 }
 
