@@ -445,19 +445,19 @@ func TestPoliciesDenyEverythingElse(t *testing.T) {
 			Metadata   meta   `json:"metadata"`
 		}{"v1", "ConfigMap", meta{"target", f.ns, map[string]string{domain.AnnotationDisableReconciliation: "true", domain.AnnotationOverrides: string(ops)}}}))
 	}
-	const and = `\\u0026\\u0026 size(`
+	const and = `\\u0026\\u0026 ((has(`
 	tombstoneCases := []struct{ name, manifest, msg string }{
 		{"a plain tombstone", configMap(f.ns, "target"), msgSelfCheckForm},
 		{"a tombstone disabled, with no overrides", kubetest.Manifest("v1", "ConfigMap", f.ns, "target", nil, map[string]string{domain.AnnotationDisableReconciliation: "true"}, nil), msgSelfCheckForm},
 		{"a tombstone whose condition is the constant true", constant("true"), msgSelfCheckPins},
 		{"a condition that does not begin by pinning the uid", twice(`self.metadata.uid == `, `self.metadata.uid != `), msgSelfCheckPins},
 		{"a condition that pins the uid only", constant(`self.metadata.uid == "0123" && true`), msgSelfCheckPins},
-		{"a condition with || true between its pins", twice(and, `|| true || size(`), msgSelfCheckPins},
+		{"a condition with || true between its pins", twice(and, `|| true || ((has(`), msgSelfCheckPins},
 		{"a condition with || after its first conjunct", twice(`\\u0026\\u0026 composition.metadata.deletionTimestamp`, `|| true || composition.metadata.deletionTimestamp`), msgSelfCheckPins},
-		{"a condition with ?: between its pins", twice(and, `\\u0026\\u0026 true ? true : size(`), msgSelfCheckPins},
-		{"a condition whose parentheses close early", twice(and, `\\u0026\\u0026 true) || (size(`), msgSelfCheckPins},
-		{"a condition that ends in a comment", twice(and, `\\u0026\\u0026 true // size(`), msgSelfCheckPins},
-		{"a condition hiding || in a triple-quoted string", twice(and, `\\u0026\\u0026 \\\"\\\"\\\"(\\\"\\\"\\\" || true || (\\\"\\\"\\\")\\\"\\\"\\\" \\u0026\\u0026 size(`), msgSelfCheckPins},
+		{"a condition with ?: between its pins", twice(and, `\\u0026\\u0026 true ? true : ((has(`), msgSelfCheckPins},
+		{"a condition whose parentheses close early", twice(and, `\\u0026\\u0026 true) || (((has(`), msgSelfCheckPins},
+		{"a condition that ends in a comment", twice(and, `\\u0026\\u0026 true // ((has(`), msgSelfCheckPins},
+		{"a condition hiding || in a triple-quoted string", twice(and, `\\u0026\\u0026 \\\"\\\"\\\"(\\\"\\\"\\\" || true || (\\\"\\\"\\\")\\\"\\\"\\\" \\u0026\\u0026 ((has(`), msgSelfCheckPins},
 		{"a first override that is not the negation of the second", strings.Replace(good, `\"condition\":\"!(`, `\"condition\":\"false \\u0026\\u0026 !(`, 1), msgSelfCheckPins},
 		{"a first override whose condition is not the second's", strings.Replace(good, `self.metadata.uid == `, `self.metadata.name == `, 1), msgSelfCheckPins},
 		{"a tombstone with reconciliation enabled", strings.Replace(good, `"`+domain.AnnotationDisableReconciliation+`":"true"`, `"`+domain.AnnotationDisableReconciliation+`":"false"`, 1), msgSelfCheckForm},
