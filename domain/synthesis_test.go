@@ -251,12 +251,12 @@ func TestProductionThreatens(t *testing.T) {
 		p    domain.Production
 		want bool
 	}{
-		"another applies a tombstone's identity":      {of("other", res(false, "ConfigMap", "a", "orphan")), true},
-		"another produces something else":             {of("other", res(false, "ConfigMap", "a", "kept")), false},
-		"another tombstones it too":                   {of("other", res(true, "ConfigMap", "a", "orphan")), false},
-		"the hand-off's own Composition":              {of("self", res(false, "ConfigMap", "a", "orphan")), false},
-		"the recorded incarnation":                    {of("old", res(false, "ConfigMap", "a", "orphan")), false},
-		"no owner":                                    {of("", res(false, "ConfigMap", "a", "orphan")), false},
+		"another applies a tombstone's identity": {of("other", res(false, "ConfigMap", "a", "orphan")), true},
+		"another produces something else":        {of("other", res(false, "ConfigMap", "a", "kept")), false},
+		"another tombstones it too":              {of("other", res(true, "ConfigMap", "a", "orphan")), false},
+		"the hand-off's own Composition":         {of("self", res(false, "ConfigMap", "a", "orphan")), false},
+		"the recorded incarnation":               {of("old", res(false, "ConfigMap", "a", "orphan")), false},
+		"no owner":                               {of("", res(false, "ConfigMap", "a", "orphan")), false},
 	} {
 		assert.Equal(t, tt.want, tt.p.Threatens(recovery), name)
 	}
