@@ -248,15 +248,15 @@ func runLifecycle(t *testing.T) lifecycle {
 	kindsSecond := newSynthesis([]resource{kept})
 	_, err = recreateComposition(ctx, c, ns, kindsRef.Name, kindsSecond)
 	require.NoError(t, err)
-	// A ServiceAccount's deletion cascades (its token Secrets): never handed to Eno, listed with
-	// the command to delete it after looking (design §6.3).
+	// A Namespace's and a ServiceAccount's deletions cascade: never handed to Eno, each listed
+	// with the command to delete it after looking (design §6.3).
 	d = decidedOn(kindsRef, kindsSecond, domain.OutcomeRecovered)
-	sa := resource{Name: "kinds-" + l.marker, Kind: "ServiceAccount"}
-	assert.Contains(t, d.Message, "kubectl delete serviceaccount kinds-"+l.marker+" -n "+workloadNamespace)
+	cascading := []string{resource{Name: "kinds-" + l.marker, Kind: "Namespace"}.id(), resource{Name: "kinds-" + l.marker, Kind: "ServiceAccount"}.id()}
+	assert.Contains(t, d.Message, "kubectl delete namespace kinds-"+l.marker+"; kubectl delete serviceaccount kinds-"+l.marker+" -n "+workloadNamespace)
 	got, _, err = tombstoneSliceIDs(ctx, c, ns, d.TombstoneSlice)
 	require.NoError(t, err)
-	assert.Equal(t, minus(kindsFirst.ids(), append(kindsSecond.ids(), sa.id())), got, "one tombstone of every kind but ServiceAccount")
-	assert.Len(t, got, len(downstreamKinds)-1)
+	assert.Equal(t, minus(kindsFirst.ids(), append(kindsSecond.ids(), cascading...)), got, "one tombstone of every kind but the cascading ones")
+	assert.Len(t, got, len(downstreamKinds)-2)
 	ctrl.stop()
 
 	// 4. The hand-off (design §6.2) on a Composition of its own: armed, a recovery slice created
