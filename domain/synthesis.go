@@ -80,12 +80,21 @@ type SynthesisContents struct {
 	// keptTombstones are the tombstones Eno skips for good: disabled on the manifest, and not
 	// by this controller's precondition, which may enable them.
 	keptTombstones map[ResourceID]struct{}
+	// anyNamespace holds every identity above with its namespace cleared: see Covers.
+	anyNamespace map[ResourceID]struct{}
 }
 
 func (s SynthesisContents) Inventory() Inventory { return s.inventory }
 
-// Covers reports whether the synthesis produces, patches or already tombstones id.
+// Covers reports whether the synthesis produces, patches or already tombstones id. An id
+// without a namespace (recorded cluster-scoped) is covered by a manifest of its group, kind and
+// name in any namespace: the API server ignores a namespace on a cluster-scoped object, so that
+// manifest applies the very object (design §6.3).
 func (s SynthesisContents) Covers(id ResourceID) bool {
+	if id.Namespace == "" {
+		_, ok := s.anyNamespace[id]
+		return ok
+	}
 	if _, ok := s.patched[id]; ok {
 		return true
 	}
@@ -169,6 +178,13 @@ func ReadSynthesis(c Composition, slices []ResourceSlice) (SynthesisContents, er
 	for _, e := range inv.entries {
 		contents.produced[e.ID()] = struct{}{}
 	}
+	contents.anyNamespace = map[ResourceID]struct{}{}
+	for _, set := range []map[ResourceID]struct{}{contents.produced, contents.patched, contents.tombstoned} {
+		for id := range set {
+			id.Namespace = ""
+			contents.anyNamespace[id] = struct{}{}
+		}
+	}
 	return contents, nil
 }
 
@@ -249,6 +265,13 @@ func ProductionOf(s ResourceSlice) Production {
 			id = ResourceID{Group: tg, Kind: targetKind, Namespace: m.Namespace, Name: m.Name}
 		}
 		p.ids = append(p.ids, fingerprint(id))
+		if id.Namespace != "" {
+			// Also as cluster-scoped: the API server ignores a namespace on a cluster-scoped
+			// object, so this manifest applies the one recorded without (see Covers).
+			cluster := id
+			cluster.Namespace = ""
+			p.ids = append(p.ids, fingerprint(cluster))
+		}
 	}
 	slices.Sort(p.ids)
 	p.ids = slices.Compact(p.ids)

@@ -58,6 +58,8 @@ func TestReadSynthesisCovers(t *testing.T) {
 		{"the Patch object itself is not a resource", got, domain.ResourceID{Group: "eno.azure.io", Kind: "Patch", Namespace: "kube-system", Name: "coredns"}, false},
 		{"other namespace", got, domain.ResourceID{Kind: "ConfigMap", Namespace: "other", Name: "produced"}, false},
 		{"other group", got, domain.ResourceID{Group: "apps", Kind: "ConfigMap", Namespace: "ns", Name: "produced"}, false},
+		{"recorded cluster-scoped, produced with a namespace the server ignores", got, domain.ResourceID{Kind: "ConfigMap", Name: "produced"}, true},
+		{"recorded cluster-scoped, patched with a namespace", got, domain.ResourceID{Group: "apps", Kind: "Deployment", Name: "coredns"}, true},
 		{"unknown", got, domain.ResourceID{Kind: "Secret", Namespace: "ns", Name: "x"}, false},
 		{"existing tombstone", withTombstones, domain.ResourceID{Group: "rbac.authorization.k8s.io", Kind: "Role", Namespace: "ns", Name: "gone"}, true},
 		{"a tombstoned Patch's target counts as covered: when in doubt, keep", withTombstones, domain.ResourceID{Kind: "Secret", Namespace: "ns", Name: "unpatched"}, true},
@@ -233,6 +235,17 @@ func TestProducedElsewhere(t *testing.T) {
 	}, got)
 	assert.Len(t, domain.ProducedElsewhere(productions, ids, "uid-self"), 4, "the old incarnation's slices count unless excluded")
 	assert.Empty(t, domain.ProducedElsewhere(productions, []domain.ResourceID{cmID("absent")}), "asked only about identities")
+
+	// A ClusterRole recorded without a namespace is the object another Composition applies with
+	// one: the API server ignores a namespace on a cluster-scoped object.
+	role := domain.ResourceID{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "web-reader"}
+	withNamespace := domain.ProductionOf(domain.ResourceSlice{Namespace: "team-b", Name: "b-1", ControllerUID: "uid-b", Resources: []domain.SliceResource{
+		{Manifest: `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"namespace":"team-b","name":"web-reader"}}`}}})
+	assert.Equal(t, map[domain.ResourceID]string{role: "team-b/b-1"}, domain.ProducedElsewhere([]domain.Production{withNamespace}, []domain.ResourceID{role}))
+	recovery := domain.ProductionOf(domain.ResourceSlice{Namespace: "team-a", Name: "web-recovery-1", ControllerUID: "uid-a",
+		Annotations: map[string]string{domain.AnnotationSourceUID: "old"},
+		Resources:   []domain.SliceResource{{Deleted: true, Manifest: `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"web-reader"}}`}}})
+	assert.True(t, withNamespace.Threatens(recovery), "the watch sees it too")
 }
 
 // A pending hand-off's watch looks again on the event itself: a slice of another Composition

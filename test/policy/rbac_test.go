@@ -69,6 +69,7 @@ func TestRBACGrantsOnlyWhatTheDesignUses(t *testing.T) {
 			assert.ElementsMatch(t, normalize(want), got, "RBAC of the controller's ServiceAccount in %s", ns)
 		})
 	}
+	t.Run("Eno's ServiceAccount may impersonate only the controller's", enoMayImpersonateOnlyTheControllersServiceAccount)
 }
 
 // rulesOf returns the resource rules a SelfSubjectRulesReview reports in ns, one
@@ -128,7 +129,7 @@ func normalize(lines []string) []string {
 // The wired eno-reconciler's grant (design §6.2): Eno's ServiceAccount may impersonate the
 // controller's ServiceAccount, by name, and nothing else; impersonating it yields exactly the
 // controller's identity, whose RBAC TestRBACGrantsOnlyWhatTheDesignUses checks.
-func TestEnoMayImpersonateOnlyTheControllersServiceAccount(t *testing.T) {
+func enoMayImpersonateOnlyTheControllersServiceAccount(t *testing.T) {
 	ctx := kubetest.Context(t, time.Minute)
 	eno, err := kubernetes.NewForConfig(env.UserConfig(enoUser))
 	require.NoError(t, err)

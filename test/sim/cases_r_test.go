@@ -1,12 +1,10 @@
 package sim
 
 import (
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
-	"github.com/Azure/eno-tombstone-recovery/test/sim/enomodel"
 )
 
 // The sequences of issue 36, as scripts. Each is an open sequence until issue 37 fixes it.
@@ -27,7 +25,6 @@ var openSequences = map[string]openSequence{
 	"R2": {why: "a refused plain tombstone runs on eno-reconciler's next reload", matches: func(w *World, v Violation) bool {
 		return writtenByOther(v) && w.events.warned(string(w.oracle.incarnation), "RecoverySliceInvalid")
 	}},
-	"R3":          {why: "an object another tool co-manages since before the history is deleted", matches: coManagedBeforeHistory},
 	"R3identical": {why: "an object another tool applied unchanged before the history is deleted", matches: coManagedBeforeHistory},
 	"IdenticalTakeover": {why: "an object another tool applied unchanged after the history is deleted: the simulated server, like an Update, writes nothing (issue 37 item 1)",
 		matches: func(_ *World, v Violation) bool {
@@ -39,9 +36,6 @@ var openSequences = map[string]openSequence{
 	// old-ns/late) is never created. To triage with issue 37.
 	"SliceLostStuck": {why: "a deleted recovery slice leaves the Composition's later outputs uncreated", matches: func(w *World, v Violation) bool {
 		return v.Rule == RuleOnlyWithRecovery && v.Detail == "never existed" && strings.Contains(w.Trace(), "adversary delete-slice: ")
-	}},
-	"BareOrphan": {why: "an orphan with no field to own (no managedFields) is kept as Unreadable", matches: func(w *World, v Violation) bool {
-		return v.Rule == RuleSilentLeftover && slices.ContainsFunc(w.oracle.Orphans(), func(r enomodel.Ref) bool { return r.String() == v.Object && w.oracle.bare(r) })
 	}},
 	"K4window": {why: "a Composition with no synthesis yet produces an orphan Eno deletes first (issue 37 item 6)", matches: func(_ *World, v Violation) bool {
 		return ((v.Rule == RuleProducedByLiving || v.Rule == RuleOnlyWithRecovery) && strings.Contains(v.Detail, "produced by") ||

@@ -220,6 +220,9 @@ func (r *Reconciler) ReconcileResource(ctx context.Context, ns, name string, ref
 	if !sameContent(current, desired) {
 		desired.SetResourceVersion(current.GetResourceVersion())
 		desired.SetUID(current.GetUID())
+		// Eno applies server-side: labels and annotations another manager set stay.
+		desired.SetLabels(overlay(current.GetLabels(), desired.GetLabels()))
+		desired.SetAnnotations(overlay(current.GetAnnotations(), desired.GetAnnotations()))
 		var up interface {
 			Update(context.Context, *unstructured.Unstructured, metav1.UpdateOptions, ...string) (*unstructured.Unstructured, error)
 		} = client
@@ -248,8 +251,10 @@ func (r *Reconciler) status(changed bool, err error) (Action, error) {
 // sameContent compares what Eno would apply: labels, annotations and the top-level fields
 // other than metadata and status.
 func sameContent(current, desired *unstructured.Unstructured) bool {
-	if mustJSON(current.GetLabels()) != mustJSON(desired.GetLabels()) {
-		return false
+	for k, v := range desired.GetLabels() {
+		if current.GetLabels()[k] != v {
+			return false
+		}
 	}
 	for k, v := range desired.GetAnnotations() {
 		if current.GetAnnotations()[k] != v {
@@ -265,6 +270,18 @@ func sameContent(current, desired *unstructured.Unstructured) bool {
 		}
 	}
 	return true
+}
+
+// overlay is base with over's keys set over it.
+func overlay(base, over map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range over {
+		out[k] = v
+	}
+	return out
 }
 
 func pruneEno(m map[string]string) map[string]string {
