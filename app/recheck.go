@@ -181,8 +181,7 @@ func (s *Service) guardHandoff(ctx context.Context, comp domain.Composition, tom
 }
 
 // producedElsewhere asks the fleet index which tombstones name an identity a slice of another
-// Composition than the excluded applies or patches (K4), or a Namespace one deploys into (N1),
-// and where.
+// Composition than the excluded applies or patches (K4), and where.
 func (s *Service) producedElsewhere(ctx context.Context, tombstones []domain.Tombstone, excluded ...string) (taken []domain.Tombstone, where []string, err error) {
 	ids := make([]domain.ResourceID, len(tombstones))
 	for i, t := range tombstones {
@@ -195,8 +194,6 @@ func (s *Service) producedElsewhere(ctx context.Context, tombstones []domain.Tom
 	for _, t := range tombstones {
 		if slice, ok := elsewhere[t.Entry.ID()]; ok {
 			taken, where = append(taken, t), append(where, slice)
-		} else if why := domain.DeployedInto(t.Entry.ID(), domain.SynthesisContents{}, elsewhere); why != "" {
-			taken, where = append(taken, t), append(where, why)
 		}
 	}
 	return taken, where, nil

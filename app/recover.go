@@ -235,7 +235,7 @@ func (p planner) planListed(ctx context.Context, comp domain.Composition, lineag
 	if in.Observed, err = p.observe(ctx, plan.Verify); err != nil {
 		return domain.RecoveryPlan{}, reads, err
 	}
-	if in.Elsewhere, err = p.markProducedElsewhere(ctx, in.Observed, comp.UID, snap.CompositionUID()); err != nil {
+	if err = p.markProducedElsewhere(ctx, in.Observed, comp.UID, snap.CompositionUID()); err != nil {
 		return domain.RecoveryPlan{}, reads, err
 	}
 	plan, err = domain.PlanRecovery(in)
@@ -295,18 +295,17 @@ func (p planner) liveOwners(ctx context.Context, refs []domain.CompositionRef) (
 // markProducedElsewhere turns each present object whose identity a slice of another
 // Composition applies or patches into ObjectProducedElsewhere: it is kept (K4). The slices of
 // the owners excluded (this Composition, the incarnation the history recorded) do not count.
-// It returns what the fleet index answered, for the Namespaces others deploy into (N1).
-func (p planner) markProducedElsewhere(ctx context.Context, observed map[domain.ResourceID]domain.Observation, excluded ...string) (map[domain.ResourceID]string, error) {
+func (p planner) markProducedElsewhere(ctx context.Context, observed map[domain.ResourceID]domain.Observation, excluded ...string) error {
 	elsewhere, err := p.fleet.ProducedElsewhere(ctx, slices.Collect(maps.Keys(observed)), excluded...)
 	if err != nil {
-		return nil, fmt.Errorf("reading the fleet index for identities other compositions produce: %w", err)
+		return fmt.Errorf("reading the fleet index for identities other compositions produce: %w", err)
 	}
 	for id, o := range observed {
 		if slice, ok := elsewhere[id]; ok && o.State == domain.ObjectPresent {
 			observed[id] = domain.Observation{State: domain.ObjectProducedElsewhere, Detail: "resource slice " + slice + " of another composition produces it"}
 		}
 	}
-	return elsewhere, nil
+	return nil
 }
 
 // observe reads each tombstone's object downstream (design §6.3). A read that fails (a server
@@ -341,6 +340,7 @@ func (s *Service) decide(ctx context.Context, live domain.Composition, plan doma
 	}
 	s.deps.Metrics.DecisionMade(d.Outcome, d.Reason)
 	s.announce(live, plan, d)
+	s.announceCascading(live, plan)
 	logr.FromContextOrDiscard(ctx).Info("recovery decided", "outcome", d.Outcome.String(), "reason", d.Reason,
 		"tombstones", d.Tombstones, "tombstoneSlice", d.TombstoneSlice, "recoveredFrom", d.RecoveredFrom)
 	return nil
@@ -374,6 +374,21 @@ func (s *Service) announce(comp domain.Composition, plan domain.RecoveryPlan, d 
 			d.Reason, d.Message))
 	default:
 		s.deps.Events.Normal(comp, reason, d.Message)
+	}
+}
+
+// announceCascading names each orphan of a cascading kind, never handed to Eno, in a Warning
+// with the command an operator may run after looking, and counts them (design §6.3).
+func (s *Service) announceCascading(comp domain.Composition, plan domain.RecoveryPlan) {
+	n := 0
+	for _, dr := range plan.Dropped {
+		if dr.Reason == domain.DropCascading {
+			n++
+			s.deps.Events.Warning(comp, dr.Reason.String(), fmt.Sprintf("%s is an orphan: %s", dr.Tombstone.Entry.ID(), dr.Detail))
+		}
+	}
+	if n > 0 {
+		s.deps.Metrics.TombstoneAlert(domain.DropCascading.String(), n)
 	}
 }
 

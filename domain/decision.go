@@ -52,9 +52,6 @@ const (
 	ReasonNoOrphans         = "NoOrphans"
 	ReasonRejected          = "Rejected"
 	ReasonOverDeletionGuard = "OverDeletionGuard"
-	// ReasonCascadingDeletion: a tombstone's deletion cascades (Cascades), held for review
-	// whatever the deletion guard says (design §6.1).
-	ReasonCascadingDeletion = "CascadingDeletion"
 	ReasonApproved          = "Approved"
 	ReasonAlreadyDecided    = "AlreadyDecided"
 	ReasonUnverified        = "Unverified"

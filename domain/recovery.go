@@ -171,10 +171,7 @@ type RecoveryInput struct {
 	Synthesis      SynthesisContents
 	// Observed is what a read of each object of RecoveryPlan.Verify found downstream; nil until
 	// the objects were read (design §6.3).
-	Observed map[ResourceID]Observation
-	// Elsewhere maps each identity a slice of another Composition applies or patches to that
-	// slice (ProducedElsewhere), read with Observed: a Namespace deployed into is kept.
-	Elsewhere            map[ResourceID]string
+	Observed             map[ResourceID]Observation
 	MaxTombstoneFraction float64
 	// EnoManagers are Eno's field managers; any other manager of an object keeps it (§6.3).
 	EnoManagers EnoManagers
@@ -346,11 +343,17 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 		return RecoveryPlan{}, err
 	}
 	writeTime, known := snap.WriteTime()
-	// A Namespace deployed into is kept whatever its object shows: nothing of it needs deleting.
-	toVerify, deployedInto := splitDeployedInto(toVerify, in.Synthesis, in.Elsewhere)
 	verified, dropped := VerifyTombstones(toVerify, in.Observed, in.EnoManagers, writeTime, known)
-	dropped = append(append(disabled, dropped...), deployedInto...)
+	verified, cascaded := splitCascading(verified)
+	dropped = append(append(disabled, dropped...), cascaded...)
 	summary := DroppedSummary(dropped)
+	if len(cascaded) > 0 {
+		cmds := make([]string, len(cascaded))
+		for i, t := range cascaded {
+			cmds[i] = KubectlDelete(t.Tombstone.Entry.ID())
+		}
+		summary += "; never handed to Eno, delete after looking: " + strings.Join(cmds, "; ")
+	}
 	withDrops := func(msg string) string {
 		if summary == "" {
 			return msg
@@ -362,12 +365,12 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 		if !allVerifiable(dropped) {
 			d.Reason = ReasonUnverified
 		}
-		d.Message = withDrops(fmt.Sprintf("%d of %d resources of the previous incarnation are absent from the synthesis, but no tombstone could be verified against its object", len(absent), total))
+		d.Message = withDrops(fmt.Sprintf("%d of %d resources of the previous incarnation are absent from the synthesis, but none can be handed to Eno", len(absent), total))
 		return RecoveryPlan{Decision: d, Dropped: dropped}, nil
 	}
 	d.Tombstones = len(verified)
 	plan := RecoveryPlan{Decision: d, Dropped: dropped, HistoryWritten: writeTime, SourceUID: in.Snapshot.CompositionUID(), EnoManagers: in.EnoManagers}
-	if overDeletionGuard(len(verified), total, in.MaxTombstoneFraction) || len(cascading(verified)) > 0 {
+	if overDeletionGuard(len(verified), total, in.MaxTombstoneFraction) {
 		return planOverTheGuard(plan, in, verified, total, withDrops), nil
 	}
 	plan.Decision.Outcome = OutcomeRecovered
@@ -400,8 +403,7 @@ func planFromSnapshotErr(d Decision, snap Snapshot, snapErr error) (RecoveryPlan
 	return RecoveryPlan{Decision: d}, nil
 }
 
-// planOverTheGuard decides tombstones over the deletion guard, or with one whose deletion
-// cascades: recovered once an operator approved this synthesis, nothing once rejected, otherwise
+// planOverTheGuard decides tombstones over the deletion guard: recovered once an operator approved this synthesis, nothing once rejected, otherwise
 // held for review (design §6.1).
 func planOverTheGuard(plan RecoveryPlan, in RecoveryInput, verified []Tombstone, total int, withDrops func(string) string) RecoveryPlan {
 	c := in.Composition
@@ -418,12 +420,8 @@ func planOverTheGuard(plan RecoveryPlan, in RecoveryInput, verified []Tombstone,
 	}
 	plan.Decision.Outcome, plan.Decision.Reason = OutcomeHeldForReview, ReasonOverDeletionGuard
 	guard := fmt.Sprintf("over the guard of %g", in.MaxTombstoneFraction)
-	switch cascades := cascading(verified); {
-	case in.MaxTombstoneFraction == 0:
+	if in.MaxTombstoneFraction == 0 {
 		guard = "and the guard of 0 holds every recovery for review"
-	case !overDeletionGuard(len(verified), total, in.MaxTombstoneFraction):
-		plan.Decision.Reason = ReasonCascadingDeletion
-		guard = fmt.Sprintf("among them %s, whose deletion also deletes %s: held for review", FirstIDs(cascades, 5), Cascades(cascades[0].Entry.ID()))
 	}
 	plan.Decision.Message = withDrops(fmt.Sprintf("%d of %d resources would be deleted, %s; set %s to approve:%s or reject:%s",
 		len(verified), total, guard, AnnotationReview, c.Synthesis.UUID, c.Synthesis.UUID))

@@ -227,19 +227,16 @@ func cascadeDisable(e *Entry, c Composition) {
 	e.Annotations = annotations
 }
 
-// Production is what the fleet index keeps of one slice (design §6.3): its owner, a fixed-size
-// fingerprint of each identity it applies or patches (not a tombstone), and in each namespace it
-// deploys into, the first such identity. Never a manifest.
+// Production is what the fleet index keeps of one slice (design §6.3): its owner and a fixed-size
+// fingerprint of each identity it applies or patches (not a tombstone). Never a manifest.
 type Production struct {
 	// Slice is the slice's "namespace/name"; Owner its controller's UID.
 	Slice, Owner string
 	ids          []uint64
-	inNamespace  map[string]ResourceID
-	// On a recovery slice: the fingerprints of its tombstones, the Namespaces among them, and
-	// the incarnation its history names (AnnotationSourceUID), whose slices are no evidence.
-	tombstones   []uint64
-	tombstonedNS []string
-	source       string
+	// On a recovery slice: the fingerprints of its tombstones and the incarnation its history
+	// names (AnnotationSourceUID), whose slices are no evidence.
+	tombstones []uint64
+	source     string
 }
 
 // ProductionOf reads what s applies or patches. A Patch counts as its target; a manifest that
@@ -249,11 +246,7 @@ func ProductionOf(s ResourceSlice) Production {
 	for _, r := range s.Resources {
 		if r.Deleted {
 			if t, _, err := ParseTombstone(r); err == nil && p.source != "" {
-				id := t.ID()
-				p.tombstones = append(p.tombstones, fingerprint(id))
-				if id.Group == "" && id.Kind == "Namespace" {
-					p.tombstonedNS = append(p.tombstonedNS, id.Name)
-				}
+				p.tombstones = append(p.tombstones, fingerprint(t.ID()))
 			}
 			continue
 		}
@@ -279,12 +272,6 @@ func ProductionOf(s ResourceSlice) Production {
 			cluster.Namespace = ""
 			p.ids = append(p.ids, fingerprint(cluster))
 		}
-		if first, ok := p.inNamespace[id.Namespace]; id.Namespace != "" && (!ok || id.Compare(first) < 0) {
-			if p.inNamespace == nil {
-				p.inNamespace = map[string]ResourceID{}
-			}
-			p.inNamespace[id.Namespace] = id
-		}
 	}
 	slices.Sort(p.ids)
 	p.ids = slices.Compact(p.ids)
@@ -293,16 +280,11 @@ func ProductionOf(s ResourceSlice) Production {
 }
 
 // Threatens reports whether p, a slice of another Composition than recovery slice r's and its
-// source, applies or patches an identity r tombstones or deploys into a Namespace r tombstones:
-// the event on which a pending hand-off's watch looks again at once (design §6.2).
+// source, applies or patches an identity r tombstones: the event on which a pending hand-off's
+// watch looks again at once (design §6.2).
 func (p Production) Threatens(r Production) bool {
 	if len(r.tombstones) == 0 || p.Owner == "" || p.Owner == r.Owner || p.Owner == r.source {
 		return false
-	}
-	for _, ns := range r.tombstonedNS {
-		if _, ok := p.inNamespace[ns]; ok {
-			return true
-		}
 	}
 	for _, id := range p.ids {
 		if _, ok := slices.BinarySearch(r.tombstones, id); ok {
@@ -320,26 +302,17 @@ func fingerprint(id ResourceID) uint64 {
 }
 
 // ProducedElsewhere maps each of ids that a slice of all controlled by anything but the excluded
-// owners (by UID) applies or patches to that slice; and for an id that is a Namespace, the first
-// identity such a slice deploys into it, for DeployedInto. Any such slice counts, a terminating
-// one or one of an older synthesis too: when in doubt, keep.
+// owners (by UID) applies or patches to that slice. Any such slice counts, a terminating one or
+// one of an older synthesis too: when in doubt, keep.
 func ProducedElsewhere(all []Production, ids []ResourceID, excluded ...string) map[ResourceID]string {
 	out := map[ResourceID]string{}
-	add := func(id ResourceID, slice string) {
-		if cur, ok := out[id]; !ok || slice < cur {
-			out[id] = slice
-		}
-	}
 	for _, p := range all {
 		if p.Owner == "" || slices.Contains(excluded, p.Owner) {
 			continue
 		}
 		for _, id := range ids {
-			if _, ok := slices.BinarySearch(p.ids, fingerprint(id)); ok {
-				add(id, p.Slice)
-			}
-			if first, ok := p.inNamespace[id.Name]; ok && id.Group == "" && id.Kind == "Namespace" && id.Namespace == "" {
-				add(first, p.Slice)
+			if _, ok := slices.BinarySearch(p.ids, fingerprint(id)); ok && (out[id] == "" || p.Slice < out[id]) {
+				out[id] = p.Slice
 			}
 		}
 	}

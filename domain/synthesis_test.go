@@ -232,8 +232,6 @@ func TestProducedElsewhere(t *testing.T) {
 		{Group: "apps", Kind: "Deployment", Namespace: "ns", Name: "patched"}: "team-b/other-1",
 		// Eno still applies a terminating slice its synthesis names while the finalizer holds.
 		cmID("collected"): "team-c/gone-1",
-		// The Namespace ns is deployed into: its first identity there, for DeployedInto; the
-		// smallest slice name when several do.
 	}, got)
 	assert.Len(t, domain.ProducedElsewhere(productions, ids, "uid-self"), 4, "the old incarnation's slices count unless excluded")
 	assert.Empty(t, domain.ProducedElsewhere(productions, []domain.ResourceID{cmID("absent")}), "asked only about identities")
@@ -250,37 +248,15 @@ func TestProducedElsewhere(t *testing.T) {
 	assert.True(t, withNamespace.Threatens(recovery), "the watch sees it too")
 }
 
-// N1 through the index: a Namespace is reported with the first identity another Composition's
-// slice deploys into it, so DeployedInto finds it.
-func TestProducedElsewhereNamespace(t *testing.T) {
-	cm := func(ns, name string) domain.SliceResource {
-		return domain.SliceResource{Manifest: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"` + ns + `","name":"` + name + `"}}`}
-	}
-	productions := []domain.Production{
-		domain.ProductionOf(domain.ResourceSlice{Namespace: "x", Name: "b", ControllerUID: "u1", Resources: []domain.SliceResource{cm("apps", "z"), cm("apps", "m")}}),
-		domain.ProductionOf(domain.ResourceSlice{Namespace: "x", Name: "a", ControllerUID: "u2", Resources: []domain.SliceResource{cm("apps", "y")}}),
-		domain.ProductionOf(domain.ResourceSlice{Namespace: "x", Name: "own", ControllerUID: "self", Resources: []domain.SliceResource{cm("mine", "a")}}),
-	}
-	ns := func(name string) domain.ResourceID { return domain.ResourceID{Kind: "Namespace", Name: name} }
-	got := domain.ProducedElsewhere(productions, []domain.ResourceID{ns("apps"), ns("mine")}, "self")
-	assert.Equal(t, map[domain.ResourceID]string{
-		{Kind: "ConfigMap", Namespace: "apps", Name: "m"}: "x/b",
-		{Kind: "ConfigMap", Namespace: "apps", Name: "y"}: "x/a",
-	}, got)
-	assert.Equal(t, "resource slice x/b of another composition deploys ConfigMap/apps/m into it",
-		domain.DeployedInto(ns("apps"), domain.SynthesisContents{}, got))
-	assert.Empty(t, domain.DeployedInto(ns("mine"), domain.SynthesisContents{}, got), "the excluded owner's slices do not count")
-}
-
 // A pending hand-off's watch looks again on the event itself: a slice of another Composition
-// that starts to produce a tombstone's identity, or to deploy into a tombstoned Namespace.
+// that starts to produce a tombstone's identity.
 func TestProductionThreatens(t *testing.T) {
 	res := func(deleted bool, kind, ns, name string) domain.SliceResource {
 		return domain.SliceResource{Deleted: deleted, Manifest: `{"apiVersion":"v1","kind":"` + kind + `","metadata":{"namespace":"` + ns + `","name":"` + name + `"}}`}
 	}
 	recovery := domain.ProductionOf(domain.ResourceSlice{Namespace: "a", Name: "web-recovery-1", ControllerUID: "self",
 		Annotations: map[string]string{domain.AnnotationSourceUID: "old"},
-		Resources:   []domain.SliceResource{res(true, "ConfigMap", "a", "orphan"), res(true, "Namespace", "", "gone")}})
+		Resources:   []domain.SliceResource{res(true, "ConfigMap", "a", "orphan")}})
 	of := func(owner string, rs ...domain.SliceResource) domain.Production {
 		return domain.ProductionOf(domain.ResourceSlice{Namespace: "b", Name: "s", ControllerUID: owner, Resources: rs})
 	}
@@ -288,13 +264,12 @@ func TestProductionThreatens(t *testing.T) {
 		p    domain.Production
 		want bool
 	}{
-		"another applies a tombstone's identity":      {of("other", res(false, "ConfigMap", "a", "orphan")), true},
-		"another deploys into a tombstoned Namespace": {of("other", res(false, "ConfigMap", "gone", "x")), true},
-		"another produces something else":             {of("other", res(false, "ConfigMap", "a", "kept")), false},
-		"another tombstones it too":                   {of("other", res(true, "ConfigMap", "a", "orphan")), false},
-		"the hand-off's own Composition":              {of("self", res(false, "ConfigMap", "a", "orphan")), false},
-		"the recorded incarnation":                    {of("old", res(false, "ConfigMap", "a", "orphan")), false},
-		"no owner":                                    {of("", res(false, "ConfigMap", "a", "orphan")), false},
+		"another applies a tombstone's identity": {of("other", res(false, "ConfigMap", "a", "orphan")), true},
+		"another produces something else":        {of("other", res(false, "ConfigMap", "a", "kept")), false},
+		"another tombstones it too":              {of("other", res(true, "ConfigMap", "a", "orphan")), false},
+		"the hand-off's own Composition":         {of("self", res(false, "ConfigMap", "a", "orphan")), false},
+		"the recorded incarnation":               {of("old", res(false, "ConfigMap", "a", "orphan")), false},
+		"no owner":                               {of("", res(false, "ConfigMap", "a", "orphan")), false},
 	} {
 		assert.Equal(t, tt.want, tt.p.Threatens(recovery), name)
 	}

@@ -70,10 +70,9 @@ var (
 	// every Composition with one field manager and an in-sync object gets no write, so a
 	// takeover shows in no managedFields time; the other Composition keeps it.
 	DropProducedElsewhere = DropReason{"ProducedElsewhere"}
-	// DropDeployedInto: the object is a Namespace that the synthesis, or another Composition's,
-	// still deploys into (DeployedInto): deleting it would take those objects with it. Never
-	// tombstoned, whatever the review says (design §6.3, N1).
-	DropDeployedInto = DropReason{"DeployedInto"}
+	// DropCascading: an orphan whose deletion deletes other objects (Cascades): never handed to
+	// Eno, approved or not; an operator deletes it after looking (design §6.3, R1).
+	DropCascading = DropReason{"CascadingKind"}
 )
 
 func (r DropReason) String() string { return r.name }
@@ -81,7 +80,7 @@ func (r DropReason) String() string { return r.name }
 // verifiable reports whether the reason still proves something about the object: NotFound and
 // newer objects are safe to leave, while the others keep an object that may be an orphan.
 func (r DropReason) verifiable() bool {
-	return r == DropNotFound || r == DropNewer || r == DropDisabled || r == DropProducedElsewhere || r == DropDeployedInto
+	return r == DropNotFound || r == DropNewer || r == DropDisabled || r == DropProducedElsewhere
 }
 
 // DroppedTombstone is a tombstone recovery does not publish, and why.

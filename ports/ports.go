@@ -165,8 +165,8 @@ type Metrics interface {
 	// reconcile ("reconcile"), an informer event handler ("event-handler") or the start of the
 	// controller's caches and controller ("start").
 	Panicked(where string)
-	// TombstoneAlert counts tombstones a check after the hand-off reported, by reason:
-	// HandoffDisarmed, OrphansRemain.
+	// TombstoneAlert counts orphans reported to an operator, by reason: CascadingKind (at a
+	// decision), HandoffDisarmed, OrphansRemain (after the hand-off).
 	TombstoneAlert(reason string, n int)
 	// CompositionObserved reports what one reconcile found a Composition waiting on, for the
 	// gauges of held reviews, pending hand-offs, failing recordings and remaining orphans; the

@@ -41,7 +41,7 @@ type Recorder struct {
 var (
 	reconcileResults = []string{"success", "error"}
 	panicSites       = []string{"reconcile", "event-handler"}
-	alertReasons     = []string{"HandoffDisarmed", "OrphansRemain"}
+	alertReasons     = []string{"CascadingKind", "HandoffDisarmed", "OrphansRemain"}
 	waitingStates    = []string{"HeldForReview", "HandoffPending", "RecordingFailing"}
 )
 
@@ -87,7 +87,7 @@ func New(reg prometheus.Registerer) (*Recorder, error) {
 		}, []string{"lineage"}),
 		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "tombstone_alerts_total",
-			Help: "Tombstones reported after the hand-off, by reason: HandoffDisarmed (another composition produces them, so the hand-off was disarmed), OrphansRemain (still present after Eno's carrying synthesis was Ready).",
+			Help: "Orphans reported to an operator instead of Eno, by reason: CascadingKind (a decision kept an orphan whose deletion cascades, never handed to Eno: its Warning names the kubectl delete to run after looking), HandoffDisarmed (another composition produces them, so the hand-off was disarmed), OrphansRemain (still present after Eno's carrying synthesis was Ready).",
 		}, []string{"reason"}),
 		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "panics_total",

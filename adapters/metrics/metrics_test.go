@@ -85,6 +85,7 @@ func TestSeriesExistBeforeTheFirstEvent(t *testing.T) {
 		`eno_tombstone_recovery_panics_total{where="event-handler"} 0`,
 		`eno_tombstone_recovery_tombstone_alerts_total{reason="OrphansRemain"} 0`,
 		`eno_tombstone_recovery_tombstone_alerts_total{reason="HandoffDisarmed"} 0`,
+		`eno_tombstone_recovery_tombstone_alerts_total{reason="CascadingKind"} 0`,
 		`eno_tombstone_recovery_compositions_waiting{state="HeldForReview"} 0`,
 		`eno_tombstone_recovery_compositions_waiting{state="HandoffPending"} 0`,
 		`eno_tombstone_recovery_compositions_waiting{state="RecordingFailing"} 0`,

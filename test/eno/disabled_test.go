@@ -261,12 +261,14 @@ func requireDroppedDisabled(t *testing.T, d decision, configMap string) {
 
 // --- the scenario's own Synthesizers ---
 
-// emitted is a ConfigMap a scenario's own Synthesizer emits into the scenario's namespace.
+// emitted is a ConfigMap a scenario's own Synthesizer emits into the scenario's namespace, or
+// a Namespace of that name.
 type emitted struct {
 	name        string
 	labels      map[string]string
 	annotations map[string]string
-	data        map[string]string // default: synthesizer=<the Synthesizer's name>
+	data        map[string]string // default: synthesizer=<the Synthesizer's name>; empty: none
+	namespace   bool              // a Namespace, with no data
 }
 
 // createOwnSynthesizer creates a Synthesizer for this scenario alone, named <namespace>-<name>,
@@ -278,18 +280,24 @@ func (s *scenario) createOwnSynthesizer(name string, g *gate, configMaps ...emit
 	name = s.ns + "-" + name
 	items := make([]any, len(configMaps))
 	for i, cm := range configMaps {
-		meta := map[string]any{"name": cm.name, "namespace": s.ns}
+		meta, item := map[string]any{"name": cm.name, "namespace": s.ns}, map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}
 		if len(cm.labels) > 0 {
 			meta["labels"] = cm.labels
 		}
 		if len(cm.annotations) > 0 {
 			meta["annotations"] = cm.annotations
 		}
-		data := cm.data
-		if data == nil {
-			data = map[string]string{"synthesizer": name}
+		if data := cm.data; data == nil {
+			item["data"] = map[string]string{"synthesizer": name}
+		} else if len(data) > 0 {
+			item["data"] = data
 		}
-		items[i] = map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
+		if cm.namespace {
+			delete(meta, "namespace")
+			item = map[string]any{"apiVersion": "v1", "kind": "Namespace"}
+		}
+		item["metadata"] = meta
+		items[i] = item
 	}
 	out, err := json.Marshal(map[string]any{"apiVersion": "config.kubernetes.io/v1", "kind": "ResourceList", "items": items})
 	if err != nil {

@@ -77,14 +77,16 @@ func workload(name string) map[string]any {
 }
 
 // downstreamKinds are the kinds deploy/release-downstream.yaml lets the controller read downstream
-// (design §6.3), each with an object the API server accepts. The security lifecycle tombstones one
-// of each, so that every grant is used.
+// (design §6.3), each with an object the API server accepts. The security lifecycle reads one of
+// each, so that every grant is used, and tombstones each but the Namespace and the ServiceAccount,
+// which cascade.
 var downstreamKinds = map[string]downstreamKind{
 	"ConfigMap": {"v1", true, func(string) map[string]any { return map[string]any{"data": map[string]string{"key": "value"}} }},
 	"Service": {"v1", true, func(string) map[string]any {
 		return map[string]any{"spec": map[string]any{"ports": []any{map[string]any{"port": 80}}}}
 	}},
 	"ServiceAccount": {"v1", true, func(string) map[string]any { return nil }},
+	"Namespace":      {"v1", false, func(string) map[string]any { return nil }},
 	"Deployment":     {"apps/v1", true, workload},
 	"StatefulSet": {"apps/v1", true, func(name string) map[string]any {
 		w := workload(name)
