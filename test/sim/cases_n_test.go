@@ -25,31 +25,22 @@ func init() {
 var cascadeCases = []namedCase{
 	{
 		// N1: the old incarnation deployed two Namespaces. The recreated one still deploys into
-		// app (keep): that Namespace is refused outright (DeployedInto), approval or not. The
-		// other, old-ns, holds only orphans: its deletion cascades, so it is held for review, and
-		// only an approval hands it to Eno.
+		// app (keep); the other, old-ns, holds only orphans. A Namespace is never handed to Eno
+		// (CascadingKind, design §6.3): both are listed, their orphans handed over.
 		name:   "N1",
 		story:  cascadeStory,
-		points: []string{"A held the recovery for review: a Namespace's deletion cascades", "nothing was deleted while held", "an operator approved", "A handed off without the Namespace deployed into", "Eno deleted old-ns and its orphan, and kept app"},
+		points: []string{"A handed off the orphans and listed the Namespaces, handing over neither", "Eno deleted the orphans and kept both Namespaces"},
 		script: func(t *testing.T, w *World) {
 			a := w.replicas[0]
 			w.settle("eno synthesizes the recreated composition")
 			o := a.reconcile(w.ref)
 			d := decisionOf(t, w)
-			reach(t, w, "A held the recovery for review: a Namespace's deletion cascades",
-				o.err == nil && d.Outcome == domain.OutcomeHeldForReview && d.Reason == domain.ReasonCascadingDeletion && len(recoverySlices(w)) == 0)
-			w.settle("eno acts on the held recovery")
-			reach(t, w, "nothing was deleted while held", exists(w, nsRef("old-ns")) && exists(w, cmRef("old-ns", "orphan-c")) && exists(w, cmRef("app", "orphan-a")))
-			reach(t, w, "an operator approved", approve(t, w))
-			w.freshCaches()
-			o = a.reconcile(w.ref)
-			d = decisionOf(t, w)
-			reach(t, w, "A handed off without the Namespace deployed into",
-				o.err == nil && d.Outcome == domain.OutcomeRecovered && d.Reason == domain.ReasonApproved &&
-					strings.Contains(d.Message, "1 DeployedInto (first Namespace/app") && !handedOff(w, nsRef("app")) && handedOff(w, nsRef("old-ns")))
+			reach(t, w, "A handed off the orphans and listed the Namespaces, handing over neither",
+				o.err == nil && d.Outcome == domain.OutcomeRecovered && strings.Contains(d.Message, domain.DropCascading.String()) &&
+					!handedOff(w, nsRef("app")) && !handedOff(w, nsRef("old-ns")) && handedOff(w, cmRef("old-ns", "orphan-c")))
 			w.settle("eno carries the hand-off")
-			reach(t, w, "Eno deleted old-ns and its orphan, and kept app",
-				!exists(w, nsRef("old-ns")) && !exists(w, cmRef("old-ns", "orphan-c")) && !exists(w, cmRef("app", "orphan-a")) &&
+			reach(t, w, "Eno deleted the orphans and kept both Namespaces",
+				exists(w, nsRef("old-ns")) && !exists(w, cmRef("old-ns", "orphan-c")) && !exists(w, cmRef("app", "orphan-a")) &&
 					exists(w, nsRef("app")) && exists(w, cmRef("app", "keep")))
 		},
 	},
