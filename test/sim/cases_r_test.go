@@ -1,10 +1,12 @@
 package sim
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/test/sim/enomodel"
 )
 
 // The sequences of issue 36, as scripts. Each is an open sequence until issue 37 fixes it.
@@ -35,6 +37,14 @@ var openSequences = map[string]openSequence{
 	// old-ns/late) is never created. To triage with issue 37.
 	"SliceLostStuck": {why: "a deleted recovery slice leaves the Composition's later outputs uncreated", matches: func(w *World, v Violation) bool {
 		return v.Rule == RuleOnlyWithRecovery && v.Detail == "never existed" && strings.Contains(w.Trace(), "adversary delete-slice: ")
+	}},
+	// Found by seeds 231 and 250 once BareOrphan was fixed: a tool (kubectl) writes a bare orphan
+	// with identical content; the server records nothing, as kube-apiserver records no entry for
+	// an identical apply to an object with no field to own (design §6.2, "What the check cannot
+	// see"), so Eno deletes it. Not scripted.
+	"BareTakeover": {why: "an identical write by another tool to a bare orphan leaves no trace, and Eno deletes it", matches: func(w *World, v Violation) bool {
+		return writtenByOther(v) && strings.Contains(v.Detail, "written identically by") &&
+			slices.ContainsFunc(w.oracle.Orphans(), func(r enomodel.Ref) bool { return r.String() == v.Object && w.oracle.bare(r) })
 	}},
 	"K4window": {why: "a Composition with no synthesis yet produces an orphan Eno deletes first (issue 37 item 6)", matches: func(_ *World, v Violation) bool {
 		return ((v.Rule == RuleProducedByLiving || v.Rule == RuleOnlyWithRecovery) && strings.Contains(v.Detail, "produced by") ||
