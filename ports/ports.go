@@ -14,9 +14,8 @@ type CompositionReader interface {
 	GetComposition(ctx context.Context, ref domain.CompositionRef) (domain.Composition, error)
 }
 
-// CompositionLister lists the Compositions in the controller's scope, possibly from a cache.
-// Recovery uses it to find another Composition that shares the lineage before it has recorded
-// any snapshot.
+// CompositionLister lists the Compositions in the controller's scope, possibly from a cache:
+// inspect's fleet report and prune's living lineages. Recovery asks the fleet index instead.
 //
 //counterfeiter:generate . CompositionLister
 type CompositionLister interface {
