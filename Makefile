@@ -146,10 +146,10 @@ eno-reconciler-image:
 	$(IMAGE_TOOL) -binary=$(CURDIR)/bin/image/eno-reconciler -entrypoint=/eno-reconciler \
 		-ref=$(ENO_IMAGE) -output=$(CURDIR)/bin/eno-reconciler-image.tar
 
-## release: bin/release.yaml, deploy/release.yaml with its image set to IMAGE.
+## release: bin/release.yaml, deploy/control-plane/release.yaml with its image set to IMAGE.
 release:
 	@mkdir -p bin
-	sed 's|image: eno-tombstone-recovery:dev$$|image: $(IMAGE)|' deploy/release.yaml > bin/release.yaml
+	sed 's|image: eno-tombstone-recovery:dev$$|image: $(IMAGE)|' deploy/control-plane/release.yaml > bin/release.yaml
 	@grep -q 'image: $(IMAGE)$$' bin/release.yaml || { echo "release: no image line replaced" >&2; exit 1; }
 	@echo "release: bin/release.yaml (image $(IMAGE)); apply bin/release.yaml on the control plane, deploy/release-downstream.yaml downstream"
 
