@@ -103,7 +103,7 @@ fuzz:
 	./hack/fuzz.sh $(FUZZTIME)
 
 ## mutation: remove each safety rule of hack/mutations.txt in a private copy; every mutant must be killed.
-mutation: testbin
+mutation: testbin kustomize
 	$(GO) run ./hack/mutate
 
 ## image: the OCI image of tombstone-recovery as bin/tombstone-recovery-image.tar, built by
