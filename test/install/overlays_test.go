@@ -73,32 +73,21 @@ func render(t *testing.T, dir string) map[objectID]*unstructured.Unstructured {
 	return byID(t, objs)
 }
 
-// release reads a release file as `kubectl apply -f` would.
-func release(t *testing.T, files ...string) map[objectID]*unstructured.Unstructured {
+// releases reads release files as `kubectl apply -f` would; both in one cluster hold the same
+// Namespace, ServiceAccount and impersonation Role and RoleBinding, each once.
+func releases(t *testing.T, files ...string) map[objectID]*unstructured.Unstructured {
 	t.Helper()
-	objs, err := kubetest.ReadManifests(repoRoot, files...)
-	require.NoError(t, err)
-	return byID(t, objs)
-}
-
-// oneCluster is both releases in one cluster: the downstream's Namespace and impersonation Role
-// and RoleBinding are the control plane's, so each object is there once.
-func oneCluster(t *testing.T) map[objectID]*unstructured.Unstructured {
-	t.Helper()
-	cp, ds := release(t, controlPlaneFile), release(t, downstreamFile)
-	for id, o := range ds {
-		if shared, ok := cp[id]; ok {
-			require.Equal(t, shared.Object, o.Object, "%s is in both release files, so it must be the same", id)
+	out := map[objectID]*unstructured.Unstructured{}
+	for _, f := range files {
+		objs, err := kubetest.ReadManifests(repoRoot, f)
+		require.NoError(t, err)
+		for id, o := range byID(t, objs) {
+			if shared, ok := out[id]; ok {
+				require.Equal(t, shared.Object, o.Object, "%s is in both release files, so it must be the same", id)
+			}
+			out[id] = o
 		}
-		cp[id] = o
 	}
-	return cp
-}
-
-// withoutPolicies is a release less its admission policies and their bindings.
-func withoutPolicies(objs map[objectID]*unstructured.Unstructured) map[objectID]*unstructured.Unstructured {
-	out := maps.Clone(objs)
-	maps.DeleteFunc(out, func(id objectID, _ *unstructured.Unstructured) bool { return id.group == policyGroup })
 	return out
 }
 
@@ -110,32 +99,31 @@ func TestBasesAndOverlays(t *testing.T) {
 	require.NoError(t, err)
 	applyAll(t, byID(t, crds))
 
+	both := []string{controlPlaneFile, downstreamFile}
 	for _, tc := range []struct {
 		dir string
-		// want are the objects of the release files the directory holds.
-		want func(t *testing.T) map[objectID]*unstructured.Unstructured
-		// oneCluster: the Deployment reads the inventory with its own identity.
-		oneCluster bool
+		// files are the release files whose objects the directory holds.
+		files []string
+		// policies: the admission policies and their bindings are kept.
+		policies bool
 	}{
-		{dir: "deploy/control-plane", want: func(t *testing.T) map[objectID]*unstructured.Unstructured { return release(t, controlPlaneFile) }},
-		{dir: "deploy/downstream", want: func(t *testing.T) map[objectID]*unstructured.Unstructured { return release(t, downstreamFile) }},
-		{dir: "deploy/overlays/one-cluster", want: oneCluster, oneCluster: true},
-		{dir: "deploy/overlays/before-1.30", want: func(t *testing.T) map[objectID]*unstructured.Unstructured {
-			return withoutPolicies(release(t, controlPlaneFile))
-		}},
-		{dir: "deploy/overlays/before-1.30-downstream", want: func(t *testing.T) map[objectID]*unstructured.Unstructured {
-			return withoutPolicies(release(t, downstreamFile))
-		}},
-		{dir: "deploy/overlays/one-cluster-before-1.30", want: func(t *testing.T) map[objectID]*unstructured.Unstructured {
-			return withoutPolicies(oneCluster(t))
-		}, oneCluster: true},
+		{dir: "deploy/control-plane", files: []string{controlPlaneFile}, policies: true},
+		{dir: "deploy/downstream", files: []string{downstreamFile}, policies: true},
+		{dir: "deploy/overlays/one-cluster", files: both, policies: true},
+		{dir: "deploy/overlays/before-1.30", files: []string{controlPlaneFile}},
+		{dir: "deploy/overlays/before-1.30-downstream", files: []string{downstreamFile}},
+		{dir: "deploy/overlays/one-cluster-before-1.30", files: both},
 	} {
 		t.Run(tc.dir, func(t *testing.T) {
-			got, want := render(t, tc.dir), tc.want(t)
+			got, want := render(t, tc.dir), releases(t, tc.files...)
+			if !tc.policies {
+				maps.DeleteFunc(want, func(id objectID, _ *unstructured.Unstructured) bool { return id.group == policyGroup })
+			}
 			require.ElementsMatch(t, slices.Collect(maps.Keys(want)), slices.Collect(maps.Keys(got)), "the objects of %s", tc.dir)
 			for id, o := range got {
 				w := want[id]
-				if id.kind == "Deployment" && tc.oneCluster {
+				// One cluster reads the inventory with the Deployment's own identity.
+				if id.kind == "Deployment" && len(tc.files) == 2 {
 					w = w.DeepCopy()
 					dropRemoteKubeconfig(t, w)
 				}
