@@ -147,11 +147,13 @@ eno-reconciler-image:
 	$(IMAGE_TOOL) -binary=$(CURDIR)/bin/image/eno-reconciler -entrypoint=/eno-reconciler \
 		-ref=$(ENO_IMAGE) -output=$(CURDIR)/bin/eno-reconciler-image.tar
 
-## kustomize: the kustomize CLI in bin/ (a tool, outside the module graph), for OVERLAY and test/install.
+## kustomize: the kustomize CLI in bin/ (a tool, outside the module graph), for OVERLAY and
+## test/install; reinstalled when bin/kustomize is another version. v5.8.2 is the newest whose go
+## directive (1.26.0) Go 1.26 accepts.
 KUSTOMIZE_VERSION ?= v5.8.2
-kustomize: $(CURDIR)/bin/kustomize
-$(CURDIR)/bin/kustomize:
-	GOBIN=$(CURDIR)/bin $(GO) install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+kustomize:
+	@[[ "$$($(CURDIR)/bin/kustomize version 2>/dev/null)" == "$(KUSTOMIZE_VERSION)" ]] || \
+		GOBIN=$(CURDIR)/bin $(GO) install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
 
 ## release: bin/release.yaml, deploy/control-plane/release.yaml with its image set to IMAGE; with
 ## OVERLAY=deploy/overlays/<name>, that overlay rendered by kustomize instead.
