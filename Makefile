@@ -5,7 +5,7 @@ GOTEST_FLAGS ?= -race -count=1 -timeout 30m
 FUZZTIME ?= 30s
 BENCHTIME ?= 1x
 
-.PHONY: all build demo test sim test-unit test-eno testbin generate docs verify bench scale fuzz mutation clean image image-reproducible eno-reconciler-image release rules-test
+.PHONY: all build demo test sim test-unit test-eno testbin generate docs verify kustomize bench scale fuzz mutation clean image image-reproducible eno-reconciler-image release rules-test
 
 all: verify test
 
@@ -28,8 +28,9 @@ testbin:
 	./hack/testbin.sh
 
 ## test: every test, including the real API server, with the race detector and goleak; the image
-## test runs the binary of `make image`, and `make rules-test` checks deploy/alerts.yaml.
-test: testbin image rules-test
+## test runs the binary of `make image`, test/install renders deploy/ with bin/kustomize, and
+## `make rules-test` checks deploy/alerts.yaml.
+test: testbin image kustomize rules-test
 	@echo "test: go test $(GOTEST_FLAGS) ./... (real API server tests start etcd + kube-apiserver from bin/)"
 	$(GO) test $(GOTEST_FLAGS) ./...
 
@@ -102,7 +103,7 @@ fuzz:
 	./hack/fuzz.sh $(FUZZTIME)
 
 ## mutation: remove each safety rule of hack/mutations.txt in a private copy; every mutant must be killed.
-mutation: testbin
+mutation: testbin kustomize
 	$(GO) run ./hack/mutate
 
 ## image: the OCI image of tombstone-recovery as bin/tombstone-recovery-image.tar, built by
@@ -146,12 +147,23 @@ eno-reconciler-image:
 	$(IMAGE_TOOL) -binary=$(CURDIR)/bin/image/eno-reconciler -entrypoint=/eno-reconciler \
 		-ref=$(ENO_IMAGE) -output=$(CURDIR)/bin/eno-reconciler-image.tar
 
-## release: bin/release.yaml, deploy/release.yaml with its image set to IMAGE.
-release:
+## kustomize: the kustomize CLI in bin/ (a tool, outside the module graph), for OVERLAY and
+## test/install; reinstalled when bin/kustomize is another version. v5.8.2 is the newest whose go
+## directive (1.26.0) Go 1.26 accepts.
+KUSTOMIZE_VERSION ?= v5.8.2
+kustomize:
+	@[[ "$$($(CURDIR)/bin/kustomize version 2>/dev/null)" == "$(KUSTOMIZE_VERSION)" ]] || \
+		GOBIN=$(CURDIR)/bin $(GO) install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+
+## release: bin/release.yaml, deploy/control-plane/release.yaml with its image set to IMAGE; with
+## OVERLAY=deploy/overlays/<name>, that overlay rendered by kustomize instead.
+OVERLAY ?=
+release: $(if $(OVERLAY),kustomize)
 	@mkdir -p bin
-	sed 's|image: eno-tombstone-recovery:dev$$|image: $(IMAGE)|' deploy/release.yaml > bin/release.yaml
+	set -o pipefail; $(if $(OVERLAY),$(CURDIR)/bin/kustomize build $(OVERLAY),cat deploy/control-plane/release.yaml) | \
+		sed 's|image: eno-tombstone-recovery:dev$$|image: $(IMAGE)|' > bin/release.yaml
 	@grep -q 'image: $(IMAGE)$$' bin/release.yaml || { echo "release: no image line replaced" >&2; exit 1; }
-	@echo "release: bin/release.yaml (image $(IMAGE)); apply bin/release.yaml on the control plane, deploy/release-downstream.yaml downstream"
+	@echo "release: bin/release.yaml (image $(IMAGE)); apply it on the control plane$(if $(OVERLAY),, and deploy/downstream/release-downstream.yaml downstream)"
 
 ## rules-test: promtool checks and unit-tests deploy/alerts.yaml. Without promtool on PATH it takes
 ## the one from Debian's prometheus package, unpacked into bin/ (apt-get download, no service).
@@ -168,4 +180,4 @@ $(CURDIR)/bin/promtool:
 	$(CURDIR)/bin/promtool --version | head -1
 
 clean:
-	rm -rf bin/tombstone-recovery bin/image bin/*-image.tar bin/release.yaml bin/promtool
+	rm -rf bin/tombstone-recovery bin/image bin/*-image.tar bin/release.yaml bin/promtool bin/kustomize

@@ -52,7 +52,7 @@ read -r -d '' call <<'EOF' || true
 		// that it needs --leader-election and does not start (design §8.2).
 		HostElects: mgrOpts.LeaderElection,
 		// Its clients act as the release's ServiceAccount, which the release's RBAC and admission
-		// policies confine; Eno's identity may impersonate only that one (deploy/release.yaml).
+		// policies confine; Eno's identity may impersonate only that one (deploy/control-plane/release.yaml).
 		Impersonate: tombstonerecovery.ReleaseServiceAccount,
 	}); err != nil {
 		return fmt.Errorf("adding the tombstone recovery controller: %w", err)

@@ -102,7 +102,7 @@ var ErrNoLeaderElection = errors.New("eno-reconciler runs without --leader-elect
 	"run eno-reconciler with --leader-election to enable it (the rest of eno-reconciler is unaffected)")
 
 const (
-	// ReleaseServiceAccount is deploy/release.yaml's ServiceAccount, as a user name.
+	// ReleaseServiceAccount is deploy/control-plane/release.yaml's ServiceAccount, as a user name.
 	ReleaseServiceAccount = "system:serviceaccount:eno-system:eno-tombstone-recovery"
 	// UserAgent identifies the controller's requests to both API servers.
 	UserAgent = "eno-tombstone-recovery"

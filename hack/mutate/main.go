@@ -58,6 +58,14 @@ func main() {
 		}
 		env = append(env, "KUBETEST_BIN_DIR="+bin)
 	}
+	// Likewise test/install's kustomize CLI (make kustomize).
+	if os.Getenv("KUSTOMIZE") == "" {
+		k, err := filepath.Abs(filepath.Join("bin", "kustomize"))
+		if err != nil {
+			fail(err)
+		}
+		env = append(env, "KUSTOMIZE="+k)
+	}
 	survived := 0
 	for i, m := range muts {
 		path := filepath.Join(work, m.file)

@@ -23,7 +23,7 @@ var (
 	binary string
 )
 
-// The ServiceAccount identity deploy/release*.yaml binds, as a static token user.
+// The ServiceAccount identity deploy/*/release*.yaml binds, as a static token user.
 const controllerUser = "system:serviceaccount:eno-system:eno-tombstone-recovery"
 
 var controllerGroups = []string{"system:serviceaccounts", "system:serviceaccounts:eno-system"}

@@ -47,8 +47,8 @@ func deployRBAC(t *testing.T, file string) []*unstructured.Unstructured {
 
 // The release files of deploy/: the control plane's and the downstream cluster's.
 const (
-	releaseFile           = "release.yaml"
-	releaseDownstreamFile = "release-downstream.yaml"
+	releaseFile           = "control-plane/release.yaml"
+	releaseDownstreamFile = "downstream/release-downstream.yaml"
 )
 
 // applyRBACObjects creates RBAC objects through the typed RBAC client.
@@ -215,7 +215,7 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 }
 
-// downstreamObjectsGrant is the ClusterRole (and its binding) of deploy/release-downstream.yaml
+// downstreamObjectsGrant is the ClusterRole (and its binding) of deploy/downstream/release-downstream.yaml
 // that lets the controller read tombstoned objects downstream (design §6.3).
 const downstreamObjectsGrant = "eno-tombstone-recovery-downstream-objects"
 

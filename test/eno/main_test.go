@@ -199,7 +199,7 @@ func setUpEno() error {
 	if err != nil {
 		return err
 	}
-	if err := kubetest.ApplyManifests(ctx, env.AdminConfig(), root, "deploy/release.yaml", "deploy/release-downstream.yaml"); err != nil {
+	if err := kubetest.ApplyManifests(ctx, env.AdminConfig(), root, "deploy/control-plane/release.yaml", "deploy/downstream/release-downstream.yaml"); err != nil {
 		return fmt.Errorf("applying deploy/: %w", err)
 	}
 	if _, err := admin.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{

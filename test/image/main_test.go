@@ -19,7 +19,7 @@ import (
 // archiveEnv overrides where the image archive is read from.
 const archiveEnv = "TOMBSTONE_RECOVERY_IMAGE"
 
-// The ServiceAccount identity deploy/release.yaml binds, as a static token user.
+// The ServiceAccount identity deploy/control-plane/release.yaml binds, as a static token user.
 const controllerUser = "system:serviceaccount:eno-system:eno-tombstone-recovery"
 
 var (

@@ -22,7 +22,7 @@ import (
 )
 
 // releaseFiles are the release: the control plane's file and the downstream cluster's.
-var releaseFiles = []string{"release.yaml", "release-downstream.yaml"}
+var releaseFiles = []string{"control-plane/release.yaml", "downstream/release-downstream.yaml"}
 
 // readRelease decodes every object of the release files.
 func readRelease(t *testing.T) []*unstructured.Unstructured {

@@ -18,7 +18,7 @@ const controllerUser = "system:serviceaccount:eno-system:eno-tombstone-recovery"
 
 var controllerGroups = []string{"system:serviceaccounts", "system:serviceaccounts:eno-system", "system:authenticated"}
 
-// enoUser is Eno's reconciler ServiceAccount, which deploy/release.yaml lets impersonate the
+// enoUser is Eno's reconciler ServiceAccount, which deploy/control-plane/release.yaml lets impersonate the
 // controller's (the wired eno-reconciler), as a static-token user: its requests authenticate as
 // it, so that the API server authorizes its impersonation.
 const enoUser = "system:serviceaccount:eno-system:eno"
@@ -27,7 +27,7 @@ const enoUser = "system:serviceaccount:eno-system:eno"
 var env *kubetest.Env
 
 // deployManifests are the release files whose RBAC and policies the tests apply.
-var deployManifests = []string{"deploy/release.yaml", "deploy/release-downstream.yaml"}
+var deployManifests = []string{"deploy/control-plane/release.yaml", "deploy/downstream/release-downstream.yaml"}
 
 // TestMain starts the API server, applies the RBAC and policies of deploy/, runs the tests, stops
 // everything and checks for leaked goroutines with goleak (kubetest.TestMainWithEnv).

@@ -76,7 +76,7 @@ func workload(name string) map[string]any {
 	}}
 }
 
-// downstreamKinds are the kinds deploy/release-downstream.yaml lets the controller read downstream
+// downstreamKinds are the kinds deploy/downstream/release-downstream.yaml lets the controller read downstream
 // (design §6.3), each with an object the API server accepts. The security lifecycle reads one of
 // each, so that every grant is used, and tombstones each but the Namespace and the ServiceAccount,
 // which cascade.

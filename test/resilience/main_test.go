@@ -32,7 +32,7 @@ var (
 )
 
 // deployManifests are the release files whose RBAC the controller runs under in these tests.
-var deployManifests = []string{"deploy/release.yaml", "deploy/release-downstream.yaml"}
+var deployManifests = []string{"deploy/control-plane/release.yaml", "deploy/downstream/release-downstream.yaml"}
 
 // TestMain starts the API server, applies the RBAC of deploy/, builds the controller binary, runs
 // the tests, stops everything and checks for leaked goroutines with goleak (kubetest.TestMainWithEnv).
