@@ -10,13 +10,12 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// ResourceFilters compiles the --resource-filter of each eno-reconciler in use, as Eno's
-// cel.Parse does, into a domain.ResourceFilter: a tombstone is loaded when one of them is true
-// on it. Each is evaluated as Eno v0.2.17's Cache.Fill evaluates its own: `self` is the manifest
-// (without status and creationTimestamp), `composition` the Composition's metadata, and
-// `pathManagedByEno` is left unbound (an error); an error or a result that is not a boolean
-// loads nothing. An empty expression is a reconciler without the flag, which loads everything:
-// then, as with no expression at all, the filter is nil.
+// ResourceFilters compiles each eno-reconciler's --resource-filter as Eno's cel.Parse does: a
+// tombstone is loaded when one of them is true on it, evaluated as Eno v0.2.17's Cache.Fill does
+// (`self` the manifest, which the hand-off writes without the status and creationTimestamp Eno
+// drops; `composition` its metadata; `pathManagedByEno` unbound, an error). An error or a value
+// that is not true loads nothing. An empty expression is a reconciler without the flag, which
+// loads everything: the filter is then nil, as for no expression at all.
 func ResourceFilters(exprs []string) (domain.ResourceFilter, error) {
 	prgs := make([]cel.Program, len(exprs))
 	for i, e := range exprs {
@@ -35,10 +34,6 @@ func ResourceFilters(exprs []string) (domain.ResourceFilter, error) {
 		var self map[string]any
 		if err := json.Unmarshal([]byte(manifest), &self); err != nil {
 			return err
-		}
-		delete(self, "status")
-		if meta, ok := self["metadata"].(map[string]any); ok {
-			delete(meta, "creationTimestamp")
 		}
 		// Recovery never runs for a deleting Composition: deletionTimestamp is null.
 		vars := map[string]any{"self": self, "composition": map[string]any{"metadata": map[string]any{
