@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,4 +87,24 @@ func TestRecoverDropsWhatAnotherCompositionProduces(t *testing.T) {
 	assert.Equal(t, domain.OutcomeRecovered, d.Outcome, d.Message)
 	assert.Equal(t, []string{"ConfigMap/team-a/cm-08"}, tombstoneIDs(res.Plan.Tombstones))
 	assert.Contains(t, d.Message, "1 ProducedElsewhere (first ConfigMap/team-a/cm-07: resource slice team-b/other-00000001-0 of another composition produces it)")
+}
+
+// Item 4 of issue 37 (design §6.3): an orphan no eno-reconciler in use loads (Config.ResourceFilter)
+// is never handed over; the decision names it, and the rest are handed over.
+func TestRecoverKeepsWhatNoReconcilerTakes(t *testing.T) {
+	rs := resources(9)
+	f := recoveryFixture(t, rs, rs[:7])
+	f.cfg.MaxTombstoneFraction = 1
+	f.cfg.ResourceFilter = func(manifest string, _ domain.Composition) error {
+		if strings.Contains(manifest, `"name":"cm-07"`) {
+			return errors.New("no --resource-filter matches")
+		}
+		return nil
+	}
+	res, err := f.service(t).Recover(ctx(t), f.comp)
+	require.NoError(t, err)
+	d := writtenDecision(t, f)
+	assert.Equal(t, domain.OutcomeRecovered, d.Outcome, d.Message)
+	assert.Equal(t, []string{"ConfigMap/team-a/cm-08"}, tombstoneIDs(res.Plan.Tombstones))
+	assert.Contains(t, d.Message, "1 NoReconcilerTakesIt (first ConfigMap/team-a/cm-07: no --resource-filter matches)")
 }

@@ -35,6 +35,8 @@ type Config struct {
 	AllowCrossNamespaceLineage bool
 	// EnoManagers are the field managers of the Eno that deletes; the zero value is Eno v0.2.17's.
 	EnoManagers domain.EnoManagers
+	// ResourceFilter is the --resource-filter of the eno-reconcilers in use; nil loads everything.
+	ResourceFilter domain.ResourceFilter
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }

@@ -258,6 +258,9 @@ func TestRecoverRefusesAnInvalidRecoverySlice(t *testing.T) {
 		"another synthesis":    func(s *domain.ResourceSlice) { s.SynthesisUUID = "99999999-aaaa-bbbb-cccc-000000000009" },
 		"not only tombstones":  func(s *domain.ResourceSlice) { s.Resources[0].Deleted = false },
 		"no decision recorded": func(s *domain.ResourceSlice) { s.Annotations = nil },
+		"a plain tombstone (K3)": func(s *domain.ResourceSlice) {
+			s.Resources[0].Manifest = `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-07","namespace":"` + ns + `"}}`
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := recoveryFixture(t, rs, rs[:7])
@@ -279,7 +282,12 @@ func TestRecoverRefusesAnInvalidRecoverySlice(t *testing.T) {
 			assert.Equal(t, 1, f.decisions.WriteDecisionCallCount(), "no decision written from it")
 			assert.Equal(t, 1, f.sink.CreateRecoverySliceCallCount(), "nothing planned around it")
 			assert.Zero(t, f.sink.RequestResynthesisCallCount())
-			assert.True(t, warned(f, "RecoverySliceInvalid"))
+			require.True(t, warned(f, "RecoverySliceInvalid"))
+			for i := range f.events.Count() {
+				if _, _, r, msg := f.events.At(i); r == "RecoverySliceInvalid" {
+					assert.Contains(t, msg, "any eno-reconciler restart reloads the synthesis and acts on its tombstones, so before one: pause", "R2: the operator acts before a restart")
+				}
+			}
 		})
 	}
 }

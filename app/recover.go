@@ -217,6 +217,7 @@ func (p planner) planListed(ctx context.Context, comp domain.Composition, lineag
 		Synthesis:            contents,
 		MaxTombstoneFraction: p.cfg.MaxTombstoneFraction,
 		EnoManagers:          p.cfg.EnoManagers,
+		ResourceFilter:       p.cfg.ResourceFilter,
 		Now:                  now,
 	}
 	if snapErr == nil {

@@ -3,6 +3,7 @@ package domain
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // cascadingKinds are the kinds whose deletion deletes other objects, with what it takes (design
@@ -47,4 +48,31 @@ func splitCascading(tombstones []Tombstone) (rest []Tombstone, dropped []Dropped
 		rest = append(rest, t)
 	}
 	return rest, dropped
+}
+
+// ResourceFilter says why no eno-reconciler in use would load a tombstone, given its manifest as
+// the hand-off writes it and the Composition, or nil when one would: Eno's --resource-filter,
+// evaluated as Eno's resource cache does (design §6.3). Nil is Eno's default: every resource loads.
+type ResourceFilter func(manifest string, comp Composition) error
+
+// splitUntaken drops the tombstones no eno-reconciler in use would load (NoReconcilerTakesIt):
+// Eno would carry each into every later synthesis, and the Composition would never be Ready.
+func splitUntaken(ts []Tombstone, in RecoveryInput, written time.Time) (rest []Tombstone, dropped []DroppedTombstone, err error) {
+	if in.ResourceFilter == nil {
+		return ts, nil, nil
+	}
+	// The digest of the set before this split: only a filter on the overrides could tell.
+	digest := handoffDigest(in.Composition.Synthesis.UUID, written, ts)
+	for _, t := range ts {
+		m, err := selfCheckingManifest(t, in.EnoManagers, written, digest)
+		if err != nil {
+			return nil, nil, err
+		}
+		if why := in.ResourceFilter(m, in.Composition); why != nil {
+			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropNoReconciler, Detail: why.Error()})
+			continue
+		}
+		rest = append(rest, t)
+	}
+	return rest, dropped, nil
 }

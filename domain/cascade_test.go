@@ -1,6 +1,8 @@
 package domain_test
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,4 +95,86 @@ func TestPlanRecoveryCascading(t *testing.T) {
 			}
 		})
 	}
+}
+
+// design §6.3: a tombstone no eno-reconciler in use would load (its --resource-filter) is kept as
+// NoReconcilerTakesIt, judged on the very manifest the hand-off writes; a gone object is not asked.
+func TestPlanRecoveryNoReconcilerTakesIt(t *testing.T) {
+	cm := domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "old-ns", Name: "orphan", Labels: map[string]string{"tier": "web"}}
+	role := domain.Entry{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "Role", Namespace: "old-ns", Name: "reader"}
+	keep := domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "keep"}
+	entries := []domain.Entry{cm, role, keep}
+	old := domain.Observation{State: domain.ObjectPresent, Created: historyWritten.Add(-time.Hour), Writes: enoWrote(historyWritten.Add(-time.Hour)), UID: testUID}
+	onlyKind := func(kind string) domain.ResourceFilter {
+		return func(manifest string, _ domain.Composition) error {
+			if strings.Contains(manifest, `"kind":"`+kind+`"`) {
+				return nil
+			}
+			return errors.New("no filter matches")
+		}
+	}
+	tests := []struct {
+		name       string
+		filter     domain.ResourceFilter
+		gone       bool
+		outcome    domain.Outcome
+		reason     string
+		tombstones []domain.ResourceID
+		inMessage  string
+	}{
+		{"no filter: every reconciler loads everything", nil, false, domain.OutcomeRecovered, "", []domain.ResourceID{cm.ID(), role.ID()}, ""},
+		{"one kept, the rest handed over", onlyKind("Role"), false, domain.OutcomeRecovered, "", []domain.ResourceID{role.ID()},
+			"dropped 1: 1 NoReconcilerTakesIt (first ConfigMap/old-ns/orphan: no filter matches)"},
+		{"none loaded: a possible orphan kept", onlyKind("Secret"), false, domain.OutcomeNothingToRecover, domain.ReasonUnverified, nil, "2 NoReconcilerTakesIt"},
+		{"a gone object is NotFound, not asked", onlyKind("Secret"), true, domain.OutcomeNothingToRecover, domain.ReasonNoOrphans, nil, "2 NotFound"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			snap, err := readFor(t, entries, oldCompUID)
+			require.NoError(t, err)
+			observed := map[domain.ResourceID]domain.Observation{}
+			for _, e := range entries {
+				observed[e.ID()] = old
+				if tt.gone {
+					observed[e.ID()] = domain.Observation{State: domain.ObjectAbsent}
+				}
+			}
+			asked := 0
+			filter := tt.filter
+			if filter != nil {
+				filter = func(m string, c domain.Composition) error { asked++; return tt.filter(m, c) }
+			}
+			p, err := domain.PlanRecovery(domain.RecoveryInput{Composition: composition(), Snapshot: snap, Synthesis: readSynthesis(t, manifest("v1", "ConfigMap", "team-a", "keep")),
+				Observed: observed, MaxTombstoneFraction: 1, ResourceFilter: filter, Now: now})
+			require.NoError(t, err)
+			assert.Equal(t, tt.outcome, p.Decision.Outcome, p.Decision.Message)
+			assert.Equal(t, tt.reason, p.Decision.Reason)
+			assert.Equal(t, tt.tombstones, tombstoneIDs(p.Tombstones))
+			assert.Contains(t, p.Decision.Message, tt.inMessage)
+			if tt.gone {
+				assert.Zero(t, asked, "only an object recovery would hand over is asked")
+			}
+		})
+	}
+
+	t.Run("the filter sees the hand-off's manifest", func(t *testing.T) {
+		snap, err := readFor(t, entries, oldCompUID)
+		require.NoError(t, err)
+		var seen []string
+		c := composition()
+		p, err := domain.PlanRecovery(domain.RecoveryInput{Composition: c, Snapshot: snap, Synthesis: readSynthesis(t, manifest("v1", "ConfigMap", "team-a", "keep")),
+			Observed: map[domain.ResourceID]domain.Observation{cm.ID(): old, role.ID(): old}, MaxTombstoneFraction: 1, Now: now,
+			ResourceFilter: func(m string, got domain.Composition) error {
+				assert.Equal(t, c.Ref(), got.Ref())
+				seen = append(seen, m)
+				return nil
+			}})
+		require.NoError(t, err)
+		h, err := domain.NewHandoff(p)
+		require.NoError(t, err)
+		require.Len(t, h.Resources, len(seen))
+		for i, r := range h.Resources {
+			assert.Equal(t, r.Manifest, seen[i])
+		}
+	})
 }

@@ -175,7 +175,9 @@ type RecoveryInput struct {
 	MaxTombstoneFraction float64
 	// EnoManagers are Eno's field managers; any other manager of an object keeps it (§6.3).
 	EnoManagers EnoManagers
-	Now         time.Time
+	// ResourceFilter keeps what no eno-reconciler in use would load; nil loads everything.
+	ResourceFilter ResourceFilter
+	Now            time.Time
 }
 
 // RecoveryPlan is the decision and the tombstones to publish (none unless Recovered).
@@ -345,7 +347,11 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	writeTime, known := snap.WriteTime()
 	verified, dropped := VerifyTombstones(toVerify, in.Observed, in.EnoManagers, writeTime, known)
 	verified, cascaded := splitCascading(verified)
-	dropped = append(append(disabled, dropped...), cascaded...)
+	verified, untaken, err := splitUntaken(verified, in, writeTime)
+	if err != nil {
+		return RecoveryPlan{}, err
+	}
+	dropped = append(append(append(disabled, dropped...), cascaded...), untaken...)
 	summary := DroppedSummary(dropped)
 	if len(cascaded) > 0 {
 		cmds := make([]string, len(cascaded))

@@ -73,6 +73,9 @@ var (
 	// DropCascading: an orphan whose deletion deletes other objects (Cascades): never handed to
 	// Eno, approved or not; an operator deletes it after looking (design §6.3, R1).
 	DropCascading = DropReason{"CascadingKind"}
+	// DropNoReconciler: no eno-reconciler in use loads the tombstone (ResourceFilter): Eno would
+	// carry it into every later synthesis and the Composition would never be Ready again.
+	DropNoReconciler = DropReason{"NoReconcilerTakesIt"}
 )
 
 func (r DropReason) String() string { return r.name }

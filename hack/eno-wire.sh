@@ -35,7 +35,7 @@ die() {
 
 # The call inserted into cmd/eno-reconciler/main.go. In scope there (Eno v0.2.17): mgr (a
 # controller-runtime Manager), remoteConfig (the downstream *rest.Config), compositionNamespace,
-# mgrOpts.CompositionSelector (labels.Selector), logger (logr.Logger), fmt and os.
+# mgrOpts.CompositionSelector (labels.Selector), resourceFilter (string), logger (logr.Logger), fmt and os.
 read -r -d '' call <<'EOF' || true
 	// Tombstone recovery (github.com/Azure/eno-tombstone-recovery): records each Composition's
 	// inventory and recovers it when the Composition is recreated. A guest of this manager: it
@@ -45,9 +45,12 @@ read -r -d '' call <<'EOF' || true
 		CompositionNamespace: compositionNamespace,
 		CompositionSelector:  mgrOpts.CompositionSelector,
 		Enabled:              true,
-		Logger:               logger.WithName("tombstone-recovery"),
-		Registerer:           ctrlmetrics.Registry,
-		Getenv:               os.Getenv, // ENO_TOMBSTONE_RECOVERY_* override the settings
+		// Its --resource-filter ("" without): a tombstone it would not load is kept. Reconcilers
+		// sharing one selector share one leader: ENO_TOMBSTONE_RECOVERY_ENO_RESOURCE_FILTERS lists all.
+		ResourceFilters: []string{resourceFilter},
+		Logger:          logger.WithName("tombstone-recovery"),
+		Registerer:      ctrlmetrics.Registry,
+		Getenv:          os.Getenv, // ENO_TOMBSTONE_RECOVERY_* override the settings
 		// With --leader-election the manager starts it on its leader only; without, it logs
 		// that it needs --leader-election and does not start (design §8.2).
 		HostElects: mgrOpts.LeaderElection,

@@ -1,6 +1,7 @@
 package runnable
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -23,6 +24,7 @@ const (
 	EnvWorkers                    = "ENO_TOMBSTONE_RECOVERY_WORKERS"                       // an integer
 	EnvImpersonate                = "ENO_TOMBSTONE_RECOVERY_IMPERSONATE"                   // a user name
 	EnvEnoFieldManagers           = "ENO_TOMBSTONE_RECOVERY_ENO_FIELD_MANAGERS"            // e.g. eno,eno-reconciler
+	EnvEnoResourceFilters         = "ENO_TOMBSTONE_RECOVERY_ENO_RESOURCE_FILTERS"          // a JSON list of CEL expressions
 )
 
 // settingEnv names the variable behind each setting app.Config.Validate checks.
@@ -69,6 +71,7 @@ func (o Options) fromEnvironment(getenv func(string) string) (Options, error) {
 	parse(EnvWorkers, "an integer", integer(&o.Workers))
 	parse(EnvImpersonate, "", str(&o.Impersonate))
 	parse(EnvEnoFieldManagers, "field manager names separated by commas", o.EnoFieldManagers.Set)
+	parse(EnvEnoResourceFilters, "a JSON list of CEL expressions", func(v string) error { return json.Unmarshal([]byte(v), &o.ResourceFilters) })
 	return o, errors.Join(errs...)
 }
 

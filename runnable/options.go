@@ -14,6 +14,7 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
 	"github.com/Azure/eno-tombstone-recovery/app"
 	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/internal/enocel"
 )
 
 // Options configures the controller SetupWithManager adds. Zero values mean the defaults
@@ -49,6 +50,9 @@ type Options struct {
 	// EnoFieldManagers are the field managers the host's eno-reconciler writes downstream
 	// objects with; the zero value is Eno v0.2.17's (domain.DefaultEnoManagers).
 	EnoFieldManagers domain.EnoManagers
+	// ResourceFilters are the --resource-filter of each eno-reconciler in use ("" for one
+	// without); a tombstone none loads is kept. nil loads everything, as Eno without the flag.
+	ResourceFilters []string
 	// PendingRecheckInterval is how often a hand-off that Eno has not carried yet is checked
 	// again against the downstream objects; 0 is app.DefaultPendingRecheckInterval.
 	PendingRecheckInterval time.Duration
@@ -210,6 +214,10 @@ func (o Options) appConfig(matcher domain.LabelMatcher) (app.Config, error) {
 	}
 	cfg.AllowCrossNamespaceLineage = o.AllowCrossNamespaceLineage
 	cfg.EnoManagers = o.EnoFieldManagers
+	var err error
+	if cfg.ResourceFilter, err = enocel.ResourceFilters(o.ResourceFilters); err != nil {
+		return cfg, fmt.Errorf("tombstone recovery: %w", err)
+	}
 	if o.PendingRecheckInterval != 0 {
 		cfg.PendingRecheckInterval = o.PendingRecheckInterval
 	}

@@ -105,6 +105,7 @@ func TestResolveEnvironment(t *testing.T) {
 		EnvWorkers:                    "3",
 		EnvImpersonate:                "system:serviceaccount:ops:recovery",
 		EnvEnoFieldManagers:           "eno, my-eno",
+		EnvEnoResourceFilters:         `["self.kind == 'Secret'", "self.kind == 'Role'"]`,
 	}
 	s, err := Options{Enabled: true, Getenv: func(k string) string { return vars[k] }}.resolve()
 	require.NoError(t, err)
@@ -117,6 +118,9 @@ func TestResolveEnvironment(t *testing.T) {
 	assert.Equal(t, 3, s.Workers)
 	assert.Equal(t, "system:serviceaccount:ops:recovery", s.Impersonate)
 	assert.Equal(t, []string{"eno", "my-eno"}, s.config.EnoManagers.Names())
+	require.NotNil(t, s.config.ResourceFilter, "the variable lists every reconciler's filter")
+	assert.NoError(t, s.config.ResourceFilter(`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"r"}}`, domain.Composition{}))
+	assert.ErrorContains(t, s.config.ResourceFilter(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}`, domain.Composition{}), "no --resource-filter")
 
 	s, err = Options{Enabled: true, MaxChunks: 9, Getenv: func(string) string { return "" }}.resolve()
 	require.NoError(t, err)
@@ -148,6 +152,8 @@ func TestRefusals(t *testing.T) {
 		{"variable not a number", Options{Getenv: env(EnvMaxChunks, "many")}, `ENO_TOMBSTONE_RECOVERY_MAX_CHUNKS="many": want an integer`},
 		{"variable not a boolean", Options{Getenv: env(EnvEnabled, "yes please")}, "ENO_TOMBSTONE_RECOVERY_ENABLED"},
 		{"a field manager a precondition cannot quote", Options{Getenv: env(EnvEnoFieldManagers, `eno,"x"`)}, `ENO_TOMBSTONE_RECOVERY_ENO_FIELD_MANAGERS="eno,\"x\"": want field manager names separated by commas`},
+		{"a resource filter that does not compile", Options{ResourceFilters: []string{"self.kind =="}}, `resource filter "self.kind =="`},
+		{"filters not a JSON list", Options{Getenv: env(EnvEnoResourceFilters, "self.kind == 'Role'")}, "want a JSON list of CEL expressions"},
 		{"variable out of range, named", Options{Getenv: env(EnvMaxTombstoneFraction, "2")}, "ENO_TOMBSTONE_RECOVERY_MAX_TOMBSTONE_FRACTION must be between 0 and 1, got 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -52,6 +52,15 @@ func RunFleetIndex(t *testing.T, newHarness NewHarness) {
 		got, err := h.FleetIndex().ProducedElsewhere(t.Context(), ids, self.UID, other.UID)
 		require.NoError(t, err)
 		assert.Empty(t, got, "the excluded owners' slices do not count")
+
+		// A terminating slice still counts: when in doubt, keep. The fence orders the index after it.
+		h.MarkSliceDeleting(t, theirs.Namespace, theirs.Name)
+		fence := domain.ResourceSlice{Namespace: h.Namespace(), Name: uniqueName("fence"), SynthesisUUID: uniqueUUID(), Resources: []domain.SliceResource{cm(target, "own")}}
+		h.CreateOwnedSlice(t, fence, self)
+		require.NoError(t, h.FleetIndex().WaitForSlice(t.Context(), fence.Namespace, fence.Name))
+		got, err = h.FleetIndex().ProducedElsewhere(t.Context(), ids, self.UID)
+		require.NoError(t, err)
+		assert.Len(t, got, 2, "a terminating slice of another Composition is evidence too")
 	})
 
 	t.Run("once it holds a slice, it holds every slice written before it", func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/Azure/eno-tombstone-recovery/app"
 	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/internal/enocel"
 )
 
 // clusterFlags are the flags run and inspect share: the two clusters, the inventory limits and
@@ -29,6 +30,22 @@ type clusterFlags struct {
 	maxTombstoneFraction         float64
 	allowCrossNamespaceLineage   bool
 	enoFieldManagers             domain.EnoManagers
+	enoResourceFilters           resourceFilters
+}
+
+// resourceFilters is a repeated flag: each value one eno-reconciler's --resource-filter,
+// compiled as each is given.
+type resourceFilters struct {
+	exprs  []string
+	filter domain.ResourceFilter
+}
+
+func (r *resourceFilters) String() string { return strings.Join(r.exprs, " | ") }
+
+func (r *resourceFilters) Set(v string) (err error) {
+	r.exprs = append(r.exprs, v)
+	r.filter, err = enocel.ResourceFilters(r.exprs)
+	return err
 }
 
 // clusterFlagHelp is the help text of the flags whose meaning differs between the commands.
@@ -47,6 +64,8 @@ func (f *clusterFlags) bind(fs *flag.FlagSet, help clusterFlagHelp) {
 		"let a Composition with no history of its own adopt its lineage's history from another namespace, and record over it once its Composition is gone; off, a lineage override never reaches into another namespace")
 	fs.Var(&f.enoFieldManagers, "eno-field-managers",
 		"comma-separated field managers eno-reconciler writes downstream objects with (Eno v0.2.17: eno,eno-reconciler); an object any other manager manages is kept")
+	fs.Var(&f.enoResourceFilters, "eno-resource-filter",
+		"the --resource-filter of an eno-reconciler in use, once per reconciler (\"\" for one without); an object none loads is kept (default: every reconciler loads everything)")
 }
 
 // settingFlags names the flag behind each setting app.Config.Validate checks.
@@ -109,4 +128,5 @@ func (f clusterFlags) configure(cfg *app.Config) {
 	cfg.MaxTombstoneFraction = f.maxTombstoneFraction
 	cfg.AllowCrossNamespaceLineage = f.allowCrossNamespaceLineage
 	cfg.EnoManagers = f.enoFieldManagers
+	cfg.ResourceFilter = f.enoResourceFilters.filter
 }

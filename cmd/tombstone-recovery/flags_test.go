@@ -109,6 +109,29 @@ func TestEnoFieldManagersFlag(t *testing.T) {
 	require.ErrorContains(t, err, "is not a field manager name")
 }
 
+// --eno-resource-filter (design §6.3), once per eno-reconciler in use, reaches run and inspect; an
+// expression that does not compile is refused; without the flag every resource loads.
+func TestEnoResourceFilterFlag(t *testing.T) {
+	args := []string{"--eno-resource-filter", `self.kind == "Role"`, "--eno-resource-filter", `self.kind == "Secret"`}
+	run, err := parseRunFlags(args, &bytes.Buffer{})
+	require.NoError(t, err)
+	inspect, err := parseInspectFlags(append([]string{"--lineage", "x"}, args...), &bytes.Buffer{})
+	require.NoError(t, err)
+	for _, f := range []clusterFlags{run.clusterFlags, inspect.clusterFlags} {
+		cfg := app.DefaultConfig()
+		f.configure(&cfg)
+		require.NotNil(t, cfg.ResourceFilter)
+		assert.NoError(t, cfg.ResourceFilter(`{"kind":"Secret","metadata":{"name":"s"}}`, domain.Composition{}))
+		assert.Error(t, cfg.ResourceFilter(`{"kind":"ConfigMap","metadata":{"name":"c"}}`, domain.Composition{}))
+	}
+	assert.Equal(t, []string{`self.kind == "Role"`, `self.kind == "Secret"`}, run.controllerOptions(nil, logr.Discard()).ResourceFilters)
+	run, err = parseRunFlags(nil, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Nil(t, run.enoResourceFilters.filter)
+	_, err = parseRunFlags([]string{"--eno-resource-filter", `self.kind ==`}, &bytes.Buffer{})
+	require.ErrorContains(t, err, `resource filter "self.kind =="`)
+}
+
 // --pending-recheck-interval defaults to a minute, reaches the controller's options, and a
 // value under a second is refused before any cluster is contacted.
 func TestPendingRecheckIntervalFlag(t *testing.T) {

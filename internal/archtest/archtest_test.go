@@ -99,7 +99,7 @@ var allowed = map[string][]string{
 	"ports":    {"domain", "ports"},
 	"app":      {"domain", "ports", "app"},
 	"adapters": {"domain", "ports", "adapters", "internal"},
-	"runnable": {"domain", "ports", "app", "adapters", "runnable"},
+	"runnable": {"domain", "ports", "app", "adapters", "runnable", "internal"},
 	"cmd":      {"domain", "ports", "app", "adapters", "runnable", "cmd", "other", "internal"},
 	"other":    {"domain", "ports", "app", "adapters", "other", "internal"},
 	"internal": {"domain", "internal"},

@@ -176,7 +176,7 @@ func TestWirePatch(t *testing.T) {
 	assert.NotContains(t, text[rec:add], "logger.Info(", "inserted right after the error check")
 	assert.Contains(t, text, `tombstonerecovery "`+trModule+`/runnable"`)
 	for _, arg := range []string{"remoteConfig", "compositionNamespace", "mgrOpts.CompositionSelector", "Enabled:              true",
-		"HostElects: mgrOpts.LeaderElection", "Impersonate: tombstonerecovery.ReleaseServiceAccount"} {
+		"ResourceFilters: []string{resourceFilter}", "HostElects: mgrOpts.LeaderElection", "Impersonate: tombstonerecovery.ReleaseServiceAccount"} {
 		assert.Contains(t, text[add:start], arg)
 	}
 
