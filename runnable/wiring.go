@@ -1,14 +1,17 @@
 package runnable
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -17,6 +20,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -26,8 +30,8 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// clients are the controller's clients of both clusters, built once and shared by every
-// attempt: each cluster's clients share one HTTP client and one rate limiter.
+// clients are the controller's clients of both clusters: each cluster's clients share one HTTP
+// client and one rate limiter.
 type clients struct {
 	cpConfig, dsConfig *rest.Config
 	cpHTTP, dsHTTP     *http.Client
@@ -69,14 +73,6 @@ func newClients(cp, ds *rest.Config) (clients, error) {
 	return c, nil
 }
 
-// compositionObject is the unstructured Composition the caches and the watch are keyed by: the
-// module reads Compositions as unstructured, with no dependency on Eno's Go module.
-func compositionObject() *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(k8s.CompositionGVR.GroupVersion().WithKind("Composition"))
-	return u
-}
-
 // secretObject is the metadata-only inventory Secret the downstream cache is keyed by.
 func secretObject() *metav1.PartialObjectMetadata {
 	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}}
@@ -94,29 +90,50 @@ func staticMapper(gvk schema.GroupVersionKind, resource string) meta.RESTMapper 
 // adapters copy what they keep and never mutate them.
 var unsafeShared = true
 
-// compositionCache builds the controller's own cache of the shard's Compositions, unstructured,
-// without managedFields, resynced every ResyncPeriod. It is the guest's second copy of the
-// Compositions: the host's cache holds them typed, a type this module cannot import.
-func (g *Guest) compositionCache() (cache.Cache, error) {
-	byObject := cache.ByObject{Transform: k8s.DropManagedFields, UnsafeDisableDeepCopy: &unsafeShared}
-	if g.s.CompositionNamespace != "" {
-		byObject.Namespaces = map[string]cache.Config{g.s.CompositionNamespace: {}}
-	}
-	if g.s.selector != "" {
-		sel, err := labels.Parse(g.s.selector)
-		if err != nil {
-			return nil, fmt.Errorf("tombstone recovery: composition selector: %w", err)
+// compositions is the cache the controller reads Compositions from: the host's when its scheme
+// knows Eno's Composition (eno-reconciler caches them already, typed), else one of its own,
+// unstructured and without managedFields, resynced every ResyncPeriod (standalone).
+func (g *Guest) compositions(ctx context.Context, mgr isolated) (*cachedCompositions, error) {
+	c := &cachedCompositions{cache: mgr.GetCache(), scope: g.s.CompositionNamespace}
+	if mgr.GetScheme().Recognizes(compositionGVK) {
+		c.scheme = mgr.GetScheme()
+	} else {
+		byObject := cache.ByObject{Transform: k8s.DropManagedFields, UnsafeDisableDeepCopy: &unsafeShared}
+		if g.s.CompositionNamespace != "" {
+			byObject.Namespaces = map[string]cache.Config{g.s.CompositionNamespace: {}}
 		}
-		byObject.Label = sel
+		byObject.Label = g.s.CompositionSelector
+		resync := g.s.ResyncPeriod
+		own, err := cache.New(g.clients.cpConfig, cache.Options{
+			HTTPClient:               g.clients.cpHTTP,
+			Mapper:                   staticMapper(compositionGVK, k8s.CompositionGVR.Resource),
+			SyncPeriod:               &resync,
+			ByObject:                 map[client.Object]cache.ByObject{c.object(): byObject},
+			DefaultWatchErrorHandler: g.watchError("composition"),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("building the composition cache: %w", err)
+		}
+		if err := mgr.Add(own); err != nil {
+			return nil, err
+		}
+		c.cache = own
 	}
-	resync := g.s.ResyncPeriod
-	obj := compositionObject()
-	return cache.New(g.clients.cpConfig, cache.Options{
-		HTTPClient: g.clients.cpHTTP,
-		Mapper:     staticMapper(obj.GroupVersionKind(), k8s.CompositionGVR.Resource),
-		SyncPeriod: &resync,
-		ByObject:   map[client.Object]cache.ByObject{obj: byObject},
-	})
+	inf, err := c.cache.GetInformer(ctx, c.object(), cache.BlockUntilSynced(false))
+	if err != nil {
+		return nil, fmt.Errorf("building the composition informer: %w", err)
+	}
+	c.synced = inf.HasSynced
+	return c, nil
+}
+
+// watchError logs a cache's failed list or watch, which its informer retries with backoff.
+func (g *Guest) watchError(what string) toolscache.WatchErrorHandlerWithContext {
+	return func(_ context.Context, _ *toolscache.Reflector, err error) {
+		if !errors.Is(err, io.EOF) && !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
+			g.log.Error(err, "the "+what+" cache cannot list or watch; retrying with backoff (is the list forbidden, or the cluster unreachable?)")
+		}
+	}
 }
 
 // downstreamCluster builds the downstream cluster.Cluster. Its cache holds our inventory
@@ -135,6 +152,7 @@ func (g *Guest) downstreamCluster() (cluster.Cluster, error) {
 		}
 		never := time.Duration(0) // nothing of a Secret is re-delivered on a timer
 		o.Cache.SyncPeriod = &never
+		o.Cache.DefaultWatchErrorHandler = g.watchError("inventory secret")
 		o.Cache.ByObject = map[client.Object]cache.ByObject{secretObject(): {
 			Namespaces: map[string]cache.Config{g.s.config.InventoryNamespace: {}},
 			Label:      labels.SelectorFromSet(labels.Set{domain.LabelManagedBy: domain.ManagedByValue}),
@@ -148,7 +166,7 @@ func (g *Guest) downstreamCluster() (cluster.Cluster, error) {
 
 // service builds app's Service over the adapters: reads of Compositions through the cached
 // informer (the seam the simulation makes stale), the guard, decisions and every write live.
-func (g *Guest) service(comps compositionLister, secrets *cachedSecrets, fleet *k8s.FleetIndex) (*app.Service, error) {
+func (g *Guest) service(comps *cachedCompositions, secrets *cachedSecrets, fleet *k8s.FleetIndex) (*app.Service, error) {
 	c := g.clients
 	compositions, err := k8s.NewCompositions(c.dynamic, comps)
 	if err != nil {
