@@ -297,9 +297,12 @@ func TestGuestFailuresLeaveTheHostRunning(t *testing.T) {
 			h.start(t)
 			createRecordable(t, c, ns, "first")
 
-			require.Eventually(t, func() bool {
-				return strings.Count(logs.String(), "the inventory secret cache cannot list or watch; retrying") >= 2
-			}, eventually, poll, "the guest retries")
+			if tc.fixable { // a forbidden list fails at once; an unreachable one only after client-go's retries
+				require.Eventually(t, func() bool {
+					return strings.Count(logs.String(), "the inventory secret cache cannot list or watch; retrying") >= 2
+				}, eventually, poll, "the guest retries: %s", &logs)
+			}
+			require.Eventually(t, func() bool { return strings.Contains(logs.String(), "Starting EventSource") }, eventually, poll, "the guest starts")
 			require.Error(t, g.ReadyzCheck(nil), "the leader's guest is not ready")
 			h.requireRunning(t)
 			h.requireHostReconciles(t, c, ns)
