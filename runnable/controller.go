@@ -2,7 +2,6 @@ package runnable
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime/debug"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -39,7 +39,7 @@ const untilSynced = 100 * 365 * 24 * time.Hour
 // and returns the cache sizes for the metrics.
 func (g *Guest) setup(ctx context.Context) (map[string]func() int, error) {
 	mgr := isolated{Manager: g.mgr, g: g}
-	comps, err := g.compositions(ctx, mgr)
+	comps, compInf, err := g.compositions(ctx, mgr)
 	if err != nil {
 		return nil, err
 	}
@@ -91,8 +91,14 @@ func (g *Guest) setup(ctx context.Context) (map[string]func() int, error) {
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { fleet.Run(ctx); return nil })); err != nil {
 		return nil, err
 	}
-	g.synced = func() bool { return comps.synced() && secrets.Synced() && fleet.HasSynced() }
-	return map[string]func() int{"compositions": comps.count, "inventory-secrets": secrets.count}, nil
+	g.synced = func() bool { return compInf.HasSynced() && secrets.Synced() && fleet.HasSynced() }
+	sizes := map[string]func() int{}
+	for name, inf := range map[string]cache.Informer{"compositions": compInf, "inventory-secrets": secrets.informer} {
+		if sizes[name], err = counted(inf); err != nil {
+			return nil, err
+		}
+	}
+	return sizes, nil
 }
 
 // fleetSource enqueues a Composition whose hand-off a slice threatens, on the event itself
@@ -156,9 +162,6 @@ func secretRequest(obj client.Object) (reconcile.Request, bool) {
 	return req, req.Namespace != "" && req.Name != ""
 }
 
-// errNoObject is a handler's refusal of an event without an object.
-var errNoObject = errors.New("an event without an object")
-
 // refHandler enqueues requestFor(obj) on every add, update, delete and generic event. A panic
 // in it is recovered, logged and counted: client-go would re-panic it in the informer's
 // goroutine and take the host process down. The event is then dropped; the next resync or
@@ -172,10 +175,6 @@ func (g *Guest) refHandler(what string, requestFor func(client.Object) (reconcil
 					"object", what, "stack", string(debug.Stack()))
 			}
 		}()
-		if obj == nil {
-			g.log.Error(errNoObject, "dropping an event", "object", what)
-			return
-		}
 		if req, ok := requestFor(obj); ok {
 			q.Add(req)
 		}

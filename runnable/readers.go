@@ -3,6 +3,7 @@ package runnable
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -21,7 +22,10 @@ import (
 const lineageField = "tombstone-recovery.lineage"
 
 // compositionGVK is Eno's Composition, which this module reads without importing Eno.
-var compositionGVK = k8s.CompositionGVR.GroupVersion().WithKind("Composition")
+var (
+	compositionGVK     = k8s.CompositionGVR.GroupVersion().WithKind("Composition")
+	compositionListGVK = k8s.CompositionGVR.GroupVersion().WithKind("CompositionList")
+)
 
 // cachedCompositions is the lister adapters/k8s reads cached Compositions through. It stays a
 // client-go lister because only runnable and cmd may import controller-runtime (adapters/k8s
@@ -31,19 +35,18 @@ var compositionGVK = k8s.CompositionGVR.GroupVersion().WithKind("Composition")
 type cachedCompositions struct {
 	cache  cache.Cache
 	scheme *runtime.Scheme // the host's, which knows Eno's types; nil: unstructured
-	synced func() bool
 	// scope is the cache's namespace, "" for all; namespace is the one ByNamespace chose.
 	scope, namespace string
 }
 
 var _ toolscache.GenericLister = cachedCompositions{}
 
-// object is an empty Composition of the cache's kind; list an empty list of them.
+// object is an empty Composition of the cache's kind; list an empty list of them. The scheme
+// knows both kinds (Guest.compositions checked).
 func (l cachedCompositions) object() client.Object {
 	if l.scheme != nil {
-		if obj, err := l.scheme.New(compositionGVK); err == nil {
-			return obj.(client.Object)
-		}
+		obj, _ := l.scheme.New(compositionGVK)
+		return obj.(client.Object)
 	}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(compositionGVK)
@@ -51,14 +54,12 @@ func (l cachedCompositions) object() client.Object {
 }
 
 func (l cachedCompositions) list() client.ObjectList {
-	gvk := compositionGVK.GroupVersion().WithKind("CompositionList")
 	if l.scheme != nil {
-		if obj, err := l.scheme.New(gvk); err == nil {
-			return obj.(client.ObjectList)
-		}
+		obj, _ := l.scheme.New(compositionListGVK)
+		return obj.(client.ObjectList)
 	}
 	u := &unstructured.UnstructuredList{}
-	u.SetGroupVersionKind(gvk)
+	u.SetGroupVersionKind(compositionListGVK)
 	return u
 }
 
@@ -95,16 +96,14 @@ func (l cachedCompositions) ByNamespace(namespace string) toolscache.GenericName
 	return l
 }
 
-// count is the number of Compositions the cache holds; 0 until it has synced.
-func (l cachedCompositions) count() int {
-	if !l.synced() {
-		return 0
-	}
-	objs, err := l.List(labels.Everything())
-	if err != nil {
-		return 0
-	}
-	return len(objs)
+// counted counts the objects inf holds from its events: nothing is listed or copied.
+func counted(inf cache.Informer) (func() int, error) {
+	var n atomic.Int64
+	_, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { n.Add(1) },
+		DeleteFunc: func(any) { n.Add(-1) },
+	})
+	return func() int { return int(n.Load()) }, err
 }
 
 // cachedSecrets is the cache of our inventory Secrets' metadata the SecretStore reads, over the
@@ -150,17 +149,4 @@ func (s *cachedSecrets) Get(name string) (*metav1.PartialObjectMetadata, bool) {
 		return nil, false
 	}
 	return m, true
-}
-
-// count is the number of Secrets the cache holds; 0 until it has synced.
-func (s *cachedSecrets) count() int {
-	if !s.Synced() {
-		return 0
-	}
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(secretObject().GroupVersionKind())
-	if err := s.cache.List(context.Background(), list, client.InNamespace(s.namespace)); err != nil {
-		return 0
-	}
-	return len(list.Items)
 }

@@ -43,32 +43,23 @@ type clients struct {
 	discovery          discovery.DiscoveryInterface
 }
 
-func newClients(cp, ds *rest.Config) (clients, error) {
-	c := clients{cpConfig: cp, dsConfig: ds}
-	var err error
-	if c.cpHTTP, err = rest.HTTPClientFor(cp); err != nil {
-		return c, fmt.Errorf("tombstone recovery: control plane client: %w", err)
+func newClients(cp, ds *rest.Config) (c clients, err error) {
+	c.cpConfig, c.dsConfig = cp, ds
+	if c.cpHTTP, err = rest.HTTPClientFor(cp); err == nil {
+		c.dsHTTP, err = rest.HTTPClientFor(ds)
 	}
-	if c.dsHTTP, err = rest.HTTPClientFor(ds); err != nil {
-		return c, fmt.Errorf("tombstone recovery: downstream client: %w", err)
+	if err != nil {
+		return c, fmt.Errorf("tombstone recovery: clients: %w", err)
 	}
-	if c.dynamic, err = dynamic.NewForConfigAndClient(cp, c.cpHTTP); err != nil {
-		return c, fmt.Errorf("tombstone recovery: control plane dynamic client: %w", err)
-	}
-	if c.cpMeta, err = metadata.NewForConfigAndClient(cp, c.cpHTTP); err != nil {
-		return c, fmt.Errorf("tombstone recovery: control plane metadata client: %w", err)
-	}
-	if c.core, err = corev1client.NewForConfigAndClient(ds, c.dsHTTP); err != nil {
-		return c, fmt.Errorf("tombstone recovery: downstream client: %w", err)
-	}
-	if c.meta, err = metadata.NewForConfigAndClient(ds, c.dsHTTP); err != nil {
-		return c, fmt.Errorf("tombstone recovery: downstream metadata client: %w", err)
-	}
-	if c.dsDynamic, err = dynamic.NewForConfigAndClient(ds, c.dsHTTP); err != nil {
-		return c, fmt.Errorf("tombstone recovery: downstream dynamic client: %w", err)
-	}
-	if c.discovery, err = discovery.NewDiscoveryClientForConfigAndClient(ds, c.dsHTTP); err != nil {
-		return c, fmt.Errorf("tombstone recovery: downstream discovery client: %w", err)
+	var errs [6]error
+	c.dynamic, errs[0] = dynamic.NewForConfigAndClient(cp, c.cpHTTP)
+	c.cpMeta, errs[1] = metadata.NewForConfigAndClient(cp, c.cpHTTP)
+	c.core, errs[2] = corev1client.NewForConfigAndClient(ds, c.dsHTTP)
+	c.meta, errs[3] = metadata.NewForConfigAndClient(ds, c.dsHTTP)
+	c.dsDynamic, errs[4] = dynamic.NewForConfigAndClient(ds, c.dsHTTP)
+	c.discovery, errs[5] = discovery.NewDiscoveryClientForConfigAndClient(ds, c.dsHTTP)
+	if err := errors.Join(errs[:]...); err != nil {
+		return c, fmt.Errorf("tombstone recovery: clients: %w", err)
 	}
 	return c, nil
 }
@@ -93,9 +84,9 @@ var unsafeShared = true
 // compositions is the cache the controller reads Compositions from: the host's when its scheme
 // knows Eno's Composition (eno-reconciler caches them already, typed), else one of its own,
 // unstructured and without managedFields, resynced every ResyncPeriod (standalone).
-func (g *Guest) compositions(ctx context.Context, mgr isolated) (*cachedCompositions, error) {
+func (g *Guest) compositions(ctx context.Context, mgr isolated) (*cachedCompositions, cache.Informer, error) {
 	c := &cachedCompositions{cache: mgr.GetCache(), scope: g.s.CompositionNamespace}
-	if mgr.GetScheme().Recognizes(compositionGVK) {
+	if mgr.GetScheme().Recognizes(compositionGVK) && mgr.GetScheme().Recognizes(compositionListGVK) {
 		c.scheme = mgr.GetScheme()
 	} else {
 		byObject := cache.ByObject{Transform: k8s.DropManagedFields, UnsafeDisableDeepCopy: &unsafeShared}
@@ -111,20 +102,19 @@ func (g *Guest) compositions(ctx context.Context, mgr isolated) (*cachedComposit
 			ByObject:                 map[client.Object]cache.ByObject{c.object(): byObject},
 			DefaultWatchErrorHandler: g.watchError("composition"),
 		})
-		if err != nil {
-			return nil, fmt.Errorf("building the composition cache: %w", err)
+		if err == nil {
+			err = mgr.Add(own)
 		}
-		if err := mgr.Add(own); err != nil {
-			return nil, err
+		if err != nil {
+			return nil, nil, fmt.Errorf("building the composition cache: %w", err)
 		}
 		c.cache = own
 	}
 	inf, err := c.cache.GetInformer(ctx, c.object(), cache.BlockUntilSynced(false))
 	if err != nil {
-		return nil, fmt.Errorf("building the composition informer: %w", err)
+		return nil, nil, fmt.Errorf("building the composition informer: %w", err)
 	}
-	c.synced = inf.HasSynced
-	return c, nil
+	return c, inf, nil
 }
 
 // watchError logs a cache's failed list or watch, which its informer retries with backoff.
@@ -166,31 +156,19 @@ func (g *Guest) downstreamCluster() (cluster.Cluster, error) {
 
 // service builds app's Service over the adapters: reads of Compositions through the cached
 // informer (the seam the simulation makes stale), the guard, decisions and every write live.
-func (g *Guest) service(comps *cachedCompositions, secrets *cachedSecrets, fleet *k8s.FleetIndex) (*app.Service, error) {
+func (g *Guest) service(cached *cachedCompositions, secrets *cachedSecrets, fleet *k8s.FleetIndex) (*app.Service, error) {
 	c := g.clients
-	compositions, err := k8s.NewCompositions(c.dynamic, comps)
-	if err != nil {
+	comps, err := k8s.NewCompositions(c.dynamic, cached)
+	deps := app.Deps{Compositions: comps, Guard: comps, Decisions: comps, Fleet: fleet, Metrics: g.metrics}
+	errs := make([]error, 5)
+	errs[0] = err
+	deps.Store, errs[1] = k8s.NewSecretStore(c.core, secrets, g.s.config.InventoryNamespace)
+	deps.Slices, errs[2] = k8s.NewSlices(c.dynamic)
+	deps.Sink, errs[3] = k8s.NewTombstoneSink(c.dynamic)
+	deps.Downstream, errs[4] = k8s.NewDownstreamObjects(c.meta, c.dsDynamic, c.discovery)
+	deps.Events, err = k8s.NewRecorder(g.mgr.GetEventRecorderFor(k8s.DefaultEventSource))
+	if err := errors.Join(append(errs, err)...); err != nil {
 		return nil, err
-	}
-	store, err := k8s.NewSecretStore(c.core, secrets, g.s.config.InventoryNamespace)
-	if err != nil {
-		return nil, err
-	}
-	deps := app.Deps{Compositions: compositions, Guard: compositions, Decisions: compositions, Fleet: fleet, Store: store}
-	if deps.Slices, err = k8s.NewSlices(c.dynamic); err != nil {
-		return nil, err
-	}
-	if deps.Sink, err = k8s.NewTombstoneSink(c.dynamic); err != nil {
-		return nil, err
-	}
-	if deps.Downstream, err = k8s.NewDownstreamObjects(c.meta, c.dsDynamic, c.discovery); err != nil {
-		return nil, err
-	}
-	if deps.Events, err = k8s.NewRecorder(g.mgr.GetEventRecorderFor(k8s.DefaultEventSource)); err != nil {
-		return nil, err
-	}
-	if g.metrics != nil {
-		deps.Metrics = g.metrics
 	}
 	return app.New(g.s.config, deps)
 }
