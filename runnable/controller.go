@@ -2,20 +2,20 @@ package runnable
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime/debug"
-	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -30,139 +30,90 @@ const controllerName = "tombstone-recovery"
 // queueName names the work queue in the workqueue_* metrics, as before controller-runtime.
 const queueName = "compositions"
 
-// attemptRun is what one attempt runs: the two caches and an unmanaged controller-runtime
-// controller over them.
-type attemptRun struct {
-	comps      cache.Cache
-	downstream cluster.Cluster
-	fleet      *k8s.FleetIndex
-	ctl        controller.Controller
-}
+// untilSynced is the controller's CacheSyncTimeout: it waits for its caches as long as it takes
+// (an informer retries a forbidden or failed list with backoff, and logs it), because a
+// controller whose caches time out returns an error, and it cannot be started again.
+const untilSynced = 100 * 365 * 24 * time.Hour
 
-// build makes one attempt's caches, adapters, Service and controller; it starts nothing.
-func (g *Guest) build(ctx context.Context) (*attemptRun, error) {
-	comps, err := g.compositionCache()
+// setup adds the caches, the fleet index and the controller to the manager, through isolated,
+// and returns the cache sizes for the metrics.
+func (g *Guest) setup(ctx context.Context) (map[string]func() int, error) {
+	mgr := isolated{Manager: g.mgr, g: g}
+	comps, compInf, err := g.compositions(ctx, mgr)
 	if err != nil {
-		return nil, fmt.Errorf("building the composition cache: %w", err)
+		return nil, err
 	}
 	ds, err := g.downstreamCluster()
 	if err != nil {
 		return nil, fmt.Errorf("building the downstream cluster: %w", err)
 	}
-	compInf, err := comps.GetInformer(ctx, compositionObject(), cache.BlockUntilSynced(false))
-	if err != nil {
-		return nil, fmt.Errorf("building the composition informer: %w", err)
-	}
 	secrets, err := newCachedSecrets(ctx, ds.GetCache(), g.s.config.InventoryNamespace)
 	if err != nil {
 		return nil, err
 	}
-	// The fleet index lives as long as the attempt, on the leader only (design §6.3).
+	// The fleet index runs on the leader only (design §6.3).
 	fleet, err := k8s.NewFleetIndex(g.clients.dynamic, g.clients.cpMeta)
 	if err != nil {
 		return nil, err
 	}
-	lister := compositionLister{reader: comps, scope: g.s.CompositionNamespace}
-	svc, err := g.service(lister, secrets, fleet)
+	svc, err := g.service(comps, secrets, fleet)
 	if err != nil {
-		return nil, err
-	}
-	g.sizes.Store(&cacheSizes{
-		compositions: func() int { return lister.count(compInf.HasSynced) },
-		secrets:      secrets.count,
-	})
-	recoverPanic, skipNameCheck := true, true
-	ctl, err := controller.NewTypedUnmanaged(controllerName, controller.TypedOptions[reconcile.Request]{
-		Reconciler:              g.reconciler(svc),
-		MaxConcurrentReconciles: g.s.Workers,
-		ReconciliationTimeout:   g.s.config.ReconcileTimeout,
-		CacheSyncTimeout:        g.s.CacheSyncTimeout,
-		RecoverPanic:            &recoverPanic,                                         // a backstop: reconciler recovers and counts its own
-		SkipNameValidation:      &skipNameCheck,                                        // every attempt builds a controller of this name
-		LogConstructor:          func(*reconcile.Request) logr.Logger { return g.log }, // app names the Composition
-		NewQueue: func(_ string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
-			return workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{Name: queueName})
-		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("building the controller: %w", err)
-	}
-	if err := ctl.Watch(source.Kind[client.Object](comps, compositionObject(), g.refHandler("composition", compositionRequest))); err != nil {
-		return nil, err
-	}
-	// A pending hand-off's watch looks again on the event itself (design §6.2).
-	if err := ctl.Watch(source.TypedFunc[reconcile.Request](func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-		return fleet.OnThreat(func(ref domain.CompositionRef) {
-			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}})
-		})
-	})); err != nil {
 		return nil, err
 	}
 	inScope := func(obj client.Object) (reconcile.Request, bool) {
 		req, ok := secretRequest(obj)
 		return req, ok && (g.s.CompositionNamespace == "" || req.Namespace == g.s.CompositionNamespace)
 	}
-	if err := ctl.Watch(source.Kind[client.Object](ds.GetCache(), secretObject(), g.refHandler("inventory secret", inScope))); err != nil {
+	recoverPanic, skipNameCheck := true, true
+	err = builder.ControllerManagedBy(mgr).
+		Named(controllerName).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: g.s.Workers,
+			ReconciliationTimeout:   g.s.config.ReconcileTimeout,
+			CacheSyncTimeout:        untilSynced,
+			RecoverPanic:            &recoverPanic,                                         // a backstop: reconciler recovers and counts its own
+			SkipNameValidation:      &skipNameCheck,                                        // a test process holds several managers
+			LogConstructor:          func(*reconcile.Request) logr.Logger { return g.log }, // app names the Composition
+			NewQueue: func(_ string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+				return workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{Name: queueName})
+			},
+		}).
+		WatchesRawSource(source.Kind(comps.cache, comps.object(), g.refHandler("composition", compositionRequest))).
+		WatchesRawSource(source.Kind[client.Object](ds.GetCache(), secretObject(), g.refHandler("inventory secret", inScope))).
+		WatchesRawSource(fleetSource{fleet}).
+		Complete(g.reconciler(svc))
+	if err != nil {
+		return nil, fmt.Errorf("building the controller: %w", err)
+	}
+	if err := mgr.Add(ds); err != nil {
 		return nil, err
 	}
-	return &attemptRun{comps: comps, downstream: ds, fleet: fleet, ctl: ctl}, nil
-}
-
-// run starts the caches, waits for them to sync within CacheSyncTimeout, then runs the
-// controller until ctx ends or any of them fails; it stops all of them before returning.
-func (r *attemptRun) run(ctx context.Context, g *Guest) (synced bool, err error) {
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
-	failed := make(chan error, 4)
-	goRun := func(what string, start func(context.Context) error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				if p := recover(); p != nil {
-					g.panicked("start")
-					failed <- fmt.Errorf("%s panicked: %v\n%s", what, p, debug.Stack())
-				}
-			}()
-			if err := start(ctx); err != nil {
-				failed <- fmt.Errorf("%s: %w", what, err)
-			} else if ctx.Err() == nil {
-				failed <- fmt.Errorf("%s stopped", what)
-			}
-		}()
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { fleet.Run(ctx); return nil })); err != nil {
+		return nil, err
 	}
-	goRun("the composition cache", r.comps.Start)
-	goRun("the downstream cluster", r.downstream.Start)
-	goRun("the fleet index", func(ctx context.Context) error { r.fleet.Run(ctx); return nil })
-	if err := r.waitForSync(ctx, g); err != nil {
-		return false, err
-	}
-	g.synced.Store(true)
-	g.log.Info("caches synced", "workers", g.s.Workers, "inventoryNamespace", g.s.config.InventoryNamespace)
-	goRun("the controller", r.ctl.Start)
-	select {
-	case <-ctx.Done():
-		return true, nil
-	case err := <-failed:
-		return true, err
-	}
-}
-
-// waitForSync waits for both caches, at most CacheSyncTimeout.
-func (r *attemptRun) waitForSync(ctx context.Context, g *Guest) error {
-	syncCtx, cancel := context.WithTimeout(ctx, g.s.CacheSyncTimeout)
-	defer cancel()
-	for _, c := range []struct {
-		what  string
-		cache interface{ WaitForCacheSync(context.Context) bool }
-	}{{"composition", r.comps}, {"inventory secret", r.downstream.GetCache()}, {"fleet index", r.fleet}} {
-		if !c.cache.WaitForCacheSync(syncCtx) {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return fmt.Errorf("the %s cache did not sync within %s (is the list forbidden, or the cluster unreachable?)", c.what, g.s.CacheSyncTimeout)
+	g.synced = func() bool { return compInf.HasSynced() && secrets.Synced() && fleet.HasSynced() }
+	sizes := map[string]func() int{}
+	for name, inf := range map[string]cache.Informer{"compositions": compInf, "inventory-secrets": secrets.informer} {
+		if sizes[name], err = counted(inf); err != nil {
+			return nil, err
 		}
+	}
+	return sizes, nil
+}
+
+// fleetSource enqueues a Composition whose hand-off a slice threatens, on the event itself
+// (design §6.2), and holds the controller's workers until the fleet index has synced.
+type fleetSource struct{ fleet *k8s.FleetIndex }
+
+func (s fleetSource) Start(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	return s.fleet.OnThreat(func(ref domain.CompositionRef) {
+		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}})
+	})
+}
+
+func (s fleetSource) WaitForSync(ctx context.Context) error {
+	if !s.fleet.WaitForCacheSync(ctx) {
+		return fmt.Errorf("the fleet index did not sync: %w", ctx.Err())
 	}
 	return nil
 }
@@ -211,9 +162,6 @@ func secretRequest(obj client.Object) (reconcile.Request, bool) {
 	return req, req.Namespace != "" && req.Name != ""
 }
 
-// errNoObject is a handler's refusal of an event without an object.
-var errNoObject = errors.New("an event without an object")
-
 // refHandler enqueues requestFor(obj) on every add, update, delete and generic event. A panic
 // in it is recovered, logged and counted: client-go would re-panic it in the informer's
 // goroutine and take the host process down. The event is then dropped; the next resync or
@@ -227,10 +175,6 @@ func (g *Guest) refHandler(what string, requestFor func(client.Object) (reconcil
 					"object", what, "stack", string(debug.Stack()))
 			}
 		}()
-		if obj == nil {
-			g.log.Error(errNoObject, "dropping an event", "object", what)
-			return
-		}
 		if req, ok := requestFor(obj); ok {
 			q.Add(req)
 		}

@@ -2,11 +2,10 @@
 // manager: SetupWithManager adds it to eno-reconciler's manager (design §8.2) or to the
 // standalone binary's, which `run` builds with ctrl.NewManager.
 //
-// It holds the wiring: clients for both clusters, the controller's own cache of the shard's
-// Compositions, a downstream cluster.Cluster whose cache holds our inventory Secrets as
-// metadata, the adapters of adapters/k8s and adapters/metrics, app's Service, and an unmanaged
-// controller-runtime controller whose reconcile is app.Service.Reconcile. The guest runs on the
-// manager's leader only and never returns an error to it: a failure is logged and the guest
-// starts again after a backoff. It may import domain, ports, app, the adapters, client-go,
+// It holds the wiring: clients for both clusters, one builder chain of a controller whose
+// reconcile is app.Service.Reconcile over the host's Composition cache (or its own, standalone),
+// a downstream cluster.Cluster caching our inventory Secrets as metadata, the fleet index, and the
+// adapters of adapters/k8s and adapters/metrics. What it adds runs on the manager's leader only
+// and never returns an error to it. It may import domain, ports, app, the adapters, client-go,
 // apimachinery, controller-runtime, logr and prometheus/client_golang; only cmd imports it.
 package runnable

@@ -3,9 +3,9 @@ package runnable
 import (
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/Azure/eno-tombstone-recovery/app"
 )
@@ -40,38 +40,29 @@ var settingEnv = map[app.Setting]string{
 // fromEnvironment returns o with every variable that getenv reports set (non-empty) applied
 // over the field it names.
 func (o Options) fromEnvironment(getenv func(string) string) (Options, error) {
-	var errs []error
-	parse := func(name, want string, set func(string) error) {
-		if v := getenv(name); v != "" && set(v) != nil {
-			errs = append(errs, fmt.Errorf("%s=%q: want %s", name, v, want))
-		}
-	}
-	str := func(dst *string) func(string) error { return func(v string) error { *dst = v; return nil } }
-	boolean := func(dst *bool) func(string) error {
-		return func(v string) (err error) { *dst, err = strconv.ParseBool(v); return err }
-	}
-	integer := func(dst *int) func(string) error {
-		return func(v string) (err error) { *dst, err = strconv.Atoi(v); return err }
-	}
-	duration := func(dst *time.Duration) func(string) error {
-		return func(v string) (err error) { *dst, err = time.ParseDuration(v); return err }
-	}
-	parse(EnvEnabled, "true or false", boolean(&o.Enabled))
-	parse(EnvInventoryNamespace, "", str(&o.InventoryNamespace))
-	parse(EnvMaxChunkBytes, "an integer", integer(&o.MaxChunkBytes))
-	parse(EnvMaxChunks, "an integer", integer(&o.MaxChunks))
-	parse(EnvMaxTombstoneFraction, "a number from 0 to 1", func(v string) error {
+	fs := flag.NewFlagSet("environment", flag.ContinueOnError)
+	fs.BoolVar(&o.Enabled, EnvEnabled, o.Enabled, "true or false")
+	fs.StringVar(&o.InventoryNamespace, EnvInventoryNamespace, o.InventoryNamespace, "a namespace")
+	fs.IntVar(&o.MaxChunkBytes, EnvMaxChunkBytes, o.MaxChunkBytes, "an integer")
+	fs.IntVar(&o.MaxChunks, EnvMaxChunks, o.MaxChunks, "an integer")
+	fs.Func(EnvMaxTombstoneFraction, "a number from 0 to 1", func(v string) error {
 		f, err := strconv.ParseFloat(v, 64)
 		o.MaxTombstoneFraction = &f
 		return err
 	})
-	parse(EnvAllowCrossNamespaceLineage, "true or false", boolean(&o.AllowCrossNamespaceLineage))
-	parse(EnvPendingRecheckInterval, "a duration such as 1m", duration(&o.PendingRecheckInterval))
-	parse(EnvReconcileTimeout, "a duration such as 1m", duration(&o.ReconcileTimeout))
-	parse(EnvWorkers, "an integer", integer(&o.Workers))
-	parse(EnvImpersonate, "", str(&o.Impersonate))
-	parse(EnvEnoFieldManagers, "field manager names separated by commas", o.EnoFieldManagers.Set)
-	parse(EnvEnoResourceFilters, "a JSON list of CEL expressions", func(v string) error { return json.Unmarshal([]byte(v), &o.ResourceFilters) })
+	fs.BoolVar(&o.AllowCrossNamespaceLineage, EnvAllowCrossNamespaceLineage, o.AllowCrossNamespaceLineage, "true or false")
+	fs.DurationVar(&o.PendingRecheckInterval, EnvPendingRecheckInterval, o.PendingRecheckInterval, "a duration such as 1m")
+	fs.DurationVar(&o.ReconcileTimeout, EnvReconcileTimeout, o.ReconcileTimeout, "a duration such as 1m")
+	fs.IntVar(&o.Workers, EnvWorkers, o.Workers, "an integer")
+	fs.StringVar(&o.Impersonate, EnvImpersonate, o.Impersonate, "a user name")
+	fs.Var(&o.EnoFieldManagers, EnvEnoFieldManagers, "field manager names separated by commas")
+	fs.Func(EnvEnoResourceFilters, "a JSON list of CEL expressions", func(v string) error { return json.Unmarshal([]byte(v), &o.ResourceFilters) })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if v := getenv(f.Name); v != "" && fs.Set(f.Name, v) != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: want %s", f.Name, v, f.Usage))
+		}
+	})
 	return o, errors.Join(errs...)
 }
 

@@ -62,16 +62,8 @@ type Options struct {
 	// Workers is the number of concurrent reconciles (MaxConcurrentReconciles); 0 is 2.
 	Workers int
 	// ResyncPeriod re-delivers every cached Composition this often; 0 is 10 minutes, a negative
-	// value never. It is the resync of the controller's own Composition cache, inside
-	// eno-reconciler too: the host's cache is not involved.
+	// value never. Standalone only: inside eno-reconciler the guest reads the host's cache.
 	ResyncPeriod time.Duration
-	// CacheSyncTimeout bounds the wait for the caches to fill; 0 is 2 minutes. A cache that
-	// has not synced by then (inventory Secrets Forbidden, an unreachable cluster) stops the
-	// attempt, which is retried after RestartBackoff.
-	CacheSyncTimeout time.Duration
-	// RestartBackoff is the first wait before the controller starts again after a failure; it
-	// doubles up to 5 minutes. 0 is 1 second.
-	RestartBackoff time.Duration
 
 	// HostElects says that the manager elects a leader and starts leader-election runnables on
 	// its leader only (eno-reconciler --leader-election: pass mgrOpts.LeaderElection; the
@@ -113,11 +105,8 @@ const (
 	// leaseBaseName is the Lease of the whole Composition space.
 	leaseBaseName = "eno-tombstone-recovery"
 
-	defaultWorkers          = 2
-	defaultResync           = 10 * time.Minute
-	defaultCacheSyncTimeout = 2 * time.Minute
-	defaultRestartBackoff   = time.Second
-	maxRestartBackoff       = 5 * time.Minute
+	defaultWorkers = 2
+	defaultResync  = 10 * time.Minute
 )
 
 // DefaultLeaseName is the standalone binary's Lease for a Composition scope:
@@ -147,7 +136,7 @@ type settings struct {
 }
 
 // resolve applies the environment, then every default, and checks every value: the
-// clients', the use cases' configuration, the workers, resync period and timings.
+// clients', the use cases' configuration, the workers and the resync period.
 func (o Options) resolve() (settings, error) {
 	if o.Getenv != nil {
 		var err error
@@ -182,15 +171,6 @@ func (o Options) resolve() (settings, error) {
 		s.ResyncPeriod = defaultResync
 	case o.ResyncPeriod < 0:
 		s.ResyncPeriod = 0 // never
-	}
-	if o.CacheSyncTimeout < 0 || o.RestartBackoff < 0 {
-		return s, fmt.Errorf("tombstone recovery: CacheSyncTimeout and RestartBackoff must not be negative, got %s and %s", o.CacheSyncTimeout, o.RestartBackoff)
-	}
-	if o.CacheSyncTimeout == 0 {
-		s.CacheSyncTimeout = defaultCacheSyncTimeout
-	}
-	if o.RestartBackoff == 0 {
-		s.RestartBackoff = defaultRestartBackoff
 	}
 	return s, nil
 }

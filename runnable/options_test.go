@@ -13,11 +13,8 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// The guest is a Runnable the manager starts on its leader only (design §8.2).
-var (
-	_ manager.Runnable               = (*Guest)(nil)
-	_ manager.LeaderElectionRunnable = (*Guest)(nil)
-)
+// What the guest adds runs on the manager's leader only (design §8.2).
+var _ manager.LeaderElectionRunnable = guestRunnable{}
 
 func TestResolveDefaults(t *testing.T) {
 	s, err := Options{}.resolve()
@@ -30,8 +27,6 @@ func TestResolveDefaults(t *testing.T) {
 	assert.False(t, s.config.AllowCrossNamespaceLineage, "each namespace's history is its own by default (design §5 step 3)")
 	assert.Equal(t, 2, s.Workers)
 	assert.Equal(t, 10*time.Minute, s.ResyncPeriod)
-	assert.Equal(t, 2*time.Minute, s.CacheSyncTimeout)
-	assert.Equal(t, time.Second, s.RestartBackoff)
 	assert.False(t, s.HostElects || s.EveryReplica, "without election the guest refuses to start")
 	assert.True(t, s.config.Scope.Contains(domain.Composition{Namespace: "any", Labels: map[string]string{"a": "b"}}))
 }
@@ -148,7 +143,6 @@ func TestRefusals(t *testing.T) {
 		{"negative workers", Options{Workers: -1}, "Workers must not be negative"},
 		{"negative QPS", Options{QPS: -1}, "QPS and Burst must not be negative"},
 		{"a selector of nothing", Options{CompositionSelector: labels.Nothing()}, "selects nothing"},
-		{"negative timings", Options{CacheSyncTimeout: -time.Second}, "must not be negative"},
 		{"variable not a number", Options{Getenv: env(EnvMaxChunks, "many")}, `ENO_TOMBSTONE_RECOVERY_MAX_CHUNKS="many": want an integer`},
 		{"variable not a boolean", Options{Getenv: env(EnvEnabled, "yes please")}, "ENO_TOMBSTONE_RECOVERY_ENABLED"},
 		{"a field manager a precondition cannot quote", Options{Getenv: env(EnvEnoFieldManagers, `eno,"x"`)}, `ENO_TOMBSTONE_RECOVERY_ENO_FIELD_MANAGERS="eno,\"x\"": want field manager names separated by commas`},

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/Azure/eno-tombstone-recovery/app"
@@ -113,7 +114,7 @@ func TestHandlersMapEventsToCompositions(t *testing.T) {
 // Composition outside the cache's namespace; reading it is NotFound (nothing to do), as a
 // client-go lister says, not the namespaced cache's error retried forever.
 func TestCompositionOutsideTheScopeIsNotFound(t *testing.T) {
-	l := compositionLister{scope: "shard-a"} // no reader: reading it would panic
+	l := cachedCompositions{scope: "shard-a"} // no cache: reading it would panic
 	_, err := l.ByNamespace("shard-b").Get("web")
 	assert.True(t, apierrors.IsNotFound(err), "got %v", err)
 	objs, err := l.ByNamespace("shard-b").List(labels.Everything())
@@ -123,3 +124,36 @@ func TestCompositionOutsideTheScopeIsNotFound(t *testing.T) {
 	req, ok := secretRequest(&unstructured.Unstructured{})
 	assert.False(t, ok, "a Secret naming no Composition enqueues nothing: %v", req)
 }
+
+// TestGuestRunnableFailuresNeverReachTheHost: a manager stops when a runnable's Start returns an
+// error, so each runnable the guest adds (caches, fleet index, controller) logs and counts its
+// error or panic, marks the guest unready, and returns nil to the host.
+func TestGuestRunnableFailuresNeverReachTheHost(t *testing.T) {
+	for name, start := range map[string]func(context.Context) error{
+		"error": func(context.Context) error { return errors.New("cache failed") },
+		"panic": func(context.Context) error { panic("cache boom") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := &portsfakes.FakeMetrics{}
+			var lines []string
+			g := &Guest{metrics: m, log: capture(&lines), synced: func() bool { return true }}
+			var r manager.Runnable
+			require.NoError(t, isolated{Manager: addOnly{add: func(added manager.Runnable) { r = added }}, g: g}.Add(manager.RunnableFunc(start)))
+			require.True(t, r.(manager.LeaderElectionRunnable).NeedLeaderElection(), "the guest runs on the leader only")
+			require.NoError(t, g.ReadyzCheck(nil))
+
+			assert.NoError(t, r.Start(t.Context()), "nothing of the guest returns an error to the host")
+			assert.Error(t, g.ReadyzCheck(nil), "a failed guest is not ready")
+			assert.Contains(t, strings.Join(lines, "\n"), "the tombstone recovery controller stopped until the process restarts")
+			assert.Equal(t, name == "panic", m.PanickedCallCount() == 1)
+		})
+	}
+}
+
+// addOnly is a manager that records what is added to it.
+type addOnly struct {
+	manager.Manager
+	add func(manager.Runnable)
+}
+
+func (m addOnly) Add(r manager.Runnable) error { m.add(r); return nil }

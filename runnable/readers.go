@@ -3,8 +3,10 @@ package runnable
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -19,20 +21,49 @@ import (
 // lineageField is the index of the cached inventory Secrets by lineage label.
 const lineageField = "tombstone-recovery.lineage"
 
-// compositionLister is the lister adapters/k8s reads cached Compositions through, over the
-// controller's Composition cache. The cache hands out its own objects (UnsafeDisableDeepCopy):
-// the adapter copies what it keeps and never mutates them.
-type compositionLister struct {
-	reader client.Reader
+// compositionGVK is Eno's Composition, which this module reads without importing Eno.
+var (
+	compositionGVK     = k8s.CompositionGVR.GroupVersion().WithKind("Composition")
+	compositionListGVK = k8s.CompositionGVR.GroupVersion().WithKind("CompositionList")
+)
+
+// cachedCompositions is the lister adapters/k8s reads cached Compositions through. It stays a
+// client-go lister because only runnable and cmd may import controller-runtime (adapters/k8s
+// takes client-go's GenericLister). The objects are the host's typed Compositions when scheme
+// is set (adapters/k8s converts them), else unstructured; they are the cache's own: the adapter
+// copies what it keeps and never mutates them.
+type cachedCompositions struct {
+	cache  cache.Cache
+	scheme *runtime.Scheme // the host's, which knows Eno's types; nil: unstructured
 	// scope is the cache's namespace, "" for all; namespace is the one ByNamespace chose.
 	scope, namespace string
 }
 
-var _ toolscache.GenericLister = compositionLister{}
+var _ toolscache.GenericLister = cachedCompositions{}
 
-func (l compositionLister) List(selector labels.Selector) ([]runtime.Object, error) {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(compositionObject().GroupVersionKind())
+// object is an empty Composition of the cache's kind; list an empty list of them. The scheme
+// knows both kinds (Guest.compositions checked).
+func (l cachedCompositions) object() client.Object {
+	if l.scheme != nil {
+		obj, _ := l.scheme.New(compositionGVK)
+		return obj.(client.Object)
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(compositionGVK)
+	return u
+}
+
+func (l cachedCompositions) list() client.ObjectList {
+	if l.scheme != nil {
+		obj, _ := l.scheme.New(compositionListGVK)
+		return obj.(client.ObjectList)
+	}
+	u := &unstructured.UnstructuredList{}
+	u.SetGroupVersionKind(compositionListGVK)
+	return u
+}
+
+func (l cachedCompositions) List(selector labels.Selector) ([]runtime.Object, error) {
 	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: selector}}
 	if l.namespace != "" {
 		if l.scope != "" && l.namespace != l.scope {
@@ -40,31 +71,39 @@ func (l compositionLister) List(selector labels.Selector) ([]runtime.Object, err
 		}
 		opts = append(opts, client.InNamespace(l.namespace))
 	}
-	if err := l.reader.List(context.Background(), list, opts...); err != nil {
+	list := l.list()
+	if err := l.cache.List(context.Background(), list, opts...); err != nil {
 		return nil, err
 	}
-	out := make([]runtime.Object, len(list.Items))
-	for i := range list.Items {
-		out[i] = &list.Items[i]
-	}
-	return out, nil
+	return meta.ExtractList(list)
 }
 
 // Get reads the cached Composition. One outside the cache's namespace is NotFound, as a
 // client-go lister says: a namespaced controller-runtime cache refuses the read instead.
-func (l compositionLister) Get(name string) (runtime.Object, error) {
+func (l cachedCompositions) Get(name string) (runtime.Object, error) {
 	if l.scope != "" && l.namespace != l.scope {
 		return nil, apierrors.NewNotFound(k8s.CompositionGVR.GroupResource(), name)
 	}
-	u := compositionObject()
-	if err := l.reader.Get(context.Background(), client.ObjectKey{Namespace: l.namespace, Name: name}, u); err != nil {
+	obj := l.object()
+	if err := l.cache.Get(context.Background(), client.ObjectKey{Namespace: l.namespace, Name: name}, obj); err != nil {
 		return nil, err
 	}
-	return u, nil
+	return obj, nil
 }
 
-func (l compositionLister) ByNamespace(namespace string) toolscache.GenericNamespaceLister {
-	return compositionLister{reader: l.reader, scope: l.scope, namespace: namespace}
+func (l cachedCompositions) ByNamespace(namespace string) toolscache.GenericNamespaceLister {
+	l.namespace = namespace
+	return l
+}
+
+// counted counts the objects inf holds from its events: nothing is listed or copied.
+func counted(inf cache.Informer) (func() int, error) {
+	var n atomic.Int64
+	_, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { n.Add(1) },
+		DeleteFunc: func(any) { n.Add(-1) },
+	})
+	return func() int { return int(n.Load()) }, err
 }
 
 // cachedSecrets is the cache of our inventory Secrets' metadata the SecretStore reads, over the
@@ -110,29 +149,4 @@ func (s *cachedSecrets) Get(name string) (*metav1.PartialObjectMetadata, bool) {
 		return nil, false
 	}
 	return m, true
-}
-
-// count is the number of Secrets the cache holds; 0 until it has synced.
-func (s *cachedSecrets) count() int {
-	if !s.Synced() {
-		return 0
-	}
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(secretObject().GroupVersionKind())
-	if err := s.cache.List(context.Background(), list, client.InNamespace(s.namespace)); err != nil {
-		return 0
-	}
-	return len(list.Items)
-}
-
-// count is the number of Compositions l's cache holds; 0 until synced says it has synced.
-func (l compositionLister) count(synced func() bool) int {
-	if !synced() {
-		return 0
-	}
-	objs, err := l.List(labels.Everything())
-	if err != nil {
-		return 0
-	}
-	return len(objs)
 }

@@ -1,14 +1,17 @@
 package runnable
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -17,6 +20,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -26,8 +30,8 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// clients are the controller's clients of both clusters, built once and shared by every
-// attempt: each cluster's clients share one HTTP client and one rate limiter.
+// clients are the controller's clients of both clusters: each cluster's clients share one HTTP
+// client and one rate limiter.
 type clients struct {
 	cpConfig, dsConfig *rest.Config
 	cpHTTP, dsHTTP     *http.Client
@@ -39,42 +43,25 @@ type clients struct {
 	discovery          discovery.DiscoveryInterface
 }
 
-func newClients(cp, ds *rest.Config) (clients, error) {
-	c := clients{cpConfig: cp, dsConfig: ds}
-	var err error
-	if c.cpHTTP, err = rest.HTTPClientFor(cp); err != nil {
-		return c, fmt.Errorf("tombstone recovery: control plane client: %w", err)
+func newClients(cp, ds *rest.Config) (c clients, err error) {
+	c.cpConfig, c.dsConfig = cp, ds
+	if c.cpHTTP, err = rest.HTTPClientFor(cp); err == nil {
+		c.dsHTTP, err = rest.HTTPClientFor(ds)
 	}
-	if c.dsHTTP, err = rest.HTTPClientFor(ds); err != nil {
-		return c, fmt.Errorf("tombstone recovery: downstream client: %w", err)
+	if err != nil {
+		return c, fmt.Errorf("tombstone recovery: clients: %w", err)
 	}
-	if c.dynamic, err = dynamic.NewForConfigAndClient(cp, c.cpHTTP); err != nil {
-		return c, fmt.Errorf("tombstone recovery: control plane dynamic client: %w", err)
-	}
-	if c.cpMeta, err = metadata.NewForConfigAndClient(cp, c.cpHTTP); err != nil {
-		return c, fmt.Errorf("tombstone recovery: control plane metadata client: %w", err)
-	}
-	if c.core, err = corev1client.NewForConfigAndClient(ds, c.dsHTTP); err != nil {
-		return c, fmt.Errorf("tombstone recovery: downstream client: %w", err)
-	}
-	if c.meta, err = metadata.NewForConfigAndClient(ds, c.dsHTTP); err != nil {
-		return c, fmt.Errorf("tombstone recovery: downstream metadata client: %w", err)
-	}
-	if c.dsDynamic, err = dynamic.NewForConfigAndClient(ds, c.dsHTTP); err != nil {
-		return c, fmt.Errorf("tombstone recovery: downstream dynamic client: %w", err)
-	}
-	if c.discovery, err = discovery.NewDiscoveryClientForConfigAndClient(ds, c.dsHTTP); err != nil {
-		return c, fmt.Errorf("tombstone recovery: downstream discovery client: %w", err)
+	var errs [6]error
+	c.dynamic, errs[0] = dynamic.NewForConfigAndClient(cp, c.cpHTTP)
+	c.cpMeta, errs[1] = metadata.NewForConfigAndClient(cp, c.cpHTTP)
+	c.core, errs[2] = corev1client.NewForConfigAndClient(ds, c.dsHTTP)
+	c.meta, errs[3] = metadata.NewForConfigAndClient(ds, c.dsHTTP)
+	c.dsDynamic, errs[4] = dynamic.NewForConfigAndClient(ds, c.dsHTTP)
+	c.discovery, errs[5] = discovery.NewDiscoveryClientForConfigAndClient(ds, c.dsHTTP)
+	if err := errors.Join(errs[:]...); err != nil {
+		return c, fmt.Errorf("tombstone recovery: clients: %w", err)
 	}
 	return c, nil
-}
-
-// compositionObject is the unstructured Composition the caches and the watch are keyed by: the
-// module reads Compositions as unstructured, with no dependency on Eno's Go module.
-func compositionObject() *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(k8s.CompositionGVR.GroupVersion().WithKind("Composition"))
-	return u
 }
 
 // secretObject is the metadata-only inventory Secret the downstream cache is keyed by.
@@ -94,29 +81,49 @@ func staticMapper(gvk schema.GroupVersionKind, resource string) meta.RESTMapper 
 // adapters copy what they keep and never mutate them.
 var unsafeShared = true
 
-// compositionCache builds the controller's own cache of the shard's Compositions, unstructured,
-// without managedFields, resynced every ResyncPeriod. It is the guest's second copy of the
-// Compositions: the host's cache holds them typed, a type this module cannot import.
-func (g *Guest) compositionCache() (cache.Cache, error) {
-	byObject := cache.ByObject{Transform: k8s.DropManagedFields, UnsafeDisableDeepCopy: &unsafeShared}
-	if g.s.CompositionNamespace != "" {
-		byObject.Namespaces = map[string]cache.Config{g.s.CompositionNamespace: {}}
-	}
-	if g.s.selector != "" {
-		sel, err := labels.Parse(g.s.selector)
-		if err != nil {
-			return nil, fmt.Errorf("tombstone recovery: composition selector: %w", err)
+// compositions is the cache the controller reads Compositions from: the host's when its scheme
+// knows Eno's Composition (eno-reconciler caches them already, typed), else one of its own,
+// unstructured and without managedFields, resynced every ResyncPeriod (standalone).
+func (g *Guest) compositions(ctx context.Context, mgr isolated) (*cachedCompositions, cache.Informer, error) {
+	c := &cachedCompositions{cache: mgr.GetCache(), scope: g.s.CompositionNamespace}
+	if mgr.GetScheme().Recognizes(compositionGVK) && mgr.GetScheme().Recognizes(compositionListGVK) {
+		c.scheme = mgr.GetScheme()
+	} else {
+		byObject := cache.ByObject{Transform: k8s.DropManagedFields, UnsafeDisableDeepCopy: &unsafeShared}
+		if g.s.CompositionNamespace != "" {
+			byObject.Namespaces = map[string]cache.Config{g.s.CompositionNamespace: {}}
 		}
-		byObject.Label = sel
+		byObject.Label = g.s.CompositionSelector
+		resync := g.s.ResyncPeriod
+		own, err := cache.New(g.clients.cpConfig, cache.Options{
+			HTTPClient:               g.clients.cpHTTP,
+			Mapper:                   staticMapper(compositionGVK, k8s.CompositionGVR.Resource),
+			SyncPeriod:               &resync,
+			ByObject:                 map[client.Object]cache.ByObject{c.object(): byObject},
+			DefaultWatchErrorHandler: g.watchError("composition"),
+		})
+		if err == nil {
+			err = mgr.Add(own)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("building the composition cache: %w", err)
+		}
+		c.cache = own
 	}
-	resync := g.s.ResyncPeriod
-	obj := compositionObject()
-	return cache.New(g.clients.cpConfig, cache.Options{
-		HTTPClient: g.clients.cpHTTP,
-		Mapper:     staticMapper(obj.GroupVersionKind(), k8s.CompositionGVR.Resource),
-		SyncPeriod: &resync,
-		ByObject:   map[client.Object]cache.ByObject{obj: byObject},
-	})
+	inf, err := c.cache.GetInformer(ctx, c.object(), cache.BlockUntilSynced(false))
+	if err != nil {
+		return nil, nil, fmt.Errorf("building the composition informer: %w", err)
+	}
+	return c, inf, nil
+}
+
+// watchError logs a cache's failed list or watch, which its informer retries with backoff.
+func (g *Guest) watchError(what string) toolscache.WatchErrorHandlerWithContext {
+	return func(_ context.Context, _ *toolscache.Reflector, err error) {
+		if !errors.Is(err, io.EOF) && !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
+			g.log.Error(err, "the "+what+" cache cannot list or watch; retrying with backoff (is the list forbidden, or the cluster unreachable?)")
+		}
+	}
 }
 
 // downstreamCluster builds the downstream cluster.Cluster. Its cache holds our inventory
@@ -135,6 +142,7 @@ func (g *Guest) downstreamCluster() (cluster.Cluster, error) {
 		}
 		never := time.Duration(0) // nothing of a Secret is re-delivered on a timer
 		o.Cache.SyncPeriod = &never
+		o.Cache.DefaultWatchErrorHandler = g.watchError("inventory secret")
 		o.Cache.ByObject = map[client.Object]cache.ByObject{secretObject(): {
 			Namespaces: map[string]cache.Config{g.s.config.InventoryNamespace: {}},
 			Label:      labels.SelectorFromSet(labels.Set{domain.LabelManagedBy: domain.ManagedByValue}),
@@ -148,31 +156,19 @@ func (g *Guest) downstreamCluster() (cluster.Cluster, error) {
 
 // service builds app's Service over the adapters: reads of Compositions through the cached
 // informer (the seam the simulation makes stale), the guard, decisions and every write live.
-func (g *Guest) service(comps compositionLister, secrets *cachedSecrets, fleet *k8s.FleetIndex) (*app.Service, error) {
+func (g *Guest) service(cached *cachedCompositions, secrets *cachedSecrets, fleet *k8s.FleetIndex) (*app.Service, error) {
 	c := g.clients
-	compositions, err := k8s.NewCompositions(c.dynamic, comps)
-	if err != nil {
+	comps, err := k8s.NewCompositions(c.dynamic, cached)
+	deps := app.Deps{Compositions: comps, Guard: comps, Decisions: comps, Fleet: fleet, Metrics: g.metrics}
+	errs := make([]error, 5)
+	errs[0] = err
+	deps.Store, errs[1] = k8s.NewSecretStore(c.core, secrets, g.s.config.InventoryNamespace)
+	deps.Slices, errs[2] = k8s.NewSlices(c.dynamic)
+	deps.Sink, errs[3] = k8s.NewTombstoneSink(c.dynamic)
+	deps.Downstream, errs[4] = k8s.NewDownstreamObjects(c.meta, c.dsDynamic, c.discovery)
+	deps.Events, err = k8s.NewRecorder(g.mgr.GetEventRecorderFor(k8s.DefaultEventSource))
+	if err := errors.Join(append(errs, err)...); err != nil {
 		return nil, err
-	}
-	store, err := k8s.NewSecretStore(c.core, secrets, g.s.config.InventoryNamespace)
-	if err != nil {
-		return nil, err
-	}
-	deps := app.Deps{Compositions: compositions, Guard: compositions, Decisions: compositions, Fleet: fleet, Store: store}
-	if deps.Slices, err = k8s.NewSlices(c.dynamic); err != nil {
-		return nil, err
-	}
-	if deps.Sink, err = k8s.NewTombstoneSink(c.dynamic); err != nil {
-		return nil, err
-	}
-	if deps.Downstream, err = k8s.NewDownstreamObjects(c.meta, c.dsDynamic, c.discovery); err != nil {
-		return nil, err
-	}
-	if deps.Events, err = k8s.NewRecorder(g.mgr.GetEventRecorderFor(k8s.DefaultEventSource)); err != nil {
-		return nil, err
-	}
-	if g.metrics != nil {
-		deps.Metrics = g.metrics
 	}
 	return app.New(g.s.config, deps)
 }

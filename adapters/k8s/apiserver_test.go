@@ -221,6 +221,51 @@ func TestGetCompositionFromTheCache(t *testing.T) {
 	assert.True(t, apierrors.IsNotFound(err), "the lister's error stays in the chain: %v", err)
 }
 
+// typedComposition stands in for Eno's typed Composition, which a host's cache holds.
+type typedComposition struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              map[string]any `json:"spec,omitempty"`
+	Status            map[string]any `json:"status,omitempty"`
+}
+
+func (c *typedComposition) DeepCopyObject() runtime.Object {
+	out := *c
+	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	out.Spec, out.Status = runtime.DeepCopyJSON(c.Spec), runtime.DeepCopyJSON(c.Status)
+	return &out
+}
+
+// Inside eno-reconciler the lister hands out the host's typed Compositions, without apiVersion
+// and kind: they read as the unstructured ones do, and a write that starts from the cached copy
+// is accepted.
+func TestTypedCompositionsFromAHostCache(t *testing.T) {
+	c := env.AdminClients(t)
+	ctx := testContext(t)
+	ns := c.NewNamespace(t, "typed")
+	want := mustCreateComposition(t, c, sampleComposition(ns, "web"))
+	live, err := c.Dynamic.Resource(CompositionGVR).Namespace(ns).Get(ctx, "web", metav1.GetOptions{})
+	require.NoError(t, err)
+	typed := &typedComposition{}
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, typed))
+	typed.TypeMeta = metav1.TypeMeta{}
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	require.NoError(t, indexer.Add(typed))
+	comps, err := NewCompositions(c.Dynamic, cache.NewGenericLister(indexer, CompositionGVR.GroupResource()))
+	require.NoError(t, err)
+
+	got, err := comps.GetComposition(ctx, want.Ref())
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	all, err := comps.ListCompositions(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []domain.Composition{want}, all)
+	require.NoError(t, comps.WriteDecision(ctx, got, sampleDecision(got)))
+	stored, err := c.Dynamic.Resource(CompositionGVR).Namespace(ns).Get(ctx, "web", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, sampleDecision(got).Encode(), stored.GetAnnotations()[domain.AnnotationDecision])
+}
+
 func TestLiveCompositionBypassesTheCache(t *testing.T) {
 	c := env.AdminClients(t)
 	ctx := testContext(t)

@@ -54,9 +54,9 @@ func (c *Compositions) GetComposition(ctx context.Context, ref domain.Compositio
 	if err != nil {
 		return domain.Composition{}, apiError(fmt.Sprintf("reading composition %s from the cache", ref), err)
 	}
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return domain.Composition{}, fmt.Errorf("reading composition %s from the cache: unexpected %T", ref, obj)
+	u, err := asUnstructured(obj)
+	if err != nil {
+		return domain.Composition{}, fmt.Errorf("reading composition %s from the cache: %w", ref, err)
 	}
 	// The conversion copies what it keeps, so the cached object is never mutated.
 	return compositionFromUnstructured(u)
@@ -83,9 +83,9 @@ func (c *Compositions) ListCompositions(ctx context.Context) ([]domain.Compositi
 	}
 	out := make([]domain.Composition, 0, len(objs))
 	for _, obj := range objs {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			continue
+		u, err := asUnstructured(obj)
+		if err != nil {
+			return nil, fmt.Errorf("listing compositions from the cache: %w", err)
 		}
 		comp, err := compositionFromUnstructured(u)
 		if err != nil {
@@ -188,12 +188,28 @@ func annotate(ctx context.Context, client dynamic.Interface, comp domain.Composi
 func (c *Compositions) atVersion(ctx context.Context, ref domain.CompositionRef, rv string) (*unstructured.Unstructured, error) {
 	if c.lister != nil {
 		if obj, err := c.lister.ByNamespace(ref.Namespace).Get(ref.Name); err == nil {
-			if u, ok := obj.(*unstructured.Unstructured); ok && u.GetResourceVersion() == rv {
+			if u, err := asUnstructured(obj); err == nil && u.GetResourceVersion() == rv {
 				return u.DeepCopy(), nil
 			}
 		}
 	}
 	return c.get(ctx, ref)
+}
+
+// asUnstructured is a cached Composition as unstructured: the controller's own cache holds
+// them so, a host's (eno-reconciler's) holds Eno's typed ones, converted here without importing
+// Eno. A typed object carries no apiVersion and kind; the conversion sets them.
+func asUnstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return u, nil
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("converting a cached %T: %w", obj, err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(CompositionGVR.GroupVersion().WithKind("Composition"))
+	return u, nil
 }
 
 // DropManagedFields is a cache transform that removes metadata.managedFields. Nothing reads a

@@ -11,6 +11,7 @@
 //     heading (GitHub's slug of it) or an <a id> anchor of that file;
 //   - each Markdown file with a budget (budgets) has at most that many lines;
 //   - README.md's runbook names every outcome and reason the domain declares (runbook.go);
+//   - every Go name and path ARCHITECTURE.md cites in backquotes exists (names.go);
 //   - nothing cites the specification the design replaced, or a path beside the checkout that a
 //     clone does not have. CI's entry point (.ci/run) alone may name the pinned Eno tarball that
 //     sits beside CI's checkout.
@@ -125,6 +126,7 @@ func check(files map[string]string) []problem {
 		out = append(out, checkFile(name, content, d, have, anchors)...)
 	}
 	out = append(out, checkRunbook(files)...)
+	out = append(out, checkCitedNames(files, have)...)
 	for name, max := range budgets {
 		content, ok := files[name]
 		if !ok {

@@ -102,7 +102,6 @@ func startInProcessController(t *testing.T, cfg *rest.Config, ns string, log log
 		MaxChunkBytes:        maxChunkBytes,
 		MaxTombstoneFraction: &fraction,
 		EveryReplica:         true,
-		CacheSyncTimeout:     eventually,
 		Logger:               log,
 	})
 	require.NoError(t, err)
