@@ -33,6 +33,10 @@ type Config struct {
 	// namespace's Secrets once their Composition is gone (design §4, design §5 step 3). Off by default:
 	// a lineage override is only an annotation.
 	AllowCrossNamespaceLineage bool
+	// ControlPlane names this control plane in the inventory Secrets it writes, and selects the
+	// ones it reads (design §3): the UID of its kube-system Namespace unless an operator names it.
+	// New requires it; Validate checks it when set.
+	ControlPlane string
 	// EnoManagers are the field managers of the Eno that deletes; the zero value is Eno v0.2.17's.
 	EnoManagers domain.EnoManagers
 	// Now is the clock; nil means time.Now.
@@ -70,6 +74,7 @@ var (
 	SettingMaxTombstoneFraction   = Setting{"max tombstone fraction"}
 	SettingPendingRecheckInterval = Setting{"pending recheck interval"}
 	SettingReconcileTimeout       = Setting{"reconcile timeout"}
+	SettingControlPlane           = Setting{"control plane"}
 )
 
 func (s Setting) String() string { return s.name }
@@ -111,6 +116,20 @@ func (c Config) Validate() error {
 		return &SettingError{Setting: SettingPendingRecheckInterval, Rule: "must be at least 1s", Got: c.PendingRecheckInterval.String()}
 	case c.ReconcileTimeout <= 0:
 		return &SettingError{Setting: SettingReconcileTimeout, Rule: "must be positive", Got: c.ReconcileTimeout.String()}
+	case c.ControlPlane != "" && domain.ValidControlPlane(c.ControlPlane) != nil:
+		return &SettingError{Setting: SettingControlPlane, Rule: "must be 1-63 letters, digits, '.', '_' or '-'", Got: fmt.Sprintf("%q", c.ControlPlane)}
+	}
+	return nil
+}
+
+// validateNamed is Validate, with the control plane required: what reads or writes the
+// inventory must know whose it is.
+func (c Config) validateNamed() error {
+	if c.ControlPlane == "" {
+		return fmt.Errorf("app: %w", &SettingError{Setting: SettingControlPlane, Rule: "must be known"})
+	}
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("app: %w", err)
 	}
 	return nil
 }
@@ -166,8 +185,8 @@ type Service struct {
 
 // New validates the configuration and dependencies.
 func New(cfg Config, deps Deps) (*Service, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("app: %w", err)
+	if err := cfg.validateNamed(); err != nil {
+		return nil, err
 	}
 	if err := deps.validate(); err != nil {
 		return nil, err

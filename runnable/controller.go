@@ -63,7 +63,13 @@ func (g *Guest) build(ctx context.Context) (*attemptRun, error) {
 		return nil, err
 	}
 	lister := compositionLister{reader: comps, scope: g.s.CompositionNamespace}
-	svc, err := g.service(lister, secrets, fleet)
+	controlPlane := g.s.config.ControlPlane
+	if controlPlane == "" {
+		if controlPlane, err = k8s.ControlPlaneID(ctx, g.clients.cpMeta); err != nil {
+			return nil, err
+		}
+	}
+	svc, err := g.service(lister, secrets, fleet, controlPlane)
 	if err != nil {
 		return nil, err
 	}

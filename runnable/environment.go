@@ -23,6 +23,7 @@ const (
 	EnvWorkers                    = "ENO_TOMBSTONE_RECOVERY_WORKERS"                       // an integer
 	EnvImpersonate                = "ENO_TOMBSTONE_RECOVERY_IMPERSONATE"                   // a user name
 	EnvEnoFieldManagers           = "ENO_TOMBSTONE_RECOVERY_ENO_FIELD_MANAGERS"            // e.g. eno,eno-reconciler
+	EnvControlPlaneID             = "ENO_TOMBSTONE_RECOVERY_CONTROL_PLANE_ID"              // a name, e.g. a predecessor's
 )
 
 // settingEnv names the variable behind each setting app.Config.Validate checks.
@@ -33,6 +34,7 @@ var settingEnv = map[app.Setting]string{
 	app.SettingMaxTombstoneFraction:   EnvMaxTombstoneFraction,
 	app.SettingPendingRecheckInterval: EnvPendingRecheckInterval,
 	app.SettingReconcileTimeout:       EnvReconcileTimeout,
+	app.SettingControlPlane:           EnvControlPlaneID,
 }
 
 // fromEnvironment returns o with every variable that getenv reports set (non-empty) applied
@@ -69,6 +71,7 @@ func (o Options) fromEnvironment(getenv func(string) string) (Options, error) {
 	parse(EnvWorkers, "an integer", integer(&o.Workers))
 	parse(EnvImpersonate, "", str(&o.Impersonate))
 	parse(EnvEnoFieldManagers, "field manager names separated by commas", o.EnoFieldManagers.Set)
+	parse(EnvControlPlaneID, "", str(&o.ControlPlaneID))
 	return o, errors.Join(errs...)
 }
 

@@ -54,6 +54,9 @@ type Options struct {
 	PendingRecheckInterval time.Duration
 	// ReconcileTimeout bounds one reconcile; 0 is app.DefaultReconcileTimeout.
 	ReconcileTimeout time.Duration
+	// ControlPlaneID names this control plane in the inventory; "" is the UID of its kube-system
+	// Namespace, read at each start. Set a predecessor's to take over its history (design §3).
+	ControlPlaneID string
 
 	// Workers is the number of concurrent reconciles (MaxConcurrentReconciles); 0 is 2.
 	Workers int
@@ -210,6 +213,7 @@ func (o Options) appConfig(matcher domain.LabelMatcher) (app.Config, error) {
 	}
 	cfg.AllowCrossNamespaceLineage = o.AllowCrossNamespaceLineage
 	cfg.EnoManagers = o.EnoFieldManagers
+	cfg.ControlPlane = o.ControlPlaneID
 	if o.PendingRecheckInterval != 0 {
 		cfg.PendingRecheckInterval = o.PendingRecheckInterval
 	}

@@ -148,7 +148,7 @@ func (g *Guest) downstreamCluster() (cluster.Cluster, error) {
 
 // service builds app's Service over the adapters: reads of Compositions through the cached
 // informer (the seam the simulation makes stale), the guard, decisions and every write live.
-func (g *Guest) service(comps compositionLister, secrets *cachedSecrets, fleet *k8s.FleetIndex) (*app.Service, error) {
+func (g *Guest) service(comps compositionLister, secrets *cachedSecrets, fleet *k8s.FleetIndex, controlPlane string) (*app.Service, error) {
 	c := g.clients
 	compositions, err := k8s.NewCompositions(c.dynamic, comps)
 	if err != nil {
@@ -174,5 +174,7 @@ func (g *Guest) service(comps compositionLister, secrets *cachedSecrets, fleet *
 	if g.metrics != nil {
 		deps.Metrics = g.metrics
 	}
-	return app.New(g.s.config, deps)
+	cfg := g.s.config
+	cfg.ControlPlane = controlPlane
+	return app.New(cfg, deps)
 }

@@ -12,8 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
+	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
 	"github.com/Azure/eno-tombstone-recovery/app"
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
@@ -29,6 +31,7 @@ type clusterFlags struct {
 	maxTombstoneFraction         float64
 	allowCrossNamespaceLineage   bool
 	enoFieldManagers             domain.EnoManagers
+	controlPlaneID               string
 }
 
 // clusterFlagHelp is the help text of the flags whose meaning differs between the commands.
@@ -47,6 +50,12 @@ func (f *clusterFlags) bind(fs *flag.FlagSet, help clusterFlagHelp) {
 		"let a Composition with no history of its own adopt its lineage's history from another namespace, and record over it once its Composition is gone; off, a lineage override never reaches into another namespace")
 	fs.Var(&f.enoFieldManagers, "eno-field-managers",
 		"comma-separated field managers eno-reconciler writes downstream objects with (Eno v0.2.17: eno,eno-reconciler); an object any other manager manages is kept")
+	bindControlPlaneID(fs, &f.controlPlaneID)
+}
+
+// bindControlPlaneID binds --control-plane-id, for every command that reads or writes history.
+func bindControlPlaneID(fs *flag.FlagSet, dst *string) {
+	fs.StringVar(dst, "control-plane-id", "", "the name of this control plane's inventory history (default: the UID of its kube-system Namespace); set a rebuilt control plane's to its predecessor's")
 }
 
 // settingFlags names the flag behind each setting app.Config.Validate checks.
@@ -55,6 +64,7 @@ var settingFlags = map[app.Setting]string{
 	app.SettingMaxChunkBytes:        "--max-chunk-bytes",
 	app.SettingMaxChunks:            "--max-chunks",
 	app.SettingMaxTombstoneFraction: "--max-tombstone-fraction",
+	app.SettingControlPlane:         "--control-plane-id",
 }
 
 // check applies app.Config.Validate's rules before any cluster is contacted, naming the flag.
@@ -109,4 +119,18 @@ func (f clusterFlags) configure(cfg *app.Config) {
 	cfg.MaxTombstoneFraction = f.maxTombstoneFraction
 	cfg.AllowCrossNamespaceLineage = f.allowCrossNamespaceLineage
 	cfg.EnoManagers = f.enoFieldManagers
+	cfg.ControlPlane = f.controlPlaneID
+}
+
+// controlPlaneID is id when given, else the UID of the kube-system Namespace of the control
+// plane of cfg (design §3).
+func controlPlaneID(ctx context.Context, cfg *rest.Config, id string) (string, error) {
+	if id != "" {
+		return id, nil
+	}
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return "", fmt.Errorf("control plane metadata client: %w", err)
+	}
+	return k8s.ControlPlaneID(ctx, meta)
 }

@@ -243,6 +243,7 @@ func (o runOptions) controllerOptions(selector labels.Selector, log logr.Logger)
 		MaxTombstoneFraction:       &fraction,
 		AllowCrossNamespaceLineage: o.allowCrossNamespaceLineage,
 		EnoFieldManagers:           o.enoFieldManagers,
+		ControlPlaneID:             o.controlPlaneID,
 		PendingRecheckInterval:     o.pendingRecheck,
 		ReconcileTimeout:           o.reconcileTimeout,
 		Workers:                    o.workers,
