@@ -49,10 +49,10 @@ func NewPruner(cfg PruneConfig, deps PruneDeps) (*Pruner, error) {
 	switch {
 	case deps.Compositions == nil || deps.Lister == nil || deps.Inventory == nil:
 		return nil, errors.New("app: prune needs the control plane's Compositions, their lister and the inventory")
-	case domain.ValidControlPlane(cfg.ControlPlane) != nil:
-		return nil, fmt.Errorf("app: prune: %w", domain.ValidControlPlane(cfg.ControlPlane))
 	case cfg.OlderThan <= 0:
 		return nil, fmt.Errorf("app: prune: the age a gone lineage must reach must be positive, got %s", cfg.OlderThan)
+	case domain.ValidControlPlane(cfg.ControlPlane) != nil:
+		return nil, fmt.Errorf("app: prune: %w", domain.ValidControlPlane(cfg.ControlPlane))
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
