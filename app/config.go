@@ -34,8 +34,8 @@ type Config struct {
 	// a lineage override is only an annotation.
 	AllowCrossNamespaceLineage bool
 	// ControlPlane names this control plane in the inventory Secrets it writes, and selects the
-	// ones it reads (design §3): the UID of its kube-system Namespace unless an operator names it.
-	// New requires it; Validate checks it when set.
+	// ones it reads (design §3): the UID of its kube-system Namespace unless an operator names it
+	// (runnable always sets it). "" writes and reads Secrets that name none.
 	ControlPlane string
 	// EnoManagers are the field managers of the Eno that deletes; the zero value is Eno v0.2.17's.
 	EnoManagers domain.EnoManagers
@@ -122,18 +122,6 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// validateNamed is Validate, with the control plane required: what reads or writes the
-// inventory must know whose it is.
-func (c Config) validateNamed() error {
-	if c.ControlPlane == "" {
-		return fmt.Errorf("app: %w", &SettingError{Setting: SettingControlPlane, Rule: "must be known"})
-	}
-	if err := c.Validate(); err != nil {
-		return fmt.Errorf("app: %w", err)
-	}
-	return nil
-}
-
 // Deps are the adapters the use cases drive. Events and Metrics are optional.
 type Deps struct {
 	Compositions ports.CompositionReader
@@ -185,8 +173,8 @@ type Service struct {
 
 // New validates the configuration and dependencies.
 func New(cfg Config, deps Deps) (*Service, error) {
-	if err := cfg.validateNamed(); err != nil {
-		return nil, err
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("app: %w", err)
 	}
 	if err := deps.validate(); err != nil {
 		return nil, err

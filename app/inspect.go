@@ -56,8 +56,6 @@ func NewInspector(cfg Config, deps InspectDeps) (*Inspector, error) {
 		return nil, errors.New("app: inspect needs a Downstream reader")
 	case (deps.Compositions == nil) != (deps.Slices == nil) || (deps.Slices == nil) != (deps.Fleet == nil):
 		return nil, errors.New("app: inspect reads the control plane through Compositions, Slices and Fleet, or none")
-	case deps.Compositions != nil && cfg.ControlPlane == "":
-		return nil, errors.New("app: inspect must know the name of the control plane it reads")
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -98,10 +96,10 @@ func (in *Inspector) Inspect(ctx context.Context, target InspectTarget) (*Inspec
 	if err != nil {
 		return nil, err
 	}
-	// Only this control plane's history, as recovery reads it (design §5); every Secret when no
-	// control plane is named (a downstream-only inspect).
+	// Only this control plane's history, as recovery reads it (design §5); every Secret when
+	// inspect reads no control plane.
 	mine, refused := secrets, error(nil)
-	if in.cfg.ControlPlane != "" {
+	if in.deps.Compositions != nil {
 		mine, refused = domain.OwnHistory(secrets, in.cfg.ControlPlane)
 	}
 	h := domain.ReadHistory(mine, now, in.cfg.MaxChunks)

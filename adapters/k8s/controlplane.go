@@ -13,7 +13,7 @@ import (
 func ControlPlaneID(ctx context.Context, meta metadata.Interface) (string, error) {
 	ns, err := meta.Resource(corev1.SchemeGroupVersion.WithResource("namespaces")).Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
 	if err != nil {
-		return "", apiError("reading the control plane's kube-system Namespace, whose UID names it in the inventory (or set the control plane ID)", err)
+		return "", apiError("reading the control plane's kube-system Namespace, whose UID names it in the inventory (or name it: --control-plane-id, ENO_TOMBSTONE_RECOVERY_CONTROL_PLANE_ID)", err)
 	}
 	return string(ns.UID), nil
 }

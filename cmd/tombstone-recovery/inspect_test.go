@@ -643,6 +643,8 @@ func TestInspectRunsAsAReadOnlyUser(t *testing.T) {
 			// The dry run reads each tombstone's object downstream (design §6.3).
 			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: readVerbs},
 			{APIGroups: []string{"batch"}, Resources: []string{"cronjobs"}, Verbs: readVerbs},
+			// Its UID names the control plane's history (design §3).
+			{APIGroups: []string{""}, Resources: []string{"namespaces"}, ResourceNames: []string{"kube-system"}, Verbs: []string{"get"}},
 		},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)

@@ -144,7 +144,7 @@ func forbiddenHint(err error, namespace string) string {
 	if !errors.Is(err, ports.ErrForbidden) {
 		return ""
 	}
-	return fmt.Sprintf(" (prune runs with your own credentials, never the controller's: they need list and delete on secrets in %s downstream, and get and list on Compositions in every namespace of the control plane)", namespace)
+	return fmt.Sprintf(" (prune runs with your own credentials, never the controller's: they need list and delete on secrets in %s downstream, and get and list on Compositions in every namespace of the control plane, and get on its kube-system Namespace)", namespace)
 }
 
 // wire builds app.Pruner over the two clusters, each checked reachable first.
