@@ -32,7 +32,7 @@ type PruneConfig struct {
 	// ControlPlane is the one given: prune selects only the Secrets it wrote (design §7).
 	ControlPlane string
 	OlderThan    time.Duration
-	MaxChunks          int
+	MaxChunks    int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
