@@ -93,7 +93,7 @@ func (s *Service) recordedInCache(ctx context.Context, comp domain.Composition, 
 	if err != nil {
 		return domain.SnapshotMeta{}, false
 	}
-	return domain.RecordedByMetadata(cached, comp, s.cfg.ControlPlane, s.cfg.Now(), s.cfg.MaxChunks)
+	return domain.RecordedByMetadata(cached, comp, s.cfg.Now(), s.cfg.MaxChunks)
 }
 
 // splitInventory builds the inventory of the current synthesis, from prior's slices when

@@ -235,9 +235,9 @@ func canonicalInt(s string) (int, error) {
 // RecordedByMetadata reports whether secrets hold a complete, consistent snapshot of c's current
 // synthesis, judged on labels and annotations only, for the recording fast path: every listed
 // Secret ours and well formed, the chunks recorded for this incarnation and synthesis agreeing
-// on their metadata (one digest, one timestamp, one count, this control plane), and holding the indexes 0..count-1
+// on their metadata (one digest, one timestamp, one count), and holding the indexes 0..count-1
 // each once. No data is read, so a cache may hold metadata only (design §4, design §5 step 1).
-func RecordedByMetadata(secrets []ChunkSecret, c Composition, controlPlane string, now time.Time, maxChunks int) (SnapshotMeta, bool) {
+func RecordedByMetadata(secrets []ChunkSecret, c Composition, now time.Time, maxChunks int) (SnapshotMeta, bool) {
 	if c.Synthesis == nil || len(secrets) == 0 {
 		return SnapshotMeta{}, false
 	}
@@ -262,7 +262,7 @@ func RecordedByMetadata(secrets []ChunkSecret, c Composition, controlPlane strin
 		}
 		seen[sc.Index] = true
 	}
-	if len(seen) == 0 || len(seen) != meta.ChunkCount || meta.RecordedFor() != c.Ref() || meta.ControlPlane != controlPlane {
+	if len(seen) == 0 || len(seen) != meta.ChunkCount || meta.RecordedFor() != c.Ref() {
 		return SnapshotMeta{}, false
 	}
 	return meta, true

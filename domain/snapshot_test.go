@@ -553,16 +553,16 @@ func TestRecordedByMetadata(t *testing.T) {
 		}
 		return out
 	}
-	got, ok := domain.RecordedByMetadata(mine(), c, thisControlPlane, now, 0)
+	got, ok := domain.RecordedByMetadata(mine(), c, now, 0)
 	require.True(t, ok)
 	assert.Equal(t, 2, got.ChunkCount)
 	assert.Equal(t, goldenDigest, got.Digest)
 
 	older := secretsFor(t, inv, meta(inv, compUID, oldSynUUID, synTime.Add(-time.Hour)), 300)
-	_, ok = domain.RecordedByMetadata(append(mine(), older...), c, thisControlPlane, now, 0)
+	_, ok = domain.RecordedByMetadata(append(mine(), older...), c, now, 0)
 	assert.True(t, ok, "another snapshot's chunks are no concern")
-	_, ok = domain.RecordedByMetadata(mine(), c, otherControlPlane, now, 0)
-	assert.False(t, ok, "another control plane's snapshot is not this one's recording")
+	_, ok = domain.RecordedByMetadata(setAll(mine(), domain.AnnotationControlPlane, ""), c, now, 0)
+	assert.True(t, ok, "a snapshot naming no control plane is stamped by the next synthesis's recording, not rewritten: that would move its write time")
 
 	for name, spoil := range map[string]func([]domain.ChunkSecret) []domain.ChunkSecret{
 		"none":            func([]domain.ChunkSecret) []domain.ChunkSecret { return nil },
@@ -587,16 +587,13 @@ func TestRecordedByMetadata(t *testing.T) {
 		},
 		"a foreign Secret": func(s []domain.ChunkSecret) []domain.ChunkSecret { s[0].Type = "Opaque"; return s },
 		"format 1":         func(s []domain.ChunkSecret) []domain.ChunkSecret { return setAll(s, domain.AnnotationFormat, "1") },
-		"no control plane named": func(s []domain.ChunkSecret) []domain.ChunkSecret {
-			return setAll(s, domain.AnnotationControlPlane, "")
-		},
 		"an index too large": func(s []domain.ChunkSecret) []domain.ChunkSecret {
 			s[1].Annotations[domain.AnnotationChunkIndex] = "2"
 			return s
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, ok := domain.RecordedByMetadata(spoil(mine()), c, thisControlPlane, now, 0)
+			_, ok := domain.RecordedByMetadata(spoil(mine()), c, now, 0)
 			assert.False(t, ok)
 		})
 	}

@@ -320,7 +320,7 @@ func (c *controller) waitSettled(t testing.TB, ref domain.CompositionRef) {
 			return false
 		}
 		comp.Name, comp.Namespace = ref.Name, ref.Namespace
-		_, ok := domain.RecordedByMetadata(cached, comp, "", time.Now(), domain.DefaultMaxChunks)
+		_, ok := domain.RecordedByMetadata(cached, comp, time.Now(), domain.DefaultMaxChunks)
 		return ok // the cache holds metadata only, as the fast path reads it
 	}, eventually, 5*time.Millisecond, "the caches never settled for %s", ref)
 }
