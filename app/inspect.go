@@ -96,10 +96,10 @@ func (in *Inspector) Inspect(ctx context.Context, target InspectTarget) (*Inspec
 	if err != nil {
 		return nil, err
 	}
-	// Only this control plane's history, as recovery reads it (design §5); every Secret when
-	// inspect reads no control plane.
+	// Only this control plane's history, as recovery reads it (design §3); every Secret when
+	// inspect is given no control plane.
 	mine, refused := secrets, error(nil)
-	if in.deps.Compositions != nil {
+	if in.cfg.ControlPlane != "" {
 		mine, refused = domain.OwnHistory(secrets, in.cfg.ControlPlane)
 	}
 	h := domain.ReadHistory(mine, now, in.cfg.MaxChunks)
