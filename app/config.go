@@ -33,6 +33,10 @@ type Config struct {
 	// namespace's Secrets once their Composition is gone (design §4, design §5 step 3). Off by default:
 	// a lineage override is only an annotation.
 	AllowCrossNamespaceLineage bool
+	// ControlPlane names this control plane in the inventory Secrets it writes, and selects the
+	// ones it reads (design §3): the UID of its kube-system Namespace unless an operator names it
+	// (runnable always sets it). "" writes and reads Secrets that name none.
+	ControlPlane string
 	// EnoManagers are the field managers of the Eno that deletes; the zero value is Eno v0.2.17's.
 	EnoManagers domain.EnoManagers
 	// ResourceFilter is the --resource-filter of the eno-reconcilers in use; nil loads everything.
@@ -72,6 +76,7 @@ var (
 	SettingMaxTombstoneFraction   = Setting{"max tombstone fraction"}
 	SettingPendingRecheckInterval = Setting{"pending recheck interval"}
 	SettingReconcileTimeout       = Setting{"reconcile timeout"}
+	SettingControlPlane           = Setting{"control plane"}
 )
 
 func (s Setting) String() string { return s.name }
@@ -113,6 +118,8 @@ func (c Config) Validate() error {
 		return &SettingError{Setting: SettingPendingRecheckInterval, Rule: "must be at least 1s", Got: c.PendingRecheckInterval.String()}
 	case c.ReconcileTimeout <= 0:
 		return &SettingError{Setting: SettingReconcileTimeout, Rule: "must be positive", Got: c.ReconcileTimeout.String()}
+	case c.ControlPlane != "" && domain.ValidControlPlane(c.ControlPlane) != nil:
+		return &SettingError{Setting: SettingControlPlane, Rule: "must be 1-63 letters, digits, '.', '_' or '-'", Got: fmt.Sprintf("%q", c.ControlPlane)}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -77,8 +78,9 @@ func (s *Service) markDisabledLater(ctx context.Context, comp domain.Composition
 	// The snapshot a successor would read: this Composition's own, chosen as for another UID.
 	successor := comp
 	successor.UID = ""
-	snap, err := domain.ReadSnapshotFor(successor, secrets, s.cfg.Now(), s.cfg.MaxChunks, s.cfg.adoption())
-	if err != nil {
+	mine, err := domain.OwnHistory(secrets, s.cfg.ControlPlane)
+	snap, readErr := domain.ReadSnapshotFor(successor, mine, s.cfg.Now(), s.cfg.MaxChunks, s.cfg.adoption())
+	if err = cmp.Or(err, readErr); err != nil {
 		s.marks.done(comp.Ref(), markKey(comp)) // no history a successor would read
 		return nil
 	}

@@ -30,9 +30,15 @@ type LineageCollisionError struct {
 	Lineage string
 	// OtherNamespace: refused because Other is in another namespace, whether it exists or not.
 	OtherNamespace bool
+	// OtherControlPlane: refused because that control plane wrote the Secret (design §4).
+	OtherControlPlane string
 }
 
 func (e *LineageCollisionError) Error() string {
+	if e.OtherControlPlane != "" {
+		return fmt.Sprintf("secret %s/%s holds the inventory of composition %s (lineage %q) written by control plane %s, not this one; refusing to overwrite it — prune it from that control plane once its Composition is gone there, or give this one its own %s annotation",
+			e.Namespace, e.Name, e.Other, e.Lineage, e.OtherControlPlane, domain.AnnotationLineageOverride)
+	}
 	if e.OtherNamespace {
 		return fmt.Sprintf("secret %s/%s holds the inventory of composition %s (lineage %q) in another namespace, and adoption across namespaces is off (--allow-cross-namespace-lineage); refusing to overwrite it — give one of them its own %s annotation",
 			e.Namespace, e.Name, e.Other, e.Lineage, domain.AnnotationLineageOverride)

@@ -114,6 +114,9 @@ func composition(uid, uuid string, slices []domain.ResourceSlice, decided bool) 
 }
 
 // snapshotSecrets is what recording comp with these resources stores, as the store lists them.
+// thisControlPlane runs the service under test; otherControlPlane shares its downstream cluster.
+const thisControlPlane, otherControlPlane = "cp-this", "cp-other"
+
 func snapshotSecrets(t *testing.T, compUID, uuid string, ts time.Time, limit int, rs []res) []domain.ChunkSecret {
 	t.Helper()
 	c := composition(compUID, uuid, slicesOf("", rs), false)
@@ -125,7 +128,7 @@ func snapshotSecrets(t *testing.T, compUID, uuid string, ts time.Time, limit int
 	meta := domain.SnapshotMeta{
 		Lineage: domain.DefaultLineage(ns, name), CompositionNamespace: ns, CompositionName: name,
 		CompositionUID: compUID, SynthesisUUID: uuid, SynthesisTime: ts,
-		ChunkCount: len(chunks), Digest: contents.Inventory().Digest(),
+		ChunkCount: len(chunks), Digest: contents.Inventory().Digest(), ControlPlane: thisControlPlane,
 	}
 	out := make([]domain.ChunkSecret, len(chunks))
 	for i, ch := range chunks {
@@ -234,6 +237,7 @@ func newFixture(t *testing.T) *fixture {
 		return nil
 	})
 	f.cfg = app.DefaultConfig()
+	f.cfg.ControlPlane = thisControlPlane
 	f.cfg.Enabled = true
 	f.cfg.MaxChunkBytes = chunkLimit
 	f.cfg.Now = func() time.Time { return now }

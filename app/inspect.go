@@ -96,12 +96,21 @@ func (in *Inspector) Inspect(ctx context.Context, target InspectTarget) (*Inspec
 	if err != nil {
 		return nil, err
 	}
-	h := domain.ReadHistory(secrets, now, in.cfg.MaxChunks)
-	if comp != nil {
-		h = domain.ReadHistoryFor(*comp, secrets, now, in.cfg.MaxChunks, in.cfg.adoption())
+	// Only this control plane's history, as recovery reads it (design §3); every Secret when
+	// inspect is given no control plane.
+	mine, refused := secrets, error(nil)
+	if in.cfg.ControlPlane != "" {
+		mine, refused = domain.OwnHistory(secrets, in.cfg.ControlPlane)
 	}
-	report.addHistory(h, secrets, in.cfg.MaxChunkBytes)
-	if snap, err := h.Verdict(); target.Entries && err == nil {
+	h := domain.ReadHistory(mine, now, in.cfg.MaxChunks)
+	if comp != nil {
+		h = domain.ReadHistoryFor(*comp, mine, now, in.cfg.MaxChunks, in.cfg.adoption())
+	}
+	report.addHistory(h, mine, in.cfg.MaxChunkBytes)
+	if inv, ok := refused.(*domain.InventoryInvalidError); ok {
+		report.Verdict = VerdictReport{Outcome: domain.OutcomeInventoryInvalid.String(), Reason: inv.Reason.String(), Secret: inv.Secret, Detail: inv.Detail}
+	}
+	if snap, err := h.Verdict(); target.Entries && err == nil && refused == nil {
 		report.Verdict.RecordedEntries = snap.Inventory().Entries()
 	}
 
@@ -172,7 +181,8 @@ func (in *Inspector) dryRun(ctx context.Context, comp domain.Composition, secret
 		return nil, err
 	}
 	p := planner{cfg: cfg, secrets: in.deps.Secrets, slices: in.deps.Slices, fleet: in.deps.Fleet, guard: in.deps.Compositions, downstream: in.deps.Downstream}
-	h := domain.ReadHistoryFor(comp, secrets, now, cfg.MaxChunks, cfg.adoption())
+	mine, _ := domain.OwnHistory(secrets, cfg.ControlPlane)
+	h := domain.ReadHistoryFor(comp, mine, now, cfg.MaxChunks, cfg.adoption())
 	r := &DryRunReport{
 		Composition:    comp.Ref().String(),
 		CompositionUID: comp.UID,
@@ -233,6 +243,7 @@ func snapshotReportOf(s domain.SnapshotReading, maxChunkBytes int) SnapshotRepor
 		CompositionNamespace: m.CompositionNamespace,
 		CompositionName:      m.CompositionName,
 		CompositionUID:       m.CompositionUID,
+		ControlPlane:         m.ControlPlane,
 		ChunksExpected:       m.ChunkCount,
 		ChunksPresent:        s.Present,
 		Complete:             s.Complete,

@@ -98,6 +98,7 @@ func newFleet(t *testing.T) (*memory.Cluster, *app.Inspector) {
 	require.NoError(t, err)
 
 	cfg := app.DefaultConfig()
+	cfg.ControlPlane = thisControlPlane
 	cfg.Now = func() time.Time { return now }
 	cfg.Scope = domain.Scope{Selector: notShardB{}}
 	slices := ownedSlices{Cluster: cl, owner: map[string]string{sliceName: "uid-c"}}

@@ -52,6 +52,8 @@ type SnapshotReport struct {
 	CompositionNamespace string    `json:"compositionNamespace"`
 	CompositionName      string    `json:"compositionName"`
 	CompositionUID       string    `json:"compositionUID"`
+	// ControlPlane wrote it; "" before control planes were named.
+	ControlPlane string `json:"controlPlane,omitempty"`
 	// ChunksExpected is the chunk count the chunks claim; ChunksPresent counts distinct valid indexes.
 	ChunksExpected int `json:"chunksExpected"`
 	ChunksPresent  int `json:"chunksPresent"`

@@ -29,8 +29,10 @@ type PruneDeps struct {
 // PruneConfig are the operator's settings.
 type PruneConfig struct {
 	InventoryNamespace string
-	OlderThan          time.Duration
-	MaxChunks          int
+	// ControlPlane is the one given: prune selects only the Secrets it wrote (design §7).
+	ControlPlane string
+	OlderThan    time.Duration
+	MaxChunks    int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -49,6 +51,8 @@ func NewPruner(cfg PruneConfig, deps PruneDeps) (*Pruner, error) {
 		return nil, errors.New("app: prune needs the control plane's Compositions, their lister and the inventory")
 	case cfg.OlderThan <= 0:
 		return nil, fmt.Errorf("app: prune: the age a gone lineage must reach must be positive, got %s", cfg.OlderThan)
+	case domain.ValidControlPlane(cfg.ControlPlane) != nil:
+		return nil, fmt.Errorf("app: prune: %w", domain.ValidControlPlane(cfg.ControlPlane))
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -158,7 +162,14 @@ func (p *Pruner) readLineages(ctx context.Context, report *PruneReport) ([]domai
 	}
 	presence := map[domain.CompositionRef]domain.Presence{}
 	var out []domain.PruneLineage
-	for l, ls := range byLineage {
+	for l, all := range byLineage {
+		ls, kept := p.own(all)
+		if kept != "" {
+			report.Kept = append(report.Kept, PruneKept{Lineage: l.String(), Why: kept})
+		}
+		if len(ls) == 0 {
+			continue // not this control plane's lineage: it protects nothing and is not pruned
+		}
 		pl := domain.PruneLineage{Lineage: l, Secrets: ls, Recorded: map[domain.CompositionRef]domain.Presence{}, Claimants: claimants(comps, l)}
 		refs, _ := domain.RecordedCompositions(ls)
 		for _, ref := range refs {
@@ -173,6 +184,16 @@ func (p *Pruner) readLineages(ctx context.Context, report *PruneReport) ([]domai
 	}
 	slices.SortFunc(out, func(a, b domain.PruneLineage) int { return strings.Compare(a.Lineage.String(), b.Lineage.String()) })
 	return out, nil
+}
+
+// own keeps the lineage's Secrets this control plane may prune (domain.OwnHistory), and says
+// why it leaves the others.
+func (p *Pruner) own(secrets []domain.ChunkSecret) ([]domain.ChunkSecret, string) {
+	mine, _ := domain.OwnHistory(secrets, p.cfg.ControlPlane)
+	if n := len(secrets) - len(mine); n > 0 {
+		return mine, fmt.Sprintf("%d Secret(s) written by another control plane, or naming none next to one, are not control plane %s's: kept", n, p.cfg.ControlPlane)
+	}
+	return mine, ""
 }
 
 // claimants are the Compositions whose lineage is l, by name or by override.

@@ -62,10 +62,11 @@ func (p *Pruner) recheck(ctx context.Context, sel *PruneSelection, row PruneSecr
 		return domain.PruneItem{}, "", err
 	}
 	before := sel.lineages[lineage]
-	secrets, err := p.deps.Inventory.ListChunks(ctx, lineage)
+	all, err := p.deps.Inventory.ListChunks(ctx, lineage)
 	if err != nil {
 		return domain.PruneItem{}, "", err
 	}
+	secrets, _ := p.own(all)
 	now := domain.PruneLineage{Lineage: lineage, Secrets: secrets, Recorded: map[domain.CompositionRef]domain.Presence{}}
 	refs, _ := domain.RecordedCompositions(secrets)
 	for _, ref := range refs {

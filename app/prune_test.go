@@ -64,7 +64,7 @@ func newPruneFixture(t *testing.T) (pruneFixture, *app.Pruner) {
 		}
 		return domain.Composition{}, fmt.Errorf("composition %s: %w", ref, errNotFound)
 	})
-	p, err := app.NewPruner(app.PruneConfig{InventoryNamespace: domain.DefaultInventoryNamespace, OlderThan: time.Hour,
+	p, err := app.NewPruner(app.PruneConfig{InventoryNamespace: domain.DefaultInventoryNamespace, OlderThan: time.Hour, ControlPlane: thisControlPlane,
 		Now: func() time.Time { return historyWritten.Add(2 * time.Hour) }},
 		app.PruneDeps{Compositions: f.guard, Lister: f.lister, Inventory: f.inventory})
 	require.NoError(t, err)

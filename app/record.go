@@ -60,7 +60,7 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 	if err != nil {
 		return res, fmt.Errorf("recording: listing inventory secrets: %w", err)
 	}
-	desired := desiredChunks(s.cfg.InventoryNamespace, comp, lineage, inv, chunks)
+	desired := desiredChunks(s.cfg, comp, lineage, inv, chunks)
 	occupants := occupantCheck{svc: s, comp: comp}
 	for _, want := range desired {
 		// A foreign Secret, or another living Composition's history, at any target name stops
@@ -146,7 +146,7 @@ func (s *Service) existingChunks(ctx context.Context, lineage domain.Lineage, pr
 }
 
 // desiredChunks is the Secret each chunk of inv is stored in.
-func desiredChunks(namespace string, comp domain.Composition, lineage domain.Lineage, inv domain.Inventory, chunks []domain.Chunk) []domain.ChunkSecret {
+func desiredChunks(cfg Config, comp domain.Composition, lineage domain.Lineage, inv domain.Inventory, chunks []domain.Chunk) []domain.ChunkSecret {
 	meta := domain.SnapshotMeta{
 		Lineage:              lineage,
 		CompositionNamespace: comp.Namespace,
@@ -156,10 +156,11 @@ func desiredChunks(namespace string, comp domain.Composition, lineage domain.Lin
 		SynthesisTime:        comp.Synthesis.Synthesized,
 		ChunkCount:           len(chunks),
 		Digest:               inv.Digest(),
+		ControlPlane:         cfg.ControlPlane,
 	}
 	desired := make([]domain.ChunkSecret, len(chunks))
 	for i, c := range chunks {
-		desired[i] = domain.DesiredChunkSecret(namespace, meta, c)
+		desired[i] = domain.DesiredChunkSecret(cfg.InventoryNamespace, meta, c)
 	}
 	return desired
 }
@@ -236,12 +237,16 @@ func (o *occupantCheck) check(ctx context.Context, cur domain.ChunkSecret) error
 		return err
 	}
 	other, ok := cur.RecordedForAnother(o.comp.Ref())
+	if by := cur.WrittenBy(); by != "" && by != s.cfg.ControlPlane {
+		// Another control plane's history: whether its Composition lives cannot be read here.
+		return o.collide(cur, domain.CompositionRef{Namespace: cur.Annotations[domain.AnnotationCompositionNamespace], Name: cur.Annotations[domain.AnnotationCompositionName]}, false, by)
+	}
 	if !ok || o.gone[other] {
 		return nil
 	}
 	if !s.cfg.adoption().Permits(o.comp.Ref(), other) {
 		// Another namespace's history, whether its Composition exists or not.
-		return o.collide(cur, other, true)
+		return o.collide(cur, other, true, "")
 	}
 	_, err := s.deps.Guard.LiveComposition(ctx, other)
 	switch {
@@ -256,13 +261,15 @@ func (o *occupantCheck) check(ctx context.Context, cur domain.ChunkSecret) error
 	case err != nil:
 		return fmt.Errorf("reading composition %s, which secret %s/%s was recorded for: %w", other, cur.Namespace, cur.Name, err)
 	}
-	return o.collide(cur, other, false)
+	return o.collide(cur, other, false, "")
 }
 
-// collide refuses cur, recorded for other, as LineageCollision (counted and announced).
-func (o *occupantCheck) collide(cur domain.ChunkSecret, other domain.CompositionRef, otherNamespace bool) error {
+// collide refuses cur, recorded for other, as LineageCollision (counted and announced):
+// otherNamespace, or written by otherControlPlane when that is not "".
+func (o *occupantCheck) collide(cur domain.ChunkSecret, other domain.CompositionRef, otherNamespace bool, otherControlPlane string) error {
 	o.svc.deps.Metrics.ChunkWrite("refused")
-	lc := &LineageCollisionError{Namespace: cur.Namespace, Name: cur.Name, Other: other, Lineage: cur.Labels[domain.LabelLineage], OtherNamespace: otherNamespace}
+	lc := &LineageCollisionError{Namespace: cur.Namespace, Name: cur.Name, Other: other, Lineage: cur.Labels[domain.LabelLineage],
+		OtherNamespace: otherNamespace, OtherControlPlane: otherControlPlane}
 	o.svc.refuse(o.comp, "LineageCollision", lc)
 	return lc
 }

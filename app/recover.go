@@ -204,7 +204,11 @@ func (p planner) plan(ctx context.Context, comp domain.Composition) (domain.Reco
 // downstream objects only when the plan asks for them.
 func (p planner) planListed(ctx context.Context, comp domain.Composition, lineage domain.Lineage, secrets []domain.ChunkSecret) (domain.RecoveryPlan, liveReads, error) {
 	now := p.cfg.Now()
-	snap, snapErr := domain.ReadSnapshotFor(comp, secrets, now, p.cfg.MaxChunks, p.cfg.adoption())
+	own, snapErr := domain.OwnHistory(secrets, p.cfg.ControlPlane)
+	var snap domain.Snapshot
+	if snapErr == nil {
+		snap, snapErr = domain.ReadSnapshotFor(comp, own, now, p.cfg.MaxChunks, p.cfg.adoption())
+	}
 	contents, err := p.readSynthesis(ctx, comp)
 	if err != nil {
 		return domain.RecoveryPlan{}, liveReads{}, err

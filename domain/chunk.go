@@ -221,6 +221,8 @@ type SnapshotMeta struct {
 	SynthesisTime        time.Time
 	ChunkCount           int
 	Digest               string
+	// ControlPlane wrote the snapshot; "" for a Secret written before control planes were named.
+	ControlPlane string
 }
 
 // RecordedFor names the Composition the snapshot was recorded for.
@@ -248,6 +250,7 @@ func DesiredChunkSecret(namespace string, meta SnapshotMeta, c Chunk) ChunkSecre
 			AnnotationChunkCount:           strconv.Itoa(c.count),
 			AnnotationDigest:               meta.Digest,
 			AnnotationFormat:               FormatVersion,
+			AnnotationControlPlane:         meta.ControlPlane,
 		},
 		Data: map[string][]byte{SecretDataKey: c.data},
 	}

@@ -337,6 +337,7 @@ func TestDesiredChunkSecret(t *testing.T) {
 			"eno.azure.io/inventory-chunk-count":      "2",
 			"eno.azure.io/inventory-digest":           goldenDigest,
 			"eno.azure.io/inventory-format":           "2",
+			"eno.azure.io/control-plane":              thisControlPlane,
 		},
 		Data: map[string][]byte{"inventory.json": []byte(goldenChunk1)},
 	}, s)
@@ -413,7 +414,7 @@ func TestChunkSecretMergeDesired(t *testing.T) {
 	assert.Equal(t, desired.Data, merged.Data, "data is exactly ours")
 	assert.Equal(t, domain.SecretType, merged.Type)
 	assert.Len(t, merged.Labels, 3)
-	assert.Len(t, merged.Annotations, 10)
+	assert.Len(t, merged.Annotations, 11)
 	assert.Equal(t, before, existing, "the existing Secret is not modified")
 
 	// Nil maps on the existing Secret are fine.

@@ -132,8 +132,12 @@ func meta(inv domain.Inventory, uid, synthesis string, at time.Time) domain.Snap
 		SynthesisUUID:        synthesis,
 		SynthesisTime:        at,
 		Digest:               inv.Digest(),
+		ControlPlane:         thisControlPlane,
 	}
 }
+
+// thisControlPlane wrote the test's history; otherControlPlane shares its downstream cluster.
+const thisControlPlane, otherControlPlane = "6b0c1f6e-cp-a", "9d2e7a10-cp-b"
 
 // secretsFor records inv as the chunk Secrets the writer would create.
 func secretsFor(t testing.TB, inv domain.Inventory, m domain.SnapshotMeta, maxBytes int) []domain.ChunkSecret {

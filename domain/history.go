@@ -508,5 +508,6 @@ func metaDiff(a, b SnapshotMeta) string {
 	add(a.ChunkCount != b.ChunkCount, "chunk count", a.ChunkCount, b.ChunkCount)
 	add(a.Digest != b.Digest, "digest", a.Digest, b.Digest)
 	add(a.Lineage != b.Lineage, "lineage", a.Lineage, b.Lineage)
+	add(a.ControlPlane != b.ControlPlane, "control plane", a.ControlPlane, b.ControlPlane)
 	return strings.Join(out, ", ")
 }

@@ -26,6 +26,8 @@ const (
 	AnnotationDigest               = "eno.azure.io/inventory-digest"
 	AnnotationFormat               = "eno.azure.io/inventory-format"
 	FormatVersion                  = "2"
+	// AnnotationControlPlane names the control plane that wrote the Secret (design §3).
+	AnnotationControlPlane = "eno.azure.io/control-plane"
 
 	// Eno's per-resource annotations that decide whether and how Eno acts on a tombstone. An
 	// inventory records them verbatim, and a tombstone carries them back to Eno.

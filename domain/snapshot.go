@@ -178,6 +178,7 @@ func parseChunkMetadata(s ChunkSecret, now time.Time, maxChunks int) (StoredChun
 			SynthesisTime:        ts.UTC(),
 			ChunkCount:           count,
 			Digest:               a[AnnotationDigest],
+			ControlPlane:         a[AnnotationControlPlane],
 		},
 	}, nil
 }

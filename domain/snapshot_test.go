@@ -254,6 +254,7 @@ func TestParseStoredChunk(t *testing.T) {
 		SynthesisTime:        synTime,
 		ChunkCount:           1,
 		Digest:               goldenDigest,
+		ControlPlane:         thisControlPlane,
 	}, c.Meta)
 	assert.Equal(t, time.UTC, c.Meta.SynthesisTime.Location())
 
@@ -560,6 +561,8 @@ func TestRecordedByMetadata(t *testing.T) {
 	older := secretsFor(t, inv, meta(inv, compUID, oldSynUUID, synTime.Add(-time.Hour)), 300)
 	_, ok = domain.RecordedByMetadata(append(mine(), older...), c, now, 0)
 	assert.True(t, ok, "another snapshot's chunks are no concern")
+	_, ok = domain.RecordedByMetadata(setAll(mine(), domain.AnnotationControlPlane, ""), c, now, 0)
+	assert.True(t, ok, "a snapshot naming no control plane is stamped by the next synthesis's recording, not rewritten: that would move its write time")
 
 	for name, spoil := range map[string]func([]domain.ChunkSecret) []domain.ChunkSecret{
 		"none":            func([]domain.ChunkSecret) []domain.ChunkSecret { return nil },

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -56,10 +57,6 @@ func (g *Guest) setup(ctx context.Context) (map[string]func() int, error) {
 	if err != nil {
 		return nil, err
 	}
-	svc, err := g.service(comps, secrets, fleet)
-	if err != nil {
-		return nil, err
-	}
 	inScope := func(obj client.Object) (reconcile.Request, bool) {
 		req, ok := secretRequest(obj)
 		return req, ok && (g.s.CompositionNamespace == "" || req.Namespace == g.s.CompositionNamespace)
@@ -81,7 +78,7 @@ func (g *Guest) setup(ctx context.Context) (map[string]func() int, error) {
 		WatchesRawSource(source.Kind(comps.cache, comps.object(), g.refHandler("composition", compositionRequest))).
 		WatchesRawSource(source.Kind[client.Object](ds.GetCache(), secretObject(), g.refHandler("inventory secret", inScope))).
 		WatchesRawSource(fleetSource{fleet}).
-		Complete(g.reconciler(svc))
+		Complete(g.reconciler(func(ctx context.Context) (*app.Service, error) { return g.service(ctx, comps, secrets, fleet) }))
 	if err != nil {
 		return nil, fmt.Errorf("building the controller: %w", err)
 	}
@@ -121,7 +118,12 @@ func (s fleetSource) WaitForSync(ctx context.Context) error {
 // reconciler calls app's Reconcile for a request. A panic in it (ours or a library's) becomes
 // an error, logged with its stack and counted, and the request is retried with backoff: a
 // guest inside eno-reconciler must never take its host down.
-func (g *Guest) reconciler(svc *app.Service) reconcile.Func {
+//
+// The Service is built at the first reconcile, on the leader only, as it may read the control
+// plane's name (design §3): a follower sends nothing, and a failed read is retried with backoff.
+func (g *Guest) reconciler(build func(context.Context) (*app.Service, error)) reconcile.Func {
+	var mu sync.Mutex
+	var svc *app.Service
 	return func(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
 		ref := domain.CompositionRef{Namespace: req.Namespace, Name: req.Name}
 		defer func() {
@@ -132,6 +134,14 @@ func (g *Guest) reconciler(svc *app.Service) reconcile.Func {
 				err = pe
 			}
 		}()
+		mu.Lock()
+		if svc == nil {
+			svc, err = build(ctx)
+		}
+		mu.Unlock()
+		if err != nil {
+			return reconcile.Result{}, err
+		}
 		out, err := svc.Reconcile(ctx, ref)
 		if err != nil {
 			return reconcile.Result{}, err

@@ -25,6 +25,7 @@ const (
 	EnvImpersonate                = "ENO_TOMBSTONE_RECOVERY_IMPERSONATE"                   // a user name
 	EnvEnoFieldManagers           = "ENO_TOMBSTONE_RECOVERY_ENO_FIELD_MANAGERS"            // e.g. eno,eno-reconciler
 	EnvEnoResourceFilters         = "ENO_TOMBSTONE_RECOVERY_ENO_RESOURCE_FILTERS"          // a JSON list of CEL expressions
+	EnvControlPlaneID             = "ENO_TOMBSTONE_RECOVERY_CONTROL_PLANE_ID"              // a name, e.g. a predecessor's
 )
 
 // settingEnv names the variable behind each setting app.Config.Validate checks.
@@ -35,6 +36,7 @@ var settingEnv = map[app.Setting]string{
 	app.SettingMaxTombstoneFraction:   EnvMaxTombstoneFraction,
 	app.SettingPendingRecheckInterval: EnvPendingRecheckInterval,
 	app.SettingReconcileTimeout:       EnvReconcileTimeout,
+	app.SettingControlPlane:           EnvControlPlaneID,
 }
 
 // fromEnvironment returns o with every variable that getenv reports set (non-empty) applied
@@ -57,6 +59,7 @@ func (o Options) fromEnvironment(getenv func(string) string) (Options, error) {
 	fs.StringVar(&o.Impersonate, EnvImpersonate, o.Impersonate, "a user name")
 	fs.Var(&o.EnoFieldManagers, EnvEnoFieldManagers, "field manager names separated by commas")
 	fs.Func(EnvEnoResourceFilters, "a JSON list of CEL expressions", func(v string) error { return json.Unmarshal([]byte(v), &o.ResourceFilters) })
+	fs.StringVar(&o.ControlPlaneID, EnvControlPlaneID, o.ControlPlaneID, "a name")
 	var errs []error
 	fs.VisitAll(func(f *flag.Flag) {
 		if v := getenv(f.Name); v != "" && fs.Set(f.Name, v) != nil {

@@ -58,6 +58,9 @@ type Options struct {
 	PendingRecheckInterval time.Duration
 	// ReconcileTimeout bounds one reconcile; 0 is app.DefaultReconcileTimeout.
 	ReconcileTimeout time.Duration
+	// ControlPlaneID names this control plane in the inventory; "" is the UID of its kube-system
+	// Namespace, read at each start. Set a predecessor's to take over its history (design §3).
+	ControlPlaneID string
 
 	// Workers is the number of concurrent reconciles (MaxConcurrentReconciles); 0 is 2.
 	Workers int
@@ -198,6 +201,7 @@ func (o Options) appConfig(matcher domain.LabelMatcher) (app.Config, error) {
 	if cfg.ResourceFilter, err = enocel.ResourceFilters(o.ResourceFilters); err != nil {
 		return cfg, fmt.Errorf("tombstone recovery: %w", err)
 	}
+	cfg.ControlPlane = o.ControlPlaneID
 	if o.PendingRecheckInterval != 0 {
 		cfg.PendingRecheckInterval = o.PendingRecheckInterval
 	}

@@ -47,7 +47,7 @@ func TestReconcilePanicBecomesAnError(t *testing.T) {
 	g := &Guest{metrics: m, log: capture(&lines)}
 	ctx := logr.NewContext(t.Context(), g.log)
 
-	res, err := g.reconciler(svc)(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "c"}})
+	res, err := g.reconciler(func(context.Context) (*app.Service, error) { return svc, nil })(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "c"}})
 	var pe *PanicError
 	require.True(t, errors.As(err, &pe), "got %v", err)
 	assert.Equal(t, "boom", pe.Value)

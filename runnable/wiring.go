@@ -156,7 +156,7 @@ func (g *Guest) downstreamCluster() (cluster.Cluster, error) {
 
 // service builds app's Service over the adapters: reads of Compositions through the cached
 // informer (the seam the simulation makes stale), the guard, decisions and every write live.
-func (g *Guest) service(cached *cachedCompositions, secrets *cachedSecrets, fleet *k8s.FleetIndex) (*app.Service, error) {
+func (g *Guest) service(ctx context.Context, cached *cachedCompositions, secrets *cachedSecrets, fleet *k8s.FleetIndex) (*app.Service, error) {
 	c := g.clients
 	comps, err := k8s.NewCompositions(c.dynamic, cached)
 	deps := app.Deps{Compositions: comps, Guard: comps, Decisions: comps, Fleet: fleet, Metrics: g.metrics}
@@ -170,5 +170,11 @@ func (g *Guest) service(cached *cachedCompositions, secrets *cachedSecrets, flee
 	if err := errors.Join(append(errs, err)...); err != nil {
 		return nil, err
 	}
-	return app.New(g.s.config, deps)
+	cfg := g.s.config
+	if cfg.ControlPlane == "" {
+		if cfg.ControlPlane, err = k8s.ControlPlaneID(ctx, c.cpMeta); err != nil {
+			return nil, err
+		}
+	}
+	return app.New(cfg, deps)
 }

@@ -12,8 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
+	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
 	"github.com/Azure/eno-tombstone-recovery/app"
 	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/internal/enocel"
@@ -31,6 +33,7 @@ type clusterFlags struct {
 	allowCrossNamespaceLineage   bool
 	enoFieldManagers             domain.EnoManagers
 	enoResourceFilters           resourceFilters
+	controlPlaneID               string
 }
 
 // resourceFilters is a repeated flag: each value one eno-reconciler's --resource-filter,
@@ -66,6 +69,12 @@ func (f *clusterFlags) bind(fs *flag.FlagSet, help clusterFlagHelp) {
 		"comma-separated field managers eno-reconciler writes downstream objects with (Eno v0.2.17: eno,eno-reconciler); an object any other manager manages is kept")
 	fs.Var(&f.enoResourceFilters, "eno-resource-filter",
 		"the --resource-filter of an eno-reconciler in use, once per reconciler (\"\" for one without); an object none loads is kept (default: every reconciler loads everything)")
+	bindControlPlaneID(fs, &f.controlPlaneID)
+}
+
+// bindControlPlaneID binds --control-plane-id, for every command that reads or writes history.
+func bindControlPlaneID(fs *flag.FlagSet, dst *string) {
+	fs.StringVar(dst, "control-plane-id", "", "the name of this control plane's inventory history (default: the UID of its kube-system Namespace); set a rebuilt control plane's to its predecessor's")
 }
 
 // settingFlags names the flag behind each setting app.Config.Validate checks.
@@ -74,6 +83,7 @@ var settingFlags = map[app.Setting]string{
 	app.SettingMaxChunkBytes:        "--max-chunk-bytes",
 	app.SettingMaxChunks:            "--max-chunks",
 	app.SettingMaxTombstoneFraction: "--max-tombstone-fraction",
+	app.SettingControlPlane:         "--control-plane-id",
 }
 
 // check applies app.Config.Validate's rules before any cluster is contacted, naming the flag.
@@ -129,4 +139,18 @@ func (f clusterFlags) configure(cfg *app.Config) {
 	cfg.AllowCrossNamespaceLineage = f.allowCrossNamespaceLineage
 	cfg.EnoManagers = f.enoFieldManagers
 	cfg.ResourceFilter = f.enoResourceFilters.filter
+	cfg.ControlPlane = f.controlPlaneID
+}
+
+// controlPlaneID is id when given, else the UID of the kube-system Namespace of the control
+// plane of cfg (design §3).
+func controlPlaneID(ctx context.Context, cfg *rest.Config, id string) (string, error) {
+	if id != "" {
+		return id, nil
+	}
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return "", fmt.Errorf("control plane metadata client: %w", err)
+	}
+	return k8s.ControlPlaneID(ctx, meta)
 }

@@ -304,6 +304,11 @@ func (in inspector) inspector(ctx context.Context, o inspectOptions, cpConfig, r
 	}
 	cfg := app.DefaultConfig()
 	o.clusterFlags.configure(&cfg)
+	if cpConfig != nil {
+		if cfg.ControlPlane, err = controlPlaneID(ctx, cpConfig, cfg.ControlPlane); err != nil {
+			return nil, err
+		}
+	}
 	cfg.Now = in.now
 	if o.all {
 		cfg.Scope = o.scope

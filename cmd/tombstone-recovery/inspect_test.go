@@ -643,6 +643,8 @@ func TestInspectRunsAsAReadOnlyUser(t *testing.T) {
 			// The dry run reads each tombstone's object downstream (design §6.3).
 			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: readVerbs},
 			{APIGroups: []string{"batch"}, Resources: []string{"cronjobs"}, Verbs: readVerbs},
+			// Its UID names the control plane's history (design §3).
+			{APIGroups: []string{""}, Resources: []string{"namespaces"}, ResourceNames: []string{"kube-system"}, Verbs: []string{"get"}},
 		},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -875,4 +877,53 @@ func TestInspectEntries(t *testing.T) {
 
 	var o, e bytes.Buffer
 	require.EqualError(t, dispatch(testCtx(t), []string{"inspect", "--all", "--entries"}, &o, &e), "inspect: --entries goes with --composition or --lineage")
+}
+
+// Two control planes share this downstream kube-system (design §3): inspect, like recovery,
+// reads only the history of the control plane it is given (named by its kube-system UID). A
+// newer snapshot another control plane recorded for the same namespace/name is not a candidate;
+// beside it, a Secret naming no control plane may be either's, so the lineage is refused.
+func TestInspectReadsOnlyItsControlPlanesHistory(t *testing.T) {
+	c := testEnv.AdminClients(t)
+	ctx := testCtx(t)
+	r := recreatedComposition(t, c, uniqueLineage("insp-cp"))
+	admin := kubeconfigOf(t, "")
+	l, err := domain.NewLineage(r.lineage)
+	require.NoError(t, err)
+	theirs := domain.SnapshotMeta{Lineage: l, CompositionNamespace: r.ns, CompositionName: "web", CompositionUID: "0ther000-0000-4000-8000-000000000000",
+		SynthesisUUID: "22222222-0000-4000-8000-000000000002", SynthesisTime: r.sourceTime.Add(time.Minute), ControlPlane: "cp-other"}
+	inv, err := domain.NewInventory(webEntries())
+	require.NoError(t, err)
+	theirs.Digest, theirs.ChunkCount = inv.Digest(), 1
+	chunks, err := domain.SplitInventory(inv, domain.DefaultMaxChunkBytes, 0)
+	require.NoError(t, err)
+	cs := domain.DesiredChunkSecret(domain.DefaultInventoryNamespace, theirs, chunks[0])
+	putSecret(t, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: cs.Namespace, Name: cs.Name + "-b", Labels: cs.Labels, Annotations: cs.Annotations},
+		Type: corev1.SecretType(cs.Type), Data: cs.Data})
+
+	rep := inspectJSON(t, "--composition", r.ns+"/web", "--kubeconfig", admin)
+	assert.Equal(t, domain.OutcomeInventoryInvalid.String(), rep.Verdict.Outcome, "a Secret naming no control plane beside another's")
+	assert.Equal(t, domain.ReasonSharedLineage.String(), rep.Verdict.Reason)
+	require.NotNil(t, rep.DryRun.Decision)
+	assert.Equal(t, domain.ReasonSharedLineage.String(), rep.DryRun.Decision.Reason)
+	assert.Empty(t, rep.DryRun.Tombstones)
+
+	// Stamped as this control plane's (what its next recording does), the history is its own.
+	ks, err := c.Kube.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
+	require.NoError(t, err)
+	own, err := c.Kube.CoreV1().Secrets(domain.DefaultInventoryNamespace).Get(ctx, "web-"+r.lineage+"-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	own.Annotations[domain.AnnotationControlPlane] = string(ks.UID)
+	_, err = c.Kube.CoreV1().Secrets(domain.DefaultInventoryNamespace).Update(ctx, own, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	rep = inspectJSON(t, "--composition", r.ns+"/web", "--kubeconfig", admin)
+	assert.Equal(t, "Selected", rep.Verdict.Outcome)
+	assert.Equal(t, r.sourceUUID, rep.Verdict.SynthesisUUID, "not the other control plane's newer snapshot")
+	require.Len(t, rep.Snapshots, 1)
+	assert.Equal(t, string(ks.UID), rep.Snapshots[0].ControlPlane)
+	assert.NotEmpty(t, rep.DryRun.Tombstones)
+
+	// Given the other control plane's name, the roles swap.
+	rep = inspectJSON(t, "--composition", r.ns+"/web", "--kubeconfig", admin, "--control-plane-id", "cp-other")
+	assert.Equal(t, theirs.SynthesisUUID, rep.Verdict.SynthesisUUID)
 }

@@ -29,6 +29,7 @@ const pruneUserAgent = "eno-tombstone-recovery-prune"
 
 type pruneOptions struct {
 	kubeconfig, remoteKubeconfig, inventoryNamespace, output string
+	controlPlaneID                                           string
 	olderThan                                                time.Duration
 	maxChunks                                                int
 	confirm                                                  bool
@@ -45,6 +46,7 @@ func parsePruneFlags(args []string, stderr io.Writer) (pruneOptions, error) {
 	fs.IntVar(&o.maxChunks, "max-chunks", domain.DefaultMaxChunks, "most chunk Secrets one snapshot may use, as the controller's --max-chunks")
 	fs.BoolVar(&o.confirm, "confirm", false, "delete what is listed (default: a dry run that deletes nothing)")
 	fs.StringVar(&o.output, "o", "table", "output format: table or json")
+	bindControlPlaneID(fs, &o.controlPlaneID)
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		fs.SetOutput(stderr)
@@ -53,7 +55,8 @@ func parsePruneFlags(args []string, stderr io.Writer) (pruneOptions, error) {
 Lists the inventory Secrets nothing will read again: (a) chunks left over by a newer complete
 snapshot, (b) every Secret of a lineage none of whose Compositions exists (refused when no
 lineage has a living Composition on the given control plane), (c) format-1 Secrets superseded
-by a newer snapshot. Never the newest complete snapshot of a lineage with a living Composition,
+by a newer snapshot; only Secrets the given control plane wrote, or that name none while no
+other control plane's share their lineage. Never the newest complete snapshot of a lineage with a living Composition,
 a Secret not ours, or anything of a lineage whose hand-off is pending or held for review.
 Dry run by default; --confirm deletes, each Secret checked again just before. Run it with your
 own credentials: the controller cannot delete Secrets.
@@ -84,6 +87,8 @@ func (o pruneOptions) validate(rest []string) error {
 		return fmt.Errorf("--max-chunks must be at least 1, got %d", o.maxChunks)
 	case o.output != "table" && o.output != "json":
 		return fmt.Errorf("-o must be table or json, got %q", o.output)
+	case o.controlPlaneID != "" && domain.ValidControlPlane(o.controlPlaneID) != nil:
+		return fmt.Errorf("--control-plane-id: %w", domain.ValidControlPlane(o.controlPlaneID))
 	}
 	return nil
 }
@@ -139,7 +144,7 @@ func forbiddenHint(err error, namespace string) string {
 	if !errors.Is(err, ports.ErrForbidden) {
 		return ""
 	}
-	return fmt.Sprintf(" (prune runs with your own credentials, never the controller's: they need list and delete on secrets in %s downstream, and get and list on Compositions in every namespace of the control plane)", namespace)
+	return fmt.Sprintf(" (prune runs with your own credentials, never the controller's: they need list and delete on secrets in %s downstream, and get and list on Compositions in every namespace of the control plane, and get on its kube-system Namespace)", namespace)
 }
 
 // wire builds app.Pruner over the two clusters, each checked reachable first.
@@ -186,7 +191,11 @@ func (pr pruner) wire(ctx context.Context, o pruneOptions, stderr io.Writer) (*a
 	if err != nil {
 		return nil, err
 	}
-	return app.NewPruner(app.PruneConfig{InventoryNamespace: o.inventoryNamespace, OlderThan: o.olderThan, MaxChunks: o.maxChunks, Now: pr.now},
+	id, err := controlPlaneID(ctx, cp, o.controlPlaneID)
+	if err != nil {
+		return nil, err
+	}
+	return app.NewPruner(app.PruneConfig{InventoryNamespace: o.inventoryNamespace, ControlPlane: id, OlderThan: o.olderThan, MaxChunks: o.maxChunks, Now: pr.now},
 		app.PruneDeps{Compositions: comps, Lister: comps, Inventory: inventory})
 }
 

@@ -235,6 +235,43 @@ func TestPruneRefusesGoneLineagesWhenNoneLives(t *testing.T) {
 	assert.Equal(t, gone, secretsIn(t, c, inv))
 }
 
+// Two control planes share one downstream kube-system (design §7): prune, given this control
+// plane (named by its kube-system UID), deletes this one's gone lineage and never the other's,
+// whose Composition is as gone here; the other's living lineage does not lift the guard for it.
+func TestPruneLeavesAnotherControlPlanesSecrets(t *testing.T) {
+	c := testEnv.AdminClients(t)
+	ctx := testCtx(t)
+	inv, ns := c.NewNamespace(t, "prune-inv"), c.NewNamespace(t, "prune")
+	ks, err := c.Kube.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
+	require.NoError(t, err)
+	by := func(cp string) func(*corev1.Secret) {
+		return func(s *corev1.Secret) { s.Annotations[domain.AnnotationControlPlane] = cp }
+	}
+	t0 := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
+	put := func(name, synthesis, cp string) []string {
+		return putSnapshot(t, c, inv, domain.CompositionRef{Namespace: ns, Name: name}, domain.DefaultLineage(ns, name), synthesis, t0, 1, 400, by(cp))
+	}
+	put("live", "00000000-0000-4000-8000-0000000000b1", string(ks.UID))
+	mine := put("mine", "00000000-0000-4000-8000-0000000000b2", string(ks.UID))
+	theirs := put("theirs", "00000000-0000-4000-8000-0000000000b3", "cp-other")
+	_, err = kubetest.CreateComposition(ctx, c.Dynamic, domain.Composition{Namespace: ns, Name: "live"})
+	require.NoError(t, err)
+
+	out := pruneLater(nil).runOK(t, "--inventory-namespace", inv, "--confirm")
+	hasLine(t, out, `^`+mine[0]+`\s+\S+\s+LineageGone\s+deleted\s+`)
+	hasLine(t, out, `^`+domain.DefaultLineage(ns, "theirs").String()+`\s+1 Secret\(s\) written by another control plane`)
+	hasLine(t, out, `^TOTAL: 1 selected, 1 deleted, 0 skipped$`)
+	assert.Contains(t, secretsIn(t, c, inv), theirs[0])
+	assert.NotContains(t, secretsIn(t, c, inv), mine[0])
+
+	// As the other control plane: its only lineage is gone here too, and no lineage of its own
+	// lives on the control plane given, so nothing whole is deleted.
+	out = pruneLater(nil).runOK(t, "--inventory-namespace", inv, "--control-plane-id", "cp-other", "--confirm")
+	hasLine(t, out, `^\(b\) REFUSED: no lineage of this cluster has a living Composition`)
+	hasLine(t, out, `^TOTAL: 0 selected, 0 deleted, 0 skipped$`)
+	assert.Contains(t, secretsIn(t, c, inv), theirs[0])
+}
+
 func TestInventoryPrunerDeletesOnlyWithItsPreconditions(t *testing.T) {
 	c := testEnv.AdminClients(t)
 	ctx := testCtx(t)
@@ -304,7 +341,7 @@ func TestPruneSaysWhatItsCredentialsLack(t *testing.T) {
 	c := testEnv.AdminClients(t)
 	inv := c.NewNamespace(t, "prune-inv")
 	var out, errOut bytes.Buffer
-	err := pruner{now: time.Now}.run(testCtx(t), []string{"--kubeconfig", kubeconfigOf(t, inspectReader), "--inventory-namespace", inv, "--confirm"}, &out, &errOut)
+	err := pruner{now: time.Now}.run(testCtx(t), []string{"--kubeconfig", kubeconfigOf(t, inspectReader), "--control-plane-id", "cp-a", "--inventory-namespace", inv, "--confirm"}, &out, &errOut)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "prune: reading the clusters, nothing was deleted: listing inventory secrets in namespace "+inv)
 	assert.Contains(t, err.Error(), "they need list and delete on secrets in "+inv+" downstream")

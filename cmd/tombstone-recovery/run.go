@@ -244,6 +244,7 @@ func (o runOptions) controllerOptions(selector labels.Selector, log logr.Logger)
 		AllowCrossNamespaceLineage: o.allowCrossNamespaceLineage,
 		EnoFieldManagers:           o.enoFieldManagers,
 		ResourceFilters:            o.enoResourceFilters.exprs,
+		ControlPlaneID:             o.controlPlaneID,
 		PendingRecheckInterval:     o.pendingRecheck,
 		ReconcileTimeout:           o.reconcileTimeout,
 		Workers:                    o.workers,
