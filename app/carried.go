@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/go-logr/logr"
 
@@ -85,31 +84,6 @@ func (s *Service) checkCarried(ctx context.Context, comp domain.Composition) (ca
 	}
 	check.remaining = domain.RemainingOrphans(check.tombstones, observed)
 	return check, nil
-}
-
-// watchCarried keeps watching a carried hand-off while Eno may not have acted on it: while the
-// synthesis that carried it is not Ready, a tombstone can wait behind an earlier readiness
-// group. Its tombstones check themselves on Eno's read; guardHandoff adds what they cannot see.
-// It returns when to look again; zero when nothing waits.
-func (s *Service) watchCarried(ctx context.Context, comp domain.Composition) (time.Duration, error) {
-	names := domain.CarriedRecoverySlices(comp)
-	if len(names) == 0 || comp.Synthesis == nil || comp.Synthesis.Ready || s.policy.CheckHandoff(comp) != nil {
-		return 0, nil
-	}
-	read, _, err := readCarried(ctx, s.deps.Slices, comp, names)
-	if err != nil {
-		return 0, fmt.Errorf("watching carried tombstones: %w", err)
-	}
-	var tombstones []domain.Tombstone
-	var sources []string
-	for _, c := range read {
-		tombstones = append(tombstones, c.pending...)
-		sources = append(sources, c.slice.Annotations[domain.AnnotationSourceUID])
-	}
-	if err := s.guardHandoff(ctx, comp, tombstones, sources); err != nil {
-		return 0, err
-	}
-	return s.cfg.PendingRecheckInterval, nil
 }
 
 // carriedSlice is one carried recovery slice of this incarnation, read back.

@@ -4,12 +4,89 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/go-logr/logr"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
+
+// step is what one step of the hand-off leaves to the rest of the reconcile.
+type step struct {
+	comp     domain.Composition // as the step left it
+	observed *ports.CompositionState
+	skipped  *domain.IneligibleError
+	recovery *RecoverResult
+	reads    *liveReads
+	requeue  time.Duration
+	record   bool // recording may run next
+}
+
+// advance moves comp's hand-off on by one step, from its state (domain.HandoffStateOf): it plans,
+// then arms, names and decides (recover, handOff); resumes a named hand-off (resumeNamed);
+// watches a decided or carried one (watch); retires a done or abandoned one (retire). A plan that
+// decides goes on from the state it leaves. It says whether recording may run next.
+func (s *Service) advance(ctx context.Context, comp domain.Composition) (step, error) {
+	st := step{comp: comp, observed: &ports.CompositionState{}}
+	for {
+		_, ie := s.policy.RecoveryStageOf(st.comp)
+		state, slices := domain.HandoffStateOf(st.comp, ie)
+		switch state {
+		case domain.HandoffAbandoned:
+			if err := s.retire(ctx, st.comp, state, ie); err != nil {
+				return step{}, err
+			}
+			fallthrough
+		case domain.HandoffLeftAlone:
+			s.skipped(ctx, st.comp, ie)
+			st.skipped = ie
+			return st, nil
+		case domain.HandoffUnplanned, domain.HandoffNamed:
+			if st.recovery != nil {
+				return st, nil // a decision leaves neither: never plan twice
+			}
+			rec, reads, err := s.recover(ctx, st.comp, state, slices)
+			if err != nil {
+				return step{}, fmt.Errorf("recovering: %w", err)
+			}
+			st.recovery, st.reads, st.comp = &rec, &reads, rec.Composition
+			if !rec.Plan.Decision.Outcome.Finished() {
+				st.observed.HeldForReview = true
+				return st, nil // held for review: recording waits (CheckRecording refuses it too)
+			}
+			continue
+		case domain.HandoffDecided:
+			st.observed.HandoffPending, st.requeue = true, s.cfg.PendingRecheckInterval
+			if st.recovery != nil {
+				break // handed off just now: watched from the next reconcile
+			}
+			// Watch first, whatever the resynthesis request then meets: the watch must not wait
+			// for the hand-off to complete.
+			err := s.watch(ctx, st.comp, state, slices)
+			if rerr := s.requestResynthesis(ctx, st.comp, slices); rerr != nil {
+				return st, errors.Join(rerr, err)
+			}
+			if err != nil {
+				st.requeue, err = s.watchFailed(ctx, st.comp, err)
+				return st, err
+			}
+		case domain.HandoffCarried:
+			st.requeue = s.cfg.PendingRecheckInterval
+			if err := s.watch(ctx, st.comp, state, slices); err != nil {
+				if st.requeue, err = s.watchFailed(ctx, st.comp, err); err != nil {
+					return st, err
+				}
+			}
+		case domain.HandoffDone:
+			if err := s.retire(ctx, st.comp, state, nil); err != nil {
+				return st, err
+			}
+		}
+		st.record = true
+		return st, nil
+	}
+}
 
 // handOff hands the plan's tombstones to Eno: it arms the Composition for the hand-off's digest,
 // then creates each recovery slice and names it in the synthesis at once, and finishes. Every
@@ -149,7 +226,7 @@ func (s *Service) resumeNamed(ctx context.Context, comp domain.Composition, name
 	// Time may have passed since the slices were named (a crash, a lost Lease, a decision
 	// write that kept failing): each tombstone checks itself when Eno acts, and the watch adds
 	// the rest.
-	if err := s.guardSlices(ctx, comp, read); err != nil {
+	if err := s.watchTakeovers(ctx, comp, read); err != nil {
 		return res, err
 	}
 	if len(lost) > 0 {

@@ -178,7 +178,8 @@ func (r *FleetRow) fill(comp domain.Composition, report *InspectReport, orphans 
 			r.attend(AttentionRefused, fmt.Sprintf("recovery refused %s (%s): %s", d.Outcome, d.Reason, d.Message))
 		}
 	}
-	if d, ok := pendingHandoff(comp); ok {
+	if state, _ := domain.HandoffStateOf(comp, nil); state == domain.HandoffDecided {
+		d, _ := comp.FinishedDecision()
 		at := d.DecidedAt
 		r.HandoffPendingSince = &at
 		if now.Sub(at) >= pendingLong {

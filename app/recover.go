@@ -32,21 +32,22 @@ func (s *Service) Recover(ctx context.Context, comp domain.Composition) (Recover
 	if err := s.policy.CheckRecovery(comp); err != nil {
 		return RecoverResult{}, err
 	}
-	res, _, err := s.recover(withComposition(ctx, comp.Ref()), comp)
+	state, named := domain.HandoffStateOf(comp, nil)
+	res, _, err := s.recover(withComposition(ctx, comp.Ref()), comp, state, named)
 	if err != nil {
 		return res, fmt.Errorf("recovering: %w", err)
 	}
 	return res, nil
 }
 
-// recover decides a synthesis that needs a decision. Past the commit point of an earlier pass it
-// only resumes that hand-off; otherwise it plans, then hands the tombstones off or writes the
-// decision after a live recheck. It returns what it read live, for recording to reuse.
-func (s *Service) recover(ctx context.Context, comp domain.Composition) (RecoverResult, liveReads, error) {
+// recover decides a synthesis that needs a decision. Past the commit point of an earlier pass
+// (HandoffNamed) it only resumes that hand-off, from the named slices; otherwise it plans, then
+// hands the tombstones off or writes the decision after a live recheck. It returns what it read
+// live, for recording to reuse.
+func (s *Service) recover(ctx context.Context, comp domain.Composition, state domain.HandoffState, names []string) (RecoverResult, liveReads, error) {
 	fault(ctx, faultRecover, comp.Ref())
 	ctx = logr.NewContext(ctx, logr.FromContextOrDiscard(ctx).WithValues("synthesisUUID", comp.SynthesisUUID()))
-	// A hand-off named by an earlier pass is finished, never planned again.
-	if phase, names := domain.HandoffPhaseOf(comp); phase == domain.HandoffNamed {
+	if state == domain.HandoffNamed {
 		res, err := s.resumeNamed(ctx, comp, names)
 		return res, liveReads{}, err
 	}

@@ -126,29 +126,64 @@ func TestNamedRecoverySlices(t *testing.T) {
 	}
 }
 
-func TestHandoffPhaseOf(t *testing.T) {
-	named := domain.RecoverySliceName("web", synUUID, "0123456789abcdef", 0)
+// One reading says where a hand-off stands; an armed hand-off ends disarmed: done once a
+// synthesis that names no recovery slice is Ready, abandoned once the Composition leaves
+// recovery, and nothing else retires it.
+func TestHandoffStateOf(t *testing.T) {
+	const digest = "0123456789abcdef"
+	named := domain.RecoverySliceName("web", synUUID, digest, 0)
+	carried := domain.RecoverySliceName("web", oldSynUUID, digest, 0)
 	recovered := domain.Decision{SynthesisUUID: synUUID, Outcome: domain.OutcomeRecovered, TombstoneSlice: named, DecidedAt: time.Now()}
-	for _, tt := range []struct {
-		name     string
+	nothing := domain.Decision{SynthesisUUID: synUUID, Outcome: domain.OutcomeNothingToRecover, Reason: domain.ReasonAlreadyDecided, DecidedAt: time.Now()}
+	ineligible := func(r domain.IneligibleReason) *domain.IneligibleError { return &domain.IneligibleError{Reason: r} }
+	type comp struct {
+		armed    string
+		ready    bool
 		slices   []string
 		decision *domain.Decision
-		want     domain.HandoffPhase
-		names    []string
+		carried  bool
+	}
+	for _, tt := range []struct {
+		name       string
+		comp       comp
+		ineligible *domain.IneligibleError
+		want       domain.HandoffState
+		names      []string
 	}{
-		{"nothing named", []string{goldenSlice}, nil, domain.HandoffNone, nil},
-		{"named, not decided", []string{goldenSlice, named}, nil, domain.HandoffNamed, []string{named}},
-		{"decided Recovered", []string{goldenSlice, named}, &recovered, domain.HandoffDecided, []string{named}},
-		{"decided otherwise", []string{goldenSlice}, &domain.Decision{SynthesisUUID: synUUID, Outcome: domain.OutcomeNoInventory, DecidedAt: time.Now()}, domain.HandoffNone, nil},
+		{"nothing named", comp{ready: true, slices: []string{goldenSlice}}, nil, domain.HandoffUnplanned, nil},
+		{"armed, nothing named yet: planned again", comp{armed: digest, slices: []string{goldenSlice}}, nil, domain.HandoffUnplanned, nil},
+		{"named, not decided", comp{armed: digest, slices: []string{goldenSlice, named}}, nil, domain.HandoffNamed, []string{named}},
+		{"named, not decided, Ready: resumed first", comp{armed: digest, ready: true, slices: []string{goldenSlice, named}}, nil, domain.HandoffNamed, []string{named}},
+		{"decided Recovered", comp{armed: digest, slices: []string{goldenSlice, named}, decision: &recovered}, nil, domain.HandoffDecided, []string{named}},
+		{"decided Recovered, a stale Ready", comp{armed: digest, ready: true, slices: []string{goldenSlice, named}, decision: &recovered}, nil, domain.HandoffDecided, []string{named}},
+		{"decided otherwise", comp{ready: true, slices: []string{goldenSlice}, decision: &nothing}, nil, domain.HandoffNone, nil},
+		{"carried, not Ready", comp{armed: digest, slices: []string{goldenSlice}, decision: &nothing, carried: true}, nil, domain.HandoffCarried, []string{carried}},
+		{"carried, not Ready, disarmed: still watched", comp{armed: domain.ArmedOff, slices: []string{goldenSlice}, decision: &nothing, carried: true}, nil, domain.HandoffCarried, []string{carried}},
+		{"carried and Ready", comp{armed: digest, ready: true, slices: []string{goldenSlice}, decision: &nothing, carried: true}, nil, domain.HandoffDone, nil},
+		{"a Ready synthesis that names no recovery slice", comp{armed: digest, ready: true, slices: []string{goldenSlice}, decision: &nothing}, nil, domain.HandoffDone, nil},
+		{"Ready, already disarmed", comp{armed: domain.ArmedOff, ready: true, slices: []string{goldenSlice}, decision: &nothing}, nil, domain.HandoffNone, nil},
+		{"Ready, already done", comp{armed: domain.ArmedDone, ready: true, slices: []string{goldenSlice}, decision: &nothing, carried: true}, nil, domain.HandoffNone, nil},
+		{"opted out while armed", comp{armed: digest, slices: []string{goldenSlice, named}}, ineligible(domain.IneligibleNotOptedIn), domain.HandoffAbandoned, nil},
+		{"recovery disabled while armed", comp{armed: digest, slices: []string{goldenSlice, named}}, ineligible(domain.IneligibleDisabled), domain.HandoffAbandoned, nil},
+		{"an unusable lineage while armed", comp{armed: digest, slices: []string{goldenSlice, named}}, ineligible(domain.IneligibleInvalidLineage), domain.HandoffAbandoned, nil},
+		{"deleting: the precondition sees it", comp{armed: digest, slices: []string{goldenSlice, named}}, ineligible(domain.IneligibleDeleting), domain.HandoffLeftAlone, nil},
+		{"out of scope: its shard watches it", comp{armed: digest, slices: []string{goldenSlice, named}}, ineligible(domain.IneligibleOutOfScope), domain.HandoffLeftAlone, nil},
+		{"opted out, never armed", comp{slices: []string{goldenSlice}}, ineligible(domain.IneligibleNotOptedIn), domain.HandoffLeftAlone, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := composition()
-			c.Synthesis.Slices = tt.slices
-			if tt.decision != nil {
-				c.Annotations[domain.AnnotationDecision] = tt.decision.Encode()
+			c.Synthesis.Slices, c.Synthesis.Ready = tt.comp.slices, tt.comp.ready
+			if tt.comp.armed != "" {
+				c.Annotations[domain.AnnotationArmed] = tt.comp.armed
 			}
-			phase, names := domain.HandoffPhaseOf(c)
-			assert.Equal(t, tt.want, phase)
+			if tt.comp.decision != nil {
+				c.Annotations[domain.AnnotationDecision] = tt.comp.decision.Encode()
+			}
+			if tt.comp.carried {
+				c.PreviousSynthesis = &domain.Synthesis{UUID: oldSynUUID, Slices: []string{"web-old", carried}}
+			}
+			state, names := domain.HandoffStateOf(c, tt.ineligible)
+			assert.Equal(t, tt.want, state)
 			assert.Equal(t, tt.names, names)
 		})
 	}

@@ -1,0 +1,161 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/ports"
+)
+
+// disarmedEventLimit is how many tombstones one HandoffDisarmed event names.
+const disarmedEventLimit = 20
+
+// watch reads the recovery slices of a decided or carried hand-off and looks at their pending
+// tombstones for what the tombstones' precondition cannot see (watchTakeovers), every
+// --pending-recheck-interval and at once when the fleet index sees a slice threaten it. A gone slice has
+// nothing left to watch. A decided slice that is not this controller's hand-off is refused as
+// RecoverySliceInvalid; a carried one is left out (readCarried).
+func (s *Service) watch(ctx context.Context, comp domain.Composition, state domain.HandoffState, names []string) error {
+	var read []domain.ResourceSlice
+	if state == domain.HandoffCarried {
+		carried, _, err := readCarried(ctx, s.deps.Slices, comp, names)
+		if err != nil {
+			return fmt.Errorf("watching carried tombstones: %w", err)
+		}
+		for _, c := range carried {
+			read = append(read, c.slice)
+		}
+		return s.watchTakeovers(ctx, comp, read)
+	}
+	for _, name := range names {
+		sl, err := s.deps.Slices.GetSlice(ctx, comp.Namespace, name)
+		switch {
+		case errors.Is(err, ports.ErrNotFound):
+			continue
+		case err != nil:
+			return fmt.Errorf("watching the hand-off: reading recovery slice %s: %w", name, err)
+		}
+		if _, err := domain.HandoffFromSlice(comp, sl); err != nil {
+			invalid := &domain.RecoverySliceInvalidError{Slice: name, Detail: err.Error()}
+			s.refuse(comp, "RecoverySliceInvalid", invalid)
+			return invalid
+		}
+		read = append(read, sl)
+	}
+	return s.watchTakeovers(ctx, comp, read)
+}
+
+// watchFailed is how a failed watch is retried: a conflict is returned, for the controller's
+// quick backoff, and so is a refused slice (RecoverySliceInvalid, an operator's to remove); a
+// failed read (the slice list, a slice) is reported, not returned, and looked at again after
+// --pending-recheck-interval: returned, the controller's backoff would grow past the interval (to minutes)
+// while the hand-off waits armed (design §6.2, "A hand-off stays watched").
+func (s *Service) watchFailed(ctx context.Context, comp domain.Composition, err error) (requeue time.Duration, _ error) {
+	var invalid *domain.RecoverySliceInvalidError
+	if errors.Is(err, ports.ErrConflict) || errors.As(err, &invalid) {
+		return 0, err
+	}
+	logr.FromContextOrDiscard(ctx).Error(err, "watching the hand-off failed; looking again after the watch interval")
+	s.deps.Events.Warning(comp, "HandoffWatchFailed", fmt.Sprintf("%v; the hand-off stays armed and is looked at again in %s", err, s.cfg.PendingRecheckInterval))
+	return s.cfg.PendingRecheckInterval, nil
+}
+
+// watchTakeovers looks, while comp is armed, at the pending tombstones of the recovery slices
+// read for the evidence their precondition cannot see: an identity that a slice of another
+// Composition applies or patches (an identical takeover: Eno applies every Composition with one
+// field manager, so a takeover with an identical manifest writes nothing). The slices of the
+// incarnations the recovery slices name as their source do not count. Finding any, it disarms
+// the whole hand-off, its only write, with a HandoffDisarmed warning and metric: Eno then
+// deletes none of its tombstones, wherever it holds them.
+func (s *Service) watchTakeovers(ctx context.Context, comp domain.Composition, read []domain.ResourceSlice) error {
+	var tombstones []domain.Tombstone
+	excluded := []string{comp.UID}
+	for _, sl := range read {
+		pending, err := domain.PendingTombstones(sl)
+		if err != nil {
+			return err
+		}
+		tombstones = append(tombstones, pending...)
+		excluded = append(excluded, sl.Annotations[domain.AnnotationSourceUID])
+	}
+	if !comp.Armed() || len(tombstones) == 0 {
+		return nil
+	}
+	taken, where, err := s.producedElsewhere(ctx, tombstones, excluded...)
+	if err != nil {
+		return fmt.Errorf("watching the hand-off: %w", err)
+	}
+	if len(taken) == 0 {
+		return nil
+	}
+	live, err := s.recheck(ctx, comp, func(domain.Composition) error { return nil })
+	if err != nil {
+		return err
+	}
+	if err := s.deps.Sink.DisarmTombstones(ctx, live); err != nil {
+		return fmt.Errorf("disarming the hand-off: %w", err)
+	}
+	s.deps.Metrics.TombstoneAlert("HandoffDisarmed", len(taken))
+	s.deps.Events.Warning(comp, "HandoffDisarmed", fmt.Sprintf(
+		"%d tombstones of the hand-off name objects another composition now produces (%s, in %s); %s is now %q, so Eno deletes none of the hand-off's tombstones: check the remaining orphans by hand",
+		len(taken), domain.FirstIDs(taken, disarmedEventLimit), where[0], domain.AnnotationArmed, domain.ArmedOff))
+	logr.FromContextOrDiscard(ctx).Info("disarmed a hand-off: another composition produces some of its tombstones", "tombstones", len(taken))
+	return nil
+}
+
+// producedElsewhere asks the fleet index which tombstones name an identity a slice of another
+// Composition than the excluded applies or patches (an identical takeover), and where.
+func (s *Service) producedElsewhere(ctx context.Context, tombstones []domain.Tombstone, excluded ...string) (taken []domain.Tombstone, where []string, err error) {
+	ids := make([]domain.ResourceID, len(tombstones))
+	for i, t := range tombstones {
+		ids[i] = t.Entry.ID()
+	}
+	elsewhere, err := s.deps.Fleet.ProducedElsewhere(ctx, ids, excluded...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the fleet index: %w", err)
+	}
+	for _, t := range tombstones {
+		if slice, ok := elsewhere[t.Entry.ID()]; ok {
+			taken, where = append(taken, t), append(where, slice)
+		}
+	}
+	return taken, where, nil
+}
+
+// retire disarms a done or abandoned hand-off (domain.HandoffStateOf), after a live recheck that
+// the live Composition is in the same state: ArmedDone once Eno has acted on every tombstone,
+// ArmedOff once nothing watches it any more. ie is why recovery leaves comp alone, or nil.
+func (s *Service) retire(ctx context.Context, comp domain.Composition, state domain.HandoffState, ie *domain.IneligibleError) error {
+	live, err := s.recheck(ctx, comp, func(live domain.Composition) error {
+		_, liveIE := s.policy.RecoveryStageOf(live)
+		if again, _ := domain.HandoffStateOf(live, liveIE); again != state {
+			return errors.New("its hand-off no longer needs disarming")
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("disarming the hand-off: %w", err)
+	}
+	log := logr.FromContextOrDiscard(ctx)
+	if state == domain.HandoffDone {
+		if _, err := s.deps.Sink.ArmTombstones(ctx, live, domain.ArmedDone); err != nil {
+			return fmt.Errorf("disarming the hand-off: %w", err)
+		}
+		log.Info("disarmed a hand-off", "value", domain.ArmedDone, "why", "synthesis "+comp.SynthesisUUID()+" is Ready, so Eno has acted on every tombstone it was handed")
+		return nil
+	}
+	if err := s.deps.Sink.DisarmTombstones(ctx, live); err != nil {
+		return fmt.Errorf("disarming the hand-off: %w", err)
+	}
+	why := "the composition left recovery (" + ie.Reason.String() + ") while its hand-off was armed, and nothing watches it any more"
+	s.deps.Metrics.TombstoneAlert("HandoffDisarmed", 0)
+	s.deps.Events.Warning(comp, "HandoffDisarmed", fmt.Sprintf("%s; %s is now %q, so Eno deletes none of the hand-off's tombstones: check the remaining orphans by hand",
+		why, domain.AnnotationArmed, domain.ArmedOff))
+	log.Info("disarmed a hand-off", "value", domain.ArmedOff, "why", why)
+	return nil
+}
