@@ -192,30 +192,13 @@ func (s *Service) stillArmed(written domain.Composition, digest string) func(dom
 // refusal.
 func (s *Service) resumeNamed(ctx context.Context, comp domain.Composition, names []string) (RecoverResult, error) {
 	res := RecoverResult{Composition: comp}
-	var read []domain.ResourceSlice
-	var lost []string
-	for _, name := range names {
-		sl, err := s.deps.Slices.GetSlice(ctx, comp.Namespace, name)
-		switch {
-		case errors.Is(err, ports.ErrNotFound):
-			lost = append(lost, name)
-			continue
-		case err != nil:
-			return res, fmt.Errorf("reading recovery slice %s of synthesis %s: %w", name, comp.SynthesisUUID(), err)
-		}
-		read = append(read, sl)
+	h, read, lost, err := s.readNamed(ctx, comp, names)
+	if err != nil {
+		return res, err
 	}
 	if len(read) == 0 {
 		err := &domain.RecoverySliceInvalidError{Slice: names[0], Detail: "every recovery slice the synthesis names is gone, so the hand-off is unknown"}
 		s.refuse(comp, "RecoverySliceLost", err)
-		return res, err
-	}
-	h, err := domain.HandoffFromSlices(comp, read)
-	if err != nil {
-		var invalid *domain.RecoverySliceInvalidError
-		if errors.As(err, &invalid) {
-			s.refuse(comp, "RecoverySliceInvalid", invalid)
-		}
 		return res, err
 	}
 	if parts, ok := domain.PartsOf(read[0]); ok {
@@ -234,6 +217,21 @@ func (s *Service) resumeNamed(ctx context.Context, comp domain.Composition, name
 	}
 	logr.FromContextOrDiscard(ctx).Info("resuming a named hand-off", "slices", names, "lost", lost)
 	return s.finish(ctx, comp, domain.RecoveryPlan{}, h, names)
+}
+
+// readNamed reads the recovery slices names of comp's current synthesis, in order, the names of
+// those that are gone, and the hand-off the others carry. A slice that is not this controller's
+// hand-off of that synthesis is never adopted: a RecoverySliceInvalid refusal.
+func (s *Service) readNamed(ctx context.Context, comp domain.Composition, names []string) (h domain.Handoff, read []domain.ResourceSlice, gone []string, err error) {
+	if read, gone, err = readRecoverySlices(ctx, s.deps.Slices, comp, names); err != nil || len(read) == 0 {
+		return h, read, gone, err
+	}
+	h, err = domain.HandoffFromSlices(comp, read)
+	var invalid *domain.RecoverySliceInvalidError
+	if errors.As(err, &invalid) {
+		s.refuse(comp, "RecoverySliceInvalid", invalid)
+	}
+	return h, read, gone, err
 }
 
 // finish writes the Recovered decision, naming the first recovery slice and counting every

@@ -18,34 +18,18 @@ const disarmedEventLimit = 20
 // watch reads the recovery slices of a decided or carried hand-off and looks at their pending
 // tombstones for what the tombstones' precondition cannot see (watchTakeovers), every
 // --pending-recheck-interval and at once when the fleet index sees a slice threaten it. A gone slice has
-// nothing left to watch. A decided slice that is not this controller's hand-off is refused as
-// RecoverySliceInvalid; a carried one is left out (readCarried).
+// nothing left to watch. A decided slice that is not this controller's hand-off is refused
+// (readNamed); a carried one is left out (readCarried).
 func (s *Service) watch(ctx context.Context, comp domain.Composition, state domain.HandoffState, names []string) error {
 	var read []domain.ResourceSlice
+	var err error
 	if state == domain.HandoffCarried {
-		carried, _, err := readCarried(ctx, s.deps.Slices, comp, names)
-		if err != nil {
-			return fmt.Errorf("watching carried tombstones: %w", err)
-		}
-		for _, c := range carried {
-			read = append(read, c.slice)
-		}
-		return s.watchTakeovers(ctx, comp, read)
+		read, _, _, err = readCarried(ctx, s.deps.Slices, comp, names)
+	} else {
+		_, read, _, err = s.readNamed(ctx, comp, names)
 	}
-	for _, name := range names {
-		sl, err := s.deps.Slices.GetSlice(ctx, comp.Namespace, name)
-		switch {
-		case errors.Is(err, ports.ErrNotFound):
-			continue
-		case err != nil:
-			return fmt.Errorf("watching the hand-off: reading recovery slice %s: %w", name, err)
-		}
-		if _, err := domain.HandoffFromSlice(comp, sl); err != nil {
-			invalid := &domain.RecoverySliceInvalidError{Slice: name, Detail: err.Error()}
-			s.refuse(comp, "RecoverySliceInvalid", invalid)
-			return invalid
-		}
-		read = append(read, sl)
+	if err != nil {
+		return fmt.Errorf("watching the hand-off: %w", err)
 	}
 	return s.watchTakeovers(ctx, comp, read)
 }
