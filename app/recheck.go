@@ -12,7 +12,7 @@ import (
 // recheck reads the Composition live and aborts unless it is the same incarnation and synthesis
 // and still passes check. It returns the live object, whose resourceVersion guards the next write.
 func (s *Service) recheck(ctx context.Context, read domain.Composition, check func(domain.Composition) error) (domain.Composition, error) {
-	live, err := s.deps.Guard.LiveComposition(ctx, read.Ref())
+	live, err := s.deps.Live.LiveComposition(ctx, read.Ref())
 	if errors.Is(err, ports.ErrNotFound) {
 		return domain.Composition{}, &StaleCompositionError{Ref: read.Ref(), Detail: "it was deleted"}
 	}

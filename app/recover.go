@@ -147,7 +147,7 @@ type planner struct {
 	secrets    ports.SnapshotLister
 	slices     ports.SliceReader
 	fleet      ports.FleetIndex
-	guard      ports.CompositionGuard
+	live       ports.LiveReader
 	downstream ports.DownstreamReader
 	// failures counts each object's consecutive failed reads; nil keeps a failure at once (a
 	// dry run).
@@ -155,7 +155,7 @@ type planner struct {
 }
 
 // readFailuresToKeep is how many consecutive plans must fail to read an object before it is
-// kept as unreadable: a blip is retried, a persistent error does not stall recovery (N3).
+// kept as unreadable: a blip is retried, a persistent error does not stall recovery (read outage).
 const readFailuresToKeep = 3
 
 // readFailures counts consecutive failed reads per object, in this process.
@@ -221,7 +221,7 @@ func (p planner) planListed(ctx context.Context, comp domain.Composition, lineag
 		Now:                  now,
 	}
 	if snapErr == nil {
-		// Across every shard: the cache holds this shard's Compositions only (K6a).
+		// Across every shard: the cache holds this shard's Compositions only (lineage across shards).
 		if in.LineageMembers, err = p.fleet.LineageMembers(ctx, comp.Ref(), lineage); err != nil {
 			return domain.RecoveryPlan{}, reads, fmt.Errorf("finding compositions that share lineage %s: %w", lineage, err)
 		}
@@ -273,7 +273,7 @@ func (p planner) liveOwners(ctx context.Context, refs []domain.CompositionRef) (
 	var live []domain.LiveOwner
 	var undecided []error
 	for _, ref := range refs {
-		owner, err := p.guard.LiveComposition(ctx, ref)
+		owner, err := p.live.LiveComposition(ctx, ref)
 		switch {
 		case errors.Is(err, ports.ErrNotFound):
 			continue
@@ -294,7 +294,7 @@ func (p planner) liveOwners(ctx context.Context, refs []domain.CompositionRef) (
 }
 
 // markProducedElsewhere turns each present object whose identity a slice of another
-// Composition applies or patches into ObjectProducedElsewhere: it is kept (K4). The slices of
+// Composition applies or patches into ObjectProducedElsewhere: it is kept (identical takeover). The slices of
 // the owners excluded (this Composition, the incarnation the history recorded) do not count.
 func (p planner) markProducedElsewhere(ctx context.Context, observed map[domain.ResourceID]domain.Observation, excluded ...string) error {
 	elsewhere, err := p.fleet.ProducedElsewhere(ctx, slices.Collect(maps.Keys(observed)), excluded...)

@@ -345,7 +345,7 @@ func TestLineageMembers(t *testing.T) {
 	bad := composition()
 	bad.Name = "bad"
 	bad.Annotations = map[string]string{domain.AnnotationLineageOverride: "Not A Label"}
-	// Another namespace, another shard (its labels match no selector of ours): a member too (K6a).
+	// Another namespace, another shard (its labels match no selector of ours): a member too (lineage across shards).
 	elsewhere := composition()
 	elsewhere.Namespace, elsewhere.Name = "team-z", "web-copy"
 	elsewhere.Labels = map[string]string{"shard": "other"}

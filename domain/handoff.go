@@ -251,7 +251,7 @@ func HandoffFromSlice(c Composition, s ResourceSlice) (Handoff, error) {
 
 // sameDigest is the hand-off digest that r's precondition names, which must be digest unless
 // that is still empty. A tombstone without this controller's precondition (a stale writer's
-// plain tombstone, K3) is no hand-off of ours: Eno would delete its object unchecked.
+// plain tombstone) is no hand-off of ours: Eno would delete its object unchecked.
 func sameDigest(digest string, r SliceResource) (string, error) {
 	m, err := readManifest([]byte(r.Manifest))
 	if err != nil {

@@ -77,10 +77,10 @@ func TestHandoffFromSlice(t *testing.T) {
 		{"a resource that is not a tombstone", func(s *domain.ResourceSlice) {
 			s.Resources = []domain.SliceResource{{Manifest: h.Resources[0].Manifest}}
 		}},
-		{"K3: a stale writer's plain tombstone, with no precondition", func(s *domain.ResourceSlice) {
+		{"a stale writer's plain tombstone, with no precondition", func(s *domain.ResourceSlice) {
 			s.Resources = append(slices.Clone(s.Resources), domain.SliceResource{Manifest: manifest("v1", "ConfigMap", "ns", "plain"), Deleted: true})
 		}},
-		{"K3: only plain tombstones", func(s *domain.ResourceSlice) {
+		{"stale writer: only plain tombstones", func(s *domain.ResourceSlice) {
 			s.Resources = []domain.SliceResource{{Manifest: manifest("v1", "ConfigMap", "ns", "plain"), Deleted: true}}
 		}},
 	}
@@ -272,7 +272,7 @@ func TestCheckReusable(t *testing.T) {
 	}
 }
 
-// K3 after a reload (R2): a refused slice stays named, and eno-reconciler acts on its tombstones
+// stale writer after a reload (R2): a refused slice stays named, and eno-reconciler acts on its tombstones
 // on its next restart; the refusal says what to do before one.
 func TestRecoverySliceInvalidTellsWhatToDoBeforeARestart(t *testing.T) {
 	msg := (&domain.RecoverySliceInvalidError{Slice: "web-recovery-0", Detail: "no precondition"}).Error()

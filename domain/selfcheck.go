@@ -118,7 +118,7 @@ func selfCheckingManifest(t Tombstone, eno EnoManagers, written time.Time, diges
 // before the Composition's, so where the precondition applies nothing (it fails to evaluate:
 // the arming annotation removed, a field missing) a "false" would beat the Composition's pause;
 // "true" keeps the object, and the precondition's own pause check covers the rest (design
-// §6.2, N5). The recorded map is not changed.
+// §6.2, self-check). The recorded map is not changed.
 func TombstoneAnnotations(recorded map[string]string, overrides string) map[string]string {
 	annotations := maps.Clone(recorded)
 	if annotations == nil {

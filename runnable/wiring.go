@@ -158,7 +158,7 @@ func (g *Guest) service(comps compositionLister, secrets *cachedSecrets, fleet *
 	if err != nil {
 		return nil, err
 	}
-	deps := app.Deps{Compositions: compositions, Guard: compositions, Decisions: compositions, Fleet: fleet, Store: store}
+	deps := app.Deps{Compositions: compositions, Live: compositions, Decisions: compositions, Fleet: fleet, Store: store}
 	if deps.Slices, err = k8s.NewSlices(c.dynamic); err != nil {
 		return nil, err
 	}
