@@ -30,7 +30,7 @@ type step struct {
 func (s *Service) advance(ctx context.Context, comp domain.Composition) (step, error) {
 	st := step{comp: comp, observed: &ports.CompositionState{}}
 	for {
-		_, ie := s.policy.RecoveryStageOf(st.comp)
+		ie := s.policy.Ineligible(st.comp)
 		state, slices := domain.HandoffStateOf(st.comp, ie)
 		switch state {
 		case domain.HandoffAbandoned:

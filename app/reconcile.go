@@ -79,7 +79,7 @@ func (s *Service) skip(ctx context.Context, comp domain.Composition, ie *domain.
 // opted out, deleting) is forgotten, with its orphan count; any other is reported with its
 // lineage and its last orphan count.
 func (s *Service) observed(ref domain.CompositionRef, comp domain.Composition, state ports.CompositionState) {
-	if stage, _ := s.policy.RecoveryStageOf(comp); stage == domain.StageIneligible {
+	if s.policy.Ineligible(comp) != nil {
 		s.orphans.forget(ref)
 		s.deps.Metrics.CompositionObserved(ref, ports.CompositionState{})
 		return

@@ -116,8 +116,7 @@ func (s *Service) producedElsewhere(ctx context.Context, tombstones []domain.Tom
 // ArmedOff once nothing watches it any more. ie is why recovery leaves comp alone, or nil.
 func (s *Service) retire(ctx context.Context, comp domain.Composition, state domain.HandoffState, ie *domain.IneligibleError) error {
 	live, err := s.recheck(ctx, comp, func(live domain.Composition) error {
-		_, liveIE := s.policy.RecoveryStageOf(live)
-		if again, _ := domain.HandoffStateOf(live, liveIE); again != state {
+		if again, _ := domain.HandoffStateOf(live, s.policy.Ineligible(live)); again != state {
 			return errors.New("its hand-off no longer needs disarming")
 		}
 		return nil

@@ -368,5 +368,5 @@ func TestLineageOwnersAreDistinct(t *testing.T) {
 	)
 	snap, err := domain.ReadSnapshotFor(composition(), secrets, now, 0, domain.AdoptWithinNamespace)
 	require.NoError(t, err)
-	assert.Equal(t, []domain.CompositionRef{{Namespace: "team-a", Name: "east"}, {Namespace: "team-a", Name: "web"}}, snap.LineageOwners())
+	assert.Equal(t, []domain.CompositionRef{{Namespace: "team-a", Name: "east"}}, domain.SharedLineageOwners(composition(), snap))
 }

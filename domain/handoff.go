@@ -204,19 +204,6 @@ func recoverySlicesIn(compName, synthesisUUID string, names []string) []string {
 	return out
 }
 
-// DecidedRecoverySlices are the recovery slices of d, a Recovered decision of the Composition's
-// current synthesis: every one the synthesis names when the first is d.TombstoneSlice, else
-// d.TombstoneSlice alone, so that a slice no longer named is still looked at.
-func (c Composition) DecidedRecoverySlices(d Decision) []string {
-	if names := c.NamedRecoverySlices(); len(names) > 0 && names[0] == d.TombstoneSlice {
-		return names
-	}
-	if d.TombstoneSlice == "" {
-		return nil
-	}
-	return []string{d.TombstoneSlice}
-}
-
 // HandoffFromSlice reads back the hand-off a recovery slice carries for the Composition's
 // current synthesis. It fails when the slice is not this controller's slice for that synthesis:
 // controlled by another object, stamped for another synthesis, carrying no Recovered decision
@@ -473,7 +460,12 @@ func HandoffStateOf(c Composition, ineligible *IneligibleError) (HandoffState, [
 	case c.Armed() && c.Synthesis.Ready && len(c.NamedRecoverySlices()) == 0:
 		return HandoffDone, nil
 	case d.Outcome == OutcomeRecovered && d.TombstoneSlice != "":
-		return HandoffDecided, c.DecidedRecoverySlices(d)
+		// Every slice the synthesis names when the first is the decided one, else that one
+		// alone, so that a slice no longer named is still looked at.
+		if names := c.NamedRecoverySlices(); len(names) > 0 && names[0] == d.TombstoneSlice {
+			return HandoffDecided, names
+		}
+		return HandoffDecided, []string{d.TombstoneSlice}
 	case !c.Synthesis.Ready && len(CarriedRecoverySlices(c)) > 0:
 		return HandoffCarried, CarriedRecoverySlices(c)
 	}

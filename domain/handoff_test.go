@@ -132,6 +132,7 @@ func TestNamedRecoverySlices(t *testing.T) {
 func TestHandoffStateOf(t *testing.T) {
 	const digest = "0123456789abcdef"
 	named := domain.RecoverySliceName("web", synUUID, digest, 0)
+	part1 := domain.RecoverySliceName("web", synUUID, digest, 1)
 	carried := domain.RecoverySliceName("web", oldSynUUID, digest, 0)
 	recovered := domain.Decision{SynthesisUUID: synUUID, Outcome: domain.OutcomeRecovered, TombstoneSlice: named, DecidedAt: time.Now()}
 	nothing := domain.Decision{SynthesisUUID: synUUID, Outcome: domain.OutcomeNothingToRecover, Reason: domain.ReasonAlreadyDecided, DecidedAt: time.Now()}
@@ -155,6 +156,8 @@ func TestHandoffStateOf(t *testing.T) {
 		{"named, not decided", comp{armed: digest, slices: []string{goldenSlice, named}}, nil, domain.HandoffNamed, []string{named}},
 		{"named, not decided, Ready: resumed first", comp{armed: digest, ready: true, slices: []string{goldenSlice, named}}, nil, domain.HandoffNamed, []string{named}},
 		{"decided Recovered", comp{armed: digest, slices: []string{goldenSlice, named}, decision: &recovered}, nil, domain.HandoffDecided, []string{named}},
+		{"decided Recovered, every part", comp{armed: digest, slices: []string{goldenSlice, named, part1}, decision: &recovered}, nil, domain.HandoffDecided, []string{named, part1}},
+		{"decided Recovered, its slice no longer named: still looked at", comp{armed: digest, slices: []string{goldenSlice}, decision: &recovered}, nil, domain.HandoffDecided, []string{named}},
 		{"decided Recovered, a stale Ready", comp{armed: digest, ready: true, slices: []string{goldenSlice, named}, decision: &recovered}, nil, domain.HandoffDecided, []string{named}},
 		{"decided otherwise", comp{ready: true, slices: []string{goldenSlice}, decision: &nothing}, nil, domain.HandoffNone, nil},
 		{"carried, not Ready", comp{armed: digest, slices: []string{goldenSlice}, decision: &nothing, carried: true}, nil, domain.HandoffCarried, []string{carried}},
@@ -187,15 +190,6 @@ func TestHandoffStateOf(t *testing.T) {
 			assert.Equal(t, tt.names, names)
 		})
 	}
-}
-
-func TestDecidedRecoverySlices(t *testing.T) {
-	name := func(part int) string { return domain.RecoverySliceName("web", synUUID, "0123456789abcdef", part) }
-	c := composition()
-	c.Synthesis.Slices = []string{goldenSlice, name(0), name(1), name(2)}
-	assert.Equal(t, []string{name(0), name(1), name(2)}, c.DecidedRecoverySlices(domain.Decision{TombstoneSlice: name(0)}), "every slice the synthesis names")
-	assert.Equal(t, []string{"gone"}, c.DecidedRecoverySlices(domain.Decision{TombstoneSlice: "gone"}), "the decided slice, named or not")
-	assert.Empty(t, c.DecidedRecoverySlices(domain.Decision{}))
 }
 
 // The hand-off is complete once force-resynthesis names the current synthesis, not another.
