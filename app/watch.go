@@ -81,15 +81,8 @@ func (s *Service) watchTakeovers(ctx context.Context, comp domain.Composition, r
 	if err != nil {
 		return err
 	}
-	if err := s.deps.Sink.DisarmTombstones(ctx, live); err != nil {
-		return fmt.Errorf("disarming the hand-off: %w", err)
-	}
-	s.deps.Metrics.TombstoneAlert("HandoffDisarmed", len(taken))
-	s.deps.Events.Warning(comp, "HandoffDisarmed", fmt.Sprintf(
-		"%d tombstones of the hand-off name objects another composition now produces (%s, in %s); %s is now %q, so Eno deletes none of the hand-off's tombstones: check the remaining orphans by hand",
-		len(taken), domain.FirstIDs(taken, disarmedEventLimit), where[0], domain.AnnotationArmed, domain.ArmedOff))
-	logr.FromContextOrDiscard(ctx).Info("disarmed a hand-off: another composition produces some of its tombstones", "tombstones", len(taken))
-	return nil
+	return s.disarm(ctx, comp, live, len(taken), fmt.Sprintf("%d tombstones of the hand-off name objects another composition now produces (%s, in %s)",
+		len(taken), domain.FirstIDs(taken, disarmedEventLimit), where[0]))
 }
 
 // producedElsewhere asks the fleet index which tombstones name an identity a slice of another
@@ -124,21 +117,25 @@ func (s *Service) retire(ctx context.Context, comp domain.Composition, state dom
 	if err != nil {
 		return fmt.Errorf("disarming the hand-off: %w", err)
 	}
-	log := logr.FromContextOrDiscard(ctx)
 	if state == domain.HandoffDone {
 		if _, err := s.deps.Sink.ArmTombstones(ctx, live, domain.ArmedDone); err != nil {
 			return fmt.Errorf("disarming the hand-off: %w", err)
 		}
-		log.Info("disarmed a hand-off", "value", domain.ArmedDone, "why", "synthesis "+comp.SynthesisUUID()+" is Ready, so Eno has acted on every tombstone it was handed")
+		logr.FromContextOrDiscard(ctx).Info("disarmed a hand-off", "value", domain.ArmedDone, "why", "synthesis "+comp.SynthesisUUID()+" is Ready, so Eno has acted on every tombstone it was handed")
 		return nil
 	}
+	return s.disarm(ctx, comp, live, 0, "the composition left recovery ("+ie.Reason.String()+") while its hand-off was armed, and nothing watches it any more")
+}
+
+// disarm writes ArmedOff on live, for good, and says why: a HandoffDisarmed warning and metric
+// (n tombstones taken over, or 0).
+func (s *Service) disarm(ctx context.Context, comp, live domain.Composition, n int, why string) error {
 	if err := s.deps.Sink.DisarmTombstones(ctx, live); err != nil {
 		return fmt.Errorf("disarming the hand-off: %w", err)
 	}
-	why := "the composition left recovery (" + ie.Reason.String() + ") while its hand-off was armed, and nothing watches it any more"
-	s.deps.Metrics.TombstoneAlert("HandoffDisarmed", 0)
+	s.deps.Metrics.TombstoneAlert("HandoffDisarmed", n)
 	s.deps.Events.Warning(comp, "HandoffDisarmed", fmt.Sprintf("%s; %s is now %q, so Eno deletes none of the hand-off's tombstones: check the remaining orphans by hand",
 		why, domain.AnnotationArmed, domain.ArmedOff))
-	log.Info("disarmed a hand-off", "value", domain.ArmedOff, "why", why)
+	logr.FromContextOrDiscard(ctx).Info("disarmed a hand-off", "value", domain.ArmedOff, "why", why)
 	return nil
 }
