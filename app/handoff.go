@@ -108,7 +108,7 @@ func (s *Service) handOff(ctx context.Context, comp domain.Composition, plan dom
 		}
 		return res, fmt.Errorf("%s %d tombstones: %w", step, len(h.Resources), err)
 	}
-	live, err := s.recheck(ctx, comp, s.readyToCommit(comp))
+	live, err := s.recheck(ctx, comp, s.readyToCommit(comp, ""))
 	if err != nil {
 		return fail("handing over", err)
 	}
@@ -164,23 +164,11 @@ func (s *Service) nameRecoverySlice(ctx context.Context, written domain.Composit
 		if err == nil || attempt == nameAttempts || !errors.Is(err, ports.ErrSynthesisMoved) {
 			return named, err
 		}
-		live, rerr := s.recheck(ctx, written, s.stillArmed(written, digest))
+		live, rerr := s.recheck(ctx, written, s.readyToCommit(written, digest))
 		if rerr != nil {
 			return domain.Composition{}, fmt.Errorf("%w; re-read: %w", err, rerr)
 		}
 		written = live
-	}
-}
-
-// stillArmed is the recheck before a retried append: readyToCommit against the Composition as
-// this pass wrote it, and the arming annotation still digest.
-func (s *Service) stillArmed(written domain.Composition, digest string) func(domain.Composition) error {
-	ready := s.readyToCommit(written)
-	return func(live domain.Composition) error {
-		if a := live.Annotations[domain.AnnotationArmed]; a != digest {
-			return fmt.Errorf("its arming annotation is now %q, not this hand-off's %s", a, digest)
-		}
-		return ready(live)
 	}
 }
 

@@ -54,9 +54,14 @@ func (s *Service) planStillHolds(read domain.Composition) func(domain.Compositio
 // readyToCommit adds to planStillHolds what arming requires of the live object itself: not
 // disarmed, and no synthesis in flight (domain.CommitPrecondition). A recovery slice named since
 // the read changes the slice list, a plan input: a hand-off there is finished, never joined.
-func (s *Service) readyToCommit(read domain.Composition) func(domain.Composition) error {
+// Before a retried append, read is the Composition as this pass wrote it, and the arming
+// annotation must still be digest.
+func (s *Service) readyToCommit(read domain.Composition, digest string) func(domain.Composition) error {
 	holds := s.planStillHolds(read)
 	return func(live domain.Composition) error {
+		if a := live.Annotations[domain.AnnotationArmed]; digest != "" && a != digest {
+			return fmt.Errorf("its arming annotation is now %q, not this hand-off's %s", a, digest)
+		}
 		if live.HandoffDisarmed() {
 			return fmt.Errorf("its hand-off is disarmed (%s=%s): recovery hands Eno nothing until an operator removes the annotation", domain.AnnotationArmed, domain.ArmedOff)
 		}
