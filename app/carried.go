@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/go-logr/logr"
 
@@ -25,7 +24,7 @@ const orphansEventLimit = 20
 // it?").
 func (s *Service) verifyCarried(ctx context.Context, comp domain.Composition) {
 	log := logr.FromContextOrDiscard(ctx)
-	check, err := s.checkCarried(ctx, comp)
+	check, err := checkCarried(ctx, s.deps.Slices, s.planner, comp)
 	if err != nil {
 		log.Error(err, "could not check that Eno deleted the tombstones it was handed")
 		return
@@ -61,25 +60,14 @@ type carriedCheck struct {
 }
 
 // checkCarried reads the hand-off comp's previous synthesis carried, and the objects its
-// tombstones name. Nothing carried is an empty check.
-func (s *Service) checkCarried(ctx context.Context, comp domain.Composition) (carriedCheck, error) {
-	var check carriedCheck
-	names := domain.CarriedRecoverySlices(comp)
-	if len(names) == 0 {
-		return check, nil
-	}
-	read, gone, err := readCarried(ctx, s.deps.Slices, comp, names)
-	if err != nil {
+// tombstones name, through p. Nothing carried is an empty check. The controller and inspect both
+// check through it.
+func checkCarried(ctx context.Context, slices ports.SliceReader, p planner, comp domain.Composition) (check carriedCheck, err error) {
+	_, check.tombstones, check.gone, err = readCarried(ctx, slices, comp, domain.CarriedRecoverySlices(comp))
+	if err != nil || len(check.tombstones) == 0 {
 		return check, err
 	}
-	check.gone = gone
-	for _, c := range read {
-		check.tombstones = append(check.tombstones, c.pending...)
-	}
-	if len(check.tombstones) == 0 {
-		return check, nil
-	}
-	observed, err := s.planner.observe(ctx, check.tombstones)
+	observed, err := p.observe(ctx, check.tombstones)
 	if err != nil {
 		return check, fmt.Errorf("reading the objects Eno was handed: %w", err)
 	}
@@ -87,59 +75,36 @@ func (s *Service) checkCarried(ctx context.Context, comp domain.Composition) (ca
 	return check, nil
 }
 
-// watchCarried keeps watching a carried hand-off while Eno may not have acted on it: while the
-// synthesis that carried it is not Ready, a tombstone can wait behind an earlier readiness
-// group. Its tombstones check themselves on Eno's read; guardHandoff adds what they cannot see.
-// It returns when to look again; zero when nothing waits.
-func (s *Service) watchCarried(ctx context.Context, comp domain.Composition) (time.Duration, error) {
-	names := domain.CarriedRecoverySlices(comp)
-	if len(names) == 0 || comp.Synthesis == nil || comp.Synthesis.Ready || s.policy.CheckHandoff(comp) != nil {
-		return 0, nil
-	}
-	read, _, err := readCarried(ctx, s.deps.Slices, comp, names)
-	if err != nil {
-		return 0, fmt.Errorf("watching carried tombstones: %w", err)
-	}
-	var tombstones []domain.Tombstone
-	var sources []string
-	for _, c := range read {
-		tombstones = append(tombstones, c.pending...)
-		sources = append(sources, c.slice.Annotations[domain.AnnotationSourceUID])
-	}
-	if err := s.guardHandoff(ctx, comp, tombstones, sources); err != nil {
-		return 0, err
-	}
-	return s.cfg.PendingRecheckInterval, nil
-}
-
-// carriedSlice is one carried recovery slice of this incarnation, read back.
-type carriedSlice struct {
-	slice              domain.ResourceSlice
-	pending, withdrawn []domain.Tombstone
-}
-
 // readCarried reads the carried recovery slices names: those that are this incarnation's hand-off
-// of the previous synthesis, and the names of those that are gone. A slice under such a name
-// that is not ours is left out (logged): it is never checked, nor written. The controller and
-// inspect both read through it.
-func readCarried(ctx context.Context, slices ports.SliceReader, comp domain.Composition, names []string) ([]carriedSlice, []string, error) {
-	var read []carriedSlice
-	var gone []string
+// of the previous synthesis, with their pending tombstones, and the names of those that are
+// gone. A slice under such a name that is not ours is left out (logged): it is never checked,
+// nor written.
+func readCarried(ctx context.Context, slices ports.SliceReader, comp domain.Composition, names []string) (read []domain.ResourceSlice, pending []domain.Tombstone, gone []string, err error) {
+	all, gone, err := readRecoverySlices(ctx, slices, comp, names)
+	for _, sl := range all {
+		p, err := domain.CarriedTombstones(comp, sl)
+		if err != nil {
+			logr.FromContextOrDiscard(ctx).Info("a slice with a recovery slice's name in the previous synthesis is not this controller's hand-off; not checked", "slice", sl.Name, "reason", err.Error())
+			continue
+		}
+		read, pending = append(read, sl), append(pending, p...)
+	}
+	return read, pending, gone, err
+}
+
+// readRecoverySlices reads the recovery slices names of comp, in order, and the names of those
+// that are gone.
+func readRecoverySlices(ctx context.Context, slices ports.SliceReader, comp domain.Composition, names []string) (read []domain.ResourceSlice, gone []string, err error) {
 	for _, name := range names {
 		sl, err := slices.GetSlice(ctx, comp.Namespace, name)
 		switch {
 		case errors.Is(err, ports.ErrNotFound):
 			gone = append(gone, name)
-			continue
 		case err != nil:
 			return nil, nil, fmt.Errorf("reading recovery slice %s: %w", name, err)
+		default:
+			read = append(read, sl)
 		}
-		pending, withdrawn, err := domain.CarriedTombstones(comp, sl)
-		if err != nil {
-			logr.FromContextOrDiscard(ctx).Info("a slice with a recovery slice's name in the previous synthesis is not this controller's hand-off; not checked", "slice", name, "reason", err.Error())
-			continue
-		}
-		read = append(read, carriedSlice{slice: sl, pending: pending, withdrawn: withdrawn})
 	}
 	return read, gone, nil
 }

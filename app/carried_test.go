@@ -184,7 +184,7 @@ func TestCarriedHandoffStaysWatched(t *testing.T) {
 		assert.Zero(t, res.RequeueAfter)
 		assert.Zero(t, f.sink.DisarmTombstonesCallCount())
 	})
-	t.Run("a failed list is retried after the interval, not the controller's backoff (N4)", func(t *testing.T) {
+	t.Run("a failed list is retried after the interval, not the controller's backoff (failed watch)", func(t *testing.T) {
 		f := carriedWaiting(t)
 		f.fleet.ProducedElsewhereReturns(nil, errors.New("500"))
 		res, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())

@@ -41,7 +41,7 @@ func TestRecoverListsACascadingOrphan(t *testing.T) {
 	assert.Equal(t, 1, n)
 }
 
-// N3 (design §6.3): a pass canceled while it reads is an error, never a set of failed reads to
+// read outage (design §6.3): a pass canceled while it reads is an error, never a set of failed reads to
 // keep: nothing is decided.
 func TestRecoverCanceledWhileReadingDecidesNothing(t *testing.T) {
 	rs := resources(9)
@@ -74,7 +74,7 @@ func TestRecoverCanceledWhileReadingDecidesNothing(t *testing.T) {
 	assert.Zero(t, f.sink.CreateRecoverySliceCallCount())
 }
 
-// K4 at planning (design §6.3): an object another Composition's slice applies is dropped as
+// identical takeover at planning (design §6.3): an object another Composition's slice applies is dropped as
 // ProducedElsewhere from the one slice list the plan reads, never handed over.
 func TestRecoverDropsWhatAnotherCompositionProduces(t *testing.T) {
 	rs := resources(9)

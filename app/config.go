@@ -127,7 +127,7 @@ func (c Config) Validate() error {
 // Deps are the adapters the use cases drive. Events and Metrics are optional.
 type Deps struct {
 	Compositions ports.CompositionReader
-	Guard        ports.CompositionGuard
+	Live         ports.LiveReader
 	Slices       ports.SliceReader
 	// Fleet answers what other Compositions produce and who carries a lineage (design §6.3).
 	Fleet     ports.FleetIndex
@@ -146,7 +146,7 @@ func (d Deps) validate() error {
 		nil_ bool
 	}{
 		{"Compositions", d.Compositions == nil},
-		{"Guard", d.Guard == nil},
+		{"Live", d.Live == nil},
 		{"Slices", d.Slices == nil},
 		{"Fleet", d.Fleet == nil},
 		{"Store", d.Store == nil},
@@ -194,7 +194,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		deps.Metrics = noMetrics{}
 	}
 	return &Service{cfg: cfg, policy: domain.Policy{Enabled: cfg.Enabled, Scope: cfg.Scope}, deps: deps, planner: planner{
-		cfg: cfg, secrets: deps.Store, slices: deps.Slices, fleet: deps.Fleet, guard: deps.Guard, downstream: deps.Downstream, failures: &readFailures{},
+		cfg: cfg, secrets: deps.Store, slices: deps.Slices, fleet: deps.Fleet, live: deps.Live, downstream: deps.Downstream, failures: &readFailures{},
 	}, reviews: newIgnoredReviews(), marks: &markedSyntheses{}, orphans: newOrphanReports()}, nil
 }
 

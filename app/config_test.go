@@ -71,7 +71,7 @@ func TestNewRefusesNilDependenciesAndBadConfig(t *testing.T) {
 	} {
 		bad := f.cfg
 		tc.mutate(&bad)
-		_, err = app.New(bad, app.Deps{Compositions: f.comps, Guard: f.guard, Slices: f.reader, Store: f.store, Sink: f.sink, Decisions: f.decisions})
+		_, err = app.New(bad, app.Deps{Compositions: f.comps, Live: f.live, Slices: f.reader, Store: f.store, Sink: f.sink, Decisions: f.decisions})
 		var se *app.SettingError
 		require.ErrorAs(t, err, &se)
 		assert.Equal(t, tc.setting, se.Setting)

@@ -82,7 +82,7 @@ func TestRecordRefusesAnotherControlPlanesSecret(t *testing.T) {
 		assert.Equal(t, otherControlPlane, lc.OtherControlPlane)
 		assert.Contains(t, err.Error(), "control plane "+otherControlPlane)
 		assert.Zero(t, f.writes())
-		assert.Zero(t, f.guard.LiveCompositionCallCount(), "another control plane's Composition is not read on this one")
+		assert.Zero(t, f.live.LiveCompositionCallCount(), "another control plane's Composition is not read on this one")
 	})
 	t.Run("unnamed: adopted and stamped", func(t *testing.T) {
 		f := newFixture(t)

@@ -38,7 +38,7 @@ func (m *markedSyntheses) done(ref domain.CompositionRef, key string) {
 // markDisabledLater runs when recording cannot record comp's current synthesis (not Ready,
 // awaiting a decision, or the Composition deleting). When that synthesis disables an
 // entry that the snapshot a successor would read records enabled, it marks the snapshot, and a
-// successor's recovery keeps the entry as Disabled (design §4, K7). The synthesis's slices are
+// successor's recovery keeps the entry as Disabled (design §4, disabled later). The synthesis's slices are
 // read once per synthesis and process; the Secrets only when it disables something; one write
 // only when it disables a recorded entry not marked yet.
 func (s *Service) markDisabledLater(ctx context.Context, comp domain.Composition) error {

@@ -37,7 +37,7 @@ func markFixture(t *testing.T, slice func(domain.ResourceSlice) domain.ResourceS
 	return f
 }
 
-// K7 (review): the synthesis of a hand-off is never recorded, so what it disables is marked too;
+// disabled later (review): the synthesis of a hand-off is never recorded, so what it disables is marked too;
 // its recovery slices, which hold only this controller's tombstones, are not read.
 func TestHandoffSynthesisThatDisablesMarksTheSnapshot(t *testing.T) {
 	f := markFixture(t, func(s domain.ResourceSlice) domain.ResourceSlice { return withDisabled(s, 5, false) })
@@ -53,7 +53,7 @@ func TestHandoffSynthesisThatDisablesMarksTheSnapshot(t *testing.T) {
 	assert.Contains(t, marked.Annotations[domain.AnnotationDisabledLater], `"name":"cm-05"`)
 }
 
-// K7 (review): a tombstone keeps Eno's old manifest, and Eno skips one disabled there: its object
+// disabled later (review): a tombstone keeps Eno's old manifest, and Eno skips one disabled there: its object
 // is kept, so the snapshot is marked.
 func TestDisabledTombstoneMarksTheSnapshot(t *testing.T) {
 	f := markFixture(t, func(s domain.ResourceSlice) domain.ResourceSlice { return withDisabled(s, 5, true) })
@@ -65,7 +65,7 @@ func TestDisabledTombstoneMarksTheSnapshot(t *testing.T) {
 	assert.Contains(t, marked.Annotations[domain.AnnotationDisabledLater], `"name":"cm-05"`)
 }
 
-// K7 (review): what a check finds depends on the Composition's own pause, which changes without
+// disabled later (review): what a check finds depends on the Composition's own pause, which changes without
 // a new synthesis: a synthesis checked before a pause is checked again after it.
 func TestPauseAfterACheckIsChecked(t *testing.T) {
 	f := markFixture(t, func(s domain.ResourceSlice) domain.ResourceSlice { return s })

@@ -12,7 +12,7 @@ import (
 )
 
 // A synthesis that is not Ready, so not recorded, and disables an entry the snapshot records
-// enabled marks the snapshot: one write, once per synthesis (design §4, K7).
+// enabled marks the snapshot: one write, once per synthesis (design §4, disabled later).
 func TestReconcileMarksWhatAnUnrecordedSynthesisDisabled(t *testing.T) {
 	for _, tc := range []struct {
 		name     string

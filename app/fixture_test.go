@@ -143,7 +143,7 @@ type fixture struct {
 	comp   domain.Composition
 	slices []domain.ResourceSlice
 	comps  *portsfakes.FakeCompositionReader
-	guard  *portsfakes.FakeCompositionGuard
+	live   *portsfakes.FakeLiveReader
 	reader *portsfakes.FakeSliceReader
 	fleet  *portsfakes.FakeFleetIndex
 	// fleetSlices and fleetComps are what the fleet index holds besides this Composition.
@@ -162,10 +162,10 @@ type fixture struct {
 }
 
 // newFixture is a healthy world: an opted-in, Ready, decided Composition whose 9 resources
-// sit in two slices, an empty inventory namespace, and a guard that sees no change.
+// sit in two slices, an empty inventory namespace, and a live read that sees no change.
 func newFixture(t *testing.T) *fixture {
 	f := &fixture{
-		comps: &portsfakes.FakeCompositionReader{}, guard: &portsfakes.FakeCompositionGuard{},
+		comps: &portsfakes.FakeCompositionReader{}, live: &portsfakes.FakeLiveReader{},
 		reader: &portsfakes.FakeSliceReader{}, fleet: &portsfakes.FakeFleetIndex{}, store: &portsfakes.FakeSnapshotStore{},
 		sink: &portsfakes.FakeTombstoneSink{}, decisions: &portsfakes.FakeDecisionWriter{},
 		events: &eventLog{}, metrics: &portsfakes.FakeMetrics{},
@@ -176,7 +176,7 @@ func newFixture(t *testing.T) *fixture {
 	rs := resources(9)
 	f.setSynthesis(synthID, rs[:5], rs[5:])
 	f.comp = composition(uid, synthID, f.slices, true)
-	f.guard.LiveCompositionCalls(func(context.Context, domain.CompositionRef) (domain.Composition, error) { return f.comp, nil })
+	f.live.LiveCompositionCalls(func(context.Context, domain.CompositionRef) (domain.Composition, error) { return f.comp, nil })
 	f.fleet.ProducedElsewhereCalls(func(_ context.Context, ids []domain.ResourceID, excluded ...string) (map[domain.ResourceID]string, error) {
 		var all []domain.Production
 		for _, s := range f.fleetSlices {
@@ -277,7 +277,7 @@ func slicesStamp(s []domain.ResourceSlice) string {
 func (f *fixture) service(t *testing.T) *app.Service {
 	t.Helper()
 	svc, err := app.New(f.cfg, app.Deps{
-		Compositions: f.comps, Guard: f.guard, Slices: f.reader, Fleet: f.fleet, Store: f.store,
+		Compositions: f.comps, Live: f.live, Slices: f.reader, Fleet: f.fleet, Store: f.store,
 		Sink: f.sink, Decisions: f.decisions, Downstream: f.downstream, Events: f.events, Metrics: f.metrics,
 	})
 	require.NoError(t, err)

@@ -4,12 +4,89 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/go-logr/logr"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
+
+// step is what one step of the hand-off leaves to the rest of the reconcile.
+type step struct {
+	comp     domain.Composition // as the step left it
+	observed *ports.CompositionState
+	skipped  *domain.IneligibleError
+	recovery *RecoverResult
+	reads    *liveReads
+	requeue  time.Duration
+	record   bool // recording may run next
+}
+
+// advance moves comp's hand-off on by one step, from its state (domain.HandoffStateOf): it plans,
+// then arms, names and decides (recover, handOff); resumes a named hand-off (resumeNamed);
+// watches a decided or carried one (watch); retires a done or abandoned one (retire). A plan that
+// decides goes on from the state it leaves. It says whether recording may run next.
+func (s *Service) advance(ctx context.Context, comp domain.Composition) (step, error) {
+	st := step{comp: comp, observed: &ports.CompositionState{}}
+	for {
+		ie := s.policy.Ineligible(st.comp)
+		state, slices := domain.HandoffStateOf(st.comp, ie)
+		switch state {
+		case domain.HandoffAbandoned:
+			if err := s.retire(ctx, st.comp, state, ie); err != nil {
+				return step{}, err
+			}
+			fallthrough
+		case domain.HandoffLeftAlone:
+			s.skipped(ctx, st.comp, ie)
+			st.skipped = ie
+			return st, nil
+		case domain.HandoffUnplanned, domain.HandoffNamed:
+			if st.recovery != nil {
+				return st, nil // a decision leaves neither: never plan twice
+			}
+			rec, reads, err := s.recover(ctx, st.comp, state, slices)
+			if err != nil {
+				return step{}, fmt.Errorf("recovering: %w", err)
+			}
+			st.recovery, st.reads, st.comp = &rec, &reads, rec.Composition
+			if !rec.Plan.Decision.Outcome.Finished() {
+				st.observed.HeldForReview = true
+				return st, nil // held for review: recording waits (CheckRecording refuses it too)
+			}
+			continue
+		case domain.HandoffDecided:
+			st.observed.HandoffPending, st.requeue = true, s.cfg.PendingRecheckInterval
+			if st.recovery != nil {
+				break // handed off just now: watched from the next reconcile
+			}
+			// Watch first, whatever the resynthesis request then meets: the watch must not wait
+			// for the hand-off to complete.
+			err := s.watch(ctx, st.comp, state, slices)
+			if rerr := s.requestResynthesis(ctx, st.comp, slices); rerr != nil {
+				return st, errors.Join(rerr, err)
+			}
+			if err != nil {
+				st.requeue, err = s.watchFailed(ctx, st.comp, err)
+				return st, err
+			}
+		case domain.HandoffCarried:
+			st.requeue = s.cfg.PendingRecheckInterval
+			if err := s.watch(ctx, st.comp, state, slices); err != nil {
+				if st.requeue, err = s.watchFailed(ctx, st.comp, err); err != nil {
+					return st, err
+				}
+			}
+		case domain.HandoffDone:
+			if err := s.retire(ctx, st.comp, state, nil); err != nil {
+				return st, err
+			}
+		}
+		st.record = true
+		return st, nil
+	}
+}
 
 // handOff hands the plan's tombstones to Eno: it arms the Composition for the hand-off's digest,
 // then creates each recovery slice and names it in the synthesis at once, and finishes. Every
@@ -31,7 +108,7 @@ func (s *Service) handOff(ctx context.Context, comp domain.Composition, plan dom
 		}
 		return res, fmt.Errorf("%s %d tombstones: %w", step, len(h.Resources), err)
 	}
-	live, err := s.recheck(ctx, comp, s.readyToCommit(comp))
+	live, err := s.recheck(ctx, comp, s.readyToCommit(comp, ""))
 	if err != nil {
 		return fail("handing over", err)
 	}
@@ -87,23 +164,11 @@ func (s *Service) nameRecoverySlice(ctx context.Context, written domain.Composit
 		if err == nil || attempt == nameAttempts || !errors.Is(err, ports.ErrSynthesisMoved) {
 			return named, err
 		}
-		live, rerr := s.recheck(ctx, written, s.stillArmed(written, digest))
+		live, rerr := s.recheck(ctx, written, s.readyToCommit(written, digest))
 		if rerr != nil {
 			return domain.Composition{}, fmt.Errorf("%w; re-read: %w", err, rerr)
 		}
 		written = live
-	}
-}
-
-// stillArmed is the recheck before a retried append: readyToCommit against the Composition as
-// this pass wrote it, and the arming annotation still digest.
-func (s *Service) stillArmed(written domain.Composition, digest string) func(domain.Composition) error {
-	ready := s.readyToCommit(written)
-	return func(live domain.Composition) error {
-		if a := live.Annotations[domain.AnnotationArmed]; a != digest {
-			return fmt.Errorf("its arming annotation is now %q, not this hand-off's %s", a, digest)
-		}
-		return ready(live)
 	}
 }
 
@@ -115,30 +180,13 @@ func (s *Service) stillArmed(written domain.Composition, digest string) func(dom
 // refusal.
 func (s *Service) resumeNamed(ctx context.Context, comp domain.Composition, names []string) (RecoverResult, error) {
 	res := RecoverResult{Composition: comp}
-	var read []domain.ResourceSlice
-	var lost []string
-	for _, name := range names {
-		sl, err := s.deps.Slices.GetSlice(ctx, comp.Namespace, name)
-		switch {
-		case errors.Is(err, ports.ErrNotFound):
-			lost = append(lost, name)
-			continue
-		case err != nil:
-			return res, fmt.Errorf("reading recovery slice %s of synthesis %s: %w", name, comp.SynthesisUUID(), err)
-		}
-		read = append(read, sl)
+	h, read, lost, err := s.readNamed(ctx, comp, names)
+	if err != nil {
+		return res, err
 	}
 	if len(read) == 0 {
 		err := &domain.RecoverySliceInvalidError{Slice: names[0], Detail: "every recovery slice the synthesis names is gone, so the hand-off is unknown"}
 		s.refuse(comp, "RecoverySliceLost", err)
-		return res, err
-	}
-	h, err := domain.HandoffFromSlices(comp, read)
-	if err != nil {
-		var invalid *domain.RecoverySliceInvalidError
-		if errors.As(err, &invalid) {
-			s.refuse(comp, "RecoverySliceInvalid", invalid)
-		}
 		return res, err
 	}
 	if parts, ok := domain.PartsOf(read[0]); ok {
@@ -149,7 +197,7 @@ func (s *Service) resumeNamed(ctx context.Context, comp domain.Composition, name
 	// Time may have passed since the slices were named (a crash, a lost Lease, a decision
 	// write that kept failing): each tombstone checks itself when Eno acts, and the watch adds
 	// the rest.
-	if err := s.guardSlices(ctx, comp, read); err != nil {
+	if err := s.watchTakeovers(ctx, comp, read); err != nil {
 		return res, err
 	}
 	if len(lost) > 0 {
@@ -157,6 +205,21 @@ func (s *Service) resumeNamed(ctx context.Context, comp domain.Composition, name
 	}
 	logr.FromContextOrDiscard(ctx).Info("resuming a named hand-off", "slices", names, "lost", lost)
 	return s.finish(ctx, comp, domain.RecoveryPlan{}, h, names)
+}
+
+// readNamed reads the recovery slices names of comp's current synthesis, in order, the names of
+// those that are gone, and the hand-off the others carry. A slice that is not this controller's
+// hand-off of that synthesis is never adopted: a RecoverySliceInvalid refusal.
+func (s *Service) readNamed(ctx context.Context, comp domain.Composition, names []string) (h domain.Handoff, read []domain.ResourceSlice, gone []string, err error) {
+	if read, gone, err = readRecoverySlices(ctx, s.deps.Slices, comp, names); err != nil || len(read) == 0 {
+		return h, read, gone, err
+	}
+	h, err = domain.HandoffFromSlices(comp, read)
+	var invalid *domain.RecoverySliceInvalidError
+	if errors.As(err, &invalid) {
+		s.refuse(comp, "RecoverySliceInvalid", invalid)
+	}
+	return h, read, gone, err
 }
 
 // finish writes the Recovered decision, naming the first recovery slice and counting every

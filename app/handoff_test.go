@@ -230,7 +230,7 @@ func TestHandoffRechecksBeforeTheResynthesis(t *testing.T) {
 			f := recoveryFixture(t, rs, rs[:7])
 			f.cfg.MaxTombstoneFraction = 1
 			calls := 0
-			f.guard.LiveCompositionCalls(func(context.Context, domain.CompositionRef) (domain.Composition, error) {
+			f.live.LiveCompositionCalls(func(context.Context, domain.CompositionRef) (domain.Composition, error) {
 				calls++
 				if calls-1 == beforeResynthesis {
 					return change(f.comp), nil

@@ -18,7 +18,7 @@ import (
 type InspectDeps struct {
 	Secrets      ports.SnapshotLister
 	Downstream   ports.DownstreamReader
-	Compositions ports.CompositionGuard
+	Compositions ports.LiveReader
 	Slices       ports.SliceReader
 	Fleet        ports.FleetIndex
 	// Lister lists the Compositions on the control plane, for InspectAll.
@@ -180,7 +180,7 @@ func (in *Inspector) dryRun(ctx context.Context, comp domain.Composition, secret
 	if err != nil {
 		return nil, err
 	}
-	p := planner{cfg: cfg, secrets: in.deps.Secrets, slices: in.deps.Slices, fleet: in.deps.Fleet, guard: in.deps.Compositions, downstream: in.deps.Downstream}
+	p := planner{cfg: cfg, secrets: in.deps.Secrets, slices: in.deps.Slices, fleet: in.deps.Fleet, live: in.deps.Compositions, downstream: in.deps.Downstream}
 	mine, _ := domain.OwnHistory(secrets, cfg.ControlPlane)
 	h := domain.ReadHistoryFor(comp, mine, now, cfg.MaxChunks, cfg.adoption())
 	r := &DryRunReport{

@@ -178,7 +178,8 @@ func (r *FleetRow) fill(comp domain.Composition, report *InspectReport, orphans 
 			r.attend(AttentionRefused, fmt.Sprintf("recovery refused %s (%s): %s", d.Outcome, d.Reason, d.Message))
 		}
 	}
-	if d, ok := pendingHandoff(comp); ok {
+	if state, _ := domain.HandoffStateOf(comp, nil); state == domain.HandoffDecided {
+		d, _ := comp.FinishedDecision()
 		at := d.DecidedAt
 		r.HandoffPendingSince = &at
 		if now.Sub(at) >= pendingLong {
@@ -231,23 +232,13 @@ func ineligibleForAnOperator(reason string) bool {
 // such hand-off or the carrying synthesis is not Ready yet; a carried slice that is gone or not
 // this controller's counts nothing, as the controller's check skips it.
 func (in *Inspector) orphansRemaining(ctx context.Context, comp domain.Composition) (*int, error) {
-	names := domain.CarriedRecoverySlices(comp)
-	if len(names) == 0 || comp.Synthesis == nil || !comp.Synthesis.Ready {
+	if len(domain.CarriedRecoverySlices(comp)) == 0 || comp.Synthesis == nil || !comp.Synthesis.Ready {
 		return nil, nil
 	}
-	read, _, err := readCarried(ctx, in.deps.Slices, comp, names)
+	check, err := checkCarried(ctx, in.deps.Slices, planner{cfg: in.cfg, downstream: in.deps.Downstream}, comp)
 	if err != nil {
 		return nil, err
 	}
-	var tombstones []domain.Tombstone
-	for _, c := range read {
-		tombstones = append(tombstones, c.pending...)
-	}
-	p := planner{cfg: in.cfg, downstream: in.deps.Downstream}
-	observed, err := p.observe(ctx, tombstones)
-	if err != nil {
-		return nil, err
-	}
-	n := len(domain.RemainingOrphans(tombstones, observed))
+	n := len(check.remaining)
 	return &n, nil
 }

@@ -49,7 +49,7 @@ func newInspection(t *testing.T) *inspection {
 	eastComp.Name = "east"
 	eastComp.Annotations[domain.AnnotationLineageOverride] = domain.DefaultLineage(ns, name).String()
 	in.live = map[domain.CompositionRef]domain.Composition{f.comp.Ref(): f.comp, eastComp.Ref(): eastComp}
-	f.guard.LiveCompositionCalls(func(_ context.Context, ref domain.CompositionRef) (domain.Composition, error) {
+	f.live.LiveCompositionCalls(func(_ context.Context, ref domain.CompositionRef) (domain.Composition, error) {
 		c, ok := in.live[ref]
 		if !ok {
 			return domain.Composition{}, fmt.Errorf("composition %s: %w", ref, ports.ErrNotFound)
@@ -69,7 +69,7 @@ func (in *inspection) inspector(t *testing.T, controlPlane bool) *app.Inspector 
 	t.Helper()
 	deps := app.InspectDeps{Secrets: in.lister, Downstream: in.downstream}
 	if controlPlane {
-		deps.Compositions, deps.Slices, deps.Fleet = in.guard, in.reader, in.fleet
+		deps.Compositions, deps.Slices, deps.Fleet = in.fixture.live, in.reader, in.fleet
 	}
 	i, err := app.NewInspector(in.cfg, deps)
 	require.NoError(t, err)
@@ -227,7 +227,7 @@ func TestInspectLineage(t *testing.T) {
 		assert.Equal(t, 1, gap.ChunksPresent)
 		assert.Equal(t, 14, gap.ChunksExpected)
 		assert.Equal(t, "unchecked", gap.Digest.Check)
-		assert.Equal(t, 0, in.guard.LiveCompositionCallCount())
+		assert.Equal(t, 0, in.fixture.live.LiveCompositionCallCount())
 	})
 	t.Run("with the control plane: the dry run of the newest snapshot's Composition", func(t *testing.T) {
 		in.secrets = in.secrets[:len(in.secrets)-2]
@@ -280,8 +280,8 @@ func TestInspectRefusals(t *testing.T) {
 	}{
 		{app.InspectDeps{Downstream: in.downstream}, "Secrets"},
 		{app.InspectDeps{Secrets: in.lister}, "Downstream"},
-		{app.InspectDeps{Secrets: in.lister, Downstream: in.downstream, Compositions: in.guard}, "Compositions, Slices and Fleet, or none"},
-		{app.InspectDeps{Secrets: in.lister, Downstream: in.downstream, Compositions: in.guard, Slices: in.reader}, "Compositions, Slices and Fleet, or none"},
+		{app.InspectDeps{Secrets: in.lister, Downstream: in.downstream, Compositions: in.fixture.live}, "Compositions, Slices and Fleet, or none"},
+		{app.InspectDeps{Secrets: in.lister, Downstream: in.downstream, Compositions: in.fixture.live, Slices: in.reader}, "Compositions, Slices and Fleet, or none"},
 	} {
 		_, err := app.NewInspector(in.cfg, tc.deps)
 		assert.ErrorContains(t, err, tc.want)

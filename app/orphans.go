@@ -49,7 +49,7 @@ func (s *Service) refreshOrphans(ctx context.Context, comp domain.Composition) {
 	if n, ok := s.orphans.get(comp.Ref()); ok && n == 0 {
 		return
 	}
-	check, err := s.checkCarried(ctx, comp)
+	check, err := checkCarried(ctx, s.deps.Slices, s.planner, comp)
 	if err != nil {
 		logr.FromContextOrDiscard(ctx).V(1).Info("could not count the orphans of the carried hand-off again; the last count stands", "error", err.Error())
 		return

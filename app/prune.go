@@ -21,7 +21,7 @@ const DefaultPruneOlderThan = 720 * time.Hour
 // PruneDeps are what prune reads and deletes through: the control plane live, and the
 // downstream's inventory namespace.
 type PruneDeps struct {
-	Compositions ports.CompositionGuard
+	Compositions ports.LiveReader
 	Lister       ports.CompositionLister
 	Inventory    ports.InventoryPruner
 }

@@ -37,7 +37,7 @@ func pruneSecrets(t *testing.T, names ...string) []domain.ChunkSecret {
 }
 
 type pruneFixture struct {
-	guard     *portsfakes.FakeCompositionGuard
+	live      *portsfakes.FakeLiveReader
 	lister    *portsfakes.FakeCompositionLister
 	inventory *portsfakes.FakeInventoryPruner
 }
@@ -46,7 +46,7 @@ type pruneFixture struct {
 // are two hours old against --older-than 1h.
 func newPruneFixture(t *testing.T) (pruneFixture, *app.Pruner) {
 	t.Helper()
-	f := pruneFixture{guard: &portsfakes.FakeCompositionGuard{}, lister: &portsfakes.FakeCompositionLister{}, inventory: &portsfakes.FakeInventoryPruner{}}
+	f := pruneFixture{live: &portsfakes.FakeLiveReader{}, lister: &portsfakes.FakeCompositionLister{}, inventory: &portsfakes.FakeInventoryPruner{}}
 	secrets := pruneSecrets(t, "live", "gone", "gone2")
 	f.inventory.ListInventoryReturns(secrets, nil)
 	f.inventory.ListChunksCalls(func(_ context.Context, l domain.Lineage) ([]domain.ChunkSecret, error) {
@@ -58,7 +58,7 @@ func newPruneFixture(t *testing.T) (pruneFixture, *app.Pruner) {
 		}
 		return out, nil
 	})
-	f.guard.LiveCompositionCalls(func(_ context.Context, ref domain.CompositionRef) (domain.Composition, error) {
+	f.live.LiveCompositionCalls(func(_ context.Context, ref domain.CompositionRef) (domain.Composition, error) {
 		if ref.Name == "live" {
 			return domain.Composition{Namespace: ref.Namespace, Name: ref.Name, UID: "uid-live"}, nil
 		}
@@ -66,7 +66,7 @@ func newPruneFixture(t *testing.T) (pruneFixture, *app.Pruner) {
 	})
 	p, err := app.NewPruner(app.PruneConfig{InventoryNamespace: domain.DefaultInventoryNamespace, OlderThan: time.Hour, ControlPlane: thisControlPlane,
 		Now: func() time.Time { return historyWritten.Add(2 * time.Hour) }},
-		app.PruneDeps{Compositions: f.guard, Lister: f.lister, Inventory: f.inventory})
+		app.PruneDeps{Compositions: f.live, Lister: f.lister, Inventory: f.inventory})
 	require.NoError(t, err)
 	return f, p
 }
@@ -80,14 +80,14 @@ func TestPrunePlansGoneLineagesAndReadsEachCompositionOnce(t *testing.T) {
 		assert.Equal(t, domain.PruneLineageGone.String(), s.Reason)
 		assert.Equal(t, app.PruneWouldDelete, s.Result)
 	}
-	assert.Equal(t, 3, f.guard.LiveCompositionCallCount(), "each recorded Composition is read once")
+	assert.Equal(t, 3, f.live.LiveCompositionCallCount(), "each recorded Composition is read once")
 	assert.Zero(t, f.inventory.DeleteChunkCallCount(), "planning deletes nothing")
 }
 
 func TestPruneKeepsALineageWhoseCompositionCannotBeRead(t *testing.T) {
 	f, p := newPruneFixture(t)
-	live := f.guard.LiveCompositionStub
-	f.guard.LiveCompositionCalls(func(c context.Context, ref domain.CompositionRef) (domain.Composition, error) {
+	live := f.live.LiveCompositionStub
+	f.live.LiveCompositionCalls(func(c context.Context, ref domain.CompositionRef) (domain.Composition, error) {
 		if ref.Name == "gone2" {
 			return domain.Composition{}, fmt.Errorf("composition %s: %w", ref, ports.ErrForbidden)
 		}
@@ -143,7 +143,7 @@ func TestPruneSaysWhatItCouldNotRead(t *testing.T) {
 		assert.ErrorContains(t, err, "listing the Compositions of the control plane: connection refused")
 	})
 	t.Run("settings", func(t *testing.T) {
-		_, err := app.NewPruner(app.PruneConfig{OlderThan: 0}, app.PruneDeps{Compositions: &portsfakes.FakeCompositionGuard{},
+		_, err := app.NewPruner(app.PruneConfig{OlderThan: 0}, app.PruneDeps{Compositions: &portsfakes.FakeLiveReader{},
 			Lister: &portsfakes.FakeCompositionLister{}, Inventory: &portsfakes.FakeInventoryPruner{}})
 		assert.ErrorContains(t, err, "must be positive")
 		_, err = app.NewPruner(app.PruneConfig{OlderThan: time.Hour}, app.PruneDeps{})

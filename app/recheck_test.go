@@ -35,8 +35,8 @@ func TestRecoverRechecksBeforeADecisionWithoutTombstones(t *testing.T) {
 	} {
 		t.Run(desc, func(t *testing.T) {
 			f := recoveryFixture(t, rs[:5], rs) // nothing orphaned: NothingToRecover/NoOrphans
-			f.guard.LiveCompositionStub = nil
-			f.guard.LiveCompositionReturns(change(f.comp), nil)
+			f.live.LiveCompositionStub = nil
+			f.live.LiveCompositionReturns(change(f.comp), nil)
 			_, err := f.service(t).Recover(ctx(t), f.comp)
 			var stale *app.StaleCompositionError
 			require.ErrorAs(t, err, &stale)
@@ -98,10 +98,10 @@ func TestRecoverRechecksEveryPlanInputBeforeEachWrite(t *testing.T) {
 	t.Run("after the commit point the decision is written whatever the inputs", func(t *testing.T) {
 		f := recoveryFixture(t, rs, rs[:7])
 		f.cfg.MaxTombstoneFraction = 1
-		f.guard.LiveCompositionStub = nil
-		f.guard.LiveCompositionReturnsOnCall(0, f.comp, nil)
-		f.guard.LiveCompositionReturnsOnCall(1, f.comp, nil)
-		f.guard.LiveCompositionReturns(changes["review turned to reject"](f.comp), nil)
+		f.live.LiveCompositionStub = nil
+		f.live.LiveCompositionReturnsOnCall(0, f.comp, nil)
+		f.live.LiveCompositionReturnsOnCall(1, f.comp, nil)
+		f.live.LiveCompositionReturns(changes["review turned to reject"](f.comp), nil)
 		_, err := f.service(t).Recover(ctx(t), f.comp)
 		require.NoError(t, err)
 		assert.Equal(t, domain.OutcomeRecovered, writtenDecision(t, f).Outcome)
@@ -112,8 +112,8 @@ func TestRecoverRechecksEveryPlanInputBeforeEachWrite(t *testing.T) {
 		f := recoveryFixture(t, rs, rs[:7])
 		f.cfg.MaxTombstoneFraction = 1
 		f.downstream.ObserveObjectReturns(domain.Observation{State: domain.ObjectAbsent}, nil)
-		f.guard.LiveCompositionStub = nil
-		f.guard.LiveCompositionReturns(committedHandoff(f.comp), nil)
+		f.live.LiveCompositionStub = nil
+		f.live.LiveCompositionReturns(committedHandoff(f.comp), nil)
 		_, err := f.service(t).Recover(ctx(t), f.comp)
 		var stale *app.StaleCompositionError
 		require.ErrorAs(t, err, &stale)
@@ -127,8 +127,8 @@ func TestRecoverRechecksEveryPlanInputBeforeEachWrite(t *testing.T) {
 		live := cached
 		live.Annotations = maps.Clone(cached.Annotations)
 		live.Annotations[domain.AnnotationReview] = "reject:" + synthID
-		f.guard.LiveCompositionStub = nil
-		f.guard.LiveCompositionReturns(live, nil)
+		f.live.LiveCompositionStub = nil
+		f.live.LiveCompositionReturns(live, nil)
 		_, err := f.service(t).Recover(ctx(t), cached)
 		var stale *app.StaleCompositionError
 		require.ErrorAs(t, err, &stale)
@@ -171,7 +171,7 @@ func takenOver(names ...string) domain.ResourceSlice {
 	return s
 }
 
-// K4 after planning: while the hand-off is armed and pending, each reconcile lists the slices,
+// identical takeover after planning: while the hand-off is armed and pending, each reconcile lists the slices,
 // and another Composition producing one of its tombstones disarms the whole hand-off, its only
 // write, with a HandoffDisarmed warning and metric. Disarmed, there is nothing more to watch.
 func TestPendingHandoffDisarmsWhenAnotherCompositionProducesATombstone(t *testing.T) {
@@ -243,7 +243,7 @@ func TestPendingHandoffFaults(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, domain.ArmedOff, f.comp.Annotations[domain.AnnotationArmed])
 	})
-	t.Run("the list fails: looked at again after the interval, not the controller's backoff (N4)", func(t *testing.T) {
+	t.Run("the list fails: looked at again after the interval, not the controller's backoff (failed watch)", func(t *testing.T) {
 		f := pendingFixture(t)
 		f.fleet.ProducedElsewhereReturns(nil, fmt.Errorf("500"))
 		res, err := f.service(t).Reconcile(ctx(t), f.comp.Ref())
@@ -299,8 +299,8 @@ func TestHandoffIsDoneOnlyWhenTheLiveCompositionSaysSo(t *testing.T) {
 	s := *cached.Synthesis
 	s.Ready, s.Slices = true, slices.DeleteFunc(slices.Clone(s.Slices), func(n string) bool { return n == pendingSlice })
 	cached.Synthesis = &s
-	f.guard.LiveCompositionStub = nil
-	f.guard.LiveCompositionReturns(live, nil)
+	f.live.LiveCompositionStub = nil
+	f.live.LiveCompositionReturns(live, nil)
 	f.comps.GetCompositionStub = nil
 	f.comps.GetCompositionReturns(cached, nil)
 	armed := f.sink.ArmTombstonesCallCount()

@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -25,110 +24,53 @@ type Result struct {
 	RequeueAfter time.Duration
 }
 
-// Reconcile runs recovery, then recording, for one Composition: the entry point eno-reconciler
-// and the controller loop call. A Composition that no longer exists is not an error.
+// Reconcile moves the Composition's hand-off on by one step (advance), then records it: the
+// entry point eno-reconciler and the controller loop call. A Composition that no longer exists
+// is not an error.
 func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res Result, err error) {
 	start := time.Now()
-	// observed is reported unless the reconcile stopped before it knew the state.
-	var observed *ports.CompositionState
-	var comp domain.Composition
+	var st step // its state is reported unless the reconcile stopped before it knew it
 	defer func() {
-		if observed != nil {
-			s.observed(ref, comp, *observed)
+		if st.observed != nil {
+			s.observed(ref, st.comp, *st.observed)
 		}
 		s.deps.Metrics.ReconcileDone(time.Since(start), err)
 	}()
 	ctx = withComposition(ctx, ref)
-
-	comp, err = s.deps.Compositions.GetComposition(ctx, ref)
+	comp, err := s.deps.Compositions.GetComposition(ctx, ref)
 	if errors.Is(err, ports.ErrNotFound) {
-		observed = &ports.CompositionState{}
+		st.observed = &ports.CompositionState{}
 		return res, nil
 	}
 	if err != nil {
 		return res, err // the reader names the Composition and what it tried
 	}
-
-	var reads *liveReads
-	switch stage, ie := s.policy.RecoveryStageOf(comp); stage {
-	case domain.StageIneligible:
-		if err := s.leaveAlone(ctx, comp, ie); err != nil {
-			return res, err
-		}
-		observed, res.Skipped = &ports.CompositionState{}, ie
-		if marksWhenIneligible(ie) {
-			return res, s.markDisabledLater(ctx, comp)
-		}
-		return res, nil
-	case domain.StageDecided:
-		// Watch first, whatever the resynthesis request then meets: the watch must not wait
-		// for the hand-off to complete.
-		phase, names := domain.HandoffPhaseOf(comp)
-		observed = &ports.CompositionState{HandoffPending: phase == domain.HandoffDecided}
-		var recheckErr error
-		res.RequeueAfter, recheckErr = s.recheckPending(ctx, comp)
-		if phase == domain.HandoffDecided && s.policy.CheckHandoff(comp) == nil {
-			if err := s.requestResynthesis(ctx, comp, names); err != nil {
-				return res, errors.Join(err, recheckErr)
-			}
-		}
-		if recheckErr != nil {
-			res.RequeueAfter, err = s.watchFailed(ctx, comp, recheckErr)
-			return res, err
-		}
-	default:
-		rec, r, err := s.recover(ctx, comp)
-		if err != nil {
-			return res, fmt.Errorf("recovering: %w", err)
-		}
-		res.Recovery = &rec
-		_, pending := pendingHandoff(rec.Composition)
-		if pending && rec.Written {
-			res.RequeueAfter = s.cfg.PendingRecheckInterval
-		}
-		if !rec.Plan.Decision.Outcome.Finished() {
-			observed = &ports.CompositionState{HeldForReview: true}
-			return res, nil // held for review: recording waits (CheckRecording refuses it too)
-		}
-		observed = &ports.CompositionState{HandoffPending: pending}
-		comp, reads = rec.Composition, &r
+	st, err = s.advance(ctx, comp)
+	res.Recovery, res.RequeueAfter = st.recovery, st.requeue
+	if err != nil || !st.record {
+		return res, s.skip(ctx, st.comp, st.skipped, &res, err)
 	}
-
-	if err := s.keepWatching(ctx, comp, &res); err != nil {
-		return res, err
-	}
-
-	recRes, err := s.record(ctx, comp, reads)
+	recRes, err := s.record(ctx, st.comp, st.reads)
 	if ie, ok := isIneligible(err); ok {
-		res.Skipped = ie
-		if marksWhenIneligible(ie) {
-			return res, s.markDisabledLater(ctx, comp)
-		}
-		return res, nil
+		return res, s.skip(ctx, st.comp, ie, &res, nil)
 	}
 	if err != nil {
-		if observed != nil {
-			observed.RecordingFailing = true
-		}
+		st.observed.RecordingFailing = true
 		return res, err
 	}
 	res.Recording = &recRes
 	return res, nil
 }
 
-// keepWatching watches a carried hand-off that waits for Eno while its synthesis is not Ready,
-// and asks to look again in time. Once it is Ready, Eno has acted on every tombstone: disarm them.
-func (s *Service) keepWatching(ctx context.Context, comp domain.Composition, res *Result) error {
-	if err := s.retireHandoff(ctx, comp, nil); err != nil {
+// skip reports that the reconcile skipped comp for ie, and marks the entries disabled since the
+// history when ie asks for it. err, or no ie, is returned as it is.
+func (s *Service) skip(ctx context.Context, comp domain.Composition, ie *domain.IneligibleError, res *Result, err error) error {
+	if err != nil || ie == nil {
 		return err
 	}
-	wait, err := s.watchCarried(ctx, comp)
-	if err != nil {
-		res.RequeueAfter, err = s.watchFailed(ctx, comp, err)
-		return err
-	}
-	if wait > 0 && (res.RequeueAfter == 0 || wait < res.RequeueAfter) {
-		res.RequeueAfter = wait
+	res.Skipped = ie
+	if marksWhenIneligible(ie) {
+		return s.markDisabledLater(ctx, comp)
 	}
 	return nil
 }
@@ -137,7 +79,7 @@ func (s *Service) keepWatching(ctx context.Context, comp domain.Composition, res
 // opted out, deleting) is forgotten, with its orphan count; any other is reported with its
 // lineage and its last orphan count.
 func (s *Service) observed(ref domain.CompositionRef, comp domain.Composition, state ports.CompositionState) {
-	if stage, _ := s.policy.RecoveryStageOf(comp); stage == domain.StageIneligible {
+	if s.policy.Ineligible(comp) != nil {
 		s.orphans.forget(ref)
 		s.deps.Metrics.CompositionObserved(ref, ports.CompositionState{})
 		return
@@ -145,16 +87,6 @@ func (s *Service) observed(ref domain.CompositionRef, comp domain.Composition, s
 	state.Lineage, _ = domain.LineageOf(comp) // eligible, so valid
 	state.OrphansRemaining, _ = s.orphans.get(ref)
 	s.deps.Metrics.CompositionObserved(ref, state)
-}
-
-// leaveAlone disarms an armed hand-off of a Composition recovery may no longer act on, and says
-// why it is skipped.
-func (s *Service) leaveAlone(ctx context.Context, comp domain.Composition, ie *domain.IneligibleError) error {
-	if err := s.retireHandoff(ctx, comp, ie); err != nil {
-		return err
-	}
-	s.skipped(ctx, comp, ie)
-	return nil
 }
 
 // skipped logs why a Composition is left alone; an unusable lineage override, or an opt-in

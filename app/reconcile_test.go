@@ -113,7 +113,7 @@ func TestReconcileHeldStopsBeforeRecording(t *testing.T) {
 
 // Each run condition that fails skips the whole reconcile: no error (nothing to retry), no
 // read of Secrets or slices, no write, no event (only an invalid lineage and a mistyped opt-in get one). A deleting
-// Composition's synthesis is read for the entries it disables (K7).
+// Composition's synthesis is read for the entries it disables (disabled later).
 func TestReconcileSkipsIneligibleCompositions(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -144,12 +144,12 @@ func TestReconcileSkipsIneligibleCompositions(t *testing.T) {
 			assert.Zero(t, f.store.ListChunksCallCount())
 			assert.Zero(t, f.store.ListCachedChunksCallCount())
 			if tc.reason == domain.IneligibleDeleting {
-				// The synthesis is read once for what it disables (K7): nothing, so nothing more.
+				// The synthesis is read once for what it disables (disabled later): nothing, so nothing more.
 				assert.Equal(t, len(f.comp.Synthesis.Slices), f.reader.GetSliceCallCount())
 			} else {
 				assert.Zero(t, f.reader.GetSliceCallCount())
 			}
-			assert.Zero(t, f.guard.LiveCompositionCallCount())
+			assert.Zero(t, f.live.LiveCompositionCallCount())
 			assert.Zero(t, f.writes())
 			assert.Zero(t, f.decisions.WriteDecisionCallCount())
 			if tc.name == "opt-in with another value" {

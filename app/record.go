@@ -248,7 +248,7 @@ func (o *occupantCheck) check(ctx context.Context, cur domain.ChunkSecret) error
 		// Another namespace's history, whether its Composition exists or not.
 		return o.collide(cur, other, true, "")
 	}
-	_, err := s.deps.Guard.LiveComposition(ctx, other)
+	_, err := s.deps.Live.LiveComposition(ctx, other)
 	switch {
 	case errors.Is(err, ports.ErrNotFound):
 		logr.FromContextOrDiscard(ctx).V(1).Info("replacing the history of a composition that no longer exists",

@@ -23,7 +23,7 @@ func TestRecordWritesEveryChunkAfterALiveRecheck(t *testing.T) {
 	assert.Equal(t, 3, res.Chunks)
 	assert.Equal(t, 3, res.Created)
 	require.Equal(t, 3, f.store.CreateChunkCallCount())
-	assert.Equal(t, 3, f.guard.LiveCompositionCallCount(), "one live recheck per write")
+	assert.Equal(t, 3, f.live.LiveCompositionCallCount(), "one live recheck per write")
 	assert.Equal(t, 2, f.reader.GetSliceCallCount())
 
 	want := snapshotSecrets(t, uid, synthID, synthTime, chunkLimit, resources(9))
@@ -33,7 +33,7 @@ func TestRecordWritesEveryChunkAfterALiveRecheck(t *testing.T) {
 		assert.Equal(t, want[i], got, "chunk %d", i)
 	}
 	// Every write is preceded by its recheck.
-	order := f.guard.Invocations()
+	order := f.live.Invocations()
 	assert.Len(t, order["LiveComposition"], 3)
 }
 
@@ -125,11 +125,11 @@ func TestRecordLiveRecheckAbortsBeforeAnyWrite(t *testing.T) {
 				s := *f.comp.Synthesis
 				changed.Synthesis = &s
 				mutate(&changed)
-				f.guard.LiveCompositionStub = nil
+				f.live.LiveCompositionStub = nil
 				for i := range pos {
-					f.guard.LiveCompositionReturnsOnCall(i, f.comp, nil)
+					f.live.LiveCompositionReturnsOnCall(i, f.comp, nil)
 				}
-				f.guard.LiveCompositionReturnsOnCall(pos, changed, nil)
+				f.live.LiveCompositionReturnsOnCall(pos, changed, nil)
 				_, err := f.service(t).Record(ctx(t), f.comp)
 				var stale *app.StaleCompositionError
 				require.ErrorAs(t, err, &stale)
@@ -139,8 +139,8 @@ func TestRecordLiveRecheckAbortsBeforeAnyWrite(t *testing.T) {
 	}
 	t.Run("deleted", func(t *testing.T) {
 		f := newFixture(t)
-		f.guard.LiveCompositionStub = nil
-		f.guard.LiveCompositionReturns(domain.Composition{}, fmt.Errorf("gone: %w", ports.ErrNotFound))
+		f.live.LiveCompositionStub = nil
+		f.live.LiveCompositionReturns(domain.Composition{}, fmt.Errorf("gone: %w", ports.ErrNotFound))
 		_, err := f.service(t).Record(ctx(t), f.comp)
 		var stale *app.StaleCompositionError
 		require.ErrorAs(t, err, &stale)
@@ -148,9 +148,9 @@ func TestRecordLiveRecheckAbortsBeforeAnyWrite(t *testing.T) {
 	})
 	t.Run("guard API error", func(t *testing.T) {
 		f := newFixture(t)
-		f.guard.LiveCompositionStub = nil
+		f.live.LiveCompositionStub = nil
 		boom := errors.New("429 too many requests")
-		f.guard.LiveCompositionReturns(domain.Composition{}, boom)
+		f.live.LiveCompositionReturns(domain.Composition{}, boom)
 		_, err := f.service(t).Record(ctx(t), f.comp)
 		require.ErrorIs(t, err, boom)
 		assert.Zero(t, f.writes())
@@ -213,7 +213,7 @@ func TestRecordFastPathReadsAndWritesNothing(t *testing.T) {
 	assert.True(t, res.Unchanged)
 	assert.Zero(t, f.reader.GetSliceCallCount())
 	assert.Zero(t, f.store.ListChunksCallCount())
-	assert.Zero(t, f.guard.LiveCompositionCallCount())
+	assert.Zero(t, f.live.LiveCompositionCallCount())
 	assert.Zero(t, f.writes())
 }
 
@@ -249,7 +249,7 @@ func TestRecordUnchangedLiveSnapshotWritesNothing(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 3, res.Reused)
 	assert.Zero(t, f.writes())
-	assert.Zero(t, f.guard.LiveCompositionCallCount())
+	assert.Zero(t, f.live.LiveCompositionCallCount())
 }
 
 func TestRecordHalfWrittenSnapshotWritesOnlyDifferingChunks(t *testing.T) {
@@ -507,8 +507,8 @@ func TestRecordLineageCollision(t *testing.T) {
 			t.Run(desc, func(t *testing.T) {
 				f := adoptingAcrossNamespaces(newFixture(t))
 				f.store.ListChunksReturns(siblingSecrets(t), nil)
-				f.guard.LiveCompositionStub = nil
-				f.guard.LiveCompositionReturnsOnCall(0, live, nil)
+				f.live.LiveCompositionStub = nil
+				f.live.LiveCompositionReturnsOnCall(0, live, nil)
 				_, err := f.service(t).Record(ctx(t), f.comp)
 				var lc *app.LineageCollisionError
 				require.ErrorAs(t, err, &lc)
@@ -517,8 +517,8 @@ func TestRecordLineageCollision(t *testing.T) {
 				assert.Equal(t, "kube-system", lc.Namespace)
 				assert.Contains(t, err.Error(), domain.AnnotationLineageOverride, "the error says what to do")
 				assert.Zero(t, f.writes(), "touch nothing")
-				require.Equal(t, 1, f.guard.LiveCompositionCallCount())
-				_, asked := f.guard.LiveCompositionArgsForCall(0)
+				require.Equal(t, 1, f.live.LiveCompositionCallCount())
+				_, asked := f.live.LiveCompositionArgsForCall(0)
 				assert.Equal(t, sibling, asked, "the Composition the Secret names is read live")
 				metrics, events := refusalsOf(f)
 				assert.Equal(t, []string{"LineageCollision"}, metrics)
@@ -533,8 +533,8 @@ func TestRecordLineageCollision(t *testing.T) {
 		existing := snapshotSecrets(t, oldUID, oldSynth, oldTime, chunkLimit, resources(9))
 		existing[2] = siblingSecrets(t)[2]
 		f.store.ListChunksReturns(existing, nil)
-		f.guard.LiveCompositionStub = nil
-		f.guard.LiveCompositionReturnsOnCall(0, domain.Composition{Namespace: sibling.Namespace, Name: sibling.Name, UID: "uid-sibling"}, nil)
+		f.live.LiveCompositionStub = nil
+		f.live.LiveCompositionReturnsOnCall(0, domain.Composition{Namespace: sibling.Namespace, Name: sibling.Name, UID: "uid-sibling"}, nil)
 		_, err := f.service(t).Record(ctx(t), f.comp)
 		var lc *app.LineageCollisionError
 		require.ErrorAs(t, err, &lc)
@@ -545,15 +545,15 @@ func TestRecordLineageCollision(t *testing.T) {
 	t.Run("the other Composition is NotFound: a predecessor's history, replaced as usual", func(t *testing.T) {
 		f := adoptingAcrossNamespaces(newFixture(t))
 		f.store.ListChunksReturns(siblingSecrets(t), nil)
-		f.guard.LiveCompositionStub = nil
-		f.guard.LiveCompositionReturnsOnCall(0, domain.Composition{}, fmt.Errorf("compositions %q not found: %w", sibling, ports.ErrNotFound))
+		f.live.LiveCompositionStub = nil
+		f.live.LiveCompositionReturnsOnCall(0, domain.Composition{}, fmt.Errorf("compositions %q not found: %w", sibling, ports.ErrNotFound))
 		for i := 1; i <= 3; i++ {
-			f.guard.LiveCompositionReturnsOnCall(i, f.comp, nil) // the rechecks
+			f.live.LiveCompositionReturnsOnCall(i, f.comp, nil) // the rechecks
 		}
 		res, err := f.service(t).Record(ctx(t), f.comp)
 		require.NoError(t, err)
 		assert.Equal(t, 3, res.Updated)
-		assert.Equal(t, 4, f.guard.LiveCompositionCallCount(), "one lookup for the three chunks, then a recheck per write")
+		assert.Equal(t, 4, f.live.LiveCompositionCallCount(), "one lookup for the three chunks, then a recheck per write")
 		for i := range 3 {
 			_, written := f.store.UpdateChunkArgsForCall(i)
 			assert.Equal(t, ns, written.Annotations[domain.AnnotationCompositionNamespace], "now recorded for this Composition")
@@ -569,8 +569,8 @@ func TestRecordLineageCollision(t *testing.T) {
 			t.Run(fault.Error(), func(t *testing.T) {
 				f := adoptingAcrossNamespaces(newFixture(t))
 				f.store.ListChunksReturns(siblingSecrets(t), nil)
-				f.guard.LiveCompositionStub = nil
-				f.guard.LiveCompositionReturnsOnCall(0, domain.Composition{}, fault)
+				f.live.LiveCompositionStub = nil
+				f.live.LiveCompositionReturnsOnCall(0, domain.Composition{}, fault)
 				_, err := f.service(t).Record(ctx(t), f.comp)
 				require.ErrorIs(t, err, fault)
 				var lc *app.LineageCollisionError
@@ -586,8 +586,8 @@ func TestRecordLineageCollision(t *testing.T) {
 	t.Run("adoption across namespaces off: another namespace's Secret is refused without a lookup, even when its Composition is NotFound", func(t *testing.T) {
 		f := newFixture(t)
 		f.store.ListChunksReturns(siblingSecrets(t), nil)
-		f.guard.LiveCompositionStub = nil
-		f.guard.LiveCompositionReturns(domain.Composition{}, fmt.Errorf("compositions %q not found: %w", sibling, ports.ErrNotFound))
+		f.live.LiveCompositionStub = nil
+		f.live.LiveCompositionReturns(domain.Composition{}, fmt.Errorf("compositions %q not found: %w", sibling, ports.ErrNotFound))
 		_, err := f.service(t).Record(ctx(t), f.comp)
 		var lc *app.LineageCollisionError
 		require.ErrorAs(t, err, &lc)
@@ -596,7 +596,7 @@ func TestRecordLineageCollision(t *testing.T) {
 		assert.Contains(t, err.Error(), "another namespace")
 		assert.Contains(t, err.Error(), "--allow-cross-namespace-lineage", "the error says what to do")
 		assert.Zero(t, f.writes(), "touch nothing")
-		assert.Zero(t, f.guard.LiveCompositionCallCount(), "nothing to ask: another namespace's history is never ours")
+		assert.Zero(t, f.live.LiveCompositionCallCount(), "nothing to ask: another namespace's history is never ours")
 		metrics, events := refusalsOf(f)
 		assert.Equal(t, []string{"LineageCollision"}, metrics)
 		assert.Equal(t, []string{"LineageCollision"}, events)
@@ -614,14 +614,14 @@ func TestRecordLineageCollision(t *testing.T) {
 				f := newFixture(t)
 				f.store.ListChunksReturns(secrets, nil)
 				self := f.comp
-				f.guard.LiveCompositionCalls(func(_ context.Context, ref domain.CompositionRef) (domain.Composition, error) {
+				f.live.LiveCompositionCalls(func(_ context.Context, ref domain.CompositionRef) (domain.Composition, error) {
 					if ref == sameNS {
 						return domain.Composition{Namespace: ns, Name: sameNS.Name, UID: "uid-other"}, lookup
 					}
 					return self, nil
 				})
 				_, err := f.service(t).Record(ctx(t), f.comp)
-				_, asked := f.guard.LiveCompositionArgsForCall(0)
+				_, asked := f.live.LiveCompositionArgsForCall(0)
 				assert.Equal(t, sameNS, asked)
 				var lc *app.LineageCollisionError
 				if lookup == nil {
@@ -644,9 +644,9 @@ func TestRecordLineageCollision(t *testing.T) {
 		res, err := f.service(t).Record(ctx(t), f.comp)
 		require.NoError(t, err)
 		assert.Equal(t, 3, res.Updated)
-		assert.Equal(t, 3, f.guard.LiveCompositionCallCount(), "only the rechecks")
+		assert.Equal(t, 3, f.live.LiveCompositionCallCount(), "only the rechecks")
 		for i := range 3 {
-			_, ref := f.guard.LiveCompositionArgsForCall(i)
+			_, ref := f.live.LiveCompositionArgsForCall(i)
 			assert.Equal(t, f.comp.Ref(), ref)
 		}
 	})
@@ -734,14 +734,14 @@ func TestRecordReadsANameFoundTaken(t *testing.T) {
 	siblings := siblingSecrets(t)[0]
 	t.Run("ours, recorded for another Composition that exists: LineageCollision", func(t *testing.T) {
 		f := adoptingAcrossNamespaces(taken(t, siblings, nil))
-		f.guard.LiveCompositionStub = nil
-		f.guard.LiveCompositionReturnsOnCall(0, f.comp, nil) // the recheck before the create
-		f.guard.LiveCompositionReturnsOnCall(1, domain.Composition{Namespace: sibling.Namespace, Name: sibling.Name, UID: "uid-sibling"}, nil)
+		f.live.LiveCompositionStub = nil
+		f.live.LiveCompositionReturnsOnCall(0, f.comp, nil) // the recheck before the create
+		f.live.LiveCompositionReturnsOnCall(1, domain.Composition{Namespace: sibling.Namespace, Name: sibling.Name, UID: "uid-sibling"}, nil)
 		_, err := f.service(t).Record(ctx(t), f.comp)
 		var lc *app.LineageCollisionError
 		require.ErrorAs(t, err, &lc)
 		assert.Equal(t, sibling, lc.Other)
-		_, asked := f.guard.LiveCompositionArgsForCall(1)
+		_, asked := f.live.LiveCompositionArgsForCall(1)
 		assert.Equal(t, sibling, asked)
 		metrics, events := refusalsOf(f)
 		assert.Equal(t, []string{"LineageCollision"}, metrics)
@@ -751,9 +751,9 @@ func TestRecordReadsANameFoundTaken(t *testing.T) {
 
 	t.Run("ours, recorded for another Composition that is NotFound: the conflict path", func(t *testing.T) {
 		f := adoptingAcrossNamespaces(taken(t, siblings, nil))
-		f.guard.LiveCompositionStub = nil
-		f.guard.LiveCompositionReturnsOnCall(0, f.comp, nil)
-		f.guard.LiveCompositionReturnsOnCall(1, domain.Composition{}, fmt.Errorf("gone: %w", ports.ErrNotFound))
+		f.live.LiveCompositionStub = nil
+		f.live.LiveCompositionReturnsOnCall(0, f.comp, nil)
+		f.live.LiveCompositionReturnsOnCall(1, domain.Composition{}, fmt.Errorf("gone: %w", ports.ErrNotFound))
 		_, err := f.service(t).Record(ctx(t), f.comp)
 		require.ErrorIs(t, err, ports.ErrAlreadyExists)
 		metrics, _ := refusalsOf(f)
@@ -761,14 +761,14 @@ func TestRecordReadsANameFoundTaken(t *testing.T) {
 	})
 	t.Run("ours, recorded in another namespace, adoption off: LineageCollision without a lookup", func(t *testing.T) {
 		f := taken(t, siblings, nil)
-		f.guard.LiveCompositionStub = nil
-		f.guard.LiveCompositionReturnsOnCall(0, f.comp, nil) // the recheck before the create
-		f.guard.LiveCompositionReturnsOnCall(1, domain.Composition{}, fmt.Errorf("gone: %w", ports.ErrNotFound))
+		f.live.LiveCompositionStub = nil
+		f.live.LiveCompositionReturnsOnCall(0, f.comp, nil) // the recheck before the create
+		f.live.LiveCompositionReturnsOnCall(1, domain.Composition{}, fmt.Errorf("gone: %w", ports.ErrNotFound))
 		_, err := f.service(t).Record(ctx(t), f.comp)
 		var lc *app.LineageCollisionError
 		require.ErrorAs(t, err, &lc)
 		assert.True(t, lc.OtherNamespace)
-		assert.Equal(t, 1, f.guard.LiveCompositionCallCount(), "only the recheck")
+		assert.Equal(t, 1, f.live.LiveCompositionCallCount(), "only the recheck")
 		metrics, _ := refusalsOf(f)
 		assert.Equal(t, []string{"LineageCollision"}, metrics)
 	})

@@ -32,21 +32,22 @@ func (s *Service) Recover(ctx context.Context, comp domain.Composition) (Recover
 	if err := s.policy.CheckRecovery(comp); err != nil {
 		return RecoverResult{}, err
 	}
-	res, _, err := s.recover(withComposition(ctx, comp.Ref()), comp)
+	state, named := domain.HandoffStateOf(comp, nil)
+	res, _, err := s.recover(withComposition(ctx, comp.Ref()), comp, state, named)
 	if err != nil {
 		return res, fmt.Errorf("recovering: %w", err)
 	}
 	return res, nil
 }
 
-// recover decides a synthesis that needs a decision. Past the commit point of an earlier pass it
-// only resumes that hand-off; otherwise it plans, then hands the tombstones off or writes the
-// decision after a live recheck. It returns what it read live, for recording to reuse.
-func (s *Service) recover(ctx context.Context, comp domain.Composition) (RecoverResult, liveReads, error) {
+// recover decides a synthesis that needs a decision. Past the commit point of an earlier pass
+// (HandoffNamed) it only resumes that hand-off, from the named slices; otherwise it plans, then
+// hands the tombstones off or writes the decision after a live recheck. It returns what it read
+// live, for recording to reuse.
+func (s *Service) recover(ctx context.Context, comp domain.Composition, state domain.HandoffState, names []string) (RecoverResult, liveReads, error) {
 	fault(ctx, faultRecover, comp.Ref())
 	ctx = logr.NewContext(ctx, logr.FromContextOrDiscard(ctx).WithValues("synthesisUUID", comp.SynthesisUUID()))
-	// A hand-off named by an earlier pass is finished, never planned again.
-	if phase, names := domain.HandoffPhaseOf(comp); phase == domain.HandoffNamed {
+	if state == domain.HandoffNamed {
 		res, err := s.resumeNamed(ctx, comp, names)
 		return res, liveReads{}, err
 	}
@@ -146,7 +147,7 @@ type planner struct {
 	secrets    ports.SnapshotLister
 	slices     ports.SliceReader
 	fleet      ports.FleetIndex
-	guard      ports.CompositionGuard
+	live       ports.LiveReader
 	downstream ports.DownstreamReader
 	// failures counts each object's consecutive failed reads; nil keeps a failure at once (a
 	// dry run).
@@ -154,7 +155,7 @@ type planner struct {
 }
 
 // readFailuresToKeep is how many consecutive plans must fail to read an object before it is
-// kept as unreadable: a blip is retried, a persistent error does not stall recovery (N3).
+// kept as unreadable: a blip is retried, a persistent error does not stall recovery (read outage).
 const readFailuresToKeep = 3
 
 // readFailures counts consecutive failed reads per object, in this process.
@@ -225,7 +226,7 @@ func (p planner) planListed(ctx context.Context, comp domain.Composition, lineag
 		Now:                  now,
 	}
 	if snapErr == nil {
-		// Across every shard: the cache holds this shard's Compositions only (K6a).
+		// Across every shard: the cache holds this shard's Compositions only (lineage in another shard).
 		if in.LineageMembers, err = p.fleet.LineageMembers(ctx, comp.Ref(), lineage); err != nil {
 			return domain.RecoveryPlan{}, reads, fmt.Errorf("finding compositions that share lineage %s: %w", lineage, err)
 		}
@@ -277,7 +278,7 @@ func (p planner) liveOwners(ctx context.Context, refs []domain.CompositionRef) (
 	var live []domain.LiveOwner
 	var undecided []error
 	for _, ref := range refs {
-		owner, err := p.guard.LiveComposition(ctx, ref)
+		owner, err := p.live.LiveComposition(ctx, ref)
 		switch {
 		case errors.Is(err, ports.ErrNotFound):
 			continue
@@ -298,7 +299,7 @@ func (p planner) liveOwners(ctx context.Context, refs []domain.CompositionRef) (
 }
 
 // markProducedElsewhere turns each present object whose identity a slice of another
-// Composition applies or patches into ObjectProducedElsewhere: it is kept (K4). The slices of
+// Composition applies or patches into ObjectProducedElsewhere: it is kept (taken over by another Composition). The slices of
 // the owners excluded (this Composition, the incarnation the history recorded) do not count.
 func (p planner) markProducedElsewhere(ctx context.Context, observed map[domain.ResourceID]domain.Observation, excluded ...string) error {
 	elsewhere, err := p.fleet.ProducedElsewhere(ctx, slices.Collect(maps.Keys(observed)), excluded...)

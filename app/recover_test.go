@@ -25,11 +25,11 @@ import (
 // write past that step.
 func recoverStaleAt(t *testing.T, f *fixture, at int, change func(domain.Composition) domain.Composition) {
 	t.Helper()
-	f.guard.LiveCompositionStub = nil
+	f.live.LiveCompositionStub = nil
 	for i := range at {
-		f.guard.LiveCompositionReturnsOnCall(i, f.comp, nil)
+		f.live.LiveCompositionReturnsOnCall(i, f.comp, nil)
 	}
-	f.guard.LiveCompositionReturnsOnCall(at, change(f.comp), nil)
+	f.live.LiveCompositionReturnsOnCall(at, change(f.comp), nil)
 	_, err := f.service(t).Recover(ctx(t), f.comp)
 	var stale *app.StaleCompositionError
 	require.ErrorAs(t, err, &stale)
@@ -134,7 +134,7 @@ func TestRecoverPublishesTombstonesForOrphansThenWritesTheDecision(t *testing.T)
 	assert.Equal(t, synthID, d.SynthesisUUID)
 	assert.Equal(t, oldSynth, d.RecoveredFrom)
 	assert.True(t, res.Written)
-	assert.Equal(t, 3, f.guard.LiveCompositionCallCount(), "a live recheck before arming, the decision and the resynthesis request")
+	assert.Equal(t, 3, f.live.LiveCompositionCallCount(), "a live recheck before arming, the decision and the resynthesis request")
 }
 
 func TestRecoverOutcomesWithoutTombstones(t *testing.T) {
@@ -419,8 +419,8 @@ func TestRecoverWriteFailures(t *testing.T) {
 		f := recoveryFixture(t, rs, rs[:7])
 		live := f.comp
 		live.ResourceVersion = "42"
-		f.guard.LiveCompositionStub = nil
-		f.guard.LiveCompositionReturns(live, nil)
+		f.live.LiveCompositionStub = nil
+		f.live.LiveCompositionReturns(live, nil)
 		_, err := f.service(t).Recover(ctx(t), f.comp)
 		require.NoError(t, err)
 		_, c, _ := f.decisions.WriteDecisionArgsForCall(0)
@@ -539,16 +539,16 @@ func TestRecoverReadsEveryOtherOwnerOfTheLineage(t *testing.T) {
 			f := recoveryFixture(t, rs, rs[:7])
 			f.cfg.MaxTombstoneFraction = 1
 			f.store.ListChunksReturns(lineage(t), nil)
-			f.guard.LiveCompositionStub = nil
+			f.live.LiveCompositionStub = nil
 			// The owners are read in order, before any recheck: one GET each.
 			for i, owner := range []struct {
 				ref  domain.CompositionRef
 				read read
 			}{{successor, tt.successor}, {otherNS, tt.otherNS}} {
 				c, err := owner.read(owner.ref)
-				f.guard.LiveCompositionReturnsOnCall(i, c, err)
+				f.live.LiveCompositionReturnsOnCall(i, c, err)
 			}
-			f.guard.LiveCompositionReturns(f.comp, nil)
+			f.live.LiveCompositionReturns(f.comp, nil)
 			svc := f.service(t)
 			var err error
 			if tt.recovered {
@@ -562,13 +562,13 @@ func TestRecoverReadsEveryOtherOwnerOfTheLineage(t *testing.T) {
 			} else {
 				_, err = svc.Recover(ctx(t), f.comp)
 			}
-			require.GreaterOrEqual(t, f.guard.LiveCompositionCallCount(), 2)
+			require.GreaterOrEqual(t, f.live.LiveCompositionCallCount(), 2)
 			for i, want := range []domain.CompositionRef{successor, otherNS} {
-				_, asked := f.guard.LiveCompositionArgsForCall(i)
+				_, asked := f.live.LiveCompositionArgsForCall(i)
 				assert.Equal(t, want, asked, "read %d", i)
 			}
-			for i := 2; i < f.guard.LiveCompositionCallCount(); i++ {
-				_, asked := f.guard.LiveCompositionArgsForCall(i)
+			for i := 2; i < f.live.LiveCompositionCallCount(); i++ {
+				_, asked := f.live.LiveCompositionArgsForCall(i)
 				assert.Equal(t, f.comp.Ref(), asked, "each other owner is read once; then only rechecks")
 			}
 			switch {
@@ -599,7 +599,7 @@ func TestRecoverReadsEveryOtherOwnerOfTheLineage(t *testing.T) {
 				}
 				assert.Zero(t, f.decisions.WriteDecisionCallCount(), "nothing decided")
 				assert.Zero(t, f.sink.CreateRecoverySliceCallCount())
-				assert.Equal(t, 2, f.guard.LiveCompositionCallCount(), "no recheck: nothing to write")
+				assert.Equal(t, 2, f.live.LiveCompositionCallCount(), "no recheck: nothing to write")
 			}
 		})
 	}
@@ -608,7 +608,7 @@ func TestRecoverReadsEveryOtherOwnerOfTheLineage(t *testing.T) {
 		f.cfg.MaxTombstoneFraction = 1
 		_, err := f.service(t).Plan(ctx(t), f.comp)
 		require.NoError(t, err)
-		assert.Zero(t, f.guard.LiveCompositionCallCount())
+		assert.Zero(t, f.live.LiveCompositionCallCount())
 	})
 }
 
@@ -640,8 +640,8 @@ func TestRecoverOtherNamespace(t *testing.T) {
 		assert.True(t, d.Outcome.Finished(), "recording may proceed")
 		assert.Zero(t, f.sink.CreateRecoverySliceCallCount())
 		assert.Zero(t, f.downstream.ObserveObjectCallCount())
-		require.Equal(t, 1, f.guard.LiveCompositionCallCount(), "only the recheck before the decision")
-		_, asked := f.guard.LiveCompositionArgsForCall(0)
+		require.Equal(t, 1, f.live.LiveCompositionCallCount(), "only the recheck before the decision")
+		_, asked := f.live.LiveCompositionArgsForCall(0)
 		assert.Equal(t, f.comp.Ref(), asked)
 		require.Equal(t, 1, f.events.Count())
 		_, warning, reason, message := f.events.At(0)
@@ -656,18 +656,18 @@ func TestRecoverOtherNamespace(t *testing.T) {
 		f := adoptingAcrossNamespaces(recoveryFixture(t, rs, rs[:7]))
 		f.cfg.MaxTombstoneFraction = 1
 		f.store.ListChunksReturns(history(t), nil)
-		f.guard.LiveCompositionStub = nil
-		f.guard.LiveCompositionReturns(domain.Composition{}, fmt.Errorf("gone: %w", ports.ErrNotFound))
+		f.live.LiveCompositionStub = nil
+		f.live.LiveCompositionReturns(domain.Composition{}, fmt.Errorf("gone: %w", ports.ErrNotFound))
 		plan, err := f.service(t).Plan(ctx(t), f.comp)
 		require.NoError(t, err)
 		assert.Equal(t, domain.OutcomeRecovered, plan.Decision.Outcome, plan.Decision.Message)
 		assert.Equal(t, oldSynth, plan.Decision.SourceSynthesisUUID)
-		assert.Equal(t, 2, f.guard.LiveCompositionCallCount(), "both owners are read")
+		assert.Equal(t, 2, f.live.LiveCompositionCallCount(), "both owners are read")
 	})
 }
 
 // A Composition that carries the same lineage (a copied override) shares it even before it has
-// recorded anything, in any shard: listed live across every shard (K6a), read live, it makes the
+// recorded anything, in any shard: listed live across every shard (lineage across shards), read live, it makes the
 // history SharedLineage.
 func TestRecoverSeesALineageMemberThatHasNotRecorded(t *testing.T) {
 	rs := resources(9)
@@ -694,15 +694,15 @@ func TestRecoverSeesALineageMemberThatHasNotRecorded(t *testing.T) {
 			f.comp = override(f.comp, "shared")
 			f.store.ListChunksReturns(snapshotSecretsOfLineage(t, "shared", oldUID, oldSynth, rs), nil)
 			// The sibling is in another shard: this shard's cache never holds it, the fleet
-			// index of every shard does (K6a).
+			// index of every shard does (lineage across shards).
 			if tt.errorOut {
 				f.fleet.LineageMembersReturns(nil, errors.New("the list failed"))
 			} else {
 				sibling := tt.member(composition("uid-split", "99999999-aaaa-bbbb-cccc-000000000009", nil, false))
 				sibling.Name = "web-split"
 				f.fleetComps = []domain.Composition{f.comp, sibling}
-				guard := f.guard.LiveCompositionStub
-				f.guard.LiveCompositionCalls(func(c context.Context, ref domain.CompositionRef) (domain.Composition, error) {
+				guard := f.live.LiveCompositionStub
+				f.live.LiveCompositionCalls(func(c context.Context, ref domain.CompositionRef) (domain.Composition, error) {
 					if ref.Name == "web-split" {
 						if tt.live != nil {
 							return domain.Composition{}, tt.live
@@ -780,13 +780,13 @@ func TestRecoverChecksEachTombstoneDownstream(t *testing.T) {
 		{"a read that fails decides nothing", func(domain.Entry) (domain.Observation, error) {
 			return domain.Observation{}, errors.New("500 internal error")
 		}, domain.Outcome{}, "", nil, true},
-		{"N3: one read fails persistently, another answered: it is kept as Unreadable, the rest published", func(e domain.Entry) (domain.Observation, error) {
+		{"read outage: one read fails persistently, another answered: it is kept as Unreadable, the rest published", func(e domain.Entry) (domain.Observation, error) {
 			if e.Name == "cm-07" {
 				return domain.Observation{}, errors.New("503 service unavailable")
 			}
 			return old, nil
 		}, domain.OutcomeRecovered, "", []string{"cm-08"}, false},
-		{"N3: one read fails, the other object gone: Unverified", func(e domain.Entry) (domain.Observation, error) {
+		{"read outage: one read fails, the other object gone: Unverified", func(e domain.Entry) (domain.Observation, error) {
 			if e.Name == "cm-07" {
 				return domain.Observation{}, errors.New("the request timed out")
 			}
@@ -799,7 +799,7 @@ func TestRecoverChecksEachTombstoneDownstream(t *testing.T) {
 			f.cfg.MaxTombstoneFraction = 1
 			f.downstream.ObserveObjectCalls(func(_ context.Context, e domain.Entry) (domain.Observation, error) { return tt.observe(e) })
 			svc := f.service(t)
-			if strings.HasPrefix(tt.name, "N3:") {
+			if strings.HasPrefix(tt.name, "read outage:") {
 				// A failed read is retried until it has failed three plans in a row.
 				for range 2 {
 					_, err := svc.Recover(ctx(t), f.comp)
@@ -918,7 +918,7 @@ func TestRecoverSharedLineage(t *testing.T) {
 			f.cfg.MaxTombstoneFraction = 1
 			f.store.ListChunksReturns(siblingSnapshot(t), nil)
 			self := f.comp
-			f.guard.LiveCompositionCalls(func(_ context.Context, ref domain.CompositionRef) (domain.Composition, error) {
+			f.live.LiveCompositionCalls(func(_ context.Context, ref domain.CompositionRef) (domain.Composition, error) {
 				if ref == sibling {
 					return tt.source()
 				}

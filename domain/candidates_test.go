@@ -345,7 +345,7 @@ func TestLineageMembers(t *testing.T) {
 	bad := composition()
 	bad.Name = "bad"
 	bad.Annotations = map[string]string{domain.AnnotationLineageOverride: "Not A Label"}
-	// Another namespace, another shard (its labels match no selector of ours): a member too (K6a).
+	// Another namespace, another shard (its labels match no selector of ours): a member too (lineage across shards).
 	elsewhere := composition()
 	elsewhere.Namespace, elsewhere.Name = "team-z", "web-copy"
 	elsewhere.Labels = map[string]string{"shard": "other"}
@@ -368,5 +368,5 @@ func TestLineageOwnersAreDistinct(t *testing.T) {
 	)
 	snap, err := domain.ReadSnapshotFor(composition(), secrets, now, 0, domain.AdoptWithinNamespace)
 	require.NoError(t, err)
-	assert.Equal(t, []domain.CompositionRef{{Namespace: "team-a", Name: "east"}, {Namespace: "team-a", Name: "web"}}, snap.LineageOwners())
+	assert.Equal(t, []domain.CompositionRef{{Namespace: "team-a", Name: "east"}}, domain.SharedLineageOwners(composition(), snap))
 }

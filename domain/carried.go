@@ -16,30 +16,20 @@ func CarriedRecoverySlices(c Composition) []string {
 	return recoverySlicesIn(c.Name, prev.UUID, prev.Slices)
 }
 
-// CarriedTombstones reads the tombstones a carried recovery slice handed over: the pending ones,
-// and the withdrawn ones. The slice must be this incarnation's hand-off of the previous synthesis.
-func CarriedTombstones(c Composition, s ResourceSlice) (pending, withdrawn []Tombstone, err error) {
+// CarriedTombstones reads the tombstones a carried recovery slice handed over that Eno may still
+// act on (PendingTombstones). The slice must be this incarnation's hand-off of the previous
+// synthesis.
+func CarriedTombstones(c Composition, s ResourceSlice) ([]Tombstone, error) {
 	prev := c.PreviousSynthesis
 	switch {
 	case prev == nil:
-		return nil, nil, fmt.Errorf("composition %s has no previous synthesis", c.Ref())
+		return nil, fmt.Errorf("composition %s has no previous synthesis", c.Ref())
 	case s.ControllerUID != c.UID:
-		return nil, nil, fmt.Errorf("resource slice %s is controlled by %q, not by this composition (UID %s)", s.Name, s.ControllerUID, c.UID)
+		return nil, fmt.Errorf("resource slice %s is controlled by %q, not by this composition (UID %s)", s.Name, s.ControllerUID, c.UID)
 	case s.SynthesisUUID != prev.UUID:
-		return nil, nil, fmt.Errorf("resource slice %s holds synthesis %q, not the previous synthesis %q", s.Name, s.SynthesisUUID, prev.UUID)
+		return nil, fmt.Errorf("resource slice %s holds synthesis %q, not the previous synthesis %q", s.Name, s.SynthesisUUID, prev.UUID)
 	}
-	for i, r := range s.Resources {
-		t, off, err := readTombstone(r)
-		if err != nil {
-			return nil, nil, fmt.Errorf("resource slice %s, resource %d: %w", s.Name, i, err)
-		}
-		if off {
-			withdrawn = append(withdrawn, t)
-		} else {
-			pending = append(pending, t)
-		}
-	}
-	return pending, withdrawn, nil
+	return PendingTombstones(s)
 }
 
 // RemainingOrphans lists the tombstones whose object a read found still present, in canonical

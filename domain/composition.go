@@ -89,17 +89,6 @@ func (c Composition) NamesSlice(name string) bool {
 	return c.Synthesis != nil && slices.Contains(c.Synthesis.Slices, name)
 }
 
-// WithoutSlices is a copy of c whose current synthesis names none of the slices.
-func (c Composition) WithoutSlices(names ...string) Composition {
-	if c.Synthesis == nil {
-		return c
-	}
-	s := *c.Synthesis
-	s.Slices = slices.DeleteFunc(slices.Clone(s.Slices), func(n string) bool { return slices.Contains(names, n) })
-	c.Synthesis = &s
-	return c
-}
-
 // FinishedDecision returns the decision for the current synthesis when it is finished.
 func (c Composition) FinishedDecision() (Decision, bool) {
 	d, ok := c.Decision()

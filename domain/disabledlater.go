@@ -8,7 +8,7 @@ import (
 
 // AnnotationDisabledLater marks a snapshot's Secret with the entries a later synthesis of the
 // Composition disabled while it could not be recorded (not Ready, awaiting a decision, or the
-// Composition deleting): recovery treats them as Disabled (design §4, K7).
+// Composition deleting): recovery treats them as Disabled (design §4, disabled later).
 const AnnotationDisabledLater = "eno.azure.io/inventory-disabled-later"
 
 // DisabledLater is the value of AnnotationDisabledLater: the snapshot it marks (its source
@@ -27,7 +27,7 @@ type disabledLaterID struct {
 
 // NewlyDisabled lists, in canonical order, the entries of snap that a later synthesis, newer,
 // disables (design §6 "Disabled entries") while snap records them enabled and no mark on snap
-// says so yet: the identities a mark must add. None means no write (K7).
+// says so yet: the identities a mark must add. None means no write (disabled later).
 func NewlyDisabled(snap Snapshot, newer SynthesisContents) []ResourceID {
 	marked, all := snap.disabledLater()
 	if all {
@@ -53,7 +53,7 @@ func NewlyDisabled(snap Snapshot, newer SynthesisContents) []ResourceID {
 }
 
 // DisablesAny reports whether the synthesis disables anything a snapshot could record enabled:
-// an entry, or a tombstone Eno skips for good. Without it, no snapshot needs reading (K7).
+// an entry, or a tombstone Eno skips for good. Without it, no snapshot needs reading (disabled later).
 func (s SynthesisContents) DisablesAny() bool {
 	if len(s.keptTombstones) > 0 {
 		return true
@@ -122,7 +122,7 @@ func (s Snapshot) disabledLater() (ids map[ResourceID]bool, all bool) {
 }
 
 // SplitDisabledLater drops, as Disabled, the tombstones whose entries a later synthesis of the
-// recorded Composition disabled before it could be recorded, as snap's marks say (K7).
+// recorded Composition disabled before it could be recorded, as snap's marks say (disabled later).
 func SplitDisabledLater(snap Snapshot, tombstones []Tombstone) (rest []Tombstone, disabled []DroppedTombstone) {
 	marked, all := snap.disabledLater()
 	for _, t := range tombstones {

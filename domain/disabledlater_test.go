@@ -12,7 +12,7 @@ import (
 )
 
 // A later synthesis that disabled an entry of the recorded snapshot, and was never recorded,
-// marks the snapshot; recovery then treats the entry as Disabled (design §4, §6, K7).
+// marks the snapshot; recovery then treats the entry as Disabled (design §4, §6, disabled later).
 func TestDisabledLater(t *testing.T) {
 	cm := func(name string, annotations map[string]string) domain.Entry {
 		return domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: name, Annotations: annotations}
@@ -101,7 +101,7 @@ func toJSON(m map[string]string) string {
 	return string(b)
 }
 
-// Recovery drops a marked entry as Disabled, without reading it (K7).
+// Recovery drops a marked entry as Disabled, without reading it (disabled later).
 func TestPlanKeepsWhatALaterSynthesisDisabled(t *testing.T) {
 	entries := entriesN(2)
 	inv := mustInventory(t, entries)
@@ -121,7 +121,7 @@ func TestPlanKeepsWhatALaterSynthesisDisabled(t *testing.T) {
 
 // A tombstone keeps Eno's old manifest: one disabled there is skipped by Eno and its object kept,
 // so it marks the snapshot too; a tombstone disabled only by this controller's precondition does
-// not (K7).
+// not (disabled later).
 func TestDisabledLaterCountsKeptTombstones(t *testing.T) {
 	cm := func(name string) domain.Entry {
 		return domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: name}

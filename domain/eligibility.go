@@ -69,8 +69,9 @@ type Policy struct {
 	Scope   Scope
 }
 
-// base applies the rules shared by recording and recovery.
-func (p Policy) base(c Composition) *IneligibleError {
+// Ineligible says why neither recording nor recovery may act on c, or nil: the run conditions
+// they share, which still hold once a Recovered decision is written.
+func (p Policy) Ineligible(c Composition) *IneligibleError {
 	switch {
 	case !p.Enabled:
 		return &IneligibleError{Reason: IneligibleDisabled}
@@ -94,38 +95,14 @@ func (p Policy) base(c Composition) *IneligibleError {
 	return nil
 }
 
-// RecoveryStage is where a Composition's current synthesis stands for recovery.
-type RecoveryStage int
-
-const (
-	// StageIneligible: a run condition fails; recovery leaves the Composition alone.
-	StageIneligible RecoveryStage = iota
-	// StageNeedsDecision: no finished decision exists for the synthesis; recovery decides one.
-	StageNeedsDecision
-	// StageDecided: the synthesis holds a finished decision; only a pending hand-off is left.
-	StageDecided
-)
-
-// RecoveryStageOf says whether recovery has to decide the Composition's current synthesis, has
-// decided it, or may not act on it, and then why. Recovery runs until a finished decision exists
-// for the synthesis (design §6).
-func (p Policy) RecoveryStageOf(c Composition) (RecoveryStage, *IneligibleError) {
-	if err := p.base(c); err != nil {
-		return StageIneligible, err
+// CheckRecovery is an error unless recovery may act on c and its synthesis still needs a decision:
+// recovery runs until a finished decision exists for the synthesis (design §6). Every recheck
+// before a recovery write applies it to the live Composition.
+func (p Policy) CheckRecovery(c Composition) error {
+	if ie := p.Ineligible(c); ie != nil {
+		return ie
 	}
 	if _, ok := c.FinishedDecision(); ok {
-		return StageDecided, nil
-	}
-	return StageNeedsDecision, nil
-}
-
-// CheckRecovery is RecoveryStageOf as a run condition: an error unless the synthesis still needs
-// a decision. Every recheck before a recovery write applies it to the live Composition.
-func (p Policy) CheckRecovery(c Composition) error {
-	switch stage, ie := p.RecoveryStageOf(c); stage {
-	case StageIneligible:
-		return ie
-	case StageDecided:
 		return &IneligibleError{Reason: IneligibleDecided}
 	}
 	return nil
@@ -136,7 +113,7 @@ func (p Policy) CheckRecovery(c Composition) error {
 // decided Recovered is never recorded: Eno's next synthesis, which carries the tombstones, is
 // (design §4, design §6.2).
 func (p Policy) CheckRecording(c Composition) error {
-	if err := p.base(c); err != nil {
+	if err := p.Ineligible(c); err != nil {
 		return err
 	}
 	if !c.Synthesis.Ready {
@@ -155,7 +132,7 @@ func (p Policy) CheckRecording(c Composition) error {
 // CheckHandoff applies the run conditions that still hold once a Recovered decision is written,
 // before the resynthesis is requested.
 func (p Policy) CheckHandoff(c Composition) error {
-	if ie := p.base(c); ie != nil {
+	if ie := p.Ineligible(c); ie != nil {
 		return ie
 	}
 	return nil

@@ -65,9 +65,7 @@ func TestCheckRecovery(t *testing.T) {
 				tt.mutate(&c)
 			}
 			check(t, p.CheckRecovery(c), tt.want)
-			stage, ie := p.RecoveryStageOf(c)
-			assert.Equal(t, domain.StageIneligible, stage)
-			check(t, ie, tt.want)
+			check(t, p.Ineligible(c), tt.want)
 		})
 	}
 	decided := []struct {
@@ -84,9 +82,7 @@ func TestCheckRecovery(t *testing.T) {
 			c := composition()
 			withDecision(tt.outcome, synUUID)(&c)
 			check(t, policy().CheckRecovery(c), domain.IneligibleDecided)
-			stage, ie := policy().RecoveryStageOf(c)
-			assert.Equal(t, domain.StageDecided, stage)
-			assert.Nil(t, ie)
+			assert.Nil(t, policy().Ineligible(c))
 		})
 	}
 	eligible := []struct {
@@ -105,9 +101,7 @@ func TestCheckRecovery(t *testing.T) {
 			c := composition()
 			tt.mutate(&c)
 			assert.NoError(t, policy().CheckRecovery(c))
-			stage, ie := policy().RecoveryStageOf(c)
-			assert.Equal(t, domain.StageNeedsDecision, stage)
-			assert.Nil(t, ie)
+			assert.Nil(t, policy().Ineligible(c))
 		})
 	}
 }

@@ -204,19 +204,6 @@ func recoverySlicesIn(compName, synthesisUUID string, names []string) []string {
 	return out
 }
 
-// DecidedRecoverySlices are the recovery slices of d, a Recovered decision of the Composition's
-// current synthesis: every one the synthesis names when the first is d.TombstoneSlice, else
-// d.TombstoneSlice alone, so that a slice no longer named is still looked at.
-func (c Composition) DecidedRecoverySlices(d Decision) []string {
-	if names := c.NamedRecoverySlices(); len(names) > 0 && names[0] == d.TombstoneSlice {
-		return names
-	}
-	if d.TombstoneSlice == "" {
-		return nil
-	}
-	return []string{d.TombstoneSlice}
-}
-
 // HandoffFromSlice reads back the hand-off a recovery slice carries for the Composition's
 // current synthesis. It fails when the slice is not this controller's slice for that synthesis:
 // controlled by another object, stamped for another synthesis, carrying no Recovered decision
@@ -250,8 +237,8 @@ func HandoffFromSlice(c Composition, s ResourceSlice) (Handoff, error) {
 }
 
 // sameDigest is the hand-off digest that r's precondition names, which must be digest unless
-// that is still empty. A tombstone without this controller's precondition (a stale writer's
-// plain tombstone, K3) is no hand-off of ours: Eno would delete its object unchecked.
+// that is still empty. A tombstone without this controller's precondition (a plain tombstone
+// named, by a stale writer) is no hand-off of ours: Eno would delete its object unchecked.
 func sameDigest(digest string, r SliceResource) (string, error) {
 	m, err := readManifest([]byte(r.Manifest))
 	if err != nil {
@@ -418,32 +405,69 @@ func PartsOf(s ResourceSlice) (parts int, ok bool) {
 	return parts, true
 }
 
-// HandoffPhase is where the hand-off of a Composition's current synthesis stands: the one
-// reading that drives recovery's switch.
-type HandoffPhase int
+// HandoffState is where the hand-off of a Composition stands: the one reading the switch of
+// recovery (app's advance) acts on.
+type HandoffState int
 
 const (
-	// HandoffNone: the synthesis names no recovery slice and is not decided Recovered.
-	HandoffNone HandoffPhase = iota
+	// HandoffNone: nothing is handed off, pending or carried; recording may run.
+	HandoffNone HandoffState = iota
+	// HandoffLeftAlone: recovery may not act on the Composition (the IneligibleError says why),
+	// and nothing is armed that it must disarm: a deleting or paused Composition's precondition
+	// sees it, and one out of scope is its shard's to watch.
+	HandoffLeftAlone
+	// HandoffAbandoned: the Composition left recovery (opted out, recovery disabled, an unusable
+	// lineage) while armed; nothing watches the hand-off any more, so it is disarmed for good
+	// (ArmedOff), which a person undoes.
+	HandoffAbandoned
+	// HandoffUnplanned: the synthesis needs a decision and names no recovery slice: plan, then
+	// arm, name and decide, or decide without a hand-off. An armed one that names nothing
+	// (a pass that stopped after arming) is planned again.
+	HandoffUnplanned
 	// HandoffNamed: the synthesis names recovery slices but is not decided yet; the hand-off
 	// is finished from them, never planned again.
 	HandoffNamed
 	// HandoffDecided: the synthesis is decided Recovered; the hand-off is watched, and Eno is
 	// asked for a synthesis that carries it.
 	HandoffDecided
+	// HandoffCarried: the previous synthesis carried a hand-off and the current one is not Ready:
+	// a tombstone may wait behind an earlier readiness group, so the hand-off is still watched.
+	HandoffCarried
+	// HandoffDone: armed, and a synthesis that names no recovery slice is Ready: Eno has acted on
+	// every tombstone it carried. A tombstone Eno skipped stays in that synthesis and is looked
+	// at again on every reload, after the watch has ended, so the hand-off is disarmed (ArmedDone).
+	HandoffDone
 )
 
-// HandoffPhaseOf reads the phase of c's current synthesis's hand-off, with the recovery slices
-// it concerns: the named ones, or the decided ones.
-func HandoffPhaseOf(c Composition) (HandoffPhase, []string) {
-	if d, ok := c.FinishedDecision(); ok {
-		if d.Outcome == OutcomeRecovered && d.TombstoneSlice != "" {
-			return HandoffDecided, c.DecidedRecoverySlices(d)
+// HandoffStateOf reads where c's hand-off stands (design §6.2), with the recovery slices the state
+// concerns: the named, decided or carried ones. ineligible is why recovery leaves c alone, or nil.
+func HandoffStateOf(c Composition, ineligible *IneligibleError) (HandoffState, []string) {
+	if ineligible != nil {
+		switch ineligible.Reason {
+		case IneligibleNotOptedIn, IneligibleDisabled, IneligibleInvalidLineage:
+			if c.Armed() {
+				return HandoffAbandoned, nil
+			}
 		}
-		return HandoffNone, nil
+		return HandoffLeftAlone, nil
 	}
-	if names := c.NamedRecoverySlices(); len(names) > 0 {
-		return HandoffNamed, names
+	d, decided := c.FinishedDecision()
+	switch {
+	case !decided && len(c.NamedRecoverySlices()) > 0:
+		return HandoffNamed, c.NamedRecoverySlices()
+	case !decided:
+		return HandoffUnplanned, nil
+	case c.Armed() && c.Synthesis.Ready && len(c.NamedRecoverySlices()) == 0:
+		return HandoffDone, nil
+	case d.Outcome == OutcomeRecovered && d.TombstoneSlice != "":
+		// Every slice the synthesis names when the first is the decided one, else that one
+		// alone, so that a slice no longer named is still looked at.
+		if names := c.NamedRecoverySlices(); len(names) > 0 && names[0] == d.TombstoneSlice {
+			return HandoffDecided, names
+		}
+		return HandoffDecided, []string{d.TombstoneSlice}
+	case !c.Synthesis.Ready && len(CarriedRecoverySlices(c)) > 0:
+		return HandoffCarried, CarriedRecoverySlices(c)
 	}
 	return HandoffNone, nil
 }

@@ -77,10 +77,10 @@ func TestHandoffFromSlice(t *testing.T) {
 		{"a resource that is not a tombstone", func(s *domain.ResourceSlice) {
 			s.Resources = []domain.SliceResource{{Manifest: h.Resources[0].Manifest}}
 		}},
-		{"K3: a stale writer's plain tombstone, with no precondition", func(s *domain.ResourceSlice) {
+		{"a stale writer's plain tombstone, with no precondition", func(s *domain.ResourceSlice) {
 			s.Resources = append(slices.Clone(s.Resources), domain.SliceResource{Manifest: manifest("v1", "ConfigMap", "ns", "plain"), Deleted: true})
 		}},
-		{"K3: only plain tombstones", func(s *domain.ResourceSlice) {
+		{"stale writer: only plain tombstones", func(s *domain.ResourceSlice) {
 			s.Resources = []domain.SliceResource{{Manifest: manifest("v1", "ConfigMap", "ns", "plain"), Deleted: true}}
 		}},
 	}
@@ -126,41 +126,70 @@ func TestNamedRecoverySlices(t *testing.T) {
 	}
 }
 
-func TestHandoffPhaseOf(t *testing.T) {
-	named := domain.RecoverySliceName("web", synUUID, "0123456789abcdef", 0)
+// One reading says where a hand-off stands; an armed hand-off ends disarmed: done once a
+// synthesis that names no recovery slice is Ready, abandoned once the Composition leaves
+// recovery, and nothing else retires it.
+func TestHandoffStateOf(t *testing.T) {
+	const digest = "0123456789abcdef"
+	named := domain.RecoverySliceName("web", synUUID, digest, 0)
+	part1 := domain.RecoverySliceName("web", synUUID, digest, 1)
+	carried := domain.RecoverySliceName("web", oldSynUUID, digest, 0)
 	recovered := domain.Decision{SynthesisUUID: synUUID, Outcome: domain.OutcomeRecovered, TombstoneSlice: named, DecidedAt: time.Now()}
-	for _, tt := range []struct {
-		name     string
+	nothing := domain.Decision{SynthesisUUID: synUUID, Outcome: domain.OutcomeNothingToRecover, Reason: domain.ReasonAlreadyDecided, DecidedAt: time.Now()}
+	ineligible := func(r domain.IneligibleReason) *domain.IneligibleError { return &domain.IneligibleError{Reason: r} }
+	type comp struct {
+		armed    string
+		ready    bool
 		slices   []string
 		decision *domain.Decision
-		want     domain.HandoffPhase
-		names    []string
+		carried  bool
+	}
+	for _, tt := range []struct {
+		name       string
+		comp       comp
+		ineligible *domain.IneligibleError
+		want       domain.HandoffState
+		names      []string
 	}{
-		{"nothing named", []string{goldenSlice}, nil, domain.HandoffNone, nil},
-		{"named, not decided", []string{goldenSlice, named}, nil, domain.HandoffNamed, []string{named}},
-		{"decided Recovered", []string{goldenSlice, named}, &recovered, domain.HandoffDecided, []string{named}},
-		{"decided otherwise", []string{goldenSlice}, &domain.Decision{SynthesisUUID: synUUID, Outcome: domain.OutcomeNoInventory, DecidedAt: time.Now()}, domain.HandoffNone, nil},
+		{"nothing named", comp{ready: true, slices: []string{goldenSlice}}, nil, domain.HandoffUnplanned, nil},
+		{"armed, nothing named yet: planned again", comp{armed: digest, slices: []string{goldenSlice}}, nil, domain.HandoffUnplanned, nil},
+		{"named, not decided", comp{armed: digest, slices: []string{goldenSlice, named}}, nil, domain.HandoffNamed, []string{named}},
+		{"named, not decided, Ready: resumed first", comp{armed: digest, ready: true, slices: []string{goldenSlice, named}}, nil, domain.HandoffNamed, []string{named}},
+		{"decided Recovered", comp{armed: digest, slices: []string{goldenSlice, named}, decision: &recovered}, nil, domain.HandoffDecided, []string{named}},
+		{"decided Recovered, every part", comp{armed: digest, slices: []string{goldenSlice, named, part1}, decision: &recovered}, nil, domain.HandoffDecided, []string{named, part1}},
+		{"decided Recovered, its slice no longer named: still looked at", comp{armed: digest, slices: []string{goldenSlice}, decision: &recovered}, nil, domain.HandoffDecided, []string{named}},
+		{"decided Recovered, a stale Ready", comp{armed: digest, ready: true, slices: []string{goldenSlice, named}, decision: &recovered}, nil, domain.HandoffDecided, []string{named}},
+		{"decided otherwise", comp{ready: true, slices: []string{goldenSlice}, decision: &nothing}, nil, domain.HandoffNone, nil},
+		{"carried, not Ready", comp{armed: digest, slices: []string{goldenSlice}, decision: &nothing, carried: true}, nil, domain.HandoffCarried, []string{carried}},
+		{"carried, not Ready, disarmed: still watched", comp{armed: domain.ArmedOff, slices: []string{goldenSlice}, decision: &nothing, carried: true}, nil, domain.HandoffCarried, []string{carried}},
+		{"carried and Ready", comp{armed: digest, ready: true, slices: []string{goldenSlice}, decision: &nothing, carried: true}, nil, domain.HandoffDone, nil},
+		{"a Ready synthesis that names no recovery slice", comp{armed: digest, ready: true, slices: []string{goldenSlice}, decision: &nothing}, nil, domain.HandoffDone, nil},
+		{"Ready, already disarmed", comp{armed: domain.ArmedOff, ready: true, slices: []string{goldenSlice}, decision: &nothing}, nil, domain.HandoffNone, nil},
+		{"Ready, already done", comp{armed: domain.ArmedDone, ready: true, slices: []string{goldenSlice}, decision: &nothing, carried: true}, nil, domain.HandoffNone, nil},
+		{"opted out while armed", comp{armed: digest, slices: []string{goldenSlice, named}}, ineligible(domain.IneligibleNotOptedIn), domain.HandoffAbandoned, nil},
+		{"recovery disabled while armed", comp{armed: digest, slices: []string{goldenSlice, named}}, ineligible(domain.IneligibleDisabled), domain.HandoffAbandoned, nil},
+		{"an unusable lineage while armed", comp{armed: digest, slices: []string{goldenSlice, named}}, ineligible(domain.IneligibleInvalidLineage), domain.HandoffAbandoned, nil},
+		{"deleting: the precondition sees it", comp{armed: digest, slices: []string{goldenSlice, named}}, ineligible(domain.IneligibleDeleting), domain.HandoffLeftAlone, nil},
+		{"out of scope: its shard watches it", comp{armed: digest, slices: []string{goldenSlice, named}}, ineligible(domain.IneligibleOutOfScope), domain.HandoffLeftAlone, nil},
+		{"opted out, never armed", comp{slices: []string{goldenSlice}}, ineligible(domain.IneligibleNotOptedIn), domain.HandoffLeftAlone, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := composition()
-			c.Synthesis.Slices = tt.slices
-			if tt.decision != nil {
-				c.Annotations[domain.AnnotationDecision] = tt.decision.Encode()
+			c.Synthesis.Slices, c.Synthesis.Ready = tt.comp.slices, tt.comp.ready
+			if tt.comp.armed != "" {
+				c.Annotations[domain.AnnotationArmed] = tt.comp.armed
 			}
-			phase, names := domain.HandoffPhaseOf(c)
-			assert.Equal(t, tt.want, phase)
+			if tt.comp.decision != nil {
+				c.Annotations[domain.AnnotationDecision] = tt.comp.decision.Encode()
+			}
+			if tt.comp.carried {
+				c.PreviousSynthesis = &domain.Synthesis{UUID: oldSynUUID, Slices: []string{"web-old", carried}}
+			}
+			state, names := domain.HandoffStateOf(c, tt.ineligible)
+			assert.Equal(t, tt.want, state)
 			assert.Equal(t, tt.names, names)
 		})
 	}
-}
-
-func TestDecidedRecoverySlices(t *testing.T) {
-	name := func(part int) string { return domain.RecoverySliceName("web", synUUID, "0123456789abcdef", part) }
-	c := composition()
-	c.Synthesis.Slices = []string{goldenSlice, name(0), name(1), name(2)}
-	assert.Equal(t, []string{name(0), name(1), name(2)}, c.DecidedRecoverySlices(domain.Decision{TombstoneSlice: name(0)}), "every slice the synthesis names")
-	assert.Equal(t, []string{"gone"}, c.DecidedRecoverySlices(domain.Decision{TombstoneSlice: "gone"}), "the decided slice, named or not")
-	assert.Empty(t, c.DecidedRecoverySlices(domain.Decision{}))
 }
 
 // The hand-off is complete once force-resynthesis names the current synthesis, not another.
@@ -237,7 +266,7 @@ func TestCheckReusable(t *testing.T) {
 	}
 }
 
-// K3 after a reload (R2): a refused slice stays named, and eno-reconciler acts on its tombstones
+// stale writer after a reload (R2): a refused slice stays named, and eno-reconciler acts on its tombstones
 // on its next restart; the refusal says what to do before one.
 func TestRecoverySliceInvalidTellsWhatToDoBeforeARestart(t *testing.T) {
 	msg := (&domain.RecoverySliceInvalidError{Slice: "web-recovery-0", Detail: "no precondition"}).Error()

@@ -176,7 +176,7 @@ func guarded(items []PruneItem, protected map[string]bool) []PruneItem {
 // pending (recovery slices named or decided) or its recovery is held for review.
 func busyLineage(living []Composition) (string, bool) {
 	for _, c := range living {
-		if phase, _ := HandoffPhaseOf(c); phase != HandoffNone {
+		if state, _ := HandoffStateOf(c, nil); state == HandoffNamed || state == HandoffDecided {
 			return fmt.Sprintf("the hand-off of %s is pending: nothing of the lineage is pruned until Eno carries it", c.Ref()), true
 		}
 		if d, ok := c.Decision(); ok && d.SynthesisUUID == c.SynthesisUUID() && d.Outcome == OutcomeHeldForReview {

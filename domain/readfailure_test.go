@@ -10,7 +10,7 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// design §6.3 (N3): a failed read is kept as Unreadable when another read of the plan was
+// design §6.3 (read outage): a failed read is kept as Unreadable when another read of the plan was
 // answered; when every read failed, nothing is decided and the plan is retried.
 func TestReadOutage(t *testing.T) {
 	a := domain.ResourceID{Kind: "ConfigMap", Namespace: "ns", Name: "a"}
@@ -44,7 +44,7 @@ func TestReadOutage(t *testing.T) {
 	}
 }
 
-// design §6.3 (N3): in a plan, a failed read with another answered is dropped as Unreadable and
+// design §6.3 (read outage): in a plan, a failed read with another answered is dropped as Unreadable and
 // the rest is published; with every read failed the plan is an error, retried.
 func TestPlanRecoveryReadFailures(t *testing.T) {
 	self := composition()

@@ -35,40 +35,6 @@ func (c Composition) Armed() bool {
 // Like any value but the digest it disarms them all; unlike ArmedOff it lets a later hand-off arm.
 const ArmedDone = "done"
 
-// Retirement is why an armed hand-off is disarmed although nothing took an object over, and
-// the value that does it.
-type Retirement struct {
-	Value, Why string
-}
-
-// RetirementOf says whether c's armed hand-off must be disarmed now (design §6.2, "A hand-off
-// ends disarmed"). A tombstone Eno skipped stays in the synthesis that carried it, and Eno looks
-// at it again on every reload, after the watch has ended; so:
-//   - once a synthesis that names no recovery slice is Ready, Eno has acted on every tombstone
-//     it carried: ArmedDone;
-//   - once the Composition leaves recovery (opted out, recovery disabled, an unusable lineage),
-//     nothing watches the hand-off any more: ArmedOff, which a person undoes.
-//
-// ineligible is why recovery leaves c alone, or nil. A deleting or paused Composition needs no
-// write (the precondition sees both), nor one out of this controller's scope (its shard's
-// controller watches it).
-func RetirementOf(c Composition, ineligible *IneligibleError) (Retirement, bool) {
-	if !c.Armed() {
-		return Retirement{}, false
-	}
-	if ineligible != nil {
-		switch ineligible.Reason {
-		case IneligibleNotOptedIn, IneligibleDisabled, IneligibleInvalidLineage:
-			return Retirement{Value: ArmedOff, Why: "the composition left recovery (" + ineligible.Reason.String() + ") while its hand-off was armed, and nothing watches it any more"}, true
-		}
-		return Retirement{}, false
-	}
-	if c.Synthesis != nil && c.Synthesis.Ready && len(c.NamedRecoverySlices()) == 0 {
-		return Retirement{Value: ArmedDone, Why: "synthesis " + c.Synthesis.UUID + " is Ready, so Eno has acted on every tombstone it was handed"}, true
-	}
-	return Retirement{}, false
-}
-
 // digestLen is how many hex digits of SHA-256 a hand-off's digest keeps.
 const digestLen = 16
 
@@ -152,7 +118,7 @@ func selfCheckingManifest(t Tombstone, eno EnoManagers, written time.Time, diges
 // before the Composition's, so where the precondition applies nothing (it fails to evaluate:
 // the arming annotation removed, a field missing) a "false" would beat the Composition's pause;
 // "true" keeps the object, and the precondition's own pause check covers the rest (design
-// §6.2, N5). The recorded map is not changed.
+// §6.2, recorded "false" beats a pause). The recorded map is not changed.
 func TombstoneAnnotations(recorded map[string]string, overrides string) map[string]string {
 	annotations := maps.Clone(recorded)
 	if annotations == nil {

@@ -8,7 +8,7 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// design §6.2 (N5): a tombstone's own disable-reconciliation is "true" and its overrides the
+// design §6.2 (self-check): a tombstone's own disable-reconciliation is "true" and its overrides the
 // self-check, whatever was recorded: a recorded "false" never beats the Composition's pause.
 func TestTombstoneAnnotations(t *testing.T) {
 	const selfCheck = `[{"path":"x"}]`

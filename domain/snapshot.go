@@ -59,7 +59,8 @@ type Snapshot struct {
 	// readFor is the UID of the Composition whose candidates it was chosen from
 	// (ReadSnapshotFor); nil for a lineage-wide read.
 	readFor *string
-	// owners are the Compositions the lineage's Secrets were recorded for (LineageOwners).
+	// owners are the Compositions a well-formed Secret of the lineage was recorded for, sorted:
+	// the selected snapshot's and every other's, candidate or not, whatever its namespace.
 	owners []CompositionRef
 }
 
@@ -68,12 +69,6 @@ func (s Snapshot) Inventory() Inventory   { return s.inventory }
 func (s Snapshot) Chunks() []ChunkSecret  { return slices.Clone(s.chunks) }
 func (s Snapshot) SynthesisUUID() string  { return s.meta.SynthesisUUID }
 func (s Snapshot) CompositionUID() string { return s.meta.CompositionUID }
-func (s Snapshot) Timestamp() time.Time   { return s.meta.SynthesisTime }
-
-// LineageOwners names every Composition that a well-formed Secret of the lineage was recorded
-// for, sorted: the selected snapshot's and every other's, candidate or not, whatever its
-// namespace.
-func (s Snapshot) LineageOwners() []CompositionRef { return slices.Clone(s.owners) }
 
 // WriteTime is when the snapshot was written, by the downstream API server's clock: the newest
 // data write of its chunks. It is unknown when any chunk's is (design §6.3).

@@ -35,7 +35,7 @@ func TestReadSnapshotGolden(t *testing.T) {
 			assert.Equal(t, goldenCanonical, string(snap.Inventory().Canonical()))
 			assert.Equal(t, oldSynUUID, snap.SynthesisUUID())
 			assert.Equal(t, oldCompUID, snap.CompositionUID())
-			assert.Equal(t, synTime.Add(-time.Hour), snap.Timestamp())
+			assert.Equal(t, synTime.Add(-time.Hour), snap.Meta().SynthesisTime)
 			m := snap.Meta()
 			assert.Equal(t, goldenLineage, m.Lineage.String())
 			assert.Equal(t, "team-a", m.CompositionNamespace)

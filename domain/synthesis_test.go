@@ -202,7 +202,7 @@ func TestSliceErrorUnwrap(t *testing.T) {
 	assert.False(t, domain.IsSliceError(inner))
 }
 
-// K4: an identity any slice of another Composition applies or patches counts; tombstones,
+// identical takeover: an identity any slice of another Composition applies or patches counts; tombstones,
 // unreadable manifests and the excluded owners' slices do not.
 func TestProducedElsewhere(t *testing.T) {
 	cm := func(name string) string {

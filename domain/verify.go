@@ -17,7 +17,7 @@ var (
 	// ObjectUnreadable: the object could not be read (Forbidden, an unknown kind).
 	ObjectUnreadable = ObjectState{"Unreadable"}
 	// ObjectProducedElsewhere: a slice of another Composition holds the object's identity as a
-	// resource Eno applies (ProducedElsewhere): it is that Composition's now (K4).
+	// resource Eno applies (ProducedElsewhere): it is that Composition's now (taken over by another Composition).
 	ObjectProducedElsewhere = ObjectState{"ProducedElsewhere"}
 	// ObjectReadFailed: the read failed otherwise (a server error, a timeout): the object is
 	// kept as unreadable when another read of the plan was answered (ReadOutage).

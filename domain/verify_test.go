@@ -35,8 +35,8 @@ func TestVerifyTombstones(t *testing.T) {
 		{"NotFound", &domain.Observation{State: domain.ObjectAbsent}, true, false, domain.DropNotFound},
 		{"Forbidden or unknown kind", &domain.Observation{State: domain.ObjectUnreadable, Detail: "forbidden"}, true, false, domain.DropUnreadable},
 		{"never read", nil, true, false, domain.DropUnreadable},
-		{"another composition produces it (K4)", &domain.Observation{State: domain.ObjectProducedElsewhere, Detail: "slice team-b/x"}, true, false, domain.DropProducedElsewhere},
-		{"no managedFields (K5)", &domain.Observation{State: domain.ObjectPresent, Created: written.Add(-time.Hour), UID: testUID}, true, false, domain.DropUnreadable},
+		{"another composition produces it (identical takeover)", &domain.Observation{State: domain.ObjectProducedElsewhere, Detail: "slice team-b/x"}, true, false, domain.DropProducedElsewhere},
+		{"no managedFields (stripped history)", &domain.Observation{State: domain.ObjectPresent, Created: written.Add(-time.Hour), UID: testUID}, true, false, domain.DropUnreadable},
 		{"write time unknown", ptr(present(written.Add(-time.Hour))), false, false, domain.DropUnknownWriteTime},
 	}
 	for _, tt := range tests {
@@ -89,7 +89,7 @@ func TestPlanRecoveryVerification(t *testing.T) {
 		{"some dropped, the rest published", []domain.Observation{gone, newer, old, old}, 1, domain.OutcomeRecovered, "", 2,
 			"dropped 2: 1 NotFound (first ConfigMap/ns/cm-000), 1 CreatedAfterHistory (first ConfigMap/ns/cm-001"},
 		{"all gone or newer", []domain.Observation{gone, newer, gone, newer}, 1, domain.OutcomeNothingToRecover, domain.ReasonNoOrphans, 0, "dropped 4"},
-		{"taken over by another composition: it keeps them (K4)", []domain.Observation{taken, taken, gone, newer}, 1, domain.OutcomeNothingToRecover, domain.ReasonNoOrphans, 0, "2 ProducedElsewhere (first ConfigMap/ns/cm-000: resource slice team-b/other-1"},
+		{"taken over by another composition: it keeps them (identical takeover)", []domain.Observation{taken, taken, gone, newer}, 1, domain.OutcomeNothingToRecover, domain.ReasonNoOrphans, 0, "2 ProducedElsewhere (first ConfigMap/ns/cm-000: resource slice team-b/other-1"},
 		{"one unreadable among the drops", []domain.Observation{gone, unreadable, gone, newer}, 1, domain.OutcomeNothingToRecover, domain.ReasonUnverified, 0, "1 Unreadable (first ConfigMap/ns/cm-001: forbidden)"},
 		{"the guard counts what remains", []domain.Observation{gone, gone, old, old}, 0.5, domain.OutcomeRecovered, "", 2, ""},
 		{"and trips on what remains", []domain.Observation{gone, old, old, old}, 0.5, domain.OutcomeHeldForReview, domain.ReasonOverDeletionGuard, 3, "dropped 1"},

@@ -3,11 +3,11 @@ package domain
 import "time"
 
 // FieldManager is the field manager of every write this controller makes downstream. The
-// history's write time is read from its managedFields entries only (design §6.3, K5).
+// history's write time is read from its managedFields entries only (design §6.3, rewritten history).
 const FieldManager = "eno-tombstone-recovery"
 
 // MarkFieldManager is the field manager of the writes that only mark a snapshot
-// (AnnotationDisabledLater): they must not move FieldManager's time (design §4, K7).
+// (AnnotationDisabledLater): they must not move FieldManager's time (design §4, disabled later).
 const MarkFieldManager = "eno-tombstone-recovery-mark"
 
 // ManagedWrite is one managedFields entry of an inventory Secret, as the write time reads it.
@@ -28,7 +28,7 @@ type ManagedWrite struct {
 // (managedFields stripped, or the data rewritten by someone else, who took it over), when
 // another entry that may own the data is newer or has no time (someone else wrote the data after
 // us), or when the Secret was created after that time (re-created by a restore, our entry
-// copied). A restore, or another manager's write, never moves the time later (design §6.3, K5).
+// copied). A restore, or another manager's write, never moves the time later (design §6.3, rewritten history).
 func DataWrittenByUs(created time.Time, writes []ManagedWrite) (time.Time, bool) {
 	var ours time.Time
 	for _, w := range writes {

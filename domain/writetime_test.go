@@ -9,7 +9,7 @@ import (
 
 // The history's write time is when this controller wrote the data: only its own entries count,
 // and anything that says someone else wrote the data after it, or re-created the Secret, makes
-// the time unknown (design §6.3, K5).
+// the time unknown (design §6.3, stripped history).
 func TestDataWrittenByUs(t *testing.T) {
 	t0 := time.Date(2025, 6, 1, 11, 0, 0, 0, time.UTC)
 	t1, t2 := t0.Add(time.Minute), t0.Add(time.Hour)

@@ -22,11 +22,11 @@ type CompositionLister interface {
 	ListCompositions(ctx context.Context) ([]domain.Composition, error)
 }
 
-// CompositionGuard reads a Composition live from the API server, never from a cache.
+// LiveReader reads a Composition live from the API server, never from a cache.
 // The use cases call it immediately before every write.
 //
-//counterfeiter:generate . CompositionGuard
-type CompositionGuard interface {
+//counterfeiter:generate . LiveReader
+type LiveReader interface {
 	LiveComposition(ctx context.Context, ref domain.CompositionRef) (domain.Composition, error)
 }
 
@@ -44,9 +44,9 @@ type SliceReader interface {
 //counterfeiter:generate . FleetIndex
 type FleetIndex interface {
 	// ProducedElsewhere is domain.ProducedElsewhere over every slice the index holds: which of
-	// ids a slice of another Composition applies or patches, or deploys into (K4, N1).
+	// ids a slice of another Composition applies or patches, or deploys into (taken over by another Composition; a cascading tombstone carried).
 	ProducedElsewhere(ctx context.Context, ids []domain.ResourceID, excluded ...string) (map[domain.ResourceID]string, error)
-	// LineageMembers lists, sorted, the Compositions other than ref that carry lineage (K6a).
+	// LineageMembers lists, sorted, the Compositions other than ref that carry lineage (lineage in another shard).
 	LineageMembers(ctx context.Context, ref domain.CompositionRef, lineage domain.Lineage) ([]domain.CompositionRef, error)
 	// WaitForSlice waits, for a bounded time, until the index holds the slice namespace/name;
 	// ErrIndexBehind when it does not by then.
@@ -75,7 +75,7 @@ type SnapshotStore interface {
 	UpdateChunk(ctx context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error)
 	// MarkChunk is UpdateChunk under a field manager of its own (domain.MarkFieldManager), for a
 	// write of annotations only: the history's write time, our data writes' time, never moves
-	// (domain.AnnotationDisabledLater, design §4, K7).
+	// (domain.AnnotationDisabledLater, design §4, disabled later).
 	MarkChunk(ctx context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error)
 }
 

@@ -38,7 +38,7 @@ func TestReconcilePanicBecomesAnError(t *testing.T) {
 	reader.GetCompositionStub = func(context.Context, domain.CompositionRef) (domain.Composition, error) { panic("boom") }
 	m := &portsfakes.FakeMetrics{}
 	svc, err := app.New(app.DefaultConfig(), app.Deps{
-		Compositions: reader, Guard: &portsfakes.FakeCompositionGuard{}, Slices: &portsfakes.FakeSliceReader{}, Fleet: &portsfakes.FakeFleetIndex{},
+		Compositions: reader, Live: &portsfakes.FakeLiveReader{}, Slices: &portsfakes.FakeSliceReader{}, Fleet: &portsfakes.FakeFleetIndex{},
 		Store: &portsfakes.FakeSnapshotStore{}, Sink: &portsfakes.FakeTombstoneSink{}, Downstream: &portsfakes.FakeDownstreamReader{},
 		Decisions: &portsfakes.FakeDecisionWriter{}, Metrics: m,
 	})

@@ -159,7 +159,7 @@ func (g *Guest) downstreamCluster() (cluster.Cluster, error) {
 func (g *Guest) service(ctx context.Context, cached *cachedCompositions, secrets *cachedSecrets, fleet *k8s.FleetIndex) (*app.Service, error) {
 	c := g.clients
 	comps, err := k8s.NewCompositions(c.dynamic, cached)
-	deps := app.Deps{Compositions: comps, Guard: comps, Decisions: comps, Fleet: fleet, Metrics: g.metrics}
+	deps := app.Deps{Compositions: comps, Live: comps, Decisions: comps, Fleet: fleet, Metrics: g.metrics}
 	errs := make([]error, 5)
 	errs[0] = err
 	deps.Store, errs[1] = k8s.NewSecretStore(c.core, secrets, g.s.config.InventoryNamespace)

@@ -12,7 +12,7 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
-// RunCompositions checks ports.CompositionReader, ports.CompositionGuard and ports.DecisionWriter.
+// RunCompositions checks ports.CompositionReader, ports.LiveReader and ports.DecisionWriter.
 func RunCompositions(t *testing.T, newHarness NewHarness) {
 	t.Run("LiveComposition reads every field the domain uses, and GetComposition catches up", func(t *testing.T) {
 		h := newHarness(t)
@@ -20,7 +20,7 @@ func RunCompositions(t *testing.T, newHarness NewHarness) {
 		assert.NotEmpty(t, want.UID)
 		assert.NotEmpty(t, want.ResourceVersion)
 
-		got, err := h.CompositionGuard().LiveComposition(t.Context(), want.Ref())
+		got, err := h.LiveReader().LiveComposition(t.Context(), want.Ref())
 		require.NoError(t, err)
 		assertComposition(t, want, got)
 		h.Eventually(t, func() bool {
@@ -52,7 +52,7 @@ func RunCompositions(t *testing.T, newHarness NewHarness) {
 	t.Run("reading a missing Composition is ErrNotFound", func(t *testing.T) {
 		h := newHarness(t)
 		ref := domain.CompositionRef{Namespace: h.Namespace(), Name: uniqueName("missing")}
-		_, err := h.CompositionGuard().LiveComposition(t.Context(), ref)
+		_, err := h.LiveReader().LiveComposition(t.Context(), ref)
 		require.ErrorIs(t, err, ports.ErrNotFound)
 		_, err = h.CompositionReader().GetComposition(t.Context(), ref)
 		require.ErrorIs(t, err, ports.ErrNotFound)
@@ -64,7 +64,7 @@ func RunCompositions(t *testing.T, newHarness NewHarness) {
 		d := sampleDecision(comp)
 		require.NoError(t, h.DecisionWriter().WriteDecision(t.Context(), comp, d))
 
-		got, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
+		got, err := h.LiveReader().LiveComposition(t.Context(), comp.Ref())
 		require.NoError(t, err)
 		assert.Equal(t, d.Encode(), got.Annotations[domain.AnnotationDecision])
 		assert.NotEqual(t, comp.ResourceVersion, got.ResourceVersion)
@@ -80,7 +80,7 @@ func RunCompositions(t *testing.T, newHarness NewHarness) {
 		stale := h.CreateComposition(t, sampleComposition(h))
 		first := sampleDecision(stale)
 		require.NoError(t, h.DecisionWriter().WriteDecision(t.Context(), stale, first))
-		current, err := h.CompositionGuard().LiveComposition(t.Context(), stale.Ref())
+		current, err := h.LiveReader().LiveComposition(t.Context(), stale.Ref())
 		require.NoError(t, err)
 
 		second := first
@@ -88,7 +88,7 @@ func RunCompositions(t *testing.T, newHarness NewHarness) {
 		err = h.DecisionWriter().WriteDecision(t.Context(), stale, second)
 		require.ErrorIs(t, err, ports.ErrConflict)
 
-		got, err := h.CompositionGuard().LiveComposition(t.Context(), stale.Ref())
+		got, err := h.LiveReader().LiveComposition(t.Context(), stale.Ref())
 		require.NoError(t, err)
 		assert.Equal(t, current.ResourceVersion, got.ResourceVersion)
 		assert.Equal(t, first.Encode(), got.Annotations[domain.AnnotationDecision])

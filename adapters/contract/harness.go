@@ -22,7 +22,7 @@ type Harness interface {
 	// Namespace is an existing control-plane namespace for Compositions and ResourceSlices.
 	Namespace() string
 	CompositionReader() ports.CompositionReader
-	CompositionGuard() ports.CompositionGuard
+	LiveReader() ports.LiveReader
 	CompositionLister() ports.CompositionLister
 	DecisionWriter() ports.DecisionWriter
 	// CreateComposition creates c (metadata, and status.currentSynthesis when c.Synthesis

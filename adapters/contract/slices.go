@@ -148,7 +148,7 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 			named, err = h.TombstoneSink().AppendRecoverySlice(t.Context(), named, name)
 			require.NoError(t, err)
 		}
-		live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
+		live, err := h.LiveReader().LiveComposition(t.Context(), comp.Ref())
 		require.NoError(t, err)
 		assert.Equal(t, live.ResourceVersion, named.ResourceVersion)
 		assert.Equal(t, append(slices.Clone(comp.Synthesis.Slices), names...), live.Synthesis.Slices)
@@ -168,7 +168,7 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 
 		_, err := h.TombstoneSink().AppendRecoverySlice(t.Context(), comp, names[0])
 		require.NoError(t, err)
-		live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
+		live, err := h.LiveReader().LiveComposition(t.Context(), comp.Ref())
 		require.NoError(t, err)
 		assert.Equal(t, names, live.Synthesis.Slices)
 	})
@@ -196,7 +196,7 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 
 				_, err := h.TombstoneSink().AppendRecoverySlice(t.Context(), comp, names[0])
 				require.ErrorIs(t, err, ports.ErrSynthesisMoved)
-				live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
+				live, err := h.LiveReader().LiveComposition(t.Context(), comp.Ref())
 				require.NoError(t, err)
 				assert.Equal(t, stored.Synthesis.Slices, live.Synthesis.Slices)
 			})
@@ -213,7 +213,7 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 
 		_, err := h.TombstoneSink().AppendRecoverySlice(t.Context(), comp, names[0])
 		require.ErrorIs(t, err, ports.ErrSynthesisMoved)
-		live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
+		live, err := h.LiveReader().LiveComposition(t.Context(), comp.Ref())
 		require.NoError(t, err)
 		assert.Equal(t, comp.Synthesis.Slices, live.Synthesis.Slices)
 	})
@@ -225,7 +225,7 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 		require.NoError(t, err)
 		assert.Equal(t, "0123456789abcdef", armed.Annotations[domain.AnnotationArmed])
 		assert.NotEqual(t, comp.ResourceVersion, armed.ResourceVersion, "the commit tests the armed resourceVersion")
-		live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
+		live, err := h.LiveReader().LiveComposition(t.Context(), comp.Ref())
 		require.NoError(t, err)
 		assert.Equal(t, armed.ResourceVersion, live.ResourceVersion)
 		again, err := h.TombstoneSink().ArmTombstones(t.Context(), armed, "0123456789abcdef")
@@ -236,7 +236,7 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 
 		require.ErrorIs(t, h.TombstoneSink().DisarmTombstones(t.Context(), withAnnotation(comp, domain.AnnotationArmed, "x")), ports.ErrConflict)
 		require.NoError(t, h.TombstoneSink().DisarmTombstones(t.Context(), live))
-		live, err = h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
+		live, err = h.LiveReader().LiveComposition(t.Context(), comp.Ref())
 		require.NoError(t, err)
 		assert.Equal(t, domain.ArmedOff, live.Annotations[domain.AnnotationArmed])
 		require.NoError(t, h.TombstoneSink().DisarmTombstones(t.Context(), live), "not armed: nothing to do")
@@ -245,7 +245,7 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 		h := newHarness(t)
 		comp := h.CreateComposition(t, sampleComposition(h))
 		require.NoError(t, h.TombstoneSink().RequestResynthesis(t.Context(), comp))
-		live, err := h.CompositionGuard().LiveComposition(t.Context(), comp.Ref())
+		live, err := h.LiveReader().LiveComposition(t.Context(), comp.Ref())
 		require.NoError(t, err)
 		assert.Equal(t, comp.SynthesisUUID(), live.Annotations[domain.AnnotationForceResynthesis])
 

@@ -922,8 +922,8 @@ func newRacingCore(t *testing.T, beforeUpdate func()) typedcorev1.CoreV1Interfac
 }
 
 // On the real API server: a mark under MarkFieldManager leaves the time of our data write as it
-// is; another manager's re-creation of the Secret (a restore) makes it unknown (design §6.3, K5;
-// §4, K7).
+// is; another manager's re-creation of the Secret (a restore) makes it unknown (design §6.3, stripped history;
+// §4, disabled later).
 func TestDataWrittenAtOnTheAPIServer(t *testing.T) {
 	c := env.AdminClients(t)
 	ctx := testContext(t)
@@ -973,7 +973,7 @@ func (l countingLister) Get(string) (runtime.Object, error) {
 
 func (l countingLister) ByNamespace(string) cache.GenericNamespaceLister { return l }
 
-// TestGuardNeverReadsTheCache: the CompositionGuard (LiveComposition), the use cases' last
+// TestGuardNeverReadsTheCache: the LiveReader (LiveComposition), the use cases' last
 // read before every write, goes to the API server whatever the cache holds; so does the read of
 // a Composition the cache does not hold at the precondition's version.
 func TestGuardNeverReadsTheCache(t *testing.T) {
@@ -984,7 +984,7 @@ func TestGuardNeverReadsTheCache(t *testing.T) {
 	var reads atomic.Int64
 	comps, err := NewCompositions(c.Dynamic, countingLister{&reads})
 	require.NoError(t, err)
-	var guard ports.CompositionGuard = comps
+	var guard ports.LiveReader = comps
 
 	got, err := guard.LiveComposition(ctx, want.Ref())
 	require.NoError(t, err)

@@ -24,7 +24,7 @@ import (
 var (
 	_ ports.CompositionReader = (*Compositions)(nil)
 	_ ports.CompositionLister = (*Compositions)(nil)
-	_ ports.CompositionGuard  = (*Compositions)(nil)
+	_ ports.LiveReader        = (*Compositions)(nil)
 	_ ports.DecisionWriter    = (*Compositions)(nil)
 )
 

@@ -64,7 +64,7 @@ func (h *harness) InventoryNamespace() string                 { return h.invento
 func (h *harness) Store() ports.SnapshotStore                 { return h.store }
 func (h *harness) Namespace() string                          { return h.namespace }
 func (h *harness) CompositionReader() ports.CompositionReader { return h.compositions }
-func (h *harness) CompositionGuard() ports.CompositionGuard   { return h.compositions }
+func (h *harness) LiveReader() ports.LiveReader               { return h.compositions }
 func (h *harness) CompositionLister() ports.CompositionLister { return h.compositions }
 func (h *harness) DecisionWriter() ports.DecisionWriter       { return h.compositions }
 func (h *harness) SliceReader() ports.SliceReader             { return h.slices }

@@ -345,7 +345,7 @@ func chunkFromSecret(s *corev1.Secret) domain.ChunkSecret {
 }
 
 // dataWrittenAt is when this controller last wrote the Secret's data, zero when unknown: the
-// rule is domain.DataWrittenByUs (design §6.3, K5); this reads the managedFields it needs.
+// rule is domain.DataWrittenByUs (design §6.3, rewritten history); this reads the managedFields it needs.
 func dataWrittenAt(created time.Time, entries []metav1.ManagedFieldsEntry) time.Time {
 	writes := make([]domain.ManagedWrite, 0, len(entries))
 	for _, e := range entries {

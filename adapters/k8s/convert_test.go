@@ -331,7 +331,7 @@ func TestAPIError(t *testing.T) {
 	}
 }
 
-// dataWrittenAt reads the managedFields domain.DataWrittenByUs needs (design §6.3, K5): which
+// dataWrittenAt reads the managedFields domain.DataWrittenByUs needs (design §6.3, stripped history): which
 // entries own f:data at the top level, whose they are, when. An entry whose fieldsV1 does not
 // parse may own it: another manager's makes the time unknown, ours is no data write.
 func TestDataWrittenAt(t *testing.T) {

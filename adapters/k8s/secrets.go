@@ -155,7 +155,7 @@ func (st *SecretStore) UpdateChunk(ctx context.Context, s domain.ChunkSecret) (d
 }
 
 // MarkChunk is UpdateChunk under domain.MarkFieldManager: a write of annotations only, which
-// leaves the time of our data writes where it is (design §4, K7).
+// leaves the time of our data writes where it is (design §4, disabled later).
 func (st *SecretStore) MarkChunk(ctx context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error) {
 	return st.update(ctx, s, domain.MarkFieldManager)
 }

@@ -15,7 +15,7 @@ import (
 
 var (
 	_ ports.CompositionReader = (*Cluster)(nil)
-	_ ports.CompositionGuard  = (*Cluster)(nil)
+	_ ports.LiveReader        = (*Cluster)(nil)
 	_ ports.DecisionWriter    = (*Cluster)(nil)
 	_ ports.SliceReader       = (*Cluster)(nil)
 	_ ports.TombstoneSink     = (*Cluster)(nil)

@@ -163,7 +163,7 @@ func TestSecretDataWrittenAt(t *testing.T) {
 			again.Data[domain.SecretDataKey] = []byte(`[{"by":"hand"}]`)
 			put, err = c.PutSecret(again)
 			require.NoError(t, err)
-			assert.True(t, put.DataWrittenAt.IsZero(), "a data write by hand makes it unknown (design §6.3, K5)")
+			assert.True(t, put.DataWrittenAt.IsZero(), "a data write by hand makes it unknown (design §6.3, stripped history)")
 		})
 	}
 }

@@ -39,7 +39,7 @@ func (h harness) InventoryNamespace() string                       { return h.c.
 func (h harness) Store() ports.SnapshotStore                       { return h.c }
 func (h harness) Namespace() string                                { return "team-a" }
 func (h harness) CompositionReader() ports.CompositionReader       { return h.c }
-func (h harness) CompositionGuard() ports.CompositionGuard         { return h.c }
+func (h harness) LiveReader() ports.LiveReader                     { return h.c }
 func (h harness) CompositionLister() ports.CompositionLister       { return h.c }
 func (h harness) DecisionWriter() ports.DecisionWriter             { return h.c }
 func (h harness) SliceReader() ports.SliceReader                   { return h.c }

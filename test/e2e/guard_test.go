@@ -77,7 +77,7 @@ func TestResourceVersionGuard(t *testing.T) {
 	cfg.InventoryNamespace = inventoryNS
 	downstream, err := k8s.NewDownstreamObjects(c.Metadata, c.Dynamic, c.Kube.Discovery())
 	require.NoError(t, err)
-	svc, err := app.New(cfg, app.Deps{Compositions: comps, Guard: comps, Slices: slices, Fleet: runFleetIndex(t, c), Store: store, Sink: sink, Decisions: comps, Downstream: downstream})
+	svc, err := app.New(cfg, app.Deps{Compositions: comps, Live: comps, Slices: slices, Fleet: runFleetIndex(t, c), Store: store, Sink: sink, Decisions: comps, Downstream: downstream})
 	require.NoError(t, err)
 
 	const name = "billing"

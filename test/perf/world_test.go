@@ -278,7 +278,7 @@ func startController(t testing.TB, namespace, inventoryNamespace string, maxChun
 	require.NoError(t, err)
 	// The fleet index's list and watch are its own, not any reconcile's: they are not counted.
 	svc, err := app.New(c, app.Deps{
-		Compositions: comps, Guard: comps, Slices: slices, Fleet: runFleetIndex(t, env.AdminClients(t)), Store: store,
+		Compositions: comps, Live: comps, Slices: slices, Fleet: runFleetIndex(t, env.AdminClients(t)), Store: store,
 		Sink: sink, Decisions: comps, Downstream: downstream, Events: recorder,
 	})
 	require.NoError(t, err)

@@ -244,7 +244,7 @@ func TestPoliciesAllowTheDesignsWrites(t *testing.T) {
 		created.Data[domain.SecretDataKey] = []byte(`{"rewritten":true}`)
 		updated, err := secrets.Update(ctx, created, metav1.UpdateOptions{FieldManager: domain.FieldManager})
 		require.NoError(t, err)
-		// The mark of what a later synthesis disabled (design §4, K7): annotations only, under a
+		// The mark of what a later synthesis disabled (design §4, disabled later): annotations only, under a
 		// field manager of its own.
 		if updated.Annotations == nil {
 			updated.Annotations = map[string]string{}

@@ -84,7 +84,7 @@ func (w *world) service(options ...func(*app.Deps)) *app.Service {
 	w.t.Helper()
 	deps := app.Deps{
 		Compositions: w.cluster,
-		Guard:        w.cluster,
+		Live:         w.cluster,
 		Slices:       w.cluster,
 		Fleet:        w.cluster,
 		Store:        &auditedStore{SnapshotStore: w.cluster, cluster: w.cluster, audit: w.audit, read: map[string]string{}, yield: w.yield},

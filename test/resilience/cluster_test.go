@@ -469,7 +469,7 @@ func newService(t *testing.T, cfg *rest.Config, o serviceOptions) *app.Service {
 
 	downstream, err := k8s.NewDownstreamObjects(c.Metadata, c.Dynamic, c.Kube.Discovery())
 	require.NoError(t, err)
-	deps := app.Deps{Compositions: comps, Guard: comps, Slices: sl, Fleet: runFleetIndex(t, c), Store: store, Sink: sink, Decisions: comps, Downstream: downstream}
+	deps := app.Deps{Compositions: comps, Live: comps, Slices: sl, Fleet: runFleetIndex(t, c), Store: store, Sink: sink, Decisions: comps, Downstream: downstream}
 	if o.wrapStore != nil {
 		deps.Store = o.wrapStore(deps.Store)
 	}

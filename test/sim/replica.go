@@ -240,7 +240,7 @@ func (r *replica) boot() {
 	cfg.PendingRecheckInterval = w.opts.RecheckInterval
 	cfg.MaxTombstoneFraction = 1
 	r.svc = must(app.New(cfg, app.Deps{
-		Compositions: comps, Guard: comps, Decisions: comps, Fleet: staleFleet{w: w, r: r},
+		Compositions: comps, Live: comps, Decisions: comps, Fleet: staleFleet{w: w, r: r},
 		Slices: must(k8s.NewSlices(cpDyn)), Sink: must(k8s.NewTombstoneSink(cpDyn)),
 		Store: store, Downstream: must(k8s.NewDownstreamObjects(dsMeta, must(dynamic.NewForConfig(dsCfg)), disc)), Events: &r.w.events,
 	}))

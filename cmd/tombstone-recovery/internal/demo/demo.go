@@ -46,7 +46,7 @@ func Run(ctx context.Context, out io.Writer) error {
 	cfg.MaxChunkBytes = demoChunkBytes
 	cfg.Now = func() time.Time { return d.clock }
 	svc, err := app.New(cfg, app.Deps{
-		Compositions: d.cluster, Guard: d.cluster, Slices: d.cluster, Store: d.cluster,
+		Compositions: d.cluster, Live: d.cluster, Slices: d.cluster, Store: d.cluster,
 		Sink: d.cluster, Decisions: d.cluster, Downstream: d.cluster, Events: d.cluster, Fleet: d.cluster,
 	})
 	if err != nil {

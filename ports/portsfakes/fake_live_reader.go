@@ -9,10 +9,10 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
-type FakeCompositionGuard struct {
+type FakeLiveReader struct {
 	LiveCompositionStub        func(context.Context, domain.CompositionRef) (domain.Composition, error)
 	liveCompositionMutex       sync.RWMutex
-	liveCompositionArgsForCall []FakeCompositionGuardLiveCompositionArgs
+	liveCompositionArgsForCall []FakeLiveReaderLiveCompositionArgs
 	liveCompositionReturns     struct {
 		result1 domain.Composition
 		result2 error
@@ -26,16 +26,16 @@ type FakeCompositionGuard struct {
 	invocationsMutex sync.RWMutex
 }
 
-// FakeCompositionGuardLiveCompositionArgs holds the arguments of one call to LiveComposition.
-type FakeCompositionGuardLiveCompositionArgs struct {
+// FakeLiveReaderLiveCompositionArgs holds the arguments of one call to LiveComposition.
+type FakeLiveReaderLiveCompositionArgs struct {
 	Arg1 context.Context
 	Arg2 domain.CompositionRef
 }
 
-func (fake *FakeCompositionGuard) LiveComposition(arg1 context.Context, arg2 domain.CompositionRef) (domain.Composition, error) {
+func (fake *FakeLiveReader) LiveComposition(arg1 context.Context, arg2 domain.CompositionRef) (domain.Composition, error) {
 	fake.liveCompositionMutex.Lock()
 	ret, specificReturn := fake.liveCompositionReturnsOnCall[len(fake.liveCompositionArgsForCall)]
-	fake.liveCompositionArgsForCall = append(fake.liveCompositionArgsForCall, FakeCompositionGuardLiveCompositionArgs{arg1, arg2})
+	fake.liveCompositionArgsForCall = append(fake.liveCompositionArgsForCall, FakeLiveReaderLiveCompositionArgs{arg1, arg2})
 	stub := fake.LiveCompositionStub
 	fakeReturns := fake.liveCompositionReturns
 	fake.recordInvocation("LiveComposition", []interface{}{arg1, arg2})
@@ -49,34 +49,34 @@ func (fake *FakeCompositionGuard) LiveComposition(arg1 context.Context, arg2 dom
 	return fakeReturns.result1, fakeReturns.result2
 }
 
-func (fake *FakeCompositionGuard) LiveCompositionCallCount() int {
+func (fake *FakeLiveReader) LiveCompositionCallCount() int {
 	fake.liveCompositionMutex.RLock()
 	defer fake.liveCompositionMutex.RUnlock()
 	return len(fake.liveCompositionArgsForCall)
 }
 
-func (fake *FakeCompositionGuard) LiveCompositionCalls(stub func(context.Context, domain.CompositionRef) (domain.Composition, error)) {
+func (fake *FakeLiveReader) LiveCompositionCalls(stub func(context.Context, domain.CompositionRef) (domain.Composition, error)) {
 	fake.liveCompositionMutex.Lock()
 	defer fake.liveCompositionMutex.Unlock()
 	fake.LiveCompositionStub = stub
 }
 
-func (fake *FakeCompositionGuard) LiveCompositionArgsForCall(i int) (context.Context, domain.CompositionRef) {
+func (fake *FakeLiveReader) LiveCompositionArgsForCall(i int) (context.Context, domain.CompositionRef) {
 	fake.liveCompositionMutex.RLock()
 	defer fake.liveCompositionMutex.RUnlock()
 	argsForCall := fake.liveCompositionArgsForCall[i]
 	return argsForCall.Arg1, argsForCall.Arg2
 }
 
-func (fake *FakeCompositionGuard) LiveCompositionArgs() []FakeCompositionGuardLiveCompositionArgs {
+func (fake *FakeLiveReader) LiveCompositionArgs() []FakeLiveReaderLiveCompositionArgs {
 	fake.liveCompositionMutex.RLock()
 	defer fake.liveCompositionMutex.RUnlock()
-	args := make([]FakeCompositionGuardLiveCompositionArgs, len(fake.liveCompositionArgsForCall))
+	args := make([]FakeLiveReaderLiveCompositionArgs, len(fake.liveCompositionArgsForCall))
 	copy(args, fake.liveCompositionArgsForCall)
 	return args
 }
 
-func (fake *FakeCompositionGuard) LiveCompositionReturns(result1 domain.Composition, result2 error) {
+func (fake *FakeLiveReader) LiveCompositionReturns(result1 domain.Composition, result2 error) {
 	fake.liveCompositionMutex.Lock()
 	defer fake.liveCompositionMutex.Unlock()
 	fake.LiveCompositionStub = nil
@@ -86,7 +86,7 @@ func (fake *FakeCompositionGuard) LiveCompositionReturns(result1 domain.Composit
 	}{result1, result2}
 }
 
-func (fake *FakeCompositionGuard) LiveCompositionReturnsOnCall(i int, result1 domain.Composition, result2 error) {
+func (fake *FakeLiveReader) LiveCompositionReturnsOnCall(i int, result1 domain.Composition, result2 error) {
 	fake.liveCompositionMutex.Lock()
 	defer fake.liveCompositionMutex.Unlock()
 	fake.LiveCompositionStub = nil
@@ -102,7 +102,7 @@ func (fake *FakeCompositionGuard) LiveCompositionReturnsOnCall(i int, result1 do
 	}{result1, result2}
 }
 
-func (fake *FakeCompositionGuard) Invocations() map[string][][]interface{} {
+func (fake *FakeLiveReader) Invocations() map[string][][]interface{} {
 	fake.invocationsMutex.RLock()
 	defer fake.invocationsMutex.RUnlock()
 	copiedInvocations := map[string][][]interface{}{}
@@ -112,7 +112,7 @@ func (fake *FakeCompositionGuard) Invocations() map[string][][]interface{} {
 	return copiedInvocations
 }
 
-func (fake *FakeCompositionGuard) CallOrder() []string {
+func (fake *FakeLiveReader) CallOrder() []string {
 	fake.invocationsMutex.RLock()
 	defer fake.invocationsMutex.RUnlock()
 	order := make([]string, len(fake.callOrder))
@@ -120,7 +120,7 @@ func (fake *FakeCompositionGuard) CallOrder() []string {
 	return order
 }
 
-func (fake *FakeCompositionGuard) recordInvocation(key string, args []interface{}) {
+func (fake *FakeLiveReader) recordInvocation(key string, args []interface{}) {
 	fake.invocationsMutex.Lock()
 	defer fake.invocationsMutex.Unlock()
 	fake.callOrder = append(fake.callOrder, key)
@@ -133,4 +133,4 @@ func (fake *FakeCompositionGuard) recordInvocation(key string, args []interface{
 	fake.invocations[key] = append(fake.invocations[key], args)
 }
 
-var _ ports.CompositionGuard = new(FakeCompositionGuard)
+var _ ports.LiveReader = new(FakeLiveReader)
