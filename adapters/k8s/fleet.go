@@ -53,20 +53,27 @@ func NewFleetIndex(client dynamic.Interface, meta metadata.Interface) (*FleetInd
 
 // OnThreat calls threatened with the Composition of each recovery slice that a slice added or
 // changed threatens (domain.Production.Threatens): its pending hand-off's watch looks again at
-// once. Call it before Run.
+// once. An event costs its own identities: the handler holds only the recovery slices. Call it
+// before Run.
 func (f *FleetIndex) OnThreat(threatened func(domain.CompositionRef)) error {
+	var held domain.Threats[domain.CompositionRef] // only this handler's goroutine uses it
 	check := func(obj any) {
-		p, ok := obj.(*production)
-		if !ok || len(p.Owner) == 0 {
-			return
-		}
-		for _, o := range f.slices.GetStore().List() {
-			if r, ok := o.(*production); ok && p.Threatens(r.Production) {
-				threatened(domain.CompositionRef{Namespace: r.Namespace, Name: r.ownerName})
+		if p, ok := obj.(*production); ok {
+			held.Set(p.Production, domain.CompositionRef{Namespace: p.Namespace, Name: p.ownerName})
+			for _, ref := range held.Of(p.Production) {
+				threatened(ref)
 			}
 		}
 	}
-	_, err := f.slices.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: check, UpdateFunc: func(_, obj any) { check(obj) }})
+	_, err := f.slices.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    check,
+		UpdateFunc: func(_, obj any) { check(obj) },
+		DeleteFunc: func(obj any) {
+			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+				held.Delete(key)
+			}
+		},
+	})
 	return err
 }
 
