@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
@@ -63,6 +64,29 @@ func TestFleetIndexOnThreat(t *testing.T) {
 		return len(threatened) > 0
 	}, 30*time.Second, 10*time.Millisecond)
 	mu.Lock()
-	defer mu.Unlock()
 	assert.Equal(t, []domain.CompositionRef{self.Ref()}, threatened)
+	threatened = nil
+	mu.Unlock()
+
+	// A deleted recovery slice is no longer watched. The handler sees events in order, so once
+	// the marker's threat is seen, the slice created before it has been checked.
+	third := mustCreateComposition(t, c, sampleComposition(ns, "third"))
+	require.NoError(t, c.Dynamic.Resource(ResourceSliceGVR).Namespace(ns).Delete(ctx, "web-recovery-1", metav1.DeleteOptions{}))
+	_, err = kubetest.CreateSliceOwnedBy(ctx, c.Dynamic, domain.ResourceSlice{Namespace: ns, Name: "third-recovery-1",
+		Annotations: map[string]string{domain.AnnotationSourceUID: "old-third"},
+		Resources:   []domain.SliceResource{{Manifest: cm("marker"), Deleted: true}}}, &third)
+	require.NoError(t, err)
+	for _, name := range []string{"orphan", "marker"} {
+		_, err = kubetest.CreateSliceOwnedBy(ctx, c.Dynamic, domain.ResourceSlice{Namespace: ns, Name: "other-" + name + "-again",
+			Resources: []domain.SliceResource{{Manifest: cm(name)}}}, &other)
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(threatened) > 0
+	}, 30*time.Second, 10*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []domain.CompositionRef{third.Ref()}, threatened)
 }
