@@ -90,3 +90,36 @@ func TestFleetIndexOnThreat(t *testing.T) {
 	defer mu.Unlock()
 	assert.Equal(t, []domain.CompositionRef{third.Ref()}, threatened)
 }
+
+// The slice informer runs only while asked (design §6.3): not before the first question, stopped
+// after fleetIdle without one, started again by the next, which sees what was written meanwhile.
+func TestFleetIndexSlicesLiveWhileAsked(t *testing.T) {
+	idle := fleetIdle
+	fleetIdle = 200 * time.Millisecond
+	t.Cleanup(func() { fleetIdle = idle })
+	c := env.AdminClients(t)
+	ctx := testContext(t)
+	ns := c.NewNamespace(t, "idle")
+	other := mustCreateComposition(t, c, sampleComposition(ns, "other"))
+	fleet := startFleetIndex(t, c)
+	running := func() bool {
+		fleet.mu.Lock()
+		defer fleet.mu.Unlock()
+		return fleet.slices != nil
+	}
+	assert.False(t, running(), "nothing asked yet")
+
+	id := domain.ResourceID{Kind: "ConfigMap", Namespace: ns, Name: "taken"}
+	got, err := fleet.ProducedElsewhere(ctx, []domain.ResourceID{id})
+	require.NoError(t, err)
+	assert.Empty(t, got)
+	assert.True(t, running())
+	require.Eventually(t, func() bool { return !running() }, 30*time.Second, 10*time.Millisecond, "stopped once idle")
+
+	_, err = kubetest.CreateSliceOwnedBy(ctx, c.Dynamic, domain.ResourceSlice{Namespace: ns, Name: "other-1",
+		Resources: []domain.SliceResource{{Manifest: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"` + ns + `","name":"taken"}}`}}}, &other)
+	require.NoError(t, err)
+	got, err = fleet.ProducedElsewhere(ctx, []domain.ResourceID{id})
+	require.NoError(t, err)
+	assert.Equal(t, map[domain.ResourceID]string{id: ns + "/other-1"}, got, "started again, with a full list")
+}
