@@ -296,8 +296,8 @@ func (p Production) Threatens(r Production) bool {
 // slice's identities, not of the fleet's slices: it holds only recovery slices with tombstones,
 // each with what its caller keeps of it (V). Not safe for concurrent use.
 type Threats[V any] struct {
-	held        map[string]threat[V] // by Production.Slice
-	byTombstone map[uint64][]string
+	held map[string]threat[V]           // by Production.Slice
+	by   map[uint64]map[string]struct{} // tombstone fingerprint → slices
 }
 
 type threat[V any] struct {
@@ -312,28 +312,25 @@ func (w *Threats[V]) Set(r Production, v V) {
 		return
 	}
 	if w.held == nil {
-		w.held, w.byTombstone = map[string]threat[V]{}, map[uint64][]string{}
+		w.held, w.by = map[string]threat[V]{}, map[uint64]map[string]struct{}{}
 	}
 	w.held[r.Slice] = threat[V]{p: r, v: v}
 	for _, t := range r.tombstones {
-		w.byTombstone[t] = append(w.byTombstone[t], r.Slice)
+		if w.by[t] == nil {
+			w.by[t] = map[string]struct{}{}
+		}
+		w.by[t][r.Slice] = struct{}{}
 	}
 }
 
 // Delete drops the slice "namespace/name".
 func (w *Threats[V]) Delete(slice string) {
-	old, ok := w.held[slice]
-	if !ok {
-		return
-	}
-	delete(w.held, slice)
-	for _, t := range old.p.tombstones {
-		if rest := slices.DeleteFunc(w.byTombstone[t], func(s string) bool { return s == slice }); len(rest) > 0 {
-			w.byTombstone[t] = rest
-		} else {
-			delete(w.byTombstone, t)
+	for _, t := range w.held[slice].p.tombstones {
+		if delete(w.by[t], slice); len(w.by[t]) == 0 {
+			delete(w.by, t)
 		}
 	}
+	delete(w.held, slice)
 }
 
 // Of returns what is kept of each held slice p threatens, once each.
@@ -342,7 +339,7 @@ func (w *Threats[V]) Of(p Production) []V {
 	seen := map[string]bool{}
 	for _, id := range p.ids {
 		for _, t := range []uint64{id, id&^nsBits | clusterScoped} {
-			for _, s := range w.byTombstone[t] {
+			for s := range w.by[t] {
 				if r := w.held[s]; !seen[s] && p.Threatens(r.p) {
 					seen[s] = true
 					out = append(out, r.v)
