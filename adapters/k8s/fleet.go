@@ -105,20 +105,14 @@ func (f *FleetIndex) Run(ctx context.Context) {
 	f.run = ctx
 	f.mu.Unlock()
 	f.running.Go(func() {
-		for idle := time.NewTicker(fleetIdle / 4); ; {
-			select {
-			case <-ctx.Done():
-				idle.Stop()
-				return
-			case <-idle.C:
-				f.mu.Lock()
-				if f.slices != nil && time.Since(f.used) > fleetIdle {
-					f.stop()
-					f.slices = nil
-				}
-				f.mu.Unlock()
+		wait.UntilWithContext(ctx, func(context.Context) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.slices != nil && time.Since(f.used) > fleetIdle {
+				f.stop()
+				f.slices = nil
 			}
-		}
+		}, fleetIdle/4)
 	})
 	f.compositions.RunWithContext(ctx)
 	f.mu.Lock() // no slice informer starts once ctx ended; one started before is counted
