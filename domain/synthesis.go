@@ -307,7 +307,7 @@ type threat[V any] struct {
 
 // Set holds r, replacing what r.Slice held; a slice with no tombstones to watch is dropped.
 func (w *Threats[V]) Set(r Production, v V) {
-	w.Delete(r.Slice)
+	w.Forget(r.Slice)
 	if len(r.tombstones) == 0 {
 		return
 	}
@@ -323,8 +323,8 @@ func (w *Threats[V]) Set(r Production, v V) {
 	}
 }
 
-// Delete drops the slice "namespace/name".
-func (w *Threats[V]) Delete(slice string) {
+// Forget drops the slice "namespace/name".
+func (w *Threats[V]) Forget(slice string) {
 	for _, t := range w.held[slice].p.tombstones {
 		if delete(w.by[t], slice); len(w.by[t]) == 0 {
 			delete(w.by, t)

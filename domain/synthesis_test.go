@@ -305,8 +305,8 @@ func TestThreats(t *testing.T) {
 	assert.Empty(t, w.Of(recovery("r4", res(false, "ConfigMap", "a", "orphan"))), "the hand-off's own Composition")
 
 	w.Set(recovery("r1", res(true, "ConfigMap", "a", "other-now")), "r1 again")
-	w.Delete("a/r2")
-	w.Delete("a/never-held")
+	w.Forget("a/r2")
+	w.Forget("a/never-held")
 	assert.Empty(t, w.Of(other), "a replaced or deleted slice is no longer watched")
 	w.Set(recovery("r1"), "r1 emptied")
 	assert.Empty(t, w.Of(domain.ProductionOf(domain.ResourceSlice{Namespace: "b", Name: "t", ControllerUID: "other",

@@ -91,7 +91,7 @@ func (f *FleetIndex) watchThreats(inf cache.SharedIndexInformer) error {
 		UpdateFunc: func(_, obj any) { check(obj) },
 		DeleteFunc: func(obj any) {
 			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-				held.Delete(key)
+				held.Forget(key)
 			}
 		},
 	})
