@@ -49,6 +49,7 @@ type FleetIndex struct {
 	slices   cache.SharedIndexInformer
 	stop     context.CancelFunc
 	used     time.Time
+	waiting  int // callers waiting for the slices' first list: no idle stop meanwhile
 	running  sync.WaitGroup
 	onThreat func(domain.CompositionRef)
 }
@@ -108,7 +109,7 @@ func (f *FleetIndex) Run(ctx context.Context) {
 		wait.UntilWithContext(ctx, func(context.Context) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
-			if f.slices != nil && time.Since(f.used) > fleetIdle {
+			if f.slices != nil && f.waiting == 0 && time.Since(f.used) > fleetIdle {
 				f.stop()
 				f.slices = nil
 			}
@@ -130,6 +131,12 @@ func (f *FleetIndex) WaitForCacheSync(ctx context.Context) bool {
 func (f *FleetIndex) sliceStore(ctx context.Context) (cache.Store, error) {
 	f.mu.Lock()
 	f.used = time.Now()
+	f.waiting++
+	defer func() {
+		f.mu.Lock()
+		f.waiting, f.used = f.waiting-1, time.Now()
+		f.mu.Unlock()
+	}()
 	inf := f.slices
 	if inf == nil && f.run != nil && f.run.Err() == nil {
 		inf = dynamicinformer.NewFilteredDynamicInformer(f.client, ResourceSliceGVR, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()

@@ -123,3 +123,16 @@ func TestFleetIndexSlicesLiveWhileAsked(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[domain.ResourceID]string{id: ns + "/other-1"}, got, "started again, with a full list")
 }
+
+// No idle stop while a caller waits for the slices' first list, however short fleetIdle.
+func TestFleetIndexNoIdleStopWhileListing(t *testing.T) {
+	idle := fleetIdle
+	fleetIdle = time.Millisecond
+	t.Cleanup(func() { fleetIdle = idle })
+	c := env.AdminClients(t)
+	fleet := startFleetIndex(t, c)
+	for range 3 {
+		_, err := fleet.ProducedElsewhere(testContext(t), nil)
+		require.NoError(t, err)
+	}
+}
