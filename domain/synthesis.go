@@ -232,7 +232,7 @@ func cascadeDisable(e *Entry, c Composition) {
 type Production struct {
 	// Slice is the slice's "namespace/name"; Owner its controller's UID.
 	Slice, Owner string
-	ids          []uint64
+	ids          []uint64 // sorted
 	// On a recovery slice: the fingerprints of its tombstones and the incarnation its history
 	// names (AnnotationSourceUID), whose slices are no evidence.
 	tombstones []uint64
@@ -243,6 +243,7 @@ type Production struct {
 // cannot be read names nothing: Eno cannot apply it either.
 func ProductionOf(s ResourceSlice) Production {
 	p := Production{Slice: s.Namespace + "/" + s.Name, Owner: s.ControllerUID, source: s.Annotations[AnnotationSourceUID]}
+	ids := make([]uint64, 0, len(s.Resources))
 	for _, r := range s.Resources {
 		if r.Deleted {
 			if t, _, err := ParseTombstone(r); err == nil && p.source != "" {
@@ -264,18 +265,12 @@ func ProductionOf(s ResourceSlice) Production {
 			tg, _ := splitAPIVersion(targetVersion)
 			id = ResourceID{Group: tg, Kind: targetKind, Namespace: m.Namespace, Name: m.Name}
 		}
-		p.ids = append(p.ids, fingerprint(id))
-		if id.Namespace != "" {
-			// Also as cluster-scoped: the API server ignores a namespace on a cluster-scoped
-			// object, so this manifest applies the one recorded without (see Covers).
-			cluster := id
-			cluster.Namespace = ""
-			p.ids = append(p.ids, fingerprint(cluster))
-		}
+		ids = append(ids, fingerprint(id))
 	}
-	slices.Sort(p.ids)
-	p.ids = slices.Compact(p.ids)
+	slices.Sort(ids)
+	p.ids = slices.Clip(slices.Compact(ids))
 	slices.Sort(p.tombstones)
+	p.tombstones = slices.Compact(p.tombstones)
 	return p
 }
 
@@ -290,28 +285,111 @@ func (p Production) Threatens(r Production) bool {
 		if _, ok := slices.BinarySearch(r.tombstones, id); ok {
 			return true
 		}
+		if _, ok := slices.BinarySearch(r.tombstones, id&^nsBits|clusterScoped); ok {
+			return true
+		}
 	}
 	return false
 }
 
-// fingerprint is 64 bits of the identity's sha256. Two identities with one fingerprint make a
-// slice producing either count for both: an object kept, never one deleted (design §6.3).
-func fingerprint(id ResourceID) uint64 {
-	sum := sha256.Sum256([]byte(id.Group + "\x00" + id.Kind + "\x00" + id.Namespace + "\x00" + id.Name))
-	return binary.BigEndian.Uint64(sum[:8])
+// Threats finds the recovery slices a slice threatens (Production.Threatens) at the cost of that
+// slice's identities, not of the fleet's slices: it holds only recovery slices with tombstones,
+// each with what its caller keeps of it (V). Not safe for concurrent use.
+type Threats[V any] struct {
+	held map[string]threat[V]           // by Production.Slice
+	by   map[uint64]map[string]struct{} // tombstone fingerprint → slices
 }
+
+type threat[V any] struct {
+	p Production
+	v V
+}
+
+// Set holds r, replacing what r.Slice held; a slice with no tombstones to watch is dropped.
+func (w *Threats[V]) Set(r Production, v V) {
+	w.Forget(r.Slice)
+	if len(r.tombstones) == 0 {
+		return
+	}
+	if w.held == nil {
+		w.held, w.by = map[string]threat[V]{}, map[uint64]map[string]struct{}{}
+	}
+	w.held[r.Slice] = threat[V]{p: r, v: v}
+	for _, t := range r.tombstones {
+		if w.by[t] == nil {
+			w.by[t] = map[string]struct{}{}
+		}
+		w.by[t][r.Slice] = struct{}{}
+	}
+}
+
+// Forget drops the slice "namespace/name".
+func (w *Threats[V]) Forget(slice string) {
+	for _, t := range w.held[slice].p.tombstones {
+		if delete(w.by[t], slice); len(w.by[t]) == 0 {
+			delete(w.by, t)
+		}
+	}
+	delete(w.held, slice)
+}
+
+// Of returns what is kept of each held slice p threatens, once each.
+func (w *Threats[V]) Of(p Production) []V {
+	var out []V
+	seen := map[string]bool{}
+	for _, id := range p.ids {
+		for _, t := range []uint64{id, id&^nsBits | clusterScoped} {
+			for s := range w.by[t] {
+				if r := w.held[s]; !seen[s] && p.Threatens(r.p) {
+					seen[s] = true
+					out = append(out, r.v)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// produces reports whether p applies or patches the identity of fingerprint fp. A manifest with a
+// namespace also applies the cluster-scoped object recorded without one: the API server ignores
+// a namespace on a cluster-scoped kind.
+func (p Production) produces(fp uint64) bool {
+	if fp&nsBits != clusterScoped {
+		_, ok := slices.BinarySearch(p.ids, fp)
+		return ok
+	}
+	i, _ := slices.BinarySearch(p.ids, fp&^nsBits)
+	return i < len(p.ids) && p.ids[i]&^nsBits == fp&^nsBits
+}
+
+// A fingerprint is 64 bits: the high 32 of the sha256 of the identity without its namespace, the
+// low 32 (nsBits) of its namespace's. Two identities with one fingerprint make a slice producing
+// either count for both: an object kept, never one deleted (design §6.3).
+func fingerprint(id ResourceID) uint64 {
+	name, ns := sha256.Sum256([]byte(id.Group+"\x00"+id.Kind+"\x00"+id.Name)), sha256.Sum256([]byte(id.Namespace))
+	return uint64(binary.BigEndian.Uint32(name[:4]))<<32 | uint64(binary.BigEndian.Uint32(ns[:4]))
+}
+
+const nsBits = 1<<32 - 1
+
+// clusterScoped is the namespace bits of an identity without a namespace.
+var clusterScoped = fingerprint(ResourceID{}) & nsBits
 
 // ProducedElsewhere maps each of ids that a slice of all controlled by anything but the excluded
 // owners (by UID) applies or patches to that slice. Any such slice counts, a terminating one or
 // one of an older synthesis too: when in doubt, keep.
 func ProducedElsewhere(all []Production, ids []ResourceID, excluded ...string) map[ResourceID]string {
 	out := map[ResourceID]string{}
+	fps := make([]uint64, len(ids))
+	for i, id := range ids {
+		fps[i] = fingerprint(id)
+	}
 	for _, p := range all {
 		if p.Owner == "" || slices.Contains(excluded, p.Owner) {
 			continue
 		}
-		for _, id := range ids {
-			if _, ok := slices.BinarySearch(p.ids, fingerprint(id)); ok && (out[id] == "" || p.Slice < out[id]) {
+		for i, id := range ids {
+			if p.produces(fps[i]) && (out[id] == "" || p.Slice < out[id]) {
 				out[id] = p.Slice
 			}
 		}

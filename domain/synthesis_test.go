@@ -3,6 +3,7 @@ package domain_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -275,4 +276,39 @@ func TestProductionThreatens(t *testing.T) {
 	}
 	plain := of("other", res(true, "ConfigMap", "a", "orphan"))
 	assert.False(t, of("x", res(false, "ConfigMap", "a", "orphan")).Threatens(plain), "only recovery slices (with a source) are watched")
+}
+
+// The watch's lookup holds only recovery slices and finds those a slice threatens by its own
+// identities: a namespaced producer for a cluster-scoped tombstone, once per recovery slice, and
+// nothing of a slice replaced or deleted.
+func TestThreats(t *testing.T) {
+	res := func(deleted bool, kind, ns, name string) domain.SliceResource {
+		return domain.SliceResource{Deleted: deleted, Manifest: `{"apiVersion":"v1","kind":"` + kind + `","metadata":{"namespace":"` + ns + `","name":"` + name + `"}}`}
+	}
+	recovery := func(name string, rs ...domain.SliceResource) domain.Production {
+		return domain.ProductionOf(domain.ResourceSlice{Namespace: "a", Name: name, ControllerUID: "self",
+			Annotations: map[string]string{domain.AnnotationSourceUID: "old"}, Resources: rs})
+	}
+	other := domain.ProductionOf(domain.ResourceSlice{Namespace: "b", Name: "s", ControllerUID: "other", Resources: []domain.SliceResource{
+		res(false, "ConfigMap", "a", "orphan"), res(false, "ConfigMap", "a", "second"), res(false, "PersistentVolume", "b", "pv")}})
+
+	var w domain.Threats[string]
+	assert.Empty(t, w.Of(other), "nothing held")
+	w.Set(recovery("r1", res(true, "ConfigMap", "a", "orphan"), res(true, "ConfigMap", "a", "second")), "r1")
+	w.Set(recovery("r2", res(true, "PersistentVolume", "", "pv")), "r2")
+	w.Set(recovery("r3", res(true, "ConfigMap", "a", "kept")), "r3")
+	w.Set(domain.ProductionOf(domain.ResourceSlice{Namespace: "a", Name: "plain", ControllerUID: "self",
+		Resources: []domain.SliceResource{res(true, "ConfigMap", "a", "orphan")}}), "plain")
+	got := w.Of(other)
+	slices.Sort(got)
+	assert.Equal(t, []string{"r1", "r2"}, got, "once each; a cluster-scoped tombstone is applied with any namespace; only recovery slices")
+	assert.Empty(t, w.Of(recovery("r4", res(false, "ConfigMap", "a", "orphan"))), "the hand-off's own Composition")
+
+	w.Set(recovery("r1", res(true, "ConfigMap", "a", "other-now")), "r1 again")
+	w.Forget("a/r2")
+	w.Forget("a/never-held")
+	assert.Empty(t, w.Of(other), "a replaced or deleted slice is no longer watched")
+	w.Set(recovery("r1"), "r1 emptied")
+	assert.Empty(t, w.Of(domain.ProductionOf(domain.ResourceSlice{Namespace: "b", Name: "t", ControllerUID: "other",
+		Resources: []domain.SliceResource{res(false, "ConfigMap", "a", "other-now")}})), "a slice without tombstones is dropped")
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -89,6 +90,17 @@ func (g *Guest) setup(ctx context.Context) (map[string]func() int, error) {
 		return nil, err
 	}
 	g.synced = func() bool { return compInf.HasSynced() && secrets.Synced() && fleet.HasSynced() }
+	// The operator's sign that the leader's caches hold full lists.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		if toolscache.WaitForCacheSync(ctx.Done(), g.synced) {
+			g.log.Info("caches synced", "workers", g.s.Workers, "inventoryNamespace", g.s.config.InventoryNamespace)
+		} else {
+			g.log.Info("stopped before the caches synced")
+		}
+		return nil
+	})); err != nil {
+		return nil, err
+	}
 	sizes := map[string]func() int{}
 	for name, inf := range map[string]cache.Informer{"compositions": compInf, "inventory-secrets": secrets.informer} {
 		if sizes[name], err = counted(inf); err != nil {

@@ -80,7 +80,7 @@ func startFleetIndex(t *testing.T, c kubetest.Clients) *FleetIndex {
 	done := make(chan struct{})
 	go func() { defer close(done); f.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	require.Eventually(t, f.HasSynced, 30*time.Second, 10*time.Millisecond)
+	require.True(t, f.WaitForCacheSync(kubetest.Context(t, 30*time.Second)))
 	return f
 }
 func (h *harness) Eventually(t testing.TB, cond func() bool) {

@@ -25,73 +25,156 @@ import (
 
 var _ ports.FleetIndex = (*FleetIndex)(nil)
 
-// fleetWait bounds WaitForSlice; a variable so that the contract suite waits less for a slice
-// that never comes.
+// fleetWait bounds the wait for one slice; a variable so that the contract suite waits less for a
+// slice that never comes. The first list of every slice may take longer: fleetSyncWait.
 var fleetWait = 10 * time.Second
 
-// FleetIndex is ports.FleetIndex over two informers of every namespace: the ResourceSlices, each
-// kept as its domain.Production (the transform drops the manifests as each object arrives), and
-// the Compositions' metadata, each kept as its lineage (design §6.3).
+const fleetSyncWait = time.Minute
+
+// fleetIdle is how long the slice informer stays up unused: longer than a pending hand-off's
+// recheck interval (1 minute by default), so that its watch keeps following the fleet.
+var fleetIdle = 5 * time.Minute
+
+// FleetIndex is ports.FleetIndex over two informers of every namespace: the Compositions'
+// metadata, each kept as its lineage, for as long as Run; and the ResourceSlices, each kept as
+// its domain.Production (the transform drops the manifests as each object arrives), only while
+// a plan or a hand-off asks: started on the first question, stopped after fleetIdle without one
+// (design §6.3).
 type FleetIndex struct {
-	slices, compositions cache.SharedIndexInformer
+	client       dynamic.Interface
+	compositions cache.SharedIndexInformer
+
+	mu       sync.Mutex
+	run      context.Context // Run's; nil before
+	slices   cache.SharedIndexInformer
+	stop     context.CancelFunc
+	used     time.Time
+	waiting  int // callers waiting for the slices' first list: no idle stop meanwhile
+	running  sync.WaitGroup
+	onThreat func(domain.CompositionRef)
 }
 
-// NewFleetIndex builds the informers; Run starts them.
+// NewFleetIndex builds the Composition informer; Run starts it.
 func NewFleetIndex(client dynamic.Interface, meta metadata.Interface) (*FleetIndex, error) {
 	if client == nil || meta == nil {
 		return nil, errors.New("fleet index: a dynamic and a metadata client are required")
 	}
-	f := &FleetIndex{
-		slices:       dynamicinformer.NewFilteredDynamicInformer(client, ResourceSliceGVR, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer(),
-		compositions: metadatainformer.NewFilteredMetadataInformer(meta, CompositionGVR, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer(),
-	}
-	if err := f.slices.SetTransform(keepProduction); err != nil {
-		return nil, err
-	}
+	f := &FleetIndex{client: client, compositions: metadatainformer.NewFilteredMetadataInformer(meta, CompositionGVR, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()}
 	return f, f.compositions.SetTransform(keepLineage)
 }
 
 // OnThreat calls threatened with the Composition of each recovery slice that a slice added or
 // changed threatens (domain.Production.Threatens): its pending hand-off's watch looks again at
-// once. Call it before Run.
+// once. An event costs its own identities: the handler holds only the recovery slices.
 func (f *FleetIndex) OnThreat(threatened func(domain.CompositionRef)) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.onThreat = threatened
+	if f.slices == nil {
+		return nil
+	}
+	return f.watchThreats(f.slices)
+}
+
+func (f *FleetIndex) watchThreats(inf cache.SharedIndexInformer) error {
+	threatened := f.onThreat
+	var held domain.Threats[domain.CompositionRef] // only this handler's goroutine uses it
 	check := func(obj any) {
-		p, ok := obj.(*production)
-		if !ok || len(p.Owner) == 0 {
-			return
-		}
-		for _, o := range f.slices.GetStore().List() {
-			if r, ok := o.(*production); ok && p.Threatens(r.Production) {
-				threatened(domain.CompositionRef{Namespace: r.Namespace, Name: r.ownerName})
+		if p, ok := obj.(*production); ok {
+			held.Set(p.Production, domain.CompositionRef{Namespace: p.Namespace, Name: p.ownerName})
+			for _, ref := range held.Of(p.Production) {
+				threatened(ref)
 			}
 		}
 	}
-	_, err := f.slices.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: check, UpdateFunc: func(_, obj any) { check(obj) }})
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    check,
+		UpdateFunc: func(_, obj any) { check(obj) },
+		DeleteFunc: func(obj any) {
+			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+				held.Forget(key)
+			}
+		},
+	})
 	return err
 }
 
-// Run runs both informers until ctx ends, and returns once both have stopped.
+// Run runs the Composition informer, and the slice informer while it is used, until ctx ends;
+// it returns once both have stopped.
 func (f *FleetIndex) Run(ctx context.Context) {
-	var both sync.WaitGroup
-	both.Go(func() { f.compositions.RunWithContext(ctx) })
-	f.slices.RunWithContext(ctx)
-	both.Wait()
+	f.mu.Lock()
+	f.run = ctx
+	f.mu.Unlock()
+	f.running.Go(func() {
+		wait.UntilWithContext(ctx, func(context.Context) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.slices != nil && f.waiting == 0 && time.Since(f.used) > fleetIdle {
+				f.stop()
+				f.slices = nil
+			}
+		}, fleetIdle/4)
+	})
+	f.compositions.RunWithContext(ctx)
+	f.mu.Lock() // no slice informer starts once ctx ended; one started before is counted
+	f.mu.Unlock()
+	f.running.Wait()
 }
 
-// HasSynced reports whether both informers hold a full list.
-func (f *FleetIndex) HasSynced() bool { return f.slices.HasSynced() && f.compositions.HasSynced() }
+// HasSynced reports whether the Composition informer holds a full list.
+func (f *FleetIndex) HasSynced() bool { return f.compositions.HasSynced() }
 
-// WaitForCacheSync waits until both informers hold a full list, or ctx ends.
+// WaitForCacheSync waits until the Composition informer holds a full list, or ctx ends.
 func (f *FleetIndex) WaitForCacheSync(ctx context.Context) bool {
-	return cache.WaitForCacheSync(ctx.Done(), f.HasSynced)
+	return cache.WaitForCacheSync(ctx.Done(), f.compositions.HasSynced)
+}
+
+// sliceStore starts the slice informer unless it runs, and returns its store once it holds a full
+// list: ErrIndexBehind when it does not within fleetSyncWait, or before Run.
+func (f *FleetIndex) sliceStore(ctx context.Context) (cache.Store, error) {
+	f.mu.Lock()
+	f.used = time.Now()
+	f.waiting++
+	defer func() {
+		f.mu.Lock()
+		f.waiting, f.used = f.waiting-1, time.Now()
+		f.mu.Unlock()
+	}()
+	inf := f.slices
+	if inf == nil && f.run != nil && f.run.Err() == nil {
+		inf = dynamicinformer.NewFilteredDynamicInformer(f.client, ResourceSliceGVR, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+		err := inf.SetTransform(keepProduction)
+		if err == nil && f.onThreat != nil {
+			err = f.watchThreats(inf)
+		}
+		if err != nil {
+			f.mu.Unlock()
+			return nil, err
+		}
+		var run context.Context
+		run, f.stop = context.WithCancel(f.run)
+		f.slices = inf
+		f.running.Go(func() { inf.RunWithContext(run) })
+	}
+	f.mu.Unlock()
+	if inf == nil {
+		return nil, fmt.Errorf("the fleet index is not running: %w", ports.ErrIndexBehind)
+	}
+	wait, cancel := context.WithTimeout(ctx, fleetSyncWait)
+	defer cancel()
+	if !cache.WaitForCacheSync(wait.Done(), inf.HasSynced) {
+		return nil, fmt.Errorf("the fleet index has not listed every slice within %s: %w", fleetSyncWait, ports.ErrIndexBehind)
+	}
+	return inf.GetStore(), nil
 }
 
 // ProducedElsewhere is domain.ProducedElsewhere over every slice the index holds.
-func (f *FleetIndex) ProducedElsewhere(_ context.Context, ids []domain.ResourceID, excluded ...string) (map[domain.ResourceID]string, error) {
-	if !f.HasSynced() {
-		return nil, fmt.Errorf("the fleet index has not listed every slice yet: %w", ports.ErrIndexBehind)
+func (f *FleetIndex) ProducedElsewhere(ctx context.Context, ids []domain.ResourceID, excluded ...string) (map[domain.ResourceID]string, error) {
+	store, err := f.sliceStore(ctx)
+	if err != nil {
+		return nil, err
 	}
-	objs := f.slices.GetStore().List()
+	objs := store.List()
 	all := make([]domain.Production, 0, len(objs))
 	for _, o := range objs {
 		if p, ok := o.(*production); ok {
@@ -103,7 +186,7 @@ func (f *FleetIndex) ProducedElsewhere(_ context.Context, ids []domain.ResourceI
 
 // LineageMembers lists the Compositions the index holds, other than ref, that carry lineage.
 func (f *FleetIndex) LineageMembers(_ context.Context, ref domain.CompositionRef, l domain.Lineage) ([]domain.CompositionRef, error) {
-	if !f.HasSynced() {
+	if !f.compositions.HasSynced() {
 		return nil, fmt.Errorf("the fleet index has not listed every composition yet: %w", ports.ErrIndexBehind)
 	}
 	var out []domain.CompositionRef
@@ -118,9 +201,13 @@ func (f *FleetIndex) LineageMembers(_ context.Context, ref domain.CompositionRef
 
 // WaitForSlice polls the index until it holds the slice, at most fleetWait.
 func (f *FleetIndex) WaitForSlice(ctx context.Context, namespace, name string) error {
-	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, fleetWait, true, func(context.Context) (bool, error) {
-		_, ok, err := f.slices.GetStore().GetByKey(namespace + "/" + name)
-		return ok && f.HasSynced(), err
+	store, err := f.sliceStore(ctx)
+	if err != nil {
+		return err
+	}
+	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, fleetWait, true, func(context.Context) (bool, error) {
+		_, ok, err := store.GetByKey(namespace + "/" + name)
+		return ok, err
 	})
 	if err != nil && ctx.Err() == nil {
 		return fmt.Errorf("resource slice %s/%s not seen within %s: %w", namespace, name, fleetWait, ports.ErrIndexBehind)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
@@ -63,6 +64,75 @@ func TestFleetIndexOnThreat(t *testing.T) {
 		return len(threatened) > 0
 	}, 30*time.Second, 10*time.Millisecond)
 	mu.Lock()
-	defer mu.Unlock()
 	assert.Equal(t, []domain.CompositionRef{self.Ref()}, threatened)
+	threatened = nil
+	mu.Unlock()
+
+	// A deleted recovery slice is no longer watched. The handler sees events in order, so once
+	// the marker's threat is seen, the slice created before it has been checked.
+	third := mustCreateComposition(t, c, sampleComposition(ns, "third"))
+	require.NoError(t, c.Dynamic.Resource(ResourceSliceGVR).Namespace(ns).Delete(ctx, "web-recovery-1", metav1.DeleteOptions{}))
+	_, err = kubetest.CreateSliceOwnedBy(ctx, c.Dynamic, domain.ResourceSlice{Namespace: ns, Name: "third-recovery-1",
+		Annotations: map[string]string{domain.AnnotationSourceUID: "old-third"},
+		Resources:   []domain.SliceResource{{Manifest: cm("marker"), Deleted: true}}}, &third)
+	require.NoError(t, err)
+	for _, name := range []string{"orphan", "marker"} {
+		_, err = kubetest.CreateSliceOwnedBy(ctx, c.Dynamic, domain.ResourceSlice{Namespace: ns, Name: "other-" + name + "-again",
+			Resources: []domain.SliceResource{{Manifest: cm(name)}}}, &other)
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(threatened) > 0
+	}, 30*time.Second, 10*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []domain.CompositionRef{third.Ref()}, threatened)
+}
+
+// The slice informer runs only while asked (design §6.3): not before the first question, stopped
+// after fleetIdle without one, started again by the next, which sees what was written meanwhile.
+func TestFleetIndexSlicesLiveWhileAsked(t *testing.T) {
+	idle := fleetIdle
+	fleetIdle = 200 * time.Millisecond
+	t.Cleanup(func() { fleetIdle = idle })
+	c := env.AdminClients(t)
+	ctx := testContext(t)
+	ns := c.NewNamespace(t, "idle")
+	other := mustCreateComposition(t, c, sampleComposition(ns, "other"))
+	fleet := startFleetIndex(t, c)
+	running := func() bool {
+		fleet.mu.Lock()
+		defer fleet.mu.Unlock()
+		return fleet.slices != nil
+	}
+	assert.False(t, running(), "nothing asked yet")
+
+	id := domain.ResourceID{Kind: "ConfigMap", Namespace: ns, Name: "taken"}
+	got, err := fleet.ProducedElsewhere(ctx, []domain.ResourceID{id})
+	require.NoError(t, err)
+	assert.Empty(t, got)
+	assert.True(t, running())
+	require.Eventually(t, func() bool { return !running() }, 30*time.Second, 10*time.Millisecond, "stopped once idle")
+
+	_, err = kubetest.CreateSliceOwnedBy(ctx, c.Dynamic, domain.ResourceSlice{Namespace: ns, Name: "other-1",
+		Resources: []domain.SliceResource{{Manifest: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"` + ns + `","name":"taken"}}`}}}, &other)
+	require.NoError(t, err)
+	got, err = fleet.ProducedElsewhere(ctx, []domain.ResourceID{id})
+	require.NoError(t, err)
+	assert.Equal(t, map[domain.ResourceID]string{id: ns + "/other-1"}, got, "started again, with a full list")
+}
+
+// No idle stop while a caller waits for the slices' first list, however short fleetIdle.
+func TestFleetIndexNoIdleStopWhileListing(t *testing.T) {
+	idle := fleetIdle
+	fleetIdle = time.Millisecond
+	t.Cleanup(func() { fleetIdle = idle })
+	c := env.AdminClients(t)
+	fleet := startFleetIndex(t, c)
+	for range 3 {
+		_, err := fleet.ProducedElsewhere(testContext(t), nil)
+		require.NoError(t, err)
+	}
 }

@@ -83,6 +83,9 @@ func TestScale(t *testing.T) {
 	require.NoError(t, err)
 	bin, err := build()
 	require.NoError(t, err)
+	if base := os.Getenv("ENO_SCALE_BIN"); base != "" {
+		bin = base // another build, e.g. a baseline's, measured the same way
+	}
 
 	// Setup through the fast admin client; nothing of it is counted.
 	ns, inv := a.NewNamespace(t, "scale"), a.NewNamespace(t, "scale-inventory")
