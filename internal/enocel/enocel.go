@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/cel-go/cel"
@@ -147,14 +148,36 @@ func ApplyOverrides(manifest, live, comp *unstructured.Unstructured) (*unstructu
 	return out, outcomes
 }
 
-// Compile compiles a condition in Eno's environment, as Eno's cel.Parse does.
+// Compile compiles a condition in Eno's environment, as Eno's cel.Parse does. Eno compiles an
+// override once per loaded synthesis; the models apply it on every reconcile, so the last
+// conditions' programs (safe for concurrent use) are kept.
 func Compile(expr string) (cel.Program, error) {
+	programs.Lock()
+	prg, ok := programs.m[expr]
+	programs.Unlock()
+	if ok {
+		return prg, nil
+	}
 	ast, iss := env.Compile(expr)
 	if iss != nil && iss.Err() != nil {
 		return nil, iss.Err()
 	}
-	return env.Program(ast, cel.InterruptCheckFrequency(10))
+	prg, err := env.Program(ast, cel.InterruptCheckFrequency(10))
+	if err == nil {
+		programs.Lock()
+		if len(programs.m) >= 1024 {
+			programs.m = map[string]cel.Program{}
+		}
+		programs.m[expr] = prg
+		programs.Unlock()
+	}
+	return prg, err
 }
+
+var programs = struct {
+	sync.Mutex
+	m map[string]cel.Program
+}{m: map[string]cel.Program{}}
 
 func applyOne(op override, path []string, prg cel.Program, out *unstructured.Unstructured, self map[string]any, comp *unstructured.Unstructured) OverrideOutcome {
 	if prg != nil {

@@ -157,9 +157,10 @@ func (w *World) logf(format string, args ...any) {
 // Trace is every step taken, in order.
 func (w *World) Trace() string { return strings.Join(w.trace, "\n") }
 
-// enoCache is Eno's informer read of a Composition, at the revision its cache shows.
+// enoCache is Eno's informer read of a Composition, at the revision its cache shows: the
+// stored version, which Eno's model only reads, as an informer's cache is shared.
 func (w *World) enoCache(ns, name string) (*unstructured.Unstructured, error) {
-	return w.cp.ViewAt(w.enoCompRev).Get(enomodel.CompositionGVR, ns, name)
+	return w.cp.Server.ViewAt(w.enoCompRev).Peek(apiserver.Compositions, ns, name)
 }
 
 // catchUp moves every cache forward: to the present with some chance, and never more than
