@@ -97,6 +97,16 @@ func (o *Oracle) recordHistory(ctx context.Context, old types.UID) error {
 	return nil
 }
 
+// refNamed is the recorded object whose String is name.
+func (o *Oracle) refNamed(name string) (enomodel.Ref, bool) {
+	for ref := range o.recorded {
+		if ref.String() == name {
+			return ref, true
+		}
+	}
+	return enomodel.Ref{}, false
+}
+
 // Orphans are the recorded objects recovery should delete: not produced by the new
 // incarnation, not disabled.
 func (o *Oracle) Orphans() []enomodel.Ref {
@@ -291,7 +301,8 @@ func (o *Oracle) OnlyWithRecovery(plain *World) []Violation {
 	slices.SortFunc(refs, func(a, b enomodel.Ref) int { return strings.Compare(a.String(), b.String()) })
 	var out []Violation
 	for _, ref := range refs {
-		if o.w.truth.uidOf(ref) != "" || (ref.Kind == "Secret" && ref.Namespace == domain.DefaultInventoryNamespace) {
+		if o.w.truth.uidOf(ref) != "" || (ref.Kind == "Secret" && ref.Namespace == domain.DefaultInventoryNamespace) ||
+			o.w.truth.deletedWithItsComposition(ref) {
 			continue
 		}
 		o.w.truth.mu.Lock()
