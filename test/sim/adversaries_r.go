@@ -210,3 +210,43 @@ func annotate(w *World, key, value string) bool {
 		types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, key, v)), metav1.PatchOptions{})
 	return err == nil
 }
+
+// moveAndLeave is a Composition that takes an orphan over with changed content (Eno writes it
+// after the history, for that Composition) and is then deleted orphaning it: its slices go, so
+// no slice produces the object any more, and only the write time says it is no orphan of the
+// old incarnation.
+func moveAndLeave() Adversary {
+	var ref enomodel.Ref
+	created, done := false, false
+	return Adversary{Name: "move-and-leave", Act: func(w *World) (string, bool) {
+		ctx := context.Background()
+		comps := w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace(w.ref.Namespace)
+		switch {
+		case done:
+			return "", false
+		case !created:
+			r, u, ok := firstOrphan(w)
+			if !ok {
+				return "", false
+			}
+			mover := compositionObject(w.ref.Namespace, "mover", true)
+			mover.SetAnnotations(map[string]string{domain.AnnotationDeletionStrategy: "orphan"})
+			c, err := comps.Create(ctx, mover, metav1.CreateOptions{})
+			if err != nil {
+				return "", false
+			}
+			moved := u.DeepCopy()
+			moved.Object = map[string]any{"apiVersion": u.GetAPIVersion(), "kind": u.GetKind(),
+				"metadata": map[string]any{"name": u.GetName(), "namespace": u.GetNamespace()}, "data": map[string]any{"key": "moved"}}
+			w.synthesize(c.GetUID(), []*unstructured.Unstructured{moved})
+			ref, created = r, true
+			return "composition mover takes over " + r.String() + " with changed content", true
+		}
+		u, err := w.oracle.get(ctx, ref)
+		if err != nil || u.Object["data"] == nil || u.Object["data"].(map[string]any)["key"] != "moved" {
+			return "", false // Eno has not applied it yet
+		}
+		done = comps.Delete(ctx, "mover", metav1.DeleteOptions{}) == nil
+		return "deleted composition mover, orphaning " + ref.String(), done
+	}}
+}

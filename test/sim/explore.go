@@ -226,6 +226,10 @@ func RandomOptions(seed uint64) Options {
 	case n < 10:
 		opts.Story = DefaultStory()
 		opts.Story.BeforeDeletion = comanagedBeforeHistory(n%2 == 0)
+	case n < 12:
+		// Another Composition takes an orphan over with changed content, then leaves it.
+		opts.Story = DefaultStory()
+		opts.Adversaries = append(opts.Adversaries, moveAndLeave())
 	default:
 		opts.Story = DefaultStory()
 	}
