@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/cel-go/cel"
@@ -148,36 +149,31 @@ func ApplyOverrides(manifest, live, comp *unstructured.Unstructured) (*unstructu
 	return out, outcomes
 }
 
-// Compile compiles a condition in Eno's environment, as Eno's cel.Parse does. Eno compiles an
-// override once per loaded synthesis; the models apply it on every reconcile, so the last
-// conditions' programs (safe for concurrent use) are kept.
+// Compile compiles a condition in Eno's environment, as Eno's cel.Parse does, once per
+// condition of the last 1,024 (Eno compiles once per loaded synthesis, the models per reconcile).
 func Compile(expr string) (cel.Program, error) {
-	programs.Lock()
-	prg, ok := programs.m[expr]
-	programs.Unlock()
-	if ok {
-		return prg, nil
+	if prg, ok := programs.Load(expr); ok {
+		return prg.(cel.Program), nil
 	}
 	ast, iss := env.Compile(expr)
 	if iss != nil && iss.Err() != nil {
 		return nil, iss.Err()
 	}
 	prg, err := env.Program(ast, cel.InterruptCheckFrequency(10))
-	if err == nil {
-		programs.Lock()
-		if len(programs.m) >= 1024 {
-			programs.m = map[string]cel.Program{}
-		}
-		programs.m[expr] = prg
-		programs.Unlock()
+	if err != nil {
+		return nil, err
 	}
-	return prg, err
+	if compiled.Add(1)%1024 == 0 {
+		programs.Clear()
+	}
+	programs.Store(expr, prg)
+	return prg, nil
 }
 
-var programs = struct {
-	sync.Mutex
-	m map[string]cel.Program
-}{m: map[string]cel.Program{}}
+var (
+	programs sync.Map // condition: cel.Program
+	compiled atomic.Int64
+)
 
 func applyOne(op override, path []string, prg cel.Program, out *unstructured.Unstructured, self map[string]any, comp *unstructured.Unstructured) OverrideOutcome {
 	if prg != nil {
