@@ -211,42 +211,26 @@ func annotate(w *World, key, value string) bool {
 	return err == nil
 }
 
-// moveAndLeave is a Composition that takes an orphan over with changed content (Eno writes it
-// after the history, for that Composition) and is then deleted orphaning it: its slices go, so
-// no slice produces the object any more, and only the write time says it is no orphan of the
-// old incarnation.
-func moveAndLeave() Adversary {
-	var ref enomodel.Ref
-	created, done := false, false
-	return Adversary{Name: "move-and-leave", Act: func(w *World) (string, bool) {
-		ctx := context.Background()
-		comps := w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace(w.ref.Namespace)
-		switch {
-		case done:
-			return "", false
-		case !created:
-			r, u, ok := firstOrphan(w)
-			if !ok {
-				return "", false
-			}
-			mover := compositionObject(w.ref.Namespace, "mover", true)
-			mover.SetAnnotations(map[string]string{domain.AnnotationDeletionStrategy: "orphan"})
-			c, err := comps.Create(ctx, mover, metav1.CreateOptions{})
-			if err != nil {
-				return "", false
-			}
-			moved := u.DeepCopy()
-			moved.Object = map[string]any{"apiVersion": u.GetAPIVersion(), "kind": u.GetKind(),
-				"metadata": map[string]any{"name": u.GetName(), "namespace": u.GetNamespace()}, "data": map[string]any{"key": "moved"}}
-			w.synthesize(c.GetUID(), []*unstructured.Unstructured{moved})
-			ref, created = r, true
-			return "composition mover takes over " + r.String() + " with changed content", true
-		}
-		u, err := w.oracle.get(ctx, ref)
-		if err != nil || u.Object["data"] == nil || u.Object["data"].(map[string]any)["key"] != "moved" {
-			return "", false // Eno has not applied it yet
-		}
-		done = comps.Delete(ctx, "mover", metav1.DeleteOptions{}) == nil
-		return "deleted composition mover, orphaning " + ref.String(), done
-	}}
+// movedAndLeft is a Composition that, between the old incarnation's deletion and its
+// re-creation, takes orphan-a over with changed content (Eno writes it after the history, for
+// that Composition) and is deleted orphaning it: no slice produces the object any more, and only
+// its write time says it is no orphan of the old incarnation.
+func movedAndLeft(w *World) error {
+	ctx := context.Background()
+	comps := w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace(w.ref.Namespace)
+	mover := compositionObject(w.ref.Namespace, "mover", true)
+	mover.SetAnnotations(map[string]string{domain.AnnotationDeletionStrategy: "orphan"})
+	c, err := comps.Create(ctx, mover, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	moved := configMap("app", "orphan-a", nil)
+	moved.Object["data"] = map[string]any{"key": "moved"}
+	w.synthesize(c.GetUID(), []*unstructured.Unstructured{moved})
+	w.settle("composition mover takes orphan-a over with changed content")
+	if err := comps.Delete(ctx, "mover", metav1.DeleteOptions{}); err != nil {
+		return err
+	}
+	w.settle("composition mover is deleted, orphaning orphan-a")
+	return nil
 }

@@ -227,9 +227,8 @@ func RandomOptions(seed uint64) Options {
 		opts.Story = DefaultStory()
 		opts.Story.BeforeDeletion = comanagedBeforeHistory(n%2 == 0)
 	case n < 12:
-		// Another Composition takes an orphan over with changed content, then leaves it.
 		opts.Story = DefaultStory()
-		opts.Adversaries = append(opts.Adversaries, moveAndLeave())
+		opts.Story.BeforeRecreation = movedAndLeft
 	default:
 		opts.Story = DefaultStory()
 	}

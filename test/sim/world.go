@@ -214,8 +214,8 @@ type Story struct {
 	// old one orphaned its resources).
 	NewDeletes bool
 	// BeforeDeletion, when set, acts on the old incarnation once its history is recorded and
-	// before it is deleted.
-	BeforeDeletion func(w *World) error
+	// before it is deleted; BeforeRecreation once it is gone and before it is created again.
+	BeforeDeletion, BeforeRecreation func(w *World) error
 }
 
 // DefaultStory: the old incarnation deployed four ConfigMaps, one of them with reconciliation
@@ -335,6 +335,11 @@ func (w *World) playPrologue() error {
 	w.settle("prologue: the old incarnation is deleted, orphaning its resources")
 	if _, err := w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace("team").Get(ctx, "app", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		return fmt.Errorf("prologue: the old incarnation is still there (%v)\n%s", err, w.Trace())
+	}
+	if w.opts.Story.BeforeRecreation != nil {
+		if err := w.opts.Story.BeforeRecreation(w); err != nil {
+			return fmt.Errorf("prologue: before recreation: %w\n%s", err, w.Trace())
+		}
 	}
 	w.clock.Advance(10 * time.Second)
 	fresh, err := w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace("team").Create(ctx, compositionObject("team", "app", !w.opts.Story.NewDeletes), metav1.CreateOptions{})
