@@ -189,14 +189,23 @@ func (o *Oracle) checkEnoDelete(path string) {
 	o.judge(ref, uid, "")
 	comp, err := o.w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace(o.w.ref.Namespace).Get(context.Background(), o.w.ref.Name, metav1.GetOptions{})
 	if err == nil && comp.GetUID() == o.incarnation {
+		// Eno judges from its cache: a deletion or pause it does not show yet is a known residual.
+		lag := ""
+		if cached, err := o.w.enoCache(o.w.ref.Namespace, o.w.ref.Name); err == nil && cached.GetUID() == comp.GetUID() &&
+			cached.GetDeletionTimestamp() == nil && cached.GetAnnotations()[domain.AnnotationDisableReconciliation] != "true" {
+			lag = "; " + enoCacheBehind
+		}
 		if comp.GetDeletionTimestamp() != nil {
-			o.flag(RuleOwnerDeleting, ref, "composition "+o.w.ref.String())
+			o.flag(RuleOwnerDeleting, ref, "composition "+o.w.ref.String()+lag)
 		}
 		if comp.GetAnnotations()[domain.AnnotationDisableReconciliation] == "true" {
-			o.flag(RuleOwnerPaused, ref, "composition "+o.w.ref.String())
+			o.flag(RuleOwnerPaused, ref, "composition "+o.w.ref.String()+lag)
 		}
 	}
 }
+
+// enoCacheBehind says Eno's cached Composition did not show the deletion or pause yet.
+const enoCacheBehind = "Eno's cache does not show it yet"
 
 // compositionDeleting reports whether the recreated incarnation is gone or terminating.
 func (o *Oracle) compositionDeleting() bool {
