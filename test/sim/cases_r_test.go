@@ -31,11 +31,12 @@ var openSequences = map[string]openSequence{
 		matches: func(_ *World, v Violation) bool {
 			return writtenByOther(v) && strings.Contains(v.Detail, "written identically by "+gitOpsManager)
 		}},
-	// SliceLostStuck (seeds 72, 456), triaged as a model error and closed: the object "never
-	// existed" in the recovery run because Eno, whose steps share the schedule with the replicas,
-	// had not created it when its Composition was deleted; the plain run, with no replicas, got
-	// there first. Nothing was lost: OnlyWithRecovery now skips what no Composition alive at the
-	// end produces, and a living Composition's output never created still fails.
+	// SliceLostStuck (seeds 72, 456; 1902, 1946 with a pause), triaged as a model error and
+	// closed: the object "never existed" in the recovery run because Eno, whose steps share the
+	// schedule with the replicas, had not created it when its Composition was deleted or paused;
+	// the plain run, with no replicas, got there first. Nothing was lost: OnlyWithRecovery skips
+	// what no Composition alive and unpaused at the end produces; a living Composition's output
+	// never created still fails.
 	// Found by seeds 231 and 250 once BareOrphan was fixed: a tool (kubectl) writes a bare orphan
 	// with identical content; the server records nothing, as kube-apiserver records no entry for
 	// an identical apply to an object with no field to own (design §6.2, "What the check cannot

@@ -317,9 +317,12 @@ func (o *Oracle) OnlyWithRecovery(plain *World) []Violation {
 		o.w.truth.mu.Lock()
 		uid := o.w.truth.last[ref]
 		o.w.truth.mu.Unlock()
-		if uid == "" && len(o.w.truth.producers(ref, len(o.w.trace), o.old)) == 0 {
-			// Never made in this run, and no Composition alive at the end produces it: Eno, whose
-			// steps share the schedule with the replicas, got less far before its producer went.
+		if uid == "" && !slices.ContainsFunc(o.w.truth.producers(ref, len(o.w.trace), o.old), func(p string) bool {
+			return !o.w.paused || p != o.w.ref.String()
+		}) {
+			// Never made in this run, and no Composition alive and unpaused at the end produces it:
+			// Eno, whose steps share the schedule with the replicas, got less far before its
+			// producer went or was paused.
 			continue
 		}
 		why := o.w.truth.trueOrphan(uid, o.old)
