@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/cel-go/cel"
@@ -147,14 +149,31 @@ func ApplyOverrides(manifest, live, comp *unstructured.Unstructured) (*unstructu
 	return out, outcomes
 }
 
-// Compile compiles a condition in Eno's environment, as Eno's cel.Parse does.
+// Compile compiles a condition in Eno's environment, as Eno's cel.Parse does, once per
+// condition of the last 1,024 (Eno compiles once per loaded synthesis, the models per reconcile).
 func Compile(expr string) (cel.Program, error) {
+	if prg, ok := programs.Load(expr); ok {
+		return prg.(cel.Program), nil
+	}
 	ast, iss := env.Compile(expr)
 	if iss != nil && iss.Err() != nil {
 		return nil, iss.Err()
 	}
-	return env.Program(ast, cel.InterruptCheckFrequency(10))
+	prg, err := env.Program(ast, cel.InterruptCheckFrequency(10))
+	if err != nil {
+		return nil, err
+	}
+	if compiled.Add(1)%1024 == 0 {
+		programs.Clear()
+	}
+	programs.Store(expr, prg)
+	return prg, nil
 }
+
+var (
+	programs sync.Map // condition: cel.Program
+	compiled atomic.Int64
+)
 
 func applyOne(op override, path []string, prg cel.Program, out *unstructured.Unstructured, self map[string]any, comp *unstructured.Unstructured) OverrideOutcome {
 	if prg != nil {

@@ -210,3 +210,27 @@ func annotate(w *World, key, value string) bool {
 		types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, key, v)), metav1.PatchOptions{})
 	return err == nil
 }
+
+// movedAndLeft is a Composition that, between the old incarnation's deletion and its
+// re-creation, takes orphan-a over with changed content (Eno writes it after the history, for
+// that Composition) and is deleted orphaning it: no slice produces the object any more, and only
+// its write time says it is no orphan of the old incarnation.
+func movedAndLeft(w *World) error {
+	ctx := context.Background()
+	comps := w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace(w.ref.Namespace)
+	mover := compositionObject(w.ref.Namespace, "mover", true)
+	mover.SetAnnotations(map[string]string{domain.AnnotationDeletionStrategy: "orphan"})
+	c, err := comps.Create(ctx, mover, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	moved := configMap("app", "orphan-a", nil)
+	moved.Object["data"] = map[string]any{"key": "moved"}
+	w.synthesize(c.GetUID(), []*unstructured.Unstructured{moved})
+	w.settle("composition mover takes orphan-a over with changed content")
+	if err := comps.Delete(ctx, "mover", metav1.DeleteOptions{}); err != nil {
+		return err
+	}
+	w.settle("composition mover is deleted, orphaning orphan-a")
+	return nil
+}

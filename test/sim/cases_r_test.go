@@ -31,13 +31,12 @@ var openSequences = map[string]openSequence{
 		matches: func(_ *World, v Violation) bool {
 			return writtenByOther(v) && strings.Contains(v.Detail, "written identically by "+gitOpsManager)
 		}},
-	// Found by seed 456, not yet scripted: after an operator deletes a recovery slice, Eno never
-	// loads the synthesis that names it, and its missing-slice resynthesis is suppressed because
-	// the hand-off's force-resynthesis already names that synthesis: a later output (ConfigMap
-	// old-ns/late) is never created. To triage with issue 37.
-	"SliceLostStuck": {why: "a deleted recovery slice leaves the Composition's later outputs uncreated", matches: func(w *World, v Violation) bool {
-		return v.Rule == RuleOnlyWithRecovery && v.Detail == "never existed" && strings.Contains(w.Trace(), "adversary delete-slice: ")
-	}},
+	// SliceLostStuck (seeds 72, 456; 1902, 1946 with a pause), triaged as a model error and
+	// closed: the object "never existed" in the recovery run because Eno, whose steps share the
+	// schedule with the replicas, had not created it when its Composition was deleted or paused;
+	// the plain run, with no replicas, got there first. Nothing was lost: OnlyWithRecovery skips
+	// what no Composition alive and unpaused at the end produces; a living Composition's output
+	// never created still fails.
 	// Found by seeds 231 and 250 once BareOrphan was fixed: a tool (kubectl) writes a bare orphan
 	// with identical content; the server records nothing, as kube-apiserver records no entry for
 	// an identical apply to an object with no field to own (design §6.2, "What the check cannot
@@ -46,14 +45,47 @@ var openSequences = map[string]openSequence{
 		return writtenByOther(v) && strings.Contains(v.Detail, "written identically by") &&
 			slices.ContainsFunc(w.oracle.Orphans(), func(r enomodel.Ref) bool { return r.String() == v.Object && w.oracle.bare(r) })
 	}},
-	"K4window": {why: "a Composition with no synthesis yet produces an orphan Eno deletes first (issue 37 item 6)", matches: func(_ *World, v Violation) bool {
-		return ((v.Rule == RuleProducedByLiving || v.Rule == RuleOnlyWithRecovery) && strings.Contains(v.Detail, "produced by") ||
-			writtenByOther(v) && strings.Contains(v.Detail, " by eno for ")) && !strings.HasPrefix(v.Object, "Namespace ")
+	// A known residual (design §6.2, "what the check cannot see"), which issue 37 item 6 closes in
+	// the product: another Composition starts producing an orphan only after the hand-off's fence
+	// (its first resource slice comes after the recovery slice's creation), and Eno deletes the
+	// orphan before the watch's disarm reaches Eno's cache, or before that Composition's first
+	// synthesis, which nothing sees. An object another Composition produced before the fence is
+	// no window: the plan and the fence must keep it, so such a finding fails.
+	// A known residual (design §6.2, "what the check cannot see"): the precondition reads Eno's
+	// cached Composition, so a deletion or pause that reaches Eno's cache after its DELETE does
+	// not stop it. Found by seeds 1285 and 1649 of the first full make sim.
+	"EnoCacheLag": {why: "a Composition's deletion or pause that Eno's cache does not show yet does not stop a tombstone", matches: func(_ *World, v Violation) bool {
+		return (v.Rule == RuleOwnerDeleting || v.Rule == RuleOwnerPaused) && strings.HasSuffix(v.Detail, enoCacheBehind)
 	}},
+	"K4window": {why: "a Composition that starts producing an orphan after the fence may lose it to Eno first (issue 37 item 6)", matches: k4Window},
 }
 
+func k4Window(w *World, v Violation) bool {
+	if !((v.Rule == RuleProducedByLiving || v.Rule == RuleOnlyWithRecovery) && strings.Contains(v.Detail, "produced by") ||
+		writtenByOther(v) && strings.Contains(v.Detail, " by eno for ")) || strings.HasPrefix(v.Object, "Namespace ") {
+		return false
+	}
+	ref, ok := w.oracle.refNamed(v.Object)
+	if !ok {
+		return false
+	}
+	fenced := w.truth.fencedBefore(w.truth.enoDeleted(ref))
+	if fenced < 0 {
+		return false // no hand-off before the deletion: no fence, no window
+	}
+	for _, first := range w.truth.producersSince(ref, w.oracle.old) {
+		if first >= 0 && first <= fenced {
+			return false
+		}
+	}
+	return true
+}
+
+// coManagedBeforeHistory: another tool applied the object unchanged before the history, which
+// leaves no trace on the object (R3identical). A co-manager that changed it left an entry, and
+// ManagedElsewhere must keep the object.
 func coManagedBeforeHistory(_ *World, v Violation) bool {
-	return writtenByOther(v) && strings.Contains(v.Detail, "(before the history)")
+	return writtenByOther(v) && strings.Contains(v.Detail, "written identically by") && strings.Contains(v.Detail, "(before the history)")
 }
 
 func writtenByOther(v Violation) bool {

@@ -226,6 +226,9 @@ func RandomOptions(seed uint64) Options {
 	case n < 10:
 		opts.Story = DefaultStory()
 		opts.Story.BeforeDeletion = comanagedBeforeHistory(n%2 == 0)
+	case n < 12:
+		opts.Story = DefaultStory()
+		opts.Story.BeforeRecreation = movedAndLeft
 	default:
 		opts.Story = DefaultStory()
 	}

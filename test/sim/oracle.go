@@ -97,6 +97,16 @@ func (o *Oracle) recordHistory(ctx context.Context, old types.UID) error {
 	return nil
 }
 
+// refNamed is the recorded object whose String is name.
+func (o *Oracle) refNamed(name string) (enomodel.Ref, bool) {
+	for ref := range o.recorded {
+		if ref.String() == name {
+			return ref, true
+		}
+	}
+	return enomodel.Ref{}, false
+}
+
 // Orphans are the recorded objects recovery should delete: not produced by the new
 // incarnation, not disabled.
 func (o *Oracle) Orphans() []enomodel.Ref {
@@ -179,14 +189,23 @@ func (o *Oracle) checkEnoDelete(path string) {
 	o.judge(ref, uid, "")
 	comp, err := o.w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace(o.w.ref.Namespace).Get(context.Background(), o.w.ref.Name, metav1.GetOptions{})
 	if err == nil && comp.GetUID() == o.incarnation {
+		// Eno judges from its cache: a deletion or pause it does not show yet is a known residual.
+		lag := ""
+		if cached, err := o.w.enoCache(o.w.ref.Namespace, o.w.ref.Name); err == nil && cached.GetUID() == comp.GetUID() &&
+			cached.GetDeletionTimestamp() == nil && cached.GetAnnotations()[domain.AnnotationDisableReconciliation] != "true" {
+			lag = "; " + enoCacheBehind
+		}
 		if comp.GetDeletionTimestamp() != nil {
-			o.flag(RuleOwnerDeleting, ref, "composition "+o.w.ref.String())
+			o.flag(RuleOwnerDeleting, ref, "composition "+o.w.ref.String()+lag)
 		}
 		if comp.GetAnnotations()[domain.AnnotationDisableReconciliation] == "true" {
-			o.flag(RuleOwnerPaused, ref, "composition "+o.w.ref.String())
+			o.flag(RuleOwnerPaused, ref, "composition "+o.w.ref.String()+lag)
 		}
 	}
 }
+
+// enoCacheBehind says Eno's cached Composition did not show the deletion or pause yet.
+const enoCacheBehind = "Eno's cache does not show it yet"
 
 // compositionDeleting reports whether the recreated incarnation is gone or terminating.
 func (o *Oracle) compositionDeleting() bool {
@@ -291,12 +310,21 @@ func (o *Oracle) OnlyWithRecovery(plain *World) []Violation {
 	slices.SortFunc(refs, func(a, b enomodel.Ref) int { return strings.Compare(a.String(), b.String()) })
 	var out []Violation
 	for _, ref := range refs {
-		if o.w.truth.uidOf(ref) != "" || (ref.Kind == "Secret" && ref.Namespace == domain.DefaultInventoryNamespace) {
+		if o.w.truth.uidOf(ref) != "" || (ref.Kind == "Secret" && ref.Namespace == domain.DefaultInventoryNamespace) ||
+			o.w.truth.deletedWithItsComposition(ref) {
 			continue
 		}
 		o.w.truth.mu.Lock()
 		uid := o.w.truth.last[ref]
 		o.w.truth.mu.Unlock()
+		if uid == "" && !slices.ContainsFunc(o.w.truth.producers(ref, len(o.w.trace), o.old), func(p string) bool {
+			return !o.w.paused || p != o.w.ref.String()
+		}) {
+			// Never made in this run, and no Composition alive and unpaused at the end produces it:
+			// Eno, whose steps share the schedule with the replicas, got less far before its
+			// producer went or was paused.
+			continue
+		}
 		why := o.w.truth.trueOrphan(uid, o.old)
 		if strings.HasPrefix(why, "written") {
 			why += o.beforeHistory(uid)

@@ -67,47 +67,50 @@ func TestExplore(t *testing.T) {
 		first, n = v, 1
 	}
 	start, cpuStart := time.Now(), cpuTime(t)
-	outcomes := explore(t, first, n)
+	var mu sync.Mutex
 	broken := 0
 	states := map[uint64]bool{}
 	found := map[string][]uint64{}
-	for i, out := range outcomes {
-		seed := first + uint64(i)
-		for s := range out.Recovery.States() {
-			states[s] = true
-		}
+	explore(t, first, n, func(seed uint64, out Outcome) {
 		var unexplained []Violation
+		names := map[string]bool{}
 		for _, v := range out.Violations {
 			if name := openSequenceOf(out.Recovery, v); name != "" {
-				if l := found[name]; len(l) == 0 || l[len(l)-1] != seed {
-					found[name] = append(found[name], seed)
-				}
+				names[name] = true
 				continue
 			}
 			unexplained = append(unexplained, v)
 		}
+		mu.Lock()
+		defer mu.Unlock()
+		for s := range out.Recovery.States() {
+			states[s] = true
+		}
+		for name := range names {
+			found[name] = append(found[name], seed)
+		}
 		if os.Getenv("SIM_SEED") != "" {
 			t.Logf("seed %d: findings %v\n%s", seed, out.Violations, out.Recovery.Trace())
 		}
-		if len(unexplained) == 0 {
-			continue
+		if len(unexplained) > 0 {
+			broken++
+			t.Errorf("seed %d (replay: make sim SIM_SEED=%d): %v\n%s\n--- without recovery ---\n%s", seed, seed, unexplained, out.Recovery.Trace(), out.Plain.Trace())
 		}
-		broken++
-		t.Errorf("seed %d (replay: make sim SIM_SEED=%d): %v\n%s\n--- without recovery ---\n%s", seed, seed, unexplained, out.Recovery.Trace(), out.Plain.Trace())
-	}
+	})
 	cpuPerMinute := float64(n) / (cpuTime(t) - cpuStart).Minutes()
 	perMinute := float64(n) / time.Since(start).Minutes()
 	t.Logf("%d schedules, each run twice: %.0f per minute on %d cores (%.0f per CPU-minute), %d distinct states, %d broken",
 		n, perMinute, runtime.GOMAXPROCS(0), cpuPerMinute, len(states), broken)
 	for _, name := range slices.Sorted(maps.Keys(found)) {
-		t.Logf("open sequence %s found by %d schedules, first seed %d: %v", name, len(found[name]), found[name][0], found[name])
+		seeds := slices.Sorted(slices.Values(found[name]))
+		t.Logf("open sequence %s found by %d schedules, first seed %d: %v", name, len(seeds), seeds[0], seeds)
 	}
 }
 
-// explore runs the schedules first..first+n-1 on GOMAXPROCS workers: each world is its own,
-// so a seed replays the same whichever worker runs it.
-func explore(t *testing.T, first uint64, n int) []Outcome {
-	out := make([]Outcome, n)
+// explore runs the schedules first..first+n-1 on GOMAXPROCS workers, and hands each outcome to
+// judge as it is done (so that a long run keeps no world): each world is its own, so a seed
+// replays the same whichever worker runs it.
+func explore(t *testing.T, first uint64, n int, judge func(seed uint64, out Outcome)) {
 	errs := make([]error, n)
 	next := make(chan int)
 	var wg sync.WaitGroup
@@ -116,7 +119,10 @@ func explore(t *testing.T, first uint64, n int) []Outcome {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				out[i], errs[i] = Differential(first+uint64(i), 300)
+				var out Outcome
+				if out, errs[i] = Differential(first+uint64(i), 300); errs[i] == nil {
+					judge(first+uint64(i), out)
+				}
 			}
 		}()
 	}
@@ -126,7 +132,6 @@ func explore(t *testing.T, first uint64, n int) []Outcome {
 	close(next)
 	wg.Wait()
 	require.NoError(t, errors.Join(errs...))
-	return out
 }
 
 // cpuTime is the CPU time the test process has used, user and system: on shared cores the wall

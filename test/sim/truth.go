@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
@@ -64,6 +65,10 @@ type truth struct {
 	// hashes is each object's content hash, for the state fingerprint; state is their XOR.
 	hashes map[string]uint64
 	state  uint64
+	// firstSlice is the step of each Composition's first resource slice; recoverySlices the
+	// steps at which recovery slices were created.
+	firstSlice     map[types.UID]int
+	recoverySlices []int
 }
 
 type compositionLife struct {
@@ -73,7 +78,7 @@ type compositionLife struct {
 
 func newTruth(w *World) *truth {
 	return &truth{w: w, byUID: map[types.UID][]write{}, live: map[enomodel.Ref]types.UID{}, last: map[enomodel.Ref]types.UID{},
-		compositions: map[types.UID]*compositionLife{}, hashes: map[string]uint64{}}
+		compositions: map[types.UID]*compositionLife{}, hashes: map[string]uint64{}, firstSlice: map[types.UID]int{}}
 }
 
 func (t *truth) step() int { return len(t.w.trace) }
@@ -147,14 +152,23 @@ func (t *truth) inSync(ref enomodel.Ref, uid types.UID) {
 	t.byUID[uid] = append(ws, write{step: t.step(), at: t.w.clock.Now(), actor: t.enoActor, verb: "adopt", ref: ref, uid: uid})
 }
 
-// observeControlPlane follows the Compositions' lives.
+// observeControlPlane follows the Compositions' lives and when their slices appear.
 func (t *truth) observeControlPlane(e apiserver.Event) {
 	t.fingerprintEvent("cp", e)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e.Resource == apiserver.ResourceSlices && e.Before == nil && e.After != nil {
+		if strings.Contains(e.After.GetName(), "-recovery-") {
+			t.recoverySlices = append(t.recoverySlices, t.step())
+		} else if o := metav1.GetControllerOfNoCopy(e.After); o != nil {
+			if _, ok := t.firstSlice[o.UID]; !ok {
+				t.firstSlice[o.UID] = t.step()
+			}
+		}
+	}
 	if e.Resource != apiserver.Compositions {
 		return
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	obj := e.After
 	if obj == nil {
 		obj = e.Before
@@ -305,4 +319,78 @@ func (t *truth) inside(ns string) []enomodel.Ref {
 		}
 	}
 	return out
+}
+
+// producersSince lists, like producers, the incarnations other than old that produce ref or
+// deploy into it, with the step of each one's first resource slice (-1: none yet).
+func (t *truth) producersSince(ref enomodel.Ref, old types.UID) map[types.UID]int {
+	out := map[types.UID]int{}
+	for _, uid := range t.aliveFrom(0) {
+		if uid == old {
+			continue
+		}
+		for _, m := range t.w.producedEver[uid] {
+			if m == ref || (ref.Group == "" && ref.Kind == "Namespace" && m.Namespace == ref.Name) {
+				t.mu.Lock()
+				first, ok := t.firstSlice[uid]
+				t.mu.Unlock()
+				if !ok {
+					first = -1
+				}
+				out[uid] = first
+				break
+			}
+		}
+	}
+	return out
+}
+
+// enoDeleted is the step at which Eno first sent a DELETE for an object named ref, or -1.
+func (t *truth) enoDeleted(ref enomodel.Ref) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	first := -1
+	for _, ws := range t.byUID {
+		for _, w := range ws {
+			if w.ref == ref && w.verb == "request delete" && strings.HasPrefix(w.actor, "eno for ") && (first < 0 || w.step < first) {
+				first = w.step
+			}
+		}
+	}
+	return first
+}
+
+// fencedBefore is the step of the last recovery slice created before step, or -1.
+func (t *truth) fencedBefore(step int) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	last := -1
+	for _, s := range t.recoverySlices {
+		if s <= step {
+			last = s
+		}
+	}
+	return last
+}
+
+// deletedWithItsComposition reports whether Eno deleted the object ref last was for a
+// Composition incarnation that produced it and was being deleted: Eno's business, not
+// recovery's.
+func (t *truth) deletedWithItsComposition(ref enomodel.Ref) bool {
+	t.mu.Lock()
+	uid := t.last[ref]
+	t.mu.Unlock()
+	for _, w := range t.writes(uid) {
+		if w.verb != "request delete" || !strings.HasPrefix(w.actor, "eno for ") {
+			continue
+		}
+		inc := types.UID(strings.TrimPrefix(w.actor, "eno for "))
+		t.mu.Lock()
+		l := t.compositions[inc]
+		t.mu.Unlock()
+		if l != nil && l.died != 0 && l.died <= w.step && slices.Contains(t.w.producedEver[inc], ref) {
+			return true
+		}
+	}
+	return false
 }

@@ -157,9 +157,10 @@ func (w *World) logf(format string, args ...any) {
 // Trace is every step taken, in order.
 func (w *World) Trace() string { return strings.Join(w.trace, "\n") }
 
-// enoCache is Eno's informer read of a Composition, at the revision its cache shows.
+// enoCache is Eno's informer read of a Composition, at the revision its cache shows: the
+// stored version, which Eno's model only reads, as an informer's cache is shared.
 func (w *World) enoCache(ns, name string) (*unstructured.Unstructured, error) {
-	return w.cp.ViewAt(w.enoCompRev).Get(enomodel.CompositionGVR, ns, name)
+	return w.cp.Server.ViewAt(w.enoCompRev).Peek(apiserver.Compositions, ns, name)
 }
 
 // catchUp moves every cache forward: to the present with some chance, and never more than
@@ -213,8 +214,8 @@ type Story struct {
 	// old one orphaned its resources).
 	NewDeletes bool
 	// BeforeDeletion, when set, acts on the old incarnation once its history is recorded and
-	// before it is deleted.
-	BeforeDeletion func(w *World) error
+	// before it is deleted; BeforeRecreation once it is gone and before it is created again.
+	BeforeDeletion, BeforeRecreation func(w *World) error
 }
 
 // DefaultStory: the old incarnation deployed four ConfigMaps, one of them with reconciliation
@@ -334,6 +335,11 @@ func (w *World) playPrologue() error {
 	w.settle("prologue: the old incarnation is deleted, orphaning its resources")
 	if _, err := w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace("team").Get(ctx, "app", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		return fmt.Errorf("prologue: the old incarnation is still there (%v)\n%s", err, w.Trace())
+	}
+	if w.opts.Story.BeforeRecreation != nil {
+		if err := w.opts.Story.BeforeRecreation(w); err != nil {
+			return fmt.Errorf("prologue: before recreation: %w\n%s", err, w.Trace())
+		}
 	}
 	w.clock.Advance(10 * time.Second)
 	fresh, err := w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace("team").Create(ctx, compositionObject("team", "app", !w.opts.Story.NewDeletes), metav1.CreateOptions{})

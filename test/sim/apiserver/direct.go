@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -130,8 +131,14 @@ func (s *Server) serves(res Resource) error {
 	return nil
 }
 
-// toObject turns any JSON-marshalable map into a stored object's value types (int64, float64).
+// toObject turns any JSON-marshalable map into a stored object's value types (int64, float64):
+// a copy, walked when it holds JSON's types only, else through JSON.
 func toObject(v any) (object, error) {
+	if c, ok := jsonValue(v); ok {
+		if m, ok := c.(map[string]any); ok {
+			return m, nil
+		}
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
@@ -141,4 +148,47 @@ func toObject(v any) (object, error) {
 		return nil, apierrors.NewBadRequest(err.Error())
 	}
 	return obj, nil
+}
+
+// jsonValue copies v as a JSON round trip would decode it (integral numbers as int64), or says
+// it holds a type it does not know.
+func jsonValue(v any) (any, bool) {
+	switch v := v.(type) {
+	case nil, string, bool, int64:
+		return v, true
+	case int:
+		return int64(v), true
+	case float64:
+		if v == math.Trunc(v) && math.Abs(v) < 1<<53 {
+			return int64(v), true
+		}
+		return v, true
+	case map[string]any:
+		if v == nil {
+			return nil, true
+		}
+		out := make(map[string]any, len(v))
+		for k, x := range v {
+			c, ok := jsonValue(x)
+			if !ok {
+				return nil, false
+			}
+			out[k] = c
+		}
+		return out, true
+	case []any:
+		if v == nil {
+			return nil, true
+		}
+		out := make([]any, len(v))
+		for i, x := range v {
+			c, ok := jsonValue(x)
+			if !ok {
+				return nil, false
+			}
+			out[i] = c
+		}
+		return out, true
+	}
+	return nil, false
 }

@@ -49,6 +49,7 @@ type Event struct {
 	Subresource string
 	// Before is nil on create; After is nil when the object is gone (a deletion that finished).
 	// A DELETE that only marks the object terminating has an After with deletionTimestamp.
+	// Both are the stored versions: read only.
 	Before, After *unstructured.Unstructured
 	Revision      int64
 }
@@ -184,7 +185,7 @@ func (s *Server) store(c call, verb string, key objectKey, before, obj object) o
 	}
 	s.pending = append(s.pending, Event{
 		Actor: actor, Verb: verb, Resource: c.res, Subresource: c.sub,
-		Before: before.unstructured(), After: obj.unstructured(), Revision: s.rev,
+		Before: before.shared(), After: obj.shared(), Revision: s.rev,
 	})
 	return obj
 }
@@ -234,6 +235,16 @@ func (v View) Get(res Resource, namespace, name string) (*unstructured.Unstructu
 	defer unlock()
 	if obj := v.s.at(keyOf(res, namespace, name), v.rev); obj != nil {
 		return obj.unstructured(), nil
+	}
+	return nil, apierrors.NewNotFound(res.groupResource(), name)
+}
+
+// Peek is Get without the copy: the stored version itself, which the caller must not change.
+func (v View) Peek(res Resource, namespace, name string) (*unstructured.Unstructured, error) {
+	unlock := v.s.lock()
+	defer unlock()
+	if obj := v.s.at(keyOf(res, namespace, name), v.rev); obj != nil {
+		return &unstructured.Unstructured{Object: obj}, nil
 	}
 	return nil, apierrors.NewNotFound(res.groupResource(), name)
 }
@@ -302,6 +313,15 @@ func (o object) unstructured() *unstructured.Unstructured {
 		return nil
 	}
 	return &unstructured.Unstructured{Object: o.deepCopy()}
+}
+
+// shared is the stored object itself, for readers that never change it. A stored version is
+// never written again: every write stores a new copy.
+func (o object) shared() *unstructured.Unstructured {
+	if o == nil {
+		return nil
+	}
+	return &unstructured.Unstructured{Object: o}
 }
 
 // meta is the metadata map, created if absent.

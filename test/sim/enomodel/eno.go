@@ -37,7 +37,8 @@ const (
 // Mapper resolves a downstream manifest's kind to its resource and scope.
 type Mapper func(gvk schema.GroupVersionKind) (gvr schema.GroupVersionResource, namespaced bool, ok bool)
 
-// CompositionCache is Eno's informer read of a Composition: it may lag the API server.
+// CompositionCache is Eno's informer read of a Composition: it may lag the API server. Its
+// objects are shared, as an informer's are: never change them.
 type CompositionCache func(namespace, name string) (*unstructured.Unstructured, error)
 
 // Eno is a model of stock Eno v0.2.17 acting through the API: eno-controller's scheduling,
