@@ -88,11 +88,14 @@ type SettingError struct {
 	Got     string // the value, "" when there is nothing to show
 }
 
-func (e *SettingError) Error() string {
+func (e *SettingError) Error() string { return e.Named(e.Setting.name) }
+
+// Named is the refusal with the setting called name: the flag or variable it came from.
+func (e *SettingError) Named(name string) string {
 	if e.Got == "" {
-		return e.Setting.name + " " + e.Rule
+		return name + " " + e.Rule
 	}
-	return e.Setting.name + " " + e.Rule + ", got " + e.Got
+	return name + " " + e.Rule + ", got " + e.Got
 }
 
 // adoption is AllowCrossNamespaceLineage as domain reads it.
@@ -197,9 +200,6 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		cfg: cfg, secrets: deps.Store, slices: deps.Slices, fleet: deps.Fleet, live: deps.Live, downstream: deps.Downstream, failures: &readFailures{},
 	}, reviews: newIgnoredReviews(), marks: &markedSyntheses{}, orphans: newOrphanReports()}, nil
 }
-
-// Config returns the effective configuration.
-func (s *Service) Config() Config { return s.cfg }
 
 type noEvents struct{}
 

@@ -15,25 +15,14 @@ import (
 
 // markedSyntheses remembers, per Composition, the last synthesis whose disabled entries were
 // checked against the snapshot: once per synthesis and process.
-type markedSyntheses struct {
-	mu   sync.Mutex
-	seen map[domain.CompositionRef]string
-}
+type markedSyntheses struct{ seen sync.Map } // domain.CompositionRef: its markKey
 
 func (m *markedSyntheses) checked(ref domain.CompositionRef, key string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.seen[ref] == key
+	v, _ := m.seen.Load(ref)
+	return v == key
 }
 
-func (m *markedSyntheses) done(ref domain.CompositionRef, key string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.seen == nil {
-		m.seen = map[domain.CompositionRef]string{}
-	}
-	m.seen[ref] = key
-}
+func (m *markedSyntheses) done(ref domain.CompositionRef, key string) { m.seen.Store(ref, key) }
 
 // markDisabledLater runs when recording cannot record comp's current synthesis (not Ready,
 // awaiting a decision, or the Composition deleting). When that synthesis disables an

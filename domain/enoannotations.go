@@ -2,6 +2,7 @@ package domain
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 )
 
@@ -19,14 +20,7 @@ var recordedAnnotations = [...]string{
 }
 
 // IsRecordedAnnotation reports whether an inventory entry holds the annotation key.
-func IsRecordedAnnotation(key string) bool {
-	for _, k := range recordedAnnotations {
-		if k == key {
-			return true
-		}
-	}
-	return false
-}
+func IsRecordedAnnotation(key string) bool { return slices.Contains(recordedAnnotations[:], key) }
 
 // Disabled reports whether Eno could skip the entry's tombstone, so recovery never hands it
 // one: the entry was recorded with reconciliation disabled, or with overrides that can set the

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -17,16 +18,8 @@ type ResourceID struct {
 // Compare is the canonical order of identities: by group, kind, namespace, then name.
 // Inventories, tombstones and every list of resources are in this order (design §3).
 func (id ResourceID) Compare(o ResourceID) int {
-	if c := strings.Compare(id.Group, o.Group); c != 0 {
-		return c
-	}
-	if c := strings.Compare(id.Kind, o.Kind); c != 0 {
-		return c
-	}
-	if c := strings.Compare(id.Namespace, o.Namespace); c != 0 {
-		return c
-	}
-	return strings.Compare(id.Name, o.Name)
+	return cmp.Or(strings.Compare(id.Group, o.Group), strings.Compare(id.Kind, o.Kind),
+		strings.Compare(id.Namespace, o.Namespace), strings.Compare(id.Name, o.Name))
 }
 
 func (id ResourceID) String() string {
@@ -125,8 +118,5 @@ func splitAPIVersion(apiVersion string) (group, version string) {
 
 // compareEntries is the canonical order of entries: by identity, then version.
 func compareEntries(a, b *Entry) int {
-	if c := a.ID().Compare(b.ID()); c != 0 {
-		return c
-	}
-	return strings.Compare(a.Version, b.Version)
+	return cmp.Or(a.ID().Compare(b.ID()), strings.Compare(a.Version, b.Version))
 }

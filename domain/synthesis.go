@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -194,11 +195,7 @@ func entryFromManifest(group, version string, m *manifestMeta) Entry {
 		e.Labels = m.Labels
 	}
 	// Only the group annotations were kept; an empty one is omitted. The map is m's own.
-	for k, v := range m.Annotations {
-		if v == "" {
-			delete(m.Annotations, k)
-		}
-	}
+	maps.DeleteFunc(m.Annotations, func(_, v string) bool { return v == "" })
 	if len(m.Annotations) > 0 {
 		e.Annotations = m.Annotations
 	}
@@ -219,11 +216,8 @@ func cascadeDisable(e *Entry, c Composition) {
 	if _, own := e.Annotations[AnnotationDisableReconciliation]; own {
 		return
 	}
-	annotations := make(map[string]string, len(e.Annotations)+1)
-	for k, val := range e.Annotations {
-		annotations[k] = val
-	}
-	annotations[AnnotationDisableReconciliation] = v
+	annotations := map[string]string{AnnotationDisableReconciliation: v}
+	maps.Copy(annotations, e.Annotations)
 	e.Annotations = annotations
 }
 

@@ -80,9 +80,5 @@ func withEnvName(err error, getenv func(string) string) error {
 	if !ok || getenv(name) == "" {
 		return err
 	}
-	msg := name + " " + se.Rule
-	if se.Got != "" {
-		msg += ", got " + se.Got
-	}
-	return fmt.Errorf("tombstone recovery: %s", msg)
+	return errors.New("tombstone recovery: " + se.Named(name))
 }

@@ -72,43 +72,31 @@ func nested(obj map[string]any, path ...string) (any, bool, error) {
 	return cur, true, nil
 }
 
-// optString returns the string at path, "" when absent or null.
+// opt returns the value at path, T's zero value when absent or null; a value of another type
+// is an error that names want.
+func opt[T any](obj map[string]any, want string, path ...string) (T, error) {
+	var zero T
+	v, found, err := nested(obj, path...)
+	if err != nil || !found {
+		return zero, err
+	}
+	t, ok := v.(T)
+	if !ok {
+		return zero, fieldError(path, v, want)
+	}
+	return t, nil
+}
+
 func optString(obj map[string]any, path ...string) (string, error) {
-	v, found, err := nested(obj, path...)
-	if err != nil || !found {
-		return "", err
-	}
-	s, ok := v.(string)
-	if !ok {
-		return "", fieldError(path, v, "a string")
-	}
-	return s, nil
+	return opt[string](obj, "a string", path...)
 }
 
-// optBool returns the bool at path, false when absent or null.
 func optBool(obj map[string]any, path ...string) (bool, error) {
-	v, found, err := nested(obj, path...)
-	if err != nil || !found {
-		return false, err
-	}
-	b, ok := v.(bool)
-	if !ok {
-		return false, fieldError(path, v, "a bool")
-	}
-	return b, nil
+	return opt[bool](obj, "a bool", path...)
 }
 
-// optList returns the list at path, nil when absent or null.
 func optList(obj map[string]any, path ...string) ([]any, error) {
-	v, found, err := nested(obj, path...)
-	if err != nil || !found {
-		return nil, err
-	}
-	l, ok := v.([]any)
-	if !ok {
-		return nil, fieldError(path, v, "a list")
-	}
-	return l, nil
+	return opt[[]any](obj, "a list", path...)
 }
 
 // compositionFromUnstructured reads the Composition's fields the controller uses. Malformed

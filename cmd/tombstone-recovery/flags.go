@@ -95,11 +95,7 @@ func (f clusterFlags) check() error {
 	if !errors.As(err, &se) {
 		return errors.Join(err, checkName("--inventory-namespace", f.inventoryNamespace, validation.IsDNS1123Label))
 	}
-	msg := settingFlags[se.Setting] + " " + se.Rule
-	if se.Got != "" {
-		msg += ", got " + se.Got
-	}
-	return errors.New(msg)
+	return errors.New(se.Named(settingFlags[se.Setting]))
 }
 
 // checkName refuses a non-empty value that is not a valid name of its kind.

@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -96,11 +97,6 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // oneLine keeps the exit reason to a single line.
 func oneLine(err error) string {
-	msg := err.Error()
-	for i := 0; i < len(msg); i++ {
-		if msg[i] == '\n' {
-			return msg[:i]
-		}
-	}
-	return msg
+	line, _, _ := strings.Cut(err.Error(), "\n")
+	return line
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -73,9 +74,7 @@ func (d *demo) chapter(title string) {
 func (d *demo) deploy(ref domain.CompositionRef, annotations map[string]string, names ...string) (domain.Composition, error) {
 	if _, err := d.cluster.LiveComposition(context.Background(), ref); err != nil {
 		comp := domain.Composition{Namespace: ref.Namespace, Name: ref.Name, Annotations: map[string]string{domain.AnnotationOptIn: domain.OptInValue}}
-		for k, v := range annotations {
-			comp.Annotations[k] = v
-		}
+		maps.Copy(comp.Annotations, annotations)
 		d.cluster.PutComposition(comp)
 	}
 	manifests := make([]string, len(names))
