@@ -75,7 +75,10 @@ func TestLifecycleRecordsThenRecoversAfterRecreation(t *testing.T) {
 	assert.Equal(t, "web-a6d6889313c2-0", s.Name)
 	assert.Equal(t, secretType, string(s.Type))
 	assert.Equal(t, map[string]string{managedByLabel: managedByValue, lineageLabel: exampleLineage}, s.Labels)
+	kubeSystem, err := c.Kube.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
+	require.NoError(t, err)
 	assert.Equal(t, map[string]string{
+		"eno.azure.io/control-plane":              string(kubeSystem.UID), // design §3: one cluster, so its own kube-system
 		"eno.azure.io/composition-namespace":      ns,
 		"eno.azure.io/composition-name":           name,
 		"eno.azure.io/composition-uid":            string(comp.GetUID()),
