@@ -91,6 +91,7 @@ func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res
 			return res, nil // held for review: recording waits (CheckRecording refuses it too)
 		}
 		observed = &ports.CompositionState{HandoffPending: pending}
+		r.unresolved = domain.UnresolvedOf(rec.Plan)
 		comp, reads = rec.Composition, &r
 	}
 

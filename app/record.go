@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/go-logr/logr"
 
@@ -60,7 +62,18 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 	if err != nil {
 		return res, fmt.Errorf("recording: listing inventory secrets: %w", err)
 	}
+	unresolved := s.unresolved(ctx, comp, byName, prior)
+	if len(unresolved) > 0 {
+		// Chunk 0 carries them too: every chunk leaves room for them, so the layout is stable.
+		data, _ := domain.EncodeUnresolved(unresolved)
+		if chunks, err = domain.SplitInventory(inv, min(s.cfg.MaxChunkBytes, domain.SecretDataLimit)-len(data), s.cfg.MaxChunks); err != nil {
+			s.refuse(comp, "InventoryTooLarge", err)
+			return res, fmt.Errorf("recording: %w", err)
+		}
+		res.Chunks = len(chunks)
+	}
 	desired := desiredChunks(s.cfg, comp, lineage, inv, chunks)
+	desired[0] = domain.WithUnresolved(desired[0], unresolved)
 	occupants := occupantCheck{svc: s, comp: comp}
 	for _, want := range desired {
 		// A foreign Secret, or another living Composition's history, at any target name stops
@@ -143,6 +156,38 @@ func (s *Service) existingChunks(ctx context.Context, lineage domain.Lineage, pr
 		byName[e.Name] = e
 	}
 	return byName, nil
+}
+
+// unresolved is what the new snapshot carries for a person to resolve: the entries of the
+// history it replaces, and what this reconcile's recovery kept, less each object a read finds
+// gone or replaced (design §3). A read that fails keeps the entry.
+func (s *Service) unresolved(ctx context.Context, comp domain.Composition, byName map[string]domain.ChunkSecret, prior *liveReads) []domain.Unresolved {
+	log := logr.FromContextOrDiscard(ctx)
+	old, unreadable := domain.UnresolvedIn(slices.Collect(maps.Values(byName)), comp.Ref())
+	if len(unreadable) > 0 {
+		log.Info("the unresolved entries of a history cannot be read and are not carried", "secrets", unreadable)
+	}
+	var fresh []domain.Unresolved
+	if prior != nil {
+		fresh = prior.unresolved
+	}
+	merged := domain.MergeUnresolved(old, fresh)
+	tombstones := make([]domain.Tombstone, len(merged))
+	for i, u := range merged {
+		tombstones[i] = domain.Tombstone{Entry: u.Entry()}
+	}
+	observed, err := s.planner.observe(ctx, tombstones)
+	if err != nil {
+		log.Info("could not read the objects kept for a person; every one stays listed", "error", err.Error())
+		return merged
+	}
+	var out []domain.Unresolved
+	for _, u := range merged {
+		if domain.StillUnresolved(u, observed[u.Entry().ID()]) {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // desiredChunks is the Secret each chunk of inv is stored in.

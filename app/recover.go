@@ -136,6 +136,8 @@ func (s *Service) Plan(ctx context.Context, comp domain.Composition) (domain.Rec
 type liveReads struct {
 	contents domain.SynthesisContents
 	secrets  []domain.ChunkSecret
+	// unresolved are what the plan kept for a person to resolve; the recording carries them.
+	unresolved []domain.Unresolved
 }
 
 // planner computes what recovery would decide from reads alone. It holds only reader ports, so

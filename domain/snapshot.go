@@ -70,6 +70,15 @@ func (s Snapshot) SynthesisUUID() string  { return s.meta.SynthesisUUID }
 func (s Snapshot) CompositionUID() string { return s.meta.CompositionUID }
 func (s Snapshot) Timestamp() time.Time   { return s.meta.SynthesisTime }
 
+// Unresolved lists what earlier recoveries kept for a person to resolve (format 3, chunk 0).
+func (s Snapshot) Unresolved() []Unresolved {
+	if len(s.chunks) == 0 {
+		return nil
+	}
+	us, _ := decodeUnresolved(s.chunks[0], 0) // checked by ParseStoredChunk
+	return us
+}
+
 // LineageOwners names every Composition that a well-formed Secret of the lineage was recorded
 // for, sorted: the selected snapshot's and every other's, candidate or not, whatever its
 // namespace.
@@ -115,6 +124,9 @@ func ParseStoredChunk(s ChunkSecret, now time.Time, maxChunks int) (StoredChunk,
 	if _, ok := s.Data[SecretDataKey]; !ok {
 		return bad("data key %s is missing", SecretDataKey)
 	}
+	if _, err := decodeUnresolved(s, sc.Index); err != nil {
+		return bad("%v", err)
+	}
 	return sc, nil
 }
 
@@ -138,8 +150,8 @@ func parseChunkMetadata(s ChunkSecret, now time.Time, maxChunks int) (StoredChun
 	switch f := a[AnnotationFormat]; {
 	case f == "1":
 		return bad("inventory format 1 does not record which resources had reconciliation disabled, so it is not trusted; the next recording replaces it with format %s", FormatVersion)
-	case f != FormatVersion:
-		return bad("inventory format %q is not %q", truncate(f, 32), FormatVersion)
+	case f != FormatVersion && f != FormatUnresolved:
+		return bad("inventory format %q is neither %q nor %q", truncate(f, 32), FormatVersion, FormatUnresolved)
 	}
 	lineage, err := NewLineage(s.Labels[LabelLineage])
 	if err != nil {
