@@ -57,7 +57,7 @@ func writeInspectTable(w io.Writer, r *app.InspectReport) error {
 			secrets = append(secrets, []string{clean(c.Secret), clean(s.SynthesisUUID), strconv.Itoa(c.Index), sizeOf(c.Bytes), ""})
 		}
 		for _, u := range s.Unresolved {
-			unresolved = append(unresolved, []string{clean(u.Entry().ID().String()), clean(u.UID), clean(u.Reason), rfc(u.Since), clean(u.SourceSynthesisUUID), clean(u.Detail)})
+			unresolved = append(unresolved, []string{clean(u.Entry().ID().String()), cmp.Or(clean(u.UID), "-"), clean(u.Reason), rfc(u.Since), clean(u.SourceSynthesisUUID), clean(u.Detail)})
 		}
 		for _, pr := range s.Problems {
 			problems = append(problems, "  "+clean(fmt.Sprintf("snapshot %s: %s", s.SynthesisUUID, pr)))
