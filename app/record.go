@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/go-logr/logr"
 
@@ -51,7 +52,7 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 	}
 
 	// The first synthesis after a hand-off is recorded only once Ready: check Eno did its part.
-	s.verifyCarried(ctx, comp)
+	remaining := s.verifyCarried(ctx, comp)
 
 	inv, chunks, err := s.splitInventory(ctx, comp, lineage, prior)
 	if err != nil {
@@ -62,7 +63,7 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 	if err != nil {
 		return res, fmt.Errorf("recording: listing inventory secrets: %w", err)
 	}
-	unresolved := s.unresolved(ctx, comp, byName, prior)
+	unresolved := s.unresolved(ctx, comp, byName, prior, remaining)
 	if len(unresolved) > 0 {
 		// Chunk 0 carries them too: every chunk leaves room for them, so the layout is stable.
 		data, _ := domain.EncodeUnresolved(unresolved)
@@ -159,9 +160,10 @@ func (s *Service) existingChunks(ctx context.Context, lineage domain.Lineage, pr
 }
 
 // unresolved is what the new snapshot carries for a person to resolve: the entries of the
-// history it replaces, and what this reconcile's recovery kept, less each object a read finds
+// history it replaces, what this reconcile's recovery kept and the orphans Eno's carrying
+// synthesis left (OrphansRemain), less each object a read finds
 // gone or replaced (design §3). A read that fails keeps the entry.
-func (s *Service) unresolved(ctx context.Context, comp domain.Composition, byName map[string]domain.ChunkSecret, prior *liveReads) []domain.Unresolved {
+func (s *Service) unresolved(ctx context.Context, comp domain.Composition, byName map[string]domain.ChunkSecret, prior *liveReads, remaining []domain.Tombstone) []domain.Unresolved {
 	log := logr.FromContextOrDiscard(ctx)
 	old, unreadable := domain.UnresolvedIn(slices.Collect(maps.Values(byName)), comp.Ref())
 	if len(unreadable) > 0 {
@@ -170,6 +172,9 @@ func (s *Service) unresolved(ctx context.Context, comp domain.Composition, byNam
 	var fresh []domain.Unresolved
 	if prior != nil {
 		fresh = prior.unresolved
+	}
+	for _, t := range remaining {
+		fresh = append(fresh, domain.NewUnresolved(t, "OrphansRemain", "handed to Eno, not deleted", comp.PreviousSynthesis.UUID, s.cfg.Now().UTC().Truncate(time.Second)))
 	}
 	merged := domain.MergeUnresolved(old, fresh)
 	tombstones := make([]domain.Tombstone, len(merged))

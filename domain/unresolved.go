@@ -34,15 +34,19 @@ func (u Unresolved) Entry() Entry {
 	return Entry{Group: u.Group, Version: u.Version, Kind: u.Kind, Namespace: u.Namespace, Name: u.Name}
 }
 
-// UnresolvedOf lists the objects plan kept for a reason a person can resolve.
+// NewUnresolved is t's object, kept for reason since the recovery of synthesis source.
+func NewUnresolved(t Tombstone, reason, detail, source string, since time.Time) Unresolved {
+	e := t.Entry
+	return Unresolved{Group: e.Group, Version: e.Version, Kind: e.Kind, Namespace: e.Namespace, Name: e.Name,
+		UID: t.UID, Reason: reason, Detail: detail, Since: since, SourceSynthesisUUID: source}
+}
+
+// UnresolvedOf lists the objects plan kept for a person to resolve.
 func UnresolvedOf(plan RecoveryPlan) []Unresolved {
 	var out []Unresolved
 	for _, dr := range plan.Dropped {
 		if !dr.Reason.verifiable() {
-			e := dr.Tombstone.Entry
-			out = append(out, Unresolved{Group: e.Group, Version: e.Version, Kind: e.Kind, Namespace: e.Namespace, Name: e.Name,
-				UID: dr.Tombstone.UID, Reason: dr.Reason.String(), Detail: dr.Detail, Since: plan.Decision.DecidedAt,
-				SourceSynthesisUUID: plan.Decision.SynthesisUUID})
+			out = append(out, NewUnresolved(dr.Tombstone, dr.Reason.String(), dr.Detail, plan.Decision.SynthesisUUID, plan.Decision.DecidedAt))
 		}
 	}
 	return out
