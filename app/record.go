@@ -65,9 +65,10 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 	}
 	unresolved := s.unresolved(ctx, comp, byName, prior, remaining)
 	if len(unresolved) > 0 {
-		// Chunk 0 carries them too: every chunk leaves room for them, so the layout is stable.
+		// Chunk 0 carries them too, within the API server's limit on a Secret's data: every chunk
+		// leaves room for them, so the layout is stable.
 		data, _ := domain.EncodeUnresolved(unresolved)
-		if chunks, err = domain.SplitInventory(inv, min(s.cfg.MaxChunkBytes, domain.SecretDataLimit)-len(data), s.cfg.MaxChunks); err != nil {
+		if chunks, err = domain.SplitInventory(inv, min(s.cfg.MaxChunkBytes, domain.SecretDataLimit-len(data)), s.cfg.MaxChunks); err != nil {
 			s.refuse(comp, "InventoryTooLarge", err)
 			return res, fmt.Errorf("recording: %w", err)
 		}

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -51,8 +52,31 @@ func TestRecordCarriesUnresolvedUntilTheObjectIsGone(t *testing.T) {
 			assert.Equal(t, synthID, snap.SynthesisUUID())
 			assert.Equal(t, tc.want, snap.Unresolved())
 			for _, s := range written {
-				assert.LessOrEqual(t, s.DataSize(), chunkLimit)
+				assert.LessOrEqual(t, len(s.Data[domain.SecretDataKey]), chunkLimit)
 			}
 		})
+	}
+}
+
+// Chunk 0's inventory leaves room for the unresolved entries: its data stays within the API
+// server's limit on a Secret.
+func TestRecordLeavesRoomForUnresolved(t *testing.T) {
+	f := newFixture(t)
+	f.cfg.MaxChunkBytes = domain.SecretDataLimit
+	big := domain.Unresolved{Version: "v1", Kind: "ConfigMap", Namespace: ns, Name: "kept", UID: testUID, Reason: "ManagedElsewhere",
+		Detail: strings.Repeat("x", domain.SecretDataLimit-600), Since: historyWritten, SourceSynthesisUUID: oldSynth}
+	old := snapshotSecrets(t, oldUID, oldSynth, oldTime, chunkLimit, resources(9))
+	old[0] = domain.WithUnresolved(old[0], []domain.Unresolved{big})
+	f.store.ListChunksReturns(old, nil)
+	res, err := f.service(t).Record(ctx(t), f.comp)
+	require.NoError(t, err)
+	assert.Greater(t, res.Chunks, 1, "the inventory moved out of chunk 0 to make room")
+	for i := range f.store.UpdateChunkCallCount() {
+		_, s := f.store.UpdateChunkArgsForCall(i)
+		assert.LessOrEqual(t, s.DataSize(), domain.SecretDataLimit, s.Name)
+	}
+	for i := range f.store.CreateChunkCallCount() {
+		_, s := f.store.CreateChunkArgsForCall(i)
+		assert.LessOrEqual(t, s.DataSize(), domain.SecretDataLimit, s.Name)
 	}
 }
