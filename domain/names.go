@@ -30,6 +30,8 @@ const (
 	FormatUnresolved           = "3"
 	UnresolvedDataKey          = "unresolved.json"
 	AnnotationUnresolvedDigest = "eno.azure.io/unresolved-digest"
+	// AnnotationUnresolvedDismissed on chunk 0, set by an operator: {"snapshot":"<uuid>","ids":["<id>",…]}.
+	AnnotationUnresolvedDismissed = "eno.azure.io/unresolved-dismissed"
 	// AnnotationControlPlane names the control plane that wrote the Secret (design §3).
 	AnnotationControlPlane = "eno.azure.io/control-plane"
 

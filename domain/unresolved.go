@@ -112,6 +112,14 @@ func decodeUnresolved(s ChunkSecret, index int) ([]Unresolved, error) {
 	if err := dec.Decode(&us); err != nil {
 		return nil, fmt.Errorf("decoding unresolved entries: %w", err)
 	}
+	// An operator's dismissal of this snapshot's entries; any other value dismisses nothing.
+	var d struct {
+		Snapshot string   `json:"snapshot"`
+		IDs      []string `json:"ids"`
+	}
+	if json.Unmarshal([]byte(s.Annotations[AnnotationUnresolvedDismissed]), &d) == nil && d.Snapshot == s.Annotations[AnnotationSourceSynthesisUUID] {
+		us = slices.DeleteFunc(us, func(u Unresolved) bool { return slices.Contains(d.IDs, u.Entry().ID().String()) })
+	}
 	return us, nil
 }
 

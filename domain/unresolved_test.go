@@ -123,3 +123,28 @@ func TestUnresolvedOfAndMerge(t *testing.T) {
 	assert.False(t, domain.StillUnresolved(keptByHand, domain.Observation{State: domain.ObjectAbsent}))
 	assert.False(t, domain.StillUnresolved(keptByHand, domain.Observation{State: domain.ObjectPresent, UID: "another"}))
 }
+
+// An operator dismisses entries with an annotation naming the snapshot; the next recording does
+// not carry them. A dismissal of another snapshot, or unreadable, dismisses nothing.
+func TestUnresolvedDismissed(t *testing.T) {
+	other := keptByHand
+	other.Name = "other"
+	for name, tc := range map[string]struct {
+		value string
+		want  []domain.Unresolved
+	}{
+		"dismissed":        {`{"snapshot":"` + oldSynUUID + `","ids":["ConfigMap/team-a/kept"]}`, []domain.Unresolved{other}},
+		"another snapshot": {`{"snapshot":"` + synUUID + `","ids":["ConfigMap/team-a/kept"]}`, []domain.Unresolved{keptByHand, other}},
+		"unreadable":       {`ConfigMap/team-a/kept`, []domain.Unresolved{keptByHand, other}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			secrets := withKept(goldenSecrets(t), keptByHand, other)
+			secrets[0].Annotations[domain.AnnotationUnresolvedDismissed] = tc.value
+			snap, err := domain.ReadSnapshot(secrets, now, domain.DefaultMaxChunks)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, snap.Unresolved())
+			got, _ := domain.UnresolvedIn(secrets, domain.CompositionRef{Namespace: "team-a", Name: "web"})
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
