@@ -17,8 +17,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 	"github.com/Azure/eno-tombstone-recovery/runnable"
 )
@@ -312,6 +314,22 @@ func TestNarrowedDownstreamGrantKeepsObjects(t *testing.T) {
 	require.Zero(t, code, stderr)
 	assert.Regexp(t, `(?m)^UNRESOLVED .*\(1\)$`, out)
 	assert.Regexp(t, `(?m)^ConfigMap/`+ns+`/orphan\s+\S+\s+Unreadable\s+`, out)
+
+	// An operator dismisses it with an annotation (as kubectl annotate writes it): the
+	// history's write time does not move, and inspect no longer lists it.
+	_, secrets := waitForSnapshot(t, c, "kube-system", lineage, string(recreated.GetUID()), third.UUID)
+	before := writtenAt(t, secrets)
+	dismissal := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, domain.AnnotationUnresolvedDismissed,
+		`{"snapshot":"`+third.UUID+`","ids":["ConfigMap/`+ns+`/orphan"]}`)
+	_, err = c.Kube.CoreV1().Secrets("kube-system").Patch(ctx, secrets[0].Name, types.MergePatchType, []byte(dismissal),
+		metav1.PatchOptions{FieldManager: "kubectl-annotate"})
+	require.NoError(t, err)
+	snap, secrets = waitForSnapshot(t, c, "kube-system", lineage, string(recreated.GetUID()), third.UUID)
+	assert.Empty(t, snap.Unresolved())
+	assert.Equal(t, before, writtenAt(t, secrets))
+	code, out, stderr = runToExit(t, "inspect", "--lineage", lineage, "--remote-kubeconfig", admin)
+	require.Zero(t, code, stderr)
+	assert.NotContains(t, out, "UNRESOLVED")
 	ctl.Stop(t)
 }
 
