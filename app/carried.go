@@ -22,12 +22,14 @@ const orphansEventLimit = 20
 // stay without history, and nothing is retried automatically. A read that fails is logged and
 // skips the report. The count is kept for the orphans_remaining gauge (design §6.2, "Did Eno do
 // it?").
-func (s *Service) verifyCarried(ctx context.Context, comp domain.Composition) {
+//
+// It returns the orphans that remain: the recording lists them as unresolved (design §3).
+func (s *Service) verifyCarried(ctx context.Context, comp domain.Composition) []domain.Tombstone {
 	log := logr.FromContextOrDiscard(ctx)
 	check, err := checkCarried(ctx, s.deps.Slices, s.planner, comp)
 	if err != nil {
 		log.Error(err, "could not check that Eno deleted the tombstones it was handed")
-		return
+		return nil
 	}
 	s.orphans.set(comp.Ref(), len(check.remaining))
 	if len(check.gone) > 0 {
@@ -40,17 +42,18 @@ func (s *Service) verifyCarried(ctx context.Context, comp domain.Composition) {
 			strings.Join(check.gone, ", ")))
 	}
 	if len(check.tombstones) == 0 {
-		return
+		return nil
 	}
 	if len(check.remaining) == 0 {
 		log.V(1).Info("Eno deleted every object it was handed", "tombstones", len(check.tombstones))
-		return
+		return nil
 	}
 	s.deps.Metrics.TombstoneAlert("OrphansRemain", len(check.remaining))
 	s.deps.Events.Warning(comp, "OrphansRemain", fmt.Sprintf(
-		"%d of the %d objects handed to Eno as tombstones still exist after its carrying synthesis %s became Ready: %s; check them by hand (recording proceeds, and they leave the history)",
+		"%d of the %d objects handed to Eno as tombstones still exist after its carrying synthesis %s became Ready: %s; check them by hand (recording proceeds, and inspect lists them until they are gone)",
 		len(check.remaining), len(check.tombstones), comp.SynthesisUUID(), domain.FirstIDs(check.remaining, orphansEventLimit)))
 	log.Info("objects handed to Eno as tombstones remain", "remaining", len(check.remaining), "tombstones", len(check.tombstones))
+	return check.remaining
 }
 
 // carriedCheck is what the "did Eno do it?" check found.

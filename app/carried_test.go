@@ -66,6 +66,18 @@ func TestRecordReportsOrphansThatRemain(t *testing.T) {
 	reason, n := f.metrics.TombstoneAlertArgsForCall(f.metrics.TombstoneAlertCallCount() - 1)
 	assert.Equal(t, "OrphansRemain", reason)
 	assert.Equal(t, 1, n)
+	// Nothing forgotten: the new snapshot lists the orphan that remains.
+	var written []domain.ChunkSecret
+	for i := range f.store.UpdateChunkCallCount() {
+		_, c := f.store.UpdateChunkArgsForCall(i)
+		written = append(written, c)
+	}
+	kept, unreadable := domain.UnresolvedIn(written, f.comp.Ref())
+	assert.Empty(t, unreadable)
+	require.Len(t, kept, 1)
+	assert.Equal(t, "ConfigMap/team-a/cm-08", kept[0].Entry().ID().String())
+	assert.Equal(t, "OrphansRemain", kept[0].Reason)
+	assert.Equal(t, f.comp.PreviousSynthesis.UUID, kept[0].SourceSynthesisUUID)
 }
 
 func TestRecordVerifiesCarriedTombstones(t *testing.T) {

@@ -55,6 +55,7 @@ func (s *Service) advance(ctx context.Context, comp domain.Composition) (step, e
 				st.observed.HeldForReview = true
 				return st, nil // held for review: recording waits (CheckRecording refuses it too)
 			}
+			reads.unresolved = domain.UnresolvedOf(rec.Plan)
 			continue
 		case domain.HandoffDecided:
 			st.observed.HandoffPending, st.requeue = true, s.cfg.PendingRecheckInterval

@@ -258,6 +258,9 @@ func snapshotReportOf(s domain.SnapshotReading, maxChunkBytes int) SnapshotRepor
 	for _, c := range s.Chunks {
 		size := c.Secret.DataSize()
 		r.Chunks = append(r.Chunks, ChunkReport{Secret: c.Secret.Name, Index: c.Index, Bytes: size})
+		if c.Index == 0 {
+			r.Unresolved, _ = domain.UnresolvedIn([]domain.ChunkSecret{c.Secret}, m.RecordedFor())
+		}
 		r.TotalBytes += size
 		if size > r.LargestChunkBytes || largest == "" {
 			r.LargestChunkBytes, largest = size, c.Secret.Name

@@ -74,6 +74,8 @@ type SnapshotReport struct {
 	Role     string        `json:"role"`
 	Problems []string      `json:"problems"`
 	Chunks   []ChunkReport `json:"chunks"`
+	// Unresolved are the objects earlier recoveries kept for a person to resolve (format 3).
+	Unresolved []domain.Unresolved `json:"unresolved,omitempty"`
 }
 
 type DigestReport struct {

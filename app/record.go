@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"time"
 
 	"github.com/go-logr/logr"
 
@@ -49,7 +52,7 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 	}
 
 	// The first synthesis after a hand-off is recorded only once Ready: check Eno did its part.
-	s.verifyCarried(ctx, comp)
+	remaining := s.verifyCarried(ctx, comp)
 
 	inv, chunks, err := s.splitInventory(ctx, comp, lineage, prior)
 	if err != nil {
@@ -60,7 +63,19 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 	if err != nil {
 		return res, fmt.Errorf("recording: listing inventory secrets: %w", err)
 	}
+	unresolved := s.unresolved(ctx, comp, byName, prior, remaining)
+	if len(unresolved) > 0 {
+		// Chunk 0 carries them too, within the API server's limit on a Secret's data: every chunk
+		// leaves room for them, so the layout is stable.
+		data, _ := domain.EncodeUnresolved(unresolved)
+		if chunks, err = domain.SplitInventory(inv, min(s.cfg.MaxChunkBytes, domain.SecretDataLimit-len(data)), s.cfg.MaxChunks); err != nil {
+			s.refuse(comp, "InventoryTooLarge", err)
+			return res, fmt.Errorf("recording: %w", err)
+		}
+		res.Chunks = len(chunks)
+	}
 	desired := desiredChunks(s.cfg, comp, lineage, inv, chunks)
+	desired[0] = domain.WithUnresolved(desired[0], unresolved)
 	occupants := occupantCheck{svc: s, comp: comp}
 	for _, want := range desired {
 		// A foreign Secret, or another living Composition's history, at any target name stops
@@ -143,6 +158,42 @@ func (s *Service) existingChunks(ctx context.Context, lineage domain.Lineage, pr
 		byName[e.Name] = e
 	}
 	return byName, nil
+}
+
+// unresolved is what the new snapshot carries for a person to resolve: the entries of the
+// history it replaces, what this reconcile's recovery kept and the orphans Eno's carrying
+// synthesis left (OrphansRemain), less each object a read finds
+// gone or replaced (design §3). A read that fails keeps the entry.
+func (s *Service) unresolved(ctx context.Context, comp domain.Composition, byName map[string]domain.ChunkSecret, prior *liveReads, remaining []domain.Tombstone) []domain.Unresolved {
+	log := logr.FromContextOrDiscard(ctx)
+	old, unreadable := domain.UnresolvedIn(slices.Collect(maps.Values(byName)), comp.Ref())
+	if len(unreadable) > 0 {
+		log.Info("the unresolved entries of a history cannot be read and are not carried", "secrets", unreadable)
+	}
+	var fresh []domain.Unresolved
+	if prior != nil {
+		fresh = prior.unresolved
+	}
+	for _, t := range remaining {
+		fresh = append(fresh, domain.NewUnresolved(t, "OrphansRemain", "handed to Eno, not deleted", comp.PreviousSynthesis.UUID, s.cfg.Now().UTC().Truncate(time.Second)))
+	}
+	merged := domain.MergeUnresolved(old, fresh)
+	tombstones := make([]domain.Tombstone, len(merged))
+	for i, u := range merged {
+		tombstones[i] = domain.Tombstone{Entry: u.Entry()}
+	}
+	observed, err := s.planner.observe(ctx, tombstones)
+	if err != nil {
+		log.Info("could not read the objects kept for a person; every one stays listed", "error", err.Error())
+		return merged
+	}
+	var out []domain.Unresolved
+	for _, u := range merged {
+		if domain.StillUnresolved(u, observed[u.Entry().ID()]) {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // desiredChunks is the Secret each chunk of inv is stored in.

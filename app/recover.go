@@ -137,6 +137,8 @@ func (s *Service) Plan(ctx context.Context, comp domain.Composition) (domain.Rec
 type liveReads struct {
 	contents domain.SynthesisContents
 	secrets  []domain.ChunkSecret
+	// unresolved are what the plan kept for a person to resolve; the recording carries them.
+	unresolved []domain.Unresolved
 }
 
 // planner computes what recovery would decide from reads alone. It holds only reader ports, so
@@ -373,10 +375,10 @@ func (s *Service) announce(comp domain.Composition, plan domain.RecoveryPlan, d 
 			s.deps.Events.Normal(comp, reason, d.Message)
 			return
 		}
-		// Unverified is finished: the next recorded snapshot replaces the only history naming
-		// the kept objects, so an operator has to look now.
+		// Unverified is finished: the kept objects leave the history with the next recording,
+		// which lists them as unresolved until they are gone (design §3).
 		s.deps.Metrics.Refusal(d.Reason)
-		s.deps.Events.Warning(comp, reason, fmt.Sprintf("%s: %s; these objects were kept and are no longer in any history once this synthesis is recorded: check them by hand",
+		s.deps.Events.Warning(comp, reason, fmt.Sprintf("%s: %s; these objects were kept, and inspect lists them until they are gone: check them by hand",
 			d.Reason, d.Message))
 	default:
 		s.deps.Events.Normal(comp, reason, d.Message)

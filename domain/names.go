@@ -26,6 +26,12 @@ const (
 	AnnotationDigest               = "eno.azure.io/inventory-digest"
 	AnnotationFormat               = "eno.azure.io/inventory-format"
 	FormatVersion                  = "2"
+	// FormatUnresolved is format 2 plus, in chunk 0, UnresolvedDataKey with its own digest.
+	FormatUnresolved           = "3"
+	UnresolvedDataKey          = "unresolved.json"
+	AnnotationUnresolvedDigest = "eno.azure.io/unresolved-digest"
+	// AnnotationUnresolvedDismissed on chunk 0, set by an operator: {"snapshot":"<uuid>","ids":["<id>",…]}.
+	AnnotationUnresolvedDismissed = "eno.azure.io/unresolved-dismissed"
 	// AnnotationControlPlane names the control plane that wrote the Secret (design §3).
 	AnnotationControlPlane = "eno.azure.io/control-plane"
 

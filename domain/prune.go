@@ -153,6 +153,16 @@ func SelectPrune(l PruneLineage, r PruneRules) PrunePlan {
 		items = append(selectLeftovers(history), selectFormat1(l.Secrets, history, r)...)
 	}
 	plan.Selected = guarded(items, newestComplete(history, len(living) > 0))
+	for i, it := range plan.Selected {
+		// What a chunk 0 lists for a person is named, never dropped silently (design §3).
+		if us, _ := decodeUnresolved(it.Secret, 0); len(us) > 0 && it.Secret.Annotations[AnnotationChunkIndex] == "0" {
+			ids := make([]string, len(us))
+			for k, u := range us {
+				ids[k] = u.Entry().ID().String()
+			}
+			plan.Selected[i].Detail += fmt.Sprintf("; it lists %d object(s) kept for a person, check them by hand first: %s", len(us), strings.Join(ids, ", "))
+		}
+	}
 	return plan
 }
 

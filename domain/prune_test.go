@@ -194,6 +194,19 @@ func TestSelectPruneSaysAGoneLineageEndsRecoverability(t *testing.T) {
 	assert.False(t, ok)
 }
 
+func TestSelectPruneNamesTheUnresolvedItDeletes(t *testing.T) {
+	f := newPruneFixture(t)
+	secrets := withKept(f.newer, keptByHand)
+	plan := domain.SelectPrune(domain.PruneLineage{Lineage: domain.DefaultLineage("team-a", "web"), Secrets: secrets,
+		Recorded: map[domain.CompositionRef]domain.Presence{webRef: gone}}, pruneRules)
+	item, ok := plan.Selects(secrets[0].Name)
+	require.True(t, ok)
+	assert.Contains(t, item.Detail, "it lists 1 object(s) kept for a person, check them by hand first: ConfigMap/team-a/kept")
+	item, ok = plan.Selects(secrets[1].Name)
+	require.True(t, ok)
+	assert.NotContains(t, item.Detail, "kept for a person")
+}
+
 func TestPruneGoneAllowed(t *testing.T) {
 	dead := domain.PruneLineage{Recorded: map[domain.CompositionRef]domain.Presence{webRef: gone}}
 	unknown := domain.PruneLineage{Recorded: map[domain.CompositionRef]domain.Presence{webRef: {Detail: "timeout"}}}

@@ -70,6 +70,15 @@ func (s Snapshot) Chunks() []ChunkSecret  { return slices.Clone(s.chunks) }
 func (s Snapshot) SynthesisUUID() string  { return s.meta.SynthesisUUID }
 func (s Snapshot) CompositionUID() string { return s.meta.CompositionUID }
 
+// Unresolved lists what earlier recoveries kept for a person to resolve (format 3, chunk 0).
+func (s Snapshot) Unresolved() []Unresolved {
+	if len(s.chunks) == 0 {
+		return nil
+	}
+	us, _ := decodeUnresolved(s.chunks[0], 0) // checked by ParseStoredChunk
+	return us
+}
+
 // WriteTime is when the snapshot was written, by the downstream API server's clock: the newest
 // data write of its chunks. It is unknown when any chunk's is (design §6.3).
 func (s Snapshot) WriteTime() (time.Time, bool) {
@@ -110,6 +119,9 @@ func ParseStoredChunk(s ChunkSecret, now time.Time, maxChunks int) (StoredChunk,
 	if _, ok := s.Data[SecretDataKey]; !ok {
 		return bad("data key %s is missing", SecretDataKey)
 	}
+	if _, err := decodeUnresolved(s, sc.Index); err != nil {
+		return bad("%v", err)
+	}
 	return sc, nil
 }
 
@@ -133,8 +145,8 @@ func parseChunkMetadata(s ChunkSecret, now time.Time, maxChunks int) (StoredChun
 	switch f := a[AnnotationFormat]; {
 	case f == "1":
 		return bad("inventory format 1 does not record which resources had reconciliation disabled, so it is not trusted; the next recording replaces it with format %s", FormatVersion)
-	case f != FormatVersion:
-		return bad("inventory format %q is not %q", truncate(f, 32), FormatVersion)
+	case f != FormatVersion && f != FormatUnresolved:
+		return bad("inventory format %q is neither %q nor %q", truncate(f, 32), FormatVersion, FormatUnresolved)
 	}
 	lineage, err := NewLineage(s.Labels[LabelLineage])
 	if err != nil {

@@ -52,6 +52,7 @@ type FleetIndex struct {
 	waiting  int // callers waiting for the slices' first list: no idle stop meanwhile
 	running  sync.WaitGroup
 	onThreat func(domain.CompositionRef)
+	pinned   func() bool // no idle stop while true: anyArmed
 }
 
 // NewFleetIndex builds the Composition informer; Run starts it.
@@ -60,6 +61,7 @@ func NewFleetIndex(client dynamic.Interface, meta metadata.Interface) (*FleetInd
 		return nil, errors.New("fleet index: a dynamic and a metadata client are required")
 	}
 	f := &FleetIndex{client: client, compositions: metadatainformer.NewFilteredMetadataInformer(meta, CompositionGVR, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()}
+	f.pinned = f.anyArmed
 	return f, f.compositions.SetTransform(keepLineage)
 }
 
@@ -109,7 +111,7 @@ func (f *FleetIndex) Run(ctx context.Context) {
 		wait.UntilWithContext(ctx, func(context.Context) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
-			if f.slices != nil && f.waiting == 0 && time.Since(f.used) > fleetIdle {
+			if f.slices != nil && f.waiting == 0 && time.Since(f.used) > fleetIdle && !f.pinned() {
 				f.stop()
 				f.slices = nil
 			}
@@ -119,6 +121,17 @@ func (f *FleetIndex) Run(ctx context.Context) {
 	f.mu.Lock() // no slice informer starts once ctx ended; one started before is counted
 	f.mu.Unlock()
 	f.running.Wait()
+}
+
+// anyArmed reports whether any Composition's hand-off is armed: while one is, the slices keep
+// being watched, so that a takeover disarms it on the event, whatever the interval (design §6.2).
+func (f *FleetIndex) anyArmed() bool {
+	for _, obj := range f.compositions.GetStore().List() {
+		if l, ok := obj.(*lineage); ok && l.armed {
+			return true
+		}
+	}
+	return false
 }
 
 // HasSynced reports whether the Composition informer holds a full list.
@@ -248,6 +261,7 @@ func keepProduction(obj any) (any, error) {
 type lineage struct {
 	metav1.ObjectMeta
 	lineage string
+	armed   bool // a hand-off of it is armed: its watch needs the slices' events (design §6.2)
 }
 
 func (l *lineage) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
@@ -260,8 +274,9 @@ func keepLineage(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	out := &lineage{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name, ResourceVersion: m.ResourceVersion}}
-	if l, err := domain.LineageOf(domain.Composition{Namespace: m.Namespace, Name: m.Name, Annotations: m.Annotations}); err == nil {
+	c := domain.Composition{Namespace: m.Namespace, Name: m.Name, Annotations: m.Annotations}
+	out := &lineage{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name, ResourceVersion: m.ResourceVersion}, armed: c.Armed()}
+	if l, err := domain.LineageOf(c); err == nil {
 		out.lineage = l.String()
 	}
 	return out, nil

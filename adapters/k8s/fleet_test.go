@@ -102,6 +102,9 @@ func TestFleetIndexSlicesLiveWhileAsked(t *testing.T) {
 	ns := c.NewNamespace(t, "idle")
 	other := mustCreateComposition(t, c, sampleComposition(ns, "other"))
 	fleet := startFleetIndex(t, c)
+	fleet.mu.Lock()
+	fleet.pinned = func() bool { return false } // earlier tests' armed Compositions stay: no namespace controller here
+	fleet.mu.Unlock()
 	running := func() bool {
 		fleet.mu.Lock()
 		defer fleet.mu.Unlock()
@@ -122,6 +125,26 @@ func TestFleetIndexSlicesLiveWhileAsked(t *testing.T) {
 	got, err = fleet.ProducedElsewhere(ctx, []domain.ResourceID{id})
 	require.NoError(t, err)
 	assert.Equal(t, map[domain.ResourceID]string{id: ns + "/other-1"}, got, "started again, with a full list")
+}
+
+// No idle stop while any Composition is armed (design §6.2): its watch needs the slices' events
+// whatever --pending-recheck-interval, or a retry's backoff, makes of its questions.
+func TestFleetIndexSlicesLiveWhileArmed(t *testing.T) {
+	idle := fleetIdle
+	fleetIdle = 50 * time.Millisecond
+	t.Cleanup(func() { fleetIdle = idle })
+	c := env.AdminClients(t)
+	ns := c.NewNamespace(t, "armed")
+	comp := sampleComposition(ns, "armed")
+	comp.Annotations[domain.AnnotationArmed] = "0123456789abcdef"
+	mustCreateComposition(t, c, comp)
+	fleet := startFleetIndex(t, c)
+	_, err := fleet.ProducedElsewhere(testContext(t), nil)
+	require.NoError(t, err)
+	time.Sleep(40 * fleetIdle) // the idle check runs every fleetIdle/4
+	fleet.mu.Lock()
+	defer fleet.mu.Unlock()
+	assert.NotNil(t, fleet.slices, "an armed hand-off keeps the slices watched")
 }
 
 // No idle stop while a caller waits for the slices' first list, however short fleetIdle.

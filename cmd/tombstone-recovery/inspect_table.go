@@ -46,7 +46,7 @@ func writeInspectTable(w io.Writer, r *app.InspectReport) error {
 	}
 	p("Limits: %s per chunk, %d chunks per snapshot, deletion guard %g, adoption across namespaces %s", sizeOf(r.Limits.MaxChunkBytes), r.Limits.MaxChunks, r.Limits.MaxTombstoneFraction, adoption)
 
-	var snapshots, secrets [][]string
+	var snapshots, secrets, unresolved [][]string
 	var problems []string
 	for _, s := range r.Snapshots {
 		snapshots = append(snapshots, []string{clean(s.SynthesisUUID), rfc(s.SynthesisTimestamp), clean(s.CompositionNamespace) + "/" + clean(s.CompositionName),
@@ -55,6 +55,9 @@ func writeInspectTable(w io.Writer, r *app.InspectReport) error {
 			s.Digest.Check, snapshotState(s)})
 		for _, c := range s.Chunks {
 			secrets = append(secrets, []string{clean(c.Secret), clean(s.SynthesisUUID), strconv.Itoa(c.Index), sizeOf(c.Bytes), ""})
+		}
+		for _, u := range s.Unresolved {
+			unresolved = append(unresolved, []string{clean(u.Entry().ID().String()), cmp.Or(clean(u.UID), "-"), clean(u.Reason), rfc(u.Since), clean(u.SourceSynthesisUUID), clean(u.Detail)})
 		}
 		for _, pr := range s.Problems {
 			problems = append(problems, "  "+clean(fmt.Sprintf("snapshot %s: %s", s.SynthesisUUID, pr)))
@@ -65,6 +68,9 @@ func writeInspectTable(w io.Writer, r *app.InspectReport) error {
 	}
 	section(p, "SNAPSHOTS", "SYNTHESIS\tSOURCE TIMESTAMP\tCOMPOSITION\tCOMPOSITION UID\tCHUNKS\tTOTAL\tLARGEST CHUNK / LIMIT\tDIGEST\tSTATE", snapshots)
 	section(p, "SECRETS", "NAME\tSYNTHESIS\tINDEX\tBYTES\tNOTE", secrets)
+	if len(unresolved) > 0 {
+		section(p, "UNRESOLVED (kept for a person until the object is gone)", "OBJECT\tUID\tREASON\tSINCE\tKEPT BY SYNTHESIS\tDETAIL", unresolved)
+	}
 	if len(problems) > 0 {
 		p("\nPROBLEMS\n%s", strings.Join(problems, "\n"))
 	}

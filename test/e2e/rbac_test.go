@@ -17,8 +17,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 	"github.com/Azure/eno-tombstone-recovery/runnable"
 )
@@ -225,6 +227,7 @@ const downstreamObjectsGrant = "eno-tombstone-recovery-downstream-objects"
 // NothingToRecover/Unverified, and publishes nothing (design §6.3).
 func TestNarrowedDownstreamGrantKeepsObjects(t *testing.T) {
 	c := env.AdminClients(t)
+	ensureNamespace(t, c, "eno-system") // the Role's namespace, whatever ran before
 	ctx := testContext(t)
 	for _, file := range []string{releaseFile, releaseDownstreamFile} {
 		var narrowed []*unstructured.Unstructured
@@ -292,6 +295,41 @@ func TestNarrowedDownstreamGrantKeepsObjects(t *testing.T) {
 	}
 	_, err = c.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "orphan", metav1.GetOptions{})
 	assert.NoError(t, err, "the orphan is kept")
+
+	// Nothing forgotten: the next recordings overwrite the history, and still list the orphan
+	// for a person, with inspect (design §3).
+	lineage := lineageOf(ns, name)
+	snap, _ := waitForSnapshot(t, c, "kube-system", lineage, string(recreated.GetUID()), second.UUID)
+	third := newSynthesis(time.Now().Add(-time.Minute), cms("a", "b"))
+	publish(t, c, recreated, third)
+	snap, _ = waitForSnapshot(t, c, "kube-system", lineage, string(recreated.GetUID()), third.UUID)
+	require.Len(t, snap.Unresolved(), 1, "the orphan outlives the history that named it")
+	u := snap.Unresolved()[0]
+	assert.Equal(t, "ConfigMap/"+ns+"/orphan", u.Entry().ID().String())
+	assert.Equal(t, "Unreadable", u.Reason)
+	assert.Equal(t, second.UUID, u.SourceSynthesisUUID)
+	admin, err := env.Kubeconfig("")
+	require.NoError(t, err)
+	code, out, stderr := runToExit(t, "inspect", "--lineage", lineage, "--remote-kubeconfig", admin)
+	require.Zero(t, code, stderr)
+	assert.Regexp(t, `(?m)^UNRESOLVED .*\(1\)$`, out)
+	assert.Regexp(t, `(?m)^ConfigMap/`+ns+`/orphan\s+\S+\s+Unreadable\s+`, out)
+
+	// An operator dismisses it with an annotation (as kubectl annotate writes it): the
+	// history's write time does not move, and inspect no longer lists it.
+	_, secrets := waitForSnapshot(t, c, "kube-system", lineage, string(recreated.GetUID()), third.UUID)
+	before := writtenAt(t, secrets)
+	dismissal := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, domain.AnnotationUnresolvedDismissed,
+		`{"snapshot":"`+third.UUID+`","ids":["ConfigMap/`+ns+`/orphan"]}`)
+	_, err = c.Kube.CoreV1().Secrets("kube-system").Patch(ctx, secrets[0].Name, types.MergePatchType, []byte(dismissal),
+		metav1.PatchOptions{FieldManager: "kubectl-annotate"})
+	require.NoError(t, err)
+	snap, secrets = waitForSnapshot(t, c, "kube-system", lineage, string(recreated.GetUID()), third.UUID)
+	assert.Empty(t, snap.Unresolved())
+	assert.Equal(t, before, writtenAt(t, secrets))
+	code, out, stderr = runToExit(t, "inspect", "--lineage", lineage, "--remote-kubeconfig", admin)
+	require.Zero(t, code, stderr)
+	assert.NotContains(t, out, "UNRESOLVED")
 	ctl.Stop(t)
 }
 

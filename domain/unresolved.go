@@ -1,0 +1,154 @@
+package domain
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Unresolved is an object a recovery kept for a reason a person can resolve (a DropReason that
+// proves nothing, or Unverified): it stays listed in every later snapshot of the lineage until
+// the object is gone or its UID changed. It is a report only, never a deletion candidate: no
+// plan reads it (design §3, §6.3).
+type Unresolved struct {
+	Group     string    `json:"group,omitempty"`
+	Version   string    `json:"version,omitempty"`
+	Kind      string    `json:"kind"`
+	Namespace string    `json:"namespace,omitempty"`
+	Name      string    `json:"name"`
+	UID       string    `json:"uid,omitempty"`
+	Reason    string    `json:"reason"`
+	Detail    string    `json:"detail,omitempty"`
+	Since     time.Time `json:"since"`
+	// SourceSynthesisUUID is the synthesis whose recovery kept it.
+	SourceSynthesisUUID string `json:"sourceSynthesisUUID"`
+}
+
+// Entry is the identity to read the object by.
+func (u Unresolved) Entry() Entry {
+	return Entry{Group: u.Group, Version: u.Version, Kind: u.Kind, Namespace: u.Namespace, Name: u.Name}
+}
+
+// NewUnresolved is t's object, kept for reason since the recovery of synthesis source.
+func NewUnresolved(t Tombstone, reason, detail, source string, since time.Time) Unresolved {
+	e := t.Entry
+	return Unresolved{Group: e.Group, Version: e.Version, Kind: e.Kind, Namespace: e.Namespace, Name: e.Name,
+		UID: t.UID, Reason: reason, Detail: detail, Since: since, SourceSynthesisUUID: source}
+}
+
+// UnresolvedOf lists the objects plan kept for a person to resolve.
+func UnresolvedOf(plan RecoveryPlan) []Unresolved {
+	var out []Unresolved
+	for _, dr := range plan.Dropped {
+		if !dr.Reason.verifiable() {
+			out = append(out, NewUnresolved(dr.Tombstone, dr.Reason.String(), dr.Detail, plan.Decision.SynthesisUUID, plan.Decision.DecidedAt))
+		}
+	}
+	return out
+}
+
+// MergeUnresolved is old and fresh as one sorted list, one entry per identity: the first
+// listed (old before fresh) is kept, so Since stays when it was first kept.
+func MergeUnresolved(old, fresh []Unresolved) []Unresolved {
+	var out []Unresolved
+	seen := map[ResourceID]bool{}
+	for _, u := range append(slices.Clone(old), fresh...) {
+		if id := u.Entry().ID(); !seen[id] {
+			seen[id] = true
+			out = append(out, u)
+		}
+	}
+	slices.SortFunc(out, func(a, b Unresolved) int {
+		ea, eb := a.Entry(), b.Entry()
+		return cmp.Or(compareEntries(&ea, &eb), cmp.Compare(a.Version, b.Version))
+	})
+	return out
+}
+
+// StillUnresolved reports whether a read of u's object leaves it listed: anything but NotFound
+// or another UID (a read that failed keeps it).
+func StillUnresolved(u Unresolved, o Observation) bool {
+	return o.State != ObjectAbsent && (u.UID == "" || o.UID == "" || o.UID == u.UID)
+}
+
+// EncodeUnresolved is the data of UnresolvedDataKey and its digest.
+func EncodeUnresolved(us []Unresolved) ([]byte, string) {
+	data, err := json.Marshal(us)
+	if err != nil {
+		panic(fmt.Sprintf("encoding unresolved entries: %v", err)) // plain values only
+	}
+	return data, unresolvedDigest(data)
+}
+
+func unresolvedDigest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// decodeUnresolved reads chunk s's unresolved entries: none before format 3, and in format 3
+// chunk 0 only, matching their digest annotation.
+func decodeUnresolved(s ChunkSecret, index int) ([]Unresolved, error) {
+	data, ok := s.Data[UnresolvedDataKey]
+	if s.Annotations[AnnotationFormat] != FormatUnresolved || index != 0 {
+		if ok {
+			return nil, fmt.Errorf("data key %s is only in chunk 0 of format %s", UnresolvedDataKey, FormatUnresolved)
+		}
+		return nil, nil
+	}
+	if !ok {
+		return nil, fmt.Errorf("data key %s is missing", UnresolvedDataKey)
+	}
+	if got, want := unresolvedDigest(data), s.Annotations[AnnotationUnresolvedDigest]; got != want {
+		return nil, fmt.Errorf("unresolved entries hash to %s, annotation %s says %q", got, AnnotationUnresolvedDigest, truncate(want, 80))
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var us []Unresolved
+	if err := dec.Decode(&us); err != nil {
+		return nil, fmt.Errorf("decoding unresolved entries: %w", err)
+	}
+	// An operator's dismissal of this snapshot's entries; any other value dismisses nothing.
+	var d struct {
+		Snapshot string   `json:"snapshot"`
+		IDs      []string `json:"ids"`
+	}
+	if json.Unmarshal([]byte(s.Annotations[AnnotationUnresolvedDismissed]), &d) == nil && d.Snapshot == s.Annotations[AnnotationSourceSynthesisUUID] {
+		us = slices.DeleteFunc(us, func(u Unresolved) bool { return slices.Contains(d.IDs, u.Entry().ID().String()) })
+	}
+	return us, nil
+}
+
+// WithUnresolved returns chunk 0's Secret carrying us in format 3; a Secret without any is
+// left in format 2, as before.
+func WithUnresolved(s ChunkSecret, us []Unresolved) ChunkSecret {
+	if len(us) == 0 {
+		return s
+	}
+	data, digest := EncodeUnresolved(us)
+	s.Data[UnresolvedDataKey] = data
+	s.Annotations[AnnotationFormat] = FormatUnresolved
+	s.Annotations[AnnotationUnresolvedDigest] = digest
+	return s
+}
+
+// UnresolvedIn lists the unresolved entries of the lineage's chunk-0 Secrets recorded for c,
+// and the names of those whose entries cannot be read.
+func UnresolvedIn(secrets []ChunkSecret, c CompositionRef) (us []Unresolved, unreadable []string) {
+	for _, s := range secrets {
+		a := s.Annotations
+		if !s.Owned() || a[AnnotationChunkIndex] != "0" || a[AnnotationCompositionNamespace] != c.Namespace || a[AnnotationCompositionName] != c.Name {
+			continue
+		}
+		got, err := decodeUnresolved(s, 0)
+		if err != nil {
+			unreadable = append(unreadable, s.Name)
+		}
+		us = append(us, got...)
+	}
+	return us, unreadable
+}
