@@ -93,6 +93,14 @@ func TestRecordRefusesAnotherControlPlanesSecret(t *testing.T) {
 		_, written := f.store.UpdateChunkArgsForCall(0)
 		assert.Equal(t, thisControlPlane, written.Annotations[domain.AnnotationControlPlane])
 	})
+	t.Run("unnamed, of this synthesis: not rewritten, its write time stays", func(t *testing.T) {
+		f := newFixture(t)
+		f.store.ListChunksReturns(writtenBy("", snapshotSecrets(t, uid, synthID, synthTime, chunkLimit, resources(9))), nil)
+		res, err := f.service(t).Record(ctx(t), f.comp)
+		require.NoError(t, err)
+		assert.Equal(t, 3, res.Reused)
+		assert.Zero(t, f.writes())
+	})
 }
 
 // design §7: prune selects only Secrets its control plane wrote. Another control plane's gone
