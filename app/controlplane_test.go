@@ -23,9 +23,9 @@ func writtenBy(cp string, secrets []domain.ChunkSecret) []domain.ChunkSecret {
 	return secrets
 }
 
-// design §5: two control planes share one downstream cluster. Recovery reads only the history
-// its own control plane wrote; one written before control planes were named only while no
-// other control plane's shares the lineage.
+// design §3: two control planes share one downstream cluster. Recovery reads only the history
+// its own control plane wrote, or one written before control planes were named; a lineage
+// another control plane also records is refused, as its Composition cannot be read from here.
 func TestRecoverReadsOnlyItsControlPlanesHistory(t *testing.T) {
 	rs := resources(9)
 	for _, tc := range []struct {
@@ -35,13 +35,13 @@ func TestRecoverReadsOnlyItsControlPlanesHistory(t *testing.T) {
 		reason  string
 		source  string
 	}{
-		{"another control plane's only: no inventory", func(t *testing.T) []domain.ChunkSecret {
+		{"another control plane's only: refused, its Composition may live", func(t *testing.T) []domain.ChunkSecret {
 			return writtenBy(otherControlPlane, snapshotSecrets(t, oldUID, oldSynth, oldTime, chunkLimit, rs))
-		}, domain.OutcomeNoInventory, "", ""},
-		{"its own, not another's newer one", func(t *testing.T) []domain.ChunkSecret {
-			other := writtenBy(otherControlPlane, snapshotSecrets(t, "uid-b", "99999999", oldTime.Add(time24h), chunkLimit, resources(12)))
+		}, domain.OutcomeInventoryInvalid, domain.ReasonSharedLineage.String(), ""},
+		{"its own beside another's older one: refused", func(t *testing.T) []domain.ChunkSecret {
+			other := writtenBy(otherControlPlane, snapshotSecrets(t, "uid-b", "99999999", oldTime.Add(-time24h), chunkLimit, resources(12)))
 			return append(snapshotSecrets(t, oldUID, oldSynth, oldTime, chunkLimit, rs), other...)
-		}, domain.OutcomeRecovered, "", oldSynth},
+		}, domain.OutcomeInventoryInvalid, domain.ReasonSharedLineage.String(), ""},
 		{"unnamed alone: read as its own", func(t *testing.T) []domain.ChunkSecret {
 			return writtenBy("", snapshotSecrets(t, oldUID, oldSynth, oldTime, chunkLimit, rs))
 		}, domain.OutcomeRecovered, "", oldSynth},
