@@ -42,9 +42,9 @@ func TestRecoverReadsOnlyItsControlPlanesHistory(t *testing.T) {
 			other := writtenBy(otherControlPlane, snapshotSecrets(t, "uid-b", "99999999", oldTime.Add(-time24h), chunkLimit, resources(12)))
 			return append(snapshotSecrets(t, oldUID, oldSynth, oldTime, chunkLimit, rs), other...)
 		}, domain.OutcomeInventoryInvalid, domain.ReasonSharedLineage.String(), ""},
-		{"unnamed alone: read as its own", func(t *testing.T) []domain.ChunkSecret {
+		{"unnamed alone: read as its own, held for a person", func(t *testing.T) []domain.ChunkSecret {
 			return writtenBy("", snapshotSecrets(t, oldUID, oldSynth, oldTime, chunkLimit, rs))
-		}, domain.OutcomeRecovered, "", oldSynth},
+		}, domain.OutcomeHeldForReview, domain.ReasonOverDeletionGuard, oldSynth},
 		{"unnamed next to another's: refused", func(t *testing.T) []domain.ChunkSecret {
 			other := writtenBy(otherControlPlane, snapshotSecrets(t, "uid-b", "99999999", oldTime.Add(-time24h), 100000, rs[:1]))
 			return append(writtenBy("", snapshotSecrets(t, oldUID, oldSynth, oldTime, chunkLimit, rs)), other...)
