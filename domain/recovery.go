@@ -377,7 +377,9 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	d.Tombstones = len(verified)
 	plan := RecoveryPlan{Decision: d, Dropped: dropped, HistoryWritten: writeTime, SourceUID: in.Snapshot.CompositionUID(), EnoManagers: in.EnoManagers}
 	// A snapshot naming no control plane may be another's that has not recorded since (design §3).
-	if snap.meta.ControlPlane == "" || overDeletionGuard(len(verified), total, in.MaxTombstoneFraction) {
+	// What the filter and cascading kinds keep would be deleted as well, by a person's command or
+	// another reconciler: the guard counts it, or dropping some would pass a plan under the fraction.
+	if snap.meta.ControlPlane == "" || overDeletionGuard(len(verified)+len(cascaded)+len(untaken), total, in.MaxTombstoneFraction) {
 		return planOverTheGuard(plan, in, verified, total, withDrops), nil
 	}
 	plan.Decision.Outcome = OutcomeRecovered
