@@ -108,6 +108,9 @@ func storeSnapshot(t *testing.T, c kubetest.Clients, meta domain.SnapshotMeta, e
 	chunks, err := domain.SplitInventory(inv, maxBytes, 0)
 	require.NoError(t, err)
 	meta.Digest, meta.ChunkCount = inv.Digest(), len(chunks)
+	if meta.ControlPlane == "" { // as this control plane records it: history naming none is held for review
+		meta.ControlPlane = localControlPlane(t, c)
+	}
 	for _, ch := range chunks {
 		if len(only) > 0 && !containsInt(only, ch.Index()) {
 			continue
@@ -120,6 +123,13 @@ func storeSnapshot(t *testing.T, c kubetest.Clients, meta domain.SnapshotMeta, e
 		})
 	}
 	return len(chunks)
+}
+
+// localControlPlane is the test API server's control plane name: its kube-system UID.
+func localControlPlane(t *testing.T, c kubetest.Clients) string {
+	ks, err := c.Kube.CoreV1().Namespaces().Get(t.Context(), metav1.NamespaceSystem, metav1.GetOptions{})
+	require.NoError(t, err)
+	return string(ks.UID)
 }
 
 func containsInt(xs []int, x int) bool {
