@@ -23,9 +23,9 @@ func writtenBy(cp string, secrets []domain.ChunkSecret) []domain.ChunkSecret {
 	return secrets
 }
 
-// design §5: two control planes share one downstream cluster. Recovery reads only the history
-// its own control plane wrote; one written before control planes were named only while no
-// other control plane's shares the lineage.
+// design §3: two control planes share one downstream cluster. Recovery reads only the history
+// its own control plane wrote, or one written before control planes were named; a lineage
+// another control plane also records is refused, as its Composition cannot be read from here.
 func TestRecoverReadsOnlyItsControlPlanesHistory(t *testing.T) {
 	rs := resources(9)
 	for _, tc := range []struct {
@@ -35,16 +35,16 @@ func TestRecoverReadsOnlyItsControlPlanesHistory(t *testing.T) {
 		reason  string
 		source  string
 	}{
-		{"another control plane's only: no inventory", func(t *testing.T) []domain.ChunkSecret {
+		{"another control plane's only: refused, its Composition may live", func(t *testing.T) []domain.ChunkSecret {
 			return writtenBy(otherControlPlane, snapshotSecrets(t, oldUID, oldSynth, oldTime, chunkLimit, rs))
-		}, domain.OutcomeNoInventory, "", ""},
-		{"its own, not another's newer one", func(t *testing.T) []domain.ChunkSecret {
-			other := writtenBy(otherControlPlane, snapshotSecrets(t, "uid-b", "99999999", oldTime.Add(time24h), chunkLimit, resources(12)))
+		}, domain.OutcomeInventoryInvalid, domain.ReasonSharedLineage.String(), ""},
+		{"its own beside another's older one: refused", func(t *testing.T) []domain.ChunkSecret {
+			other := writtenBy(otherControlPlane, snapshotSecrets(t, "uid-b", "99999999", oldTime.Add(-time24h), chunkLimit, resources(12)))
 			return append(snapshotSecrets(t, oldUID, oldSynth, oldTime, chunkLimit, rs), other...)
-		}, domain.OutcomeRecovered, "", oldSynth},
-		{"unnamed alone: read as its own", func(t *testing.T) []domain.ChunkSecret {
+		}, domain.OutcomeInventoryInvalid, domain.ReasonSharedLineage.String(), ""},
+		{"unnamed alone: read as its own, held for a person", func(t *testing.T) []domain.ChunkSecret {
 			return writtenBy("", snapshotSecrets(t, oldUID, oldSynth, oldTime, chunkLimit, rs))
-		}, domain.OutcomeRecovered, "", oldSynth},
+		}, domain.OutcomeHeldForReview, domain.ReasonOverDeletionGuard, oldSynth},
 		{"unnamed next to another's: refused", func(t *testing.T) []domain.ChunkSecret {
 			other := writtenBy(otherControlPlane, snapshotSecrets(t, "uid-b", "99999999", oldTime.Add(-time24h), 100000, rs[:1]))
 			return append(writtenBy("", snapshotSecrets(t, oldUID, oldSynth, oldTime, chunkLimit, rs)), other...)
@@ -92,6 +92,14 @@ func TestRecordRefusesAnotherControlPlanesSecret(t *testing.T) {
 		require.Positive(t, f.store.UpdateChunkCallCount())
 		_, written := f.store.UpdateChunkArgsForCall(0)
 		assert.Equal(t, thisControlPlane, written.Annotations[domain.AnnotationControlPlane])
+	})
+	t.Run("unnamed, of this synthesis: not rewritten, its write time stays", func(t *testing.T) {
+		f := newFixture(t)
+		f.store.ListChunksReturns(writtenBy("", snapshotSecrets(t, uid, synthID, synthTime, chunkLimit, resources(9))), nil)
+		res, err := f.service(t).Record(ctx(t), f.comp)
+		require.NoError(t, err)
+		assert.Equal(t, 3, res.Reused)
+		assert.Zero(t, f.writes())
 	})
 }
 

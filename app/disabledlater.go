@@ -1,7 +1,6 @@
 package app
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -68,8 +67,12 @@ func (s *Service) markDisabledLater(ctx context.Context, comp domain.Composition
 	successor := comp
 	successor.UID = ""
 	mine, err := domain.OwnHistory(secrets, s.cfg.ControlPlane)
-	snap, readErr := domain.ReadSnapshotFor(successor, mine, s.cfg.Now(), s.cfg.MaxChunks, s.cfg.adoption())
-	if err = cmp.Or(err, readErr); err != nil {
+	if err != nil { // refused while another control plane's Secret is there: checked again, not done
+		logr.FromContextOrDiscard(ctx).V(1).Info("not marking what the synthesis disables yet", "reason", err.Error())
+		return nil
+	}
+	snap, err := domain.ReadSnapshotFor(successor, mine, s.cfg.Now(), s.cfg.MaxChunks, s.cfg.adoption())
+	if err != nil {
 		s.marks.done(comp.Ref(), markKey(comp)) // no history a successor would read
 		return nil
 	}

@@ -60,3 +60,34 @@ func TestReconcileMarksWhatAnUnrecordedSynthesisDisabled(t *testing.T) {
 		})
 	}
 }
+
+// While OwnHistory refuses the lineage (another control plane's Secret in it), the check is not
+// done: a later reconcile checks again, and marks once the refusal is gone (design §3, §4).
+func TestDisabledLaterRetriesARefusedHistory(t *testing.T) {
+	f := newFixture(t)
+	rs := resources(9)
+	f.setSynthesis(synthID, rs)
+	f.slices[0].Resources[5].Manifest = strings.Replace(f.slices[0].Resources[5].Manifest, `"annotations":{`,
+		`"annotations":{"`+domain.AnnotationDisableReconciliation+`":"true",`, 1)
+	sl := f.slices[0]
+	f.reader.GetSliceCalls(func(context.Context, string, string) (domain.ResourceSlice, error) { return sl, nil })
+	f.comp = composition(uid, synthID, f.slices, true)
+	f.comp.Synthesis.Ready = false
+	own := snapshotSecrets(t, uid, oldSynth, oldTime, chunkLimit, rs)
+	other := writtenBy(otherControlPlane, snapshotSecrets(t, "uid-b", "99999999", oldTime, chunkLimit, rs[:1]))
+	other[0].Name += "-b"
+	f.store.ListChunksReturns(append(own, other...), nil)
+	f.store.MarkChunkCalls(func(_ context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error) { return s, nil })
+	svc := f.service(t)
+
+	for i := 1; i <= 2; i++ {
+		_, err := svc.Reconcile(ctx(t), f.comp.Ref())
+		require.NoError(t, err)
+		assert.Equal(t, i, f.store.ListChunksCallCount(), "refused: checked again on the next reconcile")
+		assert.Zero(t, f.store.MarkChunkCallCount())
+	}
+	f.store.ListChunksReturns(own, nil)
+	_, err := svc.Reconcile(ctx(t), f.comp.Ref())
+	require.NoError(t, err)
+	assert.Equal(t, 1, f.store.MarkChunkCallCount(), "marked once the refusal is gone")
+}

@@ -42,7 +42,7 @@ func TestCascades(t *testing.T) {
 
 // design §6.3 (R1): an orphan whose deletion cascades is never handed to Eno, approved or not; it
 // is dropped as CascadingKind with the command an operator may run after looking, and the guard
-// counts only what is handed over.
+// counts it with what is handed over.
 func TestPlanRecoveryCascading(t *testing.T) {
 	self := composition()
 	nsEntry := domain.Entry{Version: "v1", Kind: "Namespace", Name: "old-ns"}
@@ -67,7 +67,8 @@ func TestPlanRecoveryCascading(t *testing.T) {
 			"1 CascadingKind (first Namespace/old-ns: deleting it also deletes every object in the namespace; never handed to Eno, after looking: kubectl delete namespace old-ns); never handed to Eno, delete after looking: kubectl delete namespace old-ns"},
 		{"an approval hands over none of them", []domain.Entry{nsEntry, crdEntry, pvc, keep}, "approve:" + synUUID, 1, domain.OutcomeNothingToRecover, domain.ReasonUnverified, nil,
 			"delete after looking: kubectl delete namespace old-ns; kubectl delete persistentvolumeclaim data -n old-ns; kubectl delete customresourcedefinition.apiextensions.k8s.io widgets.example.com"},
-		{"the guard counts only what is handed over", []domain.Entry{nsEntry, crdEntry, cm, keep}, "", 0.3, domain.OutcomeRecovered, "", []domain.ResourceID{cm.ID()}, "2 CascadingKind"},
+		{"the guard counts the cascading kinds too", []domain.Entry{nsEntry, crdEntry, cm, keep}, "", 0.3, domain.OutcomeHeldForReview, domain.ReasonOverDeletionGuard, nil, "2 CascadingKind"},
+		{"at the fraction with them: handed over", []domain.Entry{nsEntry, crdEntry, cm, keep}, "", 0.75, domain.OutcomeRecovered, "", []domain.ResourceID{cm.ID()}, "2 CascadingKind"},
 		{"the guard still holds the rest", []domain.Entry{nsEntry, cm, keep}, "", 0.3, domain.OutcomeHeldForReview, domain.ReasonOverDeletionGuard, nil, "1 CascadingKind"},
 	}
 	for _, tt := range tests {
@@ -156,6 +157,16 @@ func TestPlanRecoveryNoReconcilerTakesIt(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("the guard counts what the filter keeps", func(t *testing.T) {
+		snap, err := readFor(t, entries, oldCompUID)
+		require.NoError(t, err)
+		p, err := domain.PlanRecovery(domain.RecoveryInput{Composition: composition(), Snapshot: snap, Synthesis: readSynthesis(t, manifest("v1", "ConfigMap", "team-a", "keep")),
+			Observed: map[domain.ResourceID]domain.Observation{cm.ID(): old, role.ID(): old}, MaxTombstoneFraction: 0.5, ResourceFilter: onlyKind("Role"), Now: now})
+		require.NoError(t, err)
+		assert.Equal(t, domain.OutcomeHeldForReview, p.Decision.Outcome, "2 of 3 would be deleted, one by another reconciler: %s", p.Decision.Message)
+		assert.Empty(t, p.Tombstones)
+	})
 
 	t.Run("the filter sees the hand-off's manifest", func(t *testing.T) {
 		snap, err := readFor(t, entries, oldCompUID)

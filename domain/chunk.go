@@ -257,7 +257,9 @@ func DesiredChunkSecret(namespace string, meta SnapshotMeta, c Chunk) ChunkSecre
 }
 
 // MatchesDesired reports whether existing already holds desired: same type and data, and the
-// same values for every label and annotation this project defines. Other keys are not compared.
+// same values for every label and annotation this project defines. Other keys are not compared,
+// nor the writer when existing names none: it is stamped by the next synthesis's recording, as
+// rewriting it would move the history's write time (design §3, §6.3).
 func (s ChunkSecret) MatchesDesired(desired ChunkSecret) bool {
 	if s.Type != desired.Type || len(s.Data) != len(desired.Data) {
 		return false
@@ -273,7 +275,7 @@ func (s ChunkSecret) MatchesDesired(desired ChunkSecret) bool {
 		}
 	}
 	for k, v := range desired.Annotations {
-		if got, ok := s.Annotations[k]; !ok || got != v {
+		if got, ok := s.Annotations[k]; (!ok || got != v) && (k != AnnotationControlPlane || s.WrittenBy() != "") {
 			return false
 		}
 	}

@@ -367,6 +367,10 @@ func TestChunkSecretMatchesDesired(t *testing.T) {
 		{"managed-by label differs", func(s *domain.ChunkSecret) { s.Labels[domain.LabelManagedBy] = "helm" }, false},
 		{"lineage label missing", func(s *domain.ChunkSecret) { delete(s.Labels, domain.LabelLineage) }, false},
 		{"nil labels", func(s *domain.ChunkSecret) { s.Labels = nil }, false},
+		// Written before control planes were named: stamped by the next synthesis, never rewritten.
+		{"names no control plane", func(s *domain.ChunkSecret) { delete(s.Annotations, domain.AnnotationControlPlane) }, true},
+		{"names an empty control plane", func(s *domain.ChunkSecret) { s.Annotations[domain.AnnotationControlPlane] = "" }, true},
+		{"names another control plane", func(s *domain.ChunkSecret) { s.Annotations[domain.AnnotationControlPlane] = "other" }, false},
 	}
 	for _, k := range []string{domain.AnnotationCompositionNamespace, domain.AnnotationCompositionName,
 		domain.AnnotationCompositionUID, domain.AnnotationSourceSynthesisUUID, domain.AnnotationSourceSynthesisTime,

@@ -21,25 +21,27 @@ func ValidControlPlane(id string) error {
 func (s ChunkSecret) WrittenBy() string { return s.Annotations[AnnotationControlPlane] }
 
 // OwnHistory keeps, of a lineage's Secrets, those controlPlane may read and prune: the ones it
-// wrote, those not ours (reading refuses them), and those naming no control plane, unless
-// another control plane's Secret shares the lineage: they may be that one's, so reading is
-// refused as SharedLineage, and only the Secrets controlPlane wrote are returned (design §3).
+// wrote, those not ours (reading refuses them), and those naming no control plane. A Secret
+// another control plane wrote means that one records the lineage too (same namespace/name, a
+// copied override): its Composition, living or not, cannot be read from here, so reading is
+// refused as SharedLineage, and only the Secrets controlPlane wrote, and those not ours, are
+// returned (prune keeps the unnamed ones, which may be either's) (design §3).
 func OwnHistory(secrets []ChunkSecret, controlPlane string) ([]ChunkSecret, error) {
-	var own, unnamed []ChunkSecret
-	other := ""
-	for _, s := range secrets {
+	var own, named []ChunkSecret
+	var other *ChunkSecret
+	for i, s := range secrets {
 		switch by := s.WrittenBy(); {
 		case by == controlPlane || !s.Owned():
-			own = append(own, s)
+			own, named = append(own, s), append(named, s)
 		case by == "":
-			unnamed = append(unnamed, s)
+			own = append(own, s)
 		default:
-			other = by
+			other = &secrets[i]
 		}
 	}
-	if other == "" || len(unnamed) == 0 {
-		return append(own, unnamed...), nil
+	if other == nil {
+		return own, nil
 	}
-	return own, &InventoryInvalidError{Reason: ReasonSharedLineage, Secret: unnamed[0].Name, Detail: fmt.Sprintf("names no control plane "+
-		"(written before they were named) while control plane %s also records this lineage, so it may be that one's", truncate(other, 80))}
+	return named, &InventoryInvalidError{Reason: ReasonSharedLineage, Secret: other.Name, Detail: fmt.Sprintf("was written by control plane %s, "+
+		"which records this lineage too: its Composition cannot be read from here, so this lineage's history is not read", truncate(other.WrittenBy(), 80))}
 }

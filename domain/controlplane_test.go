@@ -35,12 +35,12 @@ func TestOwnHistory(t *testing.T) {
 		shared  bool
 	}{
 		"only this one's":               {secrets: by(thisControlPlane, "s1"), want: []string{"s1/0", "s1/1"}},
-		"another's is not read":         {secrets: append(by(thisControlPlane, "s1"), by(otherControlPlane, "s2")...), want: []string{"s1/0", "s1/1"}},
-		"only another's: nothing":       {secrets: by(otherControlPlane, "s2")},
+		"another's beside: refused":     {secrets: append(by(thisControlPlane, "s1"), by(otherControlPlane, "s2")...), want: []string{"s1/0", "s1/1"}, shared: true},
+		"only another's: refused":       {secrets: by(otherControlPlane, "s2"), shared: true},
 		"unnamed alone is this one's":   {secrets: append(by(thisControlPlane, "s1"), by("", "s0")...), want: []string{"s1/0", "s1/1", "s0/0", "s0/1"}},
 		"unnamed next to another's":     {secrets: append(by("", "s0"), by(otherControlPlane, "s2")...), shared: true},
 		"unnamed, own and another's":    {secrets: append(append(by(thisControlPlane, "s1"), by("", "s0")...), by(otherControlPlane, "s2")...), want: []string{"s1/0", "s1/1"}, shared: true},
-		"not ours stays, to be refused": {secrets: append(foreign, by(otherControlPlane, "s2")...), want: []string{"foreign/0"}},
+		"not ours stays, to be refused": {secrets: append(foreign, by(otherControlPlane, "s2")...), want: []string{"foreign/0"}, shared: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got, err := domain.OwnHistory(tt.secrets, thisControlPlane)

@@ -376,7 +376,10 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	}
 	d.Tombstones = len(verified)
 	plan := RecoveryPlan{Decision: d, Dropped: dropped, HistoryWritten: writeTime, SourceUID: in.Snapshot.CompositionUID(), EnoManagers: in.EnoManagers}
-	if overDeletionGuard(len(verified), total, in.MaxTombstoneFraction) {
+	// A snapshot naming no control plane may be another's that has not recorded since (design §3).
+	// What the filter and cascading kinds keep would be deleted as well, by a person's command or
+	// another reconciler: the guard counts it, or dropping some would pass a plan under the fraction.
+	if snap.meta.ControlPlane == "" || overDeletionGuard(len(verified)+len(cascaded)+len(untaken), total, in.MaxTombstoneFraction) {
 		return planOverTheGuard(plan, in, verified, total, withDrops), nil
 	}
 	plan.Decision.Outcome = OutcomeRecovered
@@ -426,7 +429,10 @@ func planOverTheGuard(plan RecoveryPlan, in RecoveryInput, verified []Tombstone,
 	}
 	plan.Decision.Outcome, plan.Decision.Reason = OutcomeHeldForReview, ReasonOverDeletionGuard
 	guard := fmt.Sprintf("over the guard of %g", in.MaxTombstoneFraction)
-	if in.MaxTombstoneFraction == 0 {
+	switch {
+	case in.Snapshot.meta.ControlPlane == "":
+		guard = "and the history names no control plane (written before they were named): it may be another control plane's, so a person decides"
+	case in.MaxTombstoneFraction == 0:
 		guard = "and the guard of 0 holds every recovery for review"
 	}
 	plan.Decision.Message = withDrops(fmt.Sprintf("%d of %d resources would be deleted, %s; set %s to approve:%s or reject:%s",

@@ -609,3 +609,35 @@ func TestReviewValue(t *testing.T) {
 		})
 	}
 }
+
+// design §3: a snapshot naming no control plane (written before they were named) may be another
+// control plane's that has not recorded since: under any fraction it is held for a person, who
+// approves or rejects it as any held recovery.
+func TestPlanRecoveryUnnamedHistoryIsHeld(t *testing.T) {
+	inv := mustInventory(t, entriesN(4))
+	m := meta(inv, oldCompUID, oldSynUUID, synTime.Add(-time.Hour))
+	m.ControlPlane = ""
+	snap, err := domain.ReadSnapshotFor(composition(), secretsFor(t, inv, m, 400), now, domain.DefaultMaxChunks, domain.AdoptWithinNamespace)
+	require.NoError(t, err)
+	for review, want := range map[string]domain.Outcome{
+		"":                      domain.OutcomeHeldForReview,
+		"approve:" + synUUID:    domain.OutcomeRecovered,
+		"reject:" + synUUID:     domain.OutcomeNothingToRecover,
+		"approve:" + oldSynUUID: domain.OutcomeHeldForReview,
+	} {
+		t.Run(review, func(t *testing.T) {
+			c := composition()
+			if review != "" {
+				c.Annotations[domain.AnnotationReview] = review
+			}
+			p := plan(t, c, snap, producing(t, 3), 1.0)
+			assert.Equal(t, want, p.Decision.Outcome, p.Decision.Message)
+			if want == domain.OutcomeHeldForReview {
+				assert.Empty(t, p.Tombstones, "nothing is handed to Eno without a person")
+				assert.Len(t, p.Held, 1)
+				assert.Contains(t, p.Decision.Message, "names no control plane")
+				assert.Contains(t, p.Decision.Message, "approve:"+synUUID)
+			}
+		})
+	}
+}

@@ -146,15 +146,18 @@ func (g *Guest) reconciler(build func(context.Context) (*app.Service, error)) re
 				err = pe
 			}
 		}()
-		mu.Lock()
-		if svc == nil {
-			svc, err = build(ctx)
-		}
-		mu.Unlock()
+		s, err := func() (s *app.Service, err error) {
+			mu.Lock()
+			defer mu.Unlock() // a panic in build must not leave every later reconcile blocked
+			if svc == nil {
+				svc, err = build(ctx)
+			}
+			return svc, err
+		}()
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		out, err := svc.Reconcile(ctx, ref)
+		out, err := s.Reconcile(ctx, ref)
 		if err != nil {
 			return reconcile.Result{}, err
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
@@ -157,3 +158,31 @@ type addOnly struct {
 }
 
 func (m addOnly) Add(r manager.Runnable) error { m.add(r); return nil }
+
+// TestBuildPanicReleasesTheLock: a panic while building the Service becomes an error, and the
+// next reconcile still runs (builds again) instead of blocking on a lock left held.
+func TestBuildPanicReleasesTheLock(t *testing.T) {
+	m := &portsfakes.FakeMetrics{}
+	g := &Guest{metrics: m, log: logr.Discard()}
+	builds := 0
+	rec := g.reconciler(func(context.Context) (*app.Service, error) {
+		builds++
+		if builds == 1 {
+			panic("build")
+		}
+		return nil, errors.New("unreachable control plane")
+	})
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "c"}}
+	_, err := rec(t.Context(), req)
+	var pe *PanicError
+	require.True(t, errors.As(err, &pe), "got %v", err)
+	done := make(chan error, 1)
+	go func() { _, err := rec(t.Context(), req); done <- err }()
+	select {
+	case err := <-done:
+		require.EqualError(t, err, "unreachable control plane")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second reconcile blocked on the lock the panicking build held")
+	}
+	assert.Equal(t, 2, builds)
+}

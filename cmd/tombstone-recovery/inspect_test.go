@@ -108,6 +108,9 @@ func storeSnapshot(t *testing.T, c kubetest.Clients, meta domain.SnapshotMeta, e
 	chunks, err := domain.SplitInventory(inv, maxBytes, 0)
 	require.NoError(t, err)
 	meta.Digest, meta.ChunkCount = inv.Digest(), len(chunks)
+	if meta.ControlPlane == "" { // as this control plane records it: history naming none is held for review
+		meta.ControlPlane = localControlPlane(t, c)
+	}
 	for _, ch := range chunks {
 		if len(only) > 0 && !containsInt(only, ch.Index()) {
 			continue
@@ -120,6 +123,13 @@ func storeSnapshot(t *testing.T, c kubetest.Clients, meta domain.SnapshotMeta, e
 		})
 	}
 	return len(chunks)
+}
+
+// localControlPlane is the test API server's control plane name: its kube-system UID.
+func localControlPlane(t *testing.T, c kubetest.Clients) string {
+	ks, err := c.Kube.CoreV1().Namespaces().Get(t.Context(), metav1.NamespaceSystem, metav1.GetOptions{})
+	require.NoError(t, err)
+	return string(ks.UID)
 }
 
 func containsInt(xs []int, x int) bool {
@@ -881,8 +891,8 @@ func TestInspectEntries(t *testing.T) {
 
 // Two control planes share this downstream kube-system (design §3): inspect, like recovery,
 // reads only the history of the control plane it is given (named by its kube-system UID). A
-// newer snapshot another control plane recorded for the same namespace/name is not a candidate;
-// beside it, a Secret naming no control plane may be either's, so the lineage is refused.
+// snapshot another control plane recorded for the same namespace/name refuses the lineage, as
+// that one's Composition cannot be read from here.
 func TestInspectReadsOnlyItsControlPlanesHistory(t *testing.T) {
 	c := testEnv.AdminClients(t)
 	ctx := testCtx(t)
@@ -916,14 +926,17 @@ func TestInspectReadsOnlyItsControlPlanesHistory(t *testing.T) {
 	own.Annotations[domain.AnnotationControlPlane] = string(ks.UID)
 	_, err = c.Kube.CoreV1().Secrets(domain.DefaultInventoryNamespace).Update(ctx, own, metav1.UpdateOptions{})
 	require.NoError(t, err)
+	// Another control plane records this lineage too: its Composition cannot be read from here,
+	// so the lineage stays refused; only this control plane's snapshot is shown.
 	rep = inspectJSON(t, "--composition", r.ns+"/web", "--kubeconfig", admin)
-	assert.Equal(t, "Selected", rep.Verdict.Outcome)
-	assert.Equal(t, r.sourceUUID, rep.Verdict.SynthesisUUID, "not the other control plane's newer snapshot")
+	assert.Equal(t, domain.ReasonSharedLineage.String(), rep.Verdict.Reason)
 	require.Len(t, rep.Snapshots, 1)
 	assert.Equal(t, string(ks.UID), rep.Snapshots[0].ControlPlane)
-	assert.NotEmpty(t, rep.DryRun.Tombstones)
+	assert.Empty(t, rep.DryRun.Tombstones)
 
 	// Given the other control plane's name, the roles swap.
 	rep = inspectJSON(t, "--composition", r.ns+"/web", "--kubeconfig", admin, "--control-plane-id", "cp-other")
-	assert.Equal(t, theirs.SynthesisUUID, rep.Verdict.SynthesisUUID)
+	assert.Equal(t, domain.ReasonSharedLineage.String(), rep.Verdict.Reason)
+	require.Len(t, rep.Snapshots, 1)
+	assert.Equal(t, theirs.SynthesisUUID, rep.Snapshots[0].SynthesisUUID)
 }

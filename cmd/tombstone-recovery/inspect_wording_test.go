@@ -103,7 +103,7 @@ func TestInspectPrintsAProblemInItsOwnWording(t *testing.T) {
 	require.NoError(t, err)
 	chunks, err := domain.SplitInventory(inv, 300, 0)
 	require.NoError(t, err)
-	meta.ChunkCount, meta.Digest = 2, inv.Digest()
+	meta.ChunkCount, meta.Digest, meta.ControlPlane = 2, inv.Digest(), localControlPlane(t, c)
 	cs := domain.DesiredChunkSecret(domain.DefaultInventoryNamespace, meta, chunks[1])
 	putSecret(t, c, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: cs.Namespace, Name: cs.Name + "-copy", Labels: cs.Labels, Annotations: cs.Annotations},

@@ -73,7 +73,7 @@ func TestResourceVersionGuard(t *testing.T) {
 		return err
 	}}
 	cfg := app.DefaultConfig()
-	cfg.Enabled = true
+	cfg.Enabled, cfg.ControlPlane = true, "e2e"
 	cfg.InventoryNamespace = inventoryNS
 	downstream, err := k8s.NewDownstreamObjects(c.Metadata, c.Dynamic, c.Kube.Discovery())
 	require.NoError(t, err)

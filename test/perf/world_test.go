@@ -270,7 +270,7 @@ func startController(t testing.TB, namespace, inventoryNamespace string, maxChun
 	require.NoError(t, secrets.WaitForCacheSync(ctx))
 
 	c := app.DefaultConfig()
-	c.Enabled = true
+	c.Enabled, c.ControlPlane = true, "perf"
 	c.Scope = domain.Scope{Namespace: namespace, Selector: domain.Everything}
 	c.InventoryNamespace = inventoryNamespace
 	c.MaxChunkBytes = maxChunkBytes

@@ -65,7 +65,7 @@ const worldResourcesPerSlice = 3
 
 func newWorld(t *testing.T, maxChunkBytes int, maxTombstoneFraction float64) *world {
 	cfg := app.DefaultConfig()
-	cfg.Enabled = true
+	cfg.Enabled, cfg.ControlPlane = true, "reliability"
 	cfg.MaxChunkBytes = maxChunkBytes
 	cfg.MaxTombstoneFraction = maxTombstoneFraction
 	cfg.Now = func() time.Time { return now }

@@ -480,7 +480,7 @@ func newService(t *testing.T, cfg *rest.Config, o serviceOptions) *app.Service {
 		deps.Decisions = o.wrapDecisions(deps.Decisions)
 	}
 	svcCfg := app.DefaultConfig()
-	svcCfg.Enabled = true
+	svcCfg.Enabled, svcCfg.ControlPlane = true, "resilience"
 	svcCfg.MaxTombstoneFraction = 1
 	if o.maxChunkBytes > 0 {
 		svcCfg.MaxChunkBytes = o.maxChunkBytes

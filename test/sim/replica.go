@@ -234,7 +234,7 @@ func (r *replica) boot() {
 	secrets := must(k8s.NewSecretStore(dsCore, nil, domain.DefaultInventoryNamespace))
 	store := &staleChunks{SecretStore: secrets, view: func() view { return w.ds.ViewAt(r.chunkRev) }}
 	cfg := app.DefaultConfig()
-	cfg.Enabled = true
+	cfg.Enabled, cfg.ControlPlane = true, "sim"
 	cfg.Scope.Namespace = shardNamespace
 	cfg.Now = w.clock.Now
 	cfg.PendingRecheckInterval = w.opts.RecheckInterval

@@ -43,7 +43,7 @@ func Run(ctx context.Context, out io.Writer) error {
 	d.eno = memory.NewEno(d.cluster, func() time.Time { return d.clock })
 	d.cluster.SetClock(func() time.Time { return d.clock })
 	cfg := app.DefaultConfig()
-	cfg.Enabled = true
+	cfg.Enabled, cfg.ControlPlane = true, "demo" // history naming no control plane is held for review (design §3)
 	cfg.MaxChunkBytes = demoChunkBytes
 	cfg.Now = func() time.Time { return d.clock }
 	svc, err := app.New(cfg, app.Deps{
