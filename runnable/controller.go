@@ -94,6 +94,7 @@ func (g *Guest) setup(ctx context.Context) (map[string]func() int, error) {
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		if toolscache.WaitForCacheSync(ctx.Done(), g.synced) {
 			g.log.Info("caches synced", "workers", g.s.Workers, "inventoryNamespace", g.s.config.InventoryNamespace)
+			g.ready.Store(true)
 		} else {
 			g.log.Info("stopped before the caches synced")
 		}

@@ -138,6 +138,7 @@ func TestGuestRunnableFailuresNeverReachTheHost(t *testing.T) {
 			m := &portsfakes.FakeMetrics{}
 			var lines []string
 			g := &Guest{metrics: m, log: capture(&lines), synced: func() bool { return true }}
+			g.ready.Store(true)
 			var r manager.Runnable
 			require.NoError(t, isolated{Manager: addOnly{add: func(added manager.Runnable) { r = added }}, g: g}.Add(manager.RunnableFunc(start)))
 			require.True(t, r.(manager.LeaderElectionRunnable).NeedLeaderElection(), "the guest runs on the leader only")
