@@ -213,13 +213,10 @@ func waitForRecording(t *testing.T, c kubetest.Clients, namespace, inventory, na
 
 // guestOptions are the options of a guest in scope ns that records into inventory.
 func guestOptions(ns, inventory string, log logr.Logger) runnable.Options {
-	return runnable.Options{
-		CompositionNamespace: ns,
-		Enabled:              true,
-		InventoryNamespace:   inventory,
-		HostElects:           true,
-		Logger:               log,
-	}
+	o := runnable.DefaultOptions()
+	o.Scope.Namespace, o.Enabled, o.InventoryNamespace = ns, true, inventory
+	o.HostElects, o.Logger = true, log
+	return o
 }
 
 // TestOnlyTheHostsLeaderRuns starts two hosts that elect, each with the guest: only the leader

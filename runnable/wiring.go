@@ -85,13 +85,13 @@ var unsafeShared = true
 // knows Eno's Composition (eno-reconciler caches them already, typed), else one of its own,
 // unstructured and without managedFields, resynced every ResyncPeriod (standalone).
 func (g *Guest) compositions(ctx context.Context, mgr isolated) (*cachedCompositions, cache.Informer, error) {
-	c := &cachedCompositions{cache: mgr.GetCache(), scope: g.s.CompositionNamespace}
+	c := &cachedCompositions{cache: mgr.GetCache(), scope: g.s.Scope.Namespace}
 	if mgr.GetScheme().Recognizes(compositionGVK) && mgr.GetScheme().Recognizes(compositionListGVK) {
 		c.scheme = mgr.GetScheme()
 	} else {
 		byObject := cache.ByObject{Transform: k8s.DropManagedFields, UnsafeDisableDeepCopy: &unsafeShared}
-		if g.s.CompositionNamespace != "" {
-			byObject.Namespaces = map[string]cache.Config{g.s.CompositionNamespace: {}}
+		if g.s.Scope.Namespace != "" {
+			byObject.Namespaces = map[string]cache.Config{g.s.Scope.Namespace: {}}
 		}
 		byObject.Label = g.s.CompositionSelector
 		resync := g.s.ResyncPeriod
@@ -144,7 +144,7 @@ func (g *Guest) downstreamCluster() (cluster.Cluster, error) {
 		o.Cache.SyncPeriod = &never
 		o.Cache.DefaultWatchErrorHandler = g.watchError("inventory secret")
 		o.Cache.ByObject = map[client.Object]cache.ByObject{secretObject(): {
-			Namespaces: map[string]cache.Config{g.s.config.InventoryNamespace: {}},
+			Namespaces: map[string]cache.Config{g.s.InventoryNamespace: {}},
 			Label:      labels.SelectorFromSet(labels.Set{domain.LabelManagedBy: domain.ManagedByValue}),
 			Field:      fields.OneTermEqualSelector("type", domain.SecretType),
 			Transform:  k8s.DropManagedFields,
@@ -162,7 +162,7 @@ func (g *Guest) service(ctx context.Context, cached *cachedCompositions, secrets
 	deps := app.Deps{Compositions: comps, Live: comps, Decisions: comps, Fleet: fleet, Metrics: g.metrics}
 	errs := make([]error, 5)
 	errs[0] = err
-	deps.Store, errs[1] = k8s.NewSecretStore(c.core, secrets, g.s.config.InventoryNamespace)
+	deps.Store, errs[1] = k8s.NewSecretStore(c.core, secrets, g.s.InventoryNamespace)
 	deps.Slices, errs[2] = k8s.NewSlices(c.dynamic)
 	deps.Sink, errs[3] = k8s.NewTombstoneSink(c.dynamic)
 	deps.Downstream, errs[4] = k8s.NewDownstreamObjects(c.meta, c.dsDynamic, c.discovery)
@@ -170,7 +170,7 @@ func (g *Guest) service(ctx context.Context, cached *cachedCompositions, secrets
 	if err := errors.Join(append(errs, err)...); err != nil {
 		return nil, err
 	}
-	cfg := g.s.config
+	cfg := g.s.Config
 	if cfg.ControlPlane == "" {
 		if cfg.ControlPlane, err = k8s.ControlPlaneID(ctx, c.cpMeta); err != nil {
 			return nil, err
