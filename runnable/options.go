@@ -124,6 +124,9 @@ func (o Options) resolve() (Options, error) {
 			return o, fmt.Errorf("tombstone recovery: %w", err)
 		}
 	}
+	if err := o.Validate(); err != nil {
+		return o, fmt.Errorf("tombstone recovery: %w", withEnvName(err, o.Getenv))
+	}
 	switch {
 	case o.QPS < 0 || o.Burst < 0:
 		return o, fmt.Errorf("tombstone recovery: QPS and Burst must not be negative, got %g and %d", o.QPS, o.Burst)
@@ -131,9 +134,6 @@ func (o Options) resolve() (Options, error) {
 		return o, fmt.Errorf("tombstone recovery: Workers must be at least 1, got %d", o.Workers)
 	case o.ResyncPeriod < 0:
 		return o, fmt.Errorf("tombstone recovery: ResyncPeriod must not be negative, got %s", o.ResyncPeriod)
-	}
-	if err := o.Validate(); err != nil {
-		return o, fmt.Errorf("tombstone recovery: %w", withEnvName(err, o.Getenv))
 	}
 	return o, nil
 }
