@@ -45,11 +45,11 @@ func (g *Guest) setup(ctx context.Context) (map[string]func() int, error) {
 	if err != nil {
 		return nil, err
 	}
-	ds, err := g.downstreamCluster()
+	ds, err := g.downstreamCache()
 	if err != nil {
-		return nil, fmt.Errorf("building the downstream cluster: %w", err)
+		return nil, fmt.Errorf("building the inventory secret cache: %w", err)
 	}
-	secrets, err := newCachedSecrets(ctx, ds.GetCache(), g.s.InventoryNamespace)
+	secrets, err := newCachedSecrets(ctx, ds, g.s.InventoryNamespace)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +77,7 @@ func (g *Guest) setup(ctx context.Context) (map[string]func() int, error) {
 			},
 		}).
 		WatchesRawSource(source.Kind(comps.cache, comps.object(), g.refHandler("composition", compositionRequest))).
-		WatchesRawSource(source.Kind[client.Object](ds.GetCache(), secretObject(), g.refHandler("inventory secret", inScope))).
+		WatchesRawSource(source.Kind[client.Object](ds, secretObject(), g.refHandler("inventory secret", inScope))).
 		WatchesRawSource(fleetSource{fleet}).
 		Complete(g.reconciler(func(ctx context.Context) (*app.Service, error) { return g.service(ctx, comps, secrets, fleet) }))
 	if err != nil {

@@ -6,8 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"strings"
-
-	"github.com/Azure/eno-tombstone-recovery/app"
 )
 
 // envName is the variable of a setting: ENO_TOMBSTONE_RECOVERY_ and its flag's name in capitals,
@@ -41,14 +39,4 @@ func (o Options) fromEnvironment(getenv func(string) string) (Options, error) {
 		}
 	})
 	return o, errors.Join(errs...)
-}
-
-// withEnvName rewrites a refusal of a setting that came from the environment to name the
-// variable, as the binary names its flag.
-func withEnvName(err error, getenv func(string) string) error {
-	var se *app.SettingError
-	if getenv == nil || !errors.As(err, &se) || getenv(envName(se.Setting.Flag())) == "" {
-		return err
-	}
-	return errors.New(se.Named(envName(se.Setting.Flag())))
 }

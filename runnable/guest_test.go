@@ -296,7 +296,7 @@ func TestGuestFailuresLeaveTheHostRunning(t *testing.T) {
 
 			if tc.fixable { // a forbidden list fails at once; an unreachable one only after client-go's retries
 				require.Eventually(t, func() bool {
-					return strings.Count(logs.String(), "the inventory secret cache cannot list or watch; retrying") >= 2
+					return strings.Count(logs.String(), "the secrets cache cannot list or watch; retrying") >= 2
 				}, eventually, poll, "the guest retries: %s", &logs)
 			}
 			require.Eventually(t, func() bool { return strings.Contains(logs.String(), "Starting EventSource") }, eventually, poll, "the guest starts")

@@ -124,8 +124,12 @@ func (o Options) resolve() (Options, error) {
 			return o, fmt.Errorf("tombstone recovery: %w", err)
 		}
 	}
-	if err := o.Validate(); err != nil {
-		return o, fmt.Errorf("tombstone recovery: %w", withEnvName(err, o.Getenv))
+	var se *app.SettingError
+	if err := o.Validate(); errors.As(err, &se) && o.Getenv != nil && o.Getenv(envName(se.Setting.Flag())) != "" {
+		// A refusal of a setting that came from the environment names the variable.
+		return o, errors.New("tombstone recovery: " + se.Named(envName(se.Setting.Flag())))
+	} else if err != nil {
+		return o, fmt.Errorf("tombstone recovery: %w", err)
 	}
 	switch {
 	case o.QPS < 0 || o.Burst < 0:
