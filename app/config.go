@@ -3,6 +3,7 @@ package app
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
@@ -76,10 +77,13 @@ var (
 	SettingMaxTombstoneFraction   = Setting{"max tombstone fraction"}
 	SettingPendingRecheckInterval = Setting{"pending recheck interval"}
 	SettingReconcileTimeout       = Setting{"reconcile timeout"}
-	SettingControlPlane           = Setting{"control plane"}
+	SettingControlPlane           = Setting{"control plane id"}
 )
 
 func (s Setting) String() string { return s.name }
+
+// Flag is the name of the setting's flag (without "--"), which also names its variable.
+func (s Setting) Flag() string { return strings.ReplaceAll(s.name, " ", "-") }
 
 // SettingError is Validate's refusal: which setting, the rule it breaks, and the value given.
 type SettingError struct {

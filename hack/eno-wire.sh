@@ -41,23 +41,23 @@ read -r -d '' call <<'EOF' || true
 	// inventory and recovers it when the Composition is recreated. A guest of this manager: it
 	// runs on the elected leader only, shares the metrics registry, and no failure of its own
 	// stops or delays eno-reconciler.
-	if _, err := tombstonerecovery.SetupWithManager(mgr, remoteConfig, tombstonerecovery.Options{
-		CompositionNamespace: compositionNamespace,
-		CompositionSelector:  mgrOpts.CompositionSelector,
-		Enabled:              true,
-		// Its --resource-filter ("" without): a tombstone it would not load is kept. Reconcilers
-		// sharing one selector share one leader: ENO_TOMBSTONE_RECOVERY_ENO_RESOURCE_FILTERS lists all.
-		ResourceFilters: []string{resourceFilter},
-		Logger:          logger.WithName("tombstone-recovery"),
-		Registerer:      ctrlmetrics.Registry,
-		Getenv:          os.Getenv, // ENO_TOMBSTONE_RECOVERY_* override the settings
-		// With --leader-election the manager starts it on its leader only; without, it logs
-		// that it needs --leader-election and does not start (design §8.2).
-		HostElects: mgrOpts.LeaderElection,
-		// Its clients act as the release's ServiceAccount, which the release's RBAC and admission
-		// policies confine; Eno's identity may impersonate only that one (deploy/control-plane/release.yaml).
-		Impersonate: tombstonerecovery.ReleaseServiceAccount,
-	}); err != nil {
+	tombstoneRecovery := tombstonerecovery.DefaultOptions()
+	tombstoneRecovery.Enabled = true
+	tombstoneRecovery.Scope.Namespace = compositionNamespace
+	tombstoneRecovery.CompositionSelector = mgrOpts.CompositionSelector
+	// Its --resource-filter ("" without): a tombstone it would not load is kept. Reconcilers
+	// sharing one selector share one leader: ENO_TOMBSTONE_RECOVERY_ENO_RESOURCE_FILTERS lists all.
+	tombstoneRecovery.ResourceFilters = []string{resourceFilter}
+	tombstoneRecovery.Logger = logger.WithName("tombstone-recovery")
+	tombstoneRecovery.Registerer = ctrlmetrics.Registry
+	tombstoneRecovery.Getenv = os.Getenv // ENO_TOMBSTONE_RECOVERY_* override the settings
+	// With --leader-election the manager starts it on its leader only; without, it logs
+	// that it needs --leader-election and does not start (design §8.2).
+	tombstoneRecovery.HostElects = mgrOpts.LeaderElection
+	// Its clients act as the release's ServiceAccount, which the release's RBAC and admission
+	// policies confine; Eno's identity may impersonate only that one (deploy/control-plane/release.yaml).
+	tombstoneRecovery.Impersonate = tombstonerecovery.ReleaseServiceAccount
+	if _, err := tombstonerecovery.SetupWithManager(mgr, remoteConfig, tombstoneRecovery); err != nil {
 		return fmt.Errorf("adding the tombstone recovery controller: %w", err)
 	}
 

@@ -45,11 +45,11 @@ func (g *Guest) setup(ctx context.Context) (map[string]func() int, error) {
 	if err != nil {
 		return nil, err
 	}
-	ds, err := g.downstreamCluster()
+	ds, err := g.downstreamCache()
 	if err != nil {
-		return nil, fmt.Errorf("building the downstream cluster: %w", err)
+		return nil, fmt.Errorf("building the inventory secret cache: %w", err)
 	}
-	secrets, err := newCachedSecrets(ctx, ds.GetCache(), g.s.config.InventoryNamespace)
+	secrets, err := newCachedSecrets(ctx, ds, g.s.InventoryNamespace)
 	if err != nil {
 		return nil, err
 	}
@@ -60,14 +60,14 @@ func (g *Guest) setup(ctx context.Context) (map[string]func() int, error) {
 	}
 	inScope := func(obj client.Object) (reconcile.Request, bool) {
 		req, ok := secretRequest(obj)
-		return req, ok && (g.s.CompositionNamespace == "" || req.Namespace == g.s.CompositionNamespace)
+		return req, ok && (g.s.Scope.Namespace == "" || req.Namespace == g.s.Scope.Namespace)
 	}
 	recoverPanic, skipNameCheck := true, true
 	err = builder.ControllerManagedBy(mgr).
 		Named(controllerName).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: g.s.Workers,
-			ReconciliationTimeout:   g.s.config.ReconcileTimeout,
+			ReconciliationTimeout:   g.s.ReconcileTimeout,
 			CacheSyncTimeout:        untilSynced,
 			RecoverPanic:            &recoverPanic,                                         // a backstop: reconciler recovers and counts its own
 			SkipNameValidation:      &skipNameCheck,                                        // a test process holds several managers
@@ -77,7 +77,7 @@ func (g *Guest) setup(ctx context.Context) (map[string]func() int, error) {
 			},
 		}).
 		WatchesRawSource(source.Kind(comps.cache, comps.object(), g.refHandler("composition", compositionRequest))).
-		WatchesRawSource(source.Kind[client.Object](ds.GetCache(), secretObject(), g.refHandler("inventory secret", inScope))).
+		WatchesRawSource(source.Kind[client.Object](ds, secretObject(), g.refHandler("inventory secret", inScope))).
 		WatchesRawSource(fleetSource{fleet}).
 		Complete(g.reconciler(func(ctx context.Context) (*app.Service, error) { return g.service(ctx, comps, secrets, fleet) }))
 	if err != nil {
@@ -93,7 +93,7 @@ func (g *Guest) setup(ctx context.Context) (map[string]func() int, error) {
 	// The operator's sign that the leader's caches hold full lists.
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		if toolscache.WaitForCacheSync(ctx.Done(), g.synced) {
-			g.log.Info("caches synced", "workers", g.s.Workers, "inventoryNamespace", g.s.config.InventoryNamespace)
+			g.log.Info("caches synced", "workers", g.s.Workers, "inventoryNamespace", g.s.InventoryNamespace)
 			g.ready.Store(true)
 		} else {
 			g.log.Info("stopped before the caches synced")

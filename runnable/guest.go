@@ -20,7 +20,7 @@ import (
 // eno-reconciler's manager or the standalone binary's. Everything it adds to the manager runs
 // on the elected leader only, and nothing of it stops or delays its host (design §8.2).
 type Guest struct {
-	s       settings
+	s       Options // resolved
 	log     logr.Logger
 	mgr     manager.Manager
 	clients clients

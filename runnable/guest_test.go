@@ -213,13 +213,10 @@ func waitForRecording(t *testing.T, c kubetest.Clients, namespace, inventory, na
 
 // guestOptions are the options of a guest in scope ns that records into inventory.
 func guestOptions(ns, inventory string, log logr.Logger) runnable.Options {
-	return runnable.Options{
-		CompositionNamespace: ns,
-		Enabled:              true,
-		InventoryNamespace:   inventory,
-		HostElects:           true,
-		Logger:               log,
-	}
+	o := runnable.DefaultOptions()
+	o.Scope.Namespace, o.Enabled, o.InventoryNamespace = ns, true, inventory
+	o.HostElects, o.Logger = true, log
+	return o
 }
 
 // TestOnlyTheHostsLeaderRuns starts two hosts that elect, each with the guest: only the leader
@@ -299,7 +296,7 @@ func TestGuestFailuresLeaveTheHostRunning(t *testing.T) {
 
 			if tc.fixable { // a forbidden list fails at once; an unreachable one only after client-go's retries
 				require.Eventually(t, func() bool {
-					return strings.Count(logs.String(), "the inventory secret cache cannot list or watch; retrying") >= 2
+					return strings.Count(logs.String(), "the secrets cache cannot list or watch; retrying") >= 2
 				}, eventually, poll, "the guest retries: %s", &logs)
 			}
 			require.Eventually(t, func() bool { return strings.Contains(logs.String(), "Starting EventSource") }, eventually, poll, "the guest starts")

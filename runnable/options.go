@@ -13,59 +13,29 @@ import (
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
 	"github.com/Azure/eno-tombstone-recovery/app"
-	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/internal/enocel"
 )
 
-// Options configures the controller SetupWithManager adds. Zero values mean the defaults
-// named on each field, except Enabled: the library default is off, so a caller that wants
-// recording and recovery says so (design §4).
+// Options configures the controller SetupWithManager adds; start from DefaultOptions.
 type Options struct {
+	// Config holds the use cases' settings, each documented there; Scope.Selector is set from
+	// CompositionSelector. app.DefaultConfig is off: a caller that wants recording and recovery
+	// sets Enabled (design §4).
+	app.Config
+	// CompositionSelector limits the controller to matching Compositions; nil selects everything.
+	// Pass eno-reconciler's, so that both work on the same shard.
+	CompositionSelector labels.Selector
+	// ResourceFilters, when not nil, are compiled into Config.ResourceFilter: the
+	// --resource-filter of each eno-reconciler in use ("" for one without).
+	ResourceFilters []string
+
 	// QPS and Burst limit each client of this controller; 0 keeps the rest.Config's.
 	QPS   float32
 	Burst int
-
-	// CompositionNamespace limits the controller to one namespace; "" is all of them.
-	CompositionNamespace string
-	// CompositionSelector limits it to matching Compositions; nil selects everything. Pass
-	// eno-reconciler's, so that both work on the same shard.
-	CompositionSelector labels.Selector
-
-	// Enabled turns recording and recovery on. False leaves every Composition alone.
-	Enabled bool
-	// InventoryNamespace is the downstream namespace of the inventory Secrets; "" is kube-system.
-	InventoryNamespace string
-	// MaxChunkBytes bounds one chunk's inventory.json; 0 is domain.DefaultMaxChunkBytes.
-	MaxChunkBytes int
-	// MaxChunks caps the chunks of one snapshot; 0 is domain.DefaultMaxChunks.
-	MaxChunks int
-	// MaxTombstoneFraction is the deletion guard; nil is
-	// domain.DefaultMaxTombstoneFraction, 1 disables the guard, 0 holds every recovery.
-	MaxTombstoneFraction *float64
-	// AllowCrossNamespaceLineage lets a Composition with no history of its own adopt its
-	// lineage's history from another namespace. False, the default, keeps
-	// each namespace's history to itself: a lineage override must not let anyone who can write
-	// Compositions in one namespace have Eno delete another namespace's orphans.
-	AllowCrossNamespaceLineage bool
-	// EnoFieldManagers are the field managers the host's eno-reconciler writes downstream
-	// objects with; the zero value is Eno v0.2.17's (domain.DefaultEnoManagers).
-	EnoFieldManagers domain.EnoManagers
-	// ResourceFilters are the --resource-filter of each eno-reconciler in use ("" for one
-	// without); a tombstone none loads is kept. nil loads everything, as Eno without the flag.
-	ResourceFilters []string
-	// PendingRecheckInterval is how often a hand-off that Eno has not carried yet is checked
-	// again against the downstream objects; 0 is app.DefaultPendingRecheckInterval.
-	PendingRecheckInterval time.Duration
-	// ReconcileTimeout bounds one reconcile; 0 is app.DefaultReconcileTimeout.
-	ReconcileTimeout time.Duration
-	// ControlPlaneID names this control plane in the inventory; "" is the UID of its kube-system
-	// Namespace, read at each start. Set a predecessor's to take over its history (design §3).
-	ControlPlaneID string
-
-	// Workers is the number of concurrent reconciles (MaxConcurrentReconciles); 0 is 2.
+	// Workers is the number of concurrent reconciles (MaxConcurrentReconciles).
 	Workers int
-	// ResyncPeriod re-delivers every cached Composition this often; 0 is 10 minutes, a negative
-	// value never. Standalone only: inside eno-reconciler the guest reads the host's cache.
+	// ResyncPeriod re-delivers every cached Composition this often; 0 never. Standalone only:
+	// inside eno-reconciler the guest reads the host's cache.
 	ResyncPeriod time.Duration
 
 	// HostElects says that the manager elects a leader and starts leader-election runnables on
@@ -89,10 +59,15 @@ type Options struct {
 	// metrics are controller-runtime's (workqueue_*, name "compositions") in either case.
 	Registerer prometheus.Registerer
 
-	// Getenv, when set (to os.Getenv, say), lets the ENO_TOMBSTONE_RECOVERY_* variables (Env*)
-	// override the fields they name: settings for an operator of a process whose flags are not
-	// ours. nil reads no environment.
+	// Getenv, when set (to os.Getenv, say), lets the ENO_TOMBSTONE_RECOVERY_* variables
+	// override the settings they name (environment.go): settings for an operator of a process
+	// whose flags are not ours. nil reads no environment.
 	Getenv func(string) string
+}
+
+// DefaultOptions are app.DefaultConfig, two workers and a resync every ten minutes.
+func DefaultOptions() Options {
+	return Options{Config: app.DefaultConfig(), Workers: 2, ResyncPeriod: 10 * time.Minute}
 }
 
 // ErrNoLeaderElection is why the controller refuses to start in a manager that does not elect
@@ -107,9 +82,6 @@ const (
 	UserAgent = "eno-tombstone-recovery"
 	// leaseBaseName is the Lease of the whole Composition space.
 	leaseBaseName = "eno-tombstone-recovery"
-
-	defaultWorkers = 2
-	defaultResync  = 10 * time.Minute
 )
 
 // DefaultLeaseName is the standalone binary's Lease for a Composition scope:
@@ -131,88 +103,41 @@ func selectorString(s labels.Selector) string {
 	return s.String()
 }
 
-// settings are Options with every default applied and every value checked.
-type settings struct {
-	Options
-	config   app.Config
-	selector string
-}
-
-// resolve applies the environment, then every default, and checks every value: the
-// clients', the use cases' configuration, the workers and the resync period.
-func (o Options) resolve() (settings, error) {
-	if o.Getenv != nil {
-		var err error
-		if o, err = o.fromEnvironment(o.Getenv); err != nil {
-			return settings{}, fmt.Errorf("tombstone recovery: %w", err)
-		}
-	}
-	s := settings{Options: o, selector: selectorString(o.CompositionSelector)}
-	if o.QPS < 0 || o.Burst < 0 {
-		return s, fmt.Errorf("tombstone recovery: QPS and Burst must not be negative, got %g and %d", o.QPS, o.Burst)
-	}
-	if o.CompositionSelector != nil && s.selector == "" && !o.CompositionSelector.Empty() {
-		// labels.Nothing() prints as "", which a list request would read as everything.
-		return s, errors.New("tombstone recovery: a composition selector that selects nothing is not supported")
-	}
-	matcher, err := k8s.NewLabelMatcher(s.selector)
-	if err != nil {
-		return s, fmt.Errorf("tombstone recovery: composition selector: %w", err)
-	}
-	if s.config, err = o.appConfig(matcher); err != nil {
-		return s, err
-	}
-
-	switch {
-	case o.Workers < 0:
-		return s, fmt.Errorf("tombstone recovery: Workers must not be negative, got %d", o.Workers)
-	case o.Workers == 0:
-		s.Workers = defaultWorkers
-	}
-	switch {
-	case o.ResyncPeriod == 0:
-		s.ResyncPeriod = defaultResync
-	case o.ResyncPeriod < 0:
-		s.ResyncPeriod = 0 // never
-	}
-	return s, nil
-}
-
-// appConfig is the use cases' configuration: app.DefaultConfig with each option that is set.
-func (o Options) appConfig(matcher domain.LabelMatcher) (app.Config, error) {
-	cfg := app.DefaultConfig()
-	cfg.Enabled = o.Enabled
-	cfg.Scope = domain.Scope{Namespace: o.CompositionNamespace, Selector: matcher}
-	if o.InventoryNamespace != "" {
-		cfg.InventoryNamespace = o.InventoryNamespace
-	}
-	if o.MaxChunkBytes != 0 {
-		cfg.MaxChunkBytes = o.MaxChunkBytes
-	}
-	if o.MaxChunks != 0 {
-		cfg.MaxChunks = o.MaxChunks
-	}
-	if o.MaxTombstoneFraction != nil {
-		cfg.MaxTombstoneFraction = *o.MaxTombstoneFraction
-	}
-	cfg.AllowCrossNamespaceLineage = o.AllowCrossNamespaceLineage
-	cfg.EnoManagers = o.EnoFieldManagers
+// resolve applies the environment, then the selector and the filters, and checks every value.
+func (o Options) resolve() (Options, error) {
 	var err error
-	if cfg.ResourceFilter, err = enocel.ResourceFilters(o.ResourceFilters); err != nil {
-		return cfg, fmt.Errorf("tombstone recovery: %w", err)
-	}
-	cfg.ControlPlane = o.ControlPlaneID
-	if o.PendingRecheckInterval != 0 {
-		cfg.PendingRecheckInterval = o.PendingRecheckInterval
-	}
-	if o.ReconcileTimeout != 0 {
-		cfg.ReconcileTimeout = o.ReconcileTimeout
-	}
-	if err := cfg.Validate(); err != nil {
-		if named := withEnvName(err, o.Getenv); named != err {
-			return cfg, named
+	if o.Getenv != nil {
+		if o, err = o.fromEnvironment(o.Getenv); err != nil {
+			return o, fmt.Errorf("tombstone recovery: %w", err)
 		}
-		return cfg, fmt.Errorf("tombstone recovery: %w", err)
 	}
-	return cfg, nil
+	sel := selectorString(o.CompositionSelector)
+	if o.CompositionSelector != nil && sel == "" && !o.CompositionSelector.Empty() {
+		// labels.Nothing() prints as "", which a list request would read as everything.
+		return o, errors.New("tombstone recovery: a composition selector that selects nothing is not supported")
+	}
+	if o.Scope.Selector, err = k8s.NewLabelMatcher(sel); err != nil {
+		return o, fmt.Errorf("tombstone recovery: composition selector: %w", err)
+	}
+	if o.ResourceFilters != nil {
+		if o.ResourceFilter, err = enocel.ResourceFilters(o.ResourceFilters); err != nil {
+			return o, fmt.Errorf("tombstone recovery: %w", err)
+		}
+	}
+	var se *app.SettingError
+	if err := o.Validate(); errors.As(err, &se) && o.Getenv != nil && o.Getenv(envName(se.Setting.Flag())) != "" {
+		// A refusal of a setting that came from the environment names the variable.
+		return o, errors.New("tombstone recovery: " + se.Named(envName(se.Setting.Flag())))
+	} else if err != nil {
+		return o, fmt.Errorf("tombstone recovery: %w", err)
+	}
+	switch {
+	case o.QPS < 0 || o.Burst < 0:
+		return o, fmt.Errorf("tombstone recovery: QPS and Burst must not be negative, got %g and %d", o.QPS, o.Burst)
+	case o.Workers < 1:
+		return o, fmt.Errorf("tombstone recovery: Workers must be at least 1, got %d", o.Workers)
+	case o.ResyncPeriod < 0:
+		return o, fmt.Errorf("tombstone recovery: ResyncPeriod must not be negative, got %s", o.ResyncPeriod)
+	}
+	return o, nil
 }

@@ -17,42 +17,30 @@ import (
 var _ manager.LeaderElectionRunnable = guestRunnable{}
 
 func TestResolveDefaults(t *testing.T) {
-	s, err := Options{}.resolve()
+	s, err := DefaultOptions().resolve()
 	require.NoError(t, err)
-	assert.False(t, s.config.Enabled, "the library default is off (design §4)")
-	assert.Equal(t, domain.DefaultInventoryNamespace, s.config.InventoryNamespace)
-	assert.Equal(t, domain.DefaultMaxChunkBytes, s.config.MaxChunkBytes)
-	assert.Equal(t, domain.DefaultMaxChunks, s.config.MaxChunks)
-	assert.Equal(t, domain.DefaultMaxTombstoneFraction, s.config.MaxTombstoneFraction)
-	assert.False(t, s.config.AllowCrossNamespaceLineage, "each namespace's history is its own by default (design §5 step 3)")
+	assert.False(t, s.Enabled, "the library default is off (design §4)")
+	assert.Equal(t, domain.DefaultInventoryNamespace, s.InventoryNamespace)
+	assert.Equal(t, domain.DefaultMaxChunkBytes, s.MaxChunkBytes)
+	assert.Equal(t, domain.DefaultMaxChunks, s.MaxChunks)
+	assert.Equal(t, domain.DefaultMaxTombstoneFraction, s.MaxTombstoneFraction)
+	assert.False(t, s.AllowCrossNamespaceLineage, "each namespace's history is its own by default (design §5 step 3)")
 	assert.Equal(t, 2, s.Workers)
 	assert.Equal(t, 10*time.Minute, s.ResyncPeriod)
 	assert.False(t, s.HostElects || s.EveryReplica, "without election the guest refuses to start")
-	assert.True(t, s.config.Scope.Contains(domain.Composition{Namespace: "any", Labels: map[string]string{"a": "b"}}))
+	assert.True(t, s.Scope.Contains(domain.Composition{Namespace: "any", Labels: map[string]string{"a": "b"}}))
 }
 
-func TestResolveExplicitValues(t *testing.T) {
-	zero := 0.0
+func TestResolveScope(t *testing.T) {
 	sel, err := labels.Parse("shard=a")
 	require.NoError(t, err)
-	s, err := Options{
-		Enabled: true, CompositionNamespace: "team-a", CompositionSelector: sel,
-		InventoryNamespace: "inv", MaxChunkBytes: 100, MaxChunks: 3, MaxTombstoneFraction: &zero,
-		AllowCrossNamespaceLineage: true, Workers: 5, ResyncPeriod: -1,
-	}.resolve()
+	o := DefaultOptions()
+	o.Scope.Namespace, o.CompositionSelector = "team-a", sel
+	s, err := o.resolve()
 	require.NoError(t, err)
-	assert.True(t, s.config.Enabled)
-	assert.True(t, s.config.AllowCrossNamespaceLineage)
-	assert.Equal(t, "inv", s.config.InventoryNamespace)
-	assert.Equal(t, 100, s.config.MaxChunkBytes)
-	assert.Equal(t, 3, s.config.MaxChunks)
-	assert.Equal(t, 0.0, s.config.MaxTombstoneFraction, "0 is a setting (hold every recovery), not the default")
-	assert.Equal(t, 5, s.Workers)
-	assert.Equal(t, time.Duration(0), s.ResyncPeriod, "negative: the cache never resyncs")
-	assert.Equal(t, "shard=a", s.selector)
-	assert.True(t, s.config.Scope.Contains(domain.Composition{Namespace: "team-a", Labels: map[string]string{"shard": "a"}}))
-	assert.False(t, s.config.Scope.Contains(domain.Composition{Namespace: "team-a", Labels: map[string]string{"shard": "b"}}))
-	assert.False(t, s.config.Scope.Contains(domain.Composition{Namespace: "team-b", Labels: map[string]string{"shard": "a"}}))
+	assert.True(t, s.Scope.Contains(domain.Composition{Namespace: "team-a", Labels: map[string]string{"shard": "a"}}))
+	assert.False(t, s.Scope.Contains(domain.Composition{Namespace: "team-a", Labels: map[string]string{"shard": "b"}}))
+	assert.False(t, s.Scope.Contains(domain.Composition{Namespace: "team-b", Labels: map[string]string{"shard": "a"}}))
 }
 
 func TestDefaultLeaseNameFollowsTheShard(t *testing.T) {
@@ -75,80 +63,91 @@ func TestDefaultLeaseNameFollowsTheShard(t *testing.T) {
 	assert.Len(t, names, 4, "each shard elects its own leader")
 }
 
+// withEnv is DefaultOptions reading vars as its environment.
+func withEnv(vars map[string]string) Options {
+	o := DefaultOptions()
+	o.Getenv = func(k string) string { return vars[k] }
+	return o
+}
+
 // A first rollout reviews every recovery: ENO_TOMBSTONE_RECOVERY_MAX_TOMBSTONE_FRACTION=0 is a
 // setting, not "unset", and wins over the option (design §6.1).
 func TestResolveEnvironmentFractionZero(t *testing.T) {
-	s, err := Options{MaxTombstoneFraction: ptr(0.5),
-		Getenv: func(k string) string {
-			if k == EnvMaxTombstoneFraction {
-				return "0"
-			}
-			return ""
-		}}.resolve()
+	s, err := withEnv(map[string]string{"ENO_TOMBSTONE_RECOVERY_MAX_TOMBSTONE_FRACTION": "0"}).resolve()
 	require.NoError(t, err)
-	assert.Equal(t, 0.0, s.config.MaxTombstoneFraction)
+	assert.Equal(t, 0.0, s.MaxTombstoneFraction)
 }
 
 func TestResolveEnvironment(t *testing.T) {
-	vars := map[string]string{
-		EnvEnabled:                    "false",
-		EnvInventoryNamespace:         "inv",
-		EnvMaxChunkBytes:              "2048",
-		EnvMaxChunks:                  "7",
-		EnvMaxTombstoneFraction:       "1",
-		EnvAllowCrossNamespaceLineage: "true",
-		EnvWorkers:                    "3",
-		EnvImpersonate:                "system:serviceaccount:ops:recovery",
-		EnvEnoFieldManagers:           "eno, my-eno",
-		EnvEnoResourceFilters:         `["self.kind == 'Secret'", "self.kind == 'Role'"]`,
-	}
-	s, err := Options{Enabled: true, Getenv: func(k string) string { return vars[k] }}.resolve()
+	o := withEnv(map[string]string{
+		"ENO_TOMBSTONE_RECOVERY_ENABLED":                       "false",
+		"ENO_TOMBSTONE_RECOVERY_INVENTORY_NAMESPACE":           "inv",
+		"ENO_TOMBSTONE_RECOVERY_MAX_CHUNK_BYTES":               "2048",
+		"ENO_TOMBSTONE_RECOVERY_MAX_CHUNKS":                    "7",
+		"ENO_TOMBSTONE_RECOVERY_MAX_TOMBSTONE_FRACTION":        "1",
+		"ENO_TOMBSTONE_RECOVERY_ALLOW_CROSS_NAMESPACE_LINEAGE": "true",
+		"ENO_TOMBSTONE_RECOVERY_PENDING_RECHECK_INTERVAL":      "5s",
+		"ENO_TOMBSTONE_RECOVERY_RECONCILE_TIMEOUT":             "7s",
+		"ENO_TOMBSTONE_RECOVERY_WORKERS":                       "3",
+		"ENO_TOMBSTONE_RECOVERY_IMPERSONATE":                   "system:serviceaccount:ops:recovery",
+		"ENO_TOMBSTONE_RECOVERY_ENO_FIELD_MANAGERS":            "eno, my-eno",
+		"ENO_TOMBSTONE_RECOVERY_ENO_RESOURCE_FILTERS":          `["self.kind == 'Secret'", "self.kind == 'Role'"]`,
+		"ENO_TOMBSTONE_RECOVERY_CONTROL_PLANE_ID":              "old-cp",
+	})
+	o.Enabled = true
+	s, err := o.resolve()
 	require.NoError(t, err)
-	assert.False(t, s.config.Enabled, "the operator's variable wins over the compiled-in value")
-	assert.Equal(t, "inv", s.config.InventoryNamespace)
-	assert.Equal(t, 2048, s.config.MaxChunkBytes)
-	assert.Equal(t, 7, s.config.MaxChunks)
-	assert.Equal(t, 1.0, s.config.MaxTombstoneFraction)
-	assert.True(t, s.config.AllowCrossNamespaceLineage)
+	assert.False(t, s.Enabled, "the operator's variable wins over the compiled-in value")
+	assert.Equal(t, "inv", s.InventoryNamespace)
+	assert.Equal(t, 2048, s.MaxChunkBytes)
+	assert.Equal(t, 7, s.MaxChunks)
+	assert.Equal(t, 1.0, s.MaxTombstoneFraction)
+	assert.True(t, s.AllowCrossNamespaceLineage)
+	assert.Equal(t, 5*time.Second, s.PendingRecheckInterval)
+	assert.Equal(t, 7*time.Second, s.ReconcileTimeout)
 	assert.Equal(t, 3, s.Workers)
 	assert.Equal(t, "system:serviceaccount:ops:recovery", s.Impersonate)
-	assert.Equal(t, []string{"eno", "my-eno"}, s.config.EnoManagers.Names())
-	require.NotNil(t, s.config.ResourceFilter, "the variable lists every reconciler's filter")
-	assert.NoError(t, s.config.ResourceFilter(`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"r"}}`, domain.Composition{}))
-	assert.ErrorContains(t, s.config.ResourceFilter(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}`, domain.Composition{}), "no --resource-filter")
+	assert.Equal(t, []string{"eno", "my-eno"}, s.EnoManagers.Names())
+	assert.Equal(t, "old-cp", s.ControlPlane)
+	require.NotNil(t, s.ResourceFilter, "the variable lists every reconciler's filter")
+	assert.NoError(t, s.ResourceFilter(`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"r"}}`, domain.Composition{}))
+	assert.ErrorContains(t, s.ResourceFilter(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}`, domain.Composition{}), "no --resource-filter")
 
-	s, err = Options{Enabled: true, MaxChunks: 9, Getenv: func(string) string { return "" }}.resolve()
+	o = withEnv(nil)
+	o.Enabled, o.MaxChunks = true, 9
+	s, err = o.resolve()
 	require.NoError(t, err)
-	assert.True(t, s.config.Enabled, "unset variables change nothing")
-	assert.Equal(t, 9, s.config.MaxChunks)
+	assert.True(t, s.Enabled, "unset variables change nothing")
+	assert.Equal(t, 9, s.MaxChunks)
 }
 
 func TestRefusals(t *testing.T) {
-	env := func(k, v string) func(string) string {
-		return func(name string) string {
-			if name == k {
-				return v
-			}
-			return ""
-		}
+	with := func(edit func(*Options)) Options {
+		o := DefaultOptions()
+		edit(&o)
+		return o
 	}
+	env := func(k, v string) Options { return withEnv(map[string]string{"ENO_TOMBSTONE_RECOVERY_" + k: v}) }
 	for _, tc := range []struct {
 		name string
 		opts Options
 		want string
 	}{
-		{"bad fraction", Options{MaxTombstoneFraction: ptr(1.5)}, "max tombstone fraction must be between 0 and 1, got 1.5"},
-		{"negative chunks", Options{MaxChunks: -1}, "max chunks must be at least 1"},
-		{"chunk bytes over the Secret limit", Options{MaxChunkBytes: domain.SecretDataLimit + 1}, "max chunk bytes must be between"},
-		{"negative workers", Options{Workers: -1}, "Workers must not be negative"},
-		{"negative QPS", Options{QPS: -1}, "QPS and Burst must not be negative"},
-		{"a selector of nothing", Options{CompositionSelector: labels.Nothing()}, "selects nothing"},
-		{"variable not a number", Options{Getenv: env(EnvMaxChunks, "many")}, `ENO_TOMBSTONE_RECOVERY_MAX_CHUNKS="many": want an integer`},
-		{"variable not a boolean", Options{Getenv: env(EnvEnabled, "yes please")}, "ENO_TOMBSTONE_RECOVERY_ENABLED"},
-		{"a field manager a precondition cannot quote", Options{Getenv: env(EnvEnoFieldManagers, `eno,"x"`)}, `ENO_TOMBSTONE_RECOVERY_ENO_FIELD_MANAGERS="eno,\"x\"": want field manager names separated by commas`},
-		{"a resource filter that does not compile", Options{ResourceFilters: []string{"self.kind =="}}, `resource filter "self.kind =="`},
-		{"filters not a JSON list", Options{Getenv: env(EnvEnoResourceFilters, "self.kind == 'Role'")}, "want a JSON list of CEL expressions"},
-		{"variable out of range, named", Options{Getenv: env(EnvMaxTombstoneFraction, "2")}, "ENO_TOMBSTONE_RECOVERY_MAX_TOMBSTONE_FRACTION must be between 0 and 1, got 2"},
+		{"zero options", Options{}, "inventory namespace must not be empty"},
+		{"bad fraction", with(func(o *Options) { o.MaxTombstoneFraction = 1.5 }), "max tombstone fraction must be between 0 and 1, got 1.5"},
+		{"negative chunks", with(func(o *Options) { o.MaxChunks = -1 }), "max chunks must be at least 1"},
+		{"chunk bytes over the Secret limit", with(func(o *Options) { o.MaxChunkBytes = domain.SecretDataLimit + 1 }), "max chunk bytes must be between"},
+		{"no workers", with(func(o *Options) { o.Workers = 0 }), "Workers must be at least 1"},
+		{"negative resync", with(func(o *Options) { o.ResyncPeriod = -1 }), "ResyncPeriod must not be negative"},
+		{"negative QPS", with(func(o *Options) { o.QPS = -1 }), "QPS and Burst must not be negative"},
+		{"a selector of nothing", with(func(o *Options) { o.CompositionSelector = labels.Nothing() }), "selects nothing"},
+		{"variable not a number", env("MAX_CHUNKS", "many"), `ENO_TOMBSTONE_RECOVERY_MAX_CHUNKS="many": want an integer`},
+		{"variable not a boolean", env("ENABLED", "yes please"), "ENO_TOMBSTONE_RECOVERY_ENABLED"},
+		{"a field manager a precondition cannot quote", env("ENO_FIELD_MANAGERS", `eno,"x"`), `ENO_TOMBSTONE_RECOVERY_ENO_FIELD_MANAGERS="eno,\"x\"": want field manager names separated by commas`},
+		{"a resource filter that does not compile", with(func(o *Options) { o.ResourceFilters = []string{"self.kind =="} }), `resource filter "self.kind =="`},
+		{"filters not a JSON list", env("ENO_RESOURCE_FILTERS", "self.kind == 'Role'"), "want a JSON list of CEL expressions"},
+		{"variable out of range, named", env("MAX_TOMBSTONE_FRACTION", "2"), "ENO_TOMBSTONE_RECOVERY_MAX_TOMBSTONE_FRACTION must be between 0 and 1, got 2"},
+		{"control plane id, named", env("CONTROL_PLANE_ID", "a/b"), `ENO_TOMBSTONE_RECOVERY_CONTROL_PLANE_ID must be 1-63`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := tc.opts.resolve()
@@ -158,18 +157,16 @@ func TestRefusals(t *testing.T) {
 	}
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // Every client of the guest acts as Options.Impersonate (design §6.2): the release's RBAC and
 // policies confine it inside eno-reconciler; the host's own config is left as it was.
 func TestClientsImpersonateTheReleaseServiceAccount(t *testing.T) {
 	host := &rest.Config{Host: "https://control-plane", BearerToken: "eno"}
-	g := &Guest{s: settings{Options: Options{Impersonate: ReleaseServiceAccount}}}
+	g := &Guest{s: Options{Impersonate: ReleaseServiceAccount}}
 	cfg := g.clientConfig(host)
 	assert.Equal(t, rest.ImpersonationConfig{UserName: "system:serviceaccount:eno-system:eno-tombstone-recovery"}, cfg.Impersonate)
 	assert.Equal(t, "eno", cfg.BearerToken, "the host's credentials authenticate the impersonation")
 	assert.Empty(t, host.Impersonate.UserName, "the host's config is not changed")
 
-	g = &Guest{s: settings{}}
+	g = &Guest{}
 	assert.Empty(t, g.clientConfig(host).Impersonate.UserName, "no impersonation unless asked")
 }

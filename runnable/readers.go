@@ -39,8 +39,6 @@ type cachedCompositions struct {
 	scope, namespace string
 }
 
-var _ toolscache.GenericLister = cachedCompositions{}
-
 // object is an empty Composition of the cache's kind; list an empty list of them. The scheme
 // knows both kinds (Guest.compositions checked).
 func (l cachedCompositions) object() client.Object {
@@ -113,8 +111,6 @@ type cachedSecrets struct {
 	informer  cache.Informer
 	namespace string
 }
-
-var _ k8s.CachedSecrets = (*cachedSecrets)(nil)
 
 // newCachedSecrets indexes the downstream cache by lineage; call it before the cache starts.
 func newCachedSecrets(ctx context.Context, c cache.Cache, namespace string) (*cachedSecrets, error) {

@@ -8,13 +8,11 @@ import (
 	"net/http"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -23,7 +21,6 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
 	"github.com/Azure/eno-tombstone-recovery/app"
@@ -69,39 +66,35 @@ func secretObject() *metav1.PartialObjectMetadata {
 	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}}
 }
 
-// staticMapper maps the one kind a cache holds to its resource, so that no cache asks for
-// discovery.
-func staticMapper(gvk schema.GroupVersionKind, resource string) meta.RESTMapper {
-	m := meta.NewDefaultRESTMapper(nil)
-	m.AddSpecific(gvk, gvk.GroupVersion().WithResource(resource), gvk.GroupVersion().WithResource(resource), meta.RESTScopeNamespace)
-	return m
-}
-
 // unsafeShared lets the caches hand out their own objects, without a deep copy per read: the
 // adapters copy what they keep and never mutate them.
 var unsafeShared = true
 
+// ownCache is a cache of the one kind of obj, as by selects it, without managedFields, resynced
+// every sync (0: never), on the cluster of cfg. It maps the kind to its resource itself, so that
+// it never asks for discovery.
+func (g *Guest) ownCache(cfg *rest.Config, hc *http.Client, obj client.Object, resource string, sync time.Duration, by cache.ByObject) (cache.Cache, error) {
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	m := meta.NewDefaultRESTMapper(nil)
+	m.AddSpecific(gvk, gvk.GroupVersion().WithResource(resource), gvk.GroupVersion().WithResource(resource), meta.RESTScopeNamespace)
+	by.Transform, by.UnsafeDisableDeepCopy = k8s.DropManagedFields, &unsafeShared
+	return cache.New(cfg, cache.Options{HTTPClient: hc, Mapper: m, SyncPeriod: &sync,
+		ByObject: map[client.Object]cache.ByObject{obj: by}, DefaultWatchErrorHandler: g.watchError(resource)})
+}
+
 // compositions is the cache the controller reads Compositions from: the host's when its scheme
 // knows Eno's Composition (eno-reconciler caches them already, typed), else one of its own,
-// unstructured and without managedFields, resynced every ResyncPeriod (standalone).
+// unstructured (standalone).
 func (g *Guest) compositions(ctx context.Context, mgr isolated) (*cachedCompositions, cache.Informer, error) {
-	c := &cachedCompositions{cache: mgr.GetCache(), scope: g.s.CompositionNamespace}
+	c := &cachedCompositions{cache: mgr.GetCache(), scope: g.s.Scope.Namespace}
 	if mgr.GetScheme().Recognizes(compositionGVK) && mgr.GetScheme().Recognizes(compositionListGVK) {
 		c.scheme = mgr.GetScheme()
 	} else {
-		byObject := cache.ByObject{Transform: k8s.DropManagedFields, UnsafeDisableDeepCopy: &unsafeShared}
-		if g.s.CompositionNamespace != "" {
-			byObject.Namespaces = map[string]cache.Config{g.s.CompositionNamespace: {}}
+		by := cache.ByObject{Label: g.s.CompositionSelector}
+		if g.s.Scope.Namespace != "" {
+			by.Namespaces = map[string]cache.Config{g.s.Scope.Namespace: {}}
 		}
-		byObject.Label = g.s.CompositionSelector
-		resync := g.s.ResyncPeriod
-		own, err := cache.New(g.clients.cpConfig, cache.Options{
-			HTTPClient:               g.clients.cpHTTP,
-			Mapper:                   staticMapper(compositionGVK, k8s.CompositionGVR.Resource),
-			SyncPeriod:               &resync,
-			ByObject:                 map[client.Object]cache.ByObject{c.object(): byObject},
-			DefaultWatchErrorHandler: g.watchError("composition"),
-		})
+		own, err := g.ownCache(g.clients.cpConfig, g.clients.cpHTTP, c.object(), k8s.CompositionGVR.Resource, g.s.ResyncPeriod, by)
 		if err == nil {
 			err = mgr.Add(own)
 		}
@@ -118,39 +111,24 @@ func (g *Guest) compositions(ctx context.Context, mgr isolated) (*cachedComposit
 }
 
 // watchError logs a cache's failed list or watch, which its informer retries with backoff.
-func (g *Guest) watchError(what string) toolscache.WatchErrorHandlerWithContext {
+func (g *Guest) watchError(resource string) toolscache.WatchErrorHandlerWithContext {
 	return func(_ context.Context, _ *toolscache.Reflector, err error) {
 		if !errors.Is(err, io.EOF) && !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
-			g.log.Error(err, "the "+what+" cache cannot list or watch; retrying with backoff (is the list forbidden, or the cluster unreachable?)")
+			g.log.Error(err, "the "+resource+" cache cannot list or watch; retrying with backoff (is the list forbidden, or the cluster unreachable?)")
 		}
 	}
 }
 
-// downstreamCluster builds the downstream cluster.Cluster. Its cache holds our inventory
-// Secrets only, metadata only, in the inventory namespace, selected by our label and type: the
-// API server sends no data at all, so the cache, the initial list and every watch event grow
-// with the number of Secrets, not with the size of the inventories. Its client is never used:
-// downstream objects are read live through the metadata client, so no informer is started per
-// kind read.
-func (g *Guest) downstreamCluster() (cluster.Cluster, error) {
-	gvk := corev1.SchemeGroupVersion.WithKind("Secret")
-	return cluster.New(g.clients.dsConfig, func(o *cluster.Options) {
-		o.HTTPClient = g.clients.dsHTTP
-		o.Logger = g.log
-		o.MapperProvider = func(*rest.Config, *http.Client) (meta.RESTMapper, error) {
-			return staticMapper(gvk, "secrets"), nil
-		}
-		never := time.Duration(0) // nothing of a Secret is re-delivered on a timer
-		o.Cache.SyncPeriod = &never
-		o.Cache.DefaultWatchErrorHandler = g.watchError("inventory secret")
-		o.Cache.ByObject = map[client.Object]cache.ByObject{secretObject(): {
-			Namespaces: map[string]cache.Config{g.s.config.InventoryNamespace: {}},
-			Label:      labels.SelectorFromSet(labels.Set{domain.LabelManagedBy: domain.ManagedByValue}),
-			Field:      fields.OneTermEqualSelector("type", domain.SecretType),
-			Transform:  k8s.DropManagedFields,
-			// The store copies what it keeps and never mutates what the cache hands out.
-			UnsafeDisableDeepCopy: &unsafeShared,
-		}}
+// downstreamCache holds our inventory Secrets only, metadata only, in the inventory namespace,
+// selected by our label and type: the API server sends no data at all, so the cache, the initial
+// list and every watch event grow with the number of Secrets, not with the size of the
+// inventories. Downstream objects are read live through the metadata client, so no informer is
+// started per kind read. Nothing of a Secret is re-delivered on a timer.
+func (g *Guest) downstreamCache() (cache.Cache, error) {
+	return g.ownCache(g.clients.dsConfig, g.clients.dsHTTP, secretObject(), "secrets", 0, cache.ByObject{
+		Namespaces: map[string]cache.Config{g.s.InventoryNamespace: {}},
+		Label:      labels.SelectorFromSet(labels.Set{domain.LabelManagedBy: domain.ManagedByValue}),
+		Field:      fields.OneTermEqualSelector("type", domain.SecretType),
 	})
 }
 
@@ -162,7 +140,7 @@ func (g *Guest) service(ctx context.Context, cached *cachedCompositions, secrets
 	deps := app.Deps{Compositions: comps, Live: comps, Decisions: comps, Fleet: fleet, Metrics: g.metrics}
 	errs := make([]error, 5)
 	errs[0] = err
-	deps.Store, errs[1] = k8s.NewSecretStore(c.core, secrets, g.s.config.InventoryNamespace)
+	deps.Store, errs[1] = k8s.NewSecretStore(c.core, secrets, g.s.InventoryNamespace)
 	deps.Slices, errs[2] = k8s.NewSlices(c.dynamic)
 	deps.Sink, errs[3] = k8s.NewTombstoneSink(c.dynamic)
 	deps.Downstream, errs[4] = k8s.NewDownstreamObjects(c.meta, c.dsDynamic, c.discovery)
@@ -170,7 +148,7 @@ func (g *Guest) service(ctx context.Context, cached *cachedCompositions, secrets
 	if err := errors.Join(append(errs, err)...); err != nil {
 		return nil, err
 	}
-	cfg := g.s.config
+	cfg := g.s.Config
 	if cfg.ControlPlane == "" {
 		if cfg.ControlPlane, err = k8s.ControlPlaneID(ctx, c.cpMeta); err != nil {
 			return nil, err

@@ -77,25 +77,22 @@ func bindControlPlaneID(fs *flag.FlagSet, dst *string) {
 	fs.StringVar(dst, "control-plane-id", "", "the name of this control plane's inventory history (default: the UID of its kube-system Namespace); set a rebuilt control plane's to its predecessor's")
 }
 
-// settingFlags names the flag behind each setting app.Config.Validate checks.
-var settingFlags = map[app.Setting]string{
-	app.SettingInventoryNamespace:   "--inventory-namespace",
-	app.SettingMaxChunkBytes:        "--max-chunk-bytes",
-	app.SettingMaxChunks:            "--max-chunks",
-	app.SettingMaxTombstoneFraction: "--max-tombstone-fraction",
-	app.SettingControlPlane:         "--control-plane-id",
-}
-
 // check applies app.Config.Validate's rules before any cluster is contacted, naming the flag.
 func (f clusterFlags) check() error {
 	cfg := app.DefaultConfig()
 	f.configure(&cfg)
-	err := cfg.Validate()
+	return checkConfig(cfg)
+}
+
+// checkConfig is cfg.Validate's refusal naming the flag, or a bad --inventory-namespace.
+func checkConfig(cfg app.Config) error {
 	var se *app.SettingError
-	if !errors.As(err, &se) {
-		return errors.Join(err, checkName("--inventory-namespace", f.inventoryNamespace, validation.IsDNS1123Label))
+	if err := cfg.Validate(); errors.As(err, &se) {
+		return errors.New(se.Named("--" + se.Setting.Flag()))
+	} else if err != nil {
+		return err
 	}
-	return errors.New(se.Named(settingFlags[se.Setting]))
+	return checkName("--inventory-namespace", cfg.InventoryNamespace, validation.IsDNS1123Label)
 }
 
 // checkName refuses a non-empty value that is not a valid name of its kind.

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -101,7 +100,7 @@ func TestEnoFieldManagersFlag(t *testing.T) {
 		f.configure(&cfg)
 		assert.Equal(t, []string{"eno", "my-eno"}, cfg.EnoManagers.Names())
 	}
-	assert.Equal(t, []string{"eno", "my-eno"}, run.controllerOptions(nil, logr.Discard()).EnoFieldManagers.Names())
+	assert.Equal(t, []string{"eno", "my-eno"}, run.controller.EnoManagers.Names())
 	run, err = parseRunFlags(nil, &bytes.Buffer{})
 	require.NoError(t, err)
 	assert.Equal(t, domain.DefaultEnoManagers, run.enoFieldManagers.Names())
@@ -124,7 +123,8 @@ func TestEnoResourceFilterFlag(t *testing.T) {
 		assert.NoError(t, cfg.ResourceFilter(`{"kind":"Secret","metadata":{"name":"s"}}`, domain.Composition{}))
 		assert.Error(t, cfg.ResourceFilter(`{"kind":"ConfigMap","metadata":{"name":"c"}}`, domain.Composition{}))
 	}
-	assert.Equal(t, []string{`self.kind == "Role"`, `self.kind == "Secret"`}, run.controllerOptions(nil, logr.Discard()).ResourceFilters)
+	require.NotNil(t, run.controller.ResourceFilter, "the controller gets the filters")
+	assert.NoError(t, run.controller.ResourceFilter(`{"kind":"Role","metadata":{"name":"r"}}`, domain.Composition{}))
 	run, err = parseRunFlags(nil, &bytes.Buffer{})
 	require.NoError(t, err)
 	assert.Nil(t, run.enoResourceFilters.filter)
@@ -137,10 +137,10 @@ func TestEnoResourceFilterFlag(t *testing.T) {
 func TestPendingRecheckIntervalFlag(t *testing.T) {
 	o, err := parseRunFlags(nil, &bytes.Buffer{})
 	require.NoError(t, err)
-	assert.Equal(t, app.DefaultPendingRecheckInterval, o.pendingRecheck)
+	assert.Equal(t, app.DefaultPendingRecheckInterval, o.controller.PendingRecheckInterval)
 	o, err = parseRunFlags([]string{"--pending-recheck-interval=15s"}, &bytes.Buffer{})
 	require.NoError(t, err)
-	assert.Equal(t, 15*time.Second, o.pendingRecheck)
+	assert.Equal(t, 15*time.Second, o.controller.PendingRecheckInterval)
 	o, err = parseRunFlags([]string{"--pending-recheck-interval=10ms"}, &bytes.Buffer{})
 	if err == nil {
 		err = o.validate()
@@ -152,7 +152,7 @@ func TestPendingRecheckIntervalFlag(t *testing.T) {
 func TestReconcileTimeoutFlag(t *testing.T) {
 	o, err := parseRunFlags(nil, &bytes.Buffer{})
 	require.NoError(t, err)
-	assert.Equal(t, app.DefaultReconcileTimeout, o.reconcileTimeout)
+	assert.Equal(t, app.DefaultReconcileTimeout, o.controller.ReconcileTimeout)
 	o, err = parseRunFlags([]string{"--reconcile-timeout=0s"}, &bytes.Buffer{})
 	if err == nil {
 		err = o.validate()

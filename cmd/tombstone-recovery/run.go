@@ -25,28 +25,24 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
-	"github.com/Azure/eno-tombstone-recovery/app"
 	"github.com/Azure/eno-tombstone-recovery/internal/buildinfo"
 	"github.com/Azure/eno-tombstone-recovery/runnable"
 )
 
 type runOptions struct {
 	clusterFlags
-	enabled                                   bool
-	compositionNamespace, compositionSelector string
-	workers                                   int
+	controller                                runnable.Options // the flags below, and clusterFlags once checked
+	compositionSelector                       string
 	leaderElect                               bool
 	leaderElectionNamespace, leaderElectionID string
 	metricsAddr, healthAddr                   string
 	qps                                       float64
-	burst                                     int
-	resync                                    time.Duration
-	pendingRecheck, reconcileTimeout          time.Duration
 	logging                                   logOptions
 }
 
 func parseRunFlags(args []string, stderr io.Writer) (runOptions, error) {
-	var o runOptions
+	o := runOptions{controller: runnable.DefaultOptions()}
+	c := &o.controller
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	// Errors come back to main, which prints them as one line; only -h prints the flags.
 	fs.SetOutput(io.Discard)
@@ -56,21 +52,21 @@ func parseRunFlags(args []string, stderr io.Writer) (runOptions, error) {
 		maxChunks:            "most chunk Secrets one snapshot may use",
 		maxTombstoneFraction: "hold recoveries that would delete more than this fraction of a snapshot for review (1 disables the guard, 0 reviews every recovery)",
 	})
-	fs.BoolVar(&o.enabled, "enabled", true, "record and recover; false leaves every Composition alone")
-	fs.StringVar(&o.compositionNamespace, "composition-namespace", "", "only Compositions in this namespace (default: all)")
+	fs.BoolVar(&c.Enabled, "enabled", true, "record and recover; false leaves every Composition alone")
+	fs.StringVar(&c.Scope.Namespace, "composition-namespace", "", "only Compositions in this namespace (default: all)")
 	fs.StringVar(&o.compositionSelector, "composition-label-selector", "", "only Compositions matching this label selector (default: everything)")
-	fs.IntVar(&o.workers, "workers", 2, "concurrent reconciles")
+	fs.IntVar(&c.Workers, "workers", c.Workers, "concurrent reconciles")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader with a Lease before reconciling")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: $POD_NAMESPACE, else kube-system)")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "", "name of the leader election Lease; each shard (--composition-namespace, --composition-label-selector) elects its own (default: eno-tombstone-recovery, plus a hash of the shard when one is set)")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
 	fs.StringVar(&o.healthAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 disables it")
 	fs.Float64Var(&o.qps, "kube-api-qps", 50, "client QPS towards each API server")
-	fs.IntVar(&o.burst, "kube-api-burst", 100, "client burst towards each API server")
-	fs.DurationVar(&o.resync, "resync-period", 10*time.Minute, "re-deliver every cached Composition this often")
-	fs.DurationVar(&o.reconcileTimeout, "reconcile-timeout", app.DefaultReconcileTimeout,
+	fs.IntVar(&c.Burst, "kube-api-burst", 100, "client burst towards each API server")
+	fs.DurationVar(&c.ResyncPeriod, "resync-period", c.ResyncPeriod, "re-deliver every cached Composition this often")
+	fs.DurationVar(&c.ReconcileTimeout, "reconcile-timeout", c.ReconcileTimeout,
 		"cancel a reconcile that takes longer than this and retry it with backoff")
-	fs.DurationVar(&o.pendingRecheck, "pending-recheck-interval", app.DefaultPendingRecheckInterval,
+	fs.DurationVar(&c.PendingRecheckInterval, "pending-recheck-interval", c.PendingRecheckInterval,
 		"check a hand-off that Eno has not carried yet this often, disarming it when another Composition produces one of its tombstones (at least 1s)")
 	o.logging.bind(fs)
 	if err := fs.Parse(args); err != nil {
@@ -85,6 +81,8 @@ func parseRunFlags(args []string, stderr io.Writer) (runOptions, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("run: unexpected arguments %q", fs.Args())
 	}
+	o.configure(&c.Config)
+	c.QPS = float32(o.qps)
 	if err := o.validate(); err != nil {
 		return o, err
 	}
@@ -99,23 +97,20 @@ func parseRunFlags(args []string, stderr io.Writer) (runOptions, error) {
 
 // validate rejects bad flag values before any cluster is contacted.
 func (o runOptions) validate() error {
-	if o.workers < 1 {
-		return fmt.Errorf("run: --workers must be at least 1, got %d", o.workers)
+	c := o.controller
+	if c.Workers < 1 {
+		return fmt.Errorf("run: --workers must be at least 1, got %d", c.Workers)
 	}
-	if err := o.clusterFlags.check(); err != nil {
+	if err := checkConfig(c.Config); err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
 	switch {
-	case !(o.qps > 0) || o.burst < 1:
-		return fmt.Errorf("run: --kube-api-qps must be positive and --kube-api-burst at least 1, got %g and %d", o.qps, o.burst)
-	case o.reconcileTimeout <= 0:
-		return fmt.Errorf("run: --reconcile-timeout must be positive, got %s", o.reconcileTimeout)
-	case o.pendingRecheck < time.Second:
-		return fmt.Errorf("run: --pending-recheck-interval must be at least 1s, got %s", o.pendingRecheck)
-	case o.resync <= 0:
-		return fmt.Errorf("run: --resync-period must be positive, got %s", o.resync)
+	case !(o.qps > 0) || c.Burst < 1:
+		return fmt.Errorf("run: --kube-api-qps must be positive and --kube-api-burst at least 1, got %g and %d", o.qps, c.Burst)
+	case c.ResyncPeriod <= 0:
+		return fmt.Errorf("run: --resync-period must be positive, got %s", c.ResyncPeriod)
 	}
-	if err := errors.Join(checkName("--composition-namespace", o.compositionNamespace, validation.IsDNS1123Label),
+	if err := errors.Join(checkName("--composition-namespace", c.Scope.Namespace, validation.IsDNS1123Label),
 		checkName("--leader-election-namespace", o.leaderElectionNamespace, validation.IsDNS1123Label),
 		checkName("--leader-election-id", o.leaderElectionID, validation.IsDNS1123Subdomain)); err != nil {
 		return fmt.Errorf("run: %w", err)
@@ -186,7 +181,7 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	leaseName := o.leaderElectionID
 	if leaseName == "" {
-		leaseName = runnable.DefaultLeaseName(o.compositionNamespace, selector)
+		leaseName = runnable.DefaultLeaseName(o.controller.Scope.Namespace, selector)
 	}
 	log.Info("starting", o.startupValues(leaseName)...)
 	mgr, err := ctrl.NewManager(cpConfig, ctrl.Options{
@@ -202,7 +197,10 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("run: building the manager: %w", err)
 	}
-	guest, err := runnable.SetupWithManager(mgr, remoteConfig, o.controllerOptions(selector, log))
+	c := o.controller
+	c.CompositionSelector, c.HostElects, c.EveryReplica = selector, o.leaderElect, !o.leaderElect
+	c.Logger, c.Registerer = log, ctrlmetrics.Registry
+	guest, err := runnable.SetupWithManager(mgr, remoteConfig, c)
 	if err != nil {
 		return err
 	}
@@ -217,43 +215,15 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 
 // startupValues are the build and the effective settings, logged once at start.
 func (o runOptions) startupValues(leaseName string) []any {
-	info := buildinfo.Read()
-	return []any{"version", info.Version, "revision", info.Revision, "enabled", o.enabled,
-		"compositionNamespace", o.compositionNamespace, "compositionLabelSelector", o.compositionSelector,
-		"inventoryNamespace", o.inventoryNamespace, "maxChunkBytes", o.maxChunkBytes, "maxChunks", o.maxChunks,
-		"maxTombstoneFraction", o.maxTombstoneFraction, "allowCrossNamespaceLineage", o.allowCrossNamespaceLineage,
-		"workers", o.workers, "resyncPeriod", o.resync.String(), "reconcileTimeout", o.reconcileTimeout.String(),
-		"pendingRecheckInterval", o.pendingRecheck.String(), "leaderElect", o.leaderElect,
+	info, c := buildinfo.Read(), o.controller
+	return []any{"version", info.Version, "revision", info.Revision, "enabled", c.Enabled,
+		"compositionNamespace", c.Scope.Namespace, "compositionLabelSelector", o.compositionSelector,
+		"inventoryNamespace", c.InventoryNamespace, "maxChunkBytes", c.MaxChunkBytes, "maxChunks", c.MaxChunks,
+		"maxTombstoneFraction", c.MaxTombstoneFraction, "allowCrossNamespaceLineage", c.AllowCrossNamespaceLineage,
+		"workers", c.Workers, "resyncPeriod", c.ResyncPeriod.String(), "reconcileTimeout", c.ReconcileTimeout.String(),
+		"pendingRecheckInterval", c.PendingRecheckInterval.String(), "leaderElect", o.leaderElect,
 		"leaderElectionNamespace", o.leaderElectionNamespace, "leaderElectionID", leaseName,
 		"remoteKubeconfig", o.remoteKubeconfig != ""}
-}
-
-// controllerOptions are the controller's options from the flags.
-func (o runOptions) controllerOptions(selector labels.Selector, log logr.Logger) runnable.Options {
-	fraction := o.maxTombstoneFraction
-	return runnable.Options{
-		QPS:                        float32(o.qps),
-		Burst:                      o.burst,
-		CompositionNamespace:       o.compositionNamespace,
-		CompositionSelector:        selector,
-		Enabled:                    o.enabled,
-		InventoryNamespace:         o.inventoryNamespace,
-		MaxChunkBytes:              o.maxChunkBytes,
-		MaxChunks:                  o.maxChunks,
-		MaxTombstoneFraction:       &fraction,
-		AllowCrossNamespaceLineage: o.allowCrossNamespaceLineage,
-		EnoFieldManagers:           o.enoFieldManagers,
-		ResourceFilters:            o.enoResourceFilters.exprs,
-		ControlPlaneID:             o.controlPlaneID,
-		PendingRecheckInterval:     o.pendingRecheck,
-		ReconcileTimeout:           o.reconcileTimeout,
-		Workers:                    o.workers,
-		ResyncPeriod:               o.resync,
-		HostElects:                 o.leaderElect,
-		EveryReplica:               !o.leaderElect,
-		Logger:                     log,
-		Registerer:                 ctrlmetrics.Registry,
-	}
 }
 
 // checkListen fails when addr ("" or "0": no server) cannot be listened on now.

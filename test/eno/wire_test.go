@@ -168,15 +168,16 @@ func TestWirePatch(t *testing.T) {
 	require.NoError(t, err)
 	text := string(patched)
 	rec := strings.Index(text, "err = reconciliation.New(mgr, recOpts)")
-	add := strings.Index(text, "tombstonerecovery.SetupWithManager(mgr, remoteConfig, tombstonerecovery.Options{")
+	add := strings.Index(text, "tombstoneRecovery := tombstonerecovery.DefaultOptions()")
 	start := strings.Index(text, "return mgr.Start(ctx)")
 	require.True(t, rec >= 0 && add >= 0 && start >= 0, "anchors and call in:\n%s", text)
 	assert.Less(t, rec, add)
 	assert.Less(t, add, start)
 	assert.NotContains(t, text[rec:add], "logger.Info(", "inserted right after the error check")
 	assert.Contains(t, text, `tombstonerecovery "`+trModule+`/runnable"`)
-	for _, arg := range []string{"remoteConfig", "compositionNamespace", "mgrOpts.CompositionSelector", "Enabled:              true",
-		"ResourceFilters: []string{resourceFilter}", "HostElects: mgrOpts.LeaderElection", "Impersonate: tombstonerecovery.ReleaseServiceAccount"} {
+	for _, arg := range []string{"SetupWithManager(mgr, remoteConfig, tombstoneRecovery)", "Scope.Namespace = compositionNamespace",
+		"CompositionSelector = mgrOpts.CompositionSelector", "Enabled = true", "ResourceFilters = []string{resourceFilter}",
+		"HostElects = mgrOpts.LeaderElection", "Impersonate = tombstonerecovery.ReleaseServiceAccount"} {
 		assert.Contains(t, text[add:start], arg)
 	}
 

@@ -94,16 +94,11 @@ func startInProcessController(t *testing.T, cfg *rest.Config, ns string, log log
 		Controller:             config.Controller{SkipNameValidation: &skip},
 	})
 	require.NoError(t, err)
-	fraction := 1.0
-	_, err = runnable.SetupWithManager(mgr, nil, runnable.Options{
-		CompositionNamespace: ns,
-		Enabled:              true,
-		InventoryNamespace:   inventoryNamespace,
-		MaxChunkBytes:        maxChunkBytes,
-		MaxTombstoneFraction: &fraction,
-		EveryReplica:         true,
-		Logger:               log,
-	})
+	opts := runnable.DefaultOptions()
+	opts.Scope.Namespace, opts.Enabled, opts.InventoryNamespace = ns, true, inventoryNamespace
+	opts.MaxChunkBytes, opts.MaxTombstoneFraction = maxChunkBytes, 1
+	opts.EveryReplica, opts.Logger = true, log
+	_, err = runnable.SetupWithManager(mgr, nil, opts)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), log))
 	done := make(chan struct{})
