@@ -25,21 +25,6 @@ type RecoverResult struct {
 	Composition domain.Composition
 }
 
-// Recover decides recovery for the Composition's current synthesis and writes the decision.
-// Tombstones are published before the decision, so a decision never points at nothing; both
-// writes follow a live recheck of the Composition (design §6).
-func (s *Service) Recover(ctx context.Context, comp domain.Composition) (RecoverResult, error) {
-	if err := s.policy.CheckRecovery(comp); err != nil {
-		return RecoverResult{}, err
-	}
-	state, named := domain.HandoffStateOf(comp, nil)
-	res, _, err := s.recover(withComposition(ctx, comp.Ref()), comp, state, named)
-	if err != nil {
-		return res, fmt.Errorf("recovering: %w", err)
-	}
-	return res, nil
-}
-
 // recover decides a synthesis that needs a decision. Past the commit point of an earlier pass
 // (HandoffNamed) it only resumes that hand-off, from the named slices; otherwise it plans, then
 // hands the tombstones off or writes the decision after a live recheck. It returns what it read
