@@ -606,7 +606,7 @@ func (w *world) checkHandoffs(a *audit) handoffBook {
 		case 0:
 			live, err := w.cluster.LiveComposition(context.Background(), c.Ref)
 			if err == nil {
-				assert.False(t, domain.SameIncarnation(domain.Composition{UID: c.UID, Synthesis: &domain.Synthesis{UUID: c.SynthesisUUID}}, live),
+				assert.False(t, live.UID == c.UID && live.SynthesisUUID() == c.SynthesisUUID,
 					"%s: committed recovery slice %s of the live synthesis %s has no decision", c.Ref, c.Slice, c.SynthesisUUID)
 			}
 			book.superseded++
