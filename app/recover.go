@@ -340,34 +340,24 @@ func (s *Service) decide(ctx context.Context, live domain.Composition, plan doma
 }
 
 func (s *Service) announce(comp domain.Composition, plan domain.RecoveryPlan, d domain.Decision) {
-	reason := d.Outcome.String()
-	switch d.Outcome {
-	case domain.OutcomeInventoryInvalid:
-		s.deps.Metrics.Refusal(d.Reason)
-		s.deps.Events.Warning(comp, reason, fmt.Sprintf("%s: %s", d.Reason, d.Message))
-	case domain.OutcomeHeldForReview:
-		s.deps.Metrics.Refusal(d.Reason)
-		s.deps.Events.Warning(comp, reason, fmt.Sprintf("%s; awaiting review: %s", d.Message, domain.FirstIDs(plan.Held, heldEventLimit)))
-	case domain.OutcomeNothingToRecover:
-		if d.Reason == domain.ReasonOtherNamespace {
-			// Finished: the other namespace's history is never this Composition's, and an
-			// operator who meant to move it across namespaces has to say so.
-			s.deps.Metrics.Refusal(d.Reason)
-			s.deps.Events.Warning(comp, reason, fmt.Sprintf("%s: %s", d.Reason, d.Message))
-			return
-		}
-		if d.Reason != domain.ReasonUnverified {
-			s.deps.Events.Normal(comp, reason, d.Message)
-			return
-		}
-		// Unverified is finished: the kept objects leave the history with the next recording,
-		// which lists them as unresolved until they are gone (design §3).
-		s.deps.Metrics.Refusal(d.Reason)
-		s.deps.Events.Warning(comp, reason, fmt.Sprintf("%s: %s; these objects were kept, and inspect lists them until they are gone: check them by hand",
-			d.Reason, d.Message))
+	var warning string
+	switch {
+	// OtherNamespace (NothingToRecover) is finished: the other namespace's history is never this
+	// Composition's, and an operator who meant to move it across namespaces has to say so.
+	case d.Outcome == domain.OutcomeInventoryInvalid, d.Reason == domain.ReasonOtherNamespace:
+		warning = fmt.Sprintf("%s: %s", d.Reason, d.Message)
+	case d.Outcome == domain.OutcomeHeldForReview:
+		warning = fmt.Sprintf("%s; awaiting review: %s", d.Message, domain.FirstIDs(plan.Held, heldEventLimit))
+	// Unverified (NothingToRecover) is finished: the kept objects leave the history with the next
+	// recording, which lists them as unresolved until they are gone (design §3).
+	case d.Reason == domain.ReasonUnverified:
+		warning = fmt.Sprintf("%s: %s; these objects were kept, and inspect lists them until they are gone: check them by hand", d.Reason, d.Message)
 	default:
-		s.deps.Events.Normal(comp, reason, d.Message)
+		s.deps.Events.Normal(comp, d.Outcome.String(), d.Message)
+		return
 	}
+	s.deps.Metrics.Refusal(d.Reason)
+	s.deps.Events.Warning(comp, d.Outcome.String(), warning)
 }
 
 // announceCascading names each orphan of a cascading kind, never handed to Eno, in a Warning
@@ -386,11 +376,7 @@ func (s *Service) announceCascading(comp domain.Composition, plan domain.Recover
 }
 
 func withDecision(c domain.Composition, d domain.Decision) domain.Composition {
-	out := c
-	out.Annotations = make(map[string]string, len(c.Annotations)+1)
-	for k, v := range c.Annotations {
-		out.Annotations[k] = v
-	}
-	out.Annotations[domain.AnnotationDecision] = d.Encode()
-	return out
+	c.Annotations = maps.Collect(maps.All(c.Annotations)) // never nil, never the caller's
+	c.Annotations[domain.AnnotationDecision] = d.Encode()
+	return c
 }
