@@ -49,7 +49,7 @@ func SplitInventory(inv Inventory, maxBytes, maxChunks int) ([]Chunk, error) {
 	if maxBytes < 2 {
 		return nil, fmt.Errorf("chunk limit %d is too small", maxBytes)
 	}
-	// A bigger chunk would be refused by the API server and rejected by ReadSnapshot.
+	// A bigger chunk would be refused by the API server and rejected by reading.
 	maxBytes = min(maxBytes, SecretDataLimit)
 	// The reader applies the same cap; "no cap" would let us write what it refuses.
 	maxChunks = effectiveMaxChunks(maxChunks)

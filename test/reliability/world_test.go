@@ -247,7 +247,7 @@ func (w *world) readSnapshot(lineage domain.Lineage) (domain.Snapshot, error) {
 	w.t.Helper()
 	secrets, err := w.cluster.ListChunks(context.Background(), lineage)
 	require.NoError(w.t, err)
-	return domain.ReadSnapshot(secrets, now, w.cfg.MaxChunks)
+	return domain.ReadHistory(secrets, now, w.cfg.MaxChunks).Verdict()
 }
 
 // recoverySlices lists the slices the sink published: they carry the hand-off's decision,
