@@ -94,8 +94,8 @@ func (d *demo) synthesize(ref domain.CompositionRef, annotations map[string]stri
 	}
 	manifests := make([]string, len(names))
 	for i, n := range names {
-		manifests[i] = demoManifest(ref.Namespace, n)
-		id := demoID(ref.Namespace, n)
+		var id domain.ResourceID
+		manifests[i], id = demoResource(ref.Namespace, n)
 		if !slices.Contains(d.deployed[ref], id) {
 			d.deployed[ref] = append(d.deployed[ref], id)
 		}
@@ -108,34 +108,23 @@ func (d *demo) synthesize(ref domain.CompositionRef, annotations map[string]stri
 	return comp
 }
 
-// demoManifest makes a manifest from "Kind/name" (cluster-scoped kinds have no namespace).
-func demoManifest(namespace, kindName string) string {
+// demoResource makes the manifest and identity of "Kind/name" (cluster-scoped kinds have no
+// namespace).
+func demoResource(namespace, kindName string) (string, domain.ResourceID) {
 	kind, name, _ := strings.Cut(kindName, "/")
+	apiVersion := map[string]string{"Deployment": "apps/v1", "ClusterRole": "rbac.authorization.k8s.io/v1", "CronJob": "batch/v1"}[kind]
+	group, _, _ := strings.Cut(apiVersion, "/")
+	if apiVersion == "" {
+		apiVersion = "v1"
+	}
 	meta := map[string]any{"name": name, "labels": map[string]string{"app": "web"}}
-	if kind != "ClusterRole" {
-		meta["namespace"] = namespace
-	}
-	b, _ := json.Marshal(map[string]any{"apiVersion": demoAPIVersion(kind), "kind": kind, "metadata": meta})
-	return string(b)
-}
-
-func demoAPIVersion(kind string) string {
-	if v, ok := map[string]string{"Deployment": "apps/v1", "ClusterRole": "rbac.authorization.k8s.io/v1", "CronJob": "batch/v1"}[kind]; ok {
-		return v
-	}
-	return "v1"
-}
-
-func demoID(namespace, kindName string) domain.ResourceID {
-	kind, name, _ := strings.Cut(kindName, "/")
-	group := ""
-	if av := demoAPIVersion(kind); strings.Contains(av, "/") {
-		group, _, _ = strings.Cut(av, "/")
-	}
 	if kind == "ClusterRole" {
 		namespace = ""
+	} else {
+		meta["namespace"] = namespace
 	}
-	return domain.ResourceID{Group: group, Kind: kind, Namespace: namespace, Name: name}
+	b, _ := json.Marshal(map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": meta})
+	return string(b), domain.ResourceID{Group: group, Kind: kind, Namespace: namespace, Name: name}
 }
 
 func short(uuid string) string { return uuid[:min(8, len(uuid))] }
