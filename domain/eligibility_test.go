@@ -161,4 +161,3 @@ func TestScopeContains(t *testing.T) {
 	assert.False(t, domain.Scope{Namespace: "team-b"}.Contains(c))
 	assert.False(t, domain.Scope{Selector: labelEquals{"shard", "b"}}.Contains(c))
 }
-
