@@ -107,9 +107,8 @@ func (m *ignoredReviews) firstSeen(ref domain.CompositionRef, r domain.IgnoredRe
 	return true
 }
 
-// Plan computes what recovery would decide now, without writing anything: the dry run that
-// inspect shows. Stock Eno has no hook that could consume it; tombstones reach Eno only
-// through the hand-off.
+// Plan computes what recovery would decide now for comp as given, without writing anything: a
+// dry run for a Composition that need not exist (inspect's dry run is Inspector.dryRun).
 func (s *Service) Plan(ctx context.Context, comp domain.Composition) (domain.RecoveryPlan, error) {
 	plan, _, err := s.planner.plan(ctx, comp)
 	return plan, err
