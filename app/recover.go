@@ -25,21 +25,6 @@ type RecoverResult struct {
 	Composition domain.Composition
 }
 
-// Recover decides recovery for the Composition's current synthesis and writes the decision.
-// Tombstones are published before the decision, so a decision never points at nothing; both
-// writes follow a live recheck of the Composition (design §6).
-func (s *Service) Recover(ctx context.Context, comp domain.Composition) (RecoverResult, error) {
-	if err := s.policy.CheckRecovery(comp); err != nil {
-		return RecoverResult{}, err
-	}
-	state, named := domain.HandoffStateOf(comp, nil)
-	res, _, err := s.recover(withComposition(ctx, comp.Ref()), comp, state, named)
-	if err != nil {
-		return res, fmt.Errorf("recovering: %w", err)
-	}
-	return res, nil
-}
-
 // recover decides a synthesis that needs a decision. Past the commit point of an earlier pass
 // (HandoffNamed) it only resumes that hand-off, from the named slices; otherwise it plans, then
 // hands the tombstones off or writes the decision after a live recheck. It returns what it read
@@ -122,9 +107,8 @@ func (m *ignoredReviews) firstSeen(ref domain.CompositionRef, r domain.IgnoredRe
 	return true
 }
 
-// Plan computes what recovery would decide now, without writing anything: the dry run that
-// inspect shows. Stock Eno has no hook that could consume it; tombstones reach Eno only
-// through the hand-off.
+// Plan computes what recovery would decide now for comp as given, without writing anything: a
+// dry run for a Composition that need not exist (inspect's dry run is Inspector.dryRun).
 func (s *Service) Plan(ctx context.Context, comp domain.Composition) (domain.RecoveryPlan, error) {
 	plan, _, err := s.planner.plan(ctx, comp)
 	return plan, err
@@ -355,34 +339,24 @@ func (s *Service) decide(ctx context.Context, live domain.Composition, plan doma
 }
 
 func (s *Service) announce(comp domain.Composition, plan domain.RecoveryPlan, d domain.Decision) {
-	reason := d.Outcome.String()
-	switch d.Outcome {
-	case domain.OutcomeInventoryInvalid:
-		s.deps.Metrics.Refusal(d.Reason)
-		s.deps.Events.Warning(comp, reason, fmt.Sprintf("%s: %s", d.Reason, d.Message))
-	case domain.OutcomeHeldForReview:
-		s.deps.Metrics.Refusal(d.Reason)
-		s.deps.Events.Warning(comp, reason, fmt.Sprintf("%s; awaiting review: %s", d.Message, domain.FirstIDs(plan.Held, heldEventLimit)))
-	case domain.OutcomeNothingToRecover:
-		if d.Reason == domain.ReasonOtherNamespace {
-			// Finished: the other namespace's history is never this Composition's, and an
-			// operator who meant to move it across namespaces has to say so.
-			s.deps.Metrics.Refusal(d.Reason)
-			s.deps.Events.Warning(comp, reason, fmt.Sprintf("%s: %s", d.Reason, d.Message))
-			return
-		}
-		if d.Reason != domain.ReasonUnverified {
-			s.deps.Events.Normal(comp, reason, d.Message)
-			return
-		}
-		// Unverified is finished: the kept objects leave the history with the next recording,
-		// which lists them as unresolved until they are gone (design §3).
-		s.deps.Metrics.Refusal(d.Reason)
-		s.deps.Events.Warning(comp, reason, fmt.Sprintf("%s: %s; these objects were kept, and inspect lists them until they are gone: check them by hand",
-			d.Reason, d.Message))
+	var warning string
+	switch {
+	// OtherNamespace (NothingToRecover) is finished: the other namespace's history is never this
+	// Composition's, and an operator who meant to move it across namespaces has to say so.
+	case d.Outcome == domain.OutcomeInventoryInvalid, d.Reason == domain.ReasonOtherNamespace:
+		warning = fmt.Sprintf("%s: %s", d.Reason, d.Message)
+	case d.Outcome == domain.OutcomeHeldForReview:
+		warning = fmt.Sprintf("%s; awaiting review: %s", d.Message, domain.FirstIDs(plan.Held, heldEventLimit))
+	// Unverified (NothingToRecover) is finished: the kept objects leave the history with the next
+	// recording, which lists them as unresolved until they are gone (design §3).
+	case d.Reason == domain.ReasonUnverified:
+		warning = fmt.Sprintf("%s: %s; these objects were kept, and inspect lists them until they are gone: check them by hand", d.Reason, d.Message)
 	default:
-		s.deps.Events.Normal(comp, reason, d.Message)
+		s.deps.Events.Normal(comp, d.Outcome.String(), d.Message)
+		return
 	}
+	s.deps.Metrics.Refusal(d.Reason)
+	s.deps.Events.Warning(comp, d.Outcome.String(), warning)
 }
 
 // announceCascading names each orphan of a cascading kind, never handed to Eno, in a Warning
@@ -401,11 +375,7 @@ func (s *Service) announceCascading(comp domain.Composition, plan domain.Recover
 }
 
 func withDecision(c domain.Composition, d domain.Decision) domain.Composition {
-	out := c
-	out.Annotations = make(map[string]string, len(c.Annotations)+1)
-	for k, v := range c.Annotations {
-		out.Annotations[k] = v
-	}
-	out.Annotations[domain.AnnotationDecision] = d.Encode()
-	return out
+	c.Annotations = maps.Collect(maps.All(c.Annotations)) // never nil, never the caller's
+	c.Annotations[domain.AnnotationDecision] = d.Encode()
+	return c
 }

@@ -47,7 +47,7 @@ func TestRecordCarriesUnresolvedUntilTheObjectIsGone(t *testing.T) {
 				_, s := f.store.CreateChunkArgsForCall(i)
 				written = append(written, s)
 			}
-			snap, err := domain.ReadSnapshot(written, now, 0)
+			snap, err := domain.ReadHistory(written, now, 0).Verdict()
 			require.NoError(t, err, "the new snapshot reads back, chunk 0 within its limit")
 			assert.Equal(t, synthID, snap.SynthesisUUID())
 			assert.Equal(t, tc.want, snap.Unresolved())

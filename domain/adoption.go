@@ -21,13 +21,6 @@ var (
 	AdoptAcrossNamespaces = Adoption{"across-namespaces"}
 )
 
-func (a Adoption) String() string {
-	if a == AdoptAcrossNamespaces {
-		return a.name
-	}
-	return AdoptWithinNamespace.name
-}
-
 // Permits reports whether history recorded for recordedFor may become reader's: always within
 // one namespace, across namespaces only when adoption across them is allowed. Reading asks it of
 // every snapshot, and recording of every Secret it would replace.

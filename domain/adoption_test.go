@@ -29,6 +29,4 @@ func TestAdoptionPermits(t *testing.T) {
 			assert.Equal(t, tt.want, tt.adoption.Permits(reader, tt.recordedFor))
 		})
 	}
-	assert.Equal(t, "within-namespace", domain.Adoption{}.String())
-	assert.Equal(t, "across-namespaces", domain.AdoptAcrossNamespaces.String())
 }

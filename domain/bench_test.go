@@ -188,8 +188,10 @@ func BenchmarkReadSynthesis(b *testing.B) {
 	}
 }
 
+// BenchmarkReadSnapshot reads the history as recovery does, for a recreated Composition.
 func BenchmarkReadSnapshot(b *testing.B) {
 	now := time.Unix(1700000000, 0).Add(time.Hour)
+	reader := Composition{Namespace: "team-a", Name: "web", UID: "uid-2"}
 	for _, size := range benchSizes {
 		b.Run(size.name, func(b *testing.B) {
 			inv, err := NewInventory(benchEntries(size.n))
@@ -200,7 +202,7 @@ func BenchmarkReadSnapshot(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				snap, err := ReadSnapshot(secrets, now, 1<<20)
+				snap, err := ReadSnapshotFor(reader, secrets, now, 1<<20, AdoptWithinNamespace)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -106,7 +106,7 @@ func TestReadSnapshotForCandidates(t *testing.T) {
 		require.ErrorAs(t, err, &other)
 	})
 	t.Run("the lineage-wide read has no candidates of its own", func(t *testing.T) {
-		snap, err := domain.ReadSnapshot(join(ownOld, sibling), now, 0)
+		snap, err := domain.ReadHistory(join(ownOld, sibling), now, 0).Verdict()
 		require.NoError(t, err)
 		assert.Equal(t, "s-east", snap.SynthesisUUID())
 	})
@@ -159,14 +159,14 @@ func TestSnapshotWriteTime(t *testing.T) {
 	require.Greater(t, len(secrets), 1)
 	later := historyWritten.Add(3 * time.Second)
 	secrets[1].DataWrittenAt = later
-	snap, err := domain.ReadSnapshot(secrets, now, 0)
+	snap, err := domain.ReadHistory(secrets, now, 0).Verdict()
 	require.NoError(t, err)
 	at, known := snap.WriteTime()
 	assert.True(t, known)
 	assert.Equal(t, later, at, "the newest chunk write")
 
 	secrets[0].DataWrittenAt = time.Time{}
-	snap, err = domain.ReadSnapshot(secrets, now, 0)
+	snap, err = domain.ReadHistory(secrets, now, 0).Verdict()
 	require.NoError(t, err)
 	_, known = snap.WriteTime()
 	assert.False(t, known, "one chunk of unknown write time makes the snapshot's unknown")

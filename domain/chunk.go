@@ -49,7 +49,7 @@ func SplitInventory(inv Inventory, maxBytes, maxChunks int) ([]Chunk, error) {
 	if maxBytes < 2 {
 		return nil, fmt.Errorf("chunk limit %d is too small", maxBytes)
 	}
-	// A bigger chunk would be refused by the API server and rejected by ReadSnapshot.
+	// A bigger chunk would be refused by the API server and rejected by reading.
 	maxBytes = min(maxBytes, SecretDataLimit)
 	// The reader applies the same cap; "no cap" would let us write what it refuses.
 	maxChunks = effectiveMaxChunks(maxChunks)
@@ -261,13 +261,8 @@ func DesiredChunkSecret(namespace string, meta SnapshotMeta, c Chunk) ChunkSecre
 // nor the writer when existing names none: it is stamped by the next synthesis's recording, as
 // rewriting it would move the history's write time (design §3, §6.3).
 func (s ChunkSecret) MatchesDesired(desired ChunkSecret) bool {
-	if s.Type != desired.Type || len(s.Data) != len(desired.Data) {
+	if s.Type != desired.Type || !maps.EqualFunc(s.Data, desired.Data, bytes.Equal) {
 		return false
-	}
-	for k, v := range desired.Data {
-		if got, ok := s.Data[k]; !ok || !bytes.Equal(got, v) {
-			return false
-		}
 	}
 	for k, v := range desired.Labels {
 		if got, ok := s.Labels[k]; !ok || got != v {
@@ -286,7 +281,7 @@ func (s ChunkSecret) MatchesDesired(desired ChunkSecret) bool {
 // written; labels and annotations others added, and the resourceVersion, are preserved.
 func (s ChunkSecret) MergeDesired(desired ChunkSecret) ChunkSecret {
 	out := s.Clone()
-	out.Type = desired.Type
+	out.Type, out.Data = desired.Type, desired.Clone().Data
 	if out.Labels == nil {
 		out.Labels = map[string]string{}
 	}
@@ -295,9 +290,5 @@ func (s ChunkSecret) MergeDesired(desired ChunkSecret) ChunkSecret {
 	}
 	maps.Copy(out.Labels, desired.Labels)
 	maps.Copy(out.Annotations, desired.Annotations)
-	out.Data = make(map[string][]byte, len(desired.Data))
-	for k, v := range desired.Data {
-		out.Data[k] = bytes.Clone(v)
-	}
 	return out
 }

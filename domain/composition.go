@@ -73,15 +73,8 @@ func (c Composition) SynthesisUUID() string {
 
 // Decision returns the recovery decision recorded on the Composition, if any parses.
 func (c Composition) Decision() (Decision, bool) {
-	raw, ok := c.Annotations[AnnotationDecision]
-	if !ok {
-		return Decision{}, false
-	}
-	d, err := ParseDecision(raw)
-	if err != nil {
-		return Decision{}, false
-	}
-	return d, true
+	d, err := ParseDecision(c.Annotations[AnnotationDecision]) // absent is "", which does not parse
+	return d, err == nil
 }
 
 // NamesSlice reports whether the current synthesis names the slice in its resourceSlices.

@@ -66,12 +66,12 @@ func TestSnapshotNamesItsControlPlane(t *testing.T) {
 		assert.Equal(t, thisControlPlane, s.Annotations[domain.AnnotationControlPlane])
 		assert.Equal(t, thisControlPlane, s.WrittenBy())
 	}
-	snap, err := domain.ReadSnapshot(secrets, now, 0)
+	snap, err := domain.ReadHistory(secrets, now, 0).Verdict()
 	require.NoError(t, err)
 	assert.Equal(t, thisControlPlane, snap.Meta().ControlPlane)
 
 	secrets[1].Annotations[domain.AnnotationControlPlane] = otherControlPlane
-	_, err = domain.ReadSnapshot(secrets, now, 0)
+	_, err = domain.ReadHistory(secrets, now, 0).Verdict()
 	reason, _ := domain.InvalidReasonOf(err)
 	assert.Equal(t, domain.ReasonMixedMetadata, reason)
 	assert.Contains(t, err.Error(), "control plane")

@@ -79,17 +79,8 @@ type Decision struct {
 // SetsRecoveredFrom reports whether a decision of this outcome and reason records its source
 // in recoveredFrom: Recovered, and NothingToRecover for NoOrphans, Rejected and AlreadyDecided.
 func (d Decision) SetsRecoveredFrom() bool {
-	if d.Outcome == OutcomeRecovered {
-		return true
-	}
-	if d.Outcome != OutcomeNothingToRecover {
-		return false
-	}
-	switch d.Reason {
-	case ReasonNoOrphans, ReasonRejected, ReasonAlreadyDecided:
-		return true
-	}
-	return false
+	return d.Outcome == OutcomeRecovered || d.Outcome == OutcomeNothingToRecover &&
+		(d.Reason == ReasonNoOrphans || d.Reason == ReasonRejected || d.Reason == ReasonAlreadyDecided)
 }
 
 // Encode renders the annotation value.

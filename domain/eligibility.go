@@ -188,8 +188,3 @@ func recoveredFromOf(c Composition) string {
 	d, _ := c.Decision()
 	return d.RecoveredFrom
 }
-
-// SameIncarnation reports whether live is still the Composition and synthesis that was read.
-func SameIncarnation(read, live Composition) bool {
-	return read.UID == live.UID && read.SynthesisUUID() == live.SynthesisUUID()
-}

@@ -161,25 +161,3 @@ func TestScopeContains(t *testing.T) {
 	assert.False(t, domain.Scope{Namespace: "team-b"}.Contains(c))
 	assert.False(t, domain.Scope{Selector: labelEquals{"shard", "b"}}.Contains(c))
 }
-
-func TestSameIncarnation(t *testing.T) {
-	read := composition()
-	tests := []struct {
-		name   string
-		mutate func(*domain.Composition)
-		want   bool
-	}{
-		{"unchanged", func(*domain.Composition) {}, true},
-		{"new resourceVersion only", func(c *domain.Composition) { c.ResourceVersion = "9" }, true},
-		{"recreated", func(c *domain.Composition) { c.UID = "x" }, false},
-		{"resynthesized", func(c *domain.Composition) { c.Synthesis = &domain.Synthesis{UUID: "x"} }, false},
-		{"synthesis gone", func(c *domain.Composition) { c.Synthesis = nil }, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			live := composition()
-			tt.mutate(&live)
-			assert.Equal(t, tt.want, domain.SameIncarnation(read, live))
-		})
-	}
-}

@@ -98,7 +98,7 @@ func FuzzReadSnapshot(f *testing.F) {
 			secrets = append(secrets, b)
 		}
 
-		snap, err := domain.ReadSnapshot(secrets, now, domain.DefaultMaxChunks)
+		snap, err := domain.ReadHistory(secrets, now, domain.DefaultMaxChunks).Verdict()
 		if err != nil {
 			_, ok := domain.InvalidReasonOf(err)
 			require.True(t, ok, "every refusal names a design §5 reason: %v", err)
@@ -177,7 +177,7 @@ func FuzzSplitJoin(f *testing.F) {
 		for i, c := range chunks {
 			secrets[len(chunks)-1-i] = domain.DesiredChunkSecret(invNS, m, c)
 		}
-		snap, err := domain.ReadSnapshot(secrets, now, capN)
+		snap, err := domain.ReadHistory(secrets, now, capN).Verdict()
 		require.NoError(t, err)
 		require.Equal(t, string(inv.Canonical()), string(snap.Inventory().Canonical()))
 	})

@@ -9,7 +9,7 @@ import (
 )
 
 // Finding is one problem reading found in a lineage's Secrets. The verdict is the first
-// decisive finding in reading's order: ReadSnapshot, ReadSnapshotFor and ReadHistory all derive
+// decisive finding in reading's order: ReadSnapshotFor, ReadHistory and ReadHistoryFor all derive
 // it so, from the same checks (design §5).
 type Finding struct {
 	// Step is the step of reading that found it: 1 (one Secret), 2 (a snapshot's chunks disagree),
@@ -103,7 +103,7 @@ type SnapshotReading struct {
 }
 
 // History is every Secret of a lineage read with every finding rather than the first: what
-// inspect shows. Its verdict is ReadSnapshot's (or ReadSnapshotFor's).
+// inspect shows. ReadHistoryFor's verdict is ReadSnapshotFor's.
 type History struct {
 	// Findings are all findings in reading's order.
 	Findings []Finding
@@ -138,7 +138,8 @@ func (h History) Rejected() []Finding {
 	return out
 }
 
-// ReadHistory is ReadSnapshot with every finding.
+// ReadHistory reads a whole lineage's history with every finding, for a reader that is no
+// Composition of it (inspect of a lineage): every snapshot is a candidate and none is the reader's own.
 func ReadHistory(secrets []ChunkSecret, now time.Time, maxChunks int) History {
 	r := reader{now: now, maxChunks: maxChunks, all: true}
 	r.read(secrets)
@@ -185,7 +186,7 @@ func (v verdict) derive(findings []Finding) (Snapshot, error) {
 }
 
 // reader reads a lineage's Secrets step by step. With all unset it stops at the first decisive
-// finding, which is then the verdict (ReadSnapshot); with all set it judges everything
+// finding, which is then the verdict (ReadSnapshotFor); with all set it judges everything
 // (ReadHistory).
 type reader struct {
 	now       time.Time

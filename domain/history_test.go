@@ -29,8 +29,8 @@ func firstDecisive(h domain.History) (domain.Finding, bool) {
 	return domain.Finding{}, false
 }
 
-// assertSameVerdict: ReadHistory's verdict, derived from its findings, is ReadSnapshot's, and
-// ReadHistoryFor's is ReadSnapshotFor's.
+// assertSameVerdict: ReadHistoryFor's verdict, derived from its findings, is ReadSnapshotFor's;
+// for a reader and without one, the verdict is the first decisive finding.
 func assertSameVerdict(t *testing.T, self *domain.Composition, secrets []domain.ChunkSecret) domain.History {
 	t.Helper()
 	return assertSameVerdictUnder(t, self, secrets, domain.AdoptWithinNamespace)
@@ -44,7 +44,7 @@ func assertSameVerdictUnder(t *testing.T, self *domain.Composition, secrets []do
 	var err error
 	if self == nil {
 		h = domain.ReadHistory(secrets, now, 0)
-		snap, err = domain.ReadSnapshot(secrets, now, 0)
+		snap, err = h.Verdict()
 	} else {
 		h = domain.ReadHistoryFor(*self, secrets, now, 0, adoption)
 		snap, err = domain.ReadSnapshotFor(*self, secrets, now, 0, adoption)
@@ -302,7 +302,7 @@ func FuzzHistoryVerdict(f *testing.F) {
 			var err error
 			if reader == nil {
 				h = domain.ReadHistory(secrets, now, 0)
-				snap, err = domain.ReadSnapshot(secrets, now, 0)
+				snap, err = h.Verdict()
 			} else {
 				h = domain.ReadHistoryFor(self, secrets, now, 0, domain.AdoptWithinNamespace)
 				snap, err = domain.ReadSnapshotFor(self, secrets, now, 0, domain.AdoptWithinNamespace)

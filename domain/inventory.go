@@ -180,15 +180,6 @@ func (inv Inventory) Canonical() []byte {
 	return bytes.Clone(inv.canonical)
 }
 
-// IDs returns the identities of all entries, each with a deep copy of its entry.
-func (inv Inventory) IDs() map[ResourceID]Entry {
-	out := make(map[ResourceID]Entry, len(inv.entries))
-	for i, e := range inv.entries {
-		out[e.ID()] = inv.entry(i)
-	}
-	return out
-}
-
 // DecodeEntries parses one chunk's data: a JSON array of entries in format "1".
 func DecodeEntries(data []byte) ([]Entry, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))

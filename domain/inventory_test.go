@@ -192,15 +192,6 @@ func TestInventoryIsImmutable(t *testing.T) {
 	assert.Equal(t, "web", inv.Entries()[0].Labels["app"])
 	assert.Equal(t, "web-settings", inv.Entries()[0].Name)
 	assert.Equal(t, goldenCanonical, string(inv.Canonical()))
-	assert.Equal(t, "web", inv.IDs()[cmID].Labels["app"])
-}
-
-func TestInventoryIDs(t *testing.T) {
-	ids := goldenInventory(t).IDs()
-	require.Len(t, ids, 3)
-	for _, id := range []domain.ResourceID{cmID, deployID, roleID} {
-		assert.Equal(t, id, ids[id].ID())
-	}
 }
 
 func TestEntryAPIVersionAndResourceIDString(t *testing.T) {

@@ -86,7 +86,7 @@ func TestPlanRecoveryInventoryInvalid(t *testing.T) {
 	}
 	t.Run("from ReadSnapshot", func(t *testing.T) {
 		secrets := goldenSecrets(t)
-		_, err := domain.ReadSnapshot(secrets[:1], now, domain.DefaultMaxChunks)
+		_, err := domain.ReadHistory(secrets[:1], now, domain.DefaultMaxChunks).Verdict()
 		p, perr := domain.PlanRecovery(domain.RecoveryInput{Composition: composition(), SnapshotErr: err, Now: now})
 		require.NoError(t, perr)
 		assert.Equal(t, domain.OutcomeInventoryInvalid, p.Decision.Outcome)
@@ -122,7 +122,7 @@ func TestPlanRecoverySameIncarnation(t *testing.T) {
 func TestPlanRecoveryNeedsItsOwnReading(t *testing.T) {
 	inv := mustInventory(t, goldenEntries())
 	secrets := secretsFor(t, inv, meta(inv, compUID, oldSynUUID, synTime.Add(-time.Hour)), 400)
-	lineageWide, err := domain.ReadSnapshot(secrets, now, 0)
+	lineageWide, err := domain.ReadHistory(secrets, now, 0).Verdict()
 	require.NoError(t, err)
 	other := composition()
 	other.UID = "uid-someone-else"

@@ -201,23 +201,10 @@ var ErrSameIncarnation = errors.New("a snapshot of this composition incarnation 
 // it (a move between namespaces); a lineage with snapshots but no candidate stops with an
 // *OtherNamespaceError, and a candidate with c's UID with ErrSameIncarnation; the newest
 // candidate is selected, a tie is AmbiguousTimestamp, and only the selected one is judged by
-// steps 4–5. maxChunks <= 0 means DefaultMaxChunks.
+// steps 4–5, stopping at the first decisive finding, which is the verdict. maxChunks <= 0 means
+// DefaultMaxChunks.
 func ReadSnapshotFor(c Composition, secrets []ChunkSecret, now time.Time, maxChunks int, adoption Adoption) (Snapshot, error) {
-	return readSnapshot(secrets, now, maxChunks, &c, adoption)
-}
-
-// ReadSnapshot reads a whole lineage's history, for a reader that is no Composition of it
-// (recording's fast path, inspect of a lineage): every snapshot is a candidate and none is the
-// reader's own. It returns ErrNoInventory, an *InventoryInvalidError, or the snapshot. There
-// is no fallback to an older snapshot. Its verdict is ReadHistory's: the first decisive
-// finding, found by the same checks, which stop there.
-func ReadSnapshot(secrets []ChunkSecret, now time.Time, maxChunks int) (Snapshot, error) {
-	return readSnapshot(secrets, now, maxChunks, nil, AdoptWithinNamespace)
-}
-
-// readSnapshot stops at the first decisive finding, which is the verdict.
-func readSnapshot(secrets []ChunkSecret, now time.Time, maxChunks int, self *Composition, adoption Adoption) (Snapshot, error) {
-	r := reader{now: now, maxChunks: maxChunks, self: self, adoption: adoption}
+	r := reader{now: now, maxChunks: maxChunks, self: &c, adoption: adoption}
 	r.read(secrets)
 	return r.verdict.derive(r.findings)
 }

@@ -29,7 +29,7 @@ func TestReadSnapshotGolden(t *testing.T) {
 		"reversed": {secrets[1], secrets[0]},
 	} {
 		t.Run(name, func(t *testing.T) {
-			snap, err := domain.ReadSnapshot(in, now, domain.DefaultMaxChunks)
+			snap, err := domain.ReadHistory(in, now, domain.DefaultMaxChunks).Verdict()
 			require.NoError(t, err)
 			assert.Equal(t, goldenDigest, snap.Inventory().Digest())
 			assert.Equal(t, goldenCanonical, string(snap.Inventory().Canonical()))
@@ -52,7 +52,7 @@ func TestReadSnapshotGolden(t *testing.T) {
 
 func TestReadSnapshotNoInventory(t *testing.T) {
 	for _, in := range [][]domain.ChunkSecret{nil, {}} {
-		_, err := domain.ReadSnapshot(in, now, domain.DefaultMaxChunks)
+		_, err := domain.ReadHistory(in, now, domain.DefaultMaxChunks).Verdict()
 		assert.ErrorIs(t, err, domain.ErrNoInventory)
 		_, ok := domain.InvalidReasonOf(err)
 		assert.False(t, ok)
@@ -125,7 +125,7 @@ func TestReadSnapshotMalformed(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := oneChunk(t)
 			tt.mutate(&s)
-			_, err := domain.ReadSnapshot([]domain.ChunkSecret{s}, now, domain.DefaultMaxChunks)
+			_, err := domain.ReadHistory([]domain.ChunkSecret{s}, now, domain.DefaultMaxChunks).Verdict()
 			assert.Equal(t, domain.ReasonMalformed, invalidReason(t, err), "%v", err)
 		})
 	}
@@ -151,7 +151,7 @@ func TestReadSnapshotOlderSnapshotSecrets(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			old, _ := snapshotAt(t, 2, "uid-0", "older", synTime.Add(-2*time.Hour), 1000)
 			tt.mutate(&old[0])
-			snap, err := domain.ReadSnapshot(append(goldenSecrets(t), old...), now, domain.DefaultMaxChunks)
+			snap, err := domain.ReadHistory(append(goldenSecrets(t), old...), now, domain.DefaultMaxChunks).Verdict()
 			if !tt.malformed {
 				require.NoError(t, err)
 				assert.Equal(t, oldSynUUID, snap.SynthesisUUID())
@@ -181,7 +181,7 @@ func TestReadSnapshotClockSkew(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			inv := goldenInventory(t)
 			secrets := secretsFor(t, inv, meta(inv, oldCompUID, oldSynUUID, tt.at), 300)
-			_, err := domain.ReadSnapshot(secrets, now, domain.DefaultMaxChunks)
+			_, err := domain.ReadHistory(secrets, now, domain.DefaultMaxChunks).Verdict()
 			if tt.ok {
 				require.NoError(t, err)
 				return
@@ -199,11 +199,11 @@ func TestReadSnapshotDataSizeLimit(t *testing.T) {
 	require.Equal(t, domain.SecretDataLimit, inv.Size())
 	secrets := secretsFor(t, inv, meta(inv, oldCompUID, oldSynUUID, synTime), domain.DefaultMaxChunkBytes)
 	require.Equal(t, 1, len(secrets))
-	_, err := domain.ReadSnapshot(secrets, now, domain.DefaultMaxChunks)
+	_, err := domain.ReadHistory(secrets, now, domain.DefaultMaxChunks).Verdict()
 	require.NoError(t, err)
 
 	secrets[0].Data["extra"] = []byte("x")
-	_, err = domain.ReadSnapshot(secrets, now, domain.DefaultMaxChunks)
+	_, err = domain.ReadHistory(secrets, now, domain.DefaultMaxChunks).Verdict()
 	assert.Equal(t, domain.ReasonMalformed, invalidReason(t, err))
 }
 
@@ -286,7 +286,7 @@ func TestReadSnapshotMixedMetadata(t *testing.T) {
 			t.Run(fmt.Sprintf("%s on chunk %d", tt.key, which), func(t *testing.T) {
 				secrets := goldenSecrets(t)
 				secrets[which].Annotations[tt.key] = tt.value
-				_, err := domain.ReadSnapshot(secrets, now, domain.DefaultMaxChunks)
+				_, err := domain.ReadHistory(secrets, now, domain.DefaultMaxChunks).Verdict()
 				assert.Equal(t, domain.ReasonMixedMetadata, invalidReason(t, err), "%v", err)
 			})
 		}
@@ -294,7 +294,7 @@ func TestReadSnapshotMixedMetadata(t *testing.T) {
 	t.Run("lineage label", func(t *testing.T) {
 		secrets := goldenSecrets(t)
 		secrets[1].Labels[domain.LabelLineage] = "other"
-		_, err := domain.ReadSnapshot(secrets, now, domain.DefaultMaxChunks)
+		_, err := domain.ReadHistory(secrets, now, domain.DefaultMaxChunks).Verdict()
 		assert.Equal(t, domain.ReasonMixedMetadata, invalidReason(t, err))
 	})
 	t.Run("in an older snapshot too", func(t *testing.T) {
@@ -305,7 +305,7 @@ func TestReadSnapshotMixedMetadata(t *testing.T) {
 		for i := range older {
 			older[i].Name = fmt.Sprintf("old-%d", i)
 		}
-		_, err := domain.ReadSnapshot(append(goldenSecrets(t), older...), now, domain.DefaultMaxChunks)
+		_, err := domain.ReadHistory(append(goldenSecrets(t), older...), now, domain.DefaultMaxChunks).Verdict()
 		assert.Equal(t, domain.ReasonMixedMetadata, invalidReason(t, err))
 	})
 }
@@ -327,7 +327,7 @@ func TestReadSnapshotSelectsNewest(t *testing.T) {
 	newest, want := snapshotAt(t, 3, "uid-1", "syn-c", synTime, 200)
 	all := slices.Concat(older, newest, middle)
 	for _, perm := range [][]domain.ChunkSecret{all, slices.Concat(newest, middle, older), slices.Concat(middle, older, newest)} {
-		snap, err := domain.ReadSnapshot(perm, now, domain.DefaultMaxChunks)
+		snap, err := domain.ReadHistory(perm, now, domain.DefaultMaxChunks).Verdict()
 		require.NoError(t, err)
 		assert.Equal(t, "syn-c", snap.SynthesisUUID())
 		assert.Equal(t, want.Digest(), snap.Inventory().Digest())
@@ -339,7 +339,7 @@ func TestReadSnapshotSubsecondNewerWins(t *testing.T) {
 	a, _ := snapshotAt(t, 1, "u", "syn-a", synTime, 200)
 	b, _ := snapshotAt(t, 2, "u", "syn-b", synTime, 200)
 	b[0].Annotations[domain.AnnotationSourceSynthesisTime] = synTime.Add(500 * time.Millisecond).Format(time.RFC3339Nano)
-	snap, err := domain.ReadSnapshot(append(a, b...), now, domain.DefaultMaxChunks)
+	snap, err := domain.ReadHistory(append(a, b...), now, domain.DefaultMaxChunks).Verdict()
 	require.NoError(t, err)
 	assert.Equal(t, "syn-b", snap.SynthesisUUID())
 }
@@ -362,14 +362,14 @@ func TestReadSnapshotAmbiguousTimestamp(t *testing.T) {
 	}
 	for name, in := range tests {
 		t.Run(name, func(t *testing.T) {
-			_, err := domain.ReadSnapshot(in, now, domain.DefaultMaxChunks)
+			_, err := domain.ReadHistory(in, now, domain.DefaultMaxChunks).Verdict()
 			assert.Equal(t, domain.ReasonAmbiguousTimestamp, invalidReason(t, err), "%v", err)
 		})
 	}
 	t.Run("a tie among older snapshots does not matter", func(t *testing.T) {
 		newest, _ := snapshotAt(t, 2, "uid-2", "syn-n", synTime.Add(time.Minute), 200)
 		for _, in := range [][]domain.ChunkSecret{slices.Concat(a, b, newest), slices.Concat(newest, a, b), slices.Concat(a, newest, b)} {
-			snap, err := domain.ReadSnapshot(in, now, domain.DefaultMaxChunks)
+			snap, err := domain.ReadHistory(in, now, domain.DefaultMaxChunks).Verdict()
 			require.NoError(t, err)
 			assert.Equal(t, "syn-n", snap.SynthesisUUID())
 		}
@@ -398,7 +398,7 @@ func TestReadSnapshotMissingChunk(t *testing.T) {
 	}
 	for name, in := range tests {
 		t.Run(name, func(t *testing.T) {
-			_, err := domain.ReadSnapshot(in, now, domain.DefaultMaxChunks)
+			_, err := domain.ReadHistory(in, now, domain.DefaultMaxChunks).Verdict()
 			assert.Equal(t, domain.ReasonMissingChunk, invalidReason(t, err), "%v", err)
 		})
 	}
@@ -409,7 +409,7 @@ func TestReadSnapshotNoFallback(t *testing.T) {
 	newest, _ := snapshotAt(t, 6, "uid-1", "syn-new", synTime, 150)
 	require.Equal(t, 3, len(newest))
 	t.Run("newest incomplete", func(t *testing.T) {
-		_, err := domain.ReadSnapshot(slices.Concat(older, newest[:2]), now, domain.DefaultMaxChunks)
+		_, err := domain.ReadHistory(slices.Concat(older, newest[:2]), now, domain.DefaultMaxChunks).Verdict()
 		assert.Equal(t, domain.ReasonMissingChunk, invalidReason(t, err))
 	})
 	t.Run("newest digest wrong", func(t *testing.T) {
@@ -418,14 +418,14 @@ func TestReadSnapshotNoFallback(t *testing.T) {
 			bad[i] = bad[i].Clone()
 			bad[i].Annotations[domain.AnnotationDigest] = goldenDigest
 		}
-		_, err := domain.ReadSnapshot(slices.Concat(older, bad), now, domain.DefaultMaxChunks)
+		_, err := domain.ReadHistory(slices.Concat(older, bad), now, domain.DefaultMaxChunks).Verdict()
 		assert.Equal(t, domain.ReasonDigestMismatch, invalidReason(t, err))
 	})
 	t.Run("newest chunk undecodable", func(t *testing.T) {
 		bad := slices.Clone(newest)
 		bad[1] = bad[1].Clone()
 		bad[1].Data[domain.SecretDataKey] = []byte("[{")
-		_, err := domain.ReadSnapshot(slices.Concat(older, bad), now, domain.DefaultMaxChunks)
+		_, err := domain.ReadHistory(slices.Concat(older, bad), now, domain.DefaultMaxChunks).Verdict()
 		assert.Equal(t, domain.ReasonMalformed, invalidReason(t, err))
 	})
 }
@@ -445,7 +445,7 @@ func TestReadSnapshotIgnoresLeftoverHigherChunks(t *testing.T) {
 	}
 	require.Equal(t, domain.ChunkName("web", lineage, 2), old[2].Name)
 
-	snap, err := domain.ReadSnapshot([]domain.ChunkSecret{old[2], current[0], current[1]}, now, domain.DefaultMaxChunks)
+	snap, err := domain.ReadHistory([]domain.ChunkSecret{old[2], current[0], current[1]}, now, domain.DefaultMaxChunks).Verdict()
 	require.NoError(t, err)
 	assert.Equal(t, synUUID, snap.SynthesisUUID())
 	assert.Equal(t, goldenDigest, snap.Inventory().Digest())
@@ -471,7 +471,7 @@ func TestReadSnapshotDigestMismatch(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			secrets := goldenSecrets(t)
 			mutate(secrets)
-			_, err := domain.ReadSnapshot(secrets, now, domain.DefaultMaxChunks)
+			_, err := domain.ReadHistory(secrets, now, domain.DefaultMaxChunks).Verdict()
 			assert.Equal(t, domain.ReasonDigestMismatch, invalidReason(t, err), "%v", err)
 		})
 	}
@@ -480,7 +480,7 @@ func TestReadSnapshotDigestMismatch(t *testing.T) {
 func TestReadSnapshotEmptyInventory(t *testing.T) {
 	inv := mustInventory(t, nil)
 	secrets := secretsFor(t, inv, meta(inv, oldCompUID, oldSynUUID, synTime), 300)
-	snap, err := domain.ReadSnapshot(secrets, now, domain.DefaultMaxChunks)
+	snap, err := domain.ReadHistory(secrets, now, domain.DefaultMaxChunks).Verdict()
 	require.NoError(t, err)
 	assert.Equal(t, 0, snap.Inventory().Len())
 	sum := sha256.Sum256([]byte("[]"))
@@ -491,7 +491,7 @@ func TestReadSnapshotDoesNotModifyInput(t *testing.T) {
 	secrets := goldenSecrets(t)
 	names := []string{secrets[1].Name, secrets[0].Name}
 	in := []domain.ChunkSecret{secrets[1], secrets[0]}
-	_, err := domain.ReadSnapshot(in, now, domain.DefaultMaxChunks)
+	_, err := domain.ReadHistory(in, now, domain.DefaultMaxChunks).Verdict()
 	require.NoError(t, err)
 	assert.Equal(t, names, []string{in[0].Name, in[1].Name})
 }
@@ -516,7 +516,7 @@ func TestInventoryInvalidError(t *testing.T) {
 
 func TestSnapshotMatches(t *testing.T) {
 	inv := goldenInventory(t)
-	snap, err := domain.ReadSnapshot(secretsFor(t, inv, meta(inv, compUID, synUUID, synTime), 300), now, domain.DefaultMaxChunks)
+	snap, err := domain.ReadHistory(secretsFor(t, inv, meta(inv, compUID, synUUID, synTime), 300), now, domain.DefaultMaxChunks).Verdict()
 	require.NoError(t, err)
 	tests := []struct {
 		name   string

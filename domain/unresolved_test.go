@@ -39,7 +39,7 @@ func TestUnresolvedFormats(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			assert.Equal(t, tc.format, tc.secrets[0].Annotations[domain.AnnotationFormat])
-			snap, err := domain.ReadSnapshot(tc.secrets, now, domain.DefaultMaxChunks)
+			snap, err := domain.ReadHistory(tc.secrets, now, domain.DefaultMaxChunks).Verdict()
 			require.NoError(t, err)
 			assert.Equal(t, goldenDigest, snap.Inventory().Digest(), "the inventory and its digest are untouched")
 			assert.Equal(t, tc.want, snap.Unresolved())
@@ -65,7 +65,7 @@ func TestUnresolvedMalformed(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			secrets := withKept(goldenSecrets(t), keptByHand)
 			mutate(secrets)
-			_, err := domain.ReadSnapshot(secrets, now, domain.DefaultMaxChunks)
+			_, err := domain.ReadHistory(secrets, now, domain.DefaultMaxChunks).Verdict()
 			assert.Equal(t, domain.ReasonMalformed, invalidReason(t, err))
 			_, unreadable := domain.UnresolvedIn(secrets[:1], domain.CompositionRef{Namespace: "team-a", Name: "web"})
 			if name != "in a later chunk" {
@@ -140,7 +140,7 @@ func TestUnresolvedDismissed(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			secrets := withKept(goldenSecrets(t), keptByHand, other)
 			secrets[0].Annotations[domain.AnnotationUnresolvedDismissed] = tc.value
-			snap, err := domain.ReadSnapshot(secrets, now, domain.DefaultMaxChunks)
+			snap, err := domain.ReadHistory(secrets, now, domain.DefaultMaxChunks).Verdict()
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, snap.Unresolved())
 			got, _ := domain.UnresolvedIn(secrets, domain.CompositionRef{Namespace: "team-a", Name: "web"})

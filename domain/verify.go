@@ -123,37 +123,35 @@ func VerifyTombstones(tombstones []Tombstone, observed map[ResourceID]Observatio
 	var keep []Tombstone
 	var dropped []DroppedTombstone
 	for _, t := range tombstones {
-		if !known {
-			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropUnknownWriteTime})
-			continue
-		}
 		o, ok := observed[t.Entry.ID()]
+		d := DroppedTombstone{Tombstone: t, Reason: DropUnreadable, Detail: o.Detail}
 		switch {
+		case !known:
+			d.Reason, d.Detail = DropUnknownWriteTime, ""
 		case !ok:
-			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropUnreadable, Detail: "not read"})
+			d.Detail = "not read"
 		case o.State == ObjectAbsent:
-			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropNotFound})
+			d.Reason, d.Detail = DropNotFound, ""
 		case o.State == ObjectProducedElsewhere:
-			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropProducedElsewhere, Detail: o.Detail})
-		case o.State != ObjectPresent:
-			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropUnreadable, Detail: o.Detail})
+			d.Reason = DropProducedElsewhere
+		case o.State != ObjectPresent: // unreadable, as its detail says
 		case o.Created.IsZero():
 			// Some aggregated API servers report no creationTimestamp: such an object cannot be
 			// told apart from one re-created since the history was written.
-			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropUnreadable, Detail: "it reports no creationTimestamp"})
+			d.Detail = "it reports no creationTimestamp"
 		case o.Created.Truncate(time.Second).After(writeTime.Truncate(time.Second)):
-			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropNewer,
-				Detail: fmt.Sprintf("created %s, history written %s", o.Created.UTC().Format(time.RFC3339), writeTime.UTC().Format(time.RFC3339))})
+			d.Reason, d.Detail = DropNewer, fmt.Sprintf("created %s, history written %s", o.Created.UTC().Format(time.RFC3339), writeTime.UTC().Format(time.RFC3339))
 		case o.UID == "" || !celLiteral.MatchString(o.UID):
-			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropUnreadable, Detail: fmt.Sprintf("its UID %q cannot be checked by its precondition", o.UID)})
+			d.Detail = fmt.Sprintf("its UID %q cannot be checked by its precondition", o.UID)
 		default:
-			if reason, detail, ok := ownership(o, eno, writeTime); !ok {
-				dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: reason, Detail: detail})
+			var owned bool
+			if d.Reason, d.Detail, owned = ownership(o, eno, writeTime); owned {
+				t.UID = o.UID
+				keep = append(keep, t)
 				continue
 			}
-			t.UID = o.UID
-			keep = append(keep, t)
 		}
+		dropped = append(dropped, d)
 	}
 	return keep, dropped
 }

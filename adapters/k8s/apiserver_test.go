@@ -518,7 +518,7 @@ func chunk(namespace, name string, lineage domain.Lineage, data string) domain.C
 	}
 }
 
-func newStore(t *testing.T, secrets typedcorev1.SecretsGetter, meta metadata.Interface, namespace string) *SecretStore {
+func newStore(t *testing.T, secrets typedcorev1.CoreV1Interface, meta metadata.Interface, namespace string) *SecretStore {
 	t.Helper()
 	store, err := NewSecretStore(secrets, newSecretCache(t, meta, namespace), namespace)
 	require.NoError(t, err)

@@ -87,18 +87,6 @@ func opt[T any](obj map[string]any, want string, path ...string) (T, error) {
 	return t, nil
 }
 
-func optString(obj map[string]any, path ...string) (string, error) {
-	return opt[string](obj, "a string", path...)
-}
-
-func optBool(obj map[string]any, path ...string) (bool, error) {
-	return opt[bool](obj, "a bool", path...)
-}
-
-func optList(obj map[string]any, path ...string) ([]any, error) {
-	return opt[[]any](obj, "a list", path...)
-}
-
 // compositionFromUnstructured reads the Composition's fields the controller uses. Malformed
 // status fields are an error: the caller must not guess at a synthesis (design §2).
 func compositionFromUnstructured(u *unstructured.Unstructured) (domain.Composition, error) {
@@ -120,7 +108,7 @@ func compositionFromUnstructured(u *unstructured.Unstructured) (domain.Compositi
 	} else if found {
 		c.InFlightSynthesis = "(unnamed)"
 		if obj, ok := inFlight.(map[string]any); ok {
-			if uuid, _ := optString(obj, "uuid"); uuid != "" {
+			if uuid, _ := opt[string](obj, "a string", "uuid"); uuid != "" {
 				c.InFlightSynthesis = uuid
 			}
 		}
@@ -139,28 +127,28 @@ func compositionFromUnstructured(u *unstructured.Unstructured) (domain.Compositi
 	}
 	s, err := currentSynthesis(obj)
 	if err != nil {
-		return bad(err)
+		return bad(fmt.Errorf("status.currentSynthesis: %w", err))
 	}
 	c.Synthesis = s
 	return c, nil
 }
 
 // currentSynthesis reads status.currentSynthesis: its UUID, when it was synthesized, whether it
-// is Ready, and the names of its slices.
+// is Ready, and the names of its slices. Its errors name fields relative to it.
 func currentSynthesis(obj map[string]any) (*domain.Synthesis, error) {
 	s := &domain.Synthesis{}
 	var err error
-	if s.UUID, err = optString(obj, "uuid"); err != nil {
-		return nil, fmt.Errorf("status.currentSynthesis: %w", err)
+	if s.UUID, err = opt[string](obj, "a string", "uuid"); err != nil {
+		return nil, err
 	}
-	synthesized, err := optString(obj, "synthesized")
+	synthesized, err := opt[string](obj, "a string", "synthesized")
 	if err != nil {
-		return nil, fmt.Errorf("status.currentSynthesis: %w", err)
+		return nil, err
 	}
 	if synthesized != "" {
 		t, err := time.Parse(time.RFC3339, synthesized)
 		if err != nil {
-			return nil, fmt.Errorf("status.currentSynthesis.synthesized %s is not RFC 3339: %w", describe(synthesized), err)
+			return nil, fmt.Errorf("synthesized %s is not RFC 3339: %w", describe(synthesized), err)
 		}
 		s.Synthesized = t.UTC()
 	}
@@ -172,25 +160,25 @@ func currentSynthesis(obj map[string]any) (*domain.Synthesis, error) {
 		case bool:
 			s.Ready = v
 		default:
-			return nil, fieldError([]string{"status", "currentSynthesis", "ready"}, v, "a timestamp string")
+			return nil, fieldError([]string{"ready"}, v, "a timestamp string")
 		}
 	}
-	refs, err := optList(obj, "resourceSlices")
+	refs, err := opt[[]any](obj, "a list", "resourceSlices")
 	if err != nil {
-		return nil, fmt.Errorf("status.currentSynthesis: %w", err)
+		return nil, err
 	}
 	for i, r := range refs {
-		path := []string{"status", "currentSynthesis", fmt.Sprintf("resourceSlices[%d]", i)}
+		path := fmt.Sprintf("resourceSlices[%d]", i)
 		ref, ok := r.(map[string]any)
 		if !ok {
-			return nil, fieldError(path, r, "an object")
+			return nil, fieldError([]string{path}, r, "an object")
 		}
-		name, err := optString(ref, "name")
+		name, err := opt[string](ref, "a string", "name")
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", strings.Join(path, "."), err)
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		if name == "" {
-			return nil, fmt.Errorf("%s.name is empty", strings.Join(path, "."))
+			return nil, fmt.Errorf("%s.name is empty", path)
 		}
 		s.Slices = append(s.Slices, name)
 	}
@@ -243,10 +231,10 @@ func sliceFromUnstructured(u *unstructured.Unstructured) (domain.ResourceSlice, 
 		return domain.ResourceSlice{}, &domain.SliceError{Slice: s.Name, Problem: domain.SliceMalformed, Err: err}
 	}
 	var err error
-	if s.SynthesisUUID, err = optString(u.Object, "spec", "synthesisUUID"); err != nil {
+	if s.SynthesisUUID, err = opt[string](u.Object, "a string", "spec", "synthesisUUID"); err != nil {
 		return bad(err)
 	}
-	resources, err := optList(u.Object, "spec", "resources")
+	resources, err := opt[[]any](u.Object, "a list", "spec", "resources")
 	if err != nil {
 		return bad(err)
 	}
@@ -256,11 +244,11 @@ func sliceFromUnstructured(u *unstructured.Unstructured) (domain.ResourceSlice, 
 		if !ok {
 			return bad(fieldError([]string{path}, r, "an object"))
 		}
-		manifest, err := optString(obj, "manifest")
+		manifest, err := opt[string](obj, "a string", "manifest")
 		if err != nil {
 			return bad(fmt.Errorf("%s: %w", path, err))
 		}
-		deleted, err := optBool(obj, "deleted")
+		deleted, err := opt[bool](obj, "a bool", "deleted")
 		if err != nil {
 			return bad(fmt.Errorf("%s: %w", path, err))
 		}
@@ -313,7 +301,7 @@ func sliceResourcesToUnstructured(rs []domain.SliceResource) []any {
 
 // chunkFromSecret copies a Secret into the domain's view; the copy shares nothing with a cache.
 func chunkFromSecret(s *corev1.Secret) domain.ChunkSecret {
-	c := domain.ChunkSecret{
+	return domain.ChunkSecret{
 		Namespace:       s.Namespace,
 		Name:            s.Name,
 		Type:            string(s.Type),
@@ -322,14 +310,17 @@ func chunkFromSecret(s *corev1.Secret) domain.ChunkSecret {
 		ResourceVersion: s.ResourceVersion,
 		UID:             string(s.UID),
 		DataWrittenAt:   dataWrittenAt(s.CreationTimestamp.Time, s.ManagedFields),
+		Data:            cloneData(s.Data),
 	}
-	if s.Data != nil {
-		c.Data = make(map[string][]byte, len(s.Data))
-		for k, v := range s.Data {
-			c.Data[k] = bytes.Clone(v)
-		}
+}
+
+// cloneData is a deep copy of a Secret's data.
+func cloneData(data map[string][]byte) map[string][]byte {
+	out := maps.Clone(data)
+	for k, v := range out {
+		out[k] = bytes.Clone(v)
 	}
-	return c
+	return out
 }
 
 // dataWrittenAt is when this controller last wrote the Secret's data, zero when unknown: the
@@ -362,7 +353,6 @@ func secretFromChunk(c domain.ChunkSecret) *corev1.Secret {
 			Name:            c.Name,
 			ResourceVersion: c.ResourceVersion,
 		},
-		Type: corev1.SecretType(c.Type),
 	}
 	applyChunk(s, c)
 	return s
@@ -374,11 +364,5 @@ func applyChunk(s *corev1.Secret, c domain.ChunkSecret) {
 	s.Type = corev1.SecretType(c.Type)
 	s.Labels = maps.Clone(c.Labels)
 	s.Annotations = maps.Clone(c.Annotations)
-	s.Data = nil
-	if c.Data != nil {
-		s.Data = make(map[string][]byte, len(c.Data))
-		for k, v := range c.Data {
-			s.Data[k] = bytes.Clone(v)
-		}
-	}
+	s.Data = cloneData(c.Data)
 }

@@ -25,8 +25,7 @@ var _ ports.SnapshotStore = (*SecretStore)(nil)
 // It creates and updates, never deletes, and refuses Secrets outside its namespace or
 // without our managed-by label.
 type SecretStore struct {
-	// rest writes Secrets and reads back their metadata only (writeChunk); nil when secrets
-	// offers no REST client (a fake), and secrets writes.
+	// rest writes Secrets and reads back their metadata only (writeChunk).
 	rest      rest.Interface
 	secrets   corev1client.SecretInterface
 	namespace string
@@ -45,23 +44,16 @@ type CachedSecrets interface {
 }
 
 // NewSecretStore binds the store to namespace (the inventory namespace, usually
-// domain.DefaultInventoryNamespace). Secrets are read and written live through secrets; cached,
+// domain.DefaultInventoryNamespace). Secrets are read and written live through core; cached,
 // when not nil, serves ListCachedChunks once it has synced.
-func NewSecretStore(secrets corev1client.SecretsGetter, cached CachedSecrets, namespace string) (*SecretStore, error) {
-	if secrets == nil {
-		return nil, errors.New("secret store: a secrets client is required")
+func NewSecretStore(core corev1client.CoreV1Interface, cached CachedSecrets, namespace string) (*SecretStore, error) {
+	if core == nil {
+		return nil, errors.New("secret store: a core client is required")
 	}
 	if namespace == "" {
 		return nil, errors.New("secret store: the inventory namespace is required")
 	}
-	var rc rest.Interface
-	if g, ok := secrets.(interface{ RESTClient() rest.Interface }); ok {
-		// A fake clientset's is a nil *rest.RESTClient: writes then go through secrets.
-		if c, ok := g.RESTClient().(*rest.RESTClient); ok && c != nil {
-			rc = c
-		}
-	}
-	return &SecretStore{rest: rc, secrets: secrets.Secrets(namespace), namespace: namespace, cached: cached}, nil
+	return &SecretStore{rest: core.RESTClient(), secrets: core.Secrets(namespace), namespace: namespace, cached: cached}, nil
 }
 
 // LineageOf is what a cache of inventory Secrets indexes them by: the lineage label.
@@ -210,19 +202,6 @@ const metadataOnly = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=
 // decoded once more; the data returned is the data written, shared with secret (the API server
 // stores a Secret's data as given).
 func (st *SecretStore) writeChunk(ctx context.Context, secret *corev1.Secret, update bool, manager string) (domain.ChunkSecret, error) {
-	if st.rest == nil {
-		var out *corev1.Secret
-		var err error
-		if update {
-			out, err = st.secrets.Update(ctx, secret, metav1.UpdateOptions{FieldManager: manager})
-		} else {
-			out, err = st.secrets.Create(ctx, secret, metav1.CreateOptions{FieldManager: manager})
-		}
-		if err != nil {
-			return domain.ChunkSecret{}, err
-		}
-		return chunkFromSecret(out), nil
-	}
 	req := st.rest.Post().Namespace(st.namespace).Resource("secrets")
 	if update {
 		req = st.rest.Put().Namespace(st.namespace).Resource("secrets").Name(secret.Name)

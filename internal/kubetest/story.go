@@ -211,7 +211,7 @@ func WaitForSnapshot(t testing.TB, c Clients, namespace, lineage, compUID, synth
 		if secrets, err = ListInventory(ctx, c, namespace, lineage); err != nil {
 			return err
 		}
-		if snap, err = domain.ReadSnapshot(ChunkSecrets(secrets), time.Now(), 0); err != nil {
+		if snap, err = domain.ReadHistory(ChunkSecrets(secrets), time.Now(), 0).Verdict(); err != nil {
 			return err
 		}
 		if m := snap.Meta(); m.CompositionUID != compUID || m.SynthesisUUID != synthesisUUID {

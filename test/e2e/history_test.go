@@ -288,7 +288,7 @@ func TestSameSnapshotUsedTwiceIsHarmless(t *testing.T) {
 	// The incarnation is deleted before it records: a synthesis decided Recovered is never
 	// recorded, so U_A is still the newest snapshot.
 	h.remove("app")
-	snap, err := domain.ReadSnapshot(chunkSecrets(mustList(t, h.c, lineage)), time.Now(), 0)
+	snap, err := domain.ReadHistory(chunkSecrets(mustList(t, h.c, lineage)), time.Now(), 0).Verdict()
 	require.NoError(t, err)
 	require.Equal(t, uA, snap.SynthesisUUID())
 	require.NotEqual(t, string(second.GetUID()), snap.CompositionUID())

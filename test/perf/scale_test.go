@@ -334,7 +334,7 @@ func verifyScale(t *testing.T, a admin, ns, inv string, n int) int {
 		uuid := u.Object["status"].(map[string]any)["currentSynthesis"].(map[string]any)["uuid"].(string)
 		d, err := domain.ParseDecision(u.GetAnnotations()[domain.AnnotationDecision])
 		comp := domain.Composition{Namespace: ns, Name: u.GetName(), UID: string(u.GetUID()), Synthesis: &domain.Synthesis{UUID: uuid}}
-		snap, snapErr := domain.ReadSnapshot(byLineage[domain.DefaultLineage(ns, u.GetName()).String()], time.Now(), domain.DefaultMaxChunks)
+		snap, snapErr := domain.ReadHistory(byLineage[domain.DefaultLineage(ns, u.GetName()).String()], time.Now(), domain.DefaultMaxChunks).Verdict()
 		if err != nil || d.SynthesisUUID != uuid || d.Outcome != domain.OutcomeNoInventory || snapErr != nil || !domain.SnapshotMatches(snap, comp) {
 			bad++
 			if bad <= 5 {

@@ -341,12 +341,8 @@ func TestInvalidLineageOverride(t *testing.T) {
 			require.NoError(t, err)
 			require.NotNil(t, res.Skipped)
 			assert.Equal(t, domain.IneligibleInvalidLineage, res.Skipped.Reason)
-			svc := w.service()
-			_, err = svc.Recover(ctx, comp)
+			_, err = w.service().Record(ctx, comp)
 			var ie *domain.IneligibleError
-			require.ErrorAs(t, err, &ie)
-			assert.Equal(t, domain.IneligibleInvalidLineage, ie.Reason)
-			_, err = svc.Record(ctx, comp)
 			require.ErrorAs(t, err, &ie)
 			assert.Equal(t, domain.IneligibleInvalidLineage, ie.Reason)
 

@@ -247,7 +247,7 @@ func (w *world) readSnapshot(lineage domain.Lineage) (domain.Snapshot, error) {
 	w.t.Helper()
 	secrets, err := w.cluster.ListChunks(context.Background(), lineage)
 	require.NoError(w.t, err)
-	return domain.ReadSnapshot(secrets, now, w.cfg.MaxChunks)
+	return domain.ReadHistory(secrets, now, w.cfg.MaxChunks).Verdict()
 }
 
 // recoverySlices lists the slices the sink published: they carry the hand-off's decision,
@@ -606,7 +606,7 @@ func (w *world) checkHandoffs(a *audit) handoffBook {
 		case 0:
 			live, err := w.cluster.LiveComposition(context.Background(), c.Ref)
 			if err == nil {
-				assert.False(t, domain.SameIncarnation(domain.Composition{UID: c.UID, Synthesis: &domain.Synthesis{UUID: c.SynthesisUUID}}, live),
+				assert.False(t, live.UID == c.UID && live.SynthesisUUID() == c.SynthesisUUID,
 					"%s: committed recovery slice %s of the live synthesis %s has no decision", c.Ref, c.Slice, c.SynthesisUUID)
 			}
 			book.superseded++

@@ -374,7 +374,7 @@ func readSnapshot(ctx context.Context, c kubetest.Clients, lineage domain.Lineag
 	if err != nil {
 		return domain.Snapshot{}, fmt.Errorf("listing chunks: %w", err)
 	}
-	return domain.ReadSnapshot(secrets, time.Now(), domain.DefaultMaxChunks)
+	return domain.ReadHistory(secrets, time.Now(), domain.DefaultMaxChunks).Verdict()
 }
 
 // snapshotIDs lists the identities a snapshot holds, sorted.

@@ -34,6 +34,8 @@ type demo struct {
 	// deployed is every resource each Composition's syntheses produced, so the downstream
 	// objects shown for one Composition are its own.
 	deployed map[domain.CompositionRef][]domain.ResourceID
+	// err is the first step that failed; every step after it does nothing.
+	err error
 }
 
 // Run tells the whole story to out. Its output is the same on every run.
@@ -54,24 +56,37 @@ func Run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	d.svc = svc
-	for _, chapter := range []func(context.Context) error{d.recordAndRecover, d.halfWritten, d.siblings, d.heldForReview} {
-		if err := chapter(ctx); err != nil {
-			return err
+	for _, chapter := range []func(context.Context){d.recordAndRecover, d.halfWritten, d.siblings, d.heldForReview} {
+		if chapter(ctx); d.err != nil {
+			return d.err
 		}
 	}
 	d.say("\nThe end: three recoveries Eno carried out, each deleting exactly the orphans; refusals that deleted nothing; and no recovery twice.")
 	return nil
 }
 
-func (d *demo) say(format string, args ...any) { fmt.Fprintf(d.out, format+"\n", args...) }
-
-func (d *demo) chapter(title string) {
-	d.say("\n== %s ==", title)
+func (d *demo) say(format string, args ...any) {
+	if d.err == nil {
+		fmt.Fprintf(d.out, format+"\n", args...)
+	}
 }
 
-// deploy creates the Composition if it does not exist (opted in, with annotations), then lets
-// Eno synthesize it producing names and reconcile that synthesis downstream.
-func (d *demo) deploy(ref domain.CompositionRef, annotations map[string]string, names ...string) (domain.Composition, error) {
+// ok keeps err as the demo's error unless one came before; it reports whether the demo goes on.
+func (d *demo) ok(err error) bool {
+	if d.err == nil {
+		d.err = err
+	}
+	return d.err == nil
+}
+
+// synthesize creates the Composition if it does not exist (opted in, with annotations), then, a
+// minute after the previous synthesis, lets Eno synthesize it producing names and reconcile that
+// synthesis downstream.
+func (d *demo) synthesize(ref domain.CompositionRef, annotations map[string]string, names ...string) domain.Composition {
+	if d.err != nil {
+		return domain.Composition{}
+	}
+	d.clock = d.clock.Add(time.Minute)
 	if _, err := d.cluster.LiveComposition(context.Background(), ref); err != nil {
 		comp := domain.Composition{Namespace: ref.Namespace, Name: ref.Name, Annotations: map[string]string{domain.AnnotationOptIn: domain.OptInValue}}
 		maps.Copy(comp.Annotations, annotations)
@@ -79,57 +94,49 @@ func (d *demo) deploy(ref domain.CompositionRef, annotations map[string]string, 
 	}
 	manifests := make([]string, len(names))
 	for i, n := range names {
-		manifests[i] = demoManifest(ref.Namespace, n)
-		id := demoID(ref.Namespace, n)
+		var id domain.ResourceID
+		manifests[i], id = demoResource(ref.Namespace, n)
 		if !slices.Contains(d.deployed[ref], id) {
 			d.deployed[ref] = append(d.deployed[ref], id)
 		}
 	}
-	if _, err := d.eno.Synthesize(ref, manifests...); err != nil {
-		return domain.Composition{}, err
+	if _, err := d.eno.Synthesize(ref, manifests...); !d.ok(err) {
+		return domain.Composition{}
 	}
-	return d.eno.Reconcile(ref)
+	comp, err := d.eno.Reconcile(ref)
+	d.ok(err)
+	return comp
 }
 
-// synthesize is deploy a minute after the previous synthesis.
-func (d *demo) synthesize(ref domain.CompositionRef, annotations map[string]string, names ...string) (domain.Composition, error) {
-	d.clock = d.clock.Add(time.Minute)
-	return d.deploy(ref, annotations, names...)
-}
-
-// demoManifest makes a manifest from "Kind/name" (cluster-scoped kinds have no namespace).
-func demoManifest(namespace, kindName string) string {
+// demoResource makes the manifest and identity of "Kind/name" (cluster-scoped kinds have no
+// namespace).
+func demoResource(namespace, kindName string) (string, domain.ResourceID) {
 	kind, name, _ := strings.Cut(kindName, "/")
+	apiVersion := map[string]string{"Deployment": "apps/v1", "ClusterRole": "rbac.authorization.k8s.io/v1", "CronJob": "batch/v1"}[kind]
+	group, _, _ := strings.Cut(apiVersion, "/")
+	if apiVersion == "" {
+		apiVersion = "v1"
+	}
 	meta := map[string]any{"name": name, "labels": map[string]string{"app": "web"}}
-	if kind != "ClusterRole" {
-		meta["namespace"] = namespace
-	}
-	b, _ := json.Marshal(map[string]any{"apiVersion": demoAPIVersion(kind), "kind": kind, "metadata": meta})
-	return string(b)
-}
-
-func demoAPIVersion(kind string) string {
-	if v, ok := map[string]string{"Deployment": "apps/v1", "ClusterRole": "rbac.authorization.k8s.io/v1", "CronJob": "batch/v1"}[kind]; ok {
-		return v
-	}
-	return "v1"
-}
-
-func demoID(namespace, kindName string) domain.ResourceID {
-	kind, name, _ := strings.Cut(kindName, "/")
-	group := ""
-	if av := demoAPIVersion(kind); strings.Contains(av, "/") {
-		group, _, _ = strings.Cut(av, "/")
-	}
 	if kind == "ClusterRole" {
 		namespace = ""
+	} else {
+		meta["namespace"] = namespace
 	}
-	return domain.ResourceID{Group: group, Kind: kind, Namespace: namespace, Name: name}
+	b, _ := json.Marshal(map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": meta})
+	return string(b), domain.ResourceID{Group: group, Kind: kind, Namespace: namespace, Name: name}
 }
 
 func short(uuid string) string { return uuid[:min(8, len(uuid))] }
 
-func (d *demo) reconcile(ctx context.Context, ref domain.CompositionRef) (app.Result, error) {
+// pass reconciles ref; its error stops the demo.
+func (d *demo) pass(ctx context.Context, ref domain.CompositionRef) {
+	if d.err == nil {
+		d.ok(d.reconcile(ctx, ref))
+	}
+}
+
+func (d *demo) reconcile(ctx context.Context, ref domain.CompositionRef) error {
 	res, err := d.svc.Reconcile(ctx, ref)
 	defer func() {
 		if err != nil {
@@ -165,7 +172,7 @@ func (d *demo) reconcile(ctx context.Context, ref domain.CompositionRef) (app.Re
 	if s := res.Skipped; s != nil && res.Recovery != nil {
 		d.say("   recording waits: %s", s.Reason)
 	}
-	return res, err
+	return err
 }
 
 // showHandoff shows what the hand-off left on the Composition.
@@ -184,26 +191,23 @@ func (d *demo) showHandoff(ctx context.Context, ref domain.CompositionRef, dec d
 // enoFollows is Eno acting on a hand-off: the forced synthesis carrying the tombstones, the
 // controller deciding on it, Eno's reconciliation deleting the orphans downstream, and the
 // controller recording that synthesis once it is Ready.
-func (d *demo) enoFollows(ctx context.Context, ref domain.CompositionRef) error {
+func (d *demo) enoFollows(ctx context.Context, ref domain.CompositionRef) {
 	d.clock = d.clock.Add(time.Minute)
-	before, err := d.cluster.LiveComposition(ctx, ref)
-	if err != nil {
-		return err
+	before := d.live(ctx, ref)
+	if d.err != nil {
+		return
 	}
 	comp, forced, err := d.eno.ResynthesizeIfForced(ref)
-	if err != nil {
-		return err
-	}
-	if !forced {
+	if !d.ok(err) || !forced {
 		d.say("   Eno: no resynthesis was requested")
-		return nil
+		return
 	}
 	d.say("   Eno: %s names the current synthesis %s, so Eno synthesizes %s", domain.AnnotationForceResynthesis,
 		short(before.SynthesisUUID()), short(comp.SynthesisUUID()))
 	for _, name := range comp.Synthesis.Slices {
 		s, err := d.cluster.GetSlice(ctx, ref.Namespace, name)
-		if err != nil {
-			return err
+		if !d.ok(err) {
+			return
 		}
 		var tombstones []string
 		for _, r := range s.Resources {
@@ -214,18 +218,19 @@ func (d *demo) enoFollows(ctx context.Context, ref domain.CompositionRef) error 
 		d.say("     ResourceSlice %s (stamped %q): %d resources, tombstones carried forward: %s", s.Name, short(s.SynthesisUUID),
 			len(s.Resources), orNone(tombstones))
 	}
-	if _, err := d.reconcile(ctx, ref); err != nil {
-		return err
-	}
-	return d.enoReconciles(ctx, ref)
+	d.pass(ctx, ref)
+	d.enoReconciles(ctx, ref)
 }
 
 // enoReconciles lets eno-reconciler apply the current synthesis, shows what it deleted
 // downstream, and lets the controller pass once more.
-func (d *demo) enoReconciles(ctx context.Context, ref domain.CompositionRef) error {
+func (d *demo) enoReconciles(ctx context.Context, ref domain.CompositionRef) {
+	if d.err != nil {
+		return
+	}
 	before := d.downstream(ref)
-	if _, err := d.eno.Reconcile(ref); err != nil {
-		return err
+	if _, err := d.eno.Reconcile(ref); !d.ok(err) {
+		return
 	}
 	after := d.downstream(ref)
 	d.say("   eno-reconciler applies the synthesis, which is then Ready")
@@ -238,8 +243,7 @@ func (d *demo) enoReconciles(ctx context.Context, ref domain.CompositionRef) err
 		}
 	}
 	d.say("     deleted by Eno: %s", orNone(gone))
-	_, err := d.reconcile(ctx, ref)
-	return err
+	d.pass(ctx, ref)
 }
 
 // downstream lists the downstream objects any synthesis of ref produced, in canonical order.
@@ -251,6 +255,16 @@ func (d *demo) downstream(ref domain.CompositionRef) []string {
 		}
 	}
 	return out
+}
+
+// live reads ref from the cluster; its error stops the demo.
+func (d *demo) live(ctx context.Context, ref domain.CompositionRef) domain.Composition {
+	if d.err != nil {
+		return domain.Composition{}
+	}
+	comp, err := d.cluster.LiveComposition(ctx, ref)
+	d.ok(err)
+	return comp
 }
 
 func (d *demo) showDownstream(ref domain.CompositionRef) {
@@ -296,83 +310,61 @@ func (d *demo) showSecrets(lineage domain.Lineage) {
 	}
 }
 
-func (d *demo) recreate(ref domain.CompositionRef, annotations map[string]string, names ...string) error {
-	if err := d.cluster.DeleteComposition(ref); err != nil {
-		return err
+func (d *demo) recreate(ref domain.CompositionRef, annotations map[string]string, names ...string) {
+	if d.err != nil || !d.ok(d.cluster.DeleteComposition(ref)) {
+		return
 	}
 	d.say("   %s deleted with an orphaning strategy; its resources stay in the downstream cluster", ref)
-	comp, err := d.synthesize(ref, annotations, names...)
-	if err != nil {
-		return err
+	if comp := d.synthesize(ref, annotations, names...); d.err == nil {
+		d.say("   %s recreated (new UID %s); Eno synthesized %d resources (synthesis %s, its slices stamped %q as on any first synthesis) and applied them",
+			ref, comp.UID[len(comp.UID)-4:], len(names), short(comp.SynthesisUUID()), d.stamp(comp))
 	}
-	d.say("   %s recreated (new UID %s); Eno synthesized %d resources (synthesis %s, its slices stamped %q as on any first synthesis) and applied them",
-		ref, comp.UID[len(comp.UID)-4:], len(names), short(comp.SynthesisUUID()), d.stamp(comp))
 	d.showDownstream(ref)
-	return nil
 }
 
 var webV1 = []string{"ConfigMap/web-settings", "Deployment/web", "Service/web", "ClusterRole/web-reader", "ConfigMap/web-feature-flags", "CronJob/web-cleanup"}
 
-func (d *demo) recordAndRecover(ctx context.Context) error {
-	d.chapter("1. Record, recreate, recover: Eno deletes the orphans")
+func (d *demo) recordAndRecover(ctx context.Context) {
+	d.say("\n== 1. Record, recreate, recover: Eno deletes the orphans ==")
 	ref := domain.CompositionRef{Namespace: "team-a", Name: "web"}
-	comp, err := d.synthesize(ref, nil, webV1...)
-	if err != nil {
-		return err
+	comp := d.synthesize(ref, nil, webV1...)
+	if d.err != nil {
+		return
 	}
 	d.say("   %s opted in (UID %s); Eno synthesized %d resources (synthesis %s) and applied them",
 		ref, comp.UID[len(comp.UID)-4:], len(webV1), short(comp.SynthesisUUID()))
 	d.showDownstream(ref)
-	if _, err := d.reconcile(ctx, ref); err != nil {
-		return err
-	}
+	d.pass(ctx, ref)
 	lineage, _ := domain.LineageOf(comp)
 	d.showSecrets(lineage)
-	if err := d.recreate(ref, nil, webV1[:4]...); err != nil {
-		return err
-	}
-	if _, err := d.reconcile(ctx, ref); err != nil {
-		return err
-	}
+	d.recreate(ref, nil, webV1[:4]...)
+	d.pass(ctx, ref)
 	d.say("   a synthesis decided Recovered is never recorded: the snapshot stays the old incarnation's")
 	d.showSecrets(lineage)
-	if err := d.enoFollows(ctx, ref); err != nil {
-		return err
-	}
+	d.enoFollows(ctx, ref)
 	d.showSecrets(lineage)
 	d.say("   reconciling again changes nothing:")
-	if _, err := d.reconcile(ctx, ref); err != nil {
-		return err
-	}
+	d.pass(ctx, ref)
 
 	d.say("   later, an operator forces a resynthesis:")
 	d.clock = d.clock.Add(time.Minute)
-	live, err := d.cluster.LiveComposition(ctx, ref)
-	if err != nil {
-		return err
+	if live := d.live(ctx, ref); d.err == nil {
+		_, err := d.cluster.SetAnnotation(ref, domain.AnnotationForceResynthesis, live.SynthesisUUID())
+		d.ok(err)
 	}
-	if _, err := d.cluster.SetAnnotation(ref, domain.AnnotationForceResynthesis, live.SynthesisUUID()); err != nil {
-		return err
-	}
-	if err := d.enoFollows(ctx, ref); err != nil {
-		return err
-	}
+	d.enoFollows(ctx, ref)
 	d.showSecrets(lineage)
-	return nil
 }
 
-func (d *demo) halfWritten(ctx context.Context) error {
-	d.chapter("2. A half-written replacement reads as invalid, never as history")
+func (d *demo) halfWritten(ctx context.Context) {
+	d.say("\n== 2. A half-written replacement reads as invalid, never as history ==")
 	ref := domain.CompositionRef{Namespace: "team-b", Name: "api"}
-	if _, err := d.synthesize(ref, nil, "ConfigMap/api-a", "ConfigMap/api-b", "Deployment/api", "Service/api"); err != nil {
-		return err
-	}
-	if _, err := d.reconcile(ctx, ref); err != nil {
-		return err
-	}
+	d.synthesize(ref, nil, "ConfigMap/api-a", "ConfigMap/api-b", "Deployment/api", "Service/api")
+	d.pass(ctx, ref)
 	d.say("   a new synthesis of %s with more resources starts replacing the snapshot; the controller crashes after one write", ref)
-	if _, err := d.synthesize(ref, nil, "ConfigMap/api-a", "ConfigMap/api-b", "ConfigMap/api-c", "ConfigMap/api-d", "Deployment/api", "Service/api", "Service/api-internal"); err != nil {
-		return err
+	d.synthesize(ref, nil, "ConfigMap/api-a", "ConfigMap/api-b", "ConfigMap/api-c", "ConfigMap/api-d", "Deployment/api", "Service/api", "Service/api-internal")
+	if d.err != nil {
+		return
 	}
 	writes := 0
 	d.cluster.SetBeforeWrite(func(op, name string) error {
@@ -384,95 +376,58 @@ func (d *demo) halfWritten(ctx context.Context) error {
 		}
 		return nil
 	})
-	_, _ = d.reconcile(ctx, ref)
+	_ = d.reconcile(ctx, ref) // the crash is the point
 	d.cluster.SetBeforeWrite(nil)
-	lineage := domain.DefaultLineage(ref.Namespace, ref.Name)
-	d.showSecrets(lineage)
-	if err := d.recreate(ref, nil, "Deployment/api"); err != nil {
-		return err
-	}
-	if _, err := d.reconcile(ctx, ref); err != nil {
-		return err
-	}
+	d.showSecrets(domain.DefaultLineage(ref.Namespace, ref.Name))
+	d.recreate(ref, nil, "Deployment/api")
+	d.pass(ctx, ref)
 	d.say("   nothing was handed to Eno: the orphans stay")
 	d.showDownstream(ref)
-	return nil
 }
 
-func (d *demo) siblings(ctx context.Context) error {
-	d.chapter("3. Siblings sharing a lineage: a living sibling's history is never ours, nor another namespace's")
+func (d *demo) siblings(ctx context.Context) {
+	d.say("\n== 3. Siblings sharing a lineage: a living sibling's history is never ours, nor another namespace's ==")
 	shared := map[string]string{domain.AnnotationLineageOverride: "checkout"}
 	east := domain.CompositionRef{Namespace: "shop", Name: "checkout-east"}
 	west := domain.CompositionRef{Namespace: "shop", Name: "checkout-west"}
-	if _, err := d.synthesize(west, shared, "Deployment/checkout-west", "ConfigMap/checkout-west"); err != nil {
-		return err
-	}
-	if _, err := d.reconcile(ctx, west); err != nil {
-		return err
-	}
-	if _, err := d.synthesize(east, shared, "Deployment/checkout-east", "ConfigMap/checkout-east"); err != nil {
-		return err
-	}
-	if _, err := d.reconcile(ctx, east); err != nil {
-		return err
-	}
+	d.synthesize(west, shared, "Deployment/checkout-west", "ConfigMap/checkout-west")
+	d.pass(ctx, west)
+	d.synthesize(east, shared, "Deployment/checkout-east", "ConfigMap/checkout-east")
+	d.pass(ctx, east)
 	d.say("   %s and %s share lineage override %q (copied from one template); %s recorded later", east, west, "checkout", east)
-	if err := d.cluster.DeleteComposition(east); err != nil {
-		return err
+	if d.err != nil || !d.ok(d.cluster.DeleteComposition(east)) {
+		return
 	}
 	d.say("   %s is deleted with an orphaning strategy and not re-created", east)
-	if err := d.recreate(west, shared, "Deployment/checkout-west"); err != nil {
-		return err
-	}
+	d.recreate(west, shared, "Deployment/checkout-west")
 	d.say("   %s's own predecessor is the candidate, not %s's newer snapshot, and no other Composition of the lineage lives:", west, east)
-	if _, err := d.reconcile(ctx, west); err != nil {
-		return err
-	}
-	if err := d.enoFollows(ctx, west); err != nil {
-		return err
-	}
+	d.pass(ctx, west)
+	d.enoFollows(ctx, west)
 	d.showDownstream(east)
 
 	north := domain.CompositionRef{Namespace: "shop", Name: "checkout-north"}
 	d.say("   a new %s with the same override has no history of its own, so every snapshot of the lineage in namespace shop is a candidate;", north)
 	d.say("   one was recorded for a sibling that is alive:")
-	if _, err := d.synthesize(north, shared, "Deployment/checkout-north"); err != nil {
-		return err
-	}
-	if _, err := d.reconcile(ctx, north); err != nil {
-		return err
-	}
+	d.synthesize(north, shared, "Deployment/checkout-north")
+	d.pass(ctx, north)
 
 	eu := domain.CompositionRef{Namespace: "shop-eu", Name: "checkout"}
 	d.say("   %s in another namespace copies the override: adoption across namespaces is off, so the history of namespace shop is not its own:", eu)
-	if _, err := d.synthesize(eu, shared, "Deployment/checkout"); err != nil {
-		return err
-	}
-	if _, err := d.reconcile(ctx, eu); err != nil {
-		return err
-	}
+	d.synthesize(eu, shared, "Deployment/checkout")
+	d.pass(ctx, eu)
 	d.showDownstream(east)
-	return nil
 }
 
-func (d *demo) heldForReview(ctx context.Context) error {
-	d.chapter("4. A broken synthesizer would delete most of an environment: held for review")
+func (d *demo) heldForReview(ctx context.Context) {
+	d.say("\n== 4. A broken synthesizer would delete most of an environment: held for review ==")
 	ref := domain.CompositionRef{Namespace: "team-c", Name: "db"}
-	if _, err := d.synthesize(ref, nil, "ConfigMap/db-config", "Service/db", "Service/db-headless", "ConfigMap/db-init", "Secret/db-credentials-ref"); err != nil {
-		return err
-	}
-	if _, err := d.reconcile(ctx, ref); err != nil {
-		return err
-	}
-	if err := d.recreate(ref, nil, "Service/db"); err != nil {
-		return err
-	}
-	if _, err := d.reconcile(ctx, ref); err != nil {
-		return err
-	}
-	comp, err := d.cluster.LiveComposition(ctx, ref)
-	if err != nil {
-		return err
+	d.synthesize(ref, nil, "ConfigMap/db-config", "Service/db", "Service/db-headless", "ConfigMap/db-init", "Secret/db-credentials-ref")
+	d.pass(ctx, ref)
+	d.recreate(ref, nil, "Service/db")
+	d.pass(ctx, ref)
+	comp := d.live(ctx, ref)
+	if d.err != nil {
+		return
 	}
 	for _, e := range d.cluster.Events() {
 		if e.Reason == "HeldForReview" && e.Composition == ref {
@@ -483,11 +438,8 @@ func (d *demo) heldForReview(ctx context.Context) error {
 	d.showDownstream(ref)
 	review := "approve:" + comp.SynthesisUUID()
 	d.say("   an operator reviews the list and sets %s=%s", domain.AnnotationReview, review)
-	if _, err := d.cluster.SetAnnotation(ref, domain.AnnotationReview, review); err != nil {
-		return err
-	}
-	if _, err := d.reconcile(ctx, ref); err != nil {
-		return err
-	}
-	return d.enoFollows(ctx, ref)
+	_, err := d.cluster.SetAnnotation(ref, domain.AnnotationReview, review)
+	d.ok(err)
+	d.pass(ctx, ref)
+	d.enoFollows(ctx, ref)
 }
