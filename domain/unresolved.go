@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 )
@@ -112,15 +113,39 @@ func decodeUnresolved(s ChunkSecret, index int) ([]Unresolved, error) {
 	if err := dec.Decode(&us); err != nil {
 		return nil, fmt.Errorf("decoding unresolved entries: %w", err)
 	}
-	// An operator's dismissal of this snapshot's entries; any other value dismisses nothing.
-	var d struct {
-		Snapshot string   `json:"snapshot"`
-		IDs      []string `json:"ids"`
+	d := dismissedIn(s)
+	return slices.DeleteFunc(us, func(u Unresolved) bool { return slices.Contains(d.IDs, u.Entry().ID().String()) }), nil
+}
+
+// dismissal is AnnotationUnresolvedDismissed's value: an operator's dismissal of entries of one
+// snapshot.
+type dismissal struct {
+	Snapshot string   `json:"snapshot"`
+	IDs      []string `json:"ids"`
+}
+
+// dismissedIn is s's dismissal of its own snapshot's entries; any other value dismisses nothing.
+func dismissedIn(s ChunkSecret) dismissal {
+	var d dismissal
+	if json.Unmarshal([]byte(s.Annotations[AnnotationUnresolvedDismissed]), &d) != nil || d.Snapshot != s.Annotations[AnnotationSourceSynthesisUUID] {
+		return dismissal{Snapshot: s.Annotations[AnnotationSourceSynthesisUUID]}
 	}
-	if json.Unmarshal([]byte(s.Annotations[AnnotationUnresolvedDismissed]), &d) == nil && d.Snapshot == s.Annotations[AnnotationSourceSynthesisUUID] {
-		us = slices.DeleteFunc(us, func(u Unresolved) bool { return slices.Contains(d.IDs, u.Entry().ID().String()) })
+	return d
+}
+
+// Dismiss is chunk 0's Secret s with us dismissed too, what it dismissed before kept: written as
+// an annotation, so the history's write time stays (design §3).
+func Dismiss(s ChunkSecret, us []Unresolved) ChunkSecret {
+	d := dismissedIn(s)
+	for _, u := range us {
+		if id := u.Entry().ID().String(); !slices.Contains(d.IDs, id) {
+			d.IDs = append(d.IDs, id)
+		}
 	}
-	return us, nil
+	data, _ := json.Marshal(d) // plain values only
+	s.Annotations = maps.Clone(s.Annotations)
+	s.Annotations[AnnotationUnresolvedDismissed] = string(data)
+	return s
 }
 
 // WithUnresolved returns chunk 0's Secret carrying us in format 3; a Secret without any is

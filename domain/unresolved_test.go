@@ -148,3 +148,29 @@ func TestUnresolvedDismissed(t *testing.T) {
 		})
 	}
 }
+
+// Dismiss adds to what the snapshot's dismissal named before, and replaces another snapshot's.
+func TestDismiss(t *testing.T) {
+	other := keptByHand
+	other.Name = "other"
+	for name, tc := range map[string]struct {
+		before string
+		want   string
+	}{
+		"none before":      {"", `{"snapshot":"` + oldSynUUID + `","ids":["ConfigMap/team-a/other"]}`},
+		"kept":             {`{"snapshot":"` + oldSynUUID + `","ids":["ConfigMap/team-a/kept"]}`, `{"snapshot":"` + oldSynUUID + `","ids":["ConfigMap/team-a/kept","ConfigMap/team-a/other"]}`},
+		"another snapshot": {`{"snapshot":"` + synUUID + `","ids":["ConfigMap/team-a/kept"]}`, `{"snapshot":"` + oldSynUUID + `","ids":["ConfigMap/team-a/other"]}`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			secrets := withKept(goldenSecrets(t), keptByHand, other)
+			if tc.before != "" {
+				secrets[0].Annotations[domain.AnnotationUnresolvedDismissed] = tc.before
+			}
+			before := secrets[0].Annotations[domain.AnnotationUnresolvedDismissed]
+			got := domain.Dismiss(secrets[0], []domain.Unresolved{other})
+			assert.Equal(t, tc.want, got.Annotations[domain.AnnotationUnresolvedDismissed])
+			assert.Equal(t, before, secrets[0].Annotations[domain.AnnotationUnresolvedDismissed], "the Secret read is not changed")
+			assert.Equal(t, secrets[0].Data, got.Data, "an annotation only")
+		})
+	}
+}

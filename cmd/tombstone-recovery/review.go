@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 
 	"k8s.io/client-go/dynamic"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
 	"github.com/Azure/eno-tombstone-recovery/app"
@@ -46,18 +47,11 @@ func parseReviewFlags(verb string, args []string, stderr io.Writer) (reviewOptio
 		err := fs.Parse(args)
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stderr)
-			fmt.Fprintf(stderr, `usage: tombstone-recovery %[1]s NAMESPACE/NAME [--yes] [flags]
-
-Answers the recovery held for review on the Composition's current synthesis: shows the plan
-(what approval would delete, and why each other object is kept), asks unless --yes, then sets
-%[2]s to %[1]s:<synthesisUUID>, refused if the Composition changed since it was read. Run it with
-your own credentials: the controller cannot write this annotation.
-
-Exit codes: 0 written; 1 nothing written (nothing held, the synthesis moved on, already reviewed,
-not confirmed, the Composition changed, bad flags or an unreachable cluster).
-
-flags:
-`, verb, domain.AnnotationReview)
+			help := reviewHelp
+			if verb == "dismiss" {
+				help = dismissHelp
+			}
+			fmt.Fprintf(stderr, help, verb, domain.AnnotationReview, domain.AnnotationUnresolvedDismissed)
 			fs.PrintDefaults()
 			return o, err
 		}
@@ -77,7 +71,34 @@ flags:
 	return o, wrapIf(verb, errors.Join(err, o.clusterFlags.check()))
 }
 
-// reviewer runs approve and reject; in answers the question.
+const reviewHelp = `usage: tombstone-recovery %[1]s NAMESPACE/NAME [--yes] [flags]
+
+Answers the recovery held for review on the Composition's current synthesis: shows the plan
+(what approval would delete, and why each other object is kept), asks unless --yes, then sets
+%[2]s to %[1]s:<synthesisUUID>, refused if the Composition changed since it was read. Run it with
+your own credentials: the controller cannot write this annotation.
+
+Exit codes: 0 written; 1 nothing written (nothing held, the synthesis moved on, already reviewed,
+not confirmed, the Composition changed, bad flags or an unreachable cluster).
+
+flags:
+`
+
+const dismissHelp = `usage: tombstone-recovery dismiss NAMESPACE/NAME [--yes] [flags]
+
+Dismisses what recoveries kept for a person on the Composition's lineage (inspect lists them under
+UNRESOLVED) once you have dealt with each object: shows the entries, asks unless --yes, then adds
+them to %[3]s on the snapshot's chunk 0, refused if the Secret changed since it was read. The next
+recording no longer carries them. Run it with your own credentials: they need list and update on
+secrets in the inventory namespace downstream.
+
+Exit codes: 0 written; 1 nothing written (nothing unresolved, not confirmed, the Secret changed,
+bad flags or an unreachable cluster).
+
+flags:
+`
+
+// reviewer runs approve, reject and dismiss; in answers the question.
 type reviewer struct {
 	inspector
 	in io.Reader
@@ -91,8 +112,10 @@ func (r reviewer) run(ctx context.Context, verb string, args []string, stdout, s
 	if err != nil {
 		return err
 	}
-	err = r.review(ctx, verb, o, stdout)
-	return wrapIf(verb, err)
+	if verb == "dismiss" {
+		return wrapIf(verb, r.dismiss(ctx, o, stdout))
+	}
+	return wrapIf(verb, r.review(ctx, verb, o, stdout))
 }
 
 func (r reviewer) review(ctx context.Context, verb string, o reviewOptions, stdout io.Writer) error {
@@ -140,12 +163,8 @@ func (r reviewer) review(ctx context.Context, verb string, o reviewOptions, stdo
 		then = "decides NothingToRecover (Rejected): nothing is deleted"
 	}
 	fmt.Fprintf(stdout, "\nHeld: %s\nSetting %s=%s on %s; the controller then %s.\n", clean(held.Message), domain.AnnotationReview, value, o.ref, then)
-	if !o.yes {
-		fmt.Fprint(stdout, "Type yes to go on: ")
-		line, _ := bufio.NewReader(r.in).ReadString('\n')
-		if strings.TrimSpace(line) != "yes" {
-			return errors.New("not confirmed; nothing written")
-		}
+	if err := r.confirm(o.yes, stdout); err != nil {
+		return err
 	}
 	if err := comps.WriteReview(ctx, comp, value); errors.Is(err, ports.ErrConflict) || errors.Is(err, ports.ErrNotFound) {
 		return fmt.Errorf("composition %s changed since it was read (resourceVersion %s); nothing written: run the command again to see the plan as it is now", o.ref, comp.ResourceVersion)
@@ -154,5 +173,88 @@ func (r reviewer) review(ctx context.Context, verb string, o reviewOptions, stdo
 	}
 	fmt.Fprintf(stdout, "Written. Follow the decision: kubectl get composition %s -n %s -o jsonpath='{.metadata.annotations.%s}'\n",
 		o.ref.Name, o.ref.Namespace, strings.ReplaceAll(domain.AnnotationDecision, ".", `\.`))
+	return nil
+}
+
+// confirm asks on stdout, unless yes, and reads the answer from in: only "yes" goes on.
+func (r reviewer) confirm(yes bool, stdout io.Writer) error {
+	if yes {
+		return nil
+	}
+	fmt.Fprint(stdout, "Type yes to go on: ")
+	line, _ := bufio.NewReader(r.in).ReadString('\n')
+	if strings.TrimSpace(line) != "yes" {
+		return errors.New("not confirmed; nothing written")
+	}
+	return nil
+}
+
+// dismiss adds the unresolved entries of the Composition's lineage to the dismissal of each
+// chunk 0 listing them, guarded by the resourceVersion read (design §3).
+func (r reviewer) dismiss(ctx context.Context, o reviewOptions, stdout io.Writer) error {
+	cp, remote, err := r.loadConfigs(inspectOptions{clusterFlags: o.clusterFlags, target: app.InspectTarget{Composition: &o.ref}})
+	if err != nil {
+		return err
+	}
+	core, err := corev1client.NewForConfig(remote)
+	if err != nil {
+		return fmt.Errorf("downstream client: %w", err)
+	}
+	inventory, err := k8s.NewInventoryPruner(core, o.inventoryNamespace)
+	if err != nil {
+		return err
+	}
+	store, err := k8s.NewSecretStore(core, nil, o.inventoryNamespace)
+	if err != nil {
+		return err
+	}
+	id, err := controlPlaneID(ctx, cp, o.controlPlaneID)
+	if err != nil {
+		return err
+	}
+	all, err := inventory.ListInventory(ctx)
+	if err != nil {
+		return err
+	}
+	type found struct {
+		secret domain.ChunkSecret
+		us     []domain.Unresolved
+	}
+	var todo []found
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SECRET\t"+unresolvedHeader)
+	for _, s := range all {
+		if by := s.WrittenBy(); by != "" && by != id {
+			continue // another control plane's
+		}
+		us, unreadable := domain.UnresolvedIn([]domain.ChunkSecret{s}, o.ref)
+		if len(unreadable) > 0 {
+			return fmt.Errorf("the unresolved entries of secret %s/%s cannot be read; nothing written", o.inventoryNamespace, s.Name)
+		}
+		if len(us) > 0 {
+			todo = append(todo, found{s, us})
+		}
+		for _, u := range us {
+			fmt.Fprintln(tw, clean(s.Name)+"\t"+strings.Join(unresolvedRow(u), "\t"))
+		}
+	}
+	if len(todo) == 0 {
+		return fmt.Errorf("composition %s has no unresolved entries in %s downstream; nothing to dismiss", o.ref, o.inventoryNamespace)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nDismissing these: inspect no longer lists them and the next recording does not carry them; check each object is dealt with.\n")
+	if err := r.confirm(o.yes, stdout); err != nil {
+		return err
+	}
+	for _, f := range todo {
+		if _, err := store.MarkChunk(ctx, domain.Dismiss(f.secret, f.us)); errors.Is(err, ports.ErrConflict) || errors.Is(err, ports.ErrNotFound) {
+			return fmt.Errorf("secret %s/%s changed since it was read (resourceVersion %s); not written: run the command again to see the entries as they are now", o.inventoryNamespace, f.secret.Name, f.secret.ResourceVersion)
+		} else if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "Dismissed %d entries on secret %s/%s.\n", len(f.us), o.inventoryNamespace, f.secret.Name)
+	}
 	return nil
 }
