@@ -43,10 +43,11 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 	}
 	lineage, _ := domain.LineageOf(comp) // validated by CheckRecording
 	res := RecordResult{Lineage: lineage}
-	if meta, ok := s.recordedInCache(ctx, comp, lineage); ok {
+	if meta, cached, ok := s.recordedInCache(ctx, comp, lineage); ok {
 		s.deps.Metrics.SnapshotRecorded(false)
 		s.deps.Metrics.ChunksUsed(lineage, meta.ChunkCount, s.cfg.MaxChunks)
 		s.refreshOrphans(ctx, comp)
+		s.refreshUnresolved(ctx, comp, cached)
 		res.Unchanged, res.Chunks, res.Digest = true, meta.ChunkCount, meta.Digest
 		return res, nil
 	}
@@ -90,6 +91,7 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 	if res, err = s.writeChunks(ctx, log, comp, desired, byName, occupants, res); err != nil {
 		return res, err
 	}
+	s.kept.set(comp.Ref(), len(unresolved))
 	s.deps.Metrics.SnapshotRecorded(res.Created+res.Updated > 0)
 	s.deps.Metrics.ChunksUsed(lineage, len(chunks), s.cfg.MaxChunks)
 	if res.Created+res.Updated > 0 {
@@ -103,12 +105,13 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 // recordedInCache reports whether the cache already holds this incarnation's snapshot of this
 // synthesis: the fast path. It is judged on labels and annotations only, so no data is read; a
 // failed cache read is no answer, and the pass goes on live.
-func (s *Service) recordedInCache(ctx context.Context, comp domain.Composition, lineage domain.Lineage) (domain.SnapshotMeta, bool) {
+func (s *Service) recordedInCache(ctx context.Context, comp domain.Composition, lineage domain.Lineage) (domain.SnapshotMeta, []domain.ChunkSecret, bool) {
 	cached, err := s.deps.Store.ListCachedChunks(ctx, lineage)
 	if err != nil {
-		return domain.SnapshotMeta{}, false
+		return domain.SnapshotMeta{}, nil, false
 	}
-	return domain.RecordedByMetadata(cached, comp, s.cfg.Now(), s.cfg.MaxChunks)
+	meta, ok := domain.RecordedByMetadata(cached, comp, s.cfg.Now(), s.cfg.MaxChunks)
+	return meta, cached, ok
 }
 
 // splitInventory builds the inventory of the current synthesis, from prior's slices when
