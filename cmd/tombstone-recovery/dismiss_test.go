@@ -13,12 +13,15 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 )
 
-// keptSnapshot stores a one-chunk snapshot of webEntries for <ns>/web whose chunk 0 carries us,
-// as recording writes it, and returns the Secret's name.
+// keptSnapshot stores a one-chunk snapshot of webEntries for <ns>/web, a gone Composition of the
+// default lineage, whose chunk 0 carries us, as recording writes it, and returns its name.
 func keptSnapshot(t *testing.T, c kubetest.Clients, ns string, us ...domain.Unresolved) string {
 	t.Helper()
-	l, err := domain.NewLineage(uniqueLineage("dismiss"))
-	require.NoError(t, err)
+	return keptSnapshotIn(t, c, ns, domain.DefaultLineage(ns, "web"), us...)
+}
+
+func keptSnapshotIn(t *testing.T, c kubetest.Clients, ns string, l domain.Lineage, us ...domain.Unresolved) string {
+	t.Helper()
 	inv, err := domain.NewInventory(webEntries())
 	require.NoError(t, err)
 	chunks, err := domain.SplitInventory(inv, domain.DefaultMaxChunkBytes, 0)
@@ -66,7 +69,7 @@ func TestDismissShowsAsksAndWrites(t *testing.T) {
 		secretAnnotations(t, c, name)[domain.AnnotationUnresolvedDismissed])
 
 	_, err = review(t, "", "dismiss", ns+"/web", "--kubeconfig", admin, "--yes")
-	require.EqualError(t, err, "dismiss: composition "+ns+"/web has no unresolved entries in kube-system downstream; nothing to dismiss")
+	require.EqualError(t, err, "dismiss: composition "+ns+"/web has no unresolved entries in lineage "+domain.DefaultLineage(ns, "web").String()+" of kube-system downstream; nothing to dismiss")
 }
 
 // A Secret changed between the read and the write is not written: the operator sees it again.
@@ -98,4 +101,19 @@ func (a *changeSecretWhileAsked) Read(p []byte) (int, error) {
 		require.NoError(a.t, err)
 	}
 	return copy(p, "yes\n"), nil
+}
+
+// A living Composition's lineage is its own, override included.
+func TestDismissReadsTheCompositionsLineage(t *testing.T) {
+	c := testEnv.AdminClients(t)
+	ns := c.NewNamespace(t, "dismiss")
+	l, err := domain.NewLineage(uniqueLineage("dismiss"))
+	require.NoError(t, err)
+	_, err = kubetest.CreateComposition(testCtx(t), c.Dynamic, domain.Composition{Namespace: ns, Name: "web",
+		Annotations: map[string]string{domain.AnnotationOptIn: domain.OptInValue, domain.AnnotationLineageOverride: l.String()}})
+	require.NoError(t, err)
+	name := keptSnapshotIn(t, c, ns, l, keptEntry("a"))
+	out, err := review(t, "", "dismiss", ns+"/web", "--kubeconfig", kubeconfigOf(t, ""), "--yes")
+	require.NoError(t, err, out)
+	hasLine(t, out, `^Dismissed 1 entries on secret kube-system/`+name+`\.$`)
 }

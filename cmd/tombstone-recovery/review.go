@@ -89,8 +89,8 @@ const dismissHelp = `usage: tombstone-recovery dismiss NAMESPACE/NAME [--yes] [f
 Dismisses what recoveries kept for a person on the Composition's lineage (inspect lists them under
 UNRESOLVED) once you have dealt with each object: shows the entries, asks unless --yes, then adds
 them to %[3]s on the snapshot's chunk 0, refused if the Secret changed since it was read. The next
-recording no longer carries them. Run it with your own credentials: they need list and update on
-secrets in the inventory namespace downstream.
+recording no longer carries them. Run it with your own credentials: they need get on the Composition
+(its lineage), and list, get and update on secrets in the inventory namespace downstream.
 
 Exit codes: 0 written; 1 nothing written (nothing unresolved, not confirmed, the Secret changed,
 bad flags or an unreachable cluster).
@@ -196,13 +196,26 @@ func (r reviewer) dismiss(ctx context.Context, o reviewOptions, stdout io.Writer
 	if err != nil {
 		return err
 	}
+	dyn, err := dynamic.NewForConfig(cp)
+	if err != nil {
+		return fmt.Errorf("control plane dynamic client: %w", err)
+	}
+	comps, err := k8s.NewCompositions(dyn, nil)
+	if err != nil {
+		return err
+	}
+	// The Composition's lineage; once it is gone, the default one of its name.
+	lineage := domain.DefaultLineage(o.ref.Namespace, o.ref.Name)
+	if comp, err := comps.LiveComposition(ctx, o.ref); err == nil {
+		if lineage, err = domain.LineageOf(comp); err != nil {
+			return err
+		}
+	} else if !errors.Is(err, ports.ErrNotFound) {
+		return err
+	}
 	core, err := corev1client.NewForConfig(remote)
 	if err != nil {
 		return fmt.Errorf("downstream client: %w", err)
-	}
-	inventory, err := k8s.NewInventoryPruner(core, o.inventoryNamespace)
-	if err != nil {
-		return err
 	}
 	store, err := k8s.NewSecretStore(core, nil, o.inventoryNamespace)
 	if err != nil {
@@ -212,7 +225,7 @@ func (r reviewer) dismiss(ctx context.Context, o reviewOptions, stdout io.Writer
 	if err != nil {
 		return err
 	}
-	all, err := inventory.ListInventory(ctx)
+	all, err := store.ListChunks(ctx, lineage)
 	if err != nil {
 		return err
 	}
@@ -239,7 +252,7 @@ func (r reviewer) dismiss(ctx context.Context, o reviewOptions, stdout io.Writer
 		}
 	}
 	if len(todo) == 0 {
-		return fmt.Errorf("composition %s has no unresolved entries in %s downstream; nothing to dismiss", o.ref, o.inventoryNamespace)
+		return fmt.Errorf("composition %s has no unresolved entries in lineage %s of %s downstream; nothing to dismiss", o.ref, lineage, o.inventoryNamespace)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
