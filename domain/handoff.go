@@ -278,6 +278,7 @@ func HandoffFromSlices(c Composition, parts []ResourceSlice) (Handoff, error) {
 		}
 		if i == 0 {
 			h = Handoff{Decision: p.Decision, HistoryWritten: p.HistoryWritten, SourceUID: p.SourceUID, Digest: p.Digest}
+			h.Kept, _ = KeptIn(parts[:1]) // a report: one that does not read invalidates nothing
 		}
 		if p.Digest != "" && h.Digest != "" && p.Digest != h.Digest {
 			return Handoff{}, &RecoverySliceInvalidError{Slice: s.Name, Detail: "its tombstones name hand-off " + p.Digest + ", the first slice's " + h.Digest}
