@@ -61,9 +61,10 @@ func TestDismissShowsAsksAndWrites(t *testing.T) {
 	out, err := review(t, "yes\n", "dismiss", "--kubeconfig", admin, ns+"/web")
 	t.Log("\n" + out)
 	require.NoError(t, err)
-	hasLine(t, out, `^SECRET\s+OBJECT\s+UID\s+REASON\s+SINCE\s+KEPT BY SYNTHESIS\s+DETAIL$`)
-	hasLine(t, out, `^`+name+`\s+ConfigMap/team-a/a\s+u-a\s+ManagedElsewhere\s+2026-01-02T03:04:05Z\s+`+recreatedNowUUID+`\s+argocd manages it$`)
-	hasLine(t, out, `^`+name+`\s+ConfigMap/team-a/b\s+u-b\s`)
+	hasLine(t, out, `^UNRESOLVED in secret kube-system/`+name+` \(2\)$`)
+	hasLine(t, out, `^OBJECT\s+UID\s+REASON\s+SINCE\s+KEPT BY SYNTHESIS\s+DETAIL$`)
+	hasLine(t, out, `^ConfigMap/team-a/a\s+u-a\s+ManagedElsewhere\s+2026-01-02T03:04:05Z\s+`+recreatedNowUUID+`\s+argocd manages it$`)
+	hasLine(t, out, `^ConfigMap/team-a/b\s+u-b\s`)
 	hasLine(t, out, `Type yes to go on: Dismissed 2 entries on secret kube-system/`+name+`\.$`)
 	assert.JSONEq(t, `{"snapshot":"`+recreatedSourceUUID+`","ids":["ConfigMap/team-a/a","ConfigMap/team-a/b"]}`,
 		secretAnnotations(t, c, name)[domain.AnnotationUnresolvedDismissed])

@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/client-go/dynamic"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
 	"github.com/Azure/eno-tombstone-recovery/app"
@@ -90,7 +91,7 @@ Dismisses what recoveries kept for a person on the Composition's lineage (inspec
 UNRESOLVED) once you have dealt with each object: shows the entries, asks unless --yes, then adds
 them to %[3]s on the snapshot's chunk 0, refused if the Secret changed since it was read. The next
 recording no longer carries them. Run it with your own credentials: they need get on the Composition
-(its lineage), and list, get and update on secrets in the inventory namespace downstream.
+(its lineage), and get and update on secrets in the inventory namespace downstream.
 
 Exit codes: 0 written; 1 nothing written (nothing unresolved, not confirmed, the Secret changed,
 bad flags or an unreachable cluster).
@@ -124,11 +125,7 @@ func (r reviewer) review(ctx context.Context, verb string, o reviewOptions, stdo
 	if err != nil {
 		return err
 	}
-	dyn, err := dynamic.NewForConfig(cp)
-	if err != nil {
-		return fmt.Errorf("control plane dynamic client: %w", err)
-	}
-	comps, err := k8s.NewCompositions(dyn, nil)
+	comps, err := liveCompositions(cp)
 	if err != nil {
 		return err
 	}
@@ -196,11 +193,7 @@ func (r reviewer) dismiss(ctx context.Context, o reviewOptions, stdout io.Writer
 	if err != nil {
 		return err
 	}
-	dyn, err := dynamic.NewForConfig(cp)
-	if err != nil {
-		return fmt.Errorf("control plane dynamic client: %w", err)
-	}
-	comps, err := k8s.NewCompositions(dyn, nil)
+	comps, err := liveCompositions(cp)
 	if err != nil {
 		return err
 	}
@@ -225,34 +218,25 @@ func (r reviewer) dismiss(ctx context.Context, o reviewOptions, stdout io.Writer
 	if err != nil {
 		return err
 	}
-	all, err := store.ListChunks(ctx, lineage)
-	if err != nil {
+	// Chunk 0 of the Composition's snapshot in the lineage, if this control plane's.
+	chunk, err := store.GetChunk(ctx, domain.ChunkName(o.ref.Name, lineage, 0))
+	if err != nil && !errors.Is(err, ports.ErrNotFound) {
 		return err
 	}
-	type found struct {
-		secret domain.ChunkSecret
-		us     []domain.Unresolved
-	}
-	var todo []found
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SECRET\t"+unresolvedHeader)
-	for _, s := range all {
-		if by := s.WrittenBy(); by != "" && by != id {
-			continue // another control plane's
-		}
-		us, unreadable := domain.UnresolvedIn([]domain.ChunkSecret{s}, o.ref)
-		if len(unreadable) > 0 {
-			return fmt.Errorf("the unresolved entries of secret %s/%s cannot be read; nothing written", o.inventoryNamespace, s.Name)
-		}
-		if len(us) > 0 {
-			todo = append(todo, found{s, us})
-		}
-		for _, u := range us {
-			fmt.Fprintln(tw, clean(s.Name)+"\t"+strings.Join(unresolvedRow(u), "\t"))
+	var us []domain.Unresolved
+	if by := chunk.WrittenBy(); err == nil && (by == "" || by == id) {
+		var unreadable []string
+		if us, unreadable = domain.UnresolvedIn([]domain.ChunkSecret{chunk}, o.ref); len(unreadable) > 0 {
+			return fmt.Errorf("the unresolved entries of secret %s/%s cannot be read; nothing written", o.inventoryNamespace, chunk.Name)
 		}
 	}
-	if len(todo) == 0 {
+	if len(us) == 0 {
 		return fmt.Errorf("composition %s has no unresolved entries in lineage %s of %s downstream; nothing to dismiss", o.ref, lineage, o.inventoryNamespace)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "UNRESOLVED in secret %s/%s (%d)\n%s\n", o.inventoryNamespace, clean(chunk.Name), len(us), unresolvedHeader)
+	for _, u := range us {
+		fmt.Fprintln(tw, strings.Join(unresolvedRow(u), "\t"))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -261,13 +245,20 @@ func (r reviewer) dismiss(ctx context.Context, o reviewOptions, stdout io.Writer
 	if err := r.confirm(o.yes, stdout); err != nil {
 		return err
 	}
-	for _, f := range todo {
-		if _, err := store.MarkChunk(ctx, domain.Dismiss(f.secret, f.us)); errors.Is(err, ports.ErrConflict) || errors.Is(err, ports.ErrNotFound) {
-			return fmt.Errorf("secret %s/%s changed since it was read (resourceVersion %s); not written: run the command again to see the entries as they are now", o.inventoryNamespace, f.secret.Name, f.secret.ResourceVersion)
-		} else if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "Dismissed %d entries on secret %s/%s.\n", len(f.us), o.inventoryNamespace, f.secret.Name)
+	if _, err := store.MarkChunk(ctx, domain.Dismiss(chunk, us)); errors.Is(err, ports.ErrConflict) || errors.Is(err, ports.ErrNotFound) {
+		return fmt.Errorf("secret %s/%s changed since it was read (resourceVersion %s); not written: run the command again to see the entries as they are now", o.inventoryNamespace, chunk.Name, chunk.ResourceVersion)
+	} else if err != nil {
+		return err
 	}
+	fmt.Fprintf(stdout, "Dismissed %d entries on secret %s/%s.\n", len(us), o.inventoryNamespace, chunk.Name)
 	return nil
+}
+
+// liveCompositions reads the control plane's Compositions live, through no cache.
+func liveCompositions(cp *rest.Config) (*k8s.Compositions, error) {
+	dyn, err := dynamic.NewForConfig(cp)
+	if err != nil {
+		return nil, fmt.Errorf("control plane dynamic client: %w", err)
+	}
+	return k8s.NewCompositions(dyn, nil)
 }
