@@ -39,15 +39,7 @@ func TestRecordCarriesUnresolvedUntilTheObjectIsGone(t *testing.T) {
 			})
 			_, err := f.service(t).Record(ctx(t), f.comp)
 			require.NoError(t, err)
-			var written []domain.ChunkSecret
-			for i := range f.store.UpdateChunkCallCount() {
-				_, s := f.store.UpdateChunkArgsForCall(i)
-				written = append(written, s)
-			}
-			for i := range f.store.CreateChunkCallCount() {
-				_, s := f.store.CreateChunkArgsForCall(i)
-				written = append(written, s)
-			}
+			written := writtenChunks(f)
 			snap, err := domain.ReadSnapshot(written, now, 0)
 			require.NoError(t, err, "the new snapshot reads back, chunk 0 within its limit")
 			assert.Equal(t, synthID, snap.SynthesisUUID())
