@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 
@@ -23,13 +24,14 @@ const orphansEventLimit = 20
 // skips the report. The count is kept for the orphans_remaining gauge (design §6.2, "Did Eno do
 // it?").
 //
-// It returns the orphans that remain: the recording lists them as unresolved (design §3).
-func (s *Service) verifyCarried(ctx context.Context, comp domain.Composition) []domain.Tombstone {
+// It returns what the recording lists as unresolved (design §3): the orphans that remain, and
+// what the Recovered plan kept for a person (domain.AnnotationKept).
+func (s *Service) verifyCarried(ctx context.Context, comp domain.Composition) []domain.Unresolved {
 	log := logr.FromContextOrDiscard(ctx)
 	check, err := checkCarried(ctx, s.deps.Slices, s.planner, comp)
 	if err != nil {
 		log.Error(err, "could not check that Eno deleted the tombstones it was handed")
-		return nil
+		return check.kept
 	}
 	s.orphans.set(comp.Ref(), len(check.remaining))
 	if len(check.gone) > 0 {
@@ -42,31 +44,39 @@ func (s *Service) verifyCarried(ctx context.Context, comp domain.Composition) []
 			strings.Join(check.gone, ", ")))
 	}
 	if len(check.tombstones) == 0 {
-		return nil
+		return check.kept
 	}
 	if len(check.remaining) == 0 {
 		log.V(1).Info("Eno deleted every object it was handed", "tombstones", len(check.tombstones))
-		return nil
+		return check.kept
 	}
 	s.deps.Metrics.TombstoneAlert("OrphansRemain", len(check.remaining))
 	s.deps.Events.Warning(comp, "OrphansRemain", fmt.Sprintf(
 		"%d of the %d objects handed to Eno as tombstones still exist after its carrying synthesis %s became Ready: %s; check them by hand (recording proceeds, and inspect lists them until they are gone)",
 		len(check.remaining), len(check.tombstones), comp.SynthesisUUID(), domain.FirstIDs(check.remaining, orphansEventLimit)))
 	log.Info("objects handed to Eno as tombstones remain", "remaining", len(check.remaining), "tombstones", len(check.tombstones))
-	return check.remaining
+	since := s.cfg.Now().UTC().Truncate(time.Second)
+	for _, t := range check.remaining {
+		check.kept = append(check.kept, domain.NewUnresolved(t, "OrphansRemain", "handed to Eno, not deleted", comp.PreviousSynthesis.UUID, since))
+	}
+	return check.kept
 }
 
 // carriedCheck is what the "did Eno do it?" check found.
 type carriedCheck struct {
 	tombstones, remaining []domain.Tombstone
 	gone                  []string
+	// kept is what the Recovered plan kept for a person, as its recovery slices list it.
+	kept []domain.Unresolved
 }
 
 // checkCarried reads the hand-off comp's previous synthesis carried, and the objects its
 // tombstones name, through p. Nothing carried is an empty check. The controller and inspect both
 // check through it.
 func checkCarried(ctx context.Context, slices ports.SliceReader, p planner, comp domain.Composition) (check carriedCheck, err error) {
-	_, check.tombstones, check.gone, err = readCarried(ctx, slices, comp, domain.CarriedRecoverySlices(comp))
+	read, tombstones, gone, err := readCarried(ctx, slices, comp, domain.CarriedRecoverySlices(comp))
+	check.tombstones, check.gone = tombstones, gone
+	check.kept, err = domain.KeptIn(read)
 	if err != nil || len(check.tombstones) == 0 {
 		return check, err
 	}

@@ -19,15 +19,20 @@ import (
 func carriedFixture(t *testing.T) *fixture {
 	t.Helper()
 	f := pendingFixture(t)
+	carry(f, resources(9)[:7])
+	return f
+}
+
+// carry makes f's decided hand-off carried: a later synthesis producing produced is current and
+// Ready, and its previous synthesis names the recovery slices.
+func carry(f *fixture, produced []res) {
 	decided := f.comp.Synthesis
 	next := "44444444-aaaa-bbbb-cccc-000000000004"
-	rs := resources(9)
-	f.setSynthesis(next, rs[:7])
+	f.setSynthesis(next, produced)
 	annotations := f.comp.Annotations
 	f.comp = composition(uid, next, f.slices, true)
 	f.comp.Annotations = annotations
 	f.comp.PreviousSynthesis = &domain.Synthesis{UUID: decided.UUID, Slices: append([]string(nil), decided.Slices...)}
-	return f
 }
 
 func eventsOf(f *fixture, reason string) (warnings, normals []string) {

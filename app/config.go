@@ -177,7 +177,9 @@ type Service struct {
 	planner planner
 	reviews *ignoredReviews
 	marks   *markedSyntheses
-	orphans *orphanReports
+	orphans *counts
+	// unresolved counts the unresolved entries of each Composition's snapshot.
+	kept *counts
 }
 
 // New validates the configuration and dependencies.
@@ -202,7 +204,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	return &Service{cfg: cfg, policy: domain.Policy{Enabled: cfg.Enabled, Scope: cfg.Scope}, deps: deps, planner: planner{
 		cfg: cfg, secrets: deps.Store, slices: deps.Slices, fleet: deps.Fleet, live: deps.Live, downstream: deps.Downstream, failures: &readFailures{},
-	}, reviews: newIgnoredReviews(), marks: &markedSyntheses{}, orphans: newOrphanReports()}, nil
+	}, reviews: newIgnoredReviews(), marks: &markedSyntheses{}, orphans: newCounts(), kept: newCounts()}, nil
 }
 
 type noEvents struct{}

@@ -9,34 +9,34 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// orphanReports holds each Composition's last "did Eno do it?" count, for the orphans_remaining
-// gauge. A count above zero is read again on every reconcile until it reaches zero, so a manual
-// cleanup shows; a count this process has not made yet (after a restart) is made once, quietly.
-// A Composition that records a synthesis carrying no hand-off counts zero; one deleted or out of
-// scope is forgotten (design §6.2, "Did Eno do it?").
-type orphanReports struct {
+// counts holds each Composition's last count of one kind, for a gauge: the "did Eno do it?"
+// orphans (orphans_remaining), or the unresolved entries of its snapshot (unresolved_entries). A
+// count above zero is read again on every reconcile until it reaches zero, so a manual cleanup
+// or a dismissal shows; a count this process has not made yet (after a restart) is made once,
+// quietly. One deleted or out of scope is forgotten (design §6.2, "Did Eno do it?").
+type counts struct {
 	mu   sync.Mutex
 	last map[domain.CompositionRef]int
 }
 
-func newOrphanReports() *orphanReports {
-	return &orphanReports{last: map[domain.CompositionRef]int{}}
+func newCounts() *counts {
+	return &counts{last: map[domain.CompositionRef]int{}}
 }
 
-func (o *orphanReports) set(ref domain.CompositionRef, n int) {
+func (o *counts) set(ref domain.CompositionRef, n int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.last[ref] = n
 }
 
-func (o *orphanReports) get(ref domain.CompositionRef) (int, bool) {
+func (o *counts) get(ref domain.CompositionRef) (int, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	n, ok := o.last[ref]
 	return n, ok
 }
 
-func (o *orphanReports) forget(ref domain.CompositionRef) {
+func (o *counts) forget(ref domain.CompositionRef) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	delete(o.last, ref)
@@ -55,4 +55,30 @@ func (s *Service) refreshOrphans(ctx context.Context, comp domain.Composition) {
 		return
 	}
 	s.orphans.set(comp.Ref(), len(check.remaining))
+}
+
+// refreshUnresolved counts again the unresolved entries of the snapshot the fast path found,
+// from cached, when the last count was above zero or not made by this process: chunk 0 is read
+// live only when it is in format 3. A failed read leaves the last count.
+func (s *Service) refreshUnresolved(ctx context.Context, comp domain.Composition, cached []domain.ChunkSecret) {
+	if n, ok := s.kept.get(comp.Ref()); ok && n == 0 {
+		return
+	}
+	for _, c := range cached {
+		if c.Annotations[domain.AnnotationChunkIndex] != "0" {
+			continue
+		}
+		if c.Annotations[domain.AnnotationFormat] != domain.FormatUnresolved {
+			s.kept.set(comp.Ref(), 0)
+			return
+		}
+		live, err := s.deps.Store.GetChunk(ctx, c.Name)
+		if err != nil {
+			logr.FromContextOrDiscard(ctx).V(1).Info("could not count the unresolved entries again; the last count stands", "error", err.Error())
+			return
+		}
+		us, _ := domain.UnresolvedIn([]domain.ChunkSecret{live}, comp.Ref())
+		s.kept.set(comp.Ref(), len(us))
+		return
+	}
 }

@@ -81,11 +81,13 @@ func (s *Service) skip(ctx context.Context, comp domain.Composition, ie *domain.
 func (s *Service) observed(ref domain.CompositionRef, comp domain.Composition, state ports.CompositionState) {
 	if s.policy.Ineligible(comp) != nil {
 		s.orphans.forget(ref)
+		s.kept.forget(ref)
 		s.deps.Metrics.CompositionObserved(ref, ports.CompositionState{})
 		return
 	}
 	state.Lineage, _ = domain.LineageOf(comp) // eligible, so valid
 	state.OrphansRemaining, _ = s.orphans.get(ref)
+	state.Unresolved, _ = s.kept.get(ref)
 	s.deps.Metrics.CompositionObserved(ref, state)
 }
 

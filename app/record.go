@@ -43,16 +43,17 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 	}
 	lineage, _ := domain.LineageOf(comp) // validated by CheckRecording
 	res := RecordResult{Lineage: lineage}
-	if meta, ok := s.recordedInCache(ctx, comp, lineage); ok {
+	if meta, cached, ok := s.recordedInCache(ctx, comp, lineage); ok {
 		s.deps.Metrics.SnapshotRecorded(false)
 		s.deps.Metrics.ChunksUsed(lineage, meta.ChunkCount, s.cfg.MaxChunks)
 		s.refreshOrphans(ctx, comp)
+		s.refreshUnresolved(ctx, comp, cached)
 		res.Unchanged, res.Chunks, res.Digest = true, meta.ChunkCount, meta.Digest
 		return res, nil
 	}
 
 	// The first synthesis after a hand-off is recorded only once Ready: check Eno did its part.
-	remaining := s.verifyCarried(ctx, comp)
+	carried := s.verifyCarried(ctx, comp)
 
 	inv, chunks, err := s.splitInventory(ctx, comp, lineage, prior)
 	if err != nil {
@@ -63,7 +64,7 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 	if err != nil {
 		return res, fmt.Errorf("recording: listing inventory secrets: %w", err)
 	}
-	unresolved := s.unresolved(ctx, comp, byName, prior, remaining)
+	unresolved := s.unresolved(ctx, comp, byName, inv, prior, carried)
 	if len(unresolved) > 0 {
 		// Chunk 0 carries them too, within the API server's limit on a Secret's data: every chunk
 		// leaves room for them, so the layout is stable.
@@ -90,6 +91,7 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 	if res, err = s.writeChunks(ctx, log, comp, desired, byName, occupants, res); err != nil {
 		return res, err
 	}
+	s.kept.set(comp.Ref(), len(unresolved))
 	s.deps.Metrics.SnapshotRecorded(res.Created+res.Updated > 0)
 	s.deps.Metrics.ChunksUsed(lineage, len(chunks), s.cfg.MaxChunks)
 	if res.Created+res.Updated > 0 {
@@ -103,12 +105,13 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 // recordedInCache reports whether the cache already holds this incarnation's snapshot of this
 // synthesis: the fast path. It is judged on labels and annotations only, so no data is read; a
 // failed cache read is no answer, and the pass goes on live.
-func (s *Service) recordedInCache(ctx context.Context, comp domain.Composition, lineage domain.Lineage) (domain.SnapshotMeta, bool) {
+func (s *Service) recordedInCache(ctx context.Context, comp domain.Composition, lineage domain.Lineage) (domain.SnapshotMeta, []domain.ChunkSecret, bool) {
 	cached, err := s.deps.Store.ListCachedChunks(ctx, lineage)
 	if err != nil {
-		return domain.SnapshotMeta{}, false
+		return domain.SnapshotMeta{}, nil, false
 	}
-	return domain.RecordedByMetadata(cached, comp, s.cfg.Now(), s.cfg.MaxChunks)
+	meta, ok := domain.RecordedByMetadata(cached, comp, s.cfg.Now(), s.cfg.MaxChunks)
+	return meta, cached, ok
 }
 
 // splitInventory builds the inventory of the current synthesis, from prior's slices when
@@ -161,10 +164,11 @@ func (s *Service) existingChunks(ctx context.Context, lineage domain.Lineage, pr
 }
 
 // unresolved is what the new snapshot carries for a person to resolve: the entries of the
-// history it replaces, what this reconcile's recovery kept and the orphans Eno's carrying
-// synthesis left (OrphansRemain), less each object a read finds
+// history it replaces (or, refused, what it names that inv does not), what this reconcile's
+// recovery kept, and what the carried hand-off's plan
+// kept and Eno left (OrphansRemain), less each object a read finds
 // gone or replaced (design §3). A read that fails keeps the entry.
-func (s *Service) unresolved(ctx context.Context, comp domain.Composition, byName map[string]domain.ChunkSecret, prior *liveReads, remaining []domain.Tombstone) []domain.Unresolved {
+func (s *Service) unresolved(ctx context.Context, comp domain.Composition, byName map[string]domain.ChunkSecret, inv domain.Inventory, prior *liveReads, carried []domain.Unresolved) []domain.Unresolved {
 	log := logr.FromContextOrDiscard(ctx)
 	old, unreadable := domain.UnresolvedIn(slices.Collect(maps.Values(byName)), comp.Ref())
 	if len(unreadable) > 0 {
@@ -174,10 +178,12 @@ func (s *Service) unresolved(ctx context.Context, comp domain.Composition, byNam
 	if prior != nil {
 		fresh = prior.unresolved
 	}
-	for _, t := range remaining {
-		fresh = append(fresh, domain.NewUnresolved(t, "OrphansRemain", "handed to Eno, not deleted", comp.PreviousSynthesis.UUID, s.cfg.Now().UTC().Truncate(time.Second)))
+	refused, unreadable, omitted := domain.UnresolvedOfRefused(comp, slices.Collect(maps.Values(byName)), inv, s.cfg.Now().UTC().Truncate(time.Second))
+	if len(unreadable) > 0 || omitted > 0 {
+		log.Info("orphans of a refused history are not carried: its data cannot be read, or they are past the bound", "secrets", unreadable, "omitted", omitted)
 	}
-	merged := domain.MergeUnresolved(old, fresh)
+	carried = append(carried, refused...)
+	merged := domain.MergeUnresolved(old, slices.Concat(fresh, carried))
 	tombstones := make([]domain.Tombstone, len(merged))
 	for i, u := range merged {
 		tombstones[i] = domain.Tombstone{Entry: u.Entry()}

@@ -43,6 +43,9 @@ type Handoff struct {
 	// Digest names the hand-off and its slices; the Composition's AnnotationArmed carries it
 	// while the tombstones may act. Read back from the tombstones' preconditions.
 	Digest string
+	// Kept is what the plan kept for a person (UnresolvedOf), as far as AnnotationKept holds it:
+	// part 0 carries it to the recording of the carrying synthesis (design §3).
+	Kept []Unresolved
 }
 
 // NewHandoff turns a Recovered plan into the content of its recovery slices. A tombstone larger
@@ -57,6 +60,7 @@ func NewHandoff(plan RecoveryPlan) (Handoff, error) {
 	}
 	h := Handoff{Decision: d, Resources: make([]SliceResource, len(plan.Tombstones)), HistoryWritten: plan.HistoryWritten.UTC(), SourceUID: plan.SourceUID}
 	h.Decision.TombstoneSlice = ""
+	h.Kept = fitUnresolved(UnresolvedOf(plan), maxKeptBytes)
 	h.Digest = handoffDigest(d.SynthesisUUID, h.HistoryWritten, plan.Tombstones)
 	for i, t := range plan.Tombstones {
 		m, err := selfCheckingManifest(t, plan.EnoManagers, h.HistoryWritten, h.Digest)
@@ -158,6 +162,10 @@ func (h Handoff) SliceAnnotations(part, parts int) map[string]string {
 	}
 	if h.SourceUID != "" {
 		a[AnnotationSourceUID] = h.SourceUID
+	}
+	if part == 0 && len(h.Kept) > 0 {
+		data, _ := EncodeUnresolved(h.Kept)
+		a[AnnotationKept] = string(data)
 	}
 	return a
 }
@@ -270,6 +278,7 @@ func HandoffFromSlices(c Composition, parts []ResourceSlice) (Handoff, error) {
 		}
 		if i == 0 {
 			h = Handoff{Decision: p.Decision, HistoryWritten: p.HistoryWritten, SourceUID: p.SourceUID, Digest: p.Digest}
+			h.Kept, _ = KeptIn(parts[:1]) // a report: one that does not read invalidates nothing
 		}
 		if p.Digest != "" && h.Digest != "" && p.Digest != h.Digest {
 			return Handoff{}, &RecoverySliceInvalidError{Slice: s.Name, Detail: "its tombstones name hand-off " + p.Digest + ", the first slice's " + h.Digest}
@@ -354,8 +363,8 @@ func CheckReusable(comp Composition, existing, want ResourceSlice) error {
 		return fmt.Errorf("recovery slice %s holds %d resources other than the %d of this hand-off", existing.Name, len(existing.Resources), len(want.Resources))
 	}
 	for k, v := range want.Annotations {
-		if k == AnnotationDecision && sameDecisionBut(existing.Annotations[k], v) {
-			continue // the same plan made again: only its decidedAt differs
+		if k == AnnotationDecision && sameDecisionBut(existing.Annotations[k], v) || k == AnnotationKept {
+			continue // the same plan made again: only its decidedAt differs; what it kept is a report
 		}
 		if existing.Annotations[k] != v {
 			return fmt.Errorf("recovery slice %s has %s=%q, not %q", existing.Name, k, existing.Annotations[k], v)

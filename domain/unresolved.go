@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 )
@@ -112,15 +113,39 @@ func decodeUnresolved(s ChunkSecret, index int) ([]Unresolved, error) {
 	if err := dec.Decode(&us); err != nil {
 		return nil, fmt.Errorf("decoding unresolved entries: %w", err)
 	}
-	// An operator's dismissal of this snapshot's entries; any other value dismisses nothing.
-	var d struct {
-		Snapshot string   `json:"snapshot"`
-		IDs      []string `json:"ids"`
+	d := dismissedIn(s)
+	return slices.DeleteFunc(us, func(u Unresolved) bool { return slices.Contains(d.IDs, u.Entry().ID().String()) }), nil
+}
+
+// dismissal is AnnotationUnresolvedDismissed's value: an operator's dismissal of entries of one
+// snapshot.
+type dismissal struct {
+	Snapshot string   `json:"snapshot"`
+	IDs      []string `json:"ids"`
+}
+
+// dismissedIn is s's dismissal of its own snapshot's entries; any other value dismisses nothing.
+func dismissedIn(s ChunkSecret) dismissal {
+	var d dismissal
+	if json.Unmarshal([]byte(s.Annotations[AnnotationUnresolvedDismissed]), &d) != nil || d.Snapshot != s.Annotations[AnnotationSourceSynthesisUUID] {
+		return dismissal{Snapshot: s.Annotations[AnnotationSourceSynthesisUUID]}
 	}
-	if json.Unmarshal([]byte(s.Annotations[AnnotationUnresolvedDismissed]), &d) == nil && d.Snapshot == s.Annotations[AnnotationSourceSynthesisUUID] {
-		us = slices.DeleteFunc(us, func(u Unresolved) bool { return slices.Contains(d.IDs, u.Entry().ID().String()) })
+	return d
+}
+
+// Dismiss is chunk 0's Secret s with us dismissed too, what it dismissed before kept: written as
+// an annotation, so the history's write time stays (design §3).
+func Dismiss(s ChunkSecret, us []Unresolved) ChunkSecret {
+	d := dismissedIn(s)
+	for _, u := range us {
+		if id := u.Entry().ID().String(); !slices.Contains(d.IDs, id) {
+			d.IDs = append(d.IDs, id)
+		}
 	}
-	return us, nil
+	data, _ := json.Marshal(d) // plain values only
+	s.Annotations = maps.Clone(s.Annotations)
+	s.Annotations[AnnotationUnresolvedDismissed] = string(data)
+	return s
 }
 
 // WithUnresolved returns chunk 0's Secret carrying us in format 3; a Secret without any is
@@ -151,4 +176,76 @@ func UnresolvedIn(secrets []ChunkSecret, c CompositionRef) (us []Unresolved, unr
 		us = append(us, got...)
 	}
 	return us, unreadable
+}
+
+// AnnotationKept, on part 0 of a hand-off's recovery slices, lists what the Recovered plan kept
+// for a person (UnresolvedOf): the recording of the carrying synthesis carries it (design §3).
+const AnnotationKept = "eno.azure.io/tombstone-recovery-kept"
+
+// maxKeptBytes bounds AnnotationKept, well within the API server's 256 KiB for all of a slice's
+// annotations: entries past it are not carried (the decision's message still counts them).
+const maxKeptBytes = 128 << 10
+
+// fitUnresolved is the longest prefix of us whose encoding is at most limit bytes.
+func fitUnresolved(us []Unresolved, limit int) []Unresolved {
+	n := len("[]") - 1
+	for i, u := range us {
+		b, _ := json.Marshal(u)
+		if n += len(b) + 1; n > limit {
+			return us[:i]
+		}
+	}
+	return us
+}
+
+// KeptIn lists what the Recovered plan kept for a person, from the recovery slices of its
+// hand-off; a slice whose list cannot be read is an error.
+func KeptIn(slices []ResourceSlice) ([]Unresolved, error) {
+	var out []Unresolved
+	for _, s := range slices {
+		v, ok := s.Annotations[AnnotationKept]
+		if !ok {
+			continue
+		}
+		var us []Unresolved
+		if err := json.Unmarshal([]byte(v), &us); err != nil {
+			return out, fmt.Errorf("recovery slice %s: %s: %w", s.Name, AnnotationKept, err)
+		}
+		out = append(out, us...)
+	}
+	return out, nil
+}
+
+// UnresolvedOfRefused lists, when c's decision on its current synthesis refused the history
+// (InventoryInvalid, OtherNamespace), what that history held and inv does not: nothing of it was
+// checked, so the recording replacing its Secrets (those recorded for c) carries, as far as each
+// one's data decodes and maxKeptBytes holds, every orphan it names (design §3). It also names
+// the Secrets whose data does not decode, and counts the entries past the bound.
+func UnresolvedOfRefused(c Composition, secrets []ChunkSecret, inv Inventory, since time.Time) (us []Unresolved, unreadable []string, omitted int) {
+	d, ok := c.Decision()
+	if !ok || d.SynthesisUUID != c.SynthesisUUID() || d.Outcome != OutcomeInventoryInvalid && d.Reason != ReasonOtherNamespace {
+		return nil, nil, 0
+	}
+	held := map[ResourceID]bool{}
+	for _, e := range inv.Entries() {
+		held[e.ID()] = true
+	}
+	for _, s := range secrets {
+		source := s.Annotations[AnnotationSourceSynthesisUUID]
+		if _, another := s.RecordedForAnother(c.Ref()); another || !s.Owned() || source == c.SynthesisUUID() {
+			continue
+		}
+		entries, err := DecodeEntries(s.Data[SecretDataKey])
+		if err != nil {
+			unreadable = append(unreadable, s.Name)
+			continue
+		}
+		for _, e := range entries {
+			if !held[e.ID()] {
+				us = append(us, NewUnresolved(Tombstone{Entry: e}, cmp.Or(d.Reason, d.Outcome.String()), "in a history recovery refused: never checked", source, since))
+			}
+		}
+	}
+	fit := fitUnresolved(us, maxKeptBytes)
+	return fit, unreadable, len(us) - len(fit)
 }

@@ -3,6 +3,8 @@ package domain_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -145,6 +147,125 @@ func TestUnresolvedDismissed(t *testing.T) {
 			assert.Equal(t, tc.want, snap.Unresolved())
 			got, _ := domain.UnresolvedIn(secrets, domain.CompositionRef{Namespace: "team-a", Name: "web"})
 			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// Dismiss adds to what the snapshot's dismissal named before, and replaces another snapshot's.
+func TestDismiss(t *testing.T) {
+	other := keptByHand
+	other.Name = "other"
+	for name, tc := range map[string]struct {
+		before string
+		want   string
+	}{
+		"none before":      {"", `{"snapshot":"` + oldSynUUID + `","ids":["ConfigMap/team-a/other"]}`},
+		"kept":             {`{"snapshot":"` + oldSynUUID + `","ids":["ConfigMap/team-a/kept"]}`, `{"snapshot":"` + oldSynUUID + `","ids":["ConfigMap/team-a/kept","ConfigMap/team-a/other"]}`},
+		"another snapshot": {`{"snapshot":"` + synUUID + `","ids":["ConfigMap/team-a/kept"]}`, `{"snapshot":"` + oldSynUUID + `","ids":["ConfigMap/team-a/other"]}`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			secrets := withKept(goldenSecrets(t), keptByHand, other)
+			if tc.before != "" {
+				secrets[0].Annotations[domain.AnnotationUnresolvedDismissed] = tc.before
+			}
+			before := secrets[0].Annotations[domain.AnnotationUnresolvedDismissed]
+			got := domain.Dismiss(secrets[0], []domain.Unresolved{other})
+			assert.Equal(t, tc.want, got.Annotations[domain.AnnotationUnresolvedDismissed])
+			assert.Equal(t, before, secrets[0].Annotations[domain.AnnotationUnresolvedDismissed], "the Secret read is not changed")
+			assert.Equal(t, secrets[0].Data, got.Data, "an annotation only")
+		})
+	}
+}
+
+// A Recovered plan's kept objects ride part 0 of its recovery slices, bounded; a slice made again
+// from the same plan is reusable whatever it lists, and KeptIn reads the list back.
+func TestHandoffCarriesWhatThePlanKept(t *testing.T) {
+	kept := func(name string, r domain.DropReason) domain.DroppedTombstone {
+		return domain.DroppedTombstone{Tombstone: domain.Tombstone{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: name}, UID: testUID}, Reason: r, Detail: "why"}
+	}
+	tomb := []domain.Tombstone{{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "t"}, UID: testUID}}
+	plan := domain.RecoveryPlan{Decision: domain.Decision{SynthesisUUID: synUUID, Outcome: domain.OutcomeRecovered, Tombstones: 1, DecidedAt: now},
+		Tombstones: tomb, HistoryWritten: historyWritten,
+		Dropped: []domain.DroppedTombstone{kept("elsewhere", domain.DropManagedElsewhere), kept("gone", domain.DropNotFound), kept("cascade", domain.DropCascading)}}
+	h, err := domain.NewHandoff(plan)
+	require.NoError(t, err)
+	require.Equal(t, domain.UnresolvedOf(plan), h.Kept)
+	require.Len(t, h.Kept, 2, "what a person resolves, not NotFound")
+	assert.NotContains(t, h.SliceAnnotations(1, 2), domain.AnnotationKept, "part 0 only")
+	comp := composition()
+	s, err := h.RecoverySlice(comp, 0)
+	require.NoError(t, err)
+	got, err := domain.KeptIn([]domain.ResourceSlice{s})
+	require.NoError(t, err)
+	assert.Equal(t, h.Kept, got)
+
+	plan.Decision.DecidedAt = now.Add(time.Minute) // the same plan made again
+	again, err := domain.NewHandoff(plan)
+	require.NoError(t, err)
+	want, err := again.RecoverySlice(comp, 0)
+	require.NoError(t, err)
+	require.NotEqual(t, s.Annotations[domain.AnnotationKept], want.Annotations[domain.AnnotationKept])
+	assert.NoError(t, domain.CheckReusable(comp, s, want))
+
+	s.Annotations[domain.AnnotationKept] = "[{"
+	_, err = domain.KeptIn([]domain.ResourceSlice{s})
+	assert.ErrorContains(t, err, "recovery slice "+s.Name+": "+domain.AnnotationKept)
+
+	long := strings.Repeat("x", 1000)
+	for i := range 300 {
+		d := kept(fmt.Sprintf("many-%03d", i), domain.DropUnreadable)
+		d.Detail = long
+		plan.Dropped = append(plan.Dropped, d)
+	}
+	big, err := domain.NewHandoff(plan)
+	require.NoError(t, err)
+	data, _ := domain.EncodeUnresolved(big.Kept)
+	assert.LessOrEqual(t, len(data), 128<<10, "bounded within the slice's annotations")
+	assert.Greater(t, len(data), 120<<10, "as many as fit")
+}
+
+// The recording after a refused history carries the orphans it names, as far as its data reads;
+// after any other decision, or one of another synthesis, nothing.
+func TestUnresolvedOfRefused(t *testing.T) {
+	entries := entriesN(4)
+	inv := mustInventory(t, entries)
+	current := mustInventory(t, entries[:2])
+	decided := func(d domain.Decision) domain.Composition {
+		c := composition()
+		c.Annotations[domain.AnnotationDecision] = d.Encode()
+		return c
+	}
+	refused := domain.Decision{SynthesisUUID: synUUID, Outcome: domain.OutcomeInventoryInvalid, Reason: "DigestMismatch"}
+	for name, tc := range map[string]struct {
+		comp       domain.Composition
+		mutate     func([]domain.ChunkSecret)
+		want       []string
+		unreadable bool
+	}{
+		"refused":             {decided(refused), nil, []string{"cm-002", "cm-003"}, false},
+		"other namespace":     {decided(domain.Decision{SynthesisUUID: synUUID, Outcome: domain.OutcomeNothingToRecover, Reason: domain.ReasonOtherNamespace}), nil, []string{"cm-002", "cm-003"}, false},
+		"checked history":     {decided(domain.Decision{SynthesisUUID: synUUID, Outcome: domain.OutcomeNothingToRecover, Reason: domain.ReasonNoOrphans}), nil, nil, false},
+		"no decision":         {composition(), nil, nil, false},
+		"another synthesis":   {decided(domain.Decision{SynthesisUUID: oldSynUUID, Outcome: domain.OutcomeInventoryInvalid, Reason: "DigestMismatch"}), nil, nil, false},
+		"unreadable chunk":    {decided(refused), func(s []domain.ChunkSecret) { s[3].Data[domain.SecretDataKey] = []byte("{") }, []string{"cm-002"}, true},
+		"another composition": {decided(refused), func(s []domain.ChunkSecret) { s[3].Annotations[domain.AnnotationCompositionName] = "api" }, []string{"cm-002"}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			secrets := secretsFor(t, inv, meta(inv, oldCompUID, oldSynUUID, synTime.Add(-time.Hour)), 120)
+			require.Len(t, secrets, 4, "one entry a chunk")
+			if tc.mutate != nil {
+				tc.mutate(secrets)
+			}
+			us, unreadable, omitted := domain.UnresolvedOfRefused(tc.comp, secrets, current, now)
+			var got []string
+			for _, u := range us {
+				got = append(got, u.Name)
+				assert.Equal(t, oldSynUUID, u.SourceSynthesisUUID)
+				assert.Equal(t, now, u.Since)
+			}
+			assert.ElementsMatch(t, tc.want, got)
+			assert.Equal(t, tc.unreadable, len(unreadable) == 1)
+			assert.Zero(t, omitted)
 		})
 	}
 }

@@ -187,4 +187,7 @@ type CompositionState struct {
 	// OrphansRemaining is the last "did Eno do it?" count: objects handed to Eno as tombstones
 	// still present after its carrying synthesis was Ready (design §6.2).
 	OrphansRemaining int
+	// Unresolved counts the entries its snapshot carries for a person (design §3), as the last
+	// recording wrote them or the fast path read them, dismissed ones left out.
+	Unresolved int
 }

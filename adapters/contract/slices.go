@@ -59,6 +59,10 @@ func RunTombstoneSink(t *testing.T, newHarness NewHarness) {
 		assert.Equal(t, []string{domain.RecoverySliceName(comp.Name, comp.SynthesisUUID(), handoff.Digest, 0)}, names)
 		assertRecoverySlices(t, h, comp, names, handoff)
 		assert.Equal(t, comp.UID, h.SliceOwnerUID(t, comp.Namespace, names[0]))
+		kept, err := domain.KeptIn([]domain.ResourceSlice{h.ReadSlice(t, comp.Namespace, names[0])})
+		require.NoError(t, err)
+		require.Len(t, kept, 1, "what the plan kept for a person is read back")
+		assert.Equal(t, "ConfigMap/team-a/kept-by-hand", kept[0].Entry().ID().String())
 	})
 
 	t.Run("CreateRecoverySlice again reuses the slice without a write, and another plan gets another name", func(t *testing.T) {
@@ -296,6 +300,9 @@ func handoffOf(comp domain.Composition, tombstones []domain.Tombstone) domain.Ha
 			DecidedAt: time.Date(2025, 3, 14, 15, 10, 0, 0, time.UTC)},
 		Tombstones:     tombstones,
 		HistoryWritten: time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC),
+		// Kept for a person: part 0 lists it (domain.AnnotationKept) for the next recording.
+		Dropped: []domain.DroppedTombstone{{Tombstone: domain.Tombstone{Entry: domain.Entry{Version: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "kept-by-hand"}, UID: testUID},
+			Reason: domain.DropManagedElsewhere, Detail: `field manager "argocd" manages it`}},
 	})
 	if err != nil {
 		panic(err)
@@ -369,7 +376,7 @@ func manifestBytes(s domain.ResourceSlice) int {
 // withoutForeignAnnotations keeps only the annotation this controller sets on its slices.
 func withoutForeignAnnotations(s domain.ResourceSlice) domain.ResourceSlice {
 	kept := map[string]string{}
-	for _, k := range []string{domain.AnnotationDecision, domain.AnnotationHistoryWritten, domain.AnnotationRecoveryPart} {
+	for _, k := range []string{domain.AnnotationDecision, domain.AnnotationHistoryWritten, domain.AnnotationRecoveryPart, domain.AnnotationKept} {
 		if v, ok := s.Annotations[k]; ok {
 			kept[k] = v
 		}

@@ -30,6 +30,7 @@ type Recorder struct {
 	panics      *prometheus.CounterVec
 	waiting     *prometheus.GaugeVec
 	orphans     prometheus.Gauge
+	unresolved  *prometheus.GaugeVec
 	build       *prometheus.GaugeVec
 
 	mu     sync.Mutex
@@ -98,13 +99,17 @@ func New(reg prometheus.Registerer) (*Recorder, error) {
 			Help: "Compositions this replica last saw waiting, by state: HeldForReview (the deletion guard holds the recovery), HandoffPending (decided Recovered, not yet carried by Eno), RecordingFailing (the last recording pass failed or was refused).",
 		}, []string{"state"}),
 		orphans: newOrphansGauge(),
+		unresolved: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "unresolved_entries",
+			Help: "Objects a lineage's snapshot carries for a person (kept by a recovery, left by Eno or by a refused history, until gone or dismissed; inspect lists them, dismiss clears them), summed over its Compositions this replica reconciles. One series per lineage of a living Composition, gone with the last, as snapshot_chunks: bounded by the Compositions opted in.",
+		}, []string{"lineage"}),
 		build: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "build_info",
 			Help: "Always 1; its labels name the running build of tombstone-recovery: version, revision (unknown when nothing recorded it) and goversion. Inside eno-reconciler, version is the module's as the host was built with it ((devel) for a local replacement).",
 		}, []string{"version", "revision", "goversion"}),
 		states: map[domain.CompositionRef]ports.CompositionState{},
 	}
-	for _, c := range []prometheus.Collector{r.snapshots, r.chunkWrites, r.decisions, r.refusals, r.reconciles, r.chunks, r.chunksUsed, r.entryBytes, r.entryRatio, r.alerts, r.panics, r.waiting, r.orphans, r.build} {
+	for _, c := range []prometheus.Collector{r.snapshots, r.chunkWrites, r.decisions, r.refusals, r.reconciles, r.chunks, r.chunksUsed, r.entryBytes, r.entryRatio, r.alerts, r.panics, r.waiting, r.orphans, r.unresolved, r.build} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -173,6 +178,17 @@ func (r *Recorder) CompositionObserved(ref domain.CompositionRef, state ports.Co
 	r.waiting.WithLabelValues("HandoffPending").Set(float64(pending))
 	r.waiting.WithLabelValues("RecordingFailing").Set(float64(failing))
 	r.orphans.Set(float64(orphans))
+	for _, l := range []domain.Lineage{before.Lineage, state.Lineage} {
+		kept, has := 0, false
+		for _, s := range r.states {
+			if s.Lineage == l && !l.IsZero() {
+				kept, has = kept+s.Unresolved, true
+			}
+		}
+		if has {
+			r.unresolved.WithLabelValues(l.String()).Set(float64(kept))
+		}
+	}
 }
 
 // forgetLineage deletes the per-lineage series of l unless a Composition still has it.
@@ -185,7 +201,7 @@ func (r *Recorder) forgetLineage(l domain.Lineage) {
 			return
 		}
 	}
-	for _, g := range []*prometheus.GaugeVec{r.chunks, r.chunksUsed, r.entryBytes, r.entryRatio} {
+	for _, g := range []*prometheus.GaugeVec{r.chunks, r.chunksUsed, r.entryBytes, r.entryRatio, r.unresolved} {
 		g.DeleteLabelValues(l.String())
 	}
 }

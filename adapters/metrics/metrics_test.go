@@ -148,6 +148,33 @@ func TestOrphansRemainingSumsEachCompositionsLastCount(t *testing.T) {
 	assert.Contains(t, scrape(t, reg), "eno_tombstone_recovery_orphans_remaining 0\n")
 }
 
+// TestUnresolvedEntriesPerLineage: each lineage sums its Compositions' last counts; one
+// forgotten counts nothing, and the series goes with the lineage's last Composition.
+func TestUnresolvedEntriesPerLineage(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	r, err := metrics.New(reg)
+	require.NoError(t, err)
+	a := domain.CompositionRef{Namespace: "team-a", Name: "web"}
+	b := domain.CompositionRef{Namespace: "team-a", Name: "web2"}
+	c := domain.CompositionRef{Namespace: "team-c", Name: "web"}
+	l, lc := domain.DefaultLineage(a.Namespace, a.Name), domain.DefaultLineage(c.Namespace, c.Name)
+	gauge := func(l domain.Lineage, n string) string {
+		return `eno_tombstone_recovery_unresolved_entries{lineage="` + l.String() + `"} ` + n + "\n"
+	}
+	r.CompositionObserved(a, ports.CompositionState{Lineage: l, Unresolved: 3})
+	r.CompositionObserved(b, ports.CompositionState{Lineage: l, Unresolved: 2}) // an override shares it
+	r.CompositionObserved(c, ports.CompositionState{Lineage: lc})
+	body := scrape(t, reg)
+	assert.Contains(t, body, gauge(l, "5"))
+	assert.Contains(t, body, gauge(lc, "0"))
+	r.CompositionObserved(a, ports.CompositionState{})
+	assert.Contains(t, scrape(t, reg), gauge(l, "2"), "a forgotten Composition counts nothing")
+	r.CompositionObserved(b, ports.CompositionState{Lineage: l, Unresolved: 0})
+	assert.Contains(t, scrape(t, reg), gauge(l, "0"), "dismissed or gone")
+	r.CompositionObserved(b, ports.CompositionState{})
+	assert.NotContains(t, scrape(t, reg), `unresolved_entries{lineage="`+l.String(), "gone with the lineage's last Composition")
+}
+
 // TestLineageSeriesGoWithTheirLineage: a lineage's series stay while any Composition has it, and
 // go with the last one: deleted, out of scope, or moved to another lineage.
 func TestLineageSeriesGoWithTheirLineage(t *testing.T) {
@@ -159,14 +186,14 @@ func TestLineageSeriesGoWithTheirLineage(t *testing.T) {
 	l, other := domain.DefaultLineage(a.Namespace, a.Name), domain.DefaultLineage("team-z", "z")
 	series := func() []string {
 		var out []string
-		for _, name := range []string{"snapshot_chunks", "chunks_used_ratio", "largest_entry_bytes", "largest_entry_ratio"} {
+		for _, name := range []string{"snapshot_chunks", "chunks_used_ratio", "largest_entry_bytes", "largest_entry_ratio", "unresolved_entries"} {
 			if strings.Contains(scrape(t, reg), "eno_tombstone_recovery_"+name+`{lineage="`+l.String()+`"}`) {
 				out = append(out, name)
 			}
 		}
 		return out
 	}
-	all := []string{"snapshot_chunks", "chunks_used_ratio", "largest_entry_bytes", "largest_entry_ratio"}
+	all := []string{"snapshot_chunks", "chunks_used_ratio", "largest_entry_bytes", "largest_entry_ratio", "unresolved_entries"}
 	r.ChunksUsed(l, 2, 64)
 	r.LargestEntry(l, 100, 1000)
 	r.CompositionObserved(a, ports.CompositionState{Lineage: l})

@@ -57,7 +57,7 @@ func writeInspectTable(w io.Writer, r *app.InspectReport) error {
 			secrets = append(secrets, []string{clean(c.Secret), clean(s.SynthesisUUID), strconv.Itoa(c.Index), sizeOf(c.Bytes), ""})
 		}
 		for _, u := range s.Unresolved {
-			unresolved = append(unresolved, []string{clean(u.Entry().ID().String()), cmp.Or(clean(u.UID), "-"), clean(u.Reason), rfc(u.Since), clean(u.SourceSynthesisUUID), clean(u.Detail)})
+			unresolved = append(unresolved, unresolvedRow(u))
 		}
 		for _, pr := range s.Problems {
 			problems = append(problems, "  "+clean(fmt.Sprintf("snapshot %s: %s", s.SynthesisUUID, pr)))
@@ -69,7 +69,7 @@ func writeInspectTable(w io.Writer, r *app.InspectReport) error {
 	section(p, "SNAPSHOTS", "SYNTHESIS\tSOURCE TIMESTAMP\tCOMPOSITION\tCOMPOSITION UID\tCHUNKS\tTOTAL\tLARGEST CHUNK / LIMIT\tDIGEST\tSTATE", snapshots)
 	section(p, "SECRETS", "NAME\tSYNTHESIS\tINDEX\tBYTES\tNOTE", secrets)
 	if len(unresolved) > 0 {
-		section(p, "UNRESOLVED (kept for a person until the object is gone)", "OBJECT\tUID\tREASON\tSINCE\tKEPT BY SYNTHESIS\tDETAIL", unresolved)
+		section(p, "UNRESOLVED (kept for a person until the object is gone)", unresolvedHeader, unresolved)
 	}
 	if len(problems) > 0 {
 		p("\nPROBLEMS\n%s", strings.Join(problems, "\n"))
@@ -316,4 +316,12 @@ func clean(s string) string {
 		}
 		return r
 	}, s)
+}
+
+// unresolvedHeader heads unresolvedRow's columns.
+const unresolvedHeader = "OBJECT\tUID\tREASON\tSINCE\tKEPT BY SYNTHESIS\tDETAIL"
+
+// unresolvedRow is u's row under unresolvedHeader.
+func unresolvedRow(u domain.Unresolved) []string {
+	return []string{clean(u.Entry().ID().String()), cmp.Or(clean(u.UID), "-"), clean(u.Reason), u.Since.Format(time.RFC3339), clean(u.SourceSynthesisUUID), clean(u.Detail)}
 }

@@ -4,6 +4,7 @@
 //	tombstone-recovery demo     the whole story on in-memory adapters
 //	tombstone-recovery inspect  snapshots, verdict and a dry run, read-only
 //	tombstone-recovery approve  answer a recovery held for review (reject says no)
+//	tombstone-recovery dismiss  dismiss what recoveries kept for a person
 //	tombstone-recovery prune    inventory retention, run by an operator (dry run unless --confirm)
 //	tombstone-recovery version  the build's version, revision and Go version
 package main
@@ -30,6 +31,7 @@ commands:
   inspect   print the snapshots of a lineage, the verdict and a dry run (never writes)
   approve   show the recovery held for review on NAMESPACE/NAME, then approve it (your own credentials)
   reject    show the recovery held for review on NAMESPACE/NAME, then reject it (your own credentials)
+  dismiss   show what recoveries kept for a person on NAMESPACE/NAME, then dismiss it (your own credentials)
   prune     list inventory Secrets nothing will read again; delete them with --confirm (your own credentials)
   version   print the version, revision and Go version of this build (-o json for JSON)
 
@@ -85,7 +87,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return runController(ctx, args[1:], stderr)
 	case "inspect":
 		return runInspect(ctx, args[1:], stdout, stderr)
-	case "approve", "reject":
+	case "approve", "reject", "dismiss":
 		return reviewer{inspector{now: time.Now}, os.Stdin}.run(ctx, args[0], args[1:], stdout, stderr)
 	case "prune":
 		return runPrune(ctx, args[1:], stdout, stderr)

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/dynamic"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
@@ -175,11 +174,7 @@ func (pr pruner) wire(ctx context.Context, o pruneOptions, stderr io.Writer) (*a
 		}
 	}
 	warnMissingNamespace(ctx, stderr, remote, "the downstream cluster", "--inventory-namespace", o.inventoryNamespace)
-	dyn, err := dynamic.NewForConfig(cp)
-	if err != nil {
-		return nil, fmt.Errorf("control plane dynamic client: %w", err)
-	}
-	comps, err := k8s.NewCompositions(dyn, nil)
+	comps, err := liveCompositions(cp)
 	if err != nil {
 		return nil, err
 	}

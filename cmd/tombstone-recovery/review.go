@@ -12,6 +12,8 @@ import (
 	"text/tabwriter"
 
 	"k8s.io/client-go/dynamic"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
 	"github.com/Azure/eno-tombstone-recovery/app"
@@ -46,18 +48,11 @@ func parseReviewFlags(verb string, args []string, stderr io.Writer) (reviewOptio
 		err := fs.Parse(args)
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stderr)
-			fmt.Fprintf(stderr, `usage: tombstone-recovery %[1]s NAMESPACE/NAME [--yes] [flags]
-
-Answers the recovery held for review on the Composition's current synthesis: shows the plan
-(what approval would delete, and why each other object is kept), asks unless --yes, then sets
-%[2]s to %[1]s:<synthesisUUID>, refused if the Composition changed since it was read. Run it with
-your own credentials: the controller cannot write this annotation.
-
-Exit codes: 0 written; 1 nothing written (nothing held, the synthesis moved on, already reviewed,
-not confirmed, the Composition changed, bad flags or an unreachable cluster).
-
-flags:
-`, verb, domain.AnnotationReview)
+			help := reviewHelp
+			if verb == "dismiss" {
+				help = dismissHelp
+			}
+			fmt.Fprintf(stderr, help, verb, domain.AnnotationReview, domain.AnnotationUnresolvedDismissed)
 			fs.PrintDefaults()
 			return o, err
 		}
@@ -77,7 +72,34 @@ flags:
 	return o, wrapIf(verb, errors.Join(err, o.clusterFlags.check()))
 }
 
-// reviewer runs approve and reject; in answers the question.
+const reviewHelp = `usage: tombstone-recovery %[1]s NAMESPACE/NAME [--yes] [flags]
+
+Answers the recovery held for review on the Composition's current synthesis: shows the plan
+(what approval would delete, and why each other object is kept), asks unless --yes, then sets
+%[2]s to %[1]s:<synthesisUUID>, refused if the Composition changed since it was read. Run it with
+your own credentials: the controller cannot write this annotation.
+
+Exit codes: 0 written; 1 nothing written (nothing held, the synthesis moved on, already reviewed,
+not confirmed, the Composition changed, bad flags or an unreachable cluster).
+
+flags:
+`
+
+const dismissHelp = `usage: tombstone-recovery dismiss NAMESPACE/NAME [--yes] [flags]
+
+Dismisses what recoveries kept for a person on the Composition's lineage (inspect lists them under
+UNRESOLVED) once you have dealt with each object: shows the entries, asks unless --yes, then adds
+them to %[3]s on the snapshot's chunk 0, refused if the Secret changed since it was read. The next
+recording no longer carries them. Run it with your own credentials: they need get on the Composition
+(its lineage), and get and update on secrets in the inventory namespace downstream.
+
+Exit codes: 0 written; 1 nothing written (nothing unresolved, not confirmed, the Secret changed,
+bad flags or an unreachable cluster).
+
+flags:
+`
+
+// reviewer runs approve, reject and dismiss; in answers the question.
 type reviewer struct {
 	inspector
 	in io.Reader
@@ -91,8 +113,10 @@ func (r reviewer) run(ctx context.Context, verb string, args []string, stdout, s
 	if err != nil {
 		return err
 	}
-	err = r.review(ctx, verb, o, stdout)
-	return wrapIf(verb, err)
+	if verb == "dismiss" {
+		return wrapIf(verb, r.dismiss(ctx, o, stdout))
+	}
+	return wrapIf(verb, r.review(ctx, verb, o, stdout))
 }
 
 func (r reviewer) review(ctx context.Context, verb string, o reviewOptions, stdout io.Writer) error {
@@ -101,11 +125,7 @@ func (r reviewer) review(ctx context.Context, verb string, o reviewOptions, stdo
 	if err != nil {
 		return err
 	}
-	dyn, err := dynamic.NewForConfig(cp)
-	if err != nil {
-		return fmt.Errorf("control plane dynamic client: %w", err)
-	}
-	comps, err := k8s.NewCompositions(dyn, nil)
+	comps, err := liveCompositions(cp)
 	if err != nil {
 		return err
 	}
@@ -140,12 +160,8 @@ func (r reviewer) review(ctx context.Context, verb string, o reviewOptions, stdo
 		then = "decides NothingToRecover (Rejected): nothing is deleted"
 	}
 	fmt.Fprintf(stdout, "\nHeld: %s\nSetting %s=%s on %s; the controller then %s.\n", clean(held.Message), domain.AnnotationReview, value, o.ref, then)
-	if !o.yes {
-		fmt.Fprint(stdout, "Type yes to go on: ")
-		line, _ := bufio.NewReader(r.in).ReadString('\n')
-		if strings.TrimSpace(line) != "yes" {
-			return errors.New("not confirmed; nothing written")
-		}
+	if err := r.confirm(o.yes, stdout); err != nil {
+		return err
 	}
 	if err := comps.WriteReview(ctx, comp, value); errors.Is(err, ports.ErrConflict) || errors.Is(err, ports.ErrNotFound) {
 		return fmt.Errorf("composition %s changed since it was read (resourceVersion %s); nothing written: run the command again to see the plan as it is now", o.ref, comp.ResourceVersion)
@@ -155,4 +171,94 @@ func (r reviewer) review(ctx context.Context, verb string, o reviewOptions, stdo
 	fmt.Fprintf(stdout, "Written. Follow the decision: kubectl get composition %s -n %s -o jsonpath='{.metadata.annotations.%s}'\n",
 		o.ref.Name, o.ref.Namespace, strings.ReplaceAll(domain.AnnotationDecision, ".", `\.`))
 	return nil
+}
+
+// confirm asks on stdout, unless yes, and reads the answer from in: only "yes" goes on.
+func (r reviewer) confirm(yes bool, stdout io.Writer) error {
+	if yes {
+		return nil
+	}
+	fmt.Fprint(stdout, "Type yes to go on: ")
+	line, _ := bufio.NewReader(r.in).ReadString('\n')
+	if strings.TrimSpace(line) != "yes" {
+		return errors.New("not confirmed; nothing written")
+	}
+	return nil
+}
+
+// dismiss adds the unresolved entries of the Composition's lineage to the dismissal of each
+// chunk 0 listing them, guarded by the resourceVersion read (design §3).
+func (r reviewer) dismiss(ctx context.Context, o reviewOptions, stdout io.Writer) error {
+	cp, remote, err := r.loadConfigs(inspectOptions{clusterFlags: o.clusterFlags, target: app.InspectTarget{Composition: &o.ref}})
+	if err != nil {
+		return err
+	}
+	comps, err := liveCompositions(cp)
+	if err != nil {
+		return err
+	}
+	// The Composition's lineage; once it is gone, the default one of its name.
+	lineage := domain.DefaultLineage(o.ref.Namespace, o.ref.Name)
+	if comp, err := comps.LiveComposition(ctx, o.ref); err == nil {
+		if lineage, err = domain.LineageOf(comp); err != nil {
+			return err
+		}
+	} else if !errors.Is(err, ports.ErrNotFound) {
+		return err
+	}
+	core, err := corev1client.NewForConfig(remote)
+	if err != nil {
+		return fmt.Errorf("downstream client: %w", err)
+	}
+	store, err := k8s.NewSecretStore(core, nil, o.inventoryNamespace)
+	if err != nil {
+		return err
+	}
+	id, err := controlPlaneID(ctx, cp, o.controlPlaneID)
+	if err != nil {
+		return err
+	}
+	// Chunk 0 of the Composition's snapshot in the lineage, if this control plane's.
+	chunk, err := store.GetChunk(ctx, domain.ChunkName(o.ref.Name, lineage, 0))
+	if err != nil && !errors.Is(err, ports.ErrNotFound) {
+		return err
+	}
+	var us []domain.Unresolved
+	if by := chunk.WrittenBy(); err == nil && (by == "" || by == id) {
+		var unreadable []string
+		if us, unreadable = domain.UnresolvedIn([]domain.ChunkSecret{chunk}, o.ref); len(unreadable) > 0 {
+			return fmt.Errorf("the unresolved entries of secret %s/%s cannot be read; nothing written", o.inventoryNamespace, chunk.Name)
+		}
+	}
+	if len(us) == 0 {
+		return fmt.Errorf("composition %s has no unresolved entries in lineage %s of %s downstream; nothing to dismiss", o.ref, lineage, o.inventoryNamespace)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "UNRESOLVED in secret %s/%s (%d)\n%s\n", o.inventoryNamespace, clean(chunk.Name), len(us), unresolvedHeader)
+	for _, u := range us {
+		fmt.Fprintln(tw, strings.Join(unresolvedRow(u), "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nDismissing these: inspect no longer lists them and the next recording does not carry them; check each object is dealt with.\n")
+	if err := r.confirm(o.yes, stdout); err != nil {
+		return err
+	}
+	if _, err := store.MarkChunk(ctx, domain.Dismiss(chunk, us)); errors.Is(err, ports.ErrConflict) || errors.Is(err, ports.ErrNotFound) {
+		return fmt.Errorf("secret %s/%s changed since it was read (resourceVersion %s); not written: run the command again to see the entries as they are now", o.inventoryNamespace, chunk.Name, chunk.ResourceVersion)
+	} else if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "Dismissed %d entries on secret %s/%s.\n", len(us), o.inventoryNamespace, chunk.Name)
+	return nil
+}
+
+// liveCompositions reads the control plane's Compositions live, through no cache.
+func liveCompositions(cp *rest.Config) (*k8s.Compositions, error) {
+	dyn, err := dynamic.NewForConfig(cp)
+	if err != nil {
+		return nil, fmt.Errorf("control plane dynamic client: %w", err)
+	}
+	return k8s.NewCompositions(dyn, nil)
 }
