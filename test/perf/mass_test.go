@@ -337,6 +337,7 @@ func runMassRecovery(t *testing.T, a admin, name, bin, objects string, n int, di
 	waitFor("the decisions", decided)
 	last := counter.LastSuccess("update compositions")
 	out.toLast = last.Sub(recreated)
+	waitQuiet(counter, 3*time.Second) // the force annotation follows each decision (design §6.2)
 	out.peakKB = procStatusKB(t, cmd.Process.Pid, "VmHWM")
 	out.requests, out.bytes = counter.Snapshot().Sub(before), counter.Bytes().Sub(bytesBefore)
 	out.failed = counter.Failed()
