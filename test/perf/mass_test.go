@@ -71,6 +71,7 @@ type massRun struct {
 	floor        time.Duration // the busiest client limiter's requests / QPS
 	floorOf      string
 	peakKB       int
+	kept         []string // the Compositions that kept an orphan, and why
 	cpu          time.Duration // of the process, from its start (recording included) to the end
 	failed       Counts
 	exitErr      error
@@ -322,18 +323,22 @@ func runMassRecovery(t *testing.T, a admin, name, bin, objects string, n int, di
 		}
 		list, err := a.Dynamic.Resource(k8s.CompositionGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
-		got := 0
+		got, kept := 0, []string{}
 		for _, u := range list.Items {
 			uuid, _, _ := unstructured.NestedString(u.Object, "status", "currentSynthesis", "uuid")
 			if d, err := domain.ParseDecision(u.GetAnnotations()[domain.AnnotationDecision]); err == nil && d.SynthesisUUID == uuid {
 				got++
 				require.Equal(t, domain.OutcomeRecovered, d.Outcome, "%s: %s: %s", name, u.GetName(), d.Message)
-				require.Equal(t, massDropped, d.Tombstones, "%s: %s", name, u.GetName())
+				require.LessOrEqual(t, d.Tombstones, massDropped, "%s: %s", name, u.GetName())
+				if d.Tombstones < massDropped { // a fingerprint collision keeps an orphan (design §6.3)
+					kept = append(kept, fmt.Sprintf("%s kept %d: %s", u.GetName(), massDropped-d.Tombstones, d.Message))
+				}
 			}
 		}
 		if got < n {
 			time.Sleep(time.Second)
 		}
+		out.kept = kept
 		return got == n
 	}
 	waitFor("the decisions", decided)
@@ -436,7 +441,7 @@ func massReport(runs []massRun) string {
 		}
 	}
 	for _, r := range runs {
-		fmt.Fprintf(&b, "\n%s at %d: requests: %s\nbytes: %s\nfailed: %s\n", r.binary, r.n, r.requests, r.bytes, r.failed)
+		fmt.Fprintf(&b, "\n%s at %d: requests: %s\nbytes: %s\nfailed: %s\norphans kept: %q\n", r.binary, r.n, r.requests, r.bytes, r.failed, r.kept)
 	}
 	return b.String()
 }
