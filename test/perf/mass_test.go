@@ -71,7 +71,7 @@ type massRun struct {
 	floor        time.Duration // the busiest client limiter's requests / QPS
 	floorOf      string
 	peakKB       int
-	kept         []string // the Compositions that kept an orphan, and why
+	kept         []string      // the Compositions that kept an orphan, and why
 	cpu          time.Duration // of the process, from its start (recording included) to the end
 	failed       Counts
 	exitErr      error
