@@ -88,15 +88,16 @@ bench: testbin
 ## 1,000 with inventories 4x larger (14 more labels per resource), then 3,000 (about 15 minutes).
 ## Reports go to bin/scale-*.md (relative to this folder; the test creates bin/). Every `go test`
 ## of test/perf, and so `make test`, runs a trial of 24 Compositions through the same steps.
-## Then the mass recovery of issue 35 at 100, 300 and 1,000 Compositions (bin/scale-mass-recovery.md);
+## Then the mass recovery of issue 35 at ENO_MASS_SIZES Compositions (bin/scale-mass-recovery.md);
 ## ENO_MASS_BASE_BIN=path alternates a baseline binary with it, at sizes up to ENO_MASS_BASE_MAX
 ## (31b0bd5, before the fleet index, reads the fleet per plan: 4 minutes at 300). Trial: 8 Compositions.
 ENO_MASS_BASE_MAX ?= 300
+ENO_MASS_SIZES ?= 100,300,1000
 scale: testbin
 	ENO_SCALE=1 ENO_SCALE_REPORT=bin/scale-1000.md $(GO) test -count=1 -timeout=60m -run='^TestScale$$' -v ./test/perf/
 	ENO_SCALE=1 ENO_SCALE_EXTRA_LABELS=14 ENO_SCALE_REPORT=bin/scale-1000-inventories-4x.md $(GO) test -count=1 -timeout=60m -run='^TestScale$$' -v ./test/perf/
 	ENO_SCALE=1 ENO_SCALE_COMPOSITIONS=3000 ENO_SCALE_REPORT=bin/scale-3000.md $(GO) test -count=1 -timeout=60m -run='^TestScale$$' -v ./test/perf/
-	ENO_MASS=1 ENO_MASS_SIZES=100,300,1000 ENO_MASS_BASE_BIN=$(ENO_MASS_BASE_BIN) ENO_MASS_BASE_MAX=$(ENO_MASS_BASE_MAX) ENO_MASS_REPORT=bin/scale-mass-recovery.md $(GO) test -count=1 -timeout=120m -run='^TestMassRecovery$$' -v ./test/perf/
+	ENO_MASS=1 ENO_MASS_SIZES=$(ENO_MASS_SIZES) ENO_MASS_BASE_BIN=$(ENO_MASS_BASE_BIN) ENO_MASS_BASE_MAX=$(ENO_MASS_BASE_MAX) ENO_MASS_REPORT=bin/scale-mass-recovery.md $(GO) test -count=1 -timeout=120m -run='^TestMassRecovery$$' -v ./test/perf/
 
 ## fuzz: run every fuzz target for FUZZTIME each.
 fuzz:

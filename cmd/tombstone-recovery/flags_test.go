@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -221,4 +222,26 @@ func TestStartupValues(t *testing.T) {
 	}
 	assert.Contains(t, kv, "version")
 	assert.Contains(t, kv, "revision")
+}
+
+// TestRunSetsItsGCPercentUnlessGOGCIsSet: run's default GOGC, and an operator's GOGC (even
+// empty, which the runtime reads as 100) wins.
+func TestRunSetsItsGCPercentUnlessGOGCIsSet(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want int
+	}{
+		{"unset", map[string]string{}, gcPercent},
+		{"set", map[string]string{"GOGC": "200"}, 100},
+		{"set empty", map[string]string{"GOGC": ""}, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			debug.SetGCPercent(100)
+			defaultGC(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
+			assert.Equal(t, tc.want, debug.SetGCPercent(100))
+		})
+	}
 }

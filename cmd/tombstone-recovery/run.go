@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -158,6 +159,7 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer flush()
+	defaultGC(os.LookupEnv)
 	routeClientGoLogs(log)
 	ctrllog.SetLogger(log)
 	ctx = logr.NewContext(ctx, log)
@@ -211,6 +213,18 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	return runManager(ctx, mgr)
+}
+
+// gcPercent is run's GOGC when the environment sets none. The heap a fleet keeps is small next
+// to what a recording allocates on its way, so GOGC=100's headroom (the live heap again) is
+// much of the peak; at 50 the collector runs about twice as often (BENCHMARKS.md, Scale).
+const gcPercent = 50
+
+// defaultGC sets gcPercent unless GOGC is set: an operator's value wins.
+func defaultGC(lookupEnv func(string) (string, bool)) {
+	if _, set := lookupEnv("GOGC"); !set {
+		debug.SetGCPercent(gcPercent)
+	}
 }
 
 // startupValues are the build and the effective settings, logged once at start.

@@ -71,6 +71,8 @@ type massRun struct {
 	floor        time.Duration // the busiest client limiter's requests / QPS
 	floorOf      string
 	peakKB       int
+	kept         []string      // the Compositions that kept an orphan, and why
+	cpu          time.Duration // of the process, from its start (recording included) to the end
 	failed       Counts
 	exitErr      error
 	recordedTook time.Duration // the first phase: process start → every Composition recorded
@@ -78,7 +80,8 @@ type massRun struct {
 
 func (r massRun) bytesPerComp() float64 { return float64(r.bytes.Total()) / float64(r.n) }
 func (r massRun) listPerComp() float64 {
-	return float64(r.bytes["list resourceslices"]) / float64(r.n)
+	// client-go lists by a streaming watch where the API server offers it (WatchListClient).
+	return float64(r.bytes["list resourceslices"]+r.bytes["watch resourceslices"]) / float64(r.n)
 }
 
 // TestMassRecovery measures the mass recovery of issue 35 with the real binary at its default
@@ -320,24 +323,29 @@ func runMassRecovery(t *testing.T, a admin, name, bin, objects string, n int, di
 		}
 		list, err := a.Dynamic.Resource(k8s.CompositionGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
-		got := 0
+		got, kept := 0, []string{}
 		for _, u := range list.Items {
 			uuid, _, _ := unstructured.NestedString(u.Object, "status", "currentSynthesis", "uuid")
 			if d, err := domain.ParseDecision(u.GetAnnotations()[domain.AnnotationDecision]); err == nil && d.SynthesisUUID == uuid {
 				got++
 				require.Equal(t, domain.OutcomeRecovered, d.Outcome, "%s: %s: %s", name, u.GetName(), d.Message)
-				require.Equal(t, massDropped, d.Tombstones, "%s: %s", name, u.GetName())
+				require.LessOrEqual(t, d.Tombstones, massDropped, "%s: %s", name, u.GetName())
+				if d.Tombstones < massDropped { // a fingerprint collision keeps an orphan (design §6.3)
+					kept = append(kept, fmt.Sprintf("%s kept %d: %s", u.GetName(), massDropped-d.Tombstones, d.Message))
+				}
 			}
 		}
 		if got < n {
 			time.Sleep(time.Second)
 		}
+		out.kept = kept
 		return got == n
 	}
 	waitFor("the decisions", decided)
 	last := counter.LastSuccess("update compositions")
 	out.toLast = last.Sub(recreated)
-	out.peakKB = procStatusKB(t, cmd.Process.Pid, "VmHWM")
+	waitQuiet(counter, 3*time.Second) // the force annotation follows each decision (design §6.2)
+	out.peakKB, out.cpu = procStatusKB(t, cmd.Process.Pid, "VmHWM"), procCPU(t, cmd.Process.Pid)
 	out.requests, out.bytes = counter.Snapshot().Sub(before), counter.Bytes().Sub(bytesBefore)
 	out.failed = counter.Failed()
 	stop()
@@ -407,11 +415,11 @@ func assertMassDesign(t *testing.T, r massRun) {
 // and the last size: log(per-Composition figure ratio) / log(size ratio), 0 when flat.
 func massReport(runs []massRun) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n| binary | N | recorded in | to the last decision | limiter floor (busiest: requests/%d) | ÷ floor | requests per Composition | KiB read per Composition, all / `list resourceslices` | peak RSS (VmHWM) |\n|---|---|---|---|---|---|---|---|---|\n", binaryQPS)
+	fmt.Fprintf(&b, "\n| binary | N | recorded in | to the last decision | limiter floor (busiest: requests/%d) | ÷ floor | requests per Composition | KiB read per Composition, all / slices listed and watched | peak RSS (VmHWM) | CPU of the process |\n|---|---|---|---|---|---|---|---|---|---|\n", binaryQPS)
 	for _, r := range runs {
-		fmt.Fprintf(&b, "| %s | %d | %.1f s | %.1f s | %.1f s (%s) | %.2f× | %.1f | %.0f / %.0f | %.1f MiB |\n",
+		fmt.Fprintf(&b, "| %s | %d | %.1f s | %.1f s | %.1f s (%s) | %.2f× | %.1f | %.0f / %.0f | %.1f MiB | %.1f s |\n",
 			r.binary, r.n, r.recordedTook.Seconds(), r.toLast.Seconds(), r.floor.Seconds(), r.floorOf, r.toLast.Seconds()/r.floor.Seconds(),
-			float64(r.requests.Total())/float64(r.n), r.bytesPerComp()/1024, r.listPerComp()/1024, float64(r.peakKB)/1024)
+			float64(r.requests.Total())/float64(r.n), r.bytesPerComp()/1024, r.listPerComp()/1024, float64(r.peakKB)/1024, r.cpu.Seconds())
 	}
 	for _, name := range []string{"before", "after"} {
 		var of []massRun
@@ -433,7 +441,7 @@ func massReport(runs []massRun) string {
 		}
 	}
 	for _, r := range runs {
-		fmt.Fprintf(&b, "\n%s at %d: requests: %s\nbytes: %s\nfailed: %s\n", r.binary, r.n, r.requests, r.bytes, r.failed)
+		fmt.Fprintf(&b, "\n%s at %d: requests: %s\nbytes: %s\nfailed: %s\norphans kept: %q\n", r.binary, r.n, r.requests, r.bytes, r.failed, r.kept)
 	}
 	return b.String()
 }

@@ -212,6 +212,7 @@ func TestScale(t *testing.T) {
 		}
 	}
 	hwm, rss := procStatusKB(t, cmd.Process.Pid, "VmHWM"), procStatusKB(t, cmd.Process.Pid, "VmRSS")
+	rssFile, cpu := procStatusKB(t, cmd.Process.Pid, "RssFile"), procCPU(t, cmd.Process.Pid)
 	mem := scrape(t, "http://"+metricsAddr+"/metrics", "go_memstats_heap_inuse_bytes", "go_memstats_heap_alloc_bytes", "go_memstats_sys_bytes")
 	stop()
 	proxy.Close()
@@ -263,7 +264,8 @@ func TestScale(t *testing.T) {
 	fmt.Fprintf(&b, "| QPS floor of the busiest client limiter (%s, %d requests, (r-100)/50) | %.1f s (elapsed %.2f×, reconciling %.2f×) |\n",
 		bindingName, byLimiter[bindingName], binding.Seconds(), elapsed.Seconds()/binding.Seconds(), reconciling.Seconds()/binding.Seconds())
 	fmt.Fprintf(&b, "| peak RSS (VmHWM) with %d Compositions | %.1f MiB |\n", n, float64(hwm)/1024)
-	fmt.Fprintf(&b, "| RSS at the end (VmRSS) | %.1f MiB |\n", float64(rss)/1024)
+	fmt.Fprintf(&b, "| RSS at the end (VmRSS), of which the binary's mapped file (RssFile) | %.1f MiB, %.1f MiB |\n", float64(rss)/1024, float64(rssFile)/1024)
+	fmt.Fprintf(&b, "| CPU of the process (user + system), to the end | %.1f s |\n", cpu.Seconds())
 	fmt.Fprintf(&b, "| Go heap at the end: in use / allocated / runtime total (sys) | %.1f / %.1f / %.1f MiB |\n",
 		mem["go_memstats_heap_inuse_bytes"]/(1<<20), mem["go_memstats_heap_alloc_bytes"]/(1<<20), mem["go_memstats_sys_bytes"]/(1<<20))
 	fmt.Fprintf(&b, "| inventory bytes recorded (Σ inventory.json; the Secret cache holds metadata only) | %.1f MiB |\n", float64(inventoryBytes)/(1<<20))
@@ -390,6 +392,23 @@ func procStatusKB(t *testing.T, pid int, field string) int {
 	}
 	t.Fatalf("/proc/%d/status has no %s", pid, field)
 	return 0
+}
+
+// procCPU is the user and system CPU a process has used, from /proc/<pid>/stat (clock ticks of
+// 1/100 s, as Linux reports them to user space).
+func procCPU(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	require.NoError(t, err)
+	_, rest, ok := strings.Cut(string(data), ") ") // the command may hold spaces
+	require.True(t, ok, "/proc/%d/stat: %s", pid, data)
+	f := strings.Fields(rest) // from field 3 (state): utime is field 14, stime 15
+	require.Greater(t, len(f), 12)
+	utime, err := strconv.Atoi(f[11])
+	require.NoError(t, err)
+	stime, err := strconv.Atoi(f[12])
+	require.NoError(t, err)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 func tail(path string, lines int) string {
