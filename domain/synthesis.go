@@ -356,15 +356,16 @@ func (p Production) produces(fp uint64) bool {
 	return i < len(p.ids) && p.ids[i]&^nsBits == fp&^nsBits
 }
 
-// A fingerprint is 64 bits: the high 32 of the sha256 of the identity without its namespace, the
-// low 32 (nsBits) of its namespace's. Two identities with one fingerprint make a slice producing
-// either count for both: an object kept, never one deleted (design §6.3).
+// A fingerprint is 64 bits: the high 48 of the sha256 of the identity without its namespace, the
+// low 16 (nsBits) of its namespace's. Two identities match only if their names' 48 bits do, so
+// one namespace's many names rarely collide. A slice producing either of two identities with one
+// fingerprint counts for both: an object kept, never one deleted (design §6.3).
 func fingerprint(id ResourceID) uint64 {
 	name, ns := sha256.Sum256([]byte(id.Group+"\x00"+id.Kind+"\x00"+id.Name)), sha256.Sum256([]byte(id.Namespace))
-	return uint64(binary.BigEndian.Uint32(name[:4]))<<32 | uint64(binary.BigEndian.Uint32(ns[:4]))
+	return binary.BigEndian.Uint64(name[:8])&^nsBits | uint64(binary.BigEndian.Uint16(ns[:2]))
 }
 
-const nsBits = 1<<32 - 1
+const nsBits = 1<<16 - 1
 
 // clusterScoped is the namespace bits of an identity without a namespace.
 var clusterScoped = fingerprint(ResourceID{}) & nsBits
