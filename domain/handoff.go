@@ -3,6 +3,7 @@ package domain
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -470,4 +471,49 @@ func HandoffStateOf(c Composition, ineligible *IneligibleError) (HandoffState, [
 		return HandoffCarried, CarriedRecoverySlices(c)
 	}
 	return HandoffNone, nil
+}
+
+// Unsynthesized reports whether Eno has yet to synthesize c, as its scheduler's initial
+// synthesis does: no current synthesis, or one not synthesized. Eno synthesizes nothing for a
+// Composition being deleted.
+func (c Composition) Unsynthesized() bool {
+	return !c.Deleting && (c.Synthesis == nil || c.Synthesis.Synthesized.IsZero())
+}
+
+// AwaitFirstSyntheses splits the fleet's unsynthesized Compositions (by creation time), other than
+// self, into those a hand-off waits for and those overdue, unsynthesized for wait or longer: a
+// first synthesis may produce an orphan Eno would delete first, and no slice shows it before
+// (design §6.3, first synthesis after the plan).
+func AwaitFirstSyntheses(self CompositionRef, unsynthesized map[CompositionRef]time.Time, now time.Time, wait time.Duration) (waiting, overdue []CompositionRef) {
+	for ref, created := range unsynthesized {
+		switch {
+		case ref == self:
+		case now.Sub(created) < wait:
+			waiting = append(waiting, ref)
+		default:
+			overdue = append(overdue, ref)
+		}
+	}
+	slices.SortFunc(waiting, CompositionRef.Compare)
+	slices.SortFunc(overdue, CompositionRef.Compare)
+	return waiting, overdue
+}
+
+// FirstSynthesisPendingError: a hand-off waits for the first synthesis of these Compositions.
+type FirstSynthesisPendingError struct{ Compositions []CompositionRef }
+
+func (e *FirstSynthesisPendingError) Error() string {
+	return fmt.Sprintf("waiting for Eno's first synthesis of composition %s before handing tombstones over: Eno could delete what it produces first", refList(e.Compositions))
+}
+
+// refList names the first few refs.
+func refList(refs []CompositionRef) string {
+	names := make([]string, 0, min(len(refs), 5))
+	for _, r := range refs[:min(len(refs), 5)] {
+		names = append(names, r.String())
+	}
+	if len(refs) > 5 {
+		return fmt.Sprintf("%s and %d more", strings.Join(names, ", "), len(refs)-5)
+	}
+	return strings.Join(names, ", ")
 }
