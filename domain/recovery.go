@@ -447,8 +447,8 @@ func planOverTheGuard(plan RecoveryPlan, in RecoveryInput, verified []Tombstone,
 	}
 	if len(overdue) > 0 {
 		first := fmt.Sprintf("held: Eno has not synthesized composition %s within %s of its creation, and could delete what a first synthesis produces before it does", refList(overdue), in.FirstSynthesisWait)
-		if plan.Decision.Reason, guard = ReasonFirstSynthesisPending, first; guarded {
-			guard = first + "; also " + strings.TrimPrefix(guard, "and ")
+		if plan.Decision.Reason, guard = ReasonFirstSynthesisPending, first+"; also "+strings.TrimPrefix(guard, "and "); !guarded {
+			guard = first
 		}
 	}
 	plan.Decision.Message = withDrops(fmt.Sprintf("%d of %d resources would be deleted, %s; set %s to approve:%s or reject:%s",
