@@ -3,7 +3,6 @@ package domain
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -480,10 +479,8 @@ func (c Composition) Unsynthesized() bool {
 	return !c.Deleting && (c.Synthesis == nil || c.Synthesis.Synthesized.IsZero())
 }
 
-// AwaitFirstSyntheses splits the fleet's unsynthesized Compositions (by creation time), other than
-// self, into those a hand-off waits for and those overdue, unsynthesized for wait or longer: a
-// first synthesis may produce an orphan Eno would delete first, and no slice shows it before
-// (design §6.3, first synthesis after the plan).
+// AwaitFirstSyntheses splits the unsynthesized Compositions but self into those a hand-off waits
+// for and those unsynthesized for wait since their creation (design §6.3, first syntheses).
 func AwaitFirstSyntheses(self CompositionRef, unsynthesized map[CompositionRef]time.Time, now time.Time, wait time.Duration) (waiting, overdue []CompositionRef) {
 	for ref, created := range unsynthesized {
 		switch {
@@ -506,14 +503,10 @@ func (e *FirstSynthesisPendingError) Error() string {
 	return fmt.Sprintf("waiting for Eno's first synthesis of composition %s before handing tombstones over: Eno could delete what it produces first", refList(e.Compositions))
 }
 
-// refList names the first few refs.
+// refList names the first five refs.
 func refList(refs []CompositionRef) string {
-	names := make([]string, 0, min(len(refs), 5))
-	for _, r := range refs[:min(len(refs), 5)] {
-		names = append(names, r.String())
-	}
 	if len(refs) > 5 {
-		return fmt.Sprintf("%s and %d more", strings.Join(names, ", "), len(refs)-5)
+		return fmt.Sprintf("%v and %d more", refs[:5], len(refs)-5)
 	}
-	return strings.Join(names, ", ")
+	return fmt.Sprint(refs)
 }
