@@ -42,19 +42,19 @@ var openSequences = map[string]openSequence{
 		return writtenByOther(v) && strings.Contains(v.Detail, "written identically by") &&
 			slices.ContainsFunc(w.oracle.Orphans(), func(r enomodel.Ref) bool { return r.String() == v.Object && w.oracle.bare(r) })
 	}},
-	// A known residual (design §6.2, "what the check cannot see"), which issue 37 item 6 closes in
-	// the product: another Composition starts producing an orphan only after the hand-off's fence
-	// (its first resource slice comes after the recovery slice's creation), and Eno deletes the
-	// orphan before the watch's disarm reaches Eno's cache, or before that Composition's first
-	// synthesis, which nothing sees. An object another Composition produced before the fence is
-	// no window: the plan and the fence must keep it, so such a finding fails.
+	// The residual of the first synthesis after the plan (design §6.4): a Composition created
+	// after the hand-off's last fence, or a synthesized one whose next synthesis starts producing
+	// an orphan, and Eno deletes the orphan before the watch's disarm reaches Eno's cache, or
+	// before that Composition's first synthesis. One unsynthesized at the fence makes the hand-off
+	// wait (FirstSynthesisAfterThePlan); an object another Composition produced before the fence
+	// is no window: the plan and the fence must keep it, so such a finding fails.
 	// A known residual (design §6.2, "what the check cannot see"): the precondition reads Eno's
 	// cached Composition, so a deletion or pause that reaches Eno's cache after its DELETE does
 	// not stop it. Found by seeds 1285 and 1649 of the first full make sim.
 	"EnoCacheLag": {why: "a Composition's deletion or pause that Eno's cache does not show yet does not stop a tombstone", matches: func(_ *World, v Violation) bool {
 		return (v.Rule == RuleOwnerDeleting || v.Rule == RuleOwnerPaused) && strings.HasSuffix(v.Detail, enoCacheBehind)
 	}},
-	"K4window": {why: "a Composition that starts producing an orphan after the fence may lose it to Eno first (issue 37 item 6)", matches: k4Window},
+	"K4window": {why: "a Composition that starts producing an orphan after the last fence may lose it to Eno first (design §6.4)", matches: k4Window},
 }
 
 func k4Window(w *World, v Violation) bool {
