@@ -63,6 +63,10 @@ func DefaultConfig() Config {
 // DefaultPendingRecheckInterval is how often a pending hand-off is checked by default.
 const DefaultPendingRecheckInterval = time.Minute
 
+// firstSynthesisWait is how long a hand-off waits for the fleet's first syntheses before it is
+// held for review (design §6.3): fifteen watch intervals.
+func (c Config) firstSynthesisWait() time.Duration { return 15 * c.PendingRecheckInterval }
+
 // DefaultReconcileTimeout bounds one reconcile by default.
 const DefaultReconcileTimeout = 2 * time.Minute
 

@@ -52,6 +52,9 @@ func (s *Service) advance(ctx context.Context, comp domain.Composition) (step, e
 			}
 			st.recovery, st.reads, st.comp = &rec, &reads, rec.Composition
 			if !rec.Plan.Decision.Outcome.Finished() {
+				if rec.Plan.Decision.Reason == domain.ReasonFirstSynthesisPending {
+					st.requeue = s.cfg.PendingRecheckInterval // a first synthesis may end the hold
+				}
 				st.observed.HeldForReview = true
 				return st, nil // held for review: recording waits (CheckRecording refuses it too)
 			}
@@ -142,6 +145,13 @@ func (s *Service) handOff(ctx context.Context, comp domain.Composition, plan dom
 func (s *Service) fence(ctx context.Context, comp domain.Composition, slice string, plan domain.RecoveryPlan) error {
 	if err := s.deps.Fleet.WaitForSlice(ctx, comp.Namespace, slice); err != nil {
 		return fmt.Errorf("waiting for the fleet index to see recovery slice %s: %w", slice, err)
+	}
+	unsynthesized, err := s.deps.Fleet.Unsynthesized(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the fleet index: %w", err)
+	}
+	if waiting, overdue := domain.AwaitFirstSyntheses(comp.Ref(), unsynthesized, s.cfg.Now(), s.cfg.firstSynthesisWait()); len(waiting) > 0 || len(overdue) > 0 && plan.Decision.Reason != domain.ReasonApproved {
+		return &domain.FirstSynthesisPendingError{Compositions: append(waiting, overdue...)}
 	}
 	taken, where, err := s.producedElsewhere(ctx, plan.Tombstones, comp.UID, plan.SourceUID)
 	if err != nil || len(taken) == 0 {

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -584,6 +585,52 @@ func TestHandoffFence(t *testing.T) {
 				want = 1 // cm-07 only: cm-08 is another's
 			}
 			assert.Equal(t, want, writtenDecision(t, f).Tombstones)
+		})
+	}
+}
+
+// The fence asks the fleet index again for Compositions Eno has not synthesized: one created
+// since the plan stops the hand-off before anything is named; one past the wait does too unless
+// an operator approved this synthesis (design §6.3, first synthesis after the plan).
+func TestHandoffAwaitsFirstSyntheses(t *testing.T) {
+	other := domain.CompositionRef{Namespace: "team-b", Name: "split"}
+	for name, tt := range map[string]struct {
+		created time.Time // of other, unsynthesized from the fence on; zero: none
+		review  string
+		waits   bool
+	}{
+		"every composition synthesized":              {},
+		"one created since the plan":                 {created: now, waits: true},
+		"one past the wait since the plan":           {created: now.Add(-time.Hour), waits: true},
+		"one past the wait, this synthesis approved": {created: now.Add(-time.Hour), review: "approve:" + synthID},
+		"one created since, this synthesis approved": {created: now, review: "approve:" + synthID, waits: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rs := resources(9)
+			f := recoveryFixture(t, rs, rs[:7])
+			f.cfg.MaxTombstoneFraction = 0
+			if tt.review == "" {
+				f.cfg.MaxTombstoneFraction = 1
+			} else {
+				f.comp.Annotations[domain.AnnotationReview] = tt.review
+			}
+			f.fleet.UnsynthesizedReturnsOnCall(0, nil, nil) // the plan's
+			if !tt.created.IsZero() {
+				f.fleet.UnsynthesizedReturns(map[domain.CompositionRef]time.Time{other: tt.created}, nil)
+			}
+			_, err := f.service(t).Recover(ctx(t), f.comp)
+			require.Equal(t, 2, f.fleet.UnsynthesizedCallCount(), "asked at the plan and at the fence")
+			require.Equal(t, 1, f.sink.CreateRecoverySliceCallCount())
+			if !tt.waits {
+				require.NoError(t, err)
+				assert.Equal(t, 2, writtenDecision(t, f).Tombstones)
+				return
+			}
+			var pending *domain.FirstSynthesisPendingError
+			require.ErrorAs(t, err, &pending)
+			assert.Equal(t, []domain.CompositionRef{other}, pending.Compositions)
+			assert.Zero(t, f.sink.AppendRecoverySliceCallCount(), "nothing named")
+			assert.Zero(t, f.decisions.WriteDecisionCallCount())
 		})
 	}
 }

@@ -230,6 +230,10 @@ func (p planner) planListed(ctx context.Context, comp domain.Composition, lineag
 	if err = p.markProducedElsewhere(ctx, in.Observed, comp.UID, snap.CompositionUID()); err != nil {
 		return domain.RecoveryPlan{}, reads, err
 	}
+	if in.Unsynthesized, err = p.fleet.Unsynthesized(ctx); err != nil {
+		return domain.RecoveryPlan{}, reads, fmt.Errorf("reading the fleet index: %w", err)
+	}
+	in.FirstSynthesisWait = p.cfg.firstSynthesisWait()
 	plan, err = domain.PlanRecovery(in)
 	return plan, reads, err
 }

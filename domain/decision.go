@@ -58,6 +58,9 @@ const (
 	// ReasonOtherNamespace: the lineage's history was recorded in other namespaces and
 	// adoption across namespaces is off (design §5 step 3).
 	ReasonOtherNamespace = "OtherNamespace"
+	// ReasonFirstSynthesisPending: a Composition of the fleet has had no synthesis for longer
+	// than the hand-off waits (design §6.3).
+	ReasonFirstSynthesisPending = "FirstSynthesisPending"
 )
 
 // Decision is the JSON of the decision annotation, fields in the specified order.

@@ -480,3 +480,42 @@ func HandoffStateOf(c Composition, ineligible *IneligibleError) (HandoffState, [
 	}
 	return HandoffNone, nil
 }
+
+// Unsynthesized reports whether Eno has yet to synthesize c, as its scheduler's initial
+// synthesis does: no current synthesis, or one not synthesized. Eno synthesizes nothing for a
+// Composition being deleted.
+func (c Composition) Unsynthesized() bool {
+	return !c.Deleting && (c.Synthesis == nil || c.Synthesis.Synthesized.IsZero())
+}
+
+// AwaitFirstSyntheses splits the unsynthesized Compositions but self into those a hand-off waits
+// for and those unsynthesized for wait since their creation (design §6.3, first syntheses).
+func AwaitFirstSyntheses(self CompositionRef, unsynthesized map[CompositionRef]time.Time, now time.Time, wait time.Duration) (waiting, overdue []CompositionRef) {
+	for ref, created := range unsynthesized {
+		switch {
+		case ref == self:
+		case now.Sub(created) < wait:
+			waiting = append(waiting, ref)
+		default:
+			overdue = append(overdue, ref)
+		}
+	}
+	slices.SortFunc(waiting, CompositionRef.Compare)
+	slices.SortFunc(overdue, CompositionRef.Compare)
+	return waiting, overdue
+}
+
+// FirstSynthesisPendingError: a hand-off waits for the first synthesis of these Compositions.
+type FirstSynthesisPendingError struct{ Compositions []CompositionRef }
+
+func (e *FirstSynthesisPendingError) Error() string {
+	return fmt.Sprintf("waiting for Eno's first synthesis of composition %s before handing tombstones over: Eno could delete what it produces first", refList(e.Compositions))
+}
+
+// refList names the first five refs.
+func refList(refs []CompositionRef) string {
+	if len(refs) > 5 {
+		return fmt.Sprintf("%v and %d more", refs[:5], len(refs)-5)
+	}
+	return fmt.Sprint(refs)
+}

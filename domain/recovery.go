@@ -177,7 +177,11 @@ type RecoveryInput struct {
 	EnoManagers EnoManagers
 	// ResourceFilter keeps what no eno-reconciler in use would load; nil loads everything.
 	ResourceFilter ResourceFilter
-	Now            time.Time
+	// Unsynthesized are the fleet's Compositions Eno has not synthesized yet, by creation time;
+	// the hand-off waits FirstSynthesisWait for them, then is held for review (design §6.3).
+	Unsynthesized      map[CompositionRef]time.Time
+	FirstSynthesisWait time.Duration
+	Now                time.Time
 }
 
 // RecoveryPlan is the decision and the tombstones to publish (none unless Recovered).
@@ -379,12 +383,18 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	// A snapshot naming no control plane may be another's that has not recorded since (design §3).
 	// What the filter and cascading kinds keep would be deleted as well, by a person's command or
 	// another reconciler: the guard counts it, or dropping some would pass a plan under the fraction.
-	if snap.meta.ControlPlane == "" || overDeletionGuard(len(verified)+len(cascaded)+len(untaken), total, in.MaxTombstoneFraction) {
-		return planOverTheGuard(plan, in, verified, total, withDrops), nil
+	waiting, overdue := AwaitFirstSyntheses(c.Ref(), in.Unsynthesized, in.Now, in.FirstSynthesisWait)
+	guarded := snap.meta.ControlPlane == "" || overDeletionGuard(len(verified)+len(cascaded)+len(untaken), total, in.MaxTombstoneFraction)
+	if guarded || len(overdue) > 0 {
+		plan = planOverTheGuard(plan, in, verified, total, withDrops, guarded, overdue)
+	} else {
+		plan.Decision.Outcome = OutcomeRecovered
+		plan.Decision.Message = withDrops(fmt.Sprintf("%d of %d resources of the previous incarnation are orphaned: %s", len(verified), total, FirstIDs(verified, 5)))
+		plan.Tombstones = verified
 	}
-	plan.Decision.Outcome = OutcomeRecovered
-	plan.Decision.Message = withDrops(fmt.Sprintf("%d of %d resources of the previous incarnation are orphaned: %s", len(verified), total, FirstIDs(verified, 5)))
-	plan.Tombstones = verified
+	if len(plan.Tombstones) > 0 && len(waiting) > 0 {
+		return RecoveryPlan{}, &FirstSynthesisPendingError{Compositions: waiting}
+	}
 	return plan, nil
 }
 
@@ -414,7 +424,7 @@ func planFromSnapshotErr(d Decision, snap Snapshot, snapErr error) (RecoveryPlan
 
 // planOverTheGuard decides tombstones over the deletion guard: recovered once an operator approved this synthesis, nothing once rejected, otherwise
 // held for review (design §6.1).
-func planOverTheGuard(plan RecoveryPlan, in RecoveryInput, verified []Tombstone, total int, withDrops func(string) string) RecoveryPlan {
+func planOverTheGuard(plan RecoveryPlan, in RecoveryInput, verified []Tombstone, total int, withDrops func(string) string, guarded bool, overdue []CompositionRef) RecoveryPlan {
 	c := in.Composition
 	switch ReviewOf(c) {
 	case ReviewApprove:
@@ -434,6 +444,12 @@ func planOverTheGuard(plan RecoveryPlan, in RecoveryInput, verified []Tombstone,
 		guard = "and the history names no control plane (written before they were named): it may be another control plane's, so a person decides"
 	case in.MaxTombstoneFraction == 0:
 		guard = "and the guard of 0 holds every recovery for review"
+	}
+	if len(overdue) > 0 {
+		first := fmt.Sprintf("held: Eno has not synthesized composition %s within %s of its creation, and could delete what a first synthesis produces before it does", refList(overdue), in.FirstSynthesisWait)
+		if plan.Decision.Reason, guard = ReasonFirstSynthesisPending, first+"; also "+strings.TrimPrefix(guard, "and "); !guarded {
+			guard = first
+		}
 	}
 	plan.Decision.Message = withDrops(fmt.Sprintf("%d of %d resources would be deleted, %s; set %s to approve:%s or reject:%s",
 		len(verified), total, guard, AnnotationReview, c.Synthesis.UUID, c.Synthesis.UUID))

@@ -51,6 +51,9 @@ type FleetIndex interface {
 	// WaitForSlice waits, for a bounded time, until the index holds the slice namespace/name;
 	// ErrIndexBehind when it does not by then.
 	WaitForSlice(ctx context.Context, namespace, name string) error
+	// Unsynthesized maps each Composition the index holds that Eno has not synthesized yet
+	// (domain.Composition.Unsynthesized) to its creation time.
+	Unsynthesized(ctx context.Context) (map[domain.CompositionRef]time.Time, error)
 }
 
 // SnapshotStore holds inventory chunk Secrets in the downstream cluster's inventory namespace.

@@ -54,7 +54,7 @@ func (g *Guest) setup(ctx context.Context) (map[string]func() int, error) {
 		return nil, err
 	}
 	// The fleet index runs on the leader only (design §6.3).
-	fleet, err := k8s.NewFleetIndex(g.clients.dynamic, g.clients.cpMeta)
+	fleet, err := k8s.NewFleetIndex(g.clients.dynamic)
 	if err != nil {
 		return nil, err
 	}

@@ -33,7 +33,7 @@ type clients struct {
 	cpConfig, dsConfig *rest.Config
 	cpHTTP, dsHTTP     *http.Client
 	dynamic            dynamic.Interface  // control plane: Compositions and ResourceSlices, live
-	cpMeta             metadata.Interface // control plane: the fleet index's Compositions
+	cpMeta             metadata.Interface // control plane: its kube-system Namespace
 	core               corev1client.CoreV1Interface
 	meta               metadata.Interface // downstream: objects' metadata, live
 	dsDynamic          dynamic.Interface  // downstream: a bare object's whole content, live

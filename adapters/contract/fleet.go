@@ -2,6 +2,7 @@ package contract
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -105,5 +106,22 @@ func RunFleetIndex(t *testing.T, newHarness NewHarness) {
 			return err == nil && len(got) == 1
 		})
 		assert.Equal(t, []domain.CompositionRef{other.Ref()}, got)
+	})
+
+	t.Run("Unsynthesized maps each Composition Eno has not synthesized to its creation", func(t *testing.T) {
+		h := newHarness(t)
+		synthesized := h.CreateComposition(t, sampleComposition(h))
+		first := sampleComposition(h)
+		first.Synthesis = nil
+		first = h.CreateComposition(t, first)
+		var got map[domain.CompositionRef]time.Time
+		h.Eventually(t, func() bool {
+			var err error
+			got, err = h.FleetIndex().Unsynthesized(t.Context())
+			_, ok := got[first.Ref()]
+			return err == nil && ok
+		})
+		assert.NotContains(t, got, synthesized.Ref())
+		assert.WithinDuration(t, time.Now(), got[first.Ref()], time.Minute, "its creation time")
 	})
 }

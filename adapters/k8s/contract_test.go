@@ -74,7 +74,7 @@ func (h *harness) FleetIndex() ports.FleetIndex               { return h.fleet }
 // startFleetIndex runs a fleet index until the test ends and waits for it to sync.
 func startFleetIndex(t *testing.T, c kubetest.Clients) *FleetIndex {
 	t.Helper()
-	f, err := NewFleetIndex(c.Dynamic, c.Metadata)
+	f, err := NewFleetIndex(c.Dynamic)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -15,8 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
@@ -35,8 +33,8 @@ const fleetSyncWait = time.Minute
 // recheck interval (1 minute by default), so that its watch keeps following the fleet.
 var fleetIdle = 5 * time.Minute
 
-// FleetIndex is ports.FleetIndex over two informers of every namespace: the Compositions'
-// metadata, each kept as its lineage, for as long as Run; and the ResourceSlices, each kept as
+// FleetIndex is ports.FleetIndex over two informers of every namespace: the Compositions, each
+// kept as its lineage and whether Eno synthesized it, for as long as Run; and the ResourceSlices, each kept as
 // its domain.Production (the transform drops the manifests as each object arrives), only while
 // a plan or a hand-off asks: started on the first question, stopped after fleetIdle without one
 // (design §6.3).
@@ -56,11 +54,11 @@ type FleetIndex struct {
 }
 
 // NewFleetIndex builds the Composition informer; Run starts it.
-func NewFleetIndex(client dynamic.Interface, meta metadata.Interface) (*FleetIndex, error) {
-	if client == nil || meta == nil {
-		return nil, errors.New("fleet index: a dynamic and a metadata client are required")
+func NewFleetIndex(client dynamic.Interface) (*FleetIndex, error) {
+	if client == nil {
+		return nil, errors.New("fleet index: a dynamic client is required")
 	}
-	f := &FleetIndex{client: client, compositions: metadatainformer.NewFilteredMetadataInformer(meta, CompositionGVR, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()}
+	f := &FleetIndex{client: client, compositions: dynamicinformer.NewFilteredDynamicInformer(client, CompositionGVR, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()}
 	f.pinned = f.anyArmed
 	return f, f.compositions.SetTransform(keepLineage)
 }
@@ -212,6 +210,21 @@ func (f *FleetIndex) LineageMembers(_ context.Context, ref domain.CompositionRef
 	return out, nil
 }
 
+// Unsynthesized maps each Composition the index holds that Eno has not synthesized yet to its
+// creation time.
+func (f *FleetIndex) Unsynthesized(context.Context) (map[domain.CompositionRef]time.Time, error) {
+	if !f.compositions.HasSynced() {
+		return nil, fmt.Errorf("the fleet index has not listed every composition yet: %w", ports.ErrIndexBehind)
+	}
+	out := map[domain.CompositionRef]time.Time{}
+	for _, o := range f.compositions.GetStore().List() {
+		if c, ok := o.(*lineage); ok && c.unsynthesized {
+			out[domain.CompositionRef{Namespace: c.Namespace, Name: c.Name}] = c.CreationTimestamp.Time
+		}
+	}
+	return out, nil
+}
+
 // WaitForSlice polls the index until it holds the slice, at most fleetWait.
 func (f *FleetIndex) WaitForSlice(ctx context.Context, namespace, name string) error {
 	store, err := f.sliceStore(ctx)
@@ -257,25 +270,30 @@ func keepProduction(obj any) (any, error) {
 	return p, nil
 }
 
-// lineage is a Composition as the index keeps it: its key and its lineage, "" when invalid.
+// lineage is a Composition as the index keeps it: its key, creation time and lineage ("" when
+// invalid), and whether Eno has yet to synthesize it (a malformed status counts).
 type lineage struct {
 	metav1.ObjectMeta
-	lineage string
-	armed   bool // a hand-off of it is armed: its watch needs the slices' events (design §6.2)
+	lineage       string
+	armed         bool // a hand-off of it is armed: its watch needs the slices' events (design §6.2)
+	unsynthesized bool
 }
 
 func (l *lineage) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 func (l *lineage) DeepCopyObject() runtime.Object   { c := *l; return &c }
 
-// keepLineage replaces a Composition's metadata by its lineage, decided by its namespace, name
-// and annotations alone.
+// keepLineage replaces a Composition by what the index keeps of it.
 func keepLineage(obj any) (any, error) {
-	m, ok := obj.(*metav1.PartialObjectMetadata)
+	m, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return obj, nil
 	}
-	c := domain.Composition{Namespace: m.Namespace, Name: m.Name, Annotations: m.Annotations}
-	out := &lineage{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name, ResourceVersion: m.ResourceVersion}, armed: c.Armed()}
+	c, err := compositionFromUnstructured(m)
+	if err != nil {
+		c = domain.Composition{Namespace: m.GetNamespace(), Name: m.GetName(), Annotations: m.GetAnnotations(), Deleting: m.GetDeletionTimestamp() != nil}
+	}
+	meta := metav1.ObjectMeta{Namespace: c.Namespace, Name: c.Name, ResourceVersion: m.GetResourceVersion(), CreationTimestamp: m.GetCreationTimestamp()}
+	out := &lineage{ObjectMeta: meta, armed: c.Armed(), unsynthesized: c.Unsynthesized()}
 	if l, err := domain.LineageOf(c); err == nil {
 		out.lineage = l.String()
 	}

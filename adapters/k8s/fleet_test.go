@@ -27,7 +27,7 @@ func TestFleetIndexOnThreat(t *testing.T) {
 		return `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"` + ns + `","name":"` + name + `"}}`
 	}
 
-	fleet, err := NewFleetIndex(c.Dynamic, c.Metadata)
+	fleet, err := NewFleetIndex(c.Dynamic)
 	require.NoError(t, err)
 	var mu sync.Mutex
 	var threatened []domain.CompositionRef

@@ -51,6 +51,7 @@ type Cluster struct {
 	uids         uint64
 	objectUIDs   uint64
 	compositions map[objectKey]domain.Composition
+	created      map[objectKey]time.Time // each Composition's creation, by the clock
 	slices       map[objectKey]storedSlice
 	secrets      map[objectKey]domain.ChunkSecret
 	downstream   map[domain.ResourceID]downstreamObject // the downstream cluster's objects
@@ -77,6 +78,7 @@ func NewCluster(inventoryNamespace string) *Cluster {
 	return &Cluster{
 		inventoryNamespace: inventoryNamespace,
 		compositions:       map[objectKey]domain.Composition{},
+		created:            map[objectKey]time.Time{},
 		slices:             map[objectKey]storedSlice{},
 		secrets:            map[objectKey]domain.ChunkSecret{},
 		downstream:         map[domain.ResourceID]downstreamObject{},

@@ -70,6 +70,9 @@ func (c *Cluster) PutComposition(comp domain.Composition) domain.Composition {
 			stored.UID = c.nextUID()
 		}
 	}
+	if cur, ok := c.compositions[key]; !ok || cur.UID != stored.UID {
+		c.created[key] = c.now()
+	}
 	stored.ResourceVersion = c.nextVersion()
 	c.compositions[key] = stored
 	return cloneComposition(stored)

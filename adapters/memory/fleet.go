@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"time"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/ports"
@@ -81,4 +82,21 @@ func (c *Cluster) WaitForSlice(ctx context.Context, namespace, name string) erro
 		return fmt.Errorf("resource slice %s/%s: %w", namespace, name, ports.ErrIndexBehind)
 	}
 	return nil
+}
+
+// Unsynthesized maps each Composition the index holds that Eno has not synthesized yet to its
+// creation time.
+func (c *Cluster) Unsynthesized(ctx context.Context) (map[domain.CompositionRef]time.Time, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("reading the fleet index: %w", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[domain.CompositionRef]time.Time{}
+	for k, comp := range c.view().compositions {
+		if comp.Unsynthesized() {
+			out[comp.Ref()] = c.created[k]
+		}
+	}
+	return out, nil
 }

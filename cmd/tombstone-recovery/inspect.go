@@ -231,12 +231,8 @@ func (in inspector) loadConfigs(o inspectOptions) (cp, remote *rest.Config, err 
 
 // startFleetIndex runs a fleet index of the control plane until ctx ends, once it has listed
 // every slice and Composition.
-func startFleetIndex(ctx context.Context, dyn dynamic.Interface, cpConfig *rest.Config, running *sync.WaitGroup) (*k8s.FleetIndex, error) {
-	cpMeta, err := metadata.NewForConfig(cpConfig)
-	if err != nil {
-		return nil, fmt.Errorf("control plane metadata client: %w", err)
-	}
-	fleet, err := k8s.NewFleetIndex(dyn, cpMeta)
+func startFleetIndex(ctx context.Context, dyn dynamic.Interface, running *sync.WaitGroup) (*k8s.FleetIndex, error) {
+	fleet, err := k8s.NewFleetIndex(dyn)
 	if err != nil {
 		return nil, err
 	}
@@ -279,7 +275,7 @@ func (in inspector) inspector(ctx context.Context, o inspectOptions, cpConfig, r
 		if deps.Slices, err = k8s.NewSlices(dyn); err != nil {
 			return nil, err
 		}
-		if deps.Fleet, err = startFleetIndex(ctx, dyn, cpConfig, running); err != nil {
+		if deps.Fleet, err = startFleetIndex(ctx, dyn, running); err != nil {
 			return nil, err
 		}
 	}

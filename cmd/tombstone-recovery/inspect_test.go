@@ -604,6 +604,8 @@ func TestInspectReportsWhyRecoveryWouldNotRun(t *testing.T) {
 	}}
 	_, err = compositions.Create(ctx, fresh, metav1.CreateOptions{})
 	require.NoError(t, err)
+	// Unsynthesized, it would hold every other test's hand-off (design §6.3, first syntheses).
+	t.Cleanup(func() { assert.NoError(t, compositions.Delete(context.Background(), "fresh", metav1.DeleteOptions{})) })
 	out = inspectOK(t, "--composition", r.ns+"/fresh", "--kubeconfig", kubeconfigOf(t, ""))
 	hasLine(t, out, `^Lineage `+domain.DefaultLineage(r.ns, "fresh").String()+` in namespace kube-system`)
 	hasLine(t, out, `\(lineage from default: sha256 of "`+r.ns+`/fresh"\)$`)
@@ -631,6 +633,9 @@ func TestInspectCompositionErrors(t *testing.T) {
 	}}
 	_, err = c.Dynamic.Resource(k8s.CompositionGVR).Namespace(ns).Create(testCtx(t), bad, metav1.CreateOptions{})
 	require.NoError(t, err)
+	t.Cleanup(func() {
+		assert.NoError(t, c.Dynamic.Resource(k8s.CompositionGVR).Namespace(ns).Delete(context.Background(), "bad", metav1.DeleteOptions{}))
+	})
 	err = dispatch(testCtx(t), []string{"inspect", "--composition", ns + "/bad", "--kubeconfig", admin}, &out, &errOut)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `lineage override "Not_A_Label" is invalid`)

@@ -4,6 +4,7 @@ package portsfakes
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/ports"
@@ -32,6 +33,17 @@ type FakeFleetIndex struct {
 		result1 map[domain.ResourceID]string
 		result2 error
 	}
+	UnsynthesizedStub        func(context.Context) (map[domain.CompositionRef]time.Time, error)
+	unsynthesizedMutex       sync.RWMutex
+	unsynthesizedArgsForCall []FakeFleetIndexUnsynthesizedArgs
+	unsynthesizedReturns     struct {
+		result1 map[domain.CompositionRef]time.Time
+		result2 error
+	}
+	unsynthesizedReturnsOnCall map[int]struct {
+		result1 map[domain.CompositionRef]time.Time
+		result2 error
+	}
 	WaitForSliceStub        func(context.Context, string, string) error
 	waitForSliceMutex       sync.RWMutex
 	waitForSliceArgsForCall []FakeFleetIndexWaitForSliceArgs
@@ -58,6 +70,11 @@ type FakeFleetIndexProducedElsewhereArgs struct {
 	Arg1 context.Context
 	Arg2 []domain.ResourceID
 	Arg3 []string
+}
+
+// FakeFleetIndexUnsynthesizedArgs holds the arguments of one call to Unsynthesized.
+type FakeFleetIndexUnsynthesizedArgs struct {
+	Arg1 context.Context
 }
 
 // FakeFleetIndexWaitForSliceArgs holds the arguments of one call to WaitForSlice.
@@ -213,6 +230,76 @@ func (fake *FakeFleetIndex) ProducedElsewhereReturnsOnCall(i int, result1 map[do
 	}
 	fake.producedElsewhereReturnsOnCall[i] = struct {
 		result1 map[domain.ResourceID]string
+		result2 error
+	}{result1, result2}
+}
+
+func (fake *FakeFleetIndex) Unsynthesized(arg1 context.Context) (map[domain.CompositionRef]time.Time, error) {
+	fake.unsynthesizedMutex.Lock()
+	ret, specificReturn := fake.unsynthesizedReturnsOnCall[len(fake.unsynthesizedArgsForCall)]
+	fake.unsynthesizedArgsForCall = append(fake.unsynthesizedArgsForCall, FakeFleetIndexUnsynthesizedArgs{arg1})
+	stub := fake.UnsynthesizedStub
+	fakeReturns := fake.unsynthesizedReturns
+	fake.recordInvocation("Unsynthesized", []interface{}{arg1})
+	fake.unsynthesizedMutex.Unlock()
+	if stub != nil {
+		return stub(arg1)
+	}
+	if specificReturn {
+		return ret.result1, ret.result2
+	}
+	return fakeReturns.result1, fakeReturns.result2
+}
+
+func (fake *FakeFleetIndex) UnsynthesizedCallCount() int {
+	fake.unsynthesizedMutex.RLock()
+	defer fake.unsynthesizedMutex.RUnlock()
+	return len(fake.unsynthesizedArgsForCall)
+}
+
+func (fake *FakeFleetIndex) UnsynthesizedCalls(stub func(context.Context) (map[domain.CompositionRef]time.Time, error)) {
+	fake.unsynthesizedMutex.Lock()
+	defer fake.unsynthesizedMutex.Unlock()
+	fake.UnsynthesizedStub = stub
+}
+
+func (fake *FakeFleetIndex) UnsynthesizedArgsForCall(i int) context.Context {
+	fake.unsynthesizedMutex.RLock()
+	defer fake.unsynthesizedMutex.RUnlock()
+	argsForCall := fake.unsynthesizedArgsForCall[i]
+	return argsForCall.Arg1
+}
+
+func (fake *FakeFleetIndex) UnsynthesizedArgs() []FakeFleetIndexUnsynthesizedArgs {
+	fake.unsynthesizedMutex.RLock()
+	defer fake.unsynthesizedMutex.RUnlock()
+	args := make([]FakeFleetIndexUnsynthesizedArgs, len(fake.unsynthesizedArgsForCall))
+	copy(args, fake.unsynthesizedArgsForCall)
+	return args
+}
+
+func (fake *FakeFleetIndex) UnsynthesizedReturns(result1 map[domain.CompositionRef]time.Time, result2 error) {
+	fake.unsynthesizedMutex.Lock()
+	defer fake.unsynthesizedMutex.Unlock()
+	fake.UnsynthesizedStub = nil
+	fake.unsynthesizedReturns = struct {
+		result1 map[domain.CompositionRef]time.Time
+		result2 error
+	}{result1, result2}
+}
+
+func (fake *FakeFleetIndex) UnsynthesizedReturnsOnCall(i int, result1 map[domain.CompositionRef]time.Time, result2 error) {
+	fake.unsynthesizedMutex.Lock()
+	defer fake.unsynthesizedMutex.Unlock()
+	fake.UnsynthesizedStub = nil
+	if fake.unsynthesizedReturnsOnCall == nil {
+		fake.unsynthesizedReturnsOnCall = make(map[int]struct {
+			result1 map[domain.CompositionRef]time.Time
+			result2 error
+		})
+	}
+	fake.unsynthesizedReturnsOnCall[i] = struct {
+		result1 map[domain.CompositionRef]time.Time
 		result2 error
 	}{result1, result2}
 }

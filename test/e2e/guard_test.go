@@ -134,7 +134,7 @@ func TestResourceVersionGuard(t *testing.T) {
 // runFleetIndex runs a fleet index over c until the test ends, once it has synced.
 func runFleetIndex(t testing.TB, c kubetest.Clients) *k8s.FleetIndex {
 	t.Helper()
-	fleet, err := k8s.NewFleetIndex(c.Dynamic, c.Metadata)
+	fleet, err := k8s.NewFleetIndex(c.Dynamic)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	var running sync.WaitGroup

@@ -67,13 +67,11 @@ func BenchmarkK4SliceList(b *testing.B) {
 		cfg := countingBytes(env.AdminConfig(), &read)
 		dyn, err := dynamic.NewForConfig(cfg)
 		require.NoError(b, err)
-		meta, err := metadata.NewForConfig(cfg)
-		require.NoError(b, err)
 		var kept float64
 		b.ResetTimer()
 		for b.Loop() {
 			before := heapInUse()
-			fleet, err := k8s.NewFleetIndex(dyn, meta)
+			fleet, err := k8s.NewFleetIndex(dyn)
 			require.NoError(b, err)
 			run, stop := context.WithCancel(ctx)
 			var running sync.WaitGroup

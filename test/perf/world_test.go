@@ -340,7 +340,7 @@ func (c *controller) reconcile(t testing.TB, ref domain.CompositionRef, wantEven
 // runFleetIndex runs a fleet index over c until the test ends, once it has synced.
 func runFleetIndex(t testing.TB, c kubetest.Clients) *k8s.FleetIndex {
 	t.Helper()
-	fleet, err := k8s.NewFleetIndex(c.Dynamic, c.Metadata)
+	fleet, err := k8s.NewFleetIndex(c.Dynamic)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	var running sync.WaitGroup

@@ -19,7 +19,9 @@ func TestPlanSeesASliceCreatedJustBeforeIt(t *testing.T) {
 	s := prepareFaultScenario(t, ctx)
 	svc := newService(t, env.AdminConfig(), serviceOptions{maxChunkBytes: crashChunkBytes})
 	taken := s.old.Resources[0]
-	created, err := kubetest.CreateComposition(ctx, s.c.Dynamic, domain.Composition{Namespace: s.ns, Name: "other"})
+	// Synthesized: one Eno has not synthesized would hold the hand-off (design §6.3, first syntheses).
+	created, err := kubetest.CreateComposition(ctx, s.c.Dynamic, domain.Composition{Namespace: s.ns, Name: "other",
+		Synthesis: &domain.Synthesis{UUID: "33333333-0000-4000-8000-000000000003", Synthesized: time.Now(), Slices: []string{"other-slice"}}})
 	require.NoError(t, err)
 	other := domain.Composition{Namespace: s.ns, Name: "other", UID: string(created.GetUID())}
 	_, err = kubetest.CreateSliceOwnedBy(ctx, s.c.Dynamic, domain.ResourceSlice{Namespace: s.ns, Name: "other-slice",

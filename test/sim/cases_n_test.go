@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/test/sim/enomodel"
@@ -103,7 +104,7 @@ var cascadeCases = []namedCase{
 		script: func(t *testing.T, w *World) {
 			a := w.replicas[0]
 			w.settle("eno synthesizes the recreated composition")
-			reach(t, w, "a stale writer's slice under the whole-UUID name is named", nameStaleSlice(t, w, "orphan-a"))
+			reach(t, w, "a stale writer's slice under the whole-UUID name is named", nameStaleSlice(t, w, w.cpAdmin, "orphan-a"))
 			_, edited := editOrphan(w)
 			reach(t, w, "an orphan was written after the history", edited)
 			w.freshCaches()
@@ -158,7 +159,7 @@ var cascadeCases = []namedCase{
 // whole-UUID name of the current synthesis holding a plain tombstone of the ConfigMap app/name
 // (no precondition) and a Recovered decision, controlled by the Composition, and appends it to
 // the synthesis's slice list.
-func nameStaleSlice(t *testing.T, w *World, name string) bool {
+func nameStaleSlice(t *testing.T, w *World, as dynamic.Interface, name string) bool {
 	t.Helper()
 	comp := liveComposition(t, w)
 	uuid, _, _ := unstructured.NestedString(comp.Object, "status", "currentSynthesis", "uuid")
@@ -173,13 +174,13 @@ func nameStaleSlice(t *testing.T, w *World, name string) bool {
 				"uid": string(comp.GetUID()), "controller": true, "blockOwnerDeletion": true}}},
 		"spec": map[string]any{"synthesisUUID": uuid, "resources": []any{map[string]any{"manifest": tomb, "deleted": true}}},
 	}}
-	slices := w.cpAdmin.Resource(enomodel.ResourceSliceGVR).Namespace(w.ref.Namespace)
+	slices := as.Resource(enomodel.ResourceSliceGVR).Namespace(w.ref.Namespace)
 	if _, err := slices.Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
 		t.Logf("creating the stale slice: %v", err)
 		return false
 	}
 	patch := `[{"op":"add","path":"/status/currentSynthesis/resourceSlices/-","value":{"name":"` + sliceName + `"}}]`
-	_, err := w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace(w.ref.Namespace).Patch(t.Context(), w.ref.Name, types.JSONPatchType, []byte(patch), metav1.PatchOptions{}, "status")
+	_, err := as.Resource(enomodel.CompositionGVR).Namespace(w.ref.Namespace).Patch(t.Context(), w.ref.Name, types.JSONPatchType, []byte(patch), metav1.PatchOptions{}, "status")
 	if err != nil {
 		t.Logf("naming the stale slice: %v", err)
 	}

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -66,4 +67,20 @@ func (f staleFleet) WaitForSlice(_ context.Context, namespace, name string) erro
 		return fmt.Errorf("resource slice %s/%s at the index's view: %w (%w)", namespace, name, ports.ErrIndexBehind, err)
 	}
 	return nil
+}
+
+// Unsynthesized reads, as Eno's scheduler does, a Composition with no synthesized current
+// synthesis and no deletionTimestamp as one Eno has yet to synthesize.
+func (f staleFleet) Unsynthesized(context.Context) (map[domain.CompositionRef]time.Time, error) {
+	items, err := f.view().List(enomodel.CompositionGVR, "")
+	if err != nil {
+		return nil, err
+	}
+	out := map[domain.CompositionRef]time.Time{}
+	for _, u := range items {
+		if at, _, _ := unstructured.NestedString(u.Object, "status", "currentSynthesis", "synthesized"); at == "" && u.GetDeletionTimestamp() == nil {
+			out[domain.CompositionRef{Namespace: u.GetNamespace(), Name: u.GetName()}] = u.GetCreationTimestamp().Time
+		}
+	}
+	return out, nil
 }

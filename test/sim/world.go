@@ -120,7 +120,10 @@ func New(opts Options) (*World, error) {
 		clock:  &Clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, states: map[uint64]bool{},
 		producedEver: map[types.UID][]enomodel.Ref{}, reported: map[enomodel.Ref]string{}}
 	w.truth = newTruth(w)
-	w.cp = newCluster(apiserver.Options{Clock: w.clock.Now, Resources: controlPlaneResources, Seed: 1, Observe: w.truth.observeControlPlane})
+	// The release's admission policies judge the replicas' requests, which alone go over HTTP on
+	// the control plane: the other actors' writes stay direct.
+	w.cp = cluster{Server: apiserver.New(apiserver.Options{Clock: w.clock.Now, Resources: controlPlaneResources, Seed: 1,
+		Observe: w.truth.observeControlPlane, Intercept: admissionPolicy}), resources: controlPlaneResources}
 	w.ds = newCluster(apiserver.Options{Clock: w.clock.Now, Resources: downstreamResources, Seed: 2,
 		Observe: w.truth.observeDownstream, Intercept: w.truth.intercept})
 	w.cpAdmin, w.dsAdmin = w.cp.DirectReads("kubectl", nil), w.ds.DirectReads("kubectl", nil)
