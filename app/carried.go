@@ -74,10 +74,11 @@ type carriedCheck struct {
 // tombstones name, through p. Nothing carried is an empty check. The controller and inspect both
 // check through it.
 func checkCarried(ctx context.Context, slices ports.SliceReader, p planner, comp domain.Composition) (check carriedCheck, err error) {
+	var kerr error
 	read, tombstones, gone, err := readCarried(ctx, slices, comp, domain.CarriedRecoverySlices(comp))
 	check.tombstones, check.gone = tombstones, gone
-	check.kept, err = domain.KeptIn(read)
-	if err != nil || len(check.tombstones) == 0 {
+	check.kept, kerr = domain.KeptIn(read)
+	if err = errors.Join(err, kerr); err != nil || len(check.tombstones) == 0 {
 		return check, err
 	}
 	observed, err := p.observe(ctx, check.tombstones)

@@ -123,6 +123,9 @@ func (s *Service) handOff(ctx context.Context, comp domain.Composition, plan dom
 	}
 	names := make([]string, len(parts))
 	for i := range parts {
+		if err := s.awaitFirstSyntheses(ctx, comp); err != nil {
+			return fail("naming the recovery slice of", err)
+		}
 		if names[i], err = s.deps.Sink.CreateRecoverySlice(ctx, live, h, i); err != nil {
 			return fail("creating the recovery slice of", err)
 		}
@@ -137,6 +140,21 @@ func (s *Service) handOff(ctx context.Context, comp domain.Composition, plan dom
 	return s.finish(ctx, live, plan, h, names)
 }
 
+// awaitFirstSyntheses asks the fleet index again, before each recovery slice is created, for
+// Compositions Eno has not synthesized: any, approved or not, ends the pass before the slice. Asked
+// before the create, a Composition the index already shows synthesized wrote its slices before
+// it, so the fence that follows sees them (design §6.3, first syntheses).
+func (s *Service) awaitFirstSyntheses(ctx context.Context, comp domain.Composition) error {
+	unsynthesized, err := s.deps.Fleet.Unsynthesized(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the fleet index: %w", err)
+	}
+	if waiting, overdue := domain.AwaitFirstSyntheses(comp.Ref(), unsynthesized, s.cfg.Now(), s.cfg.firstSynthesisWait()); len(waiting) > 0 || len(overdue) > 0 {
+		return &domain.FirstSynthesisPendingError{Compositions: append(waiting, overdue...)}
+	}
+	return nil
+}
+
 // fence asks the fleet index again, once it holds the slice just created, whether another
 // Composition now produces a tombstone's identity or deploys into its Namespace; if so the pass
 // ends before the append, and the next plan decides again. A watch delivers one resource's events
@@ -145,13 +163,6 @@ func (s *Service) handOff(ctx context.Context, comp domain.Composition, plan dom
 func (s *Service) fence(ctx context.Context, comp domain.Composition, slice string, plan domain.RecoveryPlan) error {
 	if err := s.deps.Fleet.WaitForSlice(ctx, comp.Namespace, slice); err != nil {
 		return fmt.Errorf("waiting for the fleet index to see recovery slice %s: %w", slice, err)
-	}
-	unsynthesized, err := s.deps.Fleet.Unsynthesized(ctx)
-	if err != nil {
-		return fmt.Errorf("reading the fleet index: %w", err)
-	}
-	if waiting, overdue := domain.AwaitFirstSyntheses(comp.Ref(), unsynthesized, s.cfg.Now(), s.cfg.firstSynthesisWait()); len(waiting) > 0 || len(overdue) > 0 && plan.Decision.Reason != domain.ReasonApproved {
-		return &domain.FirstSynthesisPendingError{Compositions: append(waiting, overdue...)}
 	}
 	taken, where, err := s.producedElsewhere(ctx, plan.Tombstones, comp.UID, plan.SourceUID)
 	if err != nil || len(taken) == 0 {

@@ -589,9 +589,9 @@ func TestHandoffFence(t *testing.T) {
 	}
 }
 
-// The fence asks the fleet index again for Compositions Eno has not synthesized: one created
-// since the plan stops the hand-off before anything is named; one past the wait does too unless
-// an operator approved this synthesis (design §6.3, first synthesis after the plan).
+// Before each recovery slice, the hand-off asks the fleet index again for Compositions Eno has not
+// synthesized: one created since the plan, or past the wait, approved or not, stops the hand-off
+// before anything is created (design §6.3, first synthesis after the plan).
 func TestHandoffAwaitsFirstSyntheses(t *testing.T) {
 	other := domain.CompositionRef{Namespace: "team-b", Name: "split"}
 	for name, tt := range map[string]struct {
@@ -602,7 +602,8 @@ func TestHandoffAwaitsFirstSyntheses(t *testing.T) {
 		"every composition synthesized":              {},
 		"one created since the plan":                 {created: now, waits: true},
 		"one past the wait since the plan":           {created: now.Add(-time.Hour), waits: true},
-		"one past the wait, this synthesis approved": {created: now.Add(-time.Hour), review: "approve:" + synthID},
+		"one past the wait, this synthesis approved": {created: now.Add(-time.Hour), review: "approve:" + synthID, waits: true},
+		"every composition synthesized, approved":    {review: "approve:" + synthID},
 		"one created since, this synthesis approved": {created: now, review: "approve:" + synthID, waits: true},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -619,9 +620,9 @@ func TestHandoffAwaitsFirstSyntheses(t *testing.T) {
 				f.fleet.UnsynthesizedReturns(map[domain.CompositionRef]time.Time{other: tt.created}, nil)
 			}
 			_, err := f.service(t).Recover(ctx(t), f.comp)
-			require.Equal(t, 2, f.fleet.UnsynthesizedCallCount(), "asked at the plan and at the fence")
-			require.Equal(t, 1, f.sink.CreateRecoverySliceCallCount())
+			require.Equal(t, 2, f.fleet.UnsynthesizedCallCount(), "asked at the plan and before the slice")
 			if !tt.waits {
+				require.Equal(t, 1, f.sink.CreateRecoverySliceCallCount())
 				require.NoError(t, err)
 				assert.Equal(t, 2, writtenDecision(t, f).Tombstones)
 				return
@@ -629,6 +630,7 @@ func TestHandoffAwaitsFirstSyntheses(t *testing.T) {
 			var pending *domain.FirstSynthesisPendingError
 			require.ErrorAs(t, err, &pending)
 			assert.Equal(t, []domain.CompositionRef{other}, pending.Compositions)
+			assert.Zero(t, f.sink.CreateRecoverySliceCallCount(), "nothing created")
 			assert.Zero(t, f.sink.AppendRecoverySliceCallCount(), "nothing named")
 			assert.Zero(t, f.decisions.WriteDecisionCallCount())
 		})

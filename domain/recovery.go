@@ -426,13 +426,13 @@ func planFromSnapshotErr(d Decision, snap Snapshot, snapErr error) (RecoveryPlan
 // held for review (design §6.1).
 func planOverTheGuard(plan RecoveryPlan, in RecoveryInput, verified []Tombstone, total int, withDrops func(string) string, guarded bool, overdue []CompositionRef) RecoveryPlan {
 	c := in.Composition
-	switch ReviewOf(c) {
-	case ReviewApprove:
+	switch review := ReviewOf(c); {
+	case review == ReviewApprove && len(overdue) == 0: // an approval never passes a Composition Eno has not synthesized
 		plan.Decision.Outcome, plan.Decision.Reason = OutcomeRecovered, ReasonApproved
 		plan.Decision.Message = withDrops(fmt.Sprintf("%d of %d resources tombstoned after approval: %s", len(verified), total, FirstIDs(verified, 5)))
 		plan.Tombstones = verified
 		return plan
-	case ReviewReject:
+	case review == ReviewReject:
 		plan.Decision.Outcome, plan.Decision.Reason, plan.Decision.Tombstones = OutcomeNothingToRecover, ReasonRejected, 0
 		plan.Decision.Message = withDrops(fmt.Sprintf("operator rejected %d tombstones held for review", len(verified)))
 		return plan
@@ -451,8 +451,11 @@ func planOverTheGuard(plan RecoveryPlan, in RecoveryInput, verified []Tombstone,
 			guard = first
 		}
 	}
-	plan.Decision.Message = withDrops(fmt.Sprintf("%d of %d resources would be deleted, %s; set %s to approve:%s or reject:%s",
-		len(verified), total, guard, AnnotationReview, c.Synthesis.UUID, c.Synthesis.UUID))
+	next := fmt.Sprintf("set %s to approve:%s or reject:%s", AnnotationReview, c.Synthesis.UUID, c.Synthesis.UUID)
+	if len(overdue) > 0 {
+		next = fmt.Sprintf("fix or delete it and the hold lifts itself (approve: does not pass it), or set %s to reject:%s", AnnotationReview, c.Synthesis.UUID)
+	}
+	plan.Decision.Message = withDrops(fmt.Sprintf("%d of %d resources would be deleted, %s; %s", len(verified), total, guard, next))
 	plan.Held = verified
 	return plan
 }
