@@ -55,6 +55,34 @@ var firstSynthesisCases = []namedCase{
 			w.settle("eno carries the hand-off")
 		},
 	},
+	{
+		// The review's F1: an approval written for a plan that never named the Composition
+		// must not pass it once it is past the bound.
+		name: "ApprovedPastFirstSynthesis",
+		points: []string{"another composition, not synthesized yet, will produce an orphan", "A held the recovery for review past the bound, naming it",
+			"an operator approved the held recovery", "the approval does not pass the unsynthesized composition", "A handed off the rest once it was synthesized"},
+		script: func(t *testing.T, w *World) {
+			a := w.replicas[0]
+			w.settle("eno synthesizes the recreated composition")
+			_, took := takeover(w)
+			reach(t, w, "another composition, not synthesized yet, will produce an orphan", took)
+			w.clock.Advance(15 * w.opts.RecheckInterval)
+			w.freshCaches()
+			o := a.reconcile(w.ref)
+			d := decisionOf(t, w)
+			reach(t, w, "A held the recovery for review past the bound, naming it", o.err == nil && d.Reason == domain.ReasonFirstSynthesisPending)
+			reach(t, w, "an operator approved the held recovery", approve(t, w))
+			w.freshCaches()
+			o = a.reconcile(w.ref)
+			d = decisionOf(t, w)
+			reach(t, w, "the approval does not pass the unsynthesized composition", o.err == nil &&
+				d.Outcome == domain.OutcomeHeldForReview && d.Reason == domain.ReasonFirstSynthesisPending && len(recoverySlices(w)) == 0)
+			w.settle("eno synthesizes the other composition")
+			w.freshCaches()
+			reach(t, w, "A handed off the rest once it was synthesized", a.reconcile(w.ref).err == nil && len(recoverySlices(w)) == 1 && !handedOff(w, cmRef("app", "orphan-a")))
+			w.settle("eno carries the hand-off")
+		},
+	},
 }
 
 // waitsFor reports whether err is the hand-off waiting for ref's first synthesis.
