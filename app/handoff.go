@@ -140,10 +140,11 @@ func (s *Service) handOff(ctx context.Context, comp domain.Composition, plan dom
 	return s.finish(ctx, live, plan, h, names)
 }
 
-// awaitFirstSyntheses asks the fleet index again, before each recovery slice is created, for
-// Compositions Eno has not synthesized: any, approved or not, ends the pass before the slice. Asked
-// before the create, a Composition the index already shows synthesized wrote its slices before
-// it, so the fence that follows sees them (design §6.3, first syntheses).
+// awaitFirstSyntheses asks the fleet index again, before each recovery slice is created and once
+// the fence holds it, for Compositions Eno has not synthesized: any, approved or not, ends the
+// pass before the append. Asked before the create, a Composition the index already shows
+// synthesized wrote its slices before it, so the fence sees them; asked after, one that appeared
+// meanwhile stops the pass (design §6.3, first syntheses).
 func (s *Service) awaitFirstSyntheses(ctx context.Context, comp domain.Composition) error {
 	unsynthesized, err := s.deps.Fleet.Unsynthesized(ctx)
 	if err != nil {
@@ -163,6 +164,9 @@ func (s *Service) awaitFirstSyntheses(ctx context.Context, comp domain.Compositi
 func (s *Service) fence(ctx context.Context, comp domain.Composition, slice string, plan domain.RecoveryPlan) error {
 	if err := s.deps.Fleet.WaitForSlice(ctx, comp.Namespace, slice); err != nil {
 		return fmt.Errorf("waiting for the fleet index to see recovery slice %s: %w", slice, err)
+	}
+	if err := s.awaitFirstSyntheses(ctx, comp); err != nil {
+		return err
 	}
 	taken, where, err := s.producedElsewhere(ctx, plan.Tombstones, comp.UID, plan.SourceUID)
 	if err != nil || len(taken) == 0 {

@@ -589,16 +589,18 @@ func TestHandoffFence(t *testing.T) {
 	}
 }
 
-// Before each recovery slice, the hand-off asks the fleet index again for Compositions Eno has not
-// synthesized: one created since the plan, or past the wait, approved or not, stops the hand-off
-// before anything is created (design §6.3, first synthesis after the plan).
+// Before each recovery slice and once the fence holds it, the hand-off asks the fleet index again
+// for Compositions Eno has not synthesized: one created since the plan, or past the wait, approved
+// or not, stops the hand-off before anything is named (design §6.3, first synthesis after the plan).
 func TestHandoffAwaitsFirstSyntheses(t *testing.T) {
 	other := domain.CompositionRef{Namespace: "team-b", Name: "split"}
 	for name, tt := range map[string]struct {
 		created time.Time // of other, unsynthesized from the fence on; zero: none
 		review  string
 		waits   bool
+		late    bool // other appears only while the fence waits for the slice
 	}{
+		"one appearing while the fence waits":        {created: now, waits: true, late: true},
 		"every composition synthesized":              {},
 		"one created since the plan":                 {created: now, waits: true},
 		"one past the wait since the plan":           {created: now.Add(-time.Hour), waits: true},
@@ -616,12 +618,15 @@ func TestHandoffAwaitsFirstSyntheses(t *testing.T) {
 				f.comp.Annotations[domain.AnnotationReview] = tt.review
 			}
 			f.fleet.UnsynthesizedReturnsOnCall(0, nil, nil) // the plan's
+			if tt.late {
+				f.fleet.UnsynthesizedReturnsOnCall(1, nil, nil) // before the create
+			}
 			if !tt.created.IsZero() {
 				f.fleet.UnsynthesizedReturns(map[domain.CompositionRef]time.Time{other: tt.created}, nil)
 			}
 			_, err := f.service(t).Recover(ctx(t), f.comp)
-			require.Equal(t, 2, f.fleet.UnsynthesizedCallCount(), "asked at the plan and before the slice")
 			if !tt.waits {
+				require.Equal(t, 3, f.fleet.UnsynthesizedCallCount(), "asked at the plan, before the slice and at the fence")
 				require.Equal(t, 1, f.sink.CreateRecoverySliceCallCount())
 				require.NoError(t, err)
 				assert.Equal(t, 2, writtenDecision(t, f).Tombstones)
@@ -630,7 +635,11 @@ func TestHandoffAwaitsFirstSyntheses(t *testing.T) {
 			var pending *domain.FirstSynthesisPendingError
 			require.ErrorAs(t, err, &pending)
 			assert.Equal(t, []domain.CompositionRef{other}, pending.Compositions)
-			assert.Zero(t, f.sink.CreateRecoverySliceCallCount(), "nothing created")
+			created := 0
+			if tt.late {
+				created = 1
+			}
+			assert.Equal(t, created, f.sink.CreateRecoverySliceCallCount())
 			assert.Zero(t, f.sink.AppendRecoverySliceCallCount(), "nothing named")
 			assert.Zero(t, f.decisions.WriteDecisionCallCount())
 		})

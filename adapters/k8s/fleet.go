@@ -225,15 +225,21 @@ func (f *FleetIndex) Unsynthesized(context.Context) (map[domain.CompositionRef]t
 	return out, nil
 }
 
-// WaitForSlice polls the index until it holds the slice, at most fleetWait.
+// WaitForSlice polls the index until it holds the slice as it is live, by UID, at most fleetWait:
+// a slice created again under its name is fenced by its own create, never by an earlier one's.
 func (f *FleetIndex) WaitForSlice(ctx context.Context, namespace, name string) error {
 	store, err := f.sliceStore(ctx)
 	if err != nil {
 		return err
 	}
+	live, err := f.client.Resource(ResourceSliceGVR).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("reading resource slice %s/%s: %w", namespace, name, err)
+	}
 	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, fleetWait, true, func(context.Context) (bool, error) {
-		_, ok, err := store.GetByKey(namespace + "/" + name)
-		return ok, err
+		held, ok, err := store.GetByKey(namespace + "/" + name)
+		p, _ := held.(*production)
+		return ok && p != nil && p.UID == live.GetUID(), err
 	})
 	if err != nil && ctx.Err() == nil {
 		return fmt.Errorf("resource slice %s/%s not seen within %s: %w", namespace, name, fleetWait, ports.ErrIndexBehind)
@@ -258,7 +264,7 @@ func keepProduction(obj any) (any, error) {
 	if !ok {
 		return obj, nil // already transformed, or a tombstone of the store
 	}
-	p := &production{ObjectMeta: metav1.ObjectMeta{Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion()}}
+	p := &production{ObjectMeta: metav1.ObjectMeta{Namespace: u.GetNamespace(), Name: u.GetName(), UID: u.GetUID(), ResourceVersion: u.GetResourceVersion()}}
 	s, err := sliceFromUnstructured(u)
 	if err != nil {
 		s = domain.ResourceSlice{Namespace: u.GetNamespace(), Name: u.GetName()}

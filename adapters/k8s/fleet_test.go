@@ -159,3 +159,39 @@ func TestFleetIndexNoIdleStopWhileListing(t *testing.T) {
 		require.NoError(t, err)
 	}
 }
+
+// The fence (design §6.3) holds only once the index holds the slice as it is live: an index
+// still holding an earlier slice of the same name (created again since, its delete and create not
+// yet delivered) has not seen the slices written before the new create.
+func TestFleetIndexWaitsForTheLiveSlice(t *testing.T) {
+	c := env.AdminClients(t)
+	ctx := testContext(t)
+	ns := c.NewNamespace(t, "livefence")
+	self := mustCreateComposition(t, c, sampleComposition(ns, "web"))
+	fleet, err := NewFleetIndex(c.Dynamic)
+	require.NoError(t, err)
+	run, stop := context.WithCancel(context.Background())
+	var running sync.WaitGroup
+	running.Go(func() { fleet.Run(run) })
+	t.Cleanup(func() { stop(); running.Wait() })
+	require.True(t, fleet.WaitForCacheSync(ctx))
+	_, err = kubetest.CreateSliceOwnedBy(ctx, c.Dynamic, domain.ResourceSlice{Namespace: ns, Name: "web-recovery-1",
+		Resources: []domain.SliceResource{{Manifest: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"` + ns + `","name":"orphan"}}`, Deleted: true}}}, &self)
+	require.NoError(t, err)
+	require.NoError(t, fleet.WaitForSlice(ctx, ns, "web-recovery-1"))
+
+	// The index holds an earlier incarnation of the name, as while a relist is delivered.
+	store := fleet.slices.GetStore()
+	require.NoError(t, store.Update(&production{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-recovery-1", UID: "earlier"}}))
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	require.Error(t, fleet.WaitForSlice(short, ns, "web-recovery-1"), "an earlier slice of the name is no fence")
+
+	// Once the live slice's next event arrives, the index holds it.
+	u, err := c.Dynamic.Resource(ResourceSliceGVR).Namespace(ns).Get(ctx, "web-recovery-1", metav1.GetOptions{})
+	require.NoError(t, err)
+	u.SetLabels(map[string]string{"touched": "yes"})
+	_, err = c.Dynamic.Resource(ResourceSliceGVR).Namespace(ns).Update(ctx, u, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, fleet.WaitForSlice(ctx, ns, "web-recovery-1"))
+}
