@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
 	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 )
@@ -113,6 +115,10 @@ func TestDismissReadsTheCompositionsLineage(t *testing.T) {
 	_, err = kubetest.CreateComposition(testCtx(t), c.Dynamic, domain.Composition{Namespace: ns, Name: "web",
 		Annotations: map[string]string{domain.AnnotationOptIn: domain.OptInValue, domain.AnnotationLineageOverride: l.String()}})
 	require.NoError(t, err)
+	// Unsynthesized, it would hold every other test's hand-off (design §6.3, first syntheses).
+	t.Cleanup(func() {
+		assert.NoError(t, c.Dynamic.Resource(k8s.CompositionGVR).Namespace(ns).Delete(context.Background(), "web", metav1.DeleteOptions{}))
+	})
 	name := keptSnapshotIn(t, c, ns, l, keptEntry("a"))
 	out, err := review(t, "", "dismiss", ns+"/web", "--kubeconfig", kubeconfigOf(t, ""), "--yes")
 	require.NoError(t, err, out)
