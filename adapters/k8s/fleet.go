@@ -234,7 +234,7 @@ func (f *FleetIndex) WaitForSlice(ctx context.Context, namespace, name string) e
 	}
 	live, err := f.client.Resource(ResourceSliceGVR).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return fmt.Errorf("reading resource slice %s/%s: %w", namespace, name, err)
+		return fmt.Errorf("reading resource slice %s/%s: %w: %w", namespace, name, err, ports.ErrIndexBehind)
 	}
 	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, fleetWait, true, func(context.Context) (bool, error) {
 		held, ok, err := store.GetByKey(namespace + "/" + name)
