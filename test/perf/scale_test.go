@@ -216,7 +216,7 @@ func TestScale(t *testing.T) {
 	mem := scrape(t, "http://"+metricsAddr+"/metrics", "go_memstats_heap_inuse_bytes", "go_memstats_heap_alloc_bytes", "go_memstats_sys_bytes")
 	stop()
 	proxy.Close()
-	total, failed := counter.Snapshot(), counter.Failed()
+	total, failed, read := counter.Snapshot(), counter.Failed(), counter.Bytes()
 	assert.NoError(t, exitErr, "SIGTERM should end the controller with status 0; log:\n%s", tail(logPath, 20))
 
 	inventoryBytes := verifyScale(t, a, ns, inv, n)
@@ -269,9 +269,11 @@ func TestScale(t *testing.T) {
 	fmt.Fprintf(&b, "| Go heap at the end: in use / allocated / runtime total (sys) | %.1f / %.1f / %.1f MiB |\n",
 		mem["go_memstats_heap_inuse_bytes"]/(1<<20), mem["go_memstats_heap_alloc_bytes"]/(1<<20), mem["go_memstats_sys_bytes"]/(1<<20))
 	fmt.Fprintf(&b, "| inventory bytes recorded (Σ inventory.json; the Secret cache holds metadata only) | %.1f MiB |\n", float64(inventoryBytes)/(1<<20))
+	fmt.Fprintf(&b, "| bytes read (response bodies), all / Compositions listed and watched | %.1f / %.1f MiB |\n",
+		float64(read.Total())/(1<<20), float64(read["list compositions"]+read["watch compositions"])/(1<<20))
 	fmt.Fprintf(&b, "| reconcile throughput (first slice read → last write) | %.1f Compositions/s |\n", float64(n)/reconciling.Seconds())
 	fmt.Fprintf(&b, "| exit after SIGTERM | %s in %.1f s |\n", exitStatus(exitErr), exitTook.Seconds())
-	fmt.Fprintf(&b, "\nrequests: %s\nfailed: %s\nby client limiter: %v\n", total, failed, byLimiter)
+	fmt.Fprintf(&b, "\nrequests: %s\nbytes: %s\nfailed: %s\nby client limiter: %v\n", total, read, failed, byLimiter)
 	t.Log(b.String())
 	if report != "" {
 		require.NoError(t, os.MkdirAll(filepath.Dir(report), 0o755))
