@@ -27,22 +27,17 @@ func TestFleetIndexOnThreat(t *testing.T) {
 		return `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"` + ns + `","name":"` + name + `"}}`
 	}
 
-	fleet, err := NewFleetIndex(c.Dynamic)
-	require.NoError(t, err)
 	var mu sync.Mutex
 	var threatened []domain.CompositionRef
-	require.NoError(t, fleet.OnThreat(func(ref domain.CompositionRef) {
-		mu.Lock()
-		defer mu.Unlock()
-		threatened = append(threatened, ref)
-	}))
-	run, stop := context.WithCancel(context.Background())
-	var running sync.WaitGroup
-	running.Go(func() { fleet.Run(run) })
-	t.Cleanup(func() { stop(); running.Wait() })
-	require.True(t, fleet.WaitForCacheSync(ctx))
+	fleet := runFleetIndex(t, c, func(fleet *FleetIndex) {
+		require.NoError(t, fleet.OnThreat(func(ref domain.CompositionRef) {
+			mu.Lock()
+			defer mu.Unlock()
+			threatened = append(threatened, ref)
+		}))
+	})
 
-	_, err = kubetest.CreateSliceOwnedBy(ctx, c.Dynamic, domain.ResourceSlice{Namespace: ns, Name: "web-recovery-1",
+	_, err := kubetest.CreateSliceOwnedBy(ctx, c.Dynamic, domain.ResourceSlice{Namespace: ns, Name: "web-recovery-1",
 		Annotations: map[string]string{domain.AnnotationSourceUID: "old-uid"},
 		Resources:   []domain.SliceResource{{Manifest: cm("orphan"), Deleted: true}}}, &self)
 	require.NoError(t, err)
@@ -168,14 +163,8 @@ func TestFleetIndexWaitsForTheLiveSlice(t *testing.T) {
 	ctx := testContext(t)
 	ns := c.NewNamespace(t, "livefence")
 	self := mustCreateComposition(t, c, sampleComposition(ns, "web"))
-	fleet, err := NewFleetIndex(c.Dynamic)
-	require.NoError(t, err)
-	run, stop := context.WithCancel(context.Background())
-	var running sync.WaitGroup
-	running.Go(func() { fleet.Run(run) })
-	t.Cleanup(func() { stop(); running.Wait() })
-	require.True(t, fleet.WaitForCacheSync(ctx))
-	_, err = kubetest.CreateSliceOwnedBy(ctx, c.Dynamic, domain.ResourceSlice{Namespace: ns, Name: "web-recovery-1",
+	fleet := runFleetIndex(t, c, nil)
+	_, err := kubetest.CreateSliceOwnedBy(ctx, c.Dynamic, domain.ResourceSlice{Namespace: ns, Name: "web-recovery-1",
 		Resources: []domain.SliceResource{{Manifest: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"namespace":"` + ns + `","name":"orphan"}}`, Deleted: true}}}, &self)
 	require.NoError(t, err)
 	require.NoError(t, fleet.WaitForSlice(ctx, ns, "web-recovery-1"))
@@ -194,4 +183,21 @@ func TestFleetIndexWaitsForTheLiveSlice(t *testing.T) {
 	_, err = c.Dynamic.Resource(ResourceSliceGVR).Namespace(ns).Update(ctx, u, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	require.NoError(t, fleet.WaitForSlice(ctx, ns, "web-recovery-1"))
+}
+
+// runFleetIndex runs a fleet index, set up first by setup if any, until the test ends, and
+// returns it once it holds every Composition.
+func runFleetIndex(t *testing.T, c kubetest.Clients, setup func(*FleetIndex)) *FleetIndex {
+	t.Helper()
+	fleet, err := NewFleetIndex(c.Dynamic)
+	require.NoError(t, err)
+	if setup != nil {
+		setup(fleet)
+	}
+	run, stop := context.WithCancel(context.Background())
+	var running sync.WaitGroup
+	running.Go(func() { fleet.Run(run) })
+	t.Cleanup(func() { stop(); running.Wait() })
+	require.True(t, fleet.WaitForCacheSync(testContext(t)))
+	return fleet
 }

@@ -38,14 +38,7 @@ var firstSynthesisCases = []namedCase{
 		points: []string{"another composition, not synthesized yet, will produce an orphan", "A held the recovery for review past the bound, naming it",
 			"A handed off the rest once it was synthesized"},
 		script: func(t *testing.T, w *World) {
-			a := w.replicas[0]
-			w.settle("eno synthesizes the recreated composition")
-			_, took := takeover(w)
-			reach(t, w, "another composition, not synthesized yet, will produce an orphan", took)
-			w.clock.Advance(15 * w.opts.RecheckInterval)
-			w.freshCaches()
-			o := a.reconcile(w.ref)
-			d := decisionOf(t, w)
+			a, o, d := pastTheBound(t, w)
 			reach(t, w, "A held the recovery for review past the bound, naming it", o.err == nil && o.res.RequeueAfter == w.opts.RecheckInterval &&
 				d.Outcome == domain.OutcomeHeldForReview && d.Reason == domain.ReasonFirstSynthesisPending && len(recoverySlices(w)) == 0 &&
 				w.events.warned(string(liveComposition(t, w).GetUID()), domain.OutcomeHeldForReview.String()))
@@ -62,14 +55,7 @@ var firstSynthesisCases = []namedCase{
 		points: []string{"another composition, not synthesized yet, will produce an orphan", "A held the recovery for review past the bound, naming it",
 			"an operator approved the held recovery", "the approval does not pass the unsynthesized composition", "A handed off the rest once it was synthesized"},
 		script: func(t *testing.T, w *World) {
-			a := w.replicas[0]
-			w.settle("eno synthesizes the recreated composition")
-			_, took := takeover(w)
-			reach(t, w, "another composition, not synthesized yet, will produce an orphan", took)
-			w.clock.Advance(15 * w.opts.RecheckInterval)
-			w.freshCaches()
-			o := a.reconcile(w.ref)
-			d := decisionOf(t, w)
+			a, o, d := pastTheBound(t, w)
 			reach(t, w, "A held the recovery for review past the bound, naming it", o.err == nil && d.Reason == domain.ReasonFirstSynthesisPending)
 			reach(t, w, "an operator approved the held recovery", approve(t, w))
 			w.freshCaches()
@@ -83,6 +69,19 @@ var firstSynthesisCases = []namedCase{
 			w.settle("eno carries the hand-off")
 		},
 	},
+}
+
+// pastTheBound brings another Composition that will produce an orphan, leaves it unsynthesized
+// past the bound, and has replica A reconcile: what A did and decided.
+func pastTheBound(t *testing.T, w *World) (*replica, *outcome, domain.Decision) {
+	a := w.replicas[0]
+	w.settle("eno synthesizes the recreated composition")
+	_, took := takeover(w)
+	reach(t, w, "another composition, not synthesized yet, will produce an orphan", took)
+	w.clock.Advance(15 * w.opts.RecheckInterval)
+	w.freshCaches()
+	o := a.reconcile(w.ref)
+	return a, o, decisionOf(t, w)
 }
 
 // waitsFor reports whether err is the hand-off waiting for ref's first synthesis.
