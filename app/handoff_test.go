@@ -617,16 +617,17 @@ func TestHandoffAwaitsFirstSyntheses(t *testing.T) {
 			} else {
 				f.comp.Annotations[domain.AnnotationReview] = tt.review
 			}
-			f.fleet.UnsynthesizedReturnsOnCall(0, nil, nil) // the plan's
+			f.fleet.UnsynthesizedReturnsOnCall(0, nil, nil) // before the plan's reads
+			f.fleet.UnsynthesizedReturnsOnCall(1, nil, nil) // the plan's
 			if tt.late {
-				f.fleet.UnsynthesizedReturnsOnCall(1, nil, nil) // before the create
+				f.fleet.UnsynthesizedReturnsOnCall(2, nil, nil) // before the create
 			}
 			if !tt.created.IsZero() {
 				f.fleet.UnsynthesizedReturns(map[domain.CompositionRef]time.Time{other: tt.created}, nil)
 			}
 			_, err := f.service(t).Recover(ctx(t), f.comp)
 			if !tt.waits {
-				require.Equal(t, 3, f.fleet.UnsynthesizedCallCount(), "asked at the plan, before the slice and at the fence")
+				require.Equal(t, 4, f.fleet.UnsynthesizedCallCount(), "asked before the plan's reads, at the plan, before the slice and at the fence")
 				require.Equal(t, 1, f.sink.CreateRecoverySliceCallCount())
 				require.NoError(t, err)
 				assert.Equal(t, 2, writtenDecision(t, f).Tombstones)
@@ -641,6 +642,40 @@ func TestHandoffAwaitsFirstSyntheses(t *testing.T) {
 			}
 			assert.Equal(t, created, f.sink.CreateRecoverySliceCallCount())
 			assert.Zero(t, f.sink.AppendRecoverySliceCallCount(), "nothing named")
+			assert.Zero(t, f.decisions.WriteDecisionCallCount())
+		})
+	}
+}
+
+// While another Composition awaits its first synthesis within the wait, a plan reads nothing: its
+// reads would be made again once the wait ends. One past the wait does not stop the reads: the
+// plan holds it for review (design §6.3).
+func TestPlanReadsNothingWhileFirstSynthesesPend(t *testing.T) {
+	other := domain.CompositionRef{Namespace: "team-b", Name: "split"}
+	for name, tt := range map[string]struct {
+		created time.Time
+		reads   bool
+	}{
+		"within the wait": {created: now},
+		"past the wait":   {created: now.Add(-time.Hour), reads: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rs := resources(9)
+			f := recoveryFixture(t, rs, rs[:7])
+			f.cfg.MaxTombstoneFraction = 1
+			f.fleet.UnsynthesizedReturns(map[domain.CompositionRef]time.Time{other: tt.created}, nil)
+			_, err := f.service(t).Recover(ctx(t), f.comp)
+			if tt.reads {
+				require.NoError(t, err)
+				assert.Equal(t, 1, f.store.ListChunksCallCount())
+				assert.Equal(t, domain.ReasonFirstSynthesisPending, writtenDecision(t, f).Reason)
+				return
+			}
+			var pending *domain.FirstSynthesisPendingError
+			require.ErrorAs(t, err, &pending)
+			assert.Equal(t, []domain.CompositionRef{other}, pending.Compositions)
+			assert.Zero(t, f.store.ListChunksCallCount(), "no Secret listed")
+			assert.Zero(t, f.reader.GetSliceCallCount(), "no slice read")
 			assert.Zero(t, f.decisions.WriteDecisionCallCount())
 		})
 	}

@@ -173,8 +173,17 @@ func (r *readFailures) read(id domain.ResourceID) {
 	delete(r.n, id)
 }
 
-// plan lists the lineage's Secrets live and plans from them.
+// plan lists the lineage's Secrets live and plans from them. While another Composition of the
+// fleet awaits its first synthesis within the wait, it reads nothing: the plan would wait for it
+// anyway, and its reads would be made again (design §6.3).
 func (p planner) plan(ctx context.Context, comp domain.Composition) (domain.RecoveryPlan, liveReads, error) {
+	unsynthesized, err := p.fleet.Unsynthesized(ctx)
+	if err != nil {
+		return domain.RecoveryPlan{}, liveReads{}, fmt.Errorf("reading the fleet index: %w", err)
+	}
+	if waiting, _ := domain.AwaitFirstSyntheses(comp.Ref(), unsynthesized, p.cfg.Now(), p.cfg.firstSynthesisWait()); len(waiting) > 0 {
+		return domain.RecoveryPlan{}, liveReads{}, &domain.FirstSynthesisPendingError{Compositions: waiting}
+	}
 	lineage, err := domain.LineageOf(comp)
 	if err != nil {
 		return domain.RecoveryPlan{}, liveReads{}, err
