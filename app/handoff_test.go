@@ -617,8 +617,8 @@ func TestHandoffAwaitsFirstSyntheses(t *testing.T) {
 			} else {
 				f.comp.Annotations[domain.AnnotationReview] = tt.review
 			}
-			f.fleet.UnsynthesizedReturnsOnCall(0, nil, nil) // before the plan's reads
-			f.fleet.UnsynthesizedReturnsOnCall(1, nil, nil) // the plan's
+			f.fleet.UnsynthesizedReturnsOnCall(0, nil, nil) // the plan's, before its downstream reads
+			f.fleet.UnsynthesizedReturnsOnCall(1, nil, nil) // the plan's, after them
 			if tt.late {
 				f.fleet.UnsynthesizedReturnsOnCall(2, nil, nil) // before the create
 			}
@@ -627,7 +627,7 @@ func TestHandoffAwaitsFirstSyntheses(t *testing.T) {
 			}
 			_, err := f.service(t).Recover(ctx(t), f.comp)
 			if !tt.waits {
-				require.Equal(t, 4, f.fleet.UnsynthesizedCallCount(), "asked before the plan's reads, at the plan, before the slice and at the fence")
+				require.Equal(t, 4, f.fleet.UnsynthesizedCallCount(), "asked by the plan before and after its downstream reads, before the slice and at the fence")
 				require.Equal(t, 1, f.sink.CreateRecoverySliceCallCount())
 				require.NoError(t, err)
 				assert.Equal(t, 2, writtenDecision(t, f).Tombstones)
@@ -647,9 +647,9 @@ func TestHandoffAwaitsFirstSyntheses(t *testing.T) {
 	}
 }
 
-// While another Composition awaits its first synthesis within the wait, a plan reads nothing: its
-// reads would be made again once the wait ends. One past the wait does not stop the reads: the
-// plan holds it for review (design §6.3).
+// While another Composition awaits its first synthesis within the wait, a plan reads nothing
+// downstream: its reads would be made again once the wait ends. One past the wait does not stop
+// the reads: the plan holds the recovery for review (design §6.3).
 func TestPlanReadsNothingWhileFirstSynthesesPend(t *testing.T) {
 	other := domain.CompositionRef{Namespace: "team-b", Name: "split"}
 	for name, tt := range map[string]struct {
@@ -667,15 +667,14 @@ func TestPlanReadsNothingWhileFirstSynthesesPend(t *testing.T) {
 			_, err := f.service(t).Recover(ctx(t), f.comp)
 			if tt.reads {
 				require.NoError(t, err)
-				assert.Equal(t, 1, f.store.ListChunksCallCount())
+				assert.Equal(t, 2, f.downstream.ObserveObjectCallCount())
 				assert.Equal(t, domain.ReasonFirstSynthesisPending, writtenDecision(t, f).Reason)
 				return
 			}
 			var pending *domain.FirstSynthesisPendingError
 			require.ErrorAs(t, err, &pending)
 			assert.Equal(t, []domain.CompositionRef{other}, pending.Compositions)
-			assert.Zero(t, f.store.ListChunksCallCount(), "no Secret listed")
-			assert.Zero(t, f.reader.GetSliceCallCount(), "no slice read")
+			assert.Zero(t, f.downstream.ObserveObjectCallCount(), "nothing read downstream")
 			assert.Zero(t, f.decisions.WriteDecisionCallCount())
 		})
 	}

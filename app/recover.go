@@ -173,17 +173,8 @@ func (r *readFailures) read(id domain.ResourceID) {
 	delete(r.n, id)
 }
 
-// plan lists the lineage's Secrets live and plans from them. While another Composition of the
-// fleet awaits its first synthesis within the wait, it reads nothing: the plan would wait for it
-// anyway, and its reads would be made again (design §6.3).
+// plan lists the lineage's Secrets live and plans from them.
 func (p planner) plan(ctx context.Context, comp domain.Composition) (domain.RecoveryPlan, liveReads, error) {
-	unsynthesized, err := p.fleet.Unsynthesized(ctx)
-	if err != nil {
-		return domain.RecoveryPlan{}, liveReads{}, fmt.Errorf("reading the fleet index: %w", err)
-	}
-	if waiting, _ := domain.AwaitFirstSyntheses(comp.Ref(), unsynthesized, p.cfg.Now(), p.cfg.firstSynthesisWait()); len(waiting) > 0 {
-		return domain.RecoveryPlan{}, liveReads{}, &domain.FirstSynthesisPendingError{Compositions: waiting}
-	}
 	lineage, err := domain.LineageOf(comp)
 	if err != nil {
 		return domain.RecoveryPlan{}, liveReads{}, err
@@ -233,18 +224,34 @@ func (p planner) planListed(ctx context.Context, comp domain.Composition, lineag
 	if err != nil || plan.Decided() {
 		return plan, reads, err
 	}
+	// Downstream is read only once no other Composition awaits its first synthesis within the
+	// wait: a plan that would wait reads it once, after the wait (design §6.3).
+	if err := p.readUnsynthesized(ctx, &in); err != nil {
+		return domain.RecoveryPlan{}, reads, err
+	}
+	if waiting, _ := domain.AwaitFirstSyntheses(comp.Ref(), in.Unsynthesized, now, in.FirstSynthesisWait); len(waiting) > 0 {
+		return domain.RecoveryPlan{}, reads, &domain.FirstSynthesisPendingError{Compositions: waiting}
+	}
 	if in.Observed, err = p.observe(ctx, plan.Verify); err != nil {
 		return domain.RecoveryPlan{}, reads, err
 	}
 	if err = p.markProducedElsewhere(ctx, in.Observed, comp.UID, snap.CompositionUID()); err != nil {
 		return domain.RecoveryPlan{}, reads, err
 	}
-	if in.Unsynthesized, err = p.fleet.Unsynthesized(ctx); err != nil {
-		return domain.RecoveryPlan{}, reads, fmt.Errorf("reading the fleet index: %w", err)
+	if err := p.readUnsynthesized(ctx, &in); err != nil { // again: one created during the reads
+		return domain.RecoveryPlan{}, reads, err
 	}
-	in.FirstSynthesisWait = p.cfg.firstSynthesisWait()
 	plan, err = domain.PlanRecovery(in)
 	return plan, reads, err
+}
+
+// readUnsynthesized reads the fleet's Compositions Eno has not synthesized yet into in.
+func (p planner) readUnsynthesized(ctx context.Context, in *domain.RecoveryInput) (err error) {
+	if in.Unsynthesized, err = p.fleet.Unsynthesized(ctx); err != nil {
+		return fmt.Errorf("reading the fleet index: %w", err)
+	}
+	in.FirstSynthesisWait = p.cfg.firstSynthesisWait()
+	return nil
 }
 
 // readSynthesis reads every slice of the current synthesis before anything is prepared.
