@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -225,23 +226,29 @@ func TestStartupValues(t *testing.T) {
 }
 
 // TestRunSetsItsGCPercentUnlessGOGCIsSet: run's default GOGC, and an operator's GOGC (even
-// empty, which the runtime reads as 100) wins.
+// empty, which the runtime reads as 100) wins; so does an operator's memprofilerate, and
+// otherwise run stops the heap profile nothing serves.
 func TestRunSetsItsGCPercentUnlessGOGCIsSet(t *testing.T) {
-	prev := debug.SetGCPercent(100)
-	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	prev, prevRate := debug.SetGCPercent(100), runtime.MemProfileRate
+	t.Cleanup(func() { debug.SetGCPercent(prev); runtime.MemProfileRate = prevRate })
 	for _, tc := range []struct {
-		name string
-		env  map[string]string
-		want int
+		name     string
+		env      map[string]string
+		want     int
+		wantRate int
 	}{
-		{"unset", map[string]string{}, gcPercent},
-		{"set", map[string]string{"GOGC": "200"}, 100},
-		{"set empty", map[string]string{"GOGC": ""}, 100},
+		{"unset", map[string]string{}, gcPercent, 0},
+		{"set", map[string]string{"GOGC": "200"}, 100, 0},
+		{"set empty", map[string]string{"GOGC": ""}, 100, 0},
+		{"memprofilerate set", map[string]string{"GODEBUG": "madvdontneed=1,memprofilerate=4096"}, gcPercent, 4096},
+		{"other GODEBUG", map[string]string{"GODEBUG": "madvdontneed=1"}, gcPercent, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			debug.SetGCPercent(100)
-			defaultGC(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
+			runtime.MemProfileRate = 4096 // as the runtime leaves it for GODEBUG=memprofilerate=4096
+			defaultMemory(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
 			assert.Equal(t, tc.want, debug.SetGCPercent(100))
+			assert.Equal(t, tc.wantRate, runtime.MemProfileRate)
 		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -159,7 +160,7 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer flush()
-	defaultGC(os.LookupEnv)
+	defaultMemory(os.LookupEnv)
 	routeClientGoLogs(log)
 	ctrllog.SetLogger(log)
 	ctx = logr.NewContext(ctx, log)
@@ -220,10 +221,16 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 // much of the peak; at 50 the collector runs about twice as often (BENCHMARKS.md, Scale).
 const gcPercent = 50
 
-// defaultGC sets gcPercent unless GOGC is set: an operator's value wins.
-func defaultGC(lookupEnv func(string) (string, bool)) {
+// defaultMemory sets gcPercent unless GOGC is set, and stops the runtime's heap profile unless
+// GODEBUG sets memprofilerate: an operator's value wins. run serves no profile (the manager's
+// pprof endpoint stays off), so no sample was ever read, yet each unwound its goroutine's stack
+// through the binary's tables and kept that stack for the life of the process.
+func defaultMemory(lookupEnv func(string) (string, bool)) {
 	if _, set := lookupEnv("GOGC"); !set {
 		debug.SetGCPercent(gcPercent)
+	}
+	if godebug, _ := lookupEnv("GODEBUG"); !strings.Contains(godebug, "memprofilerate=") {
+		runtime.MemProfileRate = 0
 	}
 }
 

@@ -21,11 +21,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// celEnv declares what Eno v0.2.17's internal/cel declares, with cel-go v0.29.0, the version
+// env declares what Eno v0.2.17's internal/cel declares, with cel-go v0.29.0, the version
 // Eno builds with: the encoders, lists and strings extensions, `self` and `composition` of
 // dynamic type, the boolean `pathManagedByEno` and compareResourceQuantities. Conditions are
-// compiled and evaluated by cel-go itself; nothing of CEL is reimplemented here.
-var env = func() *cel.Env {
+// compiled and evaluated by cel-go itself; nothing of CEL is reimplemented here. It is built on
+// first use: `run` without --eno-resource-filter never compiles a condition, and building it at
+// init kept its declarations in every process's heap and paged in the cel-go code that builds them.
+var env = sync.OnceValue(func() *cel.Env {
 	env, err := cel.NewEnv(
 		ext.Encoders(),
 		ext.Lists(),
@@ -42,7 +44,7 @@ var env = func() *cel.Env {
 		panic(fmt.Sprintf("building the CEL environment: %v", err))
 	}
 	return env
-}()
+})
 
 func compareQuantities(lhs, rhs ref.Val) ref.Val {
 	l, err := resource.ParseQuantity(fmt.Sprint(lhs.Value()))
@@ -155,11 +157,11 @@ func Compile(expr string) (cel.Program, error) {
 	if prg, ok := programs.Load(expr); ok {
 		return prg.(cel.Program), nil
 	}
-	ast, iss := env.Compile(expr)
+	ast, iss := env().Compile(expr)
 	if iss != nil && iss.Err() != nil {
 		return nil, iss.Err()
 	}
-	prg, err := env.Program(ast, cel.InterruptCheckFrequency(10))
+	prg, err := env().Program(ast, cel.InterruptCheckFrequency(10))
 	if err != nil {
 		return nil, err
 	}
