@@ -152,22 +152,10 @@ type Deps struct {
 }
 
 func (d Deps) validate() error {
-	missing := []struct {
-		name string
-		nil_ bool
-	}{
-		{"Compositions", d.Compositions == nil},
-		{"Live", d.Live == nil},
-		{"Slices", d.Slices == nil},
-		{"Fleet", d.Fleet == nil},
-		{"Store", d.Store == nil},
-		{"Sink", d.Sink == nil},
-		{"Downstream", d.Downstream == nil},
-		{"Decisions", d.Decisions == nil},
-	}
-	for _, m := range missing {
-		if m.nil_ {
-			return fmt.Errorf("app: dependency %s is nil", m.name)
+	names := []string{"Compositions", "Live", "Slices", "Fleet", "Store", "Sink", "Downstream", "Decisions"}
+	for i, missing := range []bool{d.Compositions == nil, d.Live == nil, d.Slices == nil, d.Fleet == nil, d.Store == nil, d.Sink == nil, d.Downstream == nil, d.Decisions == nil} {
+		if missing {
+			return fmt.Errorf("app: dependency %s is nil", names[i])
 		}
 	}
 	return nil
