@@ -146,17 +146,10 @@ type inspector struct {
 	wrap func(http.RoundTripper) http.RoundTripper
 }
 
-func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return inspector{now: time.Now}.run(ctx, args, stdout, stderr)
-}
-
 func (in inspector) run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseInspectFlags(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
 	if err != nil {
-		return err
+		return unlessHelp(err)
 	}
 	cp, remote, err := in.loadConfigs(o)
 	if err != nil {

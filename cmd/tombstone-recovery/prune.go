@@ -100,17 +100,10 @@ type pruner struct {
 	between func()
 }
 
-func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return pruner{now: time.Now}.run(ctx, args, stdout, stderr)
-}
-
 func (pr pruner) run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parsePruneFlags(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
 	if err != nil {
-		return err
+		return unlessHelp(err)
 	}
 	uc, err := pr.wire(ctx, o, stderr)
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -87,12 +88,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runOptions, error) {
 	if err := o.validate(); err != nil {
 		return o, err
 	}
-	if o.leaderElectionNamespace == "" {
-		o.leaderElectionNamespace = os.Getenv("POD_NAMESPACE")
-	}
-	if o.leaderElectionNamespace == "" {
-		o.leaderElectionNamespace = "kube-system"
-	}
+	o.leaderElectionNamespace = cmp.Or(o.leaderElectionNamespace, os.Getenv("POD_NAMESPACE"), "kube-system")
 	return o, nil
 }
 
@@ -148,11 +144,8 @@ func checkReachable(ctx context.Context, name string, client discovery.Discovery
 // manager with the controller, leader election, probes and metrics until ctx is cancelled.
 func runController(ctx context.Context, args []string, stderr io.Writer) error {
 	o, err := parseRunFlags(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
 	if err != nil {
-		return err
+		return unlessHelp(err)
 	}
 	log, flush, err := o.logging.build(stderr)
 	if err != nil {
@@ -181,15 +174,12 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 			return fmt.Errorf("listening for %s on %s: %w", s.what, s.addr, err)
 		}
 	}
-	leaseName := o.leaderElectionID
-	if leaseName == "" {
-		leaseName = runnable.DefaultLeaseName(o.controller.Scope.Namespace, selector)
-	}
+	leaseName := cmp.Or(o.leaderElectionID, runnable.DefaultLeaseName(o.controller.Scope.Namespace, selector))
 	log.Info("starting", o.startupValues(leaseName)...)
 	mgr, err := ctrl.NewManager(cpConfig, ctrl.Options{
 		Logger:                        log,
-		Metrics:                       metricsserver.Options{BindAddress: bindAddress(o.metricsAddr)},
-		HealthProbeBindAddress:        bindAddress(o.healthAddr),
+		Metrics:                       metricsserver.Options{BindAddress: cmp.Or(o.metricsAddr, "0")}, // "0" disables a server, as "" does
+		HealthProbeBindAddress:        cmp.Or(o.healthAddr, "0"),
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              leaseName,
 		LeaderElectionNamespace:       o.leaderElectionNamespace,
@@ -252,26 +242,16 @@ func checkListen(addr string) error {
 	return ln.Close()
 }
 
-// bindAddress is the flag's address for controller-runtime, where "0" disables a server; the
-// flag's "" disables it too.
-func bindAddress(flag string) string {
-	if flag == "" {
-		return "0"
-	}
-	return flag
-}
-
 // runManager runs the manager until ctx is cancelled. A lost Lease ends it with an error, so
 // that the process exits and restarts clean while a new leader takes over.
 func runManager(ctx context.Context, mgr ctrl.Manager) error {
-	log := logr.FromContextOrDiscard(ctx)
 	if err := mgr.Start(ctx); err != nil {
 		if ctx.Err() == nil && strings.Contains(err.Error(), "leader election lost") {
 			return errors.New("lost leadership; exiting so a new leader takes over")
 		}
 		return err
 	}
-	log.Info("stopped after draining")
+	logr.FromContextOrDiscard(ctx).Info("stopped after draining")
 	return nil
 }
 
