@@ -211,8 +211,8 @@ func (d *demo) enoFollows(ctx context.Context, ref domain.CompositionRef) {
 		}
 		var tombstones []string
 		for _, r := range s.Resources {
-			if r.Deleted {
-				tombstones = append(tombstones, manifestName(r.Manifest))
+			if e, _, err := domain.ParseTombstone(r); err == nil {
+				tombstones = append(tombstones, e.Kind+"/"+e.Name)
 			}
 		}
 		d.say("     ResourceSlice %s (stamped %q): %d resources, tombstones carried forward: %s", s.Name, short(s.SynthesisUUID),
@@ -281,17 +281,6 @@ func (d *demo) stamp(comp domain.Composition) string {
 		return "?"
 	}
 	return s.SynthesisUUID
-}
-
-func manifestName(raw string) string {
-	var m struct {
-		Kind     string `json:"kind"`
-		Metadata struct {
-			Name string `json:"name"`
-		} `json:"metadata"`
-	}
-	_ = json.Unmarshal([]byte(raw), &m)
-	return m.Kind + "/" + m.Metadata.Name
 }
 
 func orNone(s []string) string {
