@@ -371,11 +371,7 @@ func CheckReusable(comp Composition, existing, want ResourceSlice) error {
 func sameDecisionBut(a, b string) bool {
 	da, erra := ParseDecision(a)
 	db, errb := ParseDecision(b)
-	if erra != nil || errb != nil {
-		return false
-	}
-	da.DecidedAt = db.DecidedAt
-	return da.Encode() == db.Encode()
+	return erra == nil && errb == nil && da.SameAs(db)
 }
 
 // RecoverySlice is recovery slice part of the hand-off as it is created for comp: its name,
