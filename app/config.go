@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"strings"
@@ -185,15 +186,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Scope.Selector == nil {
-		cfg.Scope.Selector = domain.Everything
-	}
-	if deps.Events == nil {
-		deps.Events = noEvents{}
-	}
-	if deps.Metrics == nil {
-		deps.Metrics = noMetrics{}
-	}
+	cfg.Scope.Selector = cmp.Or(cfg.Scope.Selector, domain.Everything)
+	deps.Events = cmp.Or[ports.EventRecorder](deps.Events, noEvents{})
+	deps.Metrics = cmp.Or[ports.Metrics](deps.Metrics, noMetrics{})
 	return &Service{cfg: cfg, policy: domain.Policy{Enabled: cfg.Enabled, Scope: cfg.Scope}, deps: deps, planner: planner{
 		cfg: cfg, secrets: deps.Store, slices: deps.Slices, fleet: deps.Fleet, live: deps.Live, downstream: deps.Downstream, failures: &readFailures{},
 	}, reviews: newIgnoredReviews(), marks: &markedSyntheses{}, orphans: newCounts(), kept: newCounts()}, nil

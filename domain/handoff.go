@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -277,9 +278,7 @@ func HandoffFromSlices(c Composition, parts []ResourceSlice) (Handoff, error) {
 		if p.Digest != "" && h.Digest != "" && p.Digest != h.Digest {
 			return Handoff{}, &RecoverySliceInvalidError{Slice: s.Name, Detail: "its tombstones name hand-off " + p.Digest + ", the first slice's " + h.Digest}
 		}
-		if h.Digest == "" {
-			h.Digest = p.Digest
-		}
+		h.Digest = cmp.Or(h.Digest, p.Digest)
 		h.Resources = append(h.Resources, p.Resources...)
 	}
 	return h, nil

@@ -4,6 +4,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -114,9 +115,7 @@ func demoResource(namespace, kindName string) (string, domain.ResourceID) {
 	kind, name, _ := strings.Cut(kindName, "/")
 	apiVersion := map[string]string{"Deployment": "apps/v1", "ClusterRole": "rbac.authorization.k8s.io/v1", "CronJob": "batch/v1"}[kind]
 	group, _, _ := strings.Cut(apiVersion, "/")
-	if apiVersion == "" {
-		apiVersion = "v1"
-	}
+	apiVersion = cmp.Or(apiVersion, "v1")
 	meta := map[string]any{"name": name, "labels": map[string]string{"app": "web"}}
 	if kind == "ClusterRole" {
 		namespace = ""
