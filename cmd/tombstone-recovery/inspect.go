@@ -249,11 +249,7 @@ func (in inspector) inspector(ctx context.Context, o inspectOptions, cpConfig, r
 	}
 	var deps app.InspectDeps
 	if cpConfig != nil {
-		cpDiscovery, err := discovery.NewDiscoveryClientForConfig(cpConfig)
-		if err != nil {
-			return nil, fmt.Errorf("control plane client: %w", err)
-		}
-		if err := checkReachable(ctx, "the control plane", cpDiscovery); err != nil {
+		if err := checkReachable(ctx, "the control plane", cpConfig); err != nil {
 			return nil, err
 		}
 		dyn, err := dynamic.NewForConfig(cpConfig)
@@ -273,7 +269,7 @@ func (in inspector) inspector(ctx context.Context, o inspectOptions, cpConfig, r
 		}
 	}
 	if cpConfig == nil || o.remoteKubeconfig != "" {
-		if err := checkReachable(ctx, "the downstream cluster", remoteDiscovery); err != nil {
+		if err := checkReachable(ctx, "the downstream cluster", remoteConfig); err != nil {
 			return nil, err
 		}
 	}

@@ -130,8 +130,12 @@ func loadRESTConfig(path string) (*rest.Config, error) {
 	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 }
 
-// checkReachable fails fast with one line when an API server does not answer.
-func checkReachable(ctx context.Context, name string, client discovery.DiscoveryInterface) error {
+// checkReachable fails fast with one line when the API server of cfg does not answer.
+func checkReachable(ctx context.Context, name string, cfg *rest.Config) error {
+	client, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("%s client: %w", name, err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	if err := client.RESTClient().Get().AbsPath("/version").Do(ctx).Error(); err != nil {
@@ -271,17 +275,8 @@ func reachableClusters(ctx context.Context, o runOptions) (cpConfig, remoteConfi
 			return nil, nil, fmt.Errorf("loading the downstream kubeconfig: %w", err)
 		}
 	}
-	for _, c := range []struct {
-		name string
-		cfg  *rest.Config
-	}{{"the control plane", cpConfig}, {"the downstream cluster", remoteConfig}} {
-		client, err := discovery.NewDiscoveryClientForConfig(c.cfg)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s client: %w", c.name, err)
-		}
-		if err := checkReachable(ctx, c.name, client); err != nil {
-			return nil, nil, err
-		}
+	if err := checkReachable(ctx, "the control plane", cpConfig); err != nil {
+		return nil, nil, err
 	}
-	return cpConfig, remoteConfig, nil
+	return cpConfig, remoteConfig, checkReachable(ctx, "the downstream cluster", remoteConfig)
 }
