@@ -222,20 +222,6 @@ func (in inspector) loadConfigs(o inspectOptions) (cp, remote *rest.Config, err 
 	return cp, remote, nil
 }
 
-// startFleetIndex runs a fleet index of the control plane until ctx ends, once it has listed
-// every slice and Composition.
-func startFleetIndex(ctx context.Context, dyn dynamic.Interface, running *sync.WaitGroup) (*k8s.FleetIndex, error) {
-	fleet, err := k8s.NewFleetIndex(dyn)
-	if err != nil {
-		return nil, err
-	}
-	running.Go(func() { fleet.Run(ctx) })
-	if !fleet.WaitForCacheSync(ctx) {
-		return nil, fmt.Errorf("listing every resource slice and composition: %w", context.Cause(ctx))
-	}
-	return fleet, nil
-}
-
 // inspector builds app.Inspector over the clusters. Every read but the fleet index's goes to
 // the API server: no cache, no lister.
 func (in inspector) inspector(ctx context.Context, o inspectOptions, cpConfig, remoteConfig *rest.Config, running *sync.WaitGroup) (*app.Inspector, error) {
@@ -264,9 +250,16 @@ func (in inspector) inspector(ctx context.Context, o inspectOptions, cpConfig, r
 		if deps.Slices, err = k8s.NewSlices(dyn); err != nil {
 			return nil, err
 		}
-		if deps.Fleet, err = startFleetIndex(ctx, dyn, running); err != nil {
+		// The fleet index runs until ctx ends, once it has listed every slice and Composition.
+		fleet, err := k8s.NewFleetIndex(dyn)
+		if err != nil {
 			return nil, err
 		}
+		running.Go(func() { fleet.Run(ctx) })
+		if !fleet.WaitForCacheSync(ctx) {
+			return nil, fmt.Errorf("listing every resource slice and composition: %w", context.Cause(ctx))
+		}
+		deps.Fleet = fleet
 	}
 	if cpConfig == nil || o.remoteKubeconfig != "" {
 		if err := checkReachable(ctx, "the downstream cluster", remoteConfig); err != nil {
