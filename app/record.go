@@ -77,7 +77,7 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 	}
 	desired := desiredChunks(s.cfg, comp, lineage, inv, chunks)
 	desired[0] = domain.WithUnresolved(desired[0], unresolved)
-	occupants := occupantCheck{svc: s, comp: comp}
+	occupants := occupantCheck{svc: s, comp: comp, gone: map[domain.CompositionRef]bool{}}
 	for _, want := range desired {
 		// A foreign Secret, or another living Composition's history, at any target name stops
 		// the pass before the first write.
@@ -305,9 +305,6 @@ func (o *occupantCheck) check(ctx context.Context, cur domain.ChunkSecret) error
 	case errors.Is(err, ports.ErrNotFound):
 		logr.FromContextOrDiscard(ctx).V(1).Info("replacing the history of a composition that no longer exists",
 			"secret", cur.Name, "recordedFor", other.String())
-		if o.gone == nil {
-			o.gone = map[domain.CompositionRef]bool{}
-		}
 		o.gone[other] = true
 		return nil
 	case err != nil:
