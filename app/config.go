@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"strings"
@@ -152,22 +153,10 @@ type Deps struct {
 }
 
 func (d Deps) validate() error {
-	missing := []struct {
-		name string
-		nil_ bool
-	}{
-		{"Compositions", d.Compositions == nil},
-		{"Live", d.Live == nil},
-		{"Slices", d.Slices == nil},
-		{"Fleet", d.Fleet == nil},
-		{"Store", d.Store == nil},
-		{"Sink", d.Sink == nil},
-		{"Downstream", d.Downstream == nil},
-		{"Decisions", d.Decisions == nil},
-	}
-	for _, m := range missing {
-		if m.nil_ {
-			return fmt.Errorf("app: dependency %s is nil", m.name)
+	names := []string{"Compositions", "Live", "Slices", "Fleet", "Store", "Sink", "Downstream", "Decisions"}
+	for i, missing := range []bool{d.Compositions == nil, d.Live == nil, d.Slices == nil, d.Fleet == nil, d.Store == nil, d.Sink == nil, d.Downstream == nil, d.Decisions == nil} {
+		if missing {
+			return fmt.Errorf("app: dependency %s is nil", names[i])
 		}
 	}
 	return nil
@@ -197,15 +186,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Scope.Selector == nil {
-		cfg.Scope.Selector = domain.Everything
-	}
-	if deps.Events == nil {
-		deps.Events = noEvents{}
-	}
-	if deps.Metrics == nil {
-		deps.Metrics = noMetrics{}
-	}
+	cfg.Scope.Selector = cmp.Or(cfg.Scope.Selector, domain.Everything)
+	deps.Events = cmp.Or[ports.EventRecorder](deps.Events, noEvents{})
+	deps.Metrics = cmp.Or[ports.Metrics](deps.Metrics, noMetrics{})
 	return &Service{cfg: cfg, policy: domain.Policy{Enabled: cfg.Enabled, Scope: cfg.Scope}, deps: deps, planner: planner{
 		cfg: cfg, secrets: deps.Store, slices: deps.Slices, fleet: deps.Fleet, live: deps.Live, downstream: deps.Downstream, failures: &readFailures{},
 	}, reviews: newIgnoredReviews(), marks: &markedSyntheses{}, orphans: newCounts(), kept: newCounts()}, nil

@@ -70,10 +70,9 @@ func (in *Inspector) Inspect(ctx context.Context, target InspectTarget) (*Inspec
 	report := &InspectReport{
 		InventoryNamespace: in.cfg.InventoryNamespace,
 		InspectedAt:        now.Truncate(time.Second),
-		Limits: InspectLimits{MaxChunkBytes: in.cfg.MaxChunkBytes, MaxChunks: in.cfg.MaxChunks, MaxTombstoneFraction: in.cfg.MaxTombstoneFraction,
-			AllowCrossNamespaceLineage: in.cfg.AllowCrossNamespaceLineage},
-		Snapshots:       []SnapshotReport{},
-		RejectedSecrets: []RejectedSecret{},
+		Limits:             in.limits(),
+		Snapshots:          []SnapshotReport{},
+		RejectedSecrets:    []RejectedSecret{},
 	}
 	lineage := target.Lineage
 	var comp *domain.Composition
@@ -132,6 +131,11 @@ func (in *Inspector) Inspect(ctx context.Context, target InspectTarget) (*Inspec
 		return nil, err
 	}
 	return report, nil
+}
+
+func (in *Inspector) limits() InspectLimits {
+	c := in.cfg
+	return InspectLimits{MaxChunkBytes: c.MaxChunkBytes, MaxChunks: c.MaxChunks, MaxTombstoneFraction: c.MaxTombstoneFraction, AllowCrossNamespaceLineage: c.AllowCrossNamespaceLineage}
 }
 
 // lineageComposition picks, for a lineage, the Composition the newest snapshot names, if it

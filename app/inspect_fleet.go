@@ -100,8 +100,7 @@ func (in *Inspector) InspectAll(ctx context.Context, pendingLong time.Duration) 
 	fleet := &FleetReport{
 		InventoryNamespace: in.cfg.InventoryNamespace,
 		InspectedAt:        now.Truncate(time.Second),
-		Limits: InspectLimits{MaxChunkBytes: in.cfg.MaxChunkBytes, MaxChunks: in.cfg.MaxChunks, MaxTombstoneFraction: in.cfg.MaxTombstoneFraction,
-			AllowCrossNamespaceLineage: in.cfg.AllowCrossNamespaceLineage},
+		Limits:             in.limits(),
 		HandoffPendingLong: pendingLong.String(),
 		Rows:               []FleetRow{},
 	}
@@ -191,7 +190,9 @@ func (r *FleetRow) fill(comp domain.Composition, report *InspectReport, orphans 
 	}
 	if dr := report.DryRun; dr != nil && !dr.WouldRun {
 		r.NotRunReason = dr.NotRunReason
-		if ineligibleForAnOperator(dr.NotRunReason) {
+		// An operator must act on a lineage override that does not parse; the other reasons (not
+		// opted in, not synthesized or Ready yet, deleting, decided) are states, not faults.
+		if dr.NotRunReason == domain.IneligibleInvalidLineage.String() {
 			r.attend(AttentionIneligible, fmt.Sprintf("recovery skips it (%s): %s", dr.NotRunReason, dr.NotRunDetail))
 		}
 	}
@@ -218,13 +219,6 @@ func refusedForAnOperator(d domain.Decision) bool {
 		return d.Reason == domain.ReasonOtherNamespace || d.Reason == domain.ReasonUnverified
 	}
 	return false
-}
-
-// ineligibleForAnOperator reports whether recovery skips a Composition for a reason an operator
-// must act on: its lineage override does not parse. Not opted in, not synthesized yet, not Ready
-// yet, deleting or decided are states, not faults.
-func ineligibleForAnOperator(reason string) bool {
-	return reason == domain.IneligibleInvalidLineage.String()
 }
 
 // orphansRemaining is the "did Eno do it?" check, read-only: of the hand-off that

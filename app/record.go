@@ -77,7 +77,7 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 	}
 	desired := desiredChunks(s.cfg, comp, lineage, inv, chunks)
 	desired[0] = domain.WithUnresolved(desired[0], unresolved)
-	occupants := occupantCheck{svc: s, comp: comp}
+	occupants := occupantCheck{svc: s, comp: comp, gone: map[domain.CompositionRef]bool{}}
 	for _, want := range desired {
 		// A foreign Secret, or another living Composition's history, at any target name stops
 		// the pass before the first write.
@@ -235,7 +235,8 @@ func (s *Service) writeChunks(ctx context.Context, log logr.Logger, comp domain.
 			s.deps.Metrics.ChunkWrite("unchanged")
 			continue
 		}
-		if _, err := s.recheck(ctx, comp, s.recordingStillHolds(comp)); err != nil {
+		// Recording's eligibility, and the inputs the inventory and the Secret names came from.
+		if _, err := s.recheck(ctx, comp, stillHolds(comp, s.policy.CheckRecording, domain.ChangedRecordingInput)); err != nil {
 			return res, fmt.Errorf("recording: chunk %d: %w", i, err)
 		}
 		if exists {
@@ -264,12 +265,6 @@ func (s *Service) writeChunks(ctx context.Context, log logr.Logger, comp domain.
 		log.V(1).Info("wrote inventory chunk", "chunk", i, "secret", want.Name, "bytes", want.DataSize())
 	}
 	return res, nil
-}
-
-// recordingStillHolds is the recheck before each chunk write: recording's eligibility, and the
-// inputs the inventory and the Secret names were computed from.
-func (s *Service) recordingStillHolds(read domain.Composition) func(domain.Composition) error {
-	return stillHolds(read, s.policy.CheckRecording, domain.ChangedRecordingInput)
 }
 
 // occupantCheck decides whether an existing Secret at one of comp's chunk names may be
@@ -310,9 +305,6 @@ func (o *occupantCheck) check(ctx context.Context, cur domain.ChunkSecret) error
 	case errors.Is(err, ports.ErrNotFound):
 		logr.FromContextOrDiscard(ctx).V(1).Info("replacing the history of a composition that no longer exists",
 			"secret", cur.Name, "recordedFor", other.String())
-		if o.gone == nil {
-			o.gone = map[domain.CompositionRef]bool{}
-		}
 		o.gone[other] = true
 		return nil
 	case err != nil:

@@ -41,11 +41,6 @@ func RemainingOrphans(tombstones []Tombstone, observed map[ResourceID]Observatio
 			out = append(out, t)
 		}
 	}
-	sortTombstones(out)
+	slices.SortFunc(out, func(a, b Tombstone) int { return compareEntries(&a.Entry, &b.Entry) })
 	return out
-}
-
-// sortTombstones puts tombstones in the canonical order of their entries.
-func sortTombstones(ts []Tombstone) {
-	slices.SortFunc(ts, func(a, b Tombstone) int { return compareEntries(&a.Entry, &b.Entry) })
 }

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -90,15 +91,9 @@ func (h Handoff) Parts() ([][]SliceResource, error) {
 	}
 	parts := make([][]SliceResource, len(lens))
 	from := 0
-	for i, n := range lens {
-		if from+n > len(h.Resources) {
-			break
-		}
+	for i, n := range lens { // they add up to every resource
 		parts[i] = h.Resources[from : from+n : from+n]
 		from += n
-	}
-	if from != len(h.Resources) {
-		return nil, fmt.Errorf("the hand-off's %d recovery slices do not hold its %d tombstones exactly", len(lens), len(h.Resources))
 	}
 	return parts, nil
 }
@@ -283,9 +278,7 @@ func HandoffFromSlices(c Composition, parts []ResourceSlice) (Handoff, error) {
 		if p.Digest != "" && h.Digest != "" && p.Digest != h.Digest {
 			return Handoff{}, &RecoverySliceInvalidError{Slice: s.Name, Detail: "its tombstones name hand-off " + p.Digest + ", the first slice's " + h.Digest}
 		}
-		if h.Digest == "" {
-			h.Digest = p.Digest
-		}
+		h.Digest = cmp.Or(h.Digest, p.Digest)
 		h.Resources = append(h.Resources, p.Resources...)
 	}
 	return h, nil
@@ -377,11 +370,7 @@ func CheckReusable(comp Composition, existing, want ResourceSlice) error {
 func sameDecisionBut(a, b string) bool {
 	da, erra := ParseDecision(a)
 	db, errb := ParseDecision(b)
-	if erra != nil || errb != nil {
-		return false
-	}
-	da.DecidedAt = db.DecidedAt
-	return da.Encode() == db.Encode()
+	return erra == nil && errb == nil && da.SameAs(db)
 }
 
 // RecoverySlice is recovery slice part of the hand-off as it is created for comp: its name,

@@ -244,7 +244,7 @@ func (r *reader) read(secrets []ChunkSecret) {
 func (r *reader) parse(secrets []ChunkSecret) bool {
 	sorted := slices.Clone(secrets)
 	slices.SortFunc(sorted, func(a, b ChunkSecret) int { return strings.Compare(a.Name, b.Name) })
-	r.groups = map[string][]StoredChunk{}
+	r.groups, r.mixed = map[string][]StoredChunk{}, map[string]bool{}
 	for _, s := range sorted {
 		c, err := ParseStoredChunk(s, r.now, r.maxChunks)
 		if err != nil {
@@ -273,9 +273,6 @@ func (r *reader) agree() bool {
 		g := r.groups[uuid]
 		for _, c := range g[1:] {
 			if c.Meta != g[0].Meta {
-				if r.mixed == nil {
-					r.mixed = map[string]bool{}
-				}
 				r.mixed[uuid] = true
 				if !r.found(Finding{Step: 2, Reason: ReasonMixedMetadata, Snapshot: uuid, Secret: c.Secret.Name,
 					Detail: fmt.Sprintf("disagrees with %s on %s", g[0].Secret.Name, metaDiff(g[0].Meta, c.Meta)), Decisive: true}) {

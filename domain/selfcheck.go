@@ -120,10 +120,8 @@ func selfCheckingManifest(t Tombstone, eno EnoManagers, written time.Time, diges
 // "true" keeps the object, and the precondition's own pause check covers the rest (design
 // §6.2, recorded "false" beats a pause). The recorded map is not changed.
 func TombstoneAnnotations(recorded map[string]string, overrides string) map[string]string {
-	annotations := maps.Clone(recorded)
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
+	annotations := make(map[string]string, len(recorded)+2)
+	maps.Copy(annotations, recorded)
 	annotations[AnnotationDisableReconciliation] = "true" // a recorded "false" is dropped
 	annotations[AnnotationOverrides] = overrides          // the recorded overrides are dropped
 	return annotations

@@ -262,41 +262,27 @@ func sliceFromUnstructured(u *unstructured.Unstructured) (domain.ResourceSlice, 
 // reference), carrying Eno's own finalizer, spec.synthesisUUID set to the synthesis it is for,
 // and the hand-off's decision in an annotation (design §6.2).
 func recoverySlice(s domain.ResourceSlice, comp domain.Composition) *unstructured.Unstructured {
+	resources := make([]any, len(s.Resources))
+	for i, r := range s.Resources {
+		resources[i] = map[string]any{"manifest": r.Manifest, "deleted": r.Deleted}
+	}
+	t := true
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": enoAPIVersion,
 		"kind":       resourceSliceKind,
 		"spec": map[string]any{
 			"synthesisUUID": s.SynthesisUUID,
-			"resources":     sliceResourcesToUnstructured(s.Resources),
+			"resources":     resources,
 		},
 	}}
 	u.SetNamespace(s.Namespace)
 	u.SetName(s.Name)
 	u.SetLabels(map[string]string{domain.LabelManagedBy: domain.ManagedByValue})
 	u.SetAnnotations(s.Annotations)
-	u.SetOwnerReferences([]metav1.OwnerReference{compositionOwner(comp)})
+	u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: enoAPIVersion, Kind: compositionKind, Name: comp.Name, UID: types.UID(comp.UID),
+		Controller: &t, BlockOwnerDeletion: &t}})
 	u.SetFinalizers([]string{domain.SliceFinalizer})
 	return u
-}
-
-func compositionOwner(comp domain.Composition) metav1.OwnerReference {
-	t := true
-	return metav1.OwnerReference{
-		APIVersion:         enoAPIVersion,
-		Kind:               compositionKind,
-		Name:               comp.Name,
-		UID:                types.UID(comp.UID),
-		Controller:         &t,
-		BlockOwnerDeletion: &t,
-	}
-}
-
-func sliceResourcesToUnstructured(rs []domain.SliceResource) []any {
-	out := make([]any, len(rs))
-	for i, r := range rs {
-		out[i] = map[string]any{"manifest": r.Manifest, "deleted": r.Deleted}
-	}
-	return out
 }
 
 // chunkFromSecret copies a Secret into the domain's view; the copy shares nothing with a cache.
@@ -347,13 +333,7 @@ func dataWrittenAt(created time.Time, entries []metav1.ManagedFieldsEntry) time.
 
 // secretFromChunk builds the Secret that stores c.
 func secretFromChunk(c domain.ChunkSecret) *corev1.Secret {
-	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace:       c.Namespace,
-			Name:            c.Name,
-			ResourceVersion: c.ResourceVersion,
-		},
-	}
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: c.Name, ResourceVersion: c.ResourceVersion}}
 	applyChunk(s, c)
 	return s
 }

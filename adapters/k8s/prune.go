@@ -81,12 +81,7 @@ func (p *InventoryPruner) DeleteChunk(ctx context.Context, s domain.ChunkSecret)
 	}
 	uid, rv := types.UID(s.UID), s.ResourceVersion
 	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}}
-	err := p.secrets.Delete(ctx, s.Name, opts)
-	return wrapIfErr(what, err)
-}
-
-func wrapIfErr(what string, err error) error {
-	if err != nil {
+	if err := p.secrets.Delete(ctx, s.Name, opts); err != nil {
 		return apiError(what, err)
 	}
 	return nil

@@ -64,12 +64,6 @@ func LineageOf(m metav1.Object) []string {
 	return nil
 }
 
-// chunkFromCached is a cached Secret's metadata as a chunk without data. Its type is ours: the
-// cache lists no other (the caller's field selector).
-func chunkFromCached(m *metav1.PartialObjectMetadata) domain.ChunkSecret {
-	return chunkFromSecret(&corev1.Secret{ObjectMeta: m.ObjectMeta, Type: domain.SecretType})
-}
-
 // Namespace is the inventory namespace.
 func (st *SecretStore) Namespace() string { return st.namespace }
 
@@ -108,7 +102,8 @@ func (st *SecretStore) ListCachedChunks(ctx context.Context, lineage domain.Line
 	}
 	out := make([]domain.ChunkSecret, 0, len(objs))
 	for _, m := range objs {
-		out = append(out, chunkFromCached(m)) // a copy: the cache is never handed out
+		// A copy (the cache is never handed out) without data, of our type: the cache lists no other.
+		out = append(out, chunkFromSecret(&corev1.Secret{ObjectMeta: m.ObjectMeta, Type: domain.SecretType}))
 	}
 	return out, nil
 }

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
-	"github.com/Azure/eno-tombstone-recovery/internal/enocel"
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
@@ -280,8 +279,8 @@ func (c *Cluster) disabledLocked(cur domain.Composition, ch sliceResource) (bool
 	if cur.Deleting {
 		comp.SetDeletionTimestamp(ptr(metav1.NewTime(c.now())))
 	}
-	snap, outcomes := enocel.ApplyOverrides(m, live, comp)
-	if slices.Contains(outcomes, enocel.OverridePanics) {
+	snap, outcomes := ApplyOverrides(m, live, comp)
+	if slices.Contains(outcomes, OverridePanics) {
 		return false, fmt.Errorf("reconciling %s: an override has no path", ch.m.id)
 	}
 	if v, ok := snap.GetAnnotations()[domain.AnnotationDisableReconciliation]; ok {

@@ -49,94 +49,51 @@ var (
 // New registers the collectors on reg.
 func New(reg prometheus.Registerer) (*Recorder, error) {
 	r := &Recorder{
-		snapshots: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "snapshots_total",
-			Help: "Recording passes by result: written (at least one chunk written) or unchanged.",
-		}, []string{"result"}),
-		chunkWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "chunk_writes_total",
-			Help: "Inventory chunk Secret outcomes: created, updated, unchanged, conflict, alreadyExists, refused, error.",
-		}, []string{"result"}),
-		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "decisions_total",
-			Help: "Recovery decisions written, by outcome and reason.",
-		}, []string{"outcome", "reason"}),
-		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "refusals_total",
-			Help: "Refusals by reason: InventoryInvalid reasons, slice problems, foreign Secrets, lineage collisions, invalid lineages, held deletions.",
-		}, []string{"reason"}),
+		snapshots:   counterVec("snapshots_total", "Recording passes by result: written (at least one chunk written) or unchanged.", "result"),
+		chunkWrites: counterVec("chunk_writes_total", "Inventory chunk Secret outcomes: created, updated, unchanged, conflict, alreadyExists, refused, error.", "result"),
+		decisions:   counterVec("decisions_total", "Recovery decisions written, by outcome and reason.", "outcome", "reason"),
+		refusals:    counterVec("refusals_total", "Refusals by reason: InventoryInvalid reasons, slice problems, foreign Secrets, lineage collisions, invalid lineages, held deletions.", "reason"),
 		reconciles: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "reconcile_duration_seconds",
 			Help:    "Duration of one reconcile, by result.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}, []string{"result"}),
-		chunks: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "snapshot_chunks",
-			Help: "Chunk Secrets a lineage's inventory takes: its recorded snapshot's, or what it would take when over --max-chunks.",
-		}, []string{"lineage"}),
-		chunksUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "chunks_used_ratio",
-			Help: "snapshot_chunks / --max-chunks, per lineage: over 1 recording refuses InventoryTooLarge. Chunks are filled close to --max-chunk-bytes by design, so a chunk's own size says nothing.",
-		}, []string{"lineage"}),
-		entryBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "largest_entry_bytes",
-			Help: "Bytes of a chunk holding the largest entry of a lineage's inventory alone, set whenever recording builds the inventory (not on the fast path).",
-		}, []string{"lineage"}),
-		entryRatio: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "largest_entry_ratio",
-			Help: "largest_entry_bytes / --max-chunk-bytes, per lineage: over 1 the entry cannot be recorded, however many chunks are allowed.",
-		}, []string{"lineage"}),
-		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "tombstone_alerts_total",
-			Help: "Orphans reported to an operator instead of Eno, by reason: CascadingKind (a decision kept an orphan whose deletion cascades, never handed to Eno: its Warning names the kubectl delete to run after looking), HandoffDisarmed (another composition produces them, so the hand-off was disarmed), OrphansRemain (still present after Eno's carrying synthesis was Ready).",
-		}, []string{"reason"}),
-		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "panics_total",
-			Help: "Panics recovered before they reached the host process, by where: reconcile or event-handler. Each reconcile that panicked is retried with backoff.",
-		}, []string{"where"}),
-		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "compositions_waiting",
-			Help: "Compositions this replica last saw waiting, by state: HeldForReview (the deletion guard holds the recovery), HandoffPending (decided Recovered, not yet carried by Eno), RecordingFailing (the last recording pass failed or was refused).",
-		}, []string{"state"}),
-		orphans: newOrphansGauge(),
-		unresolved: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "unresolved_entries",
-			Help: "Objects a lineage's snapshot carries for a person (kept by a recovery, left by Eno or by a refused history, until gone or dismissed; inspect lists them, dismiss clears them), summed over its Compositions this replica reconciles. One series per lineage of a living Composition, gone with the last, as snapshot_chunks: bounded by the Compositions opted in.",
-		}, []string{"lineage"}),
-		build: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "build_info",
-			Help: "Always 1; its labels name the running build of tombstone-recovery: version, revision (unknown when nothing recorded it) and goversion. Inside eno-reconciler, version is the module's as the host was built with it ((devel) for a local replacement).",
-		}, []string{"version", "revision", "goversion"}),
-		states: map[domain.CompositionRef]ports.CompositionState{},
+		chunks:     gaugeVec("snapshot_chunks", "Chunk Secrets a lineage's inventory takes: its recorded snapshot's, or what it would take when over --max-chunks.", "lineage"),
+		chunksUsed: gaugeVec("chunks_used_ratio", "snapshot_chunks / --max-chunks, per lineage: over 1 recording refuses InventoryTooLarge. Chunks are filled close to --max-chunk-bytes by design, so a chunk's own size says nothing.", "lineage"),
+		entryBytes: gaugeVec("largest_entry_bytes", "Bytes of a chunk holding the largest entry of a lineage's inventory alone, set whenever recording builds the inventory (not on the fast path).", "lineage"),
+		entryRatio: gaugeVec("largest_entry_ratio", "largest_entry_bytes / --max-chunk-bytes, per lineage: over 1 the entry cannot be recorded, however many chunks are allowed.", "lineage"),
+		alerts:     counterVec("tombstone_alerts_total", "Orphans reported to an operator instead of Eno, by reason: CascadingKind (a decision kept an orphan whose deletion cascades, never handed to Eno: its Warning names the kubectl delete to run after looking), HandoffDisarmed (another composition produces them, so the hand-off was disarmed), OrphansRemain (still present after Eno's carrying synthesis was Ready).", "reason"),
+		panics:     counterVec("panics_total", "Panics recovered before they reached the host process, by where: reconcile or event-handler. Each reconcile that panicked is retried with backoff.", "where"),
+		waiting:    gaugeVec("compositions_waiting", "Compositions this replica last saw waiting, by state: HeldForReview (the deletion guard holds the recovery), HandoffPending (decided Recovered, not yet carried by Eno), RecordingFailing (the last recording pass failed or was refused).", "state"),
+		// One total, no names and no lineage label, so a fleet's cardinality stays.
+		orphans:    prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "orphans_remaining", Help: "Objects handed to Eno as tombstones still present after its carrying synthesis was Ready, summed over the Compositions this replica reconciles: each one's last \"did Eno do it?\" count, made when it records the carrying synthesis, counted again on each reconcile while above 0 (a manual cleanup shows), 0 once it records a synthesis that carried no hand-off, gone with the Composition. inspect --all names them."}),
+		unresolved: gaugeVec("unresolved_entries", "Objects a lineage's snapshot carries for a person (kept by a recovery, left by Eno or by a refused history, until gone or dismissed; inspect lists them, dismiss clears them), summed over its Compositions this replica reconciles. One series per lineage of a living Composition, gone with the last, as snapshot_chunks: bounded by the Compositions opted in.", "lineage"),
+		build:      gaugeVec("build_info", "Always 1; its labels name the running build of tombstone-recovery: version, revision (unknown when nothing recorded it) and goversion. Inside eno-reconciler, version is the module's as the host was built with it ((devel) for a local replacement).", "version", "revision", "goversion"),
+		states:     map[domain.CompositionRef]ports.CompositionState{},
 	}
 	for _, c := range []prometheus.Collector{r.snapshots, r.chunkWrites, r.decisions, r.refusals, r.reconciles, r.chunks, r.chunksUsed, r.entryBytes, r.entryRatio, r.alerts, r.panics, r.waiting, r.orphans, r.unresolved, r.build} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
-	for _, v := range reconcileResults {
-		r.reconciles.WithLabelValues(v)
-	}
-	for _, v := range panicSites {
-		r.panics.WithLabelValues(v)
-	}
-	for _, v := range alertReasons {
-		r.alerts.WithLabelValues(v)
-	}
-	for _, v := range waitingStates {
-		r.waiting.WithLabelValues(v)
+	for vec, values := range map[*prometheus.MetricVec][]string{r.reconciles.MetricVec: reconcileResults, r.panics.MetricVec: panicSites,
+		r.alerts.MetricVec: alertReasons, r.waiting.MetricVec: waitingStates} {
+		for _, v := range values {
+			_, _ = vec.GetMetricWithLabelValues(v)
+		}
 	}
 	build := buildinfo.Read()
 	r.build.WithLabelValues(build.Version, build.Revision, build.GoVersion).Set(1)
 	return r, nil
 }
 
-// newOrphansGauge is one total, no names and no lineage label, so a fleet's cardinality stays.
-func newOrphansGauge() prometheus.Gauge {
-	return prometheus.NewGauge(prometheus.GaugeOpts{
-		Namespace: namespace, Name: "orphans_remaining",
-		Help: "Objects handed to Eno as tombstones still present after its carrying synthesis was Ready, summed over the Compositions this replica reconciles: each one's last \"did Eno do it?\" count, made when it records the carrying synthesis, counted again on each reconcile while above 0 (a manual cleanup shows), 0 once it records a synthesis that carried no hand-off, gone with the Composition. inspect --all names them.",
-	})
+// counterVec and gaugeVec are collectors of the product's namespace.
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, labels)
+}
+
+func gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help}, labels)
 }
 
 func (r *Recorder) ChunkWrite(result string) { r.chunkWrites.WithLabelValues(result).Inc() }

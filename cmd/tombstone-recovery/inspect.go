@@ -146,17 +146,10 @@ type inspector struct {
 	wrap func(http.RoundTripper) http.RoundTripper
 }
 
-func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return inspector{now: time.Now}.run(ctx, args, stdout, stderr)
-}
-
 func (in inspector) run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseInspectFlags(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
 	if err != nil {
-		return err
+		return unlessHelp(err)
 	}
 	cp, remote, err := in.loadConfigs(o)
 	if err != nil {
@@ -229,20 +222,6 @@ func (in inspector) loadConfigs(o inspectOptions) (cp, remote *rest.Config, err 
 	return cp, remote, nil
 }
 
-// startFleetIndex runs a fleet index of the control plane until ctx ends, once it has listed
-// every slice and Composition.
-func startFleetIndex(ctx context.Context, dyn dynamic.Interface, running *sync.WaitGroup) (*k8s.FleetIndex, error) {
-	fleet, err := k8s.NewFleetIndex(dyn)
-	if err != nil {
-		return nil, err
-	}
-	running.Go(func() { fleet.Run(ctx) })
-	if !fleet.WaitForCacheSync(ctx) {
-		return nil, fmt.Errorf("listing every resource slice and composition: %w", context.Cause(ctx))
-	}
-	return fleet, nil
-}
-
 // inspector builds app.Inspector over the clusters. Every read but the fleet index's goes to
 // the API server: no cache, no lister.
 func (in inspector) inspector(ctx context.Context, o inspectOptions, cpConfig, remoteConfig *rest.Config, running *sync.WaitGroup) (*app.Inspector, error) {
@@ -256,11 +235,7 @@ func (in inspector) inspector(ctx context.Context, o inspectOptions, cpConfig, r
 	}
 	var deps app.InspectDeps
 	if cpConfig != nil {
-		cpDiscovery, err := discovery.NewDiscoveryClientForConfig(cpConfig)
-		if err != nil {
-			return nil, fmt.Errorf("control plane client: %w", err)
-		}
-		if err := checkReachable(ctx, "the control plane", cpDiscovery); err != nil {
+		if err := checkReachable(ctx, "the control plane", cpConfig); err != nil {
 			return nil, err
 		}
 		dyn, err := dynamic.NewForConfig(cpConfig)
@@ -275,12 +250,19 @@ func (in inspector) inspector(ctx context.Context, o inspectOptions, cpConfig, r
 		if deps.Slices, err = k8s.NewSlices(dyn); err != nil {
 			return nil, err
 		}
-		if deps.Fleet, err = startFleetIndex(ctx, dyn, running); err != nil {
+		// The fleet index runs until ctx ends, once it has listed every slice and Composition.
+		fleet, err := k8s.NewFleetIndex(dyn)
+		if err != nil {
 			return nil, err
 		}
+		running.Go(func() { fleet.Run(ctx) })
+		if !fleet.WaitForCacheSync(ctx) {
+			return nil, fmt.Errorf("listing every resource slice and composition: %w", context.Cause(ctx))
+		}
+		deps.Fleet = fleet
 	}
 	if cpConfig == nil || o.remoteKubeconfig != "" {
-		if err := checkReachable(ctx, "the downstream cluster", remoteDiscovery); err != nil {
+		if err := checkReachable(ctx, "the downstream cluster", remoteConfig); err != nil {
 			return nil, err
 		}
 	}

@@ -12,6 +12,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -86,15 +87,23 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case "run":
 		return runController(ctx, args[1:], stderr)
 	case "inspect":
-		return runInspect(ctx, args[1:], stdout, stderr)
+		return inspector{now: time.Now}.run(ctx, args[1:], stdout, stderr)
 	case "approve", "reject", "dismiss":
 		return reviewer{inspector{now: time.Now}, os.Stdin}.run(ctx, args[0], args[1:], stdout, stderr)
 	case "prune":
-		return runPrune(ctx, args[1:], stdout, stderr)
+		return pruner{now: time.Now}.run(ctx, args[1:], stdout, stderr)
 	case "version":
 		return runVersion(args[1:], stdout, stderr)
 	}
 	return fmt.Errorf("%q: %w", args[0], errUsage)
+}
+
+// unlessHelp is a command's flag error, nil for -h: the help is printed, and the command did what it says.
+func unlessHelp(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return err
 }
 
 // oneLine keeps the exit reason to a single line.

@@ -11,7 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"k8s.io/client-go/discovery"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
@@ -100,17 +99,10 @@ type pruner struct {
 	between func()
 }
 
-func runPrune(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return pruner{now: time.Now}.run(ctx, args, stdout, stderr)
-}
-
 func (pr pruner) run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parsePruneFlags(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
 	if err != nil {
-		return err
+		return unlessHelp(err)
 	}
 	uc, err := pr.wire(ctx, o, stderr)
 	if err != nil {
@@ -164,14 +156,11 @@ func (pr pruner) wire(ctx context.Context, o pruneOptions, stderr io.Writer) (*a
 			c.Wrap(pr.wrap)
 		}
 	}
-	for name, c := range map[string]*rest.Config{"the control plane": cp, "the downstream cluster": remote} {
-		d, err := discovery.NewDiscoveryClientForConfig(c)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		if err := checkReachable(ctx, name, d); err != nil {
-			return nil, err
-		}
+	if err := checkReachable(ctx, "the control plane", cp); err != nil {
+		return nil, err
+	}
+	if err := checkReachable(ctx, "the downstream cluster", remote); err != nil {
+		return nil, err
 	}
 	warnMissingNamespace(ctx, stderr, remote, "the downstream cluster", "--inventory-namespace", o.inventoryNamespace)
 	comps, err := liveCompositions(cp)

@@ -107,11 +107,8 @@ type reviewer struct {
 
 func (r reviewer) run(ctx context.Context, verb string, args []string, stdout, stderr io.Writer) error {
 	o, err := parseReviewFlags(verb, args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
 	if err != nil {
-		return err
+		return unlessHelp(err)
 	}
 	if verb == "dismiss" {
 		return wrapIf(verb, r.dismiss(ctx, o, stdout))

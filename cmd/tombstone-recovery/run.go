@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -88,12 +89,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runOptions, error) {
 	if err := o.validate(); err != nil {
 		return o, err
 	}
-	if o.leaderElectionNamespace == "" {
-		o.leaderElectionNamespace = os.Getenv("POD_NAMESPACE")
-	}
-	if o.leaderElectionNamespace == "" {
-		o.leaderElectionNamespace = "kube-system"
-	}
+	o.leaderElectionNamespace = cmp.Or(o.leaderElectionNamespace, os.Getenv("POD_NAMESPACE"), "kube-system")
 	return o, nil
 }
 
@@ -135,8 +131,12 @@ func loadRESTConfig(path string) (*rest.Config, error) {
 	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 }
 
-// checkReachable fails fast with one line when an API server does not answer.
-func checkReachable(ctx context.Context, name string, client discovery.DiscoveryInterface) error {
+// checkReachable fails fast with one line when the API server of cfg does not answer.
+func checkReachable(ctx context.Context, name string, cfg *rest.Config) error {
+	client, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("%s client: %w", name, err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	if err := client.RESTClient().Get().AbsPath("/version").Do(ctx).Error(); err != nil {
@@ -149,11 +149,8 @@ func checkReachable(ctx context.Context, name string, client discovery.Discovery
 // manager with the controller, leader election, probes and metrics until ctx is cancelled.
 func runController(ctx context.Context, args []string, stderr io.Writer) error {
 	o, err := parseRunFlags(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
 	if err != nil {
-		return err
+		return unlessHelp(err)
 	}
 	log, flush, err := o.logging.build(stderr)
 	if err != nil {
@@ -182,15 +179,12 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 			return fmt.Errorf("listening for %s on %s: %w", s.what, s.addr, err)
 		}
 	}
-	leaseName := o.leaderElectionID
-	if leaseName == "" {
-		leaseName = runnable.DefaultLeaseName(o.controller.Scope.Namespace, selector)
-	}
+	leaseName := cmp.Or(o.leaderElectionID, runnable.DefaultLeaseName(o.controller.Scope.Namespace, selector))
 	log.Info("starting", o.startupValues(leaseName)...)
 	mgr, err := ctrl.NewManager(cpConfig, ctrl.Options{
 		Logger:                        log,
-		Metrics:                       metricsserver.Options{BindAddress: bindAddress(o.metricsAddr)},
-		HealthProbeBindAddress:        bindAddress(o.healthAddr),
+		Metrics:                       metricsserver.Options{BindAddress: cmp.Or(o.metricsAddr, "0")}, // "0" disables a server, as "" does
+		HealthProbeBindAddress:        cmp.Or(o.healthAddr, "0"),
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              leaseName,
 		LeaderElectionNamespace:       o.leaderElectionNamespace,
@@ -259,26 +253,16 @@ func checkListen(addr string) error {
 	return ln.Close()
 }
 
-// bindAddress is the flag's address for controller-runtime, where "0" disables a server; the
-// flag's "" disables it too.
-func bindAddress(flag string) string {
-	if flag == "" {
-		return "0"
-	}
-	return flag
-}
-
 // runManager runs the manager until ctx is cancelled. A lost Lease ends it with an error, so
 // that the process exits and restarts clean while a new leader takes over.
 func runManager(ctx context.Context, mgr ctrl.Manager) error {
-	log := logr.FromContextOrDiscard(ctx)
 	if err := mgr.Start(ctx); err != nil {
 		if ctx.Err() == nil && strings.Contains(err.Error(), "leader election lost") {
 			return errors.New("lost leadership; exiting so a new leader takes over")
 		}
 		return err
 	}
-	log.Info("stopped after draining")
+	logr.FromContextOrDiscard(ctx).Info("stopped after draining")
 	return nil
 }
 
@@ -298,17 +282,8 @@ func reachableClusters(ctx context.Context, o runOptions) (cpConfig, remoteConfi
 			return nil, nil, fmt.Errorf("loading the downstream kubeconfig: %w", err)
 		}
 	}
-	for _, c := range []struct {
-		name string
-		cfg  *rest.Config
-	}{{"the control plane", cpConfig}, {"the downstream cluster", remoteConfig}} {
-		client, err := discovery.NewDiscoveryClientForConfig(c.cfg)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s client: %w", c.name, err)
-		}
-		if err := checkReachable(ctx, c.name, client); err != nil {
-			return nil, nil, err
-		}
+	if err := checkReachable(ctx, "the control plane", cpConfig); err != nil {
+		return nil, nil, err
 	}
-	return cpConfig, remoteConfig, nil
+	return cpConfig, remoteConfig, checkReachable(ctx, "the downstream cluster", remoteConfig)
 }

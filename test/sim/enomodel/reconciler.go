@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/Azure/eno-tombstone-recovery/internal/enocel"
+	"github.com/Azure/eno-tombstone-recovery/adapters/memory"
 )
 
 // Reconciler is one eno-reconciler process: the syntheses it has loaded, by UUID, each loaded
@@ -176,8 +176,8 @@ func (r *Reconciler) ReconcileResource(ctx context.Context, ns, name string, ref
 	if err != nil {
 		return ActionNone, err
 	}
-	snap, outcomes := enocel.ApplyOverrides(res.manifest, current, comp)
-	if slices.Contains(outcomes, enocel.OverridePanics) {
+	snap, outcomes := memory.ApplyOverrides(res.manifest, current, comp)
+	if slices.Contains(outcomes, memory.OverridePanics) {
 		return ActionNone, fmt.Errorf("reconciling %s: the override has no path", ref)
 	}
 	disable := cascade(comp, snap, annoDisable) == "true"

@@ -4,6 +4,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -114,9 +115,7 @@ func demoResource(namespace, kindName string) (string, domain.ResourceID) {
 	kind, name, _ := strings.Cut(kindName, "/")
 	apiVersion := map[string]string{"Deployment": "apps/v1", "ClusterRole": "rbac.authorization.k8s.io/v1", "CronJob": "batch/v1"}[kind]
 	group, _, _ := strings.Cut(apiVersion, "/")
-	if apiVersion == "" {
-		apiVersion = "v1"
-	}
+	apiVersion = cmp.Or(apiVersion, "v1")
 	meta := map[string]any{"name": name, "labels": map[string]string{"app": "web"}}
 	if kind == "ClusterRole" {
 		namespace = ""
@@ -211,8 +210,8 @@ func (d *demo) enoFollows(ctx context.Context, ref domain.CompositionRef) {
 		}
 		var tombstones []string
 		for _, r := range s.Resources {
-			if r.Deleted {
-				tombstones = append(tombstones, manifestName(r.Manifest))
+			if e, _, err := domain.ParseTombstone(r); err == nil {
+				tombstones = append(tombstones, e.Kind+"/"+e.Name)
 			}
 		}
 		d.say("     ResourceSlice %s (stamped %q): %d resources, tombstones carried forward: %s", s.Name, short(s.SynthesisUUID),
@@ -281,17 +280,6 @@ func (d *demo) stamp(comp domain.Composition) string {
 		return "?"
 	}
 	return s.SynthesisUUID
-}
-
-func manifestName(raw string) string {
-	var m struct {
-		Kind     string `json:"kind"`
-		Metadata struct {
-			Name string `json:"name"`
-		} `json:"metadata"`
-	}
-	_ = json.Unmarshal([]byte(raw), &m)
-	return m.Kind + "/" + m.Metadata.Name
 }
 
 func orNone(s []string) string {
