@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -41,7 +42,7 @@ const untilSynced = 100 * 365 * 24 * time.Hour
 // and returns the cache sizes for the metrics.
 func (g *Guest) setup(ctx context.Context) (map[string]func() int, error) {
 	mgr := isolated{Manager: g.mgr, g: g}
-	comps, compInf, err := g.compositions(ctx, mgr)
+	comps, err := g.compositions(mgr)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +90,27 @@ func (g *Guest) setup(ctx context.Context) (map[string]func() int, error) {
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { fleet.Run(ctx); return nil })); err != nil {
 		return nil, err
 	}
-	g.synced = func() bool { return compInf.HasSynced() && secrets.Synced() && fleet.HasSynced() }
+	// The host's cache runs on every replica: its Composition informer is got on the leader only,
+	// or each follower would list and watch every Composition for nothing.
+	var compInf atomic.Pointer[cache.Informer]
+	compSize, compCount := counter()
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		inf, err := comps.cache.GetInformer(ctx, comps.object(), cache.BlockUntilSynced(false))
+		if err != nil {
+			return fmt.Errorf("building the composition informer: %w", err)
+		}
+		if _, err := inf.AddEventHandler(compCount); err != nil {
+			return err
+		}
+		compInf.Store(&inf)
+		return nil
+	})); err != nil {
+		return nil, err
+	}
+	g.synced = func() bool {
+		inf := compInf.Load()
+		return inf != nil && (*inf).HasSynced() && secrets.Synced() && fleet.HasSynced()
+	}
 	// The operator's sign that the leader's caches hold full lists.
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		if toolscache.WaitForCacheSync(ctx.Done(), g.synced) {
@@ -102,13 +123,11 @@ func (g *Guest) setup(ctx context.Context) (map[string]func() int, error) {
 	})); err != nil {
 		return nil, err
 	}
-	sizes := map[string]func() int{}
-	for name, inf := range map[string]cache.Informer{"compositions": compInf, "inventory-secrets": secrets.informer} {
-		if sizes[name], err = counted(inf); err != nil {
-			return nil, err
-		}
+	secretSize, secretCount := counter()
+	if _, err := secrets.informer.AddEventHandler(secretCount); err != nil {
+		return nil, err
 	}
-	return sizes, nil
+	return map[string]func() int{"compositions": compSize, "inventory-secrets": secretSize}, nil
 }
 
 // fleetSource enqueues a Composition whose hand-off a slice threatens, on the event itself

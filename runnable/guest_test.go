@@ -18,7 +18,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -108,12 +110,14 @@ type host struct {
 	cancel     context.CancelFunc
 }
 
-// newHost builds a manager on cfg that elects (a Lease in ns) or not, with short Lease timings.
-func newHost(t *testing.T, cfg *rest.Config, ns string, elect bool, log logr.Logger) *host {
+// newHost builds a manager on cfg that elects (a Lease in ns) or not, with short Lease timings;
+// scheme nil is client-go's.
+func newHost(t *testing.T, cfg *rest.Config, ns string, elect bool, log logr.Logger, scheme ...*runtime.Scheme) *host {
 	t.Helper()
 	lease, renew, retry := 4*time.Second, 3*time.Second, 500*time.Millisecond
 	skip := true
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        append(scheme, nil)[0],
 		Logger:                        log,
 		Metrics:                       metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress:        "0",
@@ -372,4 +376,85 @@ func TestEveryReplicaRunsWithoutElection(t *testing.T) {
 	createRecordable(t, c, ns, "first")
 	waitForRecording(t, c, ns, inventory, "first")
 	require.NoError(t, g.ReadyzCheck(nil))
+}
+
+// typedComposition and its list stand in for Eno's types, which eno-reconciler's scheme knows.
+type typedComposition struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              map[string]any `json:"spec,omitempty"`
+	Status            map[string]any `json:"status,omitempty"`
+}
+
+type typedCompositionList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []typedComposition `json:"items"`
+}
+
+func (c *typedComposition) DeepCopyObject() runtime.Object {
+	out := *c
+	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	out.Spec, out.Status = runtime.DeepCopyJSON(c.Spec), runtime.DeepCopyJSON(c.Status)
+	return &out
+}
+
+func (l *typedCompositionList) DeepCopyObject() runtime.Object {
+	out := *l
+	out.Items = make([]typedComposition, len(l.Items))
+	for i := range l.Items {
+		out.Items[i] = *l.Items[i].DeepCopyObject().(*typedComposition)
+	}
+	return &out
+}
+
+// TestFollowerStartsNoCompositionInformer: in hosts whose scheme knows Eno's Composition (the
+// guest reads the host's cache, which runs on every replica), only the leader lists and watches
+// Compositions; a follower's host sends no request for them.
+func TestFollowerStartsNoCompositionInformer(t *testing.T) {
+	c := env.AdminClients(t)
+	ns := c.NewNamespace(t, "typed")
+	inventory := c.NewNamespace(t, "inventory")
+	scheme := runtime.NewScheme()
+	require.NoError(t, clientgoscheme.AddToScheme(scheme))
+	gv := kubetest.CompositionResource.GroupVersion()
+	scheme.AddKnownTypeWithName(gv.WithKind("Composition"), &typedComposition{})
+	scheme.AddKnownTypeWithName(gv.WithKind("CompositionList"), &typedCompositionList{})
+	metav1.AddToGroupVersion(scheme, gv)
+	var logs logBuffer
+	type replica struct {
+		h     *host
+		comps atomic.Int64 // the host's requests for Compositions
+	}
+	var replicas []*replica
+	for _, name := range []string{"a", "b"} {
+		r := &replica{}
+		cfg := env.AdminConfig()
+		cfg.Wrap(func(next http.RoundTripper) http.RoundTripper {
+			return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+				if strings.HasSuffix(req.URL.Path, "/compositions") {
+					r.comps.Add(1)
+				}
+				return next.RoundTrip(req)
+			})
+		})
+		r.h = newHost(t, cfg, ns, true, logs.logger(name), scheme)
+		_, err := runnable.SetupWithManager(r.h.mgr, env.AdminConfig(), guestOptions(ns, inventory, logs.logger(name)))
+		require.NoError(t, err)
+		r.h.start(t)
+		replicas = append(replicas, r)
+	}
+	createRecordable(t, c, ns, "first")
+	waitForRecording(t, c, ns, inventory, "first")
+	led := 0
+	for _, r := range replicas {
+		select {
+		case <-r.h.mgr.Elected():
+			led++
+			assert.NotZero(t, r.comps.Load(), "the leader's guest reads Compositions through its host's cache")
+		default:
+			assert.Zero(t, r.comps.Load(), "a follower's host lists or watches Compositions for its guest")
+		}
+	}
+	require.Equal(t, 1, led, "one host leads")
 }

@@ -94,14 +94,14 @@ func (l cachedCompositions) ByNamespace(namespace string) toolscache.GenericName
 	return l
 }
 
-// counted counts the objects inf holds from its events: nothing is listed or copied.
-func counted(inf cache.Informer) (func() int, error) {
+// counter counts the objects an informer holds from the events of the handler it returns:
+// nothing is listed or copied.
+func counter() (func() int, toolscache.ResourceEventHandler) {
 	var n atomic.Int64
-	_, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	return func() int { return int(n.Load()) }, toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { n.Add(1) },
 		DeleteFunc: func(any) { n.Add(-1) },
-	})
-	return func() int { return int(n.Load()) }, err
+	}
 }
 
 // cachedSecrets is the cache of our inventory Secrets' metadata the SecretStore reads, over the

@@ -85,29 +85,25 @@ func (g *Guest) ownCache(cfg *rest.Config, hc *http.Client, obj client.Object, r
 // compositions is the cache the controller reads Compositions from: the host's when its scheme
 // knows Eno's Composition (eno-reconciler caches them already, typed), else one of its own,
 // unstructured (standalone).
-func (g *Guest) compositions(ctx context.Context, mgr isolated) (*cachedCompositions, cache.Informer, error) {
+func (g *Guest) compositions(mgr isolated) (*cachedCompositions, error) {
 	c := &cachedCompositions{cache: mgr.GetCache(), scope: g.s.Scope.Namespace}
 	if mgr.GetScheme().Recognizes(compositionGVK) && mgr.GetScheme().Recognizes(compositionListGVK) {
 		c.scheme = mgr.GetScheme()
-	} else {
-		by := cache.ByObject{Label: g.s.CompositionSelector}
-		if g.s.Scope.Namespace != "" {
-			by.Namespaces = map[string]cache.Config{g.s.Scope.Namespace: {}}
-		}
-		own, err := g.ownCache(g.clients.cpConfig, g.clients.cpHTTP, c.object(), k8s.CompositionGVR.Resource, g.s.ResyncPeriod, by)
-		if err == nil {
-			err = mgr.Add(own)
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("building the composition cache: %w", err)
-		}
-		c.cache = own
+		return c, nil
 	}
-	inf, err := c.cache.GetInformer(ctx, c.object(), cache.BlockUntilSynced(false))
+	by := cache.ByObject{Label: g.s.CompositionSelector}
+	if g.s.Scope.Namespace != "" {
+		by.Namespaces = map[string]cache.Config{g.s.Scope.Namespace: {}}
+	}
+	own, err := g.ownCache(g.clients.cpConfig, g.clients.cpHTTP, c.object(), k8s.CompositionGVR.Resource, g.s.ResyncPeriod, by)
+	if err == nil {
+		err = mgr.Add(own)
+	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("building the composition informer: %w", err)
+		return nil, fmt.Errorf("building the composition cache: %w", err)
 	}
-	return c, inf, nil
+	c.cache = own
+	return c, nil
 }
 
 // watchError logs a cache's failed list or watch, which its informer retries with backoff.

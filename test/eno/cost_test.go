@@ -41,6 +41,12 @@ const (
 	costCompositionsEnv = "ENO_MEASURE_COMPOSITIONS"
 	// costReportEnv, when set, is a file the test writes its report to (Markdown).
 	costReportEnv = "ENO_MEASURE_REPORT"
+	// costAllNamespacesEnv=1 runs eno-reconciler over every namespace (no --composition-namespace),
+	// so that its cache holds every Composition; run one phase per process (costPhasesEnv), as the
+	// phases' Compositions stay.
+	costAllNamespacesEnv = "ENO_MEASURE_ALL_NAMESPACES"
+	// costPhasesEnv, when set, names the phases to run (commas); their figures are logged, no report.
+	costPhasesEnv = "ENO_MEASURE_PHASES"
 )
 
 const (
@@ -99,8 +105,12 @@ func TestMeasureReconcilerCost(t *testing.T) {
 		{name: "wired-2-replicas", binary: bins.wired, wired: true, replicas: 2},
 	}
 	var results [][]replicaCost
+	only := os.Getenv(costPhasesEnv)
 	for i := range phases {
 		ph := &phases[i]
+		if only != "" && !slices.Contains(strings.Split(only, ","), ph.name) {
+			continue
+		}
 		var got []replicaCost
 		t.Run(ph.name, func(t *testing.T) { got = ph.run(t, n) })
 		if t.Failed() {
@@ -111,6 +121,9 @@ func TestMeasureReconcilerCost(t *testing.T) {
 			return
 		}
 		results = append(results, got)
+	}
+	if only != "" {
+		return
 	}
 	report := costReport(n, phases, results)
 	t.Logf("\n%s", report)
@@ -311,6 +324,9 @@ func (ph *costPhase) run(t *testing.T, n int) []replicaCost {
 		r.metrics = fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[i])
 		args := []string{"--metrics-addr=127.0.0.1:" + strconv.Itoa(ports[i]), "--health-probe-addr=0", "--composition-namespace=" + ph.ns,
 			"--leader-election", "--leader-election-namespace=" + ph.ns, "--leader-election-id=eno-reconciler"}
+		if os.Getenv(costAllNamespacesEnv) == "1" {
+			args[2] = "--composition-namespace=" // every namespace, as Eno deploys it by default
+		}
 		extraEnv := []string{"KUBECONFIG=" + kubeconfig}
 		if ph.wired {
 			extraEnv = append(extraEnv, "ENO_TOMBSTONE_RECOVERY_ENABLED=true")
@@ -416,6 +432,8 @@ func (ph *costPhase) run(t *testing.T, n int) []replicaCost {
 		}
 		c.peakRSS = status["VmHWM"]
 		c.steadyRSS, c.steadyAnon, c.steadyFile = r.sampler.medians(quietStart, quietEnd)
+		t.Logf("%s %s: steady RSS %.1f MiB (anonymous %.1f, file-backed %.1f); live heap %.1f MiB", ph.name, c.name,
+			float64(c.steadyRSS)/(1<<20), float64(c.steadyAnon)/(1<<20), float64(c.steadyFile)/(1<<20), c.heapLive/(1<<20))
 	}
 	alive()
 
