@@ -617,17 +617,16 @@ func TestHandoffAwaitsFirstSyntheses(t *testing.T) {
 			} else {
 				f.comp.Annotations[domain.AnnotationReview] = tt.review
 			}
-			f.fleet.UnsynthesizedReturnsOnCall(0, nil, nil) // the plan's, before its downstream reads
-			f.fleet.UnsynthesizedReturnsOnCall(1, nil, nil) // the plan's, after them
+			f.fleet.UnsynthesizedReturnsOnCall(0, nil, nil) // the plan's
 			if tt.late {
-				f.fleet.UnsynthesizedReturnsOnCall(2, nil, nil) // before the create
+				f.fleet.UnsynthesizedReturnsOnCall(1, nil, nil) // before the create
 			}
 			if !tt.created.IsZero() {
 				f.fleet.UnsynthesizedReturns(map[domain.CompositionRef]time.Time{other: tt.created}, nil)
 			}
 			_, err := f.service(t).Recover(ctx(t), f.comp)
 			if !tt.waits {
-				require.Equal(t, 4, f.fleet.UnsynthesizedCallCount(), "asked by the plan before and after its downstream reads, before the slice and at the fence")
+				require.Equal(t, 3, f.fleet.UnsynthesizedCallCount(), "asked at the plan, before the slice and at the fence")
 				require.Equal(t, 1, f.sink.CreateRecoverySliceCallCount())
 				require.NoError(t, err)
 				assert.Equal(t, 2, writtenDecision(t, f).Tombstones)
@@ -647,35 +646,34 @@ func TestHandoffAwaitsFirstSyntheses(t *testing.T) {
 	}
 }
 
-// While another Composition awaits its first synthesis within the wait, a plan reads nothing
-// downstream: its reads would be made again once the wait ends. One past the wait does not stop
-// the reads: the plan holds the recovery for review (design §6.3).
-func TestPlanReadsNothingWhileFirstSynthesesPend(t *testing.T) {
-	other := domain.CompositionRef{Namespace: "team-b", Name: "split"}
+// A plan that hands nothing over is decided while another Composition awaits its first synthesis:
+// only tombstones wait. Waiting would let a reject go unread, or an Unverified plan become a
+// deletion once the world changed under it (design §6.3).
+func TestDecisionsWithoutTombstonesDoNotWaitForFirstSyntheses(t *testing.T) {
+	other := domain.CompositionRef{Namespace: "team-b", Name: "new"}
 	for name, tt := range map[string]struct {
-		created time.Time
-		reads   bool
+		setup  func(f *fixture)
+		reason string
 	}{
-		"within the wait": {created: now},
-		"past the wait":   {created: now.Add(-time.Hour), reads: true},
+		"a reject over the guard": {reason: domain.ReasonRejected, setup: func(f *fixture) {
+			f.comp.Annotations[domain.AnnotationReview] = "reject:" + synthID
+		}},
+		"every orphan unreadable": {reason: domain.ReasonUnverified, setup: func(f *fixture) {
+			f.cfg.MaxTombstoneFraction = 1
+			f.downstream.ObserveObjectReturns(domain.Observation{State: domain.ObjectUnreadable}, nil)
+		}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			rs := resources(9)
-			f := recoveryFixture(t, rs, rs[:7])
-			f.cfg.MaxTombstoneFraction = 1
-			f.fleet.UnsynthesizedReturns(map[domain.CompositionRef]time.Time{other: tt.created}, nil)
+			f := recoveryFixture(t, rs, rs[:3]) // 6 of 9 orphaned: over a 0.5 guard
+			tt.setup(f)
+			f.fleet.UnsynthesizedReturns(map[domain.CompositionRef]time.Time{other: now}, nil)
 			_, err := f.service(t).Recover(ctx(t), f.comp)
-			if tt.reads {
-				require.NoError(t, err)
-				assert.Equal(t, 2, f.downstream.ObserveObjectCallCount())
-				assert.Equal(t, domain.ReasonFirstSynthesisPending, writtenDecision(t, f).Reason)
-				return
-			}
-			var pending *domain.FirstSynthesisPendingError
-			require.ErrorAs(t, err, &pending)
-			assert.Equal(t, []domain.CompositionRef{other}, pending.Compositions)
-			assert.Zero(t, f.downstream.ObserveObjectCallCount(), "nothing read downstream")
-			assert.Zero(t, f.decisions.WriteDecisionCallCount())
+			require.NoError(t, err)
+			d := writtenDecision(t, f)
+			assert.Equal(t, domain.OutcomeNothingToRecover, d.Outcome)
+			assert.Equal(t, tt.reason, d.Reason)
+			assert.Zero(t, f.sink.CreateRecoverySliceCallCount())
 		})
 	}
 }

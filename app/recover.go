@@ -224,34 +224,18 @@ func (p planner) planListed(ctx context.Context, comp domain.Composition, lineag
 	if err != nil || plan.Decided() {
 		return plan, reads, err
 	}
-	// Downstream is read only once no other Composition awaits its first synthesis within the
-	// wait: a plan that would wait reads it once, after the wait (design §6.3).
-	if err := p.readUnsynthesized(ctx, &in); err != nil {
-		return domain.RecoveryPlan{}, reads, err
-	}
-	if waiting, _ := domain.AwaitFirstSyntheses(comp.Ref(), in.Unsynthesized, now, in.FirstSynthesisWait); len(waiting) > 0 {
-		return domain.RecoveryPlan{}, reads, &domain.FirstSynthesisPendingError{Compositions: waiting}
-	}
 	if in.Observed, err = p.observe(ctx, plan.Verify); err != nil {
 		return domain.RecoveryPlan{}, reads, err
 	}
 	if err = p.markProducedElsewhere(ctx, in.Observed, comp.UID, snap.CompositionUID()); err != nil {
 		return domain.RecoveryPlan{}, reads, err
 	}
-	if err := p.readUnsynthesized(ctx, &in); err != nil { // again: one created during the reads
-		return domain.RecoveryPlan{}, reads, err
-	}
-	plan, err = domain.PlanRecovery(in)
-	return plan, reads, err
-}
-
-// readUnsynthesized reads the fleet's Compositions Eno has not synthesized yet into in.
-func (p planner) readUnsynthesized(ctx context.Context, in *domain.RecoveryInput) (err error) {
 	if in.Unsynthesized, err = p.fleet.Unsynthesized(ctx); err != nil {
-		return fmt.Errorf("reading the fleet index: %w", err)
+		return domain.RecoveryPlan{}, reads, fmt.Errorf("reading the fleet index: %w", err)
 	}
 	in.FirstSynthesisWait = p.cfg.firstSynthesisWait()
-	return nil
+	plan, err = domain.PlanRecovery(in)
+	return plan, reads, err
 }
 
 // readSynthesis reads every slice of the current synthesis before anything is prepared.
