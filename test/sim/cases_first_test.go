@@ -2,6 +2,9 @@ package sim
 
 import (
 	"errors"
+	"github.com/Azure/eno-tombstone-recovery/test/sim/enomodel"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -98,4 +101,55 @@ func TestFirstSynthesisSeeds(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, out.Violations, "seed %d\n%s", seed, out.Recovery.Trace())
 	}
+}
+
+// UnverifiedWhileFirstSynthesisPends (the review of the plan's early wait, sequence B): one
+// orphan edited by hand, every other unreadable, while another Composition awaits its first synthesis. A plan that hands
+// nothing over does not wait: A decides Unverified at once, and once the other is synthesized A
+// hands nothing over: the decision is finished.
+var _ = func() bool {
+	firstSynthesisCases = append(firstSynthesisCases, namedCase{
+		name: "UnverifiedWhileFirstSynthesisPends",
+		points: []string{"an operator edited one orphan", "every read of the other orphans fails with 503", "another composition awaits its first synthesis",
+			"A decided Unverified at once, handing nothing over", "the other was synthesized", "A handed nothing over later"},
+		script: func(t *testing.T, w *World) {
+			a := w.replicas[0]
+			w.settle("eno synthesizes the recreated composition")
+			edited, ok := editOrphan(w)
+			reach(t, w, "an operator edited one orphan", ok)
+			for _, ref := range w.oracle.Orphans() {
+				if "edited "+ref.String() != edited {
+					w.unavailable = append(w.unavailable, "/api/v1/namespaces/"+ref.Namespace+"/configmaps/"+ref.Name)
+				}
+			}
+			reach(t, w, "every read of the other orphans fails with 503", len(w.unavailable) > 0)
+			other := compositionObject(w.ref.Namespace, "other", true)
+			_, err := w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace(w.ref.Namespace).Create(t.Context(), other, metav1.CreateOptions{})
+			reach(t, w, "another composition awaits its first synthesis", err == nil)
+			w.freshCaches()
+			var o *outcome
+			for range 10 { // each object's reads fail until it is kept as unreadable
+				if o = a.reconcile(w.ref); o.err == nil {
+					break
+				}
+			}
+			d := decisionOf(t, w)
+			reach(t, w, "A decided Unverified at once, handing nothing over", o.err == nil &&
+				d.Outcome == domain.OutcomeNothingToRecover && d.Reason == domain.ReasonUnverified && len(recoverySlices(w)) == 0)
+			w.settle("eno synthesizes the other composition")
+			reach(t, w, "the other was synthesized", !liveUnsynthesized(t, w, "other"))
+			w.freshCaches()
+			a.reconcile(w.ref)
+			reach(t, w, "A handed nothing over later", len(recoverySlices(w)) == 0)
+		},
+	})
+	return true
+}()
+
+// liveUnsynthesized reports whether Composition name has no synthesis yet, read live.
+func liveUnsynthesized(t *testing.T, w *World, name string) bool {
+	u, err := w.cpAdmin.Resource(enomodel.CompositionGVR).Namespace(w.ref.Namespace).Get(t.Context(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	_, found, _ := unstructured.NestedString(u.Object, "status", "currentSynthesis", "synthesized")
+	return !found
 }
