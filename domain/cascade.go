@@ -39,15 +39,12 @@ func KubectlDelete(id ResourceID) string {
 // splitCascading drops the tombstones whose deletion cascades (CascadingKind), keeping the order
 // given; each names what it takes and the command an operator may run after looking.
 func splitCascading(tombstones []Tombstone) (rest []Tombstone, dropped []DroppedTombstone) {
-	for _, t := range tombstones {
+	return splitOff(tombstones, DropCascading, func(t Tombstone) string {
 		if what := Cascades(t.Entry.ID()); what != "" {
-			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropCascading,
-				Detail: fmt.Sprintf("deleting it also deletes %s; never handed to Eno, after looking: %s", what, KubectlDelete(t.Entry.ID()))})
-			continue
+			return fmt.Sprintf("deleting it also deletes %s; never handed to Eno, after looking: %s", what, KubectlDelete(t.Entry.ID()))
 		}
-		rest = append(rest, t)
-	}
-	return rest, dropped
+		return ""
+	})
 }
 
 // ResourceFilter says why no eno-reconciler in use would load a tombstone, given its manifest as

@@ -2,6 +2,9 @@ package domain
 
 import (
 	"bytes"
+	"cmp"
+	"slices"
+
 	"fmt"
 	"maps"
 	"strconv"
@@ -75,10 +78,7 @@ func SplitInventory(inv Inventory, maxBytes, maxChunks int) ([]Chunk, error) {
 		data := []byte("[]")
 		if a, b := bounds[k], bounds[k+1]; b > a {
 			// Its own copy: a chunk's data ends up in a Secret that callers may change.
-			data = make([]byte, 0, 1+starts[b]-starts[a])
-			data = append(data, '[')
-			data = append(data, inv.canonical[starts[a]:starts[b]-1]...)
-			data = append(data, ']')
+			data = slices.Concat([]byte("["), inv.canonical[starts[a]:starts[b]-1], []byte("]"))
 		}
 		chunks[k] = Chunk{index: k, count: count, data: data}
 	}
@@ -99,12 +99,7 @@ func (inv Inventory) LargestEntryBytes() int {
 	return largest
 }
 
-func effectiveMaxChunks(n int) int {
-	if n <= 0 {
-		return DefaultMaxChunks
-	}
-	return n
-}
+func effectiveMaxChunks(n int) int { return cmp.Or(max(n, 0), DefaultMaxChunks) }
 
 // ChunkName is "<comp-name>-<lineage>-<index>", cut to 253 characters (design §3).
 func ChunkName(compName string, lineage Lineage, index int) string {
@@ -124,10 +119,7 @@ const (
 // RecoverySliceFamily is the prefix every recovery slice of the synthesis is named under:
 // "<comp-name>-recovery-<first 8 of synthesis UUID>".
 func RecoverySliceFamily(compName, synthesisUUID string) string {
-	id := synthesisUUID
-	if len(id) > 8 {
-		id = id[:8]
-	}
+	id := synthesisUUID[:min(8, len(synthesisUUID))]
 	room := maxObjectName - len(recoveryInfix) - len(id) - 1 - digestLen - 1 - maxPartDigits
 	if len(compName) > room {
 		compName = strings.TrimRight(compName[:room], "-.")

@@ -39,11 +39,10 @@ func (o Outcome) MarshalText() ([]byte, error) { return []byte(o.name), nil }
 
 func (o *Outcome) UnmarshalText(b []byte) error {
 	v, err := ParseOutcome(string(b))
-	if err != nil {
-		return err
+	if err == nil {
+		*o = v
 	}
-	*o = v
-	return nil
+	return err
 }
 
 // Reasons carried by decisions besides the InventoryInvalid ones.
@@ -90,9 +89,9 @@ func (d Decision) SetsRecoveredFrom() bool {
 func (d Decision) Encode() string {
 	b, err := json.Marshal(d)
 	if err != nil {
-		// Every field is a plain value; this cannot fail.
-		panic(fmt.Sprintf("encoding decision: %v", err))
+		panic(fmt.Sprintf("encoding decision: %v", err)) // plain values only
 	}
+
 	return string(b)
 }
 

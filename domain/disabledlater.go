@@ -55,15 +55,7 @@ func NewlyDisabled(snap Snapshot, newer SynthesisContents) []ResourceID {
 // DisablesAny reports whether the synthesis disables anything a snapshot could record enabled:
 // an entry, or a tombstone Eno skips for good. Without it, no snapshot needs reading (disabled later).
 func (s SynthesisContents) DisablesAny() bool {
-	if len(s.keptTombstones) > 0 {
-		return true
-	}
-	for _, e := range s.inventory.Entries() {
-		if e.Disabled() {
-			return true
-		}
-	}
-	return false
+	return len(s.keptTombstones) > 0 || slices.ContainsFunc(s.inventory.Entries(), Entry.Disabled)
 }
 
 // MarkDisabledLater returns s, a Secret of snap, with ids added to its mark of snap.
@@ -125,13 +117,10 @@ func (s Snapshot) disabledLater() (ids map[ResourceID]bool, all bool) {
 // recorded Composition disabled before it could be recorded, as snap's marks say (disabled later).
 func SplitDisabledLater(snap Snapshot, tombstones []Tombstone) (rest []Tombstone, disabled []DroppedTombstone) {
 	marked, all := snap.disabledLater()
-	for _, t := range tombstones {
+	return splitOff(tombstones, DropDisabled, func(t Tombstone) string {
 		if all || marked[t.Entry.ID()] {
-			disabled = append(disabled, DroppedTombstone{Tombstone: t, Reason: DropDisabled,
-				Detail: "disabled by a later synthesis that was never recorded (" + AnnotationDisabledLater + ")"})
-			continue
+			return "disabled by a later synthesis that was never recorded (" + AnnotationDisabledLater + ")"
 		}
-		rest = append(rest, t)
-	}
-	return rest, disabled
+		return ""
+	})
 }

@@ -311,20 +311,12 @@ type CommitPrecondition struct {
 
 // CommitPreconditionOf is the precondition of appending to read's current synthesis.
 func CommitPreconditionOf(read Composition) CommitPrecondition {
-	p := CommitPrecondition{UID: read.UID, ResourceVersion: read.ResourceVersion, SynthesisUUID: read.SynthesisUUID()}
-	if read.Synthesis != nil {
-		p.Slices = read.Synthesis.Slices
-	}
-	return p
+	return CommitPrecondition{UID: read.UID, ResourceVersion: read.ResourceVersion, SynthesisUUID: read.SynthesisUUID(), Slices: slicesOf(read)}
 }
 
 // MovedOn says how live fails the precondition, or "" when it holds: live is still the object
 // the caller decided from, with no synthesis in flight.
 func (p CommitPrecondition) MovedOn(live Composition) string {
-	var names []string
-	if live.Synthesis != nil {
-		names = live.Synthesis.Slices
-	}
 	switch {
 	case live.UID != p.UID:
 		return "it was recreated with UID " + live.UID
@@ -332,7 +324,8 @@ func (p CommitPrecondition) MovedOn(live Composition) string {
 		return "its current synthesis is now " + live.SynthesisUUID()
 	case live.InFlightSynthesis != "":
 		return "synthesis " + live.InFlightSynthesis + " is in flight"
-	case !slices.Equal(names, p.Slices):
+	case !slices.Equal(slicesOf(live), p.Slices):
+
 		return "its slice list changed"
 	case live.ResourceVersion != p.ResourceVersion:
 		return fmt.Sprintf("it changed since it was read (resourceVersion %s, read at %s)", live.ResourceVersion, p.ResourceVersion)

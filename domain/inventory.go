@@ -35,13 +35,9 @@ type Inventory struct {
 // NewInventory sorts, validates and encodes entries. Duplicate identities are an error.
 // It copies what it keeps, so the caller may change entries and their maps afterwards.
 func NewInventory(entries []Entry) (Inventory, error) {
-	var own []Entry
-	if entries != nil {
-		own = make([]Entry, len(entries))
-	}
-	for i, e := range entries {
-		e.Labels, e.Annotations = maps.Clone(e.Labels), maps.Clone(e.Annotations)
-		own[i] = e
+	own := slices.Clone(entries)
+	for i, e := range own {
+		own[i].Labels, own[i].Annotations = maps.Clone(e.Labels), maps.Clone(e.Annotations)
 	}
 	return newInventory(own)
 }
@@ -58,7 +54,7 @@ func newInventory(entries []Entry) (Inventory, error) {
 		// encoding/json writes invalid UTF-8 as \ufffd, which decodes to other bytes: the
 		// digest would never verify on read.
 		if !e.validUTF8() {
-			return Inventory{}, e.invalidUTF8Error()
+			return Inventory{}, fmt.Errorf("entry %q has a string that is not valid UTF-8", e.ID().String())
 		}
 		if len(e.Labels) == 0 {
 			e.Labels = nil
@@ -135,12 +131,7 @@ func sortEntries(entries []Entry) {
 }
 
 func isSortedEntries(entries []Entry) bool {
-	for i := 1; i < len(entries); i++ {
-		if compareEntries(&entries[i-1], &entries[i]) > 0 {
-			return false
-		}
-	}
-	return true
+	return slices.IsSortedFunc(entries, func(a, b Entry) int { return compareEntries(&a, &b) })
 }
 
 // entry returns a copy of entry i with fresh maps.
@@ -152,10 +143,7 @@ func (inv Inventory) entry(i int) Entry {
 
 // Entries returns a deep copy of the entries in canonical order.
 func (inv Inventory) Entries() []Entry {
-	if inv.entries == nil {
-		return nil
-	}
-	out := make([]Entry, len(inv.entries))
+	out := slices.Clone(inv.entries)
 	for i := range out {
 		out[i] = inv.entry(i)
 	}

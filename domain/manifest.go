@@ -73,16 +73,13 @@ func (m *manifestMeta) readMetadata(val []byte) error {
 		case i == 1:
 			return stringField(val, "metadata.namespace", &m.Namespace)
 		case i == 2:
-			return readStringMap(val, "metadata.labels", keepAll, &m.Labels)
+			return readStringMap(val, "metadata.labels", nil, &m.Labels)
 		case i == 3:
-			return readStringMap(val, "metadata.annotations", isRecordedAnnotationKey, &m.Annotations)
+			return readStringMap(val, "metadata.annotations", IsRecordedAnnotation, &m.Annotations)
 		}
 		return nil
 	})
 }
-
-// isRecordedAnnotationKey keeps only the annotations an inventory holds (design §3).
-func isRecordedAnnotationKey(k []byte) bool { return IsRecordedAnnotation(string(k)) }
 
 // patchTarget reads a Patch's patch.apiVersion and patch.kind with exact keys.
 func (m *manifestMeta) patchTarget() (apiVersion, kind string, err error) {
@@ -158,10 +155,11 @@ func stringField(val []byte, field string, dst *string) error {
 	return nil
 }
 
-// readStringMap reads an object of strings (null reads as nil), keeping the keys keep accepts.
+// readStringMap reads an object of strings (null reads as nil), keeping the keys keep accepts
+// (all when keep is nil).
 // Keys are exact, as in any map; a key given twice keeps its last value in both decoders.
 // The kept strings share one allocation, the object's own text.
-func readStringMap(val []byte, field string, keep func(key []byte) bool, dst *map[string]string) error {
+func readStringMap(val []byte, field string, keep func(key string) bool, dst *map[string]string) error {
 	if isNull(val) {
 		*dst = nil
 		return nil
@@ -173,7 +171,7 @@ func readStringMap(val []byte, field string, keep func(key []byte) bool, dst *ma
 			decoded, _ := readString(key)
 			name = []byte(decoded)
 		}
-		if !keep(name) {
+		if keep != nil && !keep(string(name)) {
 			if !isNull(v) && v[0] != '"' {
 				return fmt.Errorf("%s[%s] is not a string", field, key)
 			}
@@ -204,9 +202,6 @@ func sharedString(text string, val, sub []byte) (string, bool) {
 	}
 	return readString(sub)
 }
-
-// keepAll keeps every label.
-func keepAll([]byte) bool { return true }
 
 func isNull(val []byte) bool { return string(val) == "null" }
 

@@ -156,11 +156,8 @@ func SelectPrune(l PruneLineage, r PruneRules) PrunePlan {
 	for i, it := range plan.Selected {
 		// What a chunk 0 lists for a person is named, never dropped silently (design §3).
 		if us, _ := decodeUnresolved(it.Secret, 0); len(us) > 0 && it.Secret.Annotations[AnnotationChunkIndex] == "0" {
-			ids := make([]string, len(us))
-			for k, u := range us {
-				ids[k] = u.Entry().ID().String()
-			}
-			plan.Selected[i].Detail += fmt.Sprintf("; it lists %d object(s) kept for a person, check them by hand first: %s", len(us), strings.Join(ids, ", "))
+			plan.Selected[i].Detail += fmt.Sprintf("; it lists %d object(s) kept for a person, check them by hand first: %s", len(us),
+				joinEach(us, ", ", func(u Unresolved) string { return u.Entry().ID().String() }))
 		}
 	}
 	return plan
@@ -231,12 +228,9 @@ func selectGone(l PruneLineage, r PruneRules) ([]PruneItem, []string) {
 	if age := r.Now.Sub(newest); age <= r.OlderThan {
 		return nil, []string{fmt.Sprintf("no Composition of it exists, but its newest write is %s old, not older than %s: kept", age.Truncate(time.Second), r.OlderThan)}
 	}
-	names := make([]string, len(refs))
-	for i, ref := range refs {
-		names[i] = ref.String()
-	}
 	detail := fmt.Sprintf("none of its Compositions (%s) exists and its newest write is %s; deleting it ends recoverability of lineage %s",
-		strings.Join(names, ", "), newest.UTC().Format(time.RFC3339), l.Lineage)
+		joinEach(refs, ", ", CompositionRef.String), newest.UTC().Format(time.RFC3339), l.Lineage)
+
 	items := make([]PruneItem, len(secrets))
 	for i, s := range secrets {
 		items[i] = PruneItem{Secret: s, Reason: PruneLineageGone, Detail: detail}

@@ -30,18 +30,15 @@ type tombstoneManifest struct {
 	Metadata   tombstoneMeta `json:"metadata"`
 }
 
+// tombstoneJSON is the manifest of a tombstone of e carrying annotations.
+func tombstoneJSON(e Entry, annotations map[string]string) ([]byte, error) {
+	return json.Marshal(tombstoneManifest{APIVersion: e.APIVersion(), Kind: e.Kind,
+		Metadata: tombstoneMeta{Name: e.Name, Namespace: e.Namespace, Labels: e.Labels, Annotations: annotations}})
+}
+
 // Manifest is the Eno manifest JSON that ResourceSlices carry with deleted: true.
 func (t Tombstone) Manifest() string {
-	b, err := json.Marshal(tombstoneManifest{
-		APIVersion: t.Entry.APIVersion(),
-		Kind:       t.Entry.Kind,
-		Metadata: tombstoneMeta{
-			Name:        t.Entry.Name,
-			Namespace:   t.Entry.Namespace,
-			Labels:      t.Entry.Labels,
-			Annotations: t.Entry.Annotations,
-		},
-	})
+	b, err := tombstoneJSON(t.Entry, t.Entry.Annotations)
 	if err != nil {
 		panic(fmt.Sprintf("encoding tombstone: %v", err))
 	}
@@ -208,10 +205,8 @@ func (p RecoveryPlan) Decided() bool { return !p.Decision.Outcome.IsZero() }
 
 // SharedLineageOwners are the Compositions recovery must read live before it decides for c
 // from snap: every one a Secret of the lineage was recorded for, candidate or not, whatever its
-// namespace, except c itself. Usually there is none.
-//
-// members are the other Compositions known to carry the same lineage (a copied override), even
-// ones that have recorded nothing yet: they share it as much as a snapshot's owner does.
+// namespace, and members, which carry the lineage (a copied override) even before they record;
+// never c itself.
 func SharedLineageOwners(c Composition, snap Snapshot, members ...CompositionRef) []CompositionRef {
 	var out []CompositionRef
 	for _, ref := range append(slices.Clone(snap.owners), members...) {
@@ -313,12 +308,8 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	}
 	if shared := sharedWith(c, snap, in.LineageMembers, in.LiveOwners); len(shared) > 0 {
 		d.Outcome, d.Reason = OutcomeInventoryInvalid, ReasonSharedLineage.String()
-		names := make([]string, len(shared))
-		for i, o := range shared {
-			names[i] = o.String()
-		}
 		d.Message = fmt.Sprintf("the lineage's history is shared with composition %s: a lineage a living Composition shares is not ours to clean; give each Composition its own lineage (%s); no tombstones are generated",
-			strings.Join(names, ", "), AnnotationLineageOverride)
+			joinEach(shared, ", ", LiveOwner.String), AnnotationLineageOverride)
 		return RecoveryPlan{Decision: d}, nil
 	}
 	if prev, ok := c.Decision(); ok && prev.RecoveredFrom != "" && prev.RecoveredFrom == snap.meta.SynthesisUUID {
@@ -358,11 +349,7 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	dropped = append(append(append(disabled, dropped...), cascaded...), untaken...)
 	summary := DroppedSummary(dropped)
 	if len(cascaded) > 0 {
-		cmds := make([]string, len(cascaded))
-		for i, t := range cascaded {
-			cmds[i] = KubectlDelete(t.Tombstone.Entry.ID())
-		}
-		summary += "; never handed to Eno, delete after looking: " + strings.Join(cmds, "; ")
+		summary += "; never handed to Eno, delete after looking: " + joinEach(cascaded, "; ", func(t DroppedTombstone) string { return KubectlDelete(t.Tombstone.Entry.ID()) })
 	}
 	withDrops := func(msg string) string {
 		if summary == "" {
@@ -372,7 +359,7 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	}
 	if len(verified) == 0 {
 		d.Outcome, d.Reason = OutcomeNothingToRecover, ReasonNoOrphans
-		if !allVerifiable(dropped) {
+		if slices.ContainsFunc(dropped, func(d DroppedTombstone) bool { return !d.Reason.verifiable() }) {
 			d.Reason = ReasonUnverified
 		}
 		d.Message = withDrops(fmt.Sprintf("%d of %d resources of the previous incarnation are absent from the synthesis, but none can be handed to Eno", len(absent), total))
@@ -411,7 +398,10 @@ func planFromSnapshotErr(d Decision, snap Snapshot, snapErr error) (RecoveryPlan
 		d.Outcome, d.Reason = OutcomeNothingToRecover, ReasonOtherNamespace
 		d.Message = other.Error() + "; no tombstones are generated"
 	case errors.Is(snapErr, ErrSameIncarnation):
-		return sameIncarnation(d, snap.meta), nil
+		ts := snap.meta.SynthesisTime
+		d.SourceSynthesisUUID, d.SourceSynthesisTimestamp = snap.meta.SynthesisUUID, &ts
+		d.Outcome, d.Reason = OutcomeNothingToRecover, ReasonSameIncarnation
+		d.Message = "snapshot comes from this same composition incarnation; Eno's own synthesis diff owns cleanup"
 	case errors.As(snapErr, &invalid):
 		d.Outcome = OutcomeInventoryInvalid
 		d.Reason = invalid.Reason.String()
@@ -460,14 +450,6 @@ func planOverTheGuard(plan RecoveryPlan, in RecoveryInput, verified []Tombstone,
 	return plan
 }
 
-func sameIncarnation(d Decision, m SnapshotMeta) RecoveryPlan {
-	ts := m.SynthesisTime
-	d.SourceSynthesisUUID, d.SourceSynthesisTimestamp = m.SynthesisUUID, &ts
-	d.Outcome, d.Reason = OutcomeNothingToRecover, ReasonSameIncarnation
-	d.Message = "snapshot comes from this same composition incarnation; Eno's own synthesis diff owns cleanup"
-	return RecoveryPlan{Decision: d}
-}
-
 // overDeletionGuard reports whether tombstones/total is strictly greater than fraction.
 // Dividing keeps the boundary exact (57/100 == 0.57, while 0.57*100 < 57 in float64),
 // and a NaN fraction holds everything rather than nothing.
@@ -477,16 +459,18 @@ func overDeletionGuard(tombstones, total int, fraction float64) bool {
 
 // FirstIDs lists the identities of the first n tombstones, for events and messages.
 func FirstIDs(ts []Tombstone, n int) string {
-	var b strings.Builder
-	for i, t := range ts {
-		if i == n {
-			fmt.Fprintf(&b, ", and %d more", len(ts)-n)
-			break
-		}
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(t.Entry.ID().String())
+	s := joinEach(ts[:min(n, len(ts))], ", ", func(t Tombstone) string { return t.Entry.ID().String() })
+	if len(ts) > n {
+		s += fmt.Sprintf(", and %d more", len(ts)-n)
 	}
-	return b.String()
+	return s
+}
+
+// joinEach joins f of each of xs with sep.
+func joinEach[T any](xs []T, sep string, f func(T) string) string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
+	}
+	return strings.Join(out, sep)
 }

@@ -104,12 +104,9 @@ func selfCheckingManifest(t Tombstone, eno EnoManagers, written time.Time, diges
 	if err != nil {
 		return "", err
 	}
-	b, err := json.Marshal(tombstoneManifest{
-		APIVersion: t.Entry.APIVersion(),
-		Kind:       t.Entry.Kind,
-		Metadata:   tombstoneMeta{Name: t.Entry.Name, Namespace: t.Entry.Namespace, Labels: t.Entry.Labels, Annotations: TombstoneAnnotations(t.Entry.Annotations, string(overrides))},
-	})
+	b, err := tombstoneJSON(t.Entry, TombstoneAnnotations(t.Entry.Annotations, string(overrides)))
 	return string(b), err
+
 }
 
 // TombstoneAnnotations are a self-checking tombstone's annotations: the recorded ones, with

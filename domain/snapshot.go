@@ -110,9 +110,7 @@ func ParseStoredChunk(s ChunkSecret, now time.Time, maxChunks int) (StoredChunk,
 	if err != nil {
 		return sc, err
 	}
-	bad := func(format string, args ...any) (StoredChunk, error) {
-		return StoredChunk{}, &InventoryInvalidError{Reason: ReasonMalformed, Secret: s.Name, Detail: fmt.Sprintf(format, args...)}
-	}
+	bad := func(format string, args ...any) (StoredChunk, error) { return malformed(s, format, args...) }
 	if size := s.DataSize(); size > SecretDataLimit {
 		return bad("data holds %d bytes, over the %d-byte limit", size, SecretDataLimit)
 	}
@@ -125,12 +123,14 @@ func ParseStoredChunk(s ChunkSecret, now time.Time, maxChunks int) (StoredChunk,
 	return sc, nil
 }
 
-// parseChunkMetadata applies the checks that read the Secret's type, labels and annotations
-// only.
+func malformed(s ChunkSecret, format string, args ...any) (StoredChunk, error) {
+	return StoredChunk{}, &InventoryInvalidError{Reason: ReasonMalformed, Secret: s.Name, Detail: fmt.Sprintf(format, args...)}
+}
+
+// parseChunkMetadata applies the checks that read the Secret's type, labels and annotations only.
 func parseChunkMetadata(s ChunkSecret, now time.Time, maxChunks int) (StoredChunk, error) {
-	bad := func(format string, args ...any) (StoredChunk, error) {
-		return StoredChunk{}, &InventoryInvalidError{Reason: ReasonMalformed, Secret: s.Name, Detail: fmt.Sprintf(format, args...)}
-	}
+	bad := func(format string, args ...any) (StoredChunk, error) { return malformed(s, format, args...) }
+
 	if !s.Owned() {
 		return bad("not managed by %s or not of type %s; refusing to trust or touch it", ManagedByValue, SecretType)
 	}

@@ -96,14 +96,12 @@ func (s SynthesisContents) Covers(id ResourceID) bool {
 		_, ok := s.anyNamespace[id]
 		return ok
 	}
-	if _, ok := s.patched[id]; ok {
-		return true
+	for _, set := range []map[ResourceID]struct{}{s.patched, s.tombstoned, s.produced} {
+		if _, ok := set[id]; ok {
+			return true
+		}
 	}
-	_, ok := s.tombstoned[id]
-	if !ok {
-		_, ok = s.produced[id]
-	}
-	return ok
+	return false
 }
 
 // ReadSynthesis builds the contents of the Composition's current synthesis from its slices,

@@ -93,24 +93,30 @@ type DroppedTombstone struct {
 	Detail    string
 }
 
+// splitOff drops, as reason, the tombstones for which detail says why, keeping the order given.
+func splitOff(tombstones []Tombstone, reason DropReason, detail func(Tombstone) string) (rest []Tombstone, dropped []DroppedTombstone) {
+	for _, t := range tombstones {
+		if why := detail(t); why != "" {
+			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: reason, Detail: why})
+		} else {
+			rest = append(rest, t)
+		}
+	}
+	return rest, dropped
+}
+
 // SplitDisabled separates the tombstones of entries that Eno could skip (Entry.Disabled) from
 // the rest, keeping the order given: those are dropped before any downstream read.
 func SplitDisabled(tombstones []Tombstone) (rest []Tombstone, disabled []DroppedTombstone) {
-	for _, t := range tombstones {
-		if t.Entry.Disabled() {
-			disabled = append(disabled, DroppedTombstone{Tombstone: t, Reason: DropDisabled, Detail: disabledDetail(t.Entry)})
-			continue
+	return splitOff(tombstones, DropDisabled, func(t Tombstone) string {
+		switch {
+		case !t.Entry.Disabled():
+			return ""
+		case t.Entry.Annotations[AnnotationDisableReconciliation] == "true":
+			return "recorded with " + AnnotationDisableReconciliation + "=true"
 		}
-		rest = append(rest, t)
-	}
-	return rest, disabled
-}
-
-func disabledDetail(e Entry) string {
-	if e.Annotations[AnnotationDisableReconciliation] == "true" {
-		return "recorded with " + AnnotationDisableReconciliation + "=true"
-	}
-	return "recorded with " + AnnotationOverrides + " that can disable reconciliation"
+		return "recorded with " + AnnotationOverrides + " that can disable reconciliation"
+	})
 }
 
 // VerifyTombstones applies the checks at the moment of deletion to the tombstones of a plan:
@@ -154,16 +160,6 @@ func VerifyTombstones(tombstones []Tombstone, observed map[ResourceID]Observatio
 		dropped = append(dropped, d)
 	}
 	return keep, dropped
-}
-
-// allVerifiable reports whether every drop proves the object needs no deletion.
-func allVerifiable(dropped []DroppedTombstone) bool {
-	for _, d := range dropped {
-		if !d.Reason.verifiable() {
-			return false
-		}
-	}
-	return true
 }
 
 // DroppedSummary says how many tombstones were dropped for each reason, naming the first of
