@@ -221,10 +221,7 @@ func SharedLineageOwners(c Composition, snap Snapshot, members ...CompositionRef
 func LineageMembers(c Composition, lineage Lineage, all []Composition) []CompositionRef {
 	var out []CompositionRef
 	for _, o := range all {
-		if o.Ref() == c.Ref() {
-			continue
-		}
-		if l, err := LineageOf(o); err == nil && l == lineage {
+		if l, err := LineageOf(o); err == nil && l == lineage && o.Ref() != c.Ref() {
 			out = append(out, o.Ref())
 		}
 	}
@@ -252,14 +249,9 @@ func (o LiveOwner) String() string {
 // sharedWith returns the live owners that are Compositions of the lineage other than c.
 func sharedWith(c Composition, snap Snapshot, members []CompositionRef, live []LiveOwner) []LiveOwner {
 	others := SharedLineageOwners(c, snap, members...)
-	var out []LiveOwner
-	for _, o := range live {
-		if slices.Contains(others, o.Ref) {
-			out = append(out, o)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(live), func(o LiveOwner) bool { return !slices.Contains(others, o.Ref) })
 }
+
 
 // PlanRecovery decides recovery for a synthesis from what was read. It is pure: it reads nothing
 // and writes nothing.
