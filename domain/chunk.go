@@ -106,18 +106,16 @@ func ChunkName(compName string, lineage Lineage, index int) string {
 	return boundedName(compName, "-"+lineage.String()+"-"+strconv.Itoa(index))
 }
 
-// A recovery slice is named "<comp-name>-recovery-<first 8 of synthesis UUID>-<hand-off
-// digest>-<part>": the family of the synthesis, then its content. The comp-name part is cut so
-// that every name of the family, whatever its part, has the same prefix and at most 253
-// characters (design §6.2).
 const (
 	recoveryInfix = "-recovery-"
 	// maxPartDigits bounds the part number a name has room for.
 	maxPartDigits = 4
 )
 
-// RecoverySliceFamily is the prefix every recovery slice of the synthesis is named under:
-// "<comp-name>-recovery-<first 8 of synthesis UUID>".
+// RecoverySliceFamily is the prefix every recovery slice of the synthesis is named under,
+// "<comp-name>-recovery-<first 8 of synthesis UUID>", then "-<hand-off digest>-<part>". The
+// comp-name part is cut so that every name of the family has it and at most 253 characters (§6.2).
+
 func RecoverySliceFamily(compName, synthesisUUID string) string {
 	id := synthesisUUID[:min(8, len(synthesisUUID))]
 	room := maxObjectName - len(recoveryInfix) - len(id) - 1 - digestLen - 1 - maxPartDigits
@@ -158,9 +156,8 @@ type ChunkSecret struct {
 	ResourceVersion string
 	// UID is the API server's; only reads fill it. Prune deletes with it as a precondition.
 	UID string
-	// DataWrittenAt is when this controller last wrote the data, by the downstream API server's
-	// clock (DataWrittenByUs over managedFields); zero when unknown. Only reads fill it; writes
-	// ignore it.
+	// DataWrittenAt is when this controller last wrote the data (DataWrittenByUs), zero when
+	// unknown. Only reads fill it.
 	DataWrittenAt time.Time
 }
 
@@ -248,10 +245,9 @@ func DesiredChunkSecret(namespace string, meta SnapshotMeta, c Chunk) ChunkSecre
 	}
 }
 
-// MatchesDesired reports whether existing already holds desired: same type and data, and the
-// same values for every label and annotation this project defines. Other keys are not compared,
-// nor the writer when existing names none: it is stamped by the next synthesis's recording, as
-// rewriting it would move the history's write time (design §3, §6.3).
+// MatchesDesired reports whether s already holds desired's type, data, labels and annotations,
+// but for a writer s does not name: rewriting it would move the history's write time (§3, §6.3).
+
 func (s ChunkSecret) MatchesDesired(desired ChunkSecret) bool {
 	if s.Type != desired.Type || !maps.EqualFunc(s.Data, desired.Data, bytes.Equal) {
 		return false

@@ -20,12 +20,11 @@ func ValidControlPlane(id string) error {
 // planes were named.
 func (s ChunkSecret) WrittenBy() string { return s.Annotations[AnnotationControlPlane] }
 
-// OwnHistory keeps, of a lineage's Secrets, those controlPlane may read and prune: the ones it
-// wrote, those not ours (reading refuses them), and those naming no control plane. A Secret
-// another control plane wrote means that one records the lineage too (same namespace/name, a
-// copied override): its Composition, living or not, cannot be read from here, so reading is
-// refused as SharedLineage, and only the Secrets controlPlane wrote, and those not ours, are
-// returned (prune keeps the unnamed ones, which may be either's) (design §3).
+// OwnHistory keeps, of a lineage's Secrets, those controlPlane wrote, those not ours (reading
+// refuses them) and those naming no control plane. A Secret another control plane wrote means it
+// records the lineage too, with a Composition not readable from here: SharedLineage, returning
+// only the Secrets controlPlane wrote and those not ours (prune keeps the unnamed) (design §3).
+
 func OwnHistory(secrets []ChunkSecret, controlPlane string) ([]ChunkSecret, error) {
 	var own, named []ChunkSecret
 	var other *ChunkSecret

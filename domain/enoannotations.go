@@ -6,10 +6,8 @@ import (
 	"strings"
 )
 
-// recordedAnnotations are the per-resource annotations of Eno that an inventory keeps: each
-// decides whether and how Eno acts on a tombstone. Eno's executor builds its own tombstones by
-// copying the old manifest whole, so Eno reads these on every tombstone it acts on; ours must
-// carry the same facts (design §3).
+// recordedAnnotations are Eno's per-resource annotations an inventory keeps: each decides how
+// Eno acts on a tombstone, and Eno's own tombstones copy the old manifest whole (design §3).
 var recordedAnnotations = [...]string{
 	AnnotationReadinessGroup,
 	AnnotationDeletionGroup,
@@ -23,11 +21,10 @@ var recordedAnnotations = [...]string{
 func IsRecordedAnnotation(key string) bool { return slices.Contains(recordedAnnotations[:], key) }
 
 // Disabled reports whether Eno could skip the entry's tombstone, so recovery never hands it
-// one: the entry was recorded with reconciliation disabled, or with overrides that can set the
-// disabling annotation. Eno evaluates an override's condition when it acts, against the new
-// Composition, so a condition that held when the history was written may no longer hold, or
-// may fail to evaluate and apply nothing. When in doubt, keep: overrides that do not parse
-// count as disabling too (design §6.3, Disabled).
+// one: recorded with reconciliation disabled, or with overrides that can set it, since Eno
+// evaluates their condition against the new Composition when it acts. When in doubt, keep:
+// overrides that do not parse count as disabling too (design §6.3, Disabled).
+
 func (e Entry) Disabled() bool {
 	if e.Annotations[AnnotationDisableReconciliation] == "true" {
 		return true

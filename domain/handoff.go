@@ -22,16 +22,14 @@ func (c Composition) ResynthesisRequested() bool {
 	return c.Annotations[AnnotationForceResynthesis] == c.SynthesisUUID()
 }
 
-// MaxSliceManifestBytes is Eno's own slice budget, the executor's maxSliceJsonBytes: the most
-// manifest JSON one recovery slice holds, measured as Eno measures a slice, the sum of its
-// manifests' lengths. It keeps each create well under the API server's request limit however
-// many tombstones a recovery hands over.
+// MaxSliceManifestBytes is Eno's own slice budget (the executor's maxSliceJsonBytes, the sum of
+// a slice's manifests' lengths): each create stays well under the API server's request limit.
 const MaxSliceManifestBytes = 512 << 10
 
-// Handoff is what recovery hands to Eno for one synthesis: the tombstones as slice resources,
-// cut into recovery slices (Parts), and the Recovered decision they came from. Every recovery
-// slice carries the decision in its AnnotationDecision, so a reconcile that finds the slices
-// already named by the synthesis (after the commit point) writes the decision from them alone.
+// Handoff is what recovery hands to Eno for one synthesis: the tombstones, cut into recovery
+// slices (Parts), and the Recovered decision, which every slice carries so that a reconcile
+// past the commit point writes the decision from the slices alone.
+
 type Handoff struct {
 	Decision Decision
 	// Resources are every tombstone of the hand-off, in canonical order, across its slices.
@@ -207,10 +205,9 @@ func recoverySlicesIn(compName, synthesisUUID string, names []string) []string {
 	return out
 }
 
-// HandoffFromSlice reads back the hand-off a recovery slice carries for the Composition's
-// current synthesis. It fails when the slice is not this controller's slice for that synthesis:
-// controlled by another object, stamped for another synthesis, carrying no Recovered decision
-// for it, or holding anything but tombstones.
+// HandoffFromSlice reads back the hand-off a recovery slice carries for c's current synthesis,
+// failing for a slice another object controls, stamped for another synthesis, carrying no
+// Recovered decision for it, or holding anything but tombstones.
 func HandoffFromSlice(c Composition, s ResourceSlice) (Handoff, error) {
 	uuid := c.SynthesisUUID()
 	if s.ControllerUID != c.UID {
@@ -257,10 +254,9 @@ func sameDigest(digest string, r SliceResource) (string, error) {
 	return d, nil
 }
 
-// HandoffFromSlices reads back the hand-off that the recovery slices of the Composition's
-// current synthesis carry, given in part order: every slice's tombstones, each slice keeping its
-// own, and the decision and history write time of the first. A slice that is not a valid
-// hand-off of that synthesis (HandoffFromSlice) is a *RecoverySliceInvalidError naming it.
+// HandoffFromSlices reads back the hand-off the recovery slices of c's current synthesis carry,
+// in part order: every slice's tombstones, and the first's decision and history write time. A
+// slice that is no valid hand-off (HandoffFromSlice) is a *RecoverySliceInvalidError naming it.
 func HandoffFromSlices(c Composition, parts []ResourceSlice) (Handoff, error) {
 	if len(parts) == 0 {
 		return Handoff{}, fmt.Errorf("a hand-off is read back from at least one recovery slice")
@@ -296,11 +292,9 @@ func (e *RecoverySliceInvalidError) Error() string {
 	return fmt.Sprintf("the current synthesis names resource slice %s under a recovery slice's name, but it is not this controller's hand-off for it (%s); any eno-reconciler restart reloads the synthesis and acts on its tombstones, so before one: pause the composition (%s: \"true\"), then remove the slice from the synthesis and delete it", e.Slice, e.Detail, AnnotationDisableReconciliation)
 }
 
-// CommitPrecondition is what the commit point of the hand-off requires of the Composition: the
-// object the caller decided from, unchanged. The resourceVersion covers every write since that
-// read (a review flipped to reject, a deletion, a lineage change, another replica's decision);
-// the synthesis, the absence of one in flight and the slice list are tested on their own as
-// well, so that a rejected patch can say which moved.
+// CommitPrecondition is what the hand-off's commit point requires: the Composition decided from,
+// unchanged. The resourceVersion covers every write since (a review, a deletion, a lineage, a
+// decision); synthesis, in-flight and slices are tested too, so a rejection can say which moved.
 type CommitPrecondition struct {
 	UID             string
 	ResourceVersion string
@@ -334,9 +328,9 @@ func (p CommitPrecondition) MovedOn(live Composition) string {
 }
 
 // CheckReusable says why the recovery slice found under want's name cannot stand for want, or
-// is nil when it can: a recovery slice is never updated, so one that exists already is reused
-// only when it is comp's, for its synthesis, not terminating, and holds exactly want's
-// tombstones and annotations.
+// is nil: a recovery slice is never updated, so one is reused only when it is comp's, for its
+// synthesis, not terminating, and holds exactly want's tombstones and annotations.
+
 func CheckReusable(comp Composition, existing, want ResourceSlice) error {
 	switch {
 	case existing.Deleting:
@@ -403,17 +397,14 @@ type HandoffState int
 const (
 	// HandoffNone: nothing is handed off, pending or carried; recording may run.
 	HandoffNone HandoffState = iota
-	// HandoffLeftAlone: recovery may not act on the Composition (the IneligibleError says why),
-	// and nothing is armed that it must disarm: a deleting or paused Composition's precondition
-	// sees it, and one out of scope is its shard's to watch.
+	// HandoffLeftAlone: recovery may not act on it (the IneligibleError says why) and nothing
+	// armed needs disarming: a deleting or paused one's precondition sees it; out of scope, its shard's.
 	HandoffLeftAlone
-	// HandoffAbandoned: the Composition left recovery (opted out, recovery disabled, an unusable
-	// lineage) while armed; nothing watches the hand-off any more, so it is disarmed for good
-	// (ArmedOff), which a person undoes.
+	// HandoffAbandoned: it left recovery (opted out, recovery disabled, an unusable lineage) while
+	// armed; nothing watches the hand-off any more, so it is disarmed for good (ArmedOff).
 	HandoffAbandoned
-	// HandoffUnplanned: the synthesis needs a decision and names no recovery slice: plan, then
-	// arm, name and decide, or decide without a hand-off. An armed one that names nothing
-	// (a pass that stopped after arming) is planned again.
+	// HandoffUnplanned: the synthesis needs a decision and names no recovery slice: plan, then arm,
+	// name and decide, or decide alone. An armed one naming nothing (stopped after arming) is too.
 	HandoffUnplanned
 	// HandoffNamed: the synthesis names recovery slices but is not decided yet; the hand-off
 	// is finished from them, never planned again.
@@ -424,9 +415,9 @@ const (
 	// HandoffCarried: the previous synthesis carried a hand-off and the current one is not Ready:
 	// a tombstone may wait behind an earlier readiness group, so the hand-off is still watched.
 	HandoffCarried
-	// HandoffDone: armed, and a synthesis that names no recovery slice is Ready: Eno has acted on
-	// every tombstone it carried. A tombstone Eno skipped stays in that synthesis and is looked
-	// at again on every reload, after the watch has ended, so the hand-off is disarmed (ArmedDone).
+	// HandoffDone: armed, and a synthesis naming no recovery slice is Ready: Eno acted on every
+	// tombstone; one it skipped is reloaded after the watch ends, so it is disarmed (ArmedDone).
+
 	HandoffDone
 )
 

@@ -109,10 +109,8 @@ type History struct {
 	Findings []Finding
 	// Snapshots are newest first, ties by synthesis UUID.
 	Snapshots []SnapshotReading
-	// Candidates are the synthesis UUIDs of the candidates, in Snapshots' order.
-	// OwnCandidates: they are the reader's own namespace/name's snapshots; otherwise those of
-	// the reader's namespace, or every snapshot of the lineage when Adoption allows it or there
-	// is no reader.
+	// Candidates are the synthesis UUIDs of the candidates, in Snapshots' order (candidatesFor);
+	// OwnCandidates: they are the reader's own namespace/name's snapshots.
 	Candidates    []string
 	OwnCandidates bool
 	// Adoption is the reader's; OtherNamespaces are the namespaces of the snapshots it kept
@@ -323,10 +321,10 @@ func (r *reader) choose() bool {
 }
 
 // candidatesFor returns the snapshots self may read from, in the order given: those recorded for
-// self's namespace/name (own); when there is none, every snapshot that adoption permits self
-// to take (those of self's namespace: a rename; of any namespace when adoption across them is
-// allowed). With no reader, every snapshot. It may be empty: the history is another
-// namespace's.
+// self's namespace/name (own); when there is none, every one adoption permits self to take (a
+// rename, or a move between namespaces when allowed). With no reader, every snapshot. None
+// means the history is another namespace's.
+
 func candidatesFor(self *Composition, adoption Adoption, order []string, groups map[string][]StoredChunk) (candidates []string, own bool) {
 	if self == nil {
 		return order, false

@@ -21,12 +21,10 @@ type manifestMeta struct {
 	patchErr error
 }
 
-// readManifest reads a manifest's identity (apiVersion, kind, metadata.name, .namespace,
-// .labels, .annotations) with exact, case-sensitive keys, as Kubernetes' decoder does.
-// encoding/json matches struct fields case-insensitively: for {"metadata":{"name":"a","Name":"b"}}
-// it reads "b" where Kubernetes reads "a", so a later recovery could tombstone an object this
-// Composition never deployed. A key that only case-folds to one of these fields, or one of them
-// given twice, makes the two readings differ and is an error (design §4).
+// readManifest reads a manifest's identity (apiVersion, kind, metadata's name, namespace, labels,
+// annotations) with exact keys, as Kubernetes does. encoding/json folds case: for
+// {"metadata":{"name":"a","Name":"b"}} it reads "b" where Kubernetes reads "a", so recovery could
+// tombstone an object never deployed; a case-folded or repeated key is an error (design §4).
 func readManifest(data []byte) (manifestMeta, error) {
 	var m manifestMeta
 	if !json.Valid(data) {
@@ -156,9 +154,9 @@ func stringField(val []byte, field string, dst *string) error {
 }
 
 // readStringMap reads an object of strings (null reads as nil), keeping the keys keep accepts
-// (all when keep is nil).
-// Keys are exact, as in any map; a key given twice keeps its last value in both decoders.
-// The kept strings share one allocation, the object's own text.
+// (all when nil). Keys are exact, as in any map; a key given twice keeps its last value in both
+// decoders. The kept strings share one allocation, the object's own text.
+
 func readStringMap(val []byte, field string, keep func(key string) bool, dst *map[string]string) error {
 	if isNull(val) {
 		*dst = nil

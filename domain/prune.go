@@ -132,10 +132,10 @@ func PruneGoneAllowed(lineages []PruneLineage) bool {
 	return slices.ContainsFunc(lineages, func(l PruneLineage) bool { return len(l.living()) > 0 })
 }
 
-// SelectPrune applies the retention rule to one lineage: (a) leftover chunks, (b) a gone
-// lineage, (c) superseded format-1 chunks. It never selects a Secret that is not ours, nor
-// anything of a lineage whose hand-off is pending or held for review, nor the newest complete
-// snapshot of a lineage with a living Composition (design §7).
+// SelectPrune applies the retention rule (design §7) to one lineage: (a), (b), (c). It never
+// selects a Secret not ours, anything of a lineage whose hand-off is pending or held for review,
+// nor the newest complete snapshot of a lineage with a living Composition.
+
 func SelectPrune(l PruneLineage, r PruneRules) PrunePlan {
 	plan := PrunePlan{Lineage: l.Lineage}
 	living := l.living()

@@ -82,10 +82,9 @@ func parseReview(v string) (verb, uuid string, ok bool) {
 	return "", "", false
 }
 
-// ReviewValue is the review annotation that approves (or rejects) the recovery held for c's
-// current synthesis: approve:<uuid> or reject:<uuid>. It refuses when no recovery is held for
-// the current synthesis (none decided, finished, or decided for a synthesis that has moved on)
-// and when a review already answers it: a review answers only the synthesis it names.
+// ReviewValue is the review annotation, approve:<uuid> or reject:<uuid>, that answers the
+// recovery held for c's current synthesis. It refuses when none is held for it (none decided,
+// finished, or for a synthesis that has moved on) and when a review already answers it.
 func ReviewValue(c Composition, approve bool) (string, error) {
 	d, ok := c.Decision()
 	current := c.SynthesisUUID()
@@ -181,10 +180,9 @@ type RecoveryInput struct {
 	Now                time.Time
 }
 
-// RecoveryPlan is the decision and the tombstones to publish (none unless Recovered).
-// Held lists what awaits review when the outcome is HeldForReview; Dropped what the checks at the
-// moment of deletion kept back. A plan with Verify set decides nothing yet: read those objects
-// downstream and plan again with RecoveryInput.Observed.
+// RecoveryPlan is the decision and the tombstones to publish (none unless Recovered), what awaits
+// review (Held) and what the checks kept back (Dropped). A plan with Verify set decides nothing
+// yet: read those objects and plan again with RecoveryInput.Observed.
 type RecoveryPlan struct {
 	Decision   Decision
 	Tombstones []Tombstone
@@ -229,10 +227,10 @@ func LineageMembers(c Composition, lineage Lineage, all []Composition) []Composi
 	return out
 }
 
-// LiveOwner is another Composition of the lineage that exists: a live read found it without a
-// deletionTimestamp (any UID), or was refused it (Forbidden). Either way its history is not
-// ours to clean: a namespace-scoped grant must not let recovery delete what a Composition it
-// cannot see still manages.
+// LiveOwner is another Composition of the lineage that exists: a live read found it, not
+// deleting (any UID), or was refused it (Forbidden): a namespace-scoped grant must not let
+// recovery delete what a Composition it cannot see still manages.
+
 type LiveOwner struct {
 	Ref CompositionRef
 	// Forbidden: the read was refused, and the Composition counts as existing.
@@ -251,7 +249,6 @@ func sharedWith(c Composition, snap Snapshot, members []CompositionRef, live []L
 	others := SharedLineageOwners(c, snap, members...)
 	return slices.DeleteFunc(slices.Clone(live), func(o LiveOwner) bool { return !slices.Contains(others, o.Ref) })
 }
-
 
 // PlanRecovery decides recovery for a synthesis from what was read. It is pure: it reads nothing
 // and writes nothing.

@@ -11,10 +11,10 @@ import (
 	"time"
 )
 
-// AnnotationArmed is the Composition annotation that arms a hand-off: it holds the hand-off's
-// digest, set before the commit. Every tombstone of the hand-off is disabled unless, on Eno's
-// own live read, the Composition still carries this value, so removing or changing it disarms
-// them all at once, across eno-reconciler's reloads and the executor's carries (design §6.2).
+// AnnotationArmed arms a hand-off with its digest, set before the commit. Every tombstone of it
+// is disabled unless Eno's live read of the Composition still finds this value, so removing or
+// changing it disarms them all at once, across reloads and carries (design §6.2).
+
 const AnnotationArmed = "eno.azure.io/tombstone-recovery-armed"
 
 // ArmedOff is the value of AnnotationArmed that disarms for good: the watch writes it, and an
@@ -64,10 +64,8 @@ var celLiteral = regexp.MustCompile(`^[A-Za-z0-9:.-]{1,64}$`)
 //   - the Composition carries AnnotationArmed with the hand-off's digest.
 //
 // A missing field is an evaluation error, and Eno then applies nothing: the tombstone stays
-// disabled. Eno keeps an override whose condition fails to compile and applies it
-// unconditionally, so the condition is built from one fixed template whose interpolated values
-// are checked against celLiteral; a value that fails the check is an error, and no tombstone
-// is written.
+// disabled. Eno applies an override whose condition fails to compile unconditionally, so the
+// condition is one fixed template whose values must match celLiteral, else nothing is written.
 func Precondition(uid string, eno EnoManagers, written time.Time, digest string) (string, error) {
 	at := written.UTC().Truncate(time.Second).Format(time.RFC3339)
 	for _, v := range []string{uid, at, digest} {
@@ -106,7 +104,6 @@ func selfCheckingManifest(t Tombstone, eno EnoManagers, written time.Time, diges
 	}
 	b, err := tombstoneJSON(t.Entry, TombstoneAnnotations(t.Entry.Annotations, string(overrides)))
 	return string(b), err
-
 }
 
 // TombstoneAnnotations are a self-checking tombstone's annotations: the recorded ones, with

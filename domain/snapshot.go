@@ -195,14 +195,10 @@ func parseChunkMetadata(s ChunkSecret, now time.Time, maxChunks int) (StoredChun
 // holding only that candidate's metadata; its chunks are not judged.
 var ErrSameIncarnation = errors.New("a snapshot of this composition incarnation exists")
 
-// ReadSnapshotFor reads the lineage's history for the Composition c: every Secret is judged
-// (steps 1–2); the candidates are the snapshots recorded for c's namespace/name, or, when there
-// is none, those recorded in c's namespace (a rename), or in any namespace when adoption allows
-// it (a move between namespaces); a lineage with snapshots but no candidate stops with an
-// *OtherNamespaceError, and a candidate with c's UID with ErrSameIncarnation; the newest
-// candidate is selected, a tie is AmbiguousTimestamp, and only the selected one is judged by
-// steps 4–5, stopping at the first decisive finding, which is the verdict. maxChunks <= 0 means
-// DefaultMaxChunks.
+// ReadSnapshotFor reads the lineage's history for c (design §5): every Secret is judged (steps
+// 1–2); of the candidates (candidatesFor) none is an *OtherNamespaceError, one with c's UID
+// ErrSameIncarnation; the newest is selected, a tie is AmbiguousTimestamp, and only it is judged
+// by steps 4–5. The first decisive finding is the verdict. maxChunks <= 0 means DefaultMaxChunks.
 func ReadSnapshotFor(c Composition, secrets []ChunkSecret, now time.Time, maxChunks int, adoption Adoption) (Snapshot, error) {
 	r := reader{now: now, maxChunks: maxChunks, self: &c, adoption: adoption}
 	r.read(secrets)
@@ -227,10 +223,10 @@ func canonicalInt(s string) (int, error) {
 }
 
 // RecordedByMetadata reports whether secrets hold a complete, consistent snapshot of c's current
-// synthesis, judged on labels and annotations only, for the recording fast path: every listed
-// Secret ours and well formed, the chunks recorded for this incarnation and synthesis agreeing
-// on their metadata (one digest, one timestamp, one count), and holding the indexes 0..count-1
-// each once. No data is read, so a cache may hold metadata only (design §4, design §5 step 1).
+// synthesis, for the recording fast path: every Secret ours and well formed, the chunks of this
+// incarnation and synthesis agreeing on their metadata and holding 0..count-1 each once. No
+// data is read, so a cache may hold metadata only (design §4, §5 step 1).
+
 func RecordedByMetadata(secrets []ChunkSecret, c Composition, now time.Time, maxChunks int) (SnapshotMeta, bool) {
 	if c.Synthesis == nil || len(secrets) == 0 {
 		return SnapshotMeta{}, false

@@ -87,10 +87,9 @@ type SynthesisContents struct {
 
 func (s SynthesisContents) Inventory() Inventory { return s.inventory }
 
-// Covers reports whether the synthesis produces, patches or already tombstones id. An id
-// without a namespace (recorded cluster-scoped) is covered by a manifest of its group, kind and
-// name in any namespace: the API server ignores a namespace on a cluster-scoped object, so that
-// manifest applies the very object (design §6.3).
+// Covers reports whether the synthesis produces, patches or already tombstones id. An id without
+// a namespace is covered in any namespace: the API server ignores a namespace on a cluster-scoped
+// object, so that manifest applies the very object (design §6.3).
 func (s SynthesisContents) Covers(id ResourceID) bool {
 	if id.Namespace == "" {
 		_, ok := s.anyNamespace[id]
@@ -104,11 +103,10 @@ func (s SynthesisContents) Covers(id ResourceID) bool {
 	return false
 }
 
-// ReadSynthesis builds the contents of the Composition's current synthesis from its slices,
-// given in the order status.currentSynthesis.resourceSlices names them. Any terminating or
-// malformed slice is an error. Membership is decided by that list alone: stock Eno stamps
-// spec.synthesisUUID with the synthesis current when its executor wrote the slice ("" on a
-// first synthesis, the previous UUID after that), so the stamp is not checked.
+// ReadSynthesis builds the contents of c's current synthesis from its slices, in the order
+// status.currentSynthesis.resourceSlices names them; a terminating or malformed one is an error.
+// That list alone decides membership: Eno stamps spec.synthesisUUID with whatever synthesis was
+// current when its executor wrote the slice, so the stamp is not checked.
 func ReadSynthesis(c Composition, slices []ResourceSlice) (SynthesisContents, error) {
 	if c.Synthesis == nil || c.Synthesis.UUID == "" {
 		return SynthesisContents{}, fmt.Errorf("composition %s has no current synthesis", c.Ref())
@@ -200,10 +198,10 @@ func entryFromManifest(group, version string, m *manifestMeta) Entry {
 	return e
 }
 
-// cascadeDisable records on e the Composition's eno.azure.io/disable-reconciliation when e has
-// none of its own, as Eno reads it: a resource's annotation first, else the Composition's. A
-// Composition paused this way is still marked Ready by Eno, with manifests it never applied; an
-// entry recorded while paused must never be tombstoned later (design §6.3, Disabled).
+// cascadeDisable records on e the Composition's disable-reconciliation when e has none, as Eno
+// reads it. Eno marks a paused Composition Ready with manifests it never applied; an entry
+// recorded while paused must never be tombstoned later (design §6.3, Disabled).
+
 func cascadeDisable(e *Entry, c Composition) {
 	// Only a pause is carried: an explicit "false" recorded into a tombstone would beat a pause
 	// an operator later puts on the recreated Composition, since Eno reads the resource's first.

@@ -12,9 +12,8 @@ import (
 	"time"
 )
 
-// Unresolved is an object a recovery kept for a reason a person can resolve (a DropReason that
-// proves nothing, or Unverified): it stays listed in every later snapshot of the lineage until
-// the object is gone or its UID changed. It is a report only, never a deletion candidate: no
+// Unresolved is an object a recovery kept for a reason a person can resolve: it stays listed in
+// every later snapshot of the lineage until the object is gone or replaced. A report only: no
 // plan reads it (design §3, §6.3).
 type Unresolved struct {
 	Group     string    `json:"group,omitempty"`
@@ -217,10 +216,10 @@ func KeptIn(slices []ResourceSlice) ([]Unresolved, error) {
 }
 
 // UnresolvedOfRefused lists, when c's decision on its current synthesis refused the history
-// (InventoryInvalid, OtherNamespace), what that history held and inv does not: nothing of it was
-// checked, so the recording replacing its Secrets (those recorded for c) carries, as far as each
-// one's data decodes and maxKeptBytes holds, every orphan it names (design §3). It also names
-// the Secrets whose data does not decode, and counts the entries past the bound.
+// (InventoryInvalid, OtherNamespace), what its Secrets recorded for c held and inv does not,
+// within maxKeptBytes: never checked, so the recording replacing them carries it (design §3).
+// It names the Secrets whose data does not decode, and counts the entries past the bound.
+
 func UnresolvedOfRefused(c Composition, secrets []ChunkSecret, inv Inventory, since time.Time) (us []Unresolved, unreadable []string, omitted int) {
 	d, ok := c.Decision()
 	if !ok || d.SynthesisUUID != c.SynthesisUUID() || d.Outcome != OutcomeInventoryInvalid && d.Reason != ReasonOtherNamespace {

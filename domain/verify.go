@@ -119,12 +119,12 @@ func SplitDisabled(tombstones []Tombstone) (rest []Tombstone, disabled []Dropped
 	})
 }
 
-// VerifyTombstones applies the checks at the moment of deletion to the tombstones of a plan:
-// given what a read of each object found just before publishing, Eno's field managers, and the time the
-// selected history was written (known false when it cannot be determined), it returns the
-// tombstones to publish and the ones dropped, in the order given. An object missing from
-// observed counts as unreadable. Both times are the downstream API server's, in whole seconds;
-// an object created in the very second the history was written counts as older.
+// VerifyTombstones applies the checks at the moment of deletion (design §6.3) to a plan's
+// tombstones, given each object's read, Eno's field managers and the history's write time
+// (known false when unknown): the tombstones to publish and those dropped, in the order given.
+// An object not read is unreadable. Times are the downstream's, in whole seconds: one created
+// in the very second the history was written counts as older.
+
 func VerifyTombstones(tombstones []Tombstone, observed map[ResourceID]Observation, eno EnoManagers, writeTime time.Time, known bool) ([]Tombstone, []DroppedTombstone) {
 	var keep []Tombstone
 	var dropped []DroppedTombstone
