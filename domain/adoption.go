@@ -22,15 +22,13 @@ var (
 )
 
 // Permits reports whether history recorded for recordedFor may become reader's: always within
-// one namespace, across namespaces only when adoption across them is allowed. Reading asks it of
-// every snapshot, and recording of every Secret it would replace.
+// one namespace, across them only when allowed; asked of every snapshot and replaced Secret.
 func (a Adoption) Permits(reader, recordedFor CompositionRef) bool {
 	return reader.Namespace == recordedFor.Namespace || a == AdoptAcrossNamespaces
 }
 
-// OtherNamespaceError stops reading when a lineage has snapshots but none is a candidate,
-// because each was recorded in another namespace and adoption across namespaces is off:
-// NothingToRecover, reason OtherNamespace.
+// OtherNamespaceError stops reading when every snapshot of a lineage was recorded in another
+// namespace and adoption across namespaces is off: NothingToRecover, reason OtherNamespace.
 type OtherNamespaceError struct {
 	// Namespaces are those the lineage's snapshots were recorded in, sorted.
 	Namespaces []string

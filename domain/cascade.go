@@ -47,9 +47,8 @@ func splitCascading(tombstones []Tombstone) (rest []Tombstone, dropped []Dropped
 	})
 }
 
-// ResourceFilter says why no eno-reconciler in use would load a tombstone, given its manifest as
-// the hand-off writes it and the Composition, or nil when one would: Eno's --resource-filter,
-// evaluated as Eno's resource cache does (design §6.3). Nil is Eno's default: every resource loads.
+// ResourceFilter says why no eno-reconciler in use would load a tombstone's manifest for comp,
+// or nil: Eno's --resource-filter, as its resource cache evaluates it (design §6.3). Nil loads all.
 type ResourceFilter func(manifest string, comp Composition) error
 
 // splitUntaken drops the tombstones no eno-reconciler in use would load (NoReconcilerTakesIt):

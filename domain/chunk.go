@@ -45,9 +45,8 @@ func (e *TooManyChunksError) Error() string {
 	return fmt.Sprintf("inventory needs %d chunks, over the cap of %d; raise --max-chunks or shrink the composition; nothing was written", e.Chunks, e.Limit)
 }
 
-// SplitInventory splits the canonical inventory greedily into chunks of at most maxBytes.
-// The same inventory and limit always give byte-identical chunks. maxBytes above
-// SecretDataLimit is lowered to it; maxChunks <= 0 means DefaultMaxChunks.
+// SplitInventory splits the inventory greedily into byte-identical chunks of at most maxBytes
+// (lowered to SecretDataLimit); maxChunks <= 0 means DefaultMaxChunks.
 func SplitInventory(inv Inventory, maxBytes, maxChunks int) ([]Chunk, error) {
 	if maxBytes < 2 {
 		return nil, fmt.Errorf("chunk limit %d is too small", maxBytes)
@@ -88,9 +87,8 @@ func SplitInventory(inv Inventory, maxBytes, maxChunks int) ([]Chunk, error) {
 // entryChunkBytes is the size of a chunk holding entry i alone: the entry and its brackets.
 func (inv Inventory) entryChunkBytes(i int) int { return 1 + inv.starts[i+1] - inv.starts[i] }
 
-// LargestEntryBytes is the size of a chunk holding the inventory's largest entry alone, 0 when it
-// is empty: an entry over the chunk limit cannot be recorded (EntryTooLargeError), however many
-// chunks are allowed.
+// LargestEntryBytes is the size of a chunk holding the largest entry alone, 0 when empty: an
+// entry over the chunk limit cannot be recorded (EntryTooLargeError), however many chunks.
 func (inv Inventory) LargestEntryBytes() int {
 	largest := 0
 	for i := range inv.entries {

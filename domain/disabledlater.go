@@ -6,9 +6,8 @@ import (
 	"slices"
 )
 
-// AnnotationDisabledLater marks a snapshot's Secret with the entries a later synthesis of the
-// Composition disabled while it could not be recorded (not Ready, awaiting a decision, or the
-// Composition deleting): recovery treats them as Disabled (design §4, disabled later).
+// AnnotationDisabledLater marks on a snapshot's Secret the entries a later synthesis disabled
+// while it could not be recorded: recovery treats them as Disabled (design §4, disabled later).
 const AnnotationDisabledLater = "eno.azure.io/inventory-disabled-later"
 
 // DisabledLater is the value of AnnotationDisabledLater: the snapshot it marks (its source
@@ -25,9 +24,8 @@ type disabledLaterID struct {
 	Name      string `json:"name"`
 }
 
-// NewlyDisabled lists, in canonical order, the entries of snap that a later synthesis, newer,
-// disables (design §6 "Disabled entries") while snap records them enabled and no mark on snap
-// says so yet: the identities a mark must add. None means no write (disabled later).
+// NewlyDisabled lists, in canonical order, the entries snap records enabled, unmarked, that a
+// later synthesis, newer, disables: what a mark must add; none means no write (disabled later).
 func NewlyDisabled(snap Snapshot, newer SynthesisContents) []ResourceID {
 	marked, all := snap.disabledLater()
 	if all {

@@ -37,9 +37,8 @@ func (e Entry) Disabled() bool {
 // one section a step: self, metadata, annotations, then the key.
 var disablePath = [...]string{"self", "metadata", "annotations", AnnotationDisableReconciliation}
 
-// overridesCanDisable reports whether the overrides annotation holds an op whose path can write
-// the disabling annotation: the key itself or any object above it (self.metadata.annotations,
-// self.metadata, self). Anything that cannot be read as Eno's override list counts as able to.
+// overridesCanDisable reports whether an override's path can write the disabling annotation:
+// the key or any object above it. Anything not readable as Eno's override list counts as able to.
 func overridesCanDisable(raw string) bool {
 	var ops []struct {
 		Path *string `json:"path"`
@@ -80,9 +79,8 @@ type pathSection struct {
 	any  bool
 }
 
-// overridePathSections splits an override path the way Eno's path language reads it: fields
-// joined by dots (leading dots allowed), and bracketed steps holding a quoted key, an index, a
-// wildcard or a key="value" matcher. ok is false for anything it cannot read.
+// overridePathSections splits an override path as Eno's path language reads it: dotted fields
+// and bracketed quoted keys, indexes, wildcards or matchers. ok is false for anything else.
 func overridePathSections(path string) ([]pathSection, bool) {
 	var out []pathSection
 	s := strings.TrimSpace(path)

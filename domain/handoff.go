@@ -96,9 +96,8 @@ func (h Handoff) Parts() ([][]SliceResource, error) {
 	return parts, nil
 }
 
-// cutRecoverySlices cuts rs in order into recovery slices, each holding as many resources as fit
-// in MaxSliceManifestBytes of manifest JSON, and returns how many each holds. The cut depends on
-// rs alone, so a retry publishes the same slices.
+// cutRecoverySlices cuts rs in order into recovery slices of at most MaxSliceManifestBytes, and
+// returns how many each holds. The cut depends on rs alone, so a retry publishes the same slices.
 func cutRecoverySlices(rs []SliceResource) ([]int, error) {
 	var lens []int
 	used := 0
@@ -184,9 +183,8 @@ func (h Handoff) SliceName(comp Composition, part int) string {
 	return RecoverySliceName(comp.Name, h.SynthesisUUID(), h.Digest, part)
 }
 
-// NamedRecoverySlices are the slices of the Composition's current synthesis that are of its
-// recovery slice family, in the synthesis's order: each part is named as soon as it is created,
-// so this is the part order.
+// NamedRecoverySlices are the current synthesis's slices of its recovery slice family, in its
+// order, which is the part order: each part is named as soon as it is created.
 func (c Composition) NamedRecoverySlices() []string {
 	if c.Synthesis == nil || c.Synthesis.UUID == "" {
 		return nil
@@ -280,9 +278,8 @@ func HandoffFromSlices(c Composition, parts []ResourceSlice) (Handoff, error) {
 	return h, nil
 }
 
-// RecoverySliceInvalidError: the synthesis names a slice under a recovery slice's name that is
-// not a valid hand-off of that synthesis. It is never adopted: no decision is written from it,
-// and recovery retries with backoff until an operator removes it.
+// RecoverySliceInvalidError: the synthesis names, under a recovery slice's name, no valid
+// hand-off of it. Never adopted: recovery retries with backoff until an operator removes it.
 type RecoverySliceInvalidError struct {
 	Slice  string
 	Detail string
@@ -454,9 +451,8 @@ func HandoffStateOf(c Composition, ineligible *IneligibleError) (HandoffState, [
 	return HandoffNone, nil
 }
 
-// Unsynthesized reports whether Eno has yet to synthesize c, as its scheduler's initial
-// synthesis does: no current synthesis, or one not synthesized. Eno synthesizes nothing for a
-// Composition being deleted.
+// Unsynthesized reports whether Eno has yet to synthesize c (its scheduler's initial synthesis):
+// none current, or one not synthesized; never for a Composition being deleted.
 func (c Composition) Unsynthesized() bool {
 	return !c.Deleting && (c.Synthesis == nil || c.Synthesis.Synthesized.IsZero())
 }

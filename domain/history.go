@@ -8,9 +8,8 @@ import (
 	"time"
 )
 
-// Finding is one problem reading found in a lineage's Secrets. The verdict is the first
-// decisive finding in reading's order: ReadSnapshotFor, ReadHistory and ReadHistoryFor all derive
-// it so, from the same checks (design §5).
+// Finding is one problem reading found in a lineage's Secrets. Every read derives the verdict
+// from the same checks: the first decisive finding in reading's order (design §5).
 type Finding struct {
 	// Step is the step of reading that found it: 1 (one Secret), 2 (a snapshot's chunks disagree),
 	// 3 (a tie among the candidates), 4 (indexes) or 5 (decoding and digest).
@@ -29,9 +28,8 @@ type Finding struct {
 	// HeldBy names the Secret that already holds it, repeated.
 	Index  int
 	HeldBy string
-	// Decisive: the finding decides the verdict unless an earlier one does. Steps 1–3 judge
-	// every Secret of the lineage; steps 4–5 decide only for the selected snapshot and are
-	// information for any other.
+	// Decisive: it decides the verdict unless an earlier one does. Steps 1–3 judge every Secret;
+	// steps 4–5 decide only for the selected snapshot, information for any other.
 	Decisive bool
 }
 
@@ -183,9 +181,8 @@ func (v verdict) derive(findings []Finding) (Snapshot, error) {
 	return s, nil
 }
 
-// reader reads a lineage's Secrets step by step. With all unset it stops at the first decisive
-// finding, which is then the verdict (ReadSnapshotFor); with all set it judges everything
-// (ReadHistory).
+// reader reads a lineage's Secrets step by step: it stops at the first decisive finding, the
+// verdict (ReadSnapshotFor), unless all is set (ReadHistory).
 type reader struct {
 	now       time.Time
 	maxChunks int
@@ -282,9 +279,8 @@ func (r *reader) agree() bool {
 	return true
 }
 
-// choose is step 3: the candidates; none, when the history is another namespace's, stops
-// here, and so does one of the reader's incarnation; the newest is selected, and a tie
-// between candidates is ambiguous.
+// choose is step 3: no candidate (another namespace's history) or one of the reader's
+// incarnation stops; the newest is selected, and a tie is ambiguous.
 func (r *reader) choose() bool {
 	if len(r.order) == 0 {
 		return true // every Secret was rejected: step 1 decided

@@ -42,9 +42,8 @@ func NewInventory(entries []Entry) (Inventory, error) {
 	return newInventory(own)
 }
 
-// newInventory is NewInventory of entries it may keep and reorder. Errors come as: per entry
-// in the order given, a missing field, a foreign annotation or invalid UTF-8; then, in
-// canonical order, a duplicate identity.
+// newInventory is NewInventory of entries it may keep and reorder. Errors come per entry in the
+// order given (fields, annotations, UTF-8), then a duplicate identity in canonical order.
 func newInventory(entries []Entry) (Inventory, error) {
 	for i := range entries {
 		e := &entries[i]

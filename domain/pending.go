@@ -5,14 +5,12 @@ import (
 	"time"
 )
 
-// AnnotationHistoryWritten is set on a recovery slice to the write time of the history its
-// tombstones came from (RFC 3339, the downstream API server's clock). The pending hand-off's
-// recheck compares each object's creationTimestamp with it, as the plan did (design §6.2).
+// AnnotationHistoryWritten, on a recovery slice, is its history's write time (RFC 3339): the
+// pending hand-off's recheck compares creationTimestamps with it, as the plan did (design §6.2).
 const AnnotationHistoryWritten = "eno.azure.io/tombstone-recovery-history-written"
 
-// ParseTombstone reads back one tombstone of a recovery slice: the entry it deletes, and
-// whether it was withdrawn (reconciliation disabled with no override that could enable it, so
-// Eno skips it). A self-checking tombstone is disabled too, but its override may enable it.
+// ParseTombstone reads back a recovery slice's tombstone: its entry, and whether it was withdrawn
+// (disabled with no override that could enable it, as a self-checking tombstone's may).
 func ParseTombstone(r SliceResource) (Entry, bool, error) {
 	t, withdrawn, err := readTombstone(r)
 	return t.Entry, withdrawn, err

@@ -238,9 +238,8 @@ func selectGone(l PruneLineage, r PruneRules) ([]PruneItem, []string) {
 	return items, nil
 }
 
-// selectLeftovers is (a): a chunk of a snapshot that is not complete, at or above the count of
-// a newer complete snapshot of the same Composition name. The newer one's chunks took the names
-// below, so the older snapshot can never be whole again.
+// selectLeftovers is (a): a chunk of an incomplete snapshot at or above the count of a newer
+// complete one of the same Composition name, whose chunks took the names below it.
 func selectLeftovers(h History) []PruneItem {
 	var out []PruneItem
 	for _, old := range h.Snapshots {

@@ -277,9 +277,8 @@ func recoveredFrom(c Composition, d Decision) string {
 	return ""
 }
 
-// planRecovery decides in order: the snapshot's reading (including SameIncarnation),
-// SharedLineage, AlreadyDecided, the absent entries, the checks at the moment of deletion, the
-// deletion guard. The first rule that decides ends the evaluation.
+// planRecovery decides in order, the first rule that decides ending it: the reading, SharedLineage,
+// AlreadyDecided, the absent entries, the checks at the moment of deletion, the deletion guard.
 func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	c := in.Composition
 	d := Decision{SynthesisUUID: c.Synthesis.UUID, DecidedAt: in.Now.UTC().Truncate(time.Second)}

@@ -84,9 +84,8 @@ func Precondition(uid string, eno EnoManagers, written time.Time, digest string)
 	}, " && "), nil
 }
 
-// selfCheckingManifest is the tombstone's manifest: the recorded identity, labels and
-// annotations, without the recorded overrides, with reconciliation disabled, and one override
-// that enables it when Precondition holds.
+// selfCheckingManifest is the tombstone's manifest: the recorded entry with reconciliation
+// disabled, and overrides (not the recorded ones) that enable it when Precondition holds.
 func selfCheckingManifest(t Tombstone, eno EnoManagers, written time.Time, digest string) (string, error) {
 	cond, err := Precondition(t.UID, eno, written, digest)
 	if err != nil {

@@ -190,9 +190,8 @@ func parseChunkMetadata(s ChunkSecret, now time.Time, maxChunks int) (StoredChun
 	}, nil
 }
 
-// ErrSameIncarnation stops reading when a candidate snapshot carries the reading Composition's
-// own UID, so Eno's own synthesis diff owns cleanup. ReadSnapshotFor returns it with a Snapshot
-// holding only that candidate's metadata; its chunks are not judged.
+// ErrSameIncarnation: a candidate carries the reader's own UID, so Eno's synthesis diff owns
+// cleanup. ReadSnapshotFor returns it with that candidate's metadata only, its chunks unjudged.
 var ErrSameIncarnation = errors.New("a snapshot of this composition incarnation exists")
 
 // ReadSnapshotFor reads the lineage's history for c (design §5): every Secret is judged (steps

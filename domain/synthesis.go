@@ -264,9 +264,8 @@ func ProductionOf(s ResourceSlice) Production {
 	return p
 }
 
-// Threatens reports whether p, a slice of another Composition than recovery slice r's and its
-// source, applies or patches an identity r tombstones: the event on which a pending hand-off's
-// watch looks again at once (design §6.2).
+// Threatens reports whether p, a slice of neither recovery slice r's Composition nor its source,
+// applies or patches what r tombstones: the pending hand-off's watch looks again (design §6.2).
 func (p Production) Threatens(r Production) bool {
 	if len(r.tombstones) == 0 || p.Owner == "" || p.Owner == r.Owner || p.Owner == r.source {
 		return false
@@ -340,9 +339,8 @@ func (w *Threats[V]) Of(p Production) []V {
 	return out
 }
 
-// produces reports whether p applies or patches the identity of fingerprint fp. A manifest with a
-// namespace also applies the cluster-scoped object recorded without one: the API server ignores
-// a namespace on a cluster-scoped kind.
+// produces reports whether p applies or patches the identity of fingerprint fp, or, for one
+// without a namespace, in any namespace: the API server ignores it on a cluster-scoped kind.
 func (p Production) produces(fp uint64) bool {
 	if fp&nsBits != clusterScoped {
 		_, ok := slices.BinarySearch(p.ids, fp)
@@ -366,9 +364,8 @@ const nsBits = 1<<16 - 1
 // clusterScoped is the namespace bits of an identity without a namespace.
 var clusterScoped = fingerprint(ResourceID{}) & nsBits
 
-// ProducedElsewhere maps each of ids that a slice of all controlled by anything but the excluded
-// owners (by UID) applies or patches to that slice. Any such slice counts, a terminating one or
-// one of an older synthesis too: when in doubt, keep.
+// ProducedElsewhere maps each of ids that a slice of all not of the excluded owners (UIDs) applies
+// or patches to that slice; terminating or older ones count too: when in doubt, keep.
 func ProducedElsewhere(all []Production, ids []ResourceID, excluded ...string) map[ResourceID]string {
 	out := map[ResourceID]string{}
 	fps := make([]uint64, len(ids))

@@ -162,9 +162,8 @@ func VerifyTombstones(tombstones []Tombstone, observed map[ResourceID]Observatio
 	return keep, dropped
 }
 
-// DroppedSummary says how many tombstones were dropped for each reason, naming the first of
-// each in canonical order, e.g. "dropped 3: 2 NotFound (first ConfigMap/ns/a), 1 Unreadable
-// (first Role/ns/r: forbidden)". It is "" when nothing was dropped.
+// DroppedSummary counts the drops per reason, naming the first of each in canonical order, e.g.
+// "dropped 3: 2 NotFound (first ConfigMap/ns/a), 1 Unreadable (first Role/ns/r: forbidden)".
 func DroppedSummary(dropped []DroppedTombstone) string {
 	if len(dropped) == 0 {
 		return ""
