@@ -3,10 +3,9 @@ package domain
 import (
 	"bytes"
 	"cmp"
-	"slices"
-
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -113,7 +112,6 @@ const (
 // RecoverySliceFamily is the prefix every recovery slice of the synthesis is named under,
 // "<comp-name>-recovery-<first 8 of synthesis UUID>", then "-<hand-off digest>-<part>". The
 // comp-name part is cut so that every name of the family has it and at most 253 characters (§6.2).
-
 func RecoverySliceFamily(compName, synthesisUUID string) string {
 	id := synthesisUUID[:min(8, len(synthesisUUID))]
 	room := maxObjectName - len(recoveryInfix) - len(id) - 1 - digestLen - 1 - maxPartDigits
@@ -245,7 +243,6 @@ func DesiredChunkSecret(namespace string, meta SnapshotMeta, c Chunk) ChunkSecre
 
 // MatchesDesired reports whether s already holds desired's type, data, labels and annotations,
 // but for a writer s does not name: rewriting it would move the history's write time (§3, §6.3).
-
 func (s ChunkSecret) MatchesDesired(desired ChunkSecret) bool {
 	if s.Type != desired.Type || !maps.EqualFunc(s.Data, desired.Data, bytes.Equal) {
 		return false

@@ -24,7 +24,6 @@ func (s ChunkSecret) WrittenBy() string { return s.Annotations[AnnotationControl
 // refuses them) and those naming no control plane. A Secret another control plane wrote means it
 // records the lineage too, with a Composition not readable from here: SharedLineage, returning
 // only the Secrets controlPlane wrote and those not ours (prune keeps the unnamed) (design §3).
-
 func OwnHistory(secrets []ChunkSecret, controlPlane string) ([]ChunkSecret, error) {
 	var own, named []ChunkSecret
 	var other *ChunkSecret

@@ -91,7 +91,6 @@ func (d Decision) Encode() string {
 	if err != nil {
 		panic(fmt.Sprintf("encoding decision: %v", err)) // plain values only
 	}
-
 	return string(b)
 }
 

@@ -71,7 +71,6 @@ type Policy struct {
 
 // Ineligible says why neither recording nor recovery may act on c, or nil: the run conditions
 // they share, which still hold once a Recovered decision is written.
-
 func (p Policy) Ineligible(c Composition) *IneligibleError {
 	switch {
 	case !p.Enabled:
@@ -128,7 +127,6 @@ func (p Policy) CheckRecording(c Composition) error {
 }
 
 // CheckHandoff applies Ineligible before the resynthesis is requested.
-
 func (p Policy) CheckHandoff(c Composition) error {
 	if ie := p.Ineligible(c); ie != nil {
 		return ie

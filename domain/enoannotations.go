@@ -24,7 +24,6 @@ func IsRecordedAnnotation(key string) bool { return slices.Contains(recordedAnno
 // one: recorded with reconciliation disabled, or with overrides that can set it, since Eno
 // evaluates their condition against the new Composition when it acts. When in doubt, keep:
 // overrides that do not parse count as disabling too (design §6.3, Disabled).
-
 func (e Entry) Disabled() bool {
 	if e.Annotations[AnnotationDisableReconciliation] == "true" {
 		return true

@@ -29,7 +29,6 @@ const MaxSliceManifestBytes = 512 << 10
 // Handoff is what recovery hands to Eno for one synthesis: the tombstones, cut into recovery
 // slices (Parts), and the Recovered decision, which every slice carries so that a reconcile
 // past the commit point writes the decision from the slices alone.
-
 type Handoff struct {
 	Decision Decision
 	// Resources are every tombstone of the hand-off, in canonical order, across its slices.
@@ -173,8 +172,7 @@ func (h Handoff) SynthesisUUID() string { return h.Decision.SynthesisUUID }
 // name first: it names that slice and counts every tombstone.
 func (h Handoff) DecisionFor(first string) Decision {
 	d := h.Decision
-	d.TombstoneSlice = first
-	d.Tombstones = len(h.Resources)
+	d.TombstoneSlice, d.Tombstones = first, len(h.Resources)
 	return d
 }
 
@@ -316,7 +314,6 @@ func (p CommitPrecondition) MovedOn(live Composition) string {
 	case live.InFlightSynthesis != "":
 		return "synthesis " + live.InFlightSynthesis + " is in flight"
 	case !slices.Equal(slicesOf(live), p.Slices):
-
 		return "its slice list changed"
 	case live.ResourceVersion != p.ResourceVersion:
 		return fmt.Sprintf("it changed since it was read (resourceVersion %s, read at %s)", live.ResourceVersion, p.ResourceVersion)
@@ -327,7 +324,6 @@ func (p CommitPrecondition) MovedOn(live Composition) string {
 // CheckReusable says why the recovery slice found under want's name cannot stand for want, or
 // is nil: a recovery slice is never updated, so one is reused only when it is comp's, for its
 // synthesis, not terminating, and holds exactly want's tombstones and annotations.
-
 func CheckReusable(comp Composition, existing, want ResourceSlice) error {
 	switch {
 	case existing.Deleting:
@@ -414,7 +410,6 @@ const (
 	HandoffCarried
 	// HandoffDone: armed, and a synthesis naming no recovery slice is Ready: Eno acted on every
 	// tombstone; one it skipped is reloaded after the watch ends, so it is disarmed (ArmedDone).
-
 	HandoffDone
 )
 

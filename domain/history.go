@@ -125,13 +125,7 @@ func (h History) Verdict() (Snapshot, error) { return h.verdict.derive(h.Finding
 
 // Rejected are the findings of step 1, one per Secret that does not parse, by Secret name.
 func (h History) Rejected() []Finding {
-	var out []Finding
-	for _, f := range h.Findings {
-		if f.Step == 1 {
-			out = append(out, f)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(h.Findings), func(f Finding) bool { return f.Step != 1 })
 }
 
 // ReadHistory reads a whole lineage's history with every finding, for a reader that is no
@@ -320,7 +314,6 @@ func (r *reader) choose() bool {
 // self's namespace/name (own); when there is none, every one adoption permits self to take (a
 // rename, or a move between namespaces when allowed). With no reader, every snapshot. None
 // means the history is another namespace's.
-
 func candidatesFor(self *Composition, adoption Adoption, order []string, groups map[string][]StoredChunk) (candidates []string, own bool) {
 	if self == nil {
 		return order, false

@@ -2,8 +2,6 @@ package domain
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -92,8 +90,7 @@ func newInventory(entries []Entry) (Inventory, error) {
 	buf.WriteByte(']')
 	inv.starts[n] = buf.Len()
 	inv.canonical = buf.Bytes()
-	sum := sha256.Sum256(inv.canonical)
-	inv.digest = "sha256:" + hex.EncodeToString(sum[:])
+	inv.digest = sha256Digest(inv.canonical)
 	return inv, nil
 }
 
@@ -102,10 +99,9 @@ func newInventory(entries []Entry) (Inventory, error) {
 // that follows it.
 func (e *Entry) encodedSize() int {
 	n := 1
-	for _, f := range [...]struct{ name, v string }{{"group", e.Group}, {"version", e.Version},
-		{"kind", e.Kind}, {"namespace", e.Namespace}, {"name", e.Name}} {
-		if f.v != "" {
-			n += len(f.name) + len(f.v) + 6
+	for _, f := range [...][2]string{{"group", e.Group}, {"version", e.Version}, {"kind", e.Kind}, {"namespace", e.Namespace}, {"name", e.Name}} {
+		if f[1] != "" {
+			n += len(f[0]) + len(f[1]) + 6
 		}
 	}
 	for _, f := range [...]struct {

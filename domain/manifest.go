@@ -156,7 +156,6 @@ func stringField(val []byte, field string, dst *string) error {
 // readStringMap reads an object of strings (null reads as nil), keeping the keys keep accepts
 // (all when nil). Keys are exact, as in any map; a key given twice keeps its last value in both
 // decoders. The kept strings share one allocation, the object's own text.
-
 func readStringMap(val []byte, field string, keep func(key string) bool, dst *map[string]string) error {
 	if isNull(val) {
 		*dst = nil

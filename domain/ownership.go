@@ -118,7 +118,6 @@ func celStrings(s []string) string { return `["` + strings.Join(s, `", "`) + `"]
 // ownership judges a present object's writes against the history's write time (design §6.3):
 // each must be Eno's (else ManagedElsewhere) and no later than the history (a time unknown too:
 // ChangedAfterHistory); without any, the object must be bare (else Unreadable). ok: tombstone it.
-
 func ownership(o Observation, eno EnoManagers, writeTime time.Time) (reason DropReason, detail string, ok bool) {
 	if len(o.Writes) == 0 {
 		if o.Bare {

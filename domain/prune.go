@@ -135,7 +135,6 @@ func PruneGoneAllowed(lineages []PruneLineage) bool {
 // SelectPrune applies the retention rule (design §7) to one lineage: (a), (b), (c). It never
 // selects a Secret not ours, anything of a lineage whose hand-off is pending or held for review,
 // nor the newest complete snapshot of a lineage with a living Composition.
-
 func SelectPrune(l PruneLineage, r PruneRules) PrunePlan {
 	plan := PrunePlan{Lineage: l.Lineage}
 	living := l.living()
@@ -230,7 +229,6 @@ func selectGone(l PruneLineage, r PruneRules) ([]PruneItem, []string) {
 	}
 	detail := fmt.Sprintf("none of its Compositions (%s) exists and its newest write is %s; deleting it ends recoverability of lineage %s",
 		joinEach(refs, ", ", CompositionRef.String), newest.UTC().Format(time.RFC3339), l.Lineage)
-
 	items := make([]PruneItem, len(secrets))
 	for i, s := range secrets {
 		items[i] = PruneItem{Secret: s, Reason: PruneLineageGone, Detail: detail}

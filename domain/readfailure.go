@@ -9,7 +9,6 @@ import (
 // another read was answered, so the failure is the object's own and must not stall recovery.
 // When every read failed it is the first, in canonical order: the plan is retried, so an outage
 // never finishes as Unverified (design §6.3, read outage).
-
 func ReadOutage(observed map[ResourceID]Observation) error {
 	var failed []ResourceID
 	for id, o := range observed {

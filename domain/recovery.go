@@ -230,7 +230,6 @@ func LineageMembers(c Composition, lineage Lineage, all []Composition) []Composi
 // LiveOwner is another Composition of the lineage that exists: a live read found it, not
 // deleting (any UID), or was refused it (Forbidden): a namespace-scoped grant must not let
 // recovery delete what a Composition it cannot see still manages.
-
 type LiveOwner struct {
 	Ref CompositionRef
 	// Forbidden: the read was refused, and the Composition counts as existing.

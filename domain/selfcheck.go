@@ -14,7 +14,6 @@ import (
 // AnnotationArmed arms a hand-off with its digest, set before the commit. Every tombstone of it
 // is disabled unless Eno's live read of the Composition still finds this value, so removing or
 // changing it disarms them all at once, across reloads and carries (design §6.2).
-
 const AnnotationArmed = "eno.azure.io/tombstone-recovery-armed"
 
 // ArmedOff is the value of AnnotationArmed that disarms for good: the watch writes it, and an

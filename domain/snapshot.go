@@ -130,7 +130,6 @@ func malformed(s ChunkSecret, format string, args ...any) (StoredChunk, error) {
 // parseChunkMetadata applies the checks that read the Secret's type, labels and annotations only.
 func parseChunkMetadata(s ChunkSecret, now time.Time, maxChunks int) (StoredChunk, error) {
 	bad := func(format string, args ...any) (StoredChunk, error) { return malformed(s, format, args...) }
-
 	if !s.Owned() {
 		return bad("not managed by %s or not of type %s; refusing to trust or touch it", ManagedByValue, SecretType)
 	}
@@ -225,7 +224,6 @@ func canonicalInt(s string) (int, error) {
 // synthesis, for the recording fast path: every Secret ours and well formed, the chunks of this
 // incarnation and synthesis agreeing on their metadata and holding 0..count-1 each once. No
 // data is read, so a cache may hold metadata only (design §4, §5 step 1).
-
 func RecordedByMetadata(secrets []ChunkSecret, c Composition, now time.Time, maxChunks int) (SnapshotMeta, bool) {
 	if c.Synthesis == nil || len(secrets) == 0 {
 		return SnapshotMeta{}, false

@@ -201,7 +201,6 @@ func entryFromManifest(group, version string, m *manifestMeta) Entry {
 // cascadeDisable records on e the Composition's disable-reconciliation when e has none, as Eno
 // reads it. Eno marks a paused Composition Ready with manifests it never applied; an entry
 // recorded while paused must never be tombstoned later (design §6.3, Disabled).
-
 func cascadeDisable(e *Entry, c Composition) {
 	// Only a pause is carried: an explicit "false" recorded into a tombstone would beat a pause
 	// an operator later puts on the recreated Composition, since Eno reads the resource's first.

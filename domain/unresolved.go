@@ -82,10 +82,11 @@ func EncodeUnresolved(us []Unresolved) ([]byte, string) {
 	if err != nil {
 		panic(fmt.Sprintf("encoding unresolved entries: %v", err)) // plain values only
 	}
-	return data, unresolvedDigest(data)
+	return data, sha256Digest(data)
 }
 
-func unresolvedDigest(data []byte) string {
+// sha256Digest is "sha256:<hex>" of data.
+func sha256Digest(data []byte) string {
 	sum := sha256.Sum256(data)
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
@@ -103,7 +104,8 @@ func decodeUnresolved(s ChunkSecret, index int) ([]Unresolved, error) {
 	if !ok {
 		return nil, fmt.Errorf("data key %s is missing", UnresolvedDataKey)
 	}
-	if got, want := unresolvedDigest(data), s.Annotations[AnnotationUnresolvedDigest]; got != want {
+	if got, want := sha256Digest(data),
+		s.Annotations[AnnotationUnresolvedDigest]; got != want {
 		return nil, fmt.Errorf("unresolved entries hash to %s, annotation %s says %q", got, AnnotationUnresolvedDigest, truncate(want, 80))
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -219,7 +221,6 @@ func KeptIn(slices []ResourceSlice) ([]Unresolved, error) {
 // (InventoryInvalid, OtherNamespace), what its Secrets recorded for c held and inv does not,
 // within maxKeptBytes: never checked, so the recording replacing them carries it (design §3).
 // It names the Secrets whose data does not decode, and counts the entries past the bound.
-
 func UnresolvedOfRefused(c Composition, secrets []ChunkSecret, inv Inventory, since time.Time) (us []Unresolved, unreadable []string, omitted int) {
 	d, ok := c.Decision()
 	if !ok || d.SynthesisUUID != c.SynthesisUUID() || d.Outcome != OutcomeInventoryInvalid && d.Reason != ReasonOtherNamespace {

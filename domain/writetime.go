@@ -27,7 +27,6 @@ type ManagedWrite struct {
 // It is unknown when there is none (stripped, taken over), when another entry that may own the
 // data is newer or has no time, or when the Secret was created after it (a restore): neither
 // ever moves the time later (design §6.3, rewritten history).
-
 func DataWrittenByUs(created time.Time, writes []ManagedWrite) (time.Time, bool) {
 	var ours time.Time
 	for _, w := range writes {
