@@ -263,15 +263,16 @@ func (s ChunkSecret) MatchesDesired(desired ChunkSecret) bool {
 // MergeDesired returns existing updated to desired: our labels, annotations, type and data are
 // written; labels and annotations others added, and the resourceVersion, are preserved.
 func (s ChunkSecret) MergeDesired(desired ChunkSecret) ChunkSecret {
-	out := s.Clone()
+	out := s
 	out.Type, out.Data = desired.Type, desired.Clone().Data
-	if out.Labels == nil {
-		out.Labels = map[string]string{}
-	}
-	if out.Annotations == nil {
-		out.Annotations = map[string]string{}
-	}
-	maps.Copy(out.Labels, desired.Labels)
-	maps.Copy(out.Annotations, desired.Annotations)
+	out.Labels, out.Annotations = merged(s.Labels, desired.Labels), merged(s.Annotations, desired.Annotations)
+	return out
+}
+
+// merged is a new map of m's entries and add's, add's winning.
+func merged(m, add map[string]string) map[string]string {
+	out := make(map[string]string, len(m)+len(add))
+	maps.Copy(out, m)
+	maps.Copy(out, add)
 	return out
 }

@@ -73,10 +73,7 @@ func MarkDisabledLater(s ChunkSecret, snap Snapshot, ids []ResourceID) ChunkSecr
 		m.IDs = append(m.IDs, disabledLaterID(id))
 	}
 	raw, _ := json.Marshal(m) // strings only: cannot fail
-	if out.Annotations == nil {
-		out.Annotations = map[string]string{}
-	}
-	out.Annotations[AnnotationDisabledLater] = string(raw)
+	out.Annotations = merged(out.Annotations, map[string]string{AnnotationDisabledLater: string(raw)})
 	return out
 }
 

@@ -211,9 +211,7 @@ func cascadeDisable(e *Entry, c Composition) {
 	if _, own := e.Annotations[AnnotationDisableReconciliation]; own {
 		return
 	}
-	annotations := map[string]string{AnnotationDisableReconciliation: v}
-	maps.Copy(annotations, e.Annotations)
-	e.Annotations = annotations
+	e.Annotations = merged(map[string]string{AnnotationDisableReconciliation: v}, e.Annotations)
 }
 
 // Production is what the fleet index keeps of one slice (design §6.3): its owner and a fixed-size

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 )
@@ -144,8 +143,7 @@ func Dismiss(s ChunkSecret, us []Unresolved) ChunkSecret {
 		}
 	}
 	data, _ := json.Marshal(d) // plain values only
-	s.Annotations = maps.Clone(s.Annotations)
-	s.Annotations[AnnotationUnresolvedDismissed] = string(data)
+	s.Annotations = merged(s.Annotations, map[string]string{AnnotationUnresolvedDismissed: string(data)})
 	return s
 }
 
