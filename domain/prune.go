@@ -165,17 +165,9 @@ func SelectPrune(l PruneLineage, r PruneRules) PrunePlan {
 // guarded keeps, of the items the rules selected, what prune may delete whatever the rules
 // say: a Secret of ours, not of a protected snapshot; once each, by name.
 func guarded(items []PruneItem, protected map[string]bool) []PruneItem {
-	var out []PruneItem
-	for _, it := range items {
-		if !it.Secret.Owned() || protected[it.Secret.Name] {
-			continue
-		}
-		if !slices.ContainsFunc(out, func(p PruneItem) bool { return p.Secret.Name == it.Secret.Name }) {
-			out = append(out, it)
-		}
-	}
-	slices.SortFunc(out, func(a, b PruneItem) int { return strings.Compare(a.Secret.Name, b.Secret.Name) })
-	return out
+	out := slices.DeleteFunc(slices.Clone(items), func(it PruneItem) bool { return !it.Secret.Owned() || protected[it.Secret.Name] })
+	slices.SortStableFunc(out, func(a, b PruneItem) int { return strings.Compare(a.Secret.Name, b.Secret.Name) })
+	return slices.CompactFunc(out, func(a, b PruneItem) bool { return a.Secret.Name == b.Secret.Name })
 }
 
 // busyLineage says why nothing of the lineage may go: a living Composition's hand-off is
