@@ -54,19 +54,9 @@ func UnresolvedOf(plan RecoveryPlan) []Unresolved {
 // MergeUnresolved is old and fresh as one sorted list, one entry per identity: the first
 // listed (old before fresh) is kept, so Since stays when it was first kept.
 func MergeUnresolved(old, fresh []Unresolved) []Unresolved {
-	var out []Unresolved
-	seen := map[ResourceID]bool{}
-	for _, u := range append(slices.Clone(old), fresh...) {
-		if id := u.Entry().ID(); !seen[id] {
-			seen[id] = true
-			out = append(out, u)
-		}
-	}
-	slices.SortFunc(out, func(a, b Unresolved) int {
-		ea, eb := a.Entry(), b.Entry()
-		return cmp.Or(compareEntries(&ea, &eb), cmp.Compare(a.Version, b.Version))
-	})
-	return out
+	out := slices.Concat(old, fresh)
+	slices.SortStableFunc(out, func(a, b Unresolved) int { return a.Entry().ID().Compare(b.Entry().ID()) })
+	return slices.CompactFunc(out, func(a, b Unresolved) bool { return a.Entry().ID() == b.Entry().ID() })
 }
 
 // StillUnresolved reports whether a read of u's object leaves it listed: anything but NotFound

@@ -124,9 +124,7 @@ func SplitDisabled(tombstones []Tombstone) (rest []Tombstone, disabled []Dropped
 // (known false when unknown): the tombstones to publish and those dropped, in the order given.
 // An object not read is unreadable. Times are the downstream's, in whole seconds: one created
 // in the very second the history was written counts as older.
-func VerifyTombstones(tombstones []Tombstone, observed map[ResourceID]Observation, eno EnoManagers, writeTime time.Time, known bool) ([]Tombstone, []DroppedTombstone) {
-	var keep []Tombstone
-	var dropped []DroppedTombstone
+func VerifyTombstones(tombstones []Tombstone, observed map[ResourceID]Observation, eno EnoManagers, writeTime time.Time, known bool) (keep []Tombstone, dropped []DroppedTombstone) {
 	for _, t := range tombstones {
 		o, ok := observed[t.Entry.ID()]
 		d := DroppedTombstone{Tombstone: t, Reason: DropUnreadable, Detail: o.Detail}
