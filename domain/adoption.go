@@ -16,8 +16,7 @@ var (
 	// AdoptWithinNamespace: only history recorded in the Composition's own namespace. The
 	// default, and what the zero Adoption means.
 	AdoptWithinNamespace = Adoption{"within-namespace"}
-	// AdoptAcrossNamespaces: a Composition with no history of its own may adopt a lineage's
-	// history from any namespace.
+	// AdoptAcrossNamespaces: a Composition with no history of its own may adopt any namespace's.
 	AdoptAcrossNamespaces = Adoption{"across-namespaces"}
 )
 

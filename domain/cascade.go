@@ -18,8 +18,7 @@ var cascadingKinds = map[[2]string]string{
 	{"", "ServiceAccount"}:                               "its token Secrets, whoever created them, and the API access of every Pod that runs as it",
 }
 
-// Cascades says what deleting the object of id deletes besides it, or "" when its kind is not
-// one whose deletion cascades (design §6.3).
+// Cascades says what deleting the object of id deletes besides it, or "" (design §6.3).
 func Cascades(id ResourceID) string {
 	return cascadingKinds[[2]string{id.Group, id.Kind}]
 }

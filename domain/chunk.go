@@ -121,8 +121,7 @@ func RecoverySliceFamily(compName, synthesisUUID string) string {
 	return compName + recoveryInfix + id
 }
 
-// RecoverySliceName is the name of part of the hand-off digest for the synthesis: immutable
-// content under a name of its own.
+// RecoverySliceName names part of hand-off digest: immutable content under a name of its own.
 func RecoverySliceName(compName, synthesisUUID, digest string, part int) string {
 	return RecoverySliceFamily(compName, synthesisUUID) + "-" + digest + "-" + strconv.Itoa(part)
 }
@@ -152,8 +151,7 @@ type ChunkSecret struct {
 	ResourceVersion string
 	// UID is the API server's; only reads fill it. Prune deletes with it as a precondition.
 	UID string
-	// DataWrittenAt is when this controller last wrote the data (DataWrittenByUs), zero when
-	// unknown. Only reads fill it.
+	// DataWrittenAt: when we last wrote the data (DataWrittenByUs), zero when unknown; reads only.
 	DataWrittenAt time.Time
 }
 
@@ -260,8 +258,7 @@ func (s ChunkSecret) MatchesDesired(desired ChunkSecret) bool {
 	return true
 }
 
-// MergeDesired returns existing updated to desired: our labels, annotations, type and data are
-// written; labels and annotations others added, and the resourceVersion, are preserved.
+// MergeDesired returns s updated to desired, keeping others' labels, annotations and version.
 func (s ChunkSecret) MergeDesired(desired ChunkSecret) ChunkSecret {
 	out := s
 	out.Type, out.Data = desired.Type, desired.Clone().Data

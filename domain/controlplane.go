@@ -7,8 +7,7 @@ import (
 
 var controlPlanePattern = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`)
 
-// ValidControlPlane checks a control plane's name: the UID of its kube-system Namespace, or an
-// operator's --control-plane-id (design §3).
+// ValidControlPlane checks a control plane's name: a kube-system UID or --control-plane-id (§3).
 func ValidControlPlane(id string) error {
 	if !controlPlanePattern.MatchString(id) {
 		return fmt.Errorf("control plane %q is not 1-63 letters, digits, '.', '_' or '-', starting and ending alphanumeric", truncate(id, 80))
@@ -16,8 +15,7 @@ func ValidControlPlane(id string) error {
 	return nil
 }
 
-// WrittenBy is the control plane s names, "" for a Secret not ours or written before control
-// planes were named.
+// WrittenBy is the control plane s names, "" for none (not ours, or written before they were).
 func (s ChunkSecret) WrittenBy() string { return s.Annotations[AnnotationControlPlane] }
 
 // OwnHistory keeps, of a lineage's Secrets, those controlPlane wrote, those not ours (reading

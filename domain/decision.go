@@ -54,11 +54,9 @@ const (
 	ReasonApproved          = "Approved"
 	ReasonAlreadyDecided    = "AlreadyDecided"
 	ReasonUnverified        = "Unverified"
-	// ReasonOtherNamespace: the lineage's history was recorded in other namespaces and
-	// adoption across namespaces is off (design §5 step 3).
+	// ReasonOtherNamespace: OtherNamespaceError (design §5 step 3).
 	ReasonOtherNamespace = "OtherNamespace"
-	// ReasonFirstSynthesisPending: a Composition of the fleet has had no synthesis for longer
-	// than the hand-off waits (design §6.3).
+	// ReasonFirstSynthesisPending: a Composition still unsynthesized past the wait (design §6.3).
 	ReasonFirstSynthesisPending = "FirstSynthesisPending"
 )
 

@@ -32,8 +32,7 @@ func (e Entry) Disabled() bool {
 	return ok && overridesCanDisable(raw)
 }
 
-// disablePath is the path of Eno's override language that writes the disabling annotation,
-// one section a step: self, metadata, annotations, then the key.
+// disablePath is the override path, one section a step, that writes the disabling annotation.
 var disablePath = [...]string{"self", "metadata", "annotations", AnnotationDisableReconciliation}
 
 // overridesCanDisable reports whether an override's path can write the disabling annotation:

@@ -16,8 +16,7 @@ const (
 	SliceFinalizer = "eno.azure.io/cleanup"
 )
 
-// ResynthesisRequested reports whether the force-resynthesis annotation names c's current
-// synthesis: the hand-off's last step is done, and the decision before it.
+// ResynthesisRequested reports whether force-resynthesis names c's current synthesis: done.
 func (c Composition) ResynthesisRequested() bool {
 	return c.Annotations[AnnotationForceResynthesis] == c.SynthesisUUID()
 }
@@ -115,8 +114,7 @@ func cutRecoverySlices(rs []SliceResource) ([]int, error) {
 	return lens, nil
 }
 
-// describeResource names a slice resource in an error: its identity when it reads as a
-// tombstone, else its position.
+// describeResource names a slice resource in an error: its identity, else its position.
 func describeResource(r SliceResource, i int) string {
 	if e, _, err := ParseTombstone(r); err == nil {
 		return e.ID().String()
@@ -168,8 +166,7 @@ const AnnotationSourceUID = "eno.azure.io/tombstone-recovery-source-uid"
 // SynthesisUUID is the synthesis the tombstones are handed to.
 func (h Handoff) SynthesisUUID() string { return h.Decision.SynthesisUUID }
 
-// DecisionFor is the decision to write once the recovery slices are committed, the first under
-// name first: it names that slice and counts every tombstone.
+// DecisionFor is the decision to write once the slices, the first named first, are committed.
 func (h Handoff) DecisionFor(first string) Decision {
 	d := h.Decision
 	d.TombstoneSlice, d.Tombstones = first, len(h.Resources)
@@ -373,8 +370,7 @@ func (h Handoff) RecoverySlice(comp Composition, part int) (ResourceSlice, error
 	}, nil
 }
 
-// PartsOf reads how many parts the hand-off of a recovery slice has (AnnotationRecoveryPart);
-// ok is false when the annotation is missing or malformed.
+// PartsOf reads a recovery slice's AnnotationRecoveryPart: how many parts its hand-off has.
 func PartsOf(s ResourceSlice) (parts int, ok bool) {
 	var part int
 	if _, err := fmt.Sscanf(s.Annotations[AnnotationRecoveryPart], "%d/%d", &part, &parts); err != nil || part < 0 || part >= parts {
@@ -383,8 +379,7 @@ func PartsOf(s ResourceSlice) (parts int, ok bool) {
 	return parts, true
 }
 
-// HandoffState is where the hand-off of a Composition stands: the one reading the switch of
-// recovery (app's advance) acts on.
+// HandoffState is where a Composition's hand-off stands, which app's advance switches on.
 type HandoffState int
 
 const (
@@ -399,11 +394,9 @@ const (
 	// HandoffUnplanned: the synthesis needs a decision and names no recovery slice: plan, then arm,
 	// name and decide, or decide alone. An armed one naming nothing (stopped after arming) is too.
 	HandoffUnplanned
-	// HandoffNamed: the synthesis names recovery slices but is not decided yet; the hand-off
-	// is finished from them, never planned again.
+	// HandoffNamed: recovery slices named, not decided yet: finished from them, never replanned.
 	HandoffNamed
-	// HandoffDecided: the synthesis is decided Recovered; the hand-off is watched, and Eno is
-	// asked for a synthesis that carries it.
+	// HandoffDecided: decided Recovered; watched, and Eno is asked for a synthesis carrying it.
 	HandoffDecided
 	// HandoffCarried: the previous synthesis carried a hand-off and the current one is not Ready:
 	// a tombstone may wait behind an earlier readiness group, so the hand-off is still watched.

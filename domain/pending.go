@@ -60,8 +60,7 @@ func PendingTombstones(s ResourceSlice) ([]Tombstone, error) {
 	return out, nil
 }
 
-// HistoryWrittenAt reads the write time a recovery slice carries; known is false when it is
-// missing or unreadable, and then every pending tombstone fails the recheck.
+// HistoryWrittenAt reads a recovery slice's write time; unknown fails every pending recheck.
 func HistoryWrittenAt(s ResourceSlice) (t time.Time, known bool) {
 	t, err := time.Parse(time.RFC3339, s.Annotations[AnnotationHistoryWritten])
 	return t, err == nil

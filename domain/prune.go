@@ -92,8 +92,7 @@ func (p PrunePlan) Selects(name string) (PruneItem, bool) {
 	return p.Selected[i], true
 }
 
-// RecordedCompositions names the Compositions our Secrets were recorded for, sorted. all is
-// false when one of ours names none: the lineage's owners are then not known.
+// RecordedCompositions names, sorted, whom our Secrets were recorded for; all: every one names one.
 func RecordedCompositions(secrets []ChunkSecret) (refs []CompositionRef, all bool) {
 	all = true
 	for _, s := range secrets {

@@ -24,8 +24,7 @@ func ReadOutage(observed map[ResourceID]Observation) error {
 	return &ReadOutageError{Reads: len(failed), First: first, Detail: observed[first].Detail}
 }
 
-// ReadOutageError: every downstream read of a plan failed; nothing is decided and the plan is
-// retried.
+// ReadOutageError: every downstream read of a plan failed; nothing is decided, it is retried.
 type ReadOutageError struct {
 	Reads  int
 	First  ResourceID

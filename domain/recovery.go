@@ -117,8 +117,7 @@ type IgnoredReview struct {
 	Current string
 }
 
-// IgnoredReviewOf reports a review annotation that is set and would be ignored for the current
-// synthesis. Nothing is reported without a current synthesis.
+// IgnoredReviewOf reports a review annotation set and ignored for a current synthesis.
 func IgnoredReviewOf(c Composition) (IgnoredReview, bool) {
 	v, set := c.Annotations[AnnotationReview]
 	current := c.SynthesisUUID()
@@ -249,8 +248,7 @@ func sharedWith(c Composition, snap Snapshot, members []CompositionRef, live []L
 	return slices.DeleteFunc(slices.Clone(live), func(o LiveOwner) bool { return !slices.Contains(others, o.Ref) })
 }
 
-// PlanRecovery decides recovery for a synthesis from what was read. It is pure: it reads nothing
-// and writes nothing.
+// PlanRecovery decides recovery for a synthesis from what was read; it reads and writes nothing.
 func PlanRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	c := in.Composition
 	if c.Synthesis == nil {
@@ -264,8 +262,7 @@ func PlanRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	return plan, nil
 }
 
-// recoveredFrom is the decision's source when its outcome records one, else the value carried
-// by the decision it replaces on this Composition.
+// recoveredFrom is d's source when it records one, else what the decision it replaces carried.
 func recoveredFrom(c Composition, d Decision) string {
 	if d.SetsRecoveredFrom() {
 		return d.SourceSynthesisUUID
@@ -372,8 +369,7 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	return plan, nil
 }
 
-// planFromSnapshotErr decides when reading selected no snapshot: nothing to recover from, or a
-// history that is not trusted (design §5).
+// planFromSnapshotErr decides when reading selected no snapshot (design §5).
 func planFromSnapshotErr(d Decision, snap Snapshot, snapErr error) (RecoveryPlan, error) {
 	var invalid *InventoryInvalidError
 	var other *OtherNamespaceError
@@ -399,8 +395,7 @@ func planFromSnapshotErr(d Decision, snap Snapshot, snapErr error) (RecoveryPlan
 	return RecoveryPlan{Decision: d}, nil
 }
 
-// planOverTheGuard decides tombstones over the deletion guard: recovered once an operator approved this synthesis, nothing once rejected, otherwise
-// held for review (design §6.1).
+// planOverTheGuard decides over the deletion guard: approved, rejected, else held (design §6.1).
 func planOverTheGuard(plan RecoveryPlan, in RecoveryInput, verified []Tombstone, total int, withDrops func(string) string, guarded bool, overdue []CompositionRef) RecoveryPlan {
 	c := in.Composition
 	switch review := ReviewOf(c); {

@@ -23,8 +23,7 @@ const ArmedOff = "disarmed"
 // HandoffDisarmed reports whether c carries ArmedOff.
 func (c Composition) HandoffDisarmed() bool { return c.Annotations[AnnotationArmed] == ArmedOff }
 
-// Armed reports whether c's AnnotationArmed holds a hand-off's digest: neither empty, ArmedOff
-// nor ArmedDone.
+// Armed reports whether c's AnnotationArmed holds a digest: neither empty, ArmedOff nor ArmedDone.
 func (c Composition) Armed() bool {
 	a := c.Annotations[AnnotationArmed]
 	return a != "" && a != ArmedOff && a != ArmedDone
@@ -132,8 +131,7 @@ var (
 	selfCheckDigest = regexp.MustCompile(` && composition\.metadata\.annotations\["` + regexp.QuoteMeta(AnnotationArmed) + `"\] == "([A-Za-z0-9:.-]{1,64})"$`)
 )
 
-// readSelfCheck reads the precondition of a tombstone's annotations back: the UID and the
-// hand-off digest it names. ok is false when the annotations carry no self-check of ours.
+// readSelfCheck reads back the UID and hand-off digest a tombstone's self-check of ours names.
 func readSelfCheck(annotations map[string]string) (uid, digest string, ok bool) {
 	raw, has := annotations[AnnotationOverrides]
 	if !has || annotations[AnnotationDisableReconciliation] != "true" {

@@ -103,8 +103,7 @@ type StoredChunk struct {
 
 var digestPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
-// ParseStoredChunk reads one Secret's snapshot annotations and data, refusing a Secret that is
-// not well formed. maxChunks <= 0 means DefaultMaxChunks.
+// ParseStoredChunk reads one well-formed Secret's snapshot; maxChunks <= 0 is DefaultMaxChunks.
 func ParseStoredChunk(s ChunkSecret, now time.Time, maxChunks int) (StoredChunk, error) {
 	sc, err := parseChunkMetadata(s, now, maxChunks)
 	if err != nil {
@@ -203,8 +202,7 @@ func ReadSnapshotFor(c Composition, secrets []ChunkSecret, now time.Time, maxChu
 	return r.verdict.derive(r.findings)
 }
 
-// SnapshotMatches reports whether snap is the complete snapshot for this composition incarnation
-// and synthesis: the recording fast path.
+// SnapshotMatches reports whether snap is c's incarnation's and synthesis's: the fast path.
 func SnapshotMatches(snap Snapshot, c Composition) bool {
 	return c.Synthesis != nil && snap.meta.CompositionUID == c.UID && snap.meta.SynthesisUUID == c.Synthesis.UUID &&
 		snap.meta.CompositionNamespace == c.Namespace && snap.meta.CompositionName == c.Name

@@ -44,8 +44,7 @@ var (
 
 func (p SliceProblem) String() string { return p.name }
 
-// SliceError stops recording and recovery: the current synthesis cannot be read in full.
-// Nothing is written; the caller retries with backoff.
+// SliceError: the current synthesis cannot be read in full; nothing is written, and it retries.
 type SliceError struct {
 	Slice   string
 	Problem SliceProblem

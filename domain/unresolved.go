@@ -107,8 +107,7 @@ func decodeUnresolved(s ChunkSecret, index int) ([]Unresolved, error) {
 	return slices.DeleteFunc(us, func(u Unresolved) bool { return slices.Contains(d.IDs, u.Entry().ID().String()) }), nil
 }
 
-// dismissal is AnnotationUnresolvedDismissed's value: an operator's dismissal of entries of one
-// snapshot.
+// dismissal is AnnotationUnresolvedDismissed's value: entries of one snapshot dismissed.
 type dismissal struct {
 	Snapshot string   `json:"snapshot"`
 	IDs      []string `json:"ids"`
@@ -137,8 +136,7 @@ func Dismiss(s ChunkSecret, us []Unresolved) ChunkSecret {
 	return s
 }
 
-// WithUnresolved returns chunk 0's Secret carrying us in format 3; a Secret without any is
-// left in format 2, as before.
+// WithUnresolved returns chunk 0's Secret carrying us in format 3; without any, in format 2.
 func WithUnresolved(s ChunkSecret, us []Unresolved) ChunkSecret {
 	if len(us) == 0 {
 		return s
@@ -150,8 +148,7 @@ func WithUnresolved(s ChunkSecret, us []Unresolved) ChunkSecret {
 	return s
 }
 
-// UnresolvedIn lists the unresolved entries of the lineage's chunk-0 Secrets recorded for c,
-// and the names of those whose entries cannot be read.
+// UnresolvedIn lists the unresolved entries of the chunk-0 Secrets recorded for c, or names them.
 func UnresolvedIn(secrets []ChunkSecret, c CompositionRef) (us []Unresolved, unreadable []string) {
 	for _, s := range secrets {
 		a := s.Annotations
@@ -187,8 +184,7 @@ func fitUnresolved(us []Unresolved, limit int) []Unresolved {
 	return us
 }
 
-// KeptIn lists what the Recovered plan kept for a person, from the recovery slices of its
-// hand-off; a slice whose list cannot be read is an error.
+// KeptIn lists what the Recovered plan kept for a person, from its hand-off's recovery slices.
 func KeptIn(slices []ResourceSlice) ([]Unresolved, error) {
 	var out []Unresolved
 	for _, s := range slices {

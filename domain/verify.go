@@ -16,8 +16,7 @@ var (
 	ObjectAbsent = ObjectState{"NotFound"}
 	// ObjectUnreadable: the object could not be read (Forbidden, an unknown kind).
 	ObjectUnreadable = ObjectState{"Unreadable"}
-	// ObjectProducedElsewhere: a slice of another Composition holds the object's identity as a
-	// resource Eno applies (ProducedElsewhere): it is that Composition's now (taken over by another Composition).
+	// ObjectProducedElsewhere: another Composition's slice applies it now (ProducedElsewhere).
 	ObjectProducedElsewhere = ObjectState{"ProducedElsewhere"}
 	// ObjectReadFailed: the read failed otherwise (a server error, a timeout): the object is
 	// kept as unreadable when another read of the plan was answered (ReadOutage).
@@ -47,8 +46,7 @@ type DropReason struct{ name string }
 var (
 	// DropNotFound: the object is gone; there is nothing to delete.
 	DropNotFound = DropReason{"NotFound"}
-	// DropNewer: the object was created after the history was written; it is not the object
-	// the history recorded.
+	// DropNewer: created after the history was written, it is not the object recorded.
 	DropNewer = DropReason{"CreatedAfterHistory"}
 	// DropUnreadable: the object could not be read; when in doubt, keep.
 	DropUnreadable = DropReason{"Unreadable"}
@@ -105,8 +103,7 @@ func splitOff(tombstones []Tombstone, reason DropReason, detail func(Tombstone) 
 	return rest, dropped
 }
 
-// SplitDisabled separates the tombstones of entries that Eno could skip (Entry.Disabled) from
-// the rest, keeping the order given: those are dropped before any downstream read.
+// SplitDisabled drops, before any downstream read, what Eno could skip (Entry.Disabled).
 func SplitDisabled(tombstones []Tombstone) (rest []Tombstone, disabled []DroppedTombstone) {
 	return splitOff(tombstones, DropDisabled, func(t Tombstone) string {
 		switch {
