@@ -40,12 +40,10 @@ func (e *OtherNamespaceError) Error() string {
 
 // namespacesOf lists the distinct namespaces the snapshots were recorded for, sorted.
 func namespacesOf(uuids []string, groups map[string][]StoredChunk) []string {
-	var out []string
-	for _, uuid := range uuids {
-		if ns := groups[uuid][0].Meta.CompositionNamespace; !slices.Contains(out, ns) {
-			out = append(out, ns)
-		}
+	out := make([]string, len(uuids))
+	for i, uuid := range uuids {
+		out[i] = groups[uuid][0].Meta.CompositionNamespace
 	}
 	slices.Sort(out)
-	return out
+	return slices.Compact(out)
 }

@@ -96,20 +96,16 @@ func (p PrunePlan) Selects(name string) (PruneItem, bool) {
 func RecordedCompositions(secrets []ChunkSecret) (refs []CompositionRef, all bool) {
 	all = true
 	for _, s := range secrets {
-		if !s.Owned() {
-			continue
-		}
-		ref := CompositionRef{Namespace: s.Annotations[AnnotationCompositionNamespace], Name: s.Annotations[AnnotationCompositionName]}
-		if ref.Namespace == "" || ref.Name == "" {
+		switch ref := (CompositionRef{Namespace: s.Annotations[AnnotationCompositionNamespace], Name: s.Annotations[AnnotationCompositionName]}); {
+		case !s.Owned():
+		case ref.Namespace == "" || ref.Name == "":
 			all = false
-			continue
-		}
-		if !slices.Contains(refs, ref) {
+		default:
 			refs = append(refs, ref)
 		}
 	}
 	slices.SortFunc(refs, CompositionRef.Compare)
-	return refs, all
+	return slices.Compact(refs), all
 }
 
 // living returns the lineage's living Compositions: the recorded ones found, and the claimants.
