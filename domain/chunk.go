@@ -160,11 +160,9 @@ func (s ChunkSecret) Owned() bool {
 	return s.Labels[LabelManagedBy] == ManagedByValue && s.Type == SecretType
 }
 
-// RecordedForAnother returns the Composition an existing Secret at one of c's chunk names was
-// recorded for, when its composition-namespace/-name annotations name another one: two
-// Compositions of one name in different namespaces sharing a lineage, or names that collide
-// after the 253-character cut. A Secret that names no Composition (an annotation missing) names
-// no other one. Whether the Secret is ours is Owned's question (design §4, LineageCollision).
+// RecordedForAnother returns the Composition a Secret at one of c's chunk names was recorded for
+// when its annotations name another (one name in two namespaces sharing a lineage, or names that
+// collide after the 253-character cut); naming none is no other. Owned is asked apart (§4).
 func (s ChunkSecret) RecordedForAnother(c CompositionRef) (CompositionRef, bool) {
 	ref := CompositionRef{Namespace: s.Annotations[AnnotationCompositionNamespace], Name: s.Annotations[AnnotationCompositionName]}
 	if ref.Namespace == "" || ref.Name == "" || ref == c {

@@ -198,9 +198,8 @@ func recoverySlicesIn(compName, synthesisUUID string, names []string) []string {
 	return out
 }
 
-// HandoffFromSlice reads back the hand-off a recovery slice carries for c's current synthesis,
-// failing for a slice another object controls, stamped for another synthesis, carrying no
-// Recovered decision for it, or holding anything but tombstones.
+// HandoffFromSlice reads back a recovery slice's hand-off for c's current synthesis: none when
+// another object controls it, or it is for another synthesis, or holds other than tombstones.
 func HandoffFromSlice(c Composition, s ResourceSlice) (Handoff, error) {
 	uuid := c.SynthesisUUID()
 	if s.ControllerUID != c.UID {
@@ -247,9 +246,8 @@ func sameDigest(digest string, r SliceResource) (string, error) {
 	return d, nil
 }
 
-// HandoffFromSlices reads back the hand-off the recovery slices of c's current synthesis carry,
-// in part order: every slice's tombstones, and the first's decision and history write time. A
-// slice that is no valid hand-off (HandoffFromSlice) is a *RecoverySliceInvalidError naming it.
+// HandoffFromSlices reads back the hand-off of c's current synthesis's recovery slices, in part
+// order; a slice no valid hand-off (HandoffFromSlice) is a *RecoverySliceInvalidError naming it.
 func HandoffFromSlices(c Composition, parts []ResourceSlice) (Handoff, error) {
 	if len(parts) == 0 {
 		return Handoff{}, fmt.Errorf("a hand-off is read back from at least one recovery slice")
@@ -318,9 +316,8 @@ func (p CommitPrecondition) MovedOn(live Composition) string {
 	return ""
 }
 
-// CheckReusable says why the recovery slice found under want's name cannot stand for want, or
-// is nil: a recovery slice is never updated, so one is reused only when it is comp's, for its
-// synthesis, not terminating, and holds exactly want's tombstones and annotations.
+// CheckReusable says why the slice found under want's name cannot stand for want, or is nil: never
+// updated, one is reused only when comp's, for its synthesis, not terminating, and exactly want.
 func CheckReusable(comp Composition, existing, want ResourceSlice) error {
 	switch {
 	case existing.Deleting:

@@ -143,9 +143,8 @@ func ReadHistoryFor(c Composition, secrets []ChunkSecret, now time.Time, maxChun
 	return r.history()
 }
 
-// verdict is what the findings leave to decide: no Secret at all, no candidate because the
-// history is another namespace's, a candidate of the reader's incarnation, or the selected
-// snapshot. owners go with whatever snapshot it returns.
+// verdict is what the findings leave to decide: no Secret, another namespace's history, the
+// reader's incarnation, or the selected snapshot; owners go with whatever snapshot it returns.
 type verdict struct {
 	empty           bool
 	otherNamespaces []string

@@ -94,9 +94,8 @@ func newInventory(entries []Entry) (Inventory, error) {
 	return inv, nil
 }
 
-// encodedSize is the length of e's encoding when no string needs escaping, and a lower bound
-// otherwise: '{', then per field `"name":"value"` or `"name":{"k":"v",...}` and the ',' or '}'
-// that follows it.
+// encodedSize is the length of e's encoding when no string needs escaping, else a lower bound:
+// '{', then per field `"name":"value"` or `"name":{"k":"v",...}` and the ',' or '}' after it.
 func (e *Entry) encodedSize() int {
 	n := 1
 	for _, f := range [...][2]string{{"group", e.Group}, {"version", e.Version}, {"kind", e.Kind}, {"namespace", e.Namespace}, {"name", e.Name}} {

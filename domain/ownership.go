@@ -68,9 +68,8 @@ func (m *EnoManagers) Set(s string) error {
 	return err
 }
 
-// The fields of an object that no manager owns: what every object has, and what kube-apiserver
-// sets itself without a managedFields entry (measured on kube-apiserver, design §6.3). Any other
-// field is content that some write put there.
+// The fields of an object no manager owns: what every object has, and what kube-apiserver sets
+// itself without a managedFields entry (measured, design §6.3). Anything else some write put.
 var (
 	bareTopLevel = []string{"apiVersion", "kind", "metadata", "status"}
 	bareMetadata = []string{"name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp",

@@ -127,9 +127,8 @@ func PruneGoneAllowed(lineages []PruneLineage) bool {
 	return slices.ContainsFunc(lineages, func(l PruneLineage) bool { return len(l.living()) > 0 })
 }
 
-// SelectPrune applies the retention rule (design §7) to one lineage: (a), (b), (c). It never
-// selects a Secret not ours, anything of a lineage whose hand-off is pending or held for review,
-// nor the newest complete snapshot of a lineage with a living Composition.
+// SelectPrune applies the retention rule (design §7) to one lineage, never selecting a Secret not
+// ours, a busy lineage's (busyLineage), nor a newest complete snapshot a living one may read.
 func SelectPrune(l PruneLineage, r PruneRules) PrunePlan {
 	plan := PrunePlan{Lineage: l.Lineage}
 	living := l.living()

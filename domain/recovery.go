@@ -82,9 +82,8 @@ func parseReview(v string) (verb, uuid string, ok bool) {
 	return "", "", false
 }
 
-// ReviewValue is the review annotation, approve:<uuid> or reject:<uuid>, that answers the
-// recovery held for c's current synthesis. It refuses when none is held for it (none decided,
-// finished, or for a synthesis that has moved on) and when a review already answers it.
+// ReviewValue is the review annotation, approve:<uuid> or reject:<uuid>, answering the recovery
+// held for c's current synthesis; it refuses when none is held, or a review already answers it.
 func ReviewValue(c Composition, approve bool) (string, error) {
 	d, ok := c.Decision()
 	current := c.SynthesisUUID()
@@ -179,9 +178,8 @@ type RecoveryInput struct {
 	Now                time.Time
 }
 
-// RecoveryPlan is the decision and the tombstones to publish (none unless Recovered), what awaits
-// review (Held) and what the checks kept back (Dropped). A plan with Verify set decides nothing
-// yet: read those objects and plan again with RecoveryInput.Observed.
+// RecoveryPlan is the decision, the tombstones to publish, those held and those dropped. With
+// Verify set it decides nothing yet: read those objects, plan again with RecoveryInput.Observed.
 type RecoveryPlan struct {
 	Decision   Decision
 	Tombstones []Tombstone
@@ -200,10 +198,9 @@ type RecoveryPlan struct {
 // Decided reports whether the plan decides, rather than asking for downstream reads first.
 func (p RecoveryPlan) Decided() bool { return !p.Decision.Outcome.IsZero() }
 
-// SharedLineageOwners are the Compositions recovery must read live before it decides for c
-// from snap: every one a Secret of the lineage was recorded for, candidate or not, whatever its
-// namespace, and members, which carry the lineage (a copied override) even before they record;
-// never c itself.
+// SharedLineageOwners are whom recovery reads live before it decides for c from snap: all a
+// Secret of the lineage was recorded for, whatever its namespace, and members, which carry the
+// lineage (a copied override) even before they record; never c itself.
 func SharedLineageOwners(c Composition, snap Snapshot, members ...CompositionRef) []CompositionRef {
 	var out []CompositionRef
 	for _, ref := range append(slices.Clone(snap.owners), members...) {

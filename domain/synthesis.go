@@ -277,9 +277,8 @@ func (p Production) Threatens(r Production) bool {
 	return false
 }
 
-// Threats finds the recovery slices a slice threatens (Production.Threatens) at the cost of that
-// slice's identities, not of the fleet's slices: it holds only recovery slices with tombstones,
-// each with what its caller keeps of it (V). Not safe for concurrent use.
+// Threats finds the recovery slices with tombstones a slice threatens at the cost of its own
+// identities, not the fleet's, each with what its caller keeps (V). Not safe for concurrent use.
 type Threats[V any] struct {
 	held map[string]threat[V]           // by Production.Slice
 	by   map[uint64]map[string]struct{} // tombstone fingerprint → slices

@@ -11,9 +11,8 @@ import (
 	"time"
 )
 
-// Unresolved is an object a recovery kept for a reason a person can resolve: it stays listed in
-// every later snapshot of the lineage until the object is gone or replaced. A report only: no
-// plan reads it (design §3, §6.3).
+// Unresolved is an object a recovery kept for a person: listed in every later snapshot until it
+// is gone or replaced. A report only: no plan reads it (design §3, §6.3).
 type Unresolved struct {
 	Group     string    `json:"group,omitempty"`
 	Version   string    `json:"version,omitempty"`

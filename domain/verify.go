@@ -53,20 +53,17 @@ var (
 	// DropUnknownWriteTime: the history's write time is unknown, so no object can be told apart
 	// from one re-created since; every tombstone is kept back.
 	DropUnknownWriteTime = DropReason{"UnknownWriteTime"}
-	// DropDisabled: the entry was recorded with reconciliation disabled, or with overrides that
-	// can disable it (Entry.Disabled). Eno would skip the tombstone anyway, or might act on an
+	// DropDisabled: Entry.Disabled. Eno would skip the tombstone anyway, or might act on an
 	// object another Composition now owns; no read is needed.
 	DropDisabled = DropReason{"Disabled"}
 	// DropChanged: the object was written after the history was (another manager took it
 	// over, an operator edited it): it may no longer be the orphan the history recorded.
 	DropChanged = DropReason{"ChangedAfterHistory"}
-	// DropManagedElsewhere: a field manager that is not Eno's manages the object's main
-	// resource (a GitOps tool that took it over, a person's edit): it is theirs too, whenever
-	// they wrote it, and an identical apply leaves no time to compare (design §6.3).
+	// DropManagedElsewhere: a manager not Eno's (a GitOps tool, a person) manages it: theirs too,
+	// whenever they wrote it; an identical apply leaves no time to compare (design §6.3).
 	DropManagedElsewhere = DropReason{"ManagedElsewhere"}
-	// DropProducedElsewhere: another Composition's synthesis produces the object. Eno applies
-	// every Composition with one field manager and an in-sync object gets no write, so a
-	// takeover shows in no managedFields time; the other Composition keeps it.
+	// DropProducedElsewhere: another Composition's synthesis produces it. Eno applies all with one
+	// field manager, an in-sync object gets no write: no managedFields time shows the takeover.
 	DropProducedElsewhere = DropReason{"ProducedElsewhere"}
 	// DropCascading: an orphan whose deletion deletes other objects (Cascades): never handed to
 	// Eno, approved or not; an operator deletes it after looking (design §6.3, R1).
