@@ -20,8 +20,7 @@ type Finding struct {
 	// Secret is the Secret that showed the problem, when one did.
 	Secret string
 	Detail string
-	// Missing lists the first missing indexes of a gap (step 4, no Secret); MissingCount
-	// counts them all.
+	// Missing lists the first missing indexes of a gap (step 4), MissingCount counts them all.
 	Missing      []int
 	MissingCount int
 	// Index is the chunk index of a step-4 finding about one Secret: out of range, or, when
@@ -55,8 +54,7 @@ var (
 	RoleOlder = SnapshotRole{"older"}
 	// RoleSameIncarnation: a candidate carrying the reader's own UID (SameIncarnation).
 	RoleSameIncarnation = SnapshotRole{"same-incarnation"}
-	// RoleNotCandidate: recorded for another Composition while the reader has snapshots of
-	// its own, ignored.
+	// RoleNotCandidate: another Composition's while the reader has its own, ignored.
 	RoleNotCandidate = SnapshotRole{"not-candidate"}
 	// RoleOtherNamespace: recorded in another namespace than the reader's, which has no
 	// snapshot of its own, while adoption across namespaces is off; ignored.
@@ -100,8 +98,7 @@ type SnapshotReading struct {
 	Findings []Finding
 }
 
-// History is every Secret of a lineage read with every finding rather than the first: what
-// inspect shows. ReadHistoryFor's verdict is ReadSnapshotFor's.
+// History is a lineage read with every finding rather than the first, for inspect.
 type History struct {
 	// Findings are all findings in reading's order.
 	Findings []Finding
@@ -119,8 +116,7 @@ type History struct {
 	verdict verdict
 }
 
-// Verdict is the outcome of reading: the first decisive finding as an *InventoryInvalidError,
-// else ErrNoInventory, an *OtherNamespaceError, ErrSameIncarnation, or the selected snapshot.
+// Verdict is the outcome of reading, as ReadSnapshotFor returns it (verdict.derive).
 func (h History) Verdict() (Snapshot, error) { return h.verdict.derive(h.Findings) }
 
 // Rejected are the findings of step 1, one per Secret that does not parse, by Secret name.
@@ -128,8 +124,7 @@ func (h History) Rejected() []Finding {
 	return slices.DeleteFunc(slices.Clone(h.Findings), func(f Finding) bool { return f.Step != 1 })
 }
 
-// ReadHistory reads a whole lineage's history with every finding, for a reader that is no
-// Composition of it (inspect of a lineage): every snapshot is a candidate and none is the reader's own.
+// ReadHistory reads a lineage's history with every finding for no Composition: all are candidates.
 func ReadHistory(secrets []ChunkSecret, now time.Time, maxChunks int) History {
 	r := reader{now: now, maxChunks: maxChunks, all: true}
 	r.read(secrets)
@@ -227,8 +222,7 @@ func (r *reader) read(secrets []ChunkSecret) {
 	}
 }
 
-// parse is step 1: every Secret must parse. Secrets are taken by name, so findings are
-// deterministic.
+// parse is step 1: every Secret must parse, taken by name so that findings are deterministic.
 func (r *reader) parse(secrets []ChunkSecret) bool {
 	sorted := slices.Clone(secrets)
 	slices.SortFunc(sorted, func(a, b ChunkSecret) int { return strings.Compare(a.Name, b.Name) })
@@ -333,8 +327,7 @@ func candidatesFor(self *Composition, adoption Adoption, order []string, groups 
 	return candidates, true
 }
 
-// judge is steps 4–5 on one snapshot: decisive for the selected one, information for any
-// other. rd, when given, receives what they found.
+// judge is steps 4–5 on one snapshot, decisive only for the selected one; rd receives them.
 func (r *reader) judge(uuid string, rd *SnapshotReading) {
 	if rd == nil {
 		rd = &SnapshotReading{}

@@ -126,8 +126,7 @@ func matchKey(raw []byte, fields []string, seen *[4]bool) (int, error) {
 	return -1, nil
 }
 
-// readString reads a JSON string (null reads as "") exactly as encoding/json does; ok is false
-// for any other value.
+// readString reads a JSON string (null reads as "") exactly as encoding/json does, else !ok.
 func readString(val []byte) (s string, ok bool) {
 	switch {
 	case isNull(val):
@@ -190,8 +189,7 @@ func readStringMap(val []byte, field string, keep func(key string) bool, dst *ma
 	})
 }
 
-// sharedString reads the JSON string sub, a subslice of val, as a substring of text (val's
-// own copy) when it needs no decoding.
+// sharedString reads JSON string sub, within val, as a substring of text (val's copy) if it can.
 func sharedString(text string, val, sub []byte) (string, bool) {
 	if len(sub) > 1 && sub[0] == '"' && bytes.IndexByte(sub, '\\') < 0 && utf8.Valid(sub) {
 		off := cap(val) - cap(sub) // sub = val[off:off+len(sub)]

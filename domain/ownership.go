@@ -9,8 +9,7 @@ import (
 	"time"
 )
 
-// ObjectWrite is one managedFields entry of a downstream object's main resource (subresources
-// aside): who wrote it, and when.
+// ObjectWrite is one managedFields entry of a downstream object's main resource: who, and when.
 type ObjectWrite struct {
 	Manager string
 	// Time is zero when the entry carries none (an identical apply by a new manager leaves it
@@ -23,16 +22,14 @@ type ObjectWrite struct {
 // write without a field manager (SSA disabled, Replace, Patch resources) (design §6.3).
 var DefaultEnoManagers = []string{"eno", "eno-reconciler"}
 
-// fieldManagerName is what a manager named in a precondition may be: nothing that could end a
-// CEL string literal passes.
+// fieldManagerName passes no manager name that could end a CEL string literal.
 var fieldManagerName = regexp.MustCompile(`^[A-Za-z0-9:._/-]{1,128}$`)
 
 // EnoManagers are the field managers whose writes are Eno's; every other manager of an object's
 // main resource makes it co-managed (design §6.3). The zero value is DefaultEnoManagers.
 type EnoManagers struct{ names []string }
 
-// NewEnoManagers validates names: at least one, each a field manager name a precondition can
-// quote.
+// NewEnoManagers validates names: at least one, each one a precondition can quote.
 func NewEnoManagers(names []string) (EnoManagers, error) {
 	if len(names) == 0 {
 		return EnoManagers{}, fmt.Errorf("at least one field manager of Eno is needed")

@@ -44,8 +44,7 @@ func readTombstone(r SliceResource) (Tombstone, bool, error) {
 	return Tombstone{Entry: e}, e.Annotations[AnnotationDisableReconciliation] == "true" && !overridden, nil
 }
 
-// PendingTombstones lists the tombstones of a recovery slice that Eno may still act on: every
-// one not yet withdrawn, in slice order. A resource that cannot be read back is an error.
+// PendingTombstones lists a recovery slice's tombstones not yet withdrawn, in slice order.
 func PendingTombstones(s ResourceSlice) ([]Tombstone, error) {
 	var out []Tombstone
 	for i, r := range s.Resources {
