@@ -32,8 +32,7 @@ type Handoff struct {
 	Decision Decision
 	// Resources are every tombstone of the hand-off, in canonical order, across its slices.
 	Resources []SliceResource
-	// HistoryWritten is the write time of the history the tombstones came from; the pending
-	// hand-off's recheck compares objects with it.
+	// HistoryWritten is its history's write time, which the pending hand-off's recheck uses.
 	HistoryWritten time.Time
 	// SourceUID is the recorded incarnation's UID (RecoveryPlan.SourceUID); empty when unknown.
 	SourceUID string

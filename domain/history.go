@@ -56,8 +56,7 @@ var (
 	RoleSameIncarnation = SnapshotRole{"same-incarnation"}
 	// RoleNotCandidate: another Composition's while the reader has its own, ignored.
 	RoleNotCandidate = SnapshotRole{"not-candidate"}
-	// RoleOtherNamespace: recorded in another namespace than the reader's, which has no
-	// snapshot of its own, while adoption across namespaces is off; ignored.
+	// RoleOtherNamespace: another namespace's, the reader having none and adoption off; ignored.
 	RoleOtherNamespace = SnapshotRole{"other-namespace"}
 )
 

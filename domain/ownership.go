@@ -12,8 +12,7 @@ import (
 // ObjectWrite is one managedFields entry of a downstream object's main resource: who, and when.
 type ObjectWrite struct {
 	Manager string
-	// Time is zero when the entry carries none (an identical apply by a new manager leaves it
-	// so): when it was written is unknown.
+	// Time is zero when the entry carries none (an identical apply may leave it so): unknown.
 	Time time.Time
 }
 

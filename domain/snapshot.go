@@ -56,8 +56,7 @@ type Snapshot struct {
 	meta      SnapshotMeta
 	chunks    []ChunkSecret // ordered by index
 	inventory Inventory
-	// readFor is the UID of the Composition whose candidates it was chosen from
-	// (ReadSnapshotFor); nil for a lineage-wide read.
+	// readFor is the UID of the reader it was chosen for (ReadSnapshotFor), nil lineage-wide.
 	readFor *string
 	// owners are the Compositions a well-formed Secret of the lineage was recorded for, sorted:
 	// the selected snapshot's and every other's, candidate or not, whatever its namespace.
