@@ -340,7 +340,7 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	}
 	if len(verified) == 0 {
 		d.Outcome, d.Reason = OutcomeNothingToRecover, ReasonNoOrphans
-		if slices.ContainsFunc(dropped, func(d DroppedTombstone) bool { return !d.Reason.verifiable() }) {
+		if slices.ContainsFunc(dropped, func(dt DroppedTombstone) bool { return !dt.Reason.verifiable() }) {
 			d.Reason = ReasonUnverified
 		}
 		d.Message = withDrops(fmt.Sprintf("%d of %d resources of the previous incarnation are absent from the synthesis, but none can be handed to Eno", len(absent), total))
