@@ -16,21 +16,18 @@ var (
 	// AdoptWithinNamespace: only history recorded in the Composition's own namespace. The
 	// default, and what the zero Adoption means.
 	AdoptWithinNamespace = Adoption{"within-namespace"}
-	// AdoptAcrossNamespaces: a Composition with no history of its own may adopt a lineage's
-	// history from any namespace.
+	// AdoptAcrossNamespaces: a Composition with no history of its own may adopt any namespace's.
 	AdoptAcrossNamespaces = Adoption{"across-namespaces"}
 )
 
 // Permits reports whether history recorded for recordedFor may become reader's: always within
-// one namespace, across namespaces only when adoption across them is allowed. Reading asks it of
-// every snapshot, and recording of every Secret it would replace.
+// one namespace, across them only when allowed; asked of every snapshot and replaced Secret.
 func (a Adoption) Permits(reader, recordedFor CompositionRef) bool {
 	return reader.Namespace == recordedFor.Namespace || a == AdoptAcrossNamespaces
 }
 
-// OtherNamespaceError stops reading when a lineage has snapshots but none is a candidate,
-// because each was recorded in another namespace and adoption across namespaces is off:
-// NothingToRecover, reason OtherNamespace.
+// OtherNamespaceError stops reading when every snapshot of a lineage was recorded in another
+// namespace and adoption across namespaces is off: NothingToRecover, reason OtherNamespace.
 type OtherNamespaceError struct {
 	// Namespaces are those the lineage's snapshots were recorded in, sorted.
 	Namespaces []string
@@ -43,12 +40,10 @@ func (e *OtherNamespaceError) Error() string {
 
 // namespacesOf lists the distinct namespaces the snapshots were recorded for, sorted.
 func namespacesOf(uuids []string, groups map[string][]StoredChunk) []string {
-	var out []string
-	for _, uuid := range uuids {
-		if ns := groups[uuid][0].Meta.CompositionNamespace; !slices.Contains(out, ns) {
-			out = append(out, ns)
-		}
+	out := make([]string, len(uuids))
+	for i, uuid := range uuids {
+		out[i] = groups[uuid][0].Meta.CompositionNamespace
 	}
 	slices.Sort(out)
-	return out
+	return slices.Compact(out)
 }

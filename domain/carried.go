@@ -5,9 +5,8 @@ import (
 	"slices"
 )
 
-// CarriedRecoverySlices names the recovery slices that c's previous synthesis holds: a hand-off
-// that Eno's executor carried into the current synthesis. Once that synthesis is Ready, the
-// tombstoned objects should be gone (design §6.2, "Did Eno do it?").
+// CarriedRecoverySlices names the recovery slices of c's previous synthesis, a hand-off Eno
+// carried into the current one: once Ready, their objects should be gone (design §6.2).
 func CarriedRecoverySlices(c Composition) []string {
 	prev := c.PreviousSynthesis
 	if prev == nil || prev.UUID == "" {
@@ -16,9 +15,8 @@ func CarriedRecoverySlices(c Composition) []string {
 	return recoverySlicesIn(c.Name, prev.UUID, prev.Slices)
 }
 
-// CarriedTombstones reads the tombstones a carried recovery slice handed over that Eno may still
-// act on (PendingTombstones). The slice must be this incarnation's hand-off of the previous
-// synthesis.
+// CarriedTombstones reads the tombstones Eno may still act on (PendingTombstones) of a carried
+// recovery slice, which must be this incarnation's hand-off of the previous synthesis.
 func CarriedTombstones(c Composition, s ResourceSlice) ([]Tombstone, error) {
 	prev := c.PreviousSynthesis
 	switch {

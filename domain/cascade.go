@@ -18,8 +18,7 @@ var cascadingKinds = map[[2]string]string{
 	{"", "ServiceAccount"}:                               "its token Secrets, whoever created them, and the API access of every Pod that runs as it",
 }
 
-// Cascades says what deleting the object of id deletes besides it, or "" when its kind is not
-// one whose deletion cascades (design §6.3).
+// Cascades says what deleting the object of id deletes besides it, or "" (design §6.3).
 func Cascades(id ResourceID) string {
 	return cascadingKinds[[2]string{id.Group, id.Kind}]
 }
@@ -39,20 +38,16 @@ func KubectlDelete(id ResourceID) string {
 // splitCascading drops the tombstones whose deletion cascades (CascadingKind), keeping the order
 // given; each names what it takes and the command an operator may run after looking.
 func splitCascading(tombstones []Tombstone) (rest []Tombstone, dropped []DroppedTombstone) {
-	for _, t := range tombstones {
+	return splitOff(tombstones, DropCascading, func(t Tombstone) string {
 		if what := Cascades(t.Entry.ID()); what != "" {
-			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: DropCascading,
-				Detail: fmt.Sprintf("deleting it also deletes %s; never handed to Eno, after looking: %s", what, KubectlDelete(t.Entry.ID()))})
-			continue
+			return fmt.Sprintf("deleting it also deletes %s; never handed to Eno, after looking: %s", what, KubectlDelete(t.Entry.ID()))
 		}
-		rest = append(rest, t)
-	}
-	return rest, dropped
+		return ""
+	})
 }
 
-// ResourceFilter says why no eno-reconciler in use would load a tombstone, given its manifest as
-// the hand-off writes it and the Composition, or nil when one would: Eno's --resource-filter,
-// evaluated as Eno's resource cache does (design §6.3). Nil is Eno's default: every resource loads.
+// ResourceFilter says why no eno-reconciler in use would load a tombstone's manifest for comp,
+// or nil: Eno's --resource-filter, as its resource cache evaluates it (design §6.3). Nil loads all.
 type ResourceFilter func(manifest string, comp Composition) error
 
 // splitUntaken drops the tombstones no eno-reconciler in use would load (NoReconcilerTakesIt):

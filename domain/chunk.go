@@ -2,8 +2,10 @@ package domain
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,9 +44,8 @@ func (e *TooManyChunksError) Error() string {
 	return fmt.Sprintf("inventory needs %d chunks, over the cap of %d; raise --max-chunks or shrink the composition; nothing was written", e.Chunks, e.Limit)
 }
 
-// SplitInventory splits the canonical inventory greedily into chunks of at most maxBytes.
-// The same inventory and limit always give byte-identical chunks. maxBytes above
-// SecretDataLimit is lowered to it; maxChunks <= 0 means DefaultMaxChunks.
+// SplitInventory splits the inventory greedily into byte-identical chunks of at most maxBytes
+// (lowered to SecretDataLimit); maxChunks <= 0 means DefaultMaxChunks.
 func SplitInventory(inv Inventory, maxBytes, maxChunks int) ([]Chunk, error) {
 	if maxBytes < 2 {
 		return nil, fmt.Errorf("chunk limit %d is too small", maxBytes)
@@ -75,10 +76,7 @@ func SplitInventory(inv Inventory, maxBytes, maxChunks int) ([]Chunk, error) {
 		data := []byte("[]")
 		if a, b := bounds[k], bounds[k+1]; b > a {
 			// Its own copy: a chunk's data ends up in a Secret that callers may change.
-			data = make([]byte, 0, 1+starts[b]-starts[a])
-			data = append(data, '[')
-			data = append(data, inv.canonical[starts[a]:starts[b]-1]...)
-			data = append(data, ']')
+			data = slices.Concat([]byte("["), inv.canonical[starts[a]:starts[b]-1], []byte("]"))
 		}
 		chunks[k] = Chunk{index: k, count: count, data: data}
 	}
@@ -88,9 +86,8 @@ func SplitInventory(inv Inventory, maxBytes, maxChunks int) ([]Chunk, error) {
 // entryChunkBytes is the size of a chunk holding entry i alone: the entry and its brackets.
 func (inv Inventory) entryChunkBytes(i int) int { return 1 + inv.starts[i+1] - inv.starts[i] }
 
-// LargestEntryBytes is the size of a chunk holding the inventory's largest entry alone, 0 when it
-// is empty: an entry over the chunk limit cannot be recorded (EntryTooLargeError), however many
-// chunks are allowed.
+// LargestEntryBytes is the size of a chunk holding the largest entry alone, 0 when empty: an
+// entry over the chunk limit cannot be recorded (EntryTooLargeError), however many chunks.
 func (inv Inventory) LargestEntryBytes() int {
 	largest := 0
 	for i := range inv.entries {
@@ -99,35 +96,24 @@ func (inv Inventory) LargestEntryBytes() int {
 	return largest
 }
 
-func effectiveMaxChunks(n int) int {
-	if n <= 0 {
-		return DefaultMaxChunks
-	}
-	return n
-}
+func effectiveMaxChunks(n int) int { return cmp.Or(max(n, 0), DefaultMaxChunks) }
 
 // ChunkName is "<comp-name>-<lineage>-<index>", cut to 253 characters (design §3).
 func ChunkName(compName string, lineage Lineage, index int) string {
 	return boundedName(compName, "-"+lineage.String()+"-"+strconv.Itoa(index))
 }
 
-// A recovery slice is named "<comp-name>-recovery-<first 8 of synthesis UUID>-<hand-off
-// digest>-<part>": the family of the synthesis, then its content. The comp-name part is cut so
-// that every name of the family, whatever its part, has the same prefix and at most 253
-// characters (design §6.2).
 const (
 	recoveryInfix = "-recovery-"
 	// maxPartDigits bounds the part number a name has room for.
 	maxPartDigits = 4
 )
 
-// RecoverySliceFamily is the prefix every recovery slice of the synthesis is named under:
-// "<comp-name>-recovery-<first 8 of synthesis UUID>".
+// RecoverySliceFamily is the prefix every recovery slice of the synthesis is named under,
+// "<comp-name>-recovery-<first 8 of synthesis UUID>", then "-<hand-off digest>-<part>". The
+// comp-name part is cut so that every name of the family has it and at most 253 characters (§6.2).
 func RecoverySliceFamily(compName, synthesisUUID string) string {
-	id := synthesisUUID
-	if len(id) > 8 {
-		id = id[:8]
-	}
+	id := synthesisUUID[:min(8, len(synthesisUUID))]
 	room := maxObjectName - len(recoveryInfix) - len(id) - 1 - digestLen - 1 - maxPartDigits
 	if len(compName) > room {
 		compName = strings.TrimRight(compName[:room], "-.")
@@ -135,8 +121,7 @@ func RecoverySliceFamily(compName, synthesisUUID string) string {
 	return compName + recoveryInfix + id
 }
 
-// RecoverySliceName is the name of part of the hand-off digest for the synthesis: immutable
-// content under a name of its own.
+// RecoverySliceName names part of hand-off digest: immutable content under a name of its own.
 func RecoverySliceName(compName, synthesisUUID, digest string, part int) string {
 	return RecoverySliceFamily(compName, synthesisUUID) + "-" + digest + "-" + strconv.Itoa(part)
 }
@@ -166,9 +151,7 @@ type ChunkSecret struct {
 	ResourceVersion string
 	// UID is the API server's; only reads fill it. Prune deletes with it as a precondition.
 	UID string
-	// DataWrittenAt is when this controller last wrote the data, by the downstream API server's
-	// clock (DataWrittenByUs over managedFields); zero when unknown. Only reads fill it; writes
-	// ignore it.
+	// DataWrittenAt: when we last wrote the data (DataWrittenByUs), zero when unknown; reads only.
 	DataWrittenAt time.Time
 }
 
@@ -177,11 +160,9 @@ func (s ChunkSecret) Owned() bool {
 	return s.Labels[LabelManagedBy] == ManagedByValue && s.Type == SecretType
 }
 
-// RecordedForAnother returns the Composition an existing Secret at one of c's chunk names was
-// recorded for, when its composition-namespace/-name annotations name another one: two
-// Compositions of one name in different namespaces sharing a lineage, or names that collide
-// after the 253-character cut. A Secret that names no Composition (an annotation missing) names
-// no other one. Whether the Secret is ours is Owned's question (design §4, LineageCollision).
+// RecordedForAnother returns the Composition a Secret at one of c's chunk names was recorded for
+// when its annotations name another (one name in two namespaces sharing a lineage, or names that
+// collide after the 253-character cut); naming none is no other. Owned is asked apart (§4).
 func (s ChunkSecret) RecordedForAnother(c CompositionRef) (CompositionRef, bool) {
 	ref := CompositionRef{Namespace: s.Annotations[AnnotationCompositionNamespace], Name: s.Annotations[AnnotationCompositionName]}
 	if ref.Namespace == "" || ref.Name == "" || ref == c {
@@ -256,10 +237,8 @@ func DesiredChunkSecret(namespace string, meta SnapshotMeta, c Chunk) ChunkSecre
 	}
 }
 
-// MatchesDesired reports whether existing already holds desired: same type and data, and the
-// same values for every label and annotation this project defines. Other keys are not compared,
-// nor the writer when existing names none: it is stamped by the next synthesis's recording, as
-// rewriting it would move the history's write time (design §3, §6.3).
+// MatchesDesired reports whether s already holds desired's type, data, labels and annotations,
+// but for a writer s does not name: rewriting it would move the history's write time (§3, §6.3).
 func (s ChunkSecret) MatchesDesired(desired ChunkSecret) bool {
 	if s.Type != desired.Type || !maps.EqualFunc(s.Data, desired.Data, bytes.Equal) {
 		return false
@@ -277,18 +256,18 @@ func (s ChunkSecret) MatchesDesired(desired ChunkSecret) bool {
 	return true
 }
 
-// MergeDesired returns existing updated to desired: our labels, annotations, type and data are
-// written; labels and annotations others added, and the resourceVersion, are preserved.
+// MergeDesired returns s updated to desired, keeping others' labels, annotations and version.
 func (s ChunkSecret) MergeDesired(desired ChunkSecret) ChunkSecret {
-	out := s.Clone()
+	out := s
 	out.Type, out.Data = desired.Type, desired.Clone().Data
-	if out.Labels == nil {
-		out.Labels = map[string]string{}
-	}
-	if out.Annotations == nil {
-		out.Annotations = map[string]string{}
-	}
-	maps.Copy(out.Labels, desired.Labels)
-	maps.Copy(out.Annotations, desired.Annotations)
+	out.Labels, out.Annotations = merged(s.Labels, desired.Labels), merged(s.Annotations, desired.Annotations)
+	return out
+}
+
+// merged is a new map of m's entries and add's, add's winning.
+func merged(m, add map[string]string) map[string]string {
+	out := make(map[string]string, len(m)+len(add))
+	maps.Copy(out, m)
+	maps.Copy(out, add)
 	return out
 }

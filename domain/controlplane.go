@@ -7,8 +7,7 @@ import (
 
 var controlPlanePattern = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`)
 
-// ValidControlPlane checks a control plane's name: the UID of its kube-system Namespace, or an
-// operator's --control-plane-id (design §3).
+// ValidControlPlane checks a control plane's name: a kube-system UID or --control-plane-id (§3).
 func ValidControlPlane(id string) error {
 	if !controlPlanePattern.MatchString(id) {
 		return fmt.Errorf("control plane %q is not 1-63 letters, digits, '.', '_' or '-', starting and ending alphanumeric", truncate(id, 80))
@@ -16,16 +15,13 @@ func ValidControlPlane(id string) error {
 	return nil
 }
 
-// WrittenBy is the control plane s names, "" for a Secret not ours or written before control
-// planes were named.
+// WrittenBy is the control plane s names, "" for none (not ours, or written before they were).
 func (s ChunkSecret) WrittenBy() string { return s.Annotations[AnnotationControlPlane] }
 
-// OwnHistory keeps, of a lineage's Secrets, those controlPlane may read and prune: the ones it
-// wrote, those not ours (reading refuses them), and those naming no control plane. A Secret
-// another control plane wrote means that one records the lineage too (same namespace/name, a
-// copied override): its Composition, living or not, cannot be read from here, so reading is
-// refused as SharedLineage, and only the Secrets controlPlane wrote, and those not ours, are
-// returned (prune keeps the unnamed ones, which may be either's) (design §3).
+// OwnHistory keeps, of a lineage's Secrets, those controlPlane wrote, those not ours (reading
+// refuses them) and those naming no control plane. A Secret another control plane wrote means it
+// records the lineage too, with a Composition not readable from here: SharedLineage, returning
+// only the Secrets controlPlane wrote and those not ours (prune keeps the unnamed) (design §3).
 func OwnHistory(secrets []ChunkSecret, controlPlane string) ([]ChunkSecret, error) {
 	var own, named []ChunkSecret
 	var other *ChunkSecret

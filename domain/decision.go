@@ -39,11 +39,10 @@ func (o Outcome) MarshalText() ([]byte, error) { return []byte(o.name), nil }
 
 func (o *Outcome) UnmarshalText(b []byte) error {
 	v, err := ParseOutcome(string(b))
-	if err != nil {
-		return err
+	if err == nil {
+		*o = v
 	}
-	*o = v
-	return nil
+	return err
 }
 
 // Reasons carried by decisions besides the InventoryInvalid ones.
@@ -55,11 +54,9 @@ const (
 	ReasonApproved          = "Approved"
 	ReasonAlreadyDecided    = "AlreadyDecided"
 	ReasonUnverified        = "Unverified"
-	// ReasonOtherNamespace: the lineage's history was recorded in other namespaces and
-	// adoption across namespaces is off (design §5 step 3).
+	// ReasonOtherNamespace: OtherNamespaceError (design §5 step 3).
 	ReasonOtherNamespace = "OtherNamespace"
-	// ReasonFirstSynthesisPending: a Composition of the fleet has had no synthesis for longer
-	// than the hand-off waits (design §6.3).
+	// ReasonFirstSynthesisPending: a Composition still unsynthesized past the wait (design §6.3).
 	ReasonFirstSynthesisPending = "FirstSynthesisPending"
 )
 
@@ -90,8 +87,7 @@ func (d Decision) SetsRecoveredFrom() bool {
 func (d Decision) Encode() string {
 	b, err := json.Marshal(d)
 	if err != nil {
-		// Every field is a plain value; this cannot fail.
-		panic(fmt.Sprintf("encoding decision: %v", err))
+		panic(fmt.Sprintf("encoding decision: %v", err)) // plain values only
 	}
 	return string(b)
 }

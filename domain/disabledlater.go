@@ -6,9 +6,8 @@ import (
 	"slices"
 )
 
-// AnnotationDisabledLater marks a snapshot's Secret with the entries a later synthesis of the
-// Composition disabled while it could not be recorded (not Ready, awaiting a decision, or the
-// Composition deleting): recovery treats them as Disabled (design §4, disabled later).
+// AnnotationDisabledLater marks on a snapshot's Secret the entries a later synthesis disabled
+// while it could not be recorded: recovery treats them as Disabled (design §4, disabled later).
 const AnnotationDisabledLater = "eno.azure.io/inventory-disabled-later"
 
 // DisabledLater is the value of AnnotationDisabledLater: the snapshot it marks (its source
@@ -25,9 +24,8 @@ type disabledLaterID struct {
 	Name      string `json:"name"`
 }
 
-// NewlyDisabled lists, in canonical order, the entries of snap that a later synthesis, newer,
-// disables (design §6 "Disabled entries") while snap records them enabled and no mark on snap
-// says so yet: the identities a mark must add. None means no write (disabled later).
+// NewlyDisabled lists, in canonical order, the entries snap records enabled, unmarked, that a
+// later synthesis, newer, disables: what a mark must add; none means no write (disabled later).
 func NewlyDisabled(snap Snapshot, newer SynthesisContents) []ResourceID {
 	marked, all := snap.disabledLater()
 	if all {
@@ -55,15 +53,7 @@ func NewlyDisabled(snap Snapshot, newer SynthesisContents) []ResourceID {
 // DisablesAny reports whether the synthesis disables anything a snapshot could record enabled:
 // an entry, or a tombstone Eno skips for good. Without it, no snapshot needs reading (disabled later).
 func (s SynthesisContents) DisablesAny() bool {
-	if len(s.keptTombstones) > 0 {
-		return true
-	}
-	for _, e := range s.inventory.Entries() {
-		if e.Disabled() {
-			return true
-		}
-	}
-	return false
+	return len(s.keptTombstones) > 0 || slices.ContainsFunc(s.inventory.Entries(), Entry.Disabled)
 }
 
 // MarkDisabledLater returns s, a Secret of snap, with ids added to its mark of snap.
@@ -83,10 +73,7 @@ func MarkDisabledLater(s ChunkSecret, snap Snapshot, ids []ResourceID) ChunkSecr
 		m.IDs = append(m.IDs, disabledLaterID(id))
 	}
 	raw, _ := json.Marshal(m) // strings only: cannot fail
-	if out.Annotations == nil {
-		out.Annotations = map[string]string{}
-	}
-	out.Annotations[AnnotationDisabledLater] = string(raw)
+	out.Annotations = merged(out.Annotations, map[string]string{AnnotationDisabledLater: string(raw)})
 	return out
 }
 
@@ -125,13 +112,10 @@ func (s Snapshot) disabledLater() (ids map[ResourceID]bool, all bool) {
 // recorded Composition disabled before it could be recorded, as snap's marks say (disabled later).
 func SplitDisabledLater(snap Snapshot, tombstones []Tombstone) (rest []Tombstone, disabled []DroppedTombstone) {
 	marked, all := snap.disabledLater()
-	for _, t := range tombstones {
+	return splitOff(tombstones, DropDisabled, func(t Tombstone) string {
 		if all || marked[t.Entry.ID()] {
-			disabled = append(disabled, DroppedTombstone{Tombstone: t, Reason: DropDisabled,
-				Detail: "disabled by a later synthesis that was never recorded (" + AnnotationDisabledLater + ")"})
-			continue
+			return "disabled by a later synthesis that was never recorded (" + AnnotationDisabledLater + ")"
 		}
-		rest = append(rest, t)
-	}
-	return rest, disabled
+		return ""
+	})
 }

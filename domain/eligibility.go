@@ -95,9 +95,8 @@ func (p Policy) Ineligible(c Composition) *IneligibleError {
 	return nil
 }
 
-// CheckRecovery is an error unless recovery may act on c and its synthesis still needs a decision:
-// recovery runs until a finished decision exists for the synthesis (design §6). Every recheck
-// before a recovery write applies it to the live Composition.
+// CheckRecovery is an error unless recovery may act on c and its synthesis still needs a
+// decision (design §6); every recheck before a recovery write applies it to the live one.
 func (p Policy) CheckRecovery(c Composition) error {
 	if ie := p.Ineligible(c); ie != nil {
 		return ie
@@ -108,10 +107,8 @@ func (p Policy) CheckRecovery(c Composition) error {
 	return nil
 }
 
-// CheckRecording returns nil when recording may act on c: its synthesis is Ready and its
-// recovery decision is finished and not Recovered; otherwise it says why not. A synthesis
-// decided Recovered is never recorded: Eno's next synthesis, which carries the tombstones, is
-// (design §4, design §6.2).
+// CheckRecording is nil when recording may act on c: its synthesis is Ready, its decision
+// finished and not Recovered; Eno's next synthesis, carrying the tombstones, is (design §4, §6.2).
 func (p Policy) CheckRecording(c Composition) error {
 	if err := p.Ineligible(c); err != nil {
 		return err
@@ -129,8 +126,7 @@ func (p Policy) CheckRecording(c Composition) error {
 	return nil
 }
 
-// CheckHandoff applies the run conditions that still hold once a Recovered decision is written,
-// before the resynthesis is requested.
+// CheckHandoff applies Ineligible before the resynthesis is requested.
 func (p Policy) CheckHandoff(c Composition) error {
 	if ie := p.Ineligible(c); ie != nil {
 		return ie
@@ -138,14 +134,10 @@ func (p Policy) CheckHandoff(c Composition) error {
 	return nil
 }
 
-// ChangedPlanInput names the first input of a recovery plan that differs between the
-// Composition the plan was computed from and the live one, or returns "" when none does: the
-// slices the synthesis names, the lineage, the review annotation and the recoveredFrom of the
-// decision on record. UID, synthesis and the run conditions are checked by the caller's recheck.
-//
-// The slices change under one synthesis only when a hand-off is committed to it: from then on
-// the synthesis belongs to that hand-off, and a plan read before it is void even when it reaches
-// another outcome, since Eno may already have deleted the orphans it hands over.
+// ChangedPlanInput names the first input of a recovery plan that differs between read and
+// live, or is "": ChangedRecordingInput's, the review annotation, the decision's recoveredFrom.
+// The slices change under one synthesis only when a hand-off is committed to it: a plan read
+// before is void whatever its outcome, since Eno may already have deleted what it hands over.
 func ChangedPlanInput(read, live Composition) string {
 	if why := ChangedRecordingInput(read, live); why != "" {
 		return why
@@ -159,12 +151,9 @@ func ChangedPlanInput(read, live Composition) string {
 	return ""
 }
 
-// ChangedRecordingInput names the first input of a recording pass that differs between the
-// Composition the inventory was read from and the live one, or returns "": the slices the
-// synthesis names, whose content is the inventory, and the lineage, which picks the Secrets.
-// UID, synthesis and eligibility are checked by the caller's recheck. A lineage override added
-// under one synthesis must never be written to with the Secret list, names and metadata of the
-// old lineage.
+// ChangedRecordingInput names the first input of a recording pass that differs between read
+// and live, or is "": the slices (the inventory) and the lineage (which picks the Secrets: a new
+// override is never written with the old lineage's). The caller rechecks UID and synthesis.
 func ChangedRecordingInput(read, live Composition) string {
 	if !slices.Equal(slicesOf(read), slicesOf(live)) {
 		return "the slices its synthesis names changed"

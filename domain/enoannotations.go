@@ -6,10 +6,8 @@ import (
 	"strings"
 )
 
-// recordedAnnotations are the per-resource annotations of Eno that an inventory keeps: each
-// decides whether and how Eno acts on a tombstone. Eno's executor builds its own tombstones by
-// copying the old manifest whole, so Eno reads these on every tombstone it acts on; ours must
-// carry the same facts (design §3).
+// recordedAnnotations are Eno's per-resource annotations an inventory keeps: each decides how
+// Eno acts on a tombstone, and Eno's own tombstones copy the old manifest whole (design §3).
 var recordedAnnotations = [...]string{
 	AnnotationReadinessGroup,
 	AnnotationDeletionGroup,
@@ -23,11 +21,9 @@ var recordedAnnotations = [...]string{
 func IsRecordedAnnotation(key string) bool { return slices.Contains(recordedAnnotations[:], key) }
 
 // Disabled reports whether Eno could skip the entry's tombstone, so recovery never hands it
-// one: the entry was recorded with reconciliation disabled, or with overrides that can set the
-// disabling annotation. Eno evaluates an override's condition when it acts, against the new
-// Composition, so a condition that held when the history was written may no longer hold, or
-// may fail to evaluate and apply nothing. When in doubt, keep: overrides that do not parse
-// count as disabling too (design §6.3, Disabled).
+// one: recorded with reconciliation disabled, or with overrides that can set it, since Eno
+// evaluates their condition against the new Composition when it acts. When in doubt, keep:
+// overrides that do not parse count as disabling too (design §6.3, Disabled).
 func (e Entry) Disabled() bool {
 	if e.Annotations[AnnotationDisableReconciliation] == "true" {
 		return true
@@ -36,13 +32,11 @@ func (e Entry) Disabled() bool {
 	return ok && overridesCanDisable(raw)
 }
 
-// disablePath is the path of Eno's override language that writes the disabling annotation,
-// one section a step: self, metadata, annotations, then the key.
+// disablePath is the override path, one section a step, that writes the disabling annotation.
 var disablePath = [...]string{"self", "metadata", "annotations", AnnotationDisableReconciliation}
 
-// overridesCanDisable reports whether the overrides annotation holds an op whose path can write
-// the disabling annotation: the key itself or any object above it (self.metadata.annotations,
-// self.metadata, self). Anything that cannot be read as Eno's override list counts as able to.
+// overridesCanDisable reports whether an override's path can write the disabling annotation:
+// the key or any object above it. Anything not readable as Eno's override list counts as able to.
 func overridesCanDisable(raw string) bool {
 	var ops []struct {
 		Path *string `json:"path"`
@@ -83,9 +77,8 @@ type pathSection struct {
 	any  bool
 }
 
-// overridePathSections splits an override path the way Eno's path language reads it: fields
-// joined by dots (leading dots allowed), and bracketed steps holding a quoted key, an index, a
-// wildcard or a key="value" matcher. ok is false for anything it cannot read.
+// overridePathSections splits an override path as Eno's path language reads it: dotted fields
+// and bracketed quoted keys, indexes, wildcards or matchers. ok is false for anything else.
 func overridePathSections(path string) ([]pathSection, bool) {
 	var out []pathSection
 	s := strings.TrimSpace(path)

@@ -16,28 +16,23 @@ const (
 	SliceFinalizer = "eno.azure.io/cleanup"
 )
 
-// ResynthesisRequested reports whether the force-resynthesis annotation names c's current
-// synthesis: the hand-off's last step is done, and the decision before it.
+// ResynthesisRequested reports whether force-resynthesis names c's current synthesis: done.
 func (c Composition) ResynthesisRequested() bool {
 	return c.Annotations[AnnotationForceResynthesis] == c.SynthesisUUID()
 }
 
-// MaxSliceManifestBytes is Eno's own slice budget, the executor's maxSliceJsonBytes: the most
-// manifest JSON one recovery slice holds, measured as Eno measures a slice, the sum of its
-// manifests' lengths. It keeps each create well under the API server's request limit however
-// many tombstones a recovery hands over.
+// MaxSliceManifestBytes is Eno's own slice budget (the executor's maxSliceJsonBytes, the sum of
+// a slice's manifests' lengths): each create stays well under the API server's request limit.
 const MaxSliceManifestBytes = 512 << 10
 
-// Handoff is what recovery hands to Eno for one synthesis: the tombstones as slice resources,
-// cut into recovery slices (Parts), and the Recovered decision they came from. Every recovery
-// slice carries the decision in its AnnotationDecision, so a reconcile that finds the slices
-// already named by the synthesis (after the commit point) writes the decision from them alone.
+// Handoff is what recovery hands to Eno for one synthesis: the tombstones, cut into recovery
+// slices (Parts), and the Recovered decision, which every slice carries so that a reconcile
+// past the commit point writes the decision from the slices alone.
 type Handoff struct {
 	Decision Decision
 	// Resources are every tombstone of the hand-off, in canonical order, across its slices.
 	Resources []SliceResource
-	// HistoryWritten is the write time of the history the tombstones came from; the pending
-	// hand-off's recheck compares objects with it.
+	// HistoryWritten is its history's write time, which the pending hand-off's recheck uses.
 	HistoryWritten time.Time
 	// SourceUID is the recorded incarnation's UID (RecoveryPlan.SourceUID); empty when unknown.
 	SourceUID string
@@ -98,9 +93,8 @@ func (h Handoff) Parts() ([][]SliceResource, error) {
 	return parts, nil
 }
 
-// cutRecoverySlices cuts rs in order into recovery slices, each holding as many resources as fit
-// in MaxSliceManifestBytes of manifest JSON, and returns how many each holds. The cut depends on
-// rs alone, so a retry publishes the same slices.
+// cutRecoverySlices cuts rs in order into recovery slices of at most MaxSliceManifestBytes, and
+// returns how many each holds. The cut depends on rs alone, so a retry publishes the same slices.
 func cutRecoverySlices(rs []SliceResource) ([]int, error) {
 	var lens []int
 	used := 0
@@ -119,8 +113,7 @@ func cutRecoverySlices(rs []SliceResource) ([]int, error) {
 	return lens, nil
 }
 
-// describeResource names a slice resource in an error: its identity when it reads as a
-// tombstone, else its position.
+// describeResource names a slice resource in an error: its identity, else its position.
 func describeResource(r SliceResource, i int) string {
 	if e, _, err := ParseTombstone(r); err == nil {
 		return e.ID().String()
@@ -172,12 +165,10 @@ const AnnotationSourceUID = "eno.azure.io/tombstone-recovery-source-uid"
 // SynthesisUUID is the synthesis the tombstones are handed to.
 func (h Handoff) SynthesisUUID() string { return h.Decision.SynthesisUUID }
 
-// DecisionFor is the decision to write once the recovery slices are committed, the first under
-// name first: it names that slice and counts every tombstone.
+// DecisionFor is the decision to write once the slices, the first named first, are committed.
 func (h Handoff) DecisionFor(first string) Decision {
 	d := h.Decision
-	d.TombstoneSlice = first
-	d.Tombstones = len(h.Resources)
+	d.TombstoneSlice, d.Tombstones = first, len(h.Resources)
 	return d
 }
 
@@ -186,9 +177,8 @@ func (h Handoff) SliceName(comp Composition, part int) string {
 	return RecoverySliceName(comp.Name, h.SynthesisUUID(), h.Digest, part)
 }
 
-// NamedRecoverySlices are the slices of the Composition's current synthesis that are of its
-// recovery slice family, in the synthesis's order: each part is named as soon as it is created,
-// so this is the part order.
+// NamedRecoverySlices are the current synthesis's slices of its recovery slice family, in its
+// order, which is the part order: each part is named as soon as it is created.
 func (c Composition) NamedRecoverySlices() []string {
 	if c.Synthesis == nil || c.Synthesis.UUID == "" {
 		return nil
@@ -207,10 +197,8 @@ func recoverySlicesIn(compName, synthesisUUID string, names []string) []string {
 	return out
 }
 
-// HandoffFromSlice reads back the hand-off a recovery slice carries for the Composition's
-// current synthesis. It fails when the slice is not this controller's slice for that synthesis:
-// controlled by another object, stamped for another synthesis, carrying no Recovered decision
-// for it, or holding anything but tombstones.
+// HandoffFromSlice reads back a recovery slice's hand-off for c's current synthesis: none when
+// another object controls it, or it is for another synthesis, or holds other than tombstones.
 func HandoffFromSlice(c Composition, s ResourceSlice) (Handoff, error) {
 	uuid := c.SynthesisUUID()
 	if s.ControllerUID != c.UID {
@@ -257,10 +245,8 @@ func sameDigest(digest string, r SliceResource) (string, error) {
 	return d, nil
 }
 
-// HandoffFromSlices reads back the hand-off that the recovery slices of the Composition's
-// current synthesis carry, given in part order: every slice's tombstones, each slice keeping its
-// own, and the decision and history write time of the first. A slice that is not a valid
-// hand-off of that synthesis (HandoffFromSlice) is a *RecoverySliceInvalidError naming it.
+// HandoffFromSlices reads back the hand-off of c's current synthesis's recovery slices, in part
+// order; a slice no valid hand-off (HandoffFromSlice) is a *RecoverySliceInvalidError naming it.
 func HandoffFromSlices(c Composition, parts []ResourceSlice) (Handoff, error) {
 	if len(parts) == 0 {
 		return Handoff{}, fmt.Errorf("a hand-off is read back from at least one recovery slice")
@@ -284,9 +270,8 @@ func HandoffFromSlices(c Composition, parts []ResourceSlice) (Handoff, error) {
 	return h, nil
 }
 
-// RecoverySliceInvalidError: the synthesis names a slice under a recovery slice's name that is
-// not a valid hand-off of that synthesis. It is never adopted: no decision is written from it,
-// and recovery retries with backoff until an operator removes it.
+// RecoverySliceInvalidError: the synthesis names, under a recovery slice's name, no valid
+// hand-off of it. Never adopted: recovery retries with backoff until an operator removes it.
 type RecoverySliceInvalidError struct {
 	Slice  string
 	Detail string
@@ -296,11 +281,9 @@ func (e *RecoverySliceInvalidError) Error() string {
 	return fmt.Sprintf("the current synthesis names resource slice %s under a recovery slice's name, but it is not this controller's hand-off for it (%s); any eno-reconciler restart reloads the synthesis and acts on its tombstones, so before one: pause the composition (%s: \"true\"), then remove the slice from the synthesis and delete it", e.Slice, e.Detail, AnnotationDisableReconciliation)
 }
 
-// CommitPrecondition is what the commit point of the hand-off requires of the Composition: the
-// object the caller decided from, unchanged. The resourceVersion covers every write since that
-// read (a review flipped to reject, a deletion, a lineage change, another replica's decision);
-// the synthesis, the absence of one in flight and the slice list are tested on their own as
-// well, so that a rejected patch can say which moved.
+// CommitPrecondition is what the hand-off's commit point requires: the Composition decided from,
+// unchanged. The resourceVersion covers every write since (a review, a deletion, a lineage, a
+// decision); synthesis, in-flight and slices are tested too, so a rejection can say which moved.
 type CommitPrecondition struct {
 	UID             string
 	ResourceVersion string
@@ -311,20 +294,12 @@ type CommitPrecondition struct {
 
 // CommitPreconditionOf is the precondition of appending to read's current synthesis.
 func CommitPreconditionOf(read Composition) CommitPrecondition {
-	p := CommitPrecondition{UID: read.UID, ResourceVersion: read.ResourceVersion, SynthesisUUID: read.SynthesisUUID()}
-	if read.Synthesis != nil {
-		p.Slices = read.Synthesis.Slices
-	}
-	return p
+	return CommitPrecondition{UID: read.UID, ResourceVersion: read.ResourceVersion, SynthesisUUID: read.SynthesisUUID(), Slices: slicesOf(read)}
 }
 
 // MovedOn says how live fails the precondition, or "" when it holds: live is still the object
 // the caller decided from, with no synthesis in flight.
 func (p CommitPrecondition) MovedOn(live Composition) string {
-	var names []string
-	if live.Synthesis != nil {
-		names = live.Synthesis.Slices
-	}
 	switch {
 	case live.UID != p.UID:
 		return "it was recreated with UID " + live.UID
@@ -332,7 +307,7 @@ func (p CommitPrecondition) MovedOn(live Composition) string {
 		return "its current synthesis is now " + live.SynthesisUUID()
 	case live.InFlightSynthesis != "":
 		return "synthesis " + live.InFlightSynthesis + " is in flight"
-	case !slices.Equal(names, p.Slices):
+	case !slices.Equal(slicesOf(live), p.Slices):
 		return "its slice list changed"
 	case live.ResourceVersion != p.ResourceVersion:
 		return fmt.Sprintf("it changed since it was read (resourceVersion %s, read at %s)", live.ResourceVersion, p.ResourceVersion)
@@ -340,10 +315,8 @@ func (p CommitPrecondition) MovedOn(live Composition) string {
 	return ""
 }
 
-// CheckReusable says why the recovery slice found under want's name cannot stand for want, or
-// is nil when it can: a recovery slice is never updated, so one that exists already is reused
-// only when it is comp's, for its synthesis, not terminating, and holds exactly want's
-// tombstones and annotations.
+// CheckReusable says why the slice found under want's name cannot stand for want, or is nil: never
+// updated, one is reused only when comp's, for its synthesis, not terminating, and exactly want.
 func CheckReusable(comp Composition, existing, want ResourceSlice) error {
 	switch {
 	case existing.Deleting:
@@ -393,8 +366,7 @@ func (h Handoff) RecoverySlice(comp Composition, part int) (ResourceSlice, error
 	}, nil
 }
 
-// PartsOf reads how many parts the hand-off of a recovery slice has (AnnotationRecoveryPart);
-// ok is false when the annotation is missing or malformed.
+// PartsOf reads a recovery slice's AnnotationRecoveryPart: how many parts its hand-off has.
 func PartsOf(s ResourceSlice) (parts int, ok bool) {
 	var part int
 	if _, err := fmt.Sscanf(s.Annotations[AnnotationRecoveryPart], "%d/%d", &part, &parts); err != nil || part < 0 || part >= parts {
@@ -403,37 +375,30 @@ func PartsOf(s ResourceSlice) (parts int, ok bool) {
 	return parts, true
 }
 
-// HandoffState is where the hand-off of a Composition stands: the one reading the switch of
-// recovery (app's advance) acts on.
+// HandoffState is where a Composition's hand-off stands, which app's advance switches on.
 type HandoffState int
 
 const (
 	// HandoffNone: nothing is handed off, pending or carried; recording may run.
 	HandoffNone HandoffState = iota
-	// HandoffLeftAlone: recovery may not act on the Composition (the IneligibleError says why),
-	// and nothing is armed that it must disarm: a deleting or paused Composition's precondition
-	// sees it, and one out of scope is its shard's to watch.
+	// HandoffLeftAlone: recovery may not act on it (the IneligibleError says why) and nothing
+	// armed needs disarming: a deleting or paused one's precondition sees it; out of scope, its shard's.
 	HandoffLeftAlone
-	// HandoffAbandoned: the Composition left recovery (opted out, recovery disabled, an unusable
-	// lineage) while armed; nothing watches the hand-off any more, so it is disarmed for good
-	// (ArmedOff), which a person undoes.
+	// HandoffAbandoned: it left recovery (opted out, recovery disabled, an unusable lineage) while
+	// armed; nothing watches the hand-off any more, so it is disarmed for good (ArmedOff).
 	HandoffAbandoned
-	// HandoffUnplanned: the synthesis needs a decision and names no recovery slice: plan, then
-	// arm, name and decide, or decide without a hand-off. An armed one that names nothing
-	// (a pass that stopped after arming) is planned again.
+	// HandoffUnplanned: the synthesis needs a decision and names no recovery slice: plan, then arm,
+	// name and decide, or decide alone. An armed one naming nothing (stopped after arming) is too.
 	HandoffUnplanned
-	// HandoffNamed: the synthesis names recovery slices but is not decided yet; the hand-off
-	// is finished from them, never planned again.
+	// HandoffNamed: recovery slices named, not decided yet: finished from them, never replanned.
 	HandoffNamed
-	// HandoffDecided: the synthesis is decided Recovered; the hand-off is watched, and Eno is
-	// asked for a synthesis that carries it.
+	// HandoffDecided: decided Recovered; watched, and Eno is asked for a synthesis carrying it.
 	HandoffDecided
 	// HandoffCarried: the previous synthesis carried a hand-off and the current one is not Ready:
 	// a tombstone may wait behind an earlier readiness group, so the hand-off is still watched.
 	HandoffCarried
-	// HandoffDone: armed, and a synthesis that names no recovery slice is Ready: Eno has acted on
-	// every tombstone it carried. A tombstone Eno skipped stays in that synthesis and is looked
-	// at again on every reload, after the watch has ended, so the hand-off is disarmed (ArmedDone).
+	// HandoffDone: armed, and a synthesis naming no recovery slice is Ready: Eno acted on every
+	// tombstone; one it skipped is reloaded after the watch ends, so it is disarmed (ArmedDone).
 	HandoffDone
 )
 
@@ -470,9 +435,8 @@ func HandoffStateOf(c Composition, ineligible *IneligibleError) (HandoffState, [
 	return HandoffNone, nil
 }
 
-// Unsynthesized reports whether Eno has yet to synthesize c, as its scheduler's initial
-// synthesis does: no current synthesis, or one not synthesized. Eno synthesizes nothing for a
-// Composition being deleted.
+// Unsynthesized reports whether Eno has yet to synthesize c (its scheduler's initial synthesis):
+// none current, or one not synthesized; never for a Composition being deleted.
 func (c Composition) Unsynthesized() bool {
 	return !c.Deleting && (c.Synthesis == nil || c.Synthesis.Synthesized.IsZero())
 }

@@ -8,9 +8,8 @@ import (
 	"time"
 )
 
-// Finding is one problem reading found in a lineage's Secrets. The verdict is the first
-// decisive finding in reading's order: ReadSnapshotFor, ReadHistory and ReadHistoryFor all derive
-// it so, from the same checks (design §5).
+// Finding is one problem reading found in a lineage's Secrets. Every read derives the verdict
+// from the same checks: the first decisive finding in reading's order (design §5).
 type Finding struct {
 	// Step is the step of reading that found it: 1 (one Secret), 2 (a snapshot's chunks disagree),
 	// 3 (a tie among the candidates), 4 (indexes) or 5 (decoding and digest).
@@ -21,17 +20,15 @@ type Finding struct {
 	// Secret is the Secret that showed the problem, when one did.
 	Secret string
 	Detail string
-	// Missing lists the first missing indexes of a gap (step 4, no Secret); MissingCount
-	// counts them all.
+	// Missing lists the first missing indexes of a gap (step 4), MissingCount counts them all.
 	Missing      []int
 	MissingCount int
 	// Index is the chunk index of a step-4 finding about one Secret: out of range, or, when
 	// HeldBy names the Secret that already holds it, repeated.
 	Index  int
 	HeldBy string
-	// Decisive: the finding decides the verdict unless an earlier one does. Steps 1–3 judge
-	// every Secret of the lineage; steps 4–5 decide only for the selected snapshot and are
-	// information for any other.
+	// Decisive: it decides the verdict unless an earlier one does. Steps 1–3 judge every Secret;
+	// steps 4–5 decide only for the selected snapshot, information for any other.
 	Decisive bool
 }
 
@@ -57,11 +54,9 @@ var (
 	RoleOlder = SnapshotRole{"older"}
 	// RoleSameIncarnation: a candidate carrying the reader's own UID (SameIncarnation).
 	RoleSameIncarnation = SnapshotRole{"same-incarnation"}
-	// RoleNotCandidate: recorded for another Composition while the reader has snapshots of
-	// its own, ignored.
+	// RoleNotCandidate: another Composition's while the reader has its own, ignored.
 	RoleNotCandidate = SnapshotRole{"not-candidate"}
-	// RoleOtherNamespace: recorded in another namespace than the reader's, which has no
-	// snapshot of its own, while adoption across namespaces is off; ignored.
+	// RoleOtherNamespace: another namespace's, the reader having none and adoption off; ignored.
 	RoleOtherNamespace = SnapshotRole{"other-namespace"}
 )
 
@@ -102,17 +97,14 @@ type SnapshotReading struct {
 	Findings []Finding
 }
 
-// History is every Secret of a lineage read with every finding rather than the first: what
-// inspect shows. ReadHistoryFor's verdict is ReadSnapshotFor's.
+// History is a lineage read with every finding rather than the first, for inspect.
 type History struct {
 	// Findings are all findings in reading's order.
 	Findings []Finding
 	// Snapshots are newest first, ties by synthesis UUID.
 	Snapshots []SnapshotReading
-	// Candidates are the synthesis UUIDs of the candidates, in Snapshots' order.
-	// OwnCandidates: they are the reader's own namespace/name's snapshots; otherwise those of
-	// the reader's namespace, or every snapshot of the lineage when Adoption allows it or there
-	// is no reader.
+	// Candidates are the synthesis UUIDs of the candidates, in Snapshots' order (candidatesFor);
+	// OwnCandidates: they are the reader's own namespace/name's snapshots.
 	Candidates    []string
 	OwnCandidates bool
 	// Adoption is the reader's; OtherNamespaces are the namespaces of the snapshots it kept
@@ -123,23 +115,15 @@ type History struct {
 	verdict verdict
 }
 
-// Verdict is the outcome of reading: the first decisive finding as an *InventoryInvalidError,
-// else ErrNoInventory, an *OtherNamespaceError, ErrSameIncarnation, or the selected snapshot.
+// Verdict is the outcome of reading, as ReadSnapshotFor returns it (verdict.derive).
 func (h History) Verdict() (Snapshot, error) { return h.verdict.derive(h.Findings) }
 
 // Rejected are the findings of step 1, one per Secret that does not parse, by Secret name.
 func (h History) Rejected() []Finding {
-	var out []Finding
-	for _, f := range h.Findings {
-		if f.Step == 1 {
-			out = append(out, f)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(h.Findings), func(f Finding) bool { return f.Step != 1 })
 }
 
-// ReadHistory reads a whole lineage's history with every finding, for a reader that is no
-// Composition of it (inspect of a lineage): every snapshot is a candidate and none is the reader's own.
+// ReadHistory reads a lineage's history with every finding for no Composition: all are candidates.
 func ReadHistory(secrets []ChunkSecret, now time.Time, maxChunks int) History {
 	r := reader{now: now, maxChunks: maxChunks, all: true}
 	r.read(secrets)
@@ -153,9 +137,8 @@ func ReadHistoryFor(c Composition, secrets []ChunkSecret, now time.Time, maxChun
 	return r.history()
 }
 
-// verdict is what the findings leave to decide: no Secret at all, no candidate because the
-// history is another namespace's, a candidate of the reader's incarnation, or the selected
-// snapshot. owners go with whatever snapshot it returns.
+// verdict is what the findings leave to decide: no Secret, another namespace's history, the
+// reader's incarnation, or the selected snapshot; owners go with whatever snapshot it returns.
 type verdict struct {
 	empty           bool
 	otherNamespaces []string
@@ -185,9 +168,8 @@ func (v verdict) derive(findings []Finding) (Snapshot, error) {
 	return s, nil
 }
 
-// reader reads a lineage's Secrets step by step. With all unset it stops at the first decisive
-// finding, which is then the verdict (ReadSnapshotFor); with all set it judges everything
-// (ReadHistory).
+// reader reads a lineage's Secrets step by step: it stops at the first decisive finding, the
+// verdict (ReadSnapshotFor), unless all is set (ReadHistory).
 type reader struct {
 	now       time.Time
 	maxChunks int
@@ -239,8 +221,7 @@ func (r *reader) read(secrets []ChunkSecret) {
 	}
 }
 
-// parse is step 1: every Secret must parse. Secrets are taken by name, so findings are
-// deterministic.
+// parse is step 1: every Secret must parse, taken by name so that findings are deterministic.
 func (r *reader) parse(secrets []ChunkSecret) bool {
 	sorted := slices.Clone(secrets)
 	slices.SortFunc(sorted, func(a, b ChunkSecret) int { return strings.Compare(a.Name, b.Name) })
@@ -284,9 +265,8 @@ func (r *reader) agree() bool {
 	return true
 }
 
-// choose is step 3: the candidates; none, when the history is another namespace's, stops
-// here, and so does one of the reader's incarnation; the newest is selected, and a tie
-// between candidates is ambiguous.
+// choose is step 3: no candidate (another namespace's history) or one of the reader's
+// incarnation stops; the newest is selected, and a tie is ambiguous.
 func (r *reader) choose() bool {
 	if len(r.order) == 0 {
 		return true // every Secret was rejected: step 1 decided
@@ -323,10 +303,9 @@ func (r *reader) choose() bool {
 }
 
 // candidatesFor returns the snapshots self may read from, in the order given: those recorded for
-// self's namespace/name (own); when there is none, every snapshot that adoption permits self
-// to take (those of self's namespace: a rename; of any namespace when adoption across them is
-// allowed). With no reader, every snapshot. It may be empty: the history is another
-// namespace's.
+// self's namespace/name (own); when there is none, every one adoption permits self to take (a
+// rename, or a move between namespaces when allowed). With no reader, every snapshot. None
+// means the history is another namespace's.
 func candidatesFor(self *Composition, adoption Adoption, order []string, groups map[string][]StoredChunk) (candidates []string, own bool) {
 	if self == nil {
 		return order, false
@@ -347,8 +326,7 @@ func candidatesFor(self *Composition, adoption Adoption, order []string, groups 
 	return candidates, true
 }
 
-// judge is steps 4–5 on one snapshot: decisive for the selected one, information for any
-// other. rd, when given, receives what they found.
+// judge is steps 4–5 on one snapshot, decisive only for the selected one; rd receives them.
 func (r *reader) judge(uuid string, rd *SnapshotReading) {
 	if rd == nil {
 		rd = &SnapshotReading{}

@@ -2,8 +2,6 @@ package domain
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -35,20 +33,15 @@ type Inventory struct {
 // NewInventory sorts, validates and encodes entries. Duplicate identities are an error.
 // It copies what it keeps, so the caller may change entries and their maps afterwards.
 func NewInventory(entries []Entry) (Inventory, error) {
-	var own []Entry
-	if entries != nil {
-		own = make([]Entry, len(entries))
-	}
-	for i, e := range entries {
-		e.Labels, e.Annotations = maps.Clone(e.Labels), maps.Clone(e.Annotations)
-		own[i] = e
+	own := slices.Clone(entries)
+	for i, e := range own {
+		own[i].Labels, own[i].Annotations = maps.Clone(e.Labels), maps.Clone(e.Annotations)
 	}
 	return newInventory(own)
 }
 
-// newInventory is NewInventory of entries it may keep and reorder. Errors come as: per entry
-// in the order given, a missing field, a foreign annotation or invalid UTF-8; then, in
-// canonical order, a duplicate identity.
+// newInventory is NewInventory of entries it may keep and reorder. Errors come per entry in the
+// order given (fields, annotations, UTF-8), then a duplicate identity in canonical order.
 func newInventory(entries []Entry) (Inventory, error) {
 	for i := range entries {
 		e := &entries[i]
@@ -58,7 +51,7 @@ func newInventory(entries []Entry) (Inventory, error) {
 		// encoding/json writes invalid UTF-8 as \ufffd, which decodes to other bytes: the
 		// digest would never verify on read.
 		if !e.validUTF8() {
-			return Inventory{}, e.invalidUTF8Error()
+			return Inventory{}, fmt.Errorf("entry %q has a string that is not valid UTF-8", e.ID().String())
 		}
 		if len(e.Labels) == 0 {
 			e.Labels = nil
@@ -97,20 +90,17 @@ func newInventory(entries []Entry) (Inventory, error) {
 	buf.WriteByte(']')
 	inv.starts[n] = buf.Len()
 	inv.canonical = buf.Bytes()
-	sum := sha256.Sum256(inv.canonical)
-	inv.digest = "sha256:" + hex.EncodeToString(sum[:])
+	inv.digest = sha256Digest(inv.canonical)
 	return inv, nil
 }
 
-// encodedSize is the length of e's encoding when no string needs escaping, and a lower bound
-// otherwise: '{', then per field `"name":"value"` or `"name":{"k":"v",...}` and the ',' or '}'
-// that follows it.
+// encodedSize is the length of e's encoding when no string needs escaping, else a lower bound:
+// '{', then per field `"name":"value"` or `"name":{"k":"v",...}` and the ',' or '}' after it.
 func (e *Entry) encodedSize() int {
 	n := 1
-	for _, f := range [...]struct{ name, v string }{{"group", e.Group}, {"version", e.Version},
-		{"kind", e.Kind}, {"namespace", e.Namespace}, {"name", e.Name}} {
-		if f.v != "" {
-			n += len(f.name) + len(f.v) + 6
+	for _, f := range [...][2]string{{"group", e.Group}, {"version", e.Version}, {"kind", e.Kind}, {"namespace", e.Namespace}, {"name", e.Name}} {
+		if f[1] != "" {
+			n += len(f[0]) + len(f[1]) + 6
 		}
 	}
 	for _, f := range [...]struct {
@@ -135,12 +125,7 @@ func sortEntries(entries []Entry) {
 }
 
 func isSortedEntries(entries []Entry) bool {
-	for i := 1; i < len(entries); i++ {
-		if compareEntries(&entries[i-1], &entries[i]) > 0 {
-			return false
-		}
-	}
-	return true
+	return slices.IsSortedFunc(entries, func(a, b Entry) int { return compareEntries(&a, &b) })
 }
 
 // entry returns a copy of entry i with fresh maps.
@@ -152,10 +137,7 @@ func (inv Inventory) entry(i int) Entry {
 
 // Entries returns a deep copy of the entries in canonical order.
 func (inv Inventory) Entries() []Entry {
-	if inv.entries == nil {
-		return nil
-	}
-	out := make([]Entry, len(inv.entries))
+	out := slices.Clone(inv.entries)
 	for i := range out {
 		out[i] = inv.entry(i)
 	}

@@ -57,8 +57,7 @@ func validateDNSLabel(v string, max int) string {
 	if len(v) > max {
 		return fmt.Sprintf("must be at most %d characters, has %d", max, len(v))
 	}
-	for i := 0; i < len(v); i++ {
-		c := v[i]
+	for i, c := range []byte(v) {
 		alnum := (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')
 		if !alnum && c != '-' {
 			return fmt.Sprintf("character %q is not allowed (lowercase letters, digits and '-' only)", c)

@@ -21,12 +21,10 @@ type manifestMeta struct {
 	patchErr error
 }
 
-// readManifest reads a manifest's identity (apiVersion, kind, metadata.name, .namespace,
-// .labels, .annotations) with exact, case-sensitive keys, as Kubernetes' decoder does.
-// encoding/json matches struct fields case-insensitively: for {"metadata":{"name":"a","Name":"b"}}
-// it reads "b" where Kubernetes reads "a", so a later recovery could tombstone an object this
-// Composition never deployed. A key that only case-folds to one of these fields, or one of them
-// given twice, makes the two readings differ and is an error (design §4).
+// readManifest reads a manifest's identity (apiVersion, kind, metadata's name, namespace, labels,
+// annotations) with exact keys, as Kubernetes does. encoding/json folds case: for
+// {"metadata":{"name":"a","Name":"b"}} it reads "b" where Kubernetes reads "a", so recovery could
+// tombstone an object never deployed; a case-folded or repeated key is an error (design §4).
 func readManifest(data []byte) (manifestMeta, error) {
 	var m manifestMeta
 	if !json.Valid(data) {
@@ -73,16 +71,13 @@ func (m *manifestMeta) readMetadata(val []byte) error {
 		case i == 1:
 			return stringField(val, "metadata.namespace", &m.Namespace)
 		case i == 2:
-			return readStringMap(val, "metadata.labels", keepAll, &m.Labels)
+			return readStringMap(val, "metadata.labels", nil, &m.Labels)
 		case i == 3:
-			return readStringMap(val, "metadata.annotations", isRecordedAnnotationKey, &m.Annotations)
+			return readStringMap(val, "metadata.annotations", IsRecordedAnnotation, &m.Annotations)
 		}
 		return nil
 	})
 }
-
-// isRecordedAnnotationKey keeps only the annotations an inventory holds (design §3).
-func isRecordedAnnotationKey(k []byte) bool { return IsRecordedAnnotation(string(k)) }
 
 // patchTarget reads a Patch's patch.apiVersion and patch.kind with exact keys.
 func (m *manifestMeta) patchTarget() (apiVersion, kind string, err error) {
@@ -131,8 +126,7 @@ func matchKey(raw []byte, fields []string, seen *[4]bool) (int, error) {
 	return -1, nil
 }
 
-// readString reads a JSON string (null reads as "") exactly as encoding/json does; ok is false
-// for any other value.
+// readString reads a JSON string (null reads as "") exactly as encoding/json does, else !ok.
 func readString(val []byte) (s string, ok bool) {
 	switch {
 	case isNull(val):
@@ -158,10 +152,10 @@ func stringField(val []byte, field string, dst *string) error {
 	return nil
 }
 
-// readStringMap reads an object of strings (null reads as nil), keeping the keys keep accepts.
-// Keys are exact, as in any map; a key given twice keeps its last value in both decoders.
-// The kept strings share one allocation, the object's own text.
-func readStringMap(val []byte, field string, keep func(key []byte) bool, dst *map[string]string) error {
+// readStringMap reads an object of strings (null reads as nil), keeping the keys keep accepts
+// (all when nil). Keys are exact, as in any map; a key given twice keeps its last value in both
+// decoders. The kept strings share one allocation, the object's own text.
+func readStringMap(val []byte, field string, keep func(key string) bool, dst *map[string]string) error {
 	if isNull(val) {
 		*dst = nil
 		return nil
@@ -173,7 +167,7 @@ func readStringMap(val []byte, field string, keep func(key []byte) bool, dst *ma
 			decoded, _ := readString(key)
 			name = []byte(decoded)
 		}
-		if !keep(name) {
+		if keep != nil && !keep(string(name)) {
 			if !isNull(v) && v[0] != '"' {
 				return fmt.Errorf("%s[%s] is not a string", field, key)
 			}
@@ -195,8 +189,7 @@ func readStringMap(val []byte, field string, keep func(key []byte) bool, dst *ma
 	})
 }
 
-// sharedString reads the JSON string sub, a subslice of val, as a substring of text (val's
-// own copy) when it needs no decoding.
+// sharedString reads JSON string sub, within val, as a substring of text (val's copy) if it can.
 func sharedString(text string, val, sub []byte) (string, bool) {
 	if len(sub) > 1 && sub[0] == '"' && bytes.IndexByte(sub, '\\') < 0 && utf8.Valid(sub) {
 		off := cap(val) - cap(sub) // sub = val[off:off+len(sub)]
@@ -204,9 +197,6 @@ func sharedString(text string, val, sub []byte) (string, bool) {
 	}
 	return readString(sub)
 }
-
-// keepAll keeps every label.
-func keepAll([]byte) bool { return true }
 
 func isNull(val []byte) bool { return string(val) == "null" }
 

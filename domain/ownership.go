@@ -9,31 +9,26 @@ import (
 	"time"
 )
 
-// ObjectWrite is one managedFields entry of a downstream object's main resource (subresources
-// aside): who wrote it, and when.
+// ObjectWrite is one managedFields entry of a downstream object's main resource: who, and when.
 type ObjectWrite struct {
 	Manager string
-	// Time is zero when the entry carries none (an identical apply by a new manager leaves it
-	// so): when it was written is unknown.
+	// Time is zero when the entry carries none (an identical apply may leave it so): unknown.
 	Time time.Time
 }
 
-// DefaultEnoManagers are the field managers Eno v0.2.17's eno-reconciler writes downstream
-// objects with: "eno" for server-side apply and its managedFields repair, and "eno-reconciler",
-// its client's user agent, which kube-apiserver names for every write without a field manager
-// (SSA disabled, Replace, Patch resources, the managedFields migration) (design §6.3).
+// DefaultEnoManagers are the field managers Eno v0.2.17's eno-reconciler writes with: "eno" for
+// server-side apply, and "eno-reconciler", its user agent, which kube-apiserver names for every
+// write without a field manager (SSA disabled, Replace, Patch resources) (design §6.3).
 var DefaultEnoManagers = []string{"eno", "eno-reconciler"}
 
-// fieldManagerName is what a manager named in a precondition may be: nothing that could end a
-// CEL string literal passes.
+// fieldManagerName passes no manager name that could end a CEL string literal.
 var fieldManagerName = regexp.MustCompile(`^[A-Za-z0-9:._/-]{1,128}$`)
 
 // EnoManagers are the field managers whose writes are Eno's; every other manager of an object's
 // main resource makes it co-managed (design §6.3). The zero value is DefaultEnoManagers.
 type EnoManagers struct{ names []string }
 
-// NewEnoManagers validates names: at least one, each a field manager name a precondition can
-// quote.
+// NewEnoManagers validates names: at least one, each one a precondition can quote.
 func NewEnoManagers(names []string) (EnoManagers, error) {
 	if len(names) == 0 {
 		return EnoManagers{}, fmt.Errorf("at least one field manager of Eno is needed")
@@ -69,9 +64,8 @@ func (m *EnoManagers) Set(s string) error {
 	return err
 }
 
-// The fields of an object that no manager owns: what every object has, and what kube-apiserver
-// sets itself without a managedFields entry (measured on kube-apiserver, design §6.3). Any other
-// field is content that some write put there.
+// The fields of an object no manager owns: what every object has, and what kube-apiserver sets
+// itself without a managedFields entry (measured, design §6.3). Anything else some write put.
 var (
 	bareTopLevel = []string{"apiVersion", "kind", "metadata", "status"}
 	bareMetadata = []string{"name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp",
@@ -82,11 +76,10 @@ var (
 	bareSpec = map[string]any{"finalizers": []any{"kubernetes"}}
 )
 
-// IsBare reports whether obj, a downstream object as the API server returns it, holds no field
-// any manager could own: besides apiVersion, kind and status, only null fields, and what the
-// server sets itself (a Namespace's spec and label, identity metadata). Such an object with no managedFields entry of its main resource was never
-// written after its creation, or was emptied: nothing of anyone's is lost with it. An object with
-// content but no entry had its history stripped, and is kept (design §6.3).
+// IsBare reports whether obj, as the API server returns it, holds no field any manager could
+// own: besides apiVersion, kind and status, only null fields and what the server sets itself (a
+// Namespace's spec and label, identity metadata). Without managedFields such an object loses
+// nothing of anyone's; one with content had its history stripped, and is kept (design §6.3).
 func IsBare(obj map[string]any) bool {
 	for k, v := range obj {
 		if v != nil && !slices.Contains(bareTopLevel, k) && !(k == "spec" && reflect.DeepEqual(v, bareSpec)) {
@@ -117,11 +110,9 @@ func celBare() string {
 
 func celStrings(s []string) string { return `["` + strings.Join(s, `", "`) + `"]` }
 
-// ownership judges a present object's write history against the history's write time
-// (design §6.3): with entries of its main resource, each must be Eno's (else ManagedElsewhere,
-// naming the first other manager) and carry a time no later than the history's (an entry without
-// one is unknown, so ChangedAfterHistory); without any, the object must be bare (else Unreadable:
-// its history was stripped). ok is true when the object may be tombstoned.
+// ownership judges a present object's writes against the history's write time (design §6.3):
+// each must be Eno's (else ManagedElsewhere) and no later than the history (a time unknown too:
+// ChangedAfterHistory); without any, the object must be bare (else Unreadable). ok: tombstone it.
 func ownership(o Observation, eno EnoManagers, writeTime time.Time) (reason DropReason, detail string, ok bool) {
 	if len(o.Writes) == 0 {
 		if o.Bare {

@@ -5,14 +5,12 @@ import (
 	"time"
 )
 
-// AnnotationHistoryWritten is set on a recovery slice to the write time of the history its
-// tombstones came from (RFC 3339, the downstream API server's clock). The pending hand-off's
-// recheck compares each object's creationTimestamp with it, as the plan did (design §6.2).
+// AnnotationHistoryWritten, on a recovery slice, is its history's write time (RFC 3339): the
+// pending hand-off's recheck compares creationTimestamps with it, as the plan did (design §6.2).
 const AnnotationHistoryWritten = "eno.azure.io/tombstone-recovery-history-written"
 
-// ParseTombstone reads back one tombstone of a recovery slice: the entry it deletes, and
-// whether it was withdrawn (reconciliation disabled with no override that could enable it, so
-// Eno skips it). A self-checking tombstone is disabled too, but its override may enable it.
+// ParseTombstone reads back a recovery slice's tombstone: its entry, and whether it was withdrawn
+// (disabled with no override that could enable it, as a self-checking tombstone's may).
 func ParseTombstone(r SliceResource) (Entry, bool, error) {
 	t, withdrawn, err := readTombstone(r)
 	return t.Entry, withdrawn, err
@@ -46,8 +44,7 @@ func readTombstone(r SliceResource) (Tombstone, bool, error) {
 	return Tombstone{Entry: e}, e.Annotations[AnnotationDisableReconciliation] == "true" && !overridden, nil
 }
 
-// PendingTombstones lists the tombstones of a recovery slice that Eno may still act on: every
-// one not yet withdrawn, in slice order. A resource that cannot be read back is an error.
+// PendingTombstones lists a recovery slice's tombstones not yet withdrawn, in slice order.
 func PendingTombstones(s ResourceSlice) ([]Tombstone, error) {
 	var out []Tombstone
 	for i, r := range s.Resources {
@@ -62,8 +59,7 @@ func PendingTombstones(s ResourceSlice) ([]Tombstone, error) {
 	return out, nil
 }
 
-// HistoryWrittenAt reads the write time a recovery slice carries; known is false when it is
-// missing or unreadable, and then every pending tombstone fails the recheck.
+// HistoryWrittenAt reads a recovery slice's write time; unknown fails every pending recheck.
 func HistoryWrittenAt(s ResourceSlice) (t time.Time, known bool) {
 	t, err := time.Parse(time.RFC3339, s.Annotations[AnnotationHistoryWritten])
 	return t, err == nil

@@ -92,25 +92,20 @@ func (p PrunePlan) Selects(name string) (PruneItem, bool) {
 	return p.Selected[i], true
 }
 
-// RecordedCompositions names the Compositions our Secrets were recorded for, sorted. all is
-// false when one of ours names none: the lineage's owners are then not known.
+// RecordedCompositions names, sorted, whom our Secrets were recorded for; all: every one names one.
 func RecordedCompositions(secrets []ChunkSecret) (refs []CompositionRef, all bool) {
 	all = true
 	for _, s := range secrets {
-		if !s.Owned() {
-			continue
-		}
-		ref := CompositionRef{Namespace: s.Annotations[AnnotationCompositionNamespace], Name: s.Annotations[AnnotationCompositionName]}
-		if ref.Namespace == "" || ref.Name == "" {
+		switch ref := (CompositionRef{Namespace: s.Annotations[AnnotationCompositionNamespace], Name: s.Annotations[AnnotationCompositionName]}); {
+		case !s.Owned():
+		case ref.Namespace == "" || ref.Name == "":
 			all = false
-			continue
-		}
-		if !slices.Contains(refs, ref) {
+		default:
 			refs = append(refs, ref)
 		}
 	}
 	slices.SortFunc(refs, CompositionRef.Compare)
-	return refs, all
+	return slices.Compact(refs), all
 }
 
 // living returns the lineage's living Compositions: the recorded ones found, and the claimants.
@@ -132,10 +127,8 @@ func PruneGoneAllowed(lineages []PruneLineage) bool {
 	return slices.ContainsFunc(lineages, func(l PruneLineage) bool { return len(l.living()) > 0 })
 }
 
-// SelectPrune applies the retention rule to one lineage: (a) leftover chunks, (b) a gone
-// lineage, (c) superseded format-1 chunks. It never selects a Secret that is not ours, nor
-// anything of a lineage whose hand-off is pending or held for review, nor the newest complete
-// snapshot of a lineage with a living Composition (design §7).
+// SelectPrune applies the retention rule (design §7) to one lineage, never selecting a Secret not
+// ours, a busy lineage's (busyLineage), nor a newest complete snapshot a living one may read.
 func SelectPrune(l PruneLineage, r PruneRules) PrunePlan {
 	plan := PrunePlan{Lineage: l.Lineage}
 	living := l.living()
@@ -156,11 +149,8 @@ func SelectPrune(l PruneLineage, r PruneRules) PrunePlan {
 	for i, it := range plan.Selected {
 		// What a chunk 0 lists for a person is named, never dropped silently (design §3).
 		if us, _ := decodeUnresolved(it.Secret, 0); len(us) > 0 && it.Secret.Annotations[AnnotationChunkIndex] == "0" {
-			ids := make([]string, len(us))
-			for k, u := range us {
-				ids[k] = u.Entry().ID().String()
-			}
-			plan.Selected[i].Detail += fmt.Sprintf("; it lists %d object(s) kept for a person, check them by hand first: %s", len(us), strings.Join(ids, ", "))
+			plan.Selected[i].Detail += fmt.Sprintf("; it lists %d object(s) kept for a person, check them by hand first: %s", len(us),
+				joinEach(us, ", ", func(u Unresolved) string { return u.Entry().ID().String() }))
 		}
 	}
 	return plan
@@ -169,17 +159,9 @@ func SelectPrune(l PruneLineage, r PruneRules) PrunePlan {
 // guarded keeps, of the items the rules selected, what prune may delete whatever the rules
 // say: a Secret of ours, not of a protected snapshot; once each, by name.
 func guarded(items []PruneItem, protected map[string]bool) []PruneItem {
-	var out []PruneItem
-	for _, it := range items {
-		if !it.Secret.Owned() || protected[it.Secret.Name] {
-			continue
-		}
-		if !slices.ContainsFunc(out, func(p PruneItem) bool { return p.Secret.Name == it.Secret.Name }) {
-			out = append(out, it)
-		}
-	}
-	slices.SortFunc(out, func(a, b PruneItem) int { return strings.Compare(a.Secret.Name, b.Secret.Name) })
-	return out
+	out := slices.DeleteFunc(slices.Clone(items), func(it PruneItem) bool { return !it.Secret.Owned() || protected[it.Secret.Name] })
+	slices.SortStableFunc(out, func(a, b PruneItem) int { return strings.Compare(a.Secret.Name, b.Secret.Name) })
+	return slices.CompactFunc(out, func(a, b PruneItem) bool { return a.Secret.Name == b.Secret.Name })
 }
 
 // busyLineage says why nothing of the lineage may go: a living Composition's hand-off is
@@ -231,12 +213,8 @@ func selectGone(l PruneLineage, r PruneRules) ([]PruneItem, []string) {
 	if age := r.Now.Sub(newest); age <= r.OlderThan {
 		return nil, []string{fmt.Sprintf("no Composition of it exists, but its newest write is %s old, not older than %s: kept", age.Truncate(time.Second), r.OlderThan)}
 	}
-	names := make([]string, len(refs))
-	for i, ref := range refs {
-		names[i] = ref.String()
-	}
 	detail := fmt.Sprintf("none of its Compositions (%s) exists and its newest write is %s; deleting it ends recoverability of lineage %s",
-		strings.Join(names, ", "), newest.UTC().Format(time.RFC3339), l.Lineage)
+		joinEach(refs, ", ", CompositionRef.String), newest.UTC().Format(time.RFC3339), l.Lineage)
 	items := make([]PruneItem, len(secrets))
 	for i, s := range secrets {
 		items[i] = PruneItem{Secret: s, Reason: PruneLineageGone, Detail: detail}
@@ -244,9 +222,8 @@ func selectGone(l PruneLineage, r PruneRules) ([]PruneItem, []string) {
 	return items, nil
 }
 
-// selectLeftovers is (a): a chunk of a snapshot that is not complete, at or above the count of
-// a newer complete snapshot of the same Composition name. The newer one's chunks took the names
-// below, so the older snapshot can never be whole again.
+// selectLeftovers is (a): a chunk of an incomplete snapshot at or above the count of a newer
+// complete one of the same Composition name, whose chunks took the names below it.
 func selectLeftovers(h History) []PruneItem {
 	var out []PruneItem
 	for _, old := range h.Snapshots {

@@ -5,11 +5,10 @@ import (
 	"slices"
 )
 
-// ReadOutage is nil when the failed reads of a plan (ObjectReadFailed) may be kept as
-// Unreadable: at least one other read of the plan was answered, so the API server is up and the
-// failure is the object's own (a persistent server error on one object must not stall every
-// recovery of the Composition). When every read failed it is the first failure, in canonical
-// order: the plan is retried, so an outage never finishes as Unverified (design §6.3, read outage).
+// ReadOutage is nil when the failed reads of a plan (ObjectReadFailed) may be kept as Unreadable:
+// another read was answered, so the failure is the object's own and must not stall recovery.
+// When every read failed it is the first, in canonical order: the plan is retried, so an outage
+// never finishes as Unverified (design §6.3, read outage).
 func ReadOutage(observed map[ResourceID]Observation) error {
 	var failed []ResourceID
 	for id, o := range observed {
@@ -25,8 +24,7 @@ func ReadOutage(observed map[ResourceID]Observation) error {
 	return &ReadOutageError{Reads: len(failed), First: first, Detail: observed[first].Detail}
 }
 
-// ReadOutageError: every downstream read of a plan failed; nothing is decided and the plan is
-// retried.
+// ReadOutageError: every downstream read of a plan failed; nothing is decided, it is retried.
 type ReadOutageError struct {
 	Reads  int
 	First  ResourceID

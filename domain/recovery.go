@@ -30,18 +30,15 @@ type tombstoneManifest struct {
 	Metadata   tombstoneMeta `json:"metadata"`
 }
 
+// tombstoneJSON is the manifest of a tombstone of e carrying annotations.
+func tombstoneJSON(e Entry, annotations map[string]string) ([]byte, error) {
+	return json.Marshal(tombstoneManifest{APIVersion: e.APIVersion(), Kind: e.Kind,
+		Metadata: tombstoneMeta{Name: e.Name, Namespace: e.Namespace, Labels: e.Labels, Annotations: annotations}})
+}
+
 // Manifest is the Eno manifest JSON that ResourceSlices carry with deleted: true.
 func (t Tombstone) Manifest() string {
-	b, err := json.Marshal(tombstoneManifest{
-		APIVersion: t.Entry.APIVersion(),
-		Kind:       t.Entry.Kind,
-		Metadata: tombstoneMeta{
-			Name:        t.Entry.Name,
-			Namespace:   t.Entry.Namespace,
-			Labels:      t.Entry.Labels,
-			Annotations: t.Entry.Annotations,
-		},
-	})
+	b, err := tombstoneJSON(t.Entry, t.Entry.Annotations)
 	if err != nil {
 		panic(fmt.Sprintf("encoding tombstone: %v", err))
 	}
@@ -85,10 +82,8 @@ func parseReview(v string) (verb, uuid string, ok bool) {
 	return "", "", false
 }
 
-// ReviewValue is the review annotation that approves (or rejects) the recovery held for c's
-// current synthesis: approve:<uuid> or reject:<uuid>. It refuses when no recovery is held for
-// the current synthesis (none decided, finished, or decided for a synthesis that has moved on)
-// and when a review already answers it: a review answers only the synthesis it names.
+// ReviewValue is the review annotation, approve:<uuid> or reject:<uuid>, answering the recovery
+// held for c's current synthesis; it refuses when none is held, or a review already answers it.
 func ReviewValue(c Composition, approve bool) (string, error) {
 	d, ok := c.Decision()
 	current := c.SynthesisUUID()
@@ -121,8 +116,7 @@ type IgnoredReview struct {
 	Current string
 }
 
-// IgnoredReviewOf reports a review annotation that is set and would be ignored for the current
-// synthesis. Nothing is reported without a current synthesis.
+// IgnoredReviewOf reports a review annotation set and ignored for a current synthesis.
 func IgnoredReviewOf(c Composition) (IgnoredReview, bool) {
 	v, set := c.Annotations[AnnotationReview]
 	current := c.SynthesisUUID()
@@ -184,10 +178,8 @@ type RecoveryInput struct {
 	Now                time.Time
 }
 
-// RecoveryPlan is the decision and the tombstones to publish (none unless Recovered).
-// Held lists what awaits review when the outcome is HeldForReview; Dropped what the checks at the
-// moment of deletion kept back. A plan with Verify set decides nothing yet: read those objects
-// downstream and plan again with RecoveryInput.Observed.
+// RecoveryPlan is the decision, the tombstones to publish, those held and those dropped. With
+// Verify set it decides nothing yet: read those objects, plan again with RecoveryInput.Observed.
 type RecoveryPlan struct {
 	Decision   Decision
 	Tombstones []Tombstone
@@ -206,12 +198,9 @@ type RecoveryPlan struct {
 // Decided reports whether the plan decides, rather than asking for downstream reads first.
 func (p RecoveryPlan) Decided() bool { return !p.Decision.Outcome.IsZero() }
 
-// SharedLineageOwners are the Compositions recovery must read live before it decides for c
-// from snap: every one a Secret of the lineage was recorded for, candidate or not, whatever its
-// namespace, except c itself. Usually there is none.
-//
-// members are the other Compositions known to carry the same lineage (a copied override), even
-// ones that have recorded nothing yet: they share it as much as a snapshot's owner does.
+// SharedLineageOwners are whom recovery reads live before it decides for c from snap: all a
+// Secret of the lineage was recorded for, whatever its namespace, and members, which carry the
+// lineage (a copied override) even before they record; never c itself.
 func SharedLineageOwners(c Composition, snap Snapshot, members ...CompositionRef) []CompositionRef {
 	var out []CompositionRef
 	for _, ref := range append(slices.Clone(snap.owners), members...) {
@@ -226,10 +215,7 @@ func SharedLineageOwners(c Composition, snap Snapshot, members ...CompositionRef
 func LineageMembers(c Composition, lineage Lineage, all []Composition) []CompositionRef {
 	var out []CompositionRef
 	for _, o := range all {
-		if o.Ref() == c.Ref() {
-			continue
-		}
-		if l, err := LineageOf(o); err == nil && l == lineage {
+		if l, err := LineageOf(o); err == nil && l == lineage && o.Ref() != c.Ref() {
 			out = append(out, o.Ref())
 		}
 	}
@@ -237,10 +223,9 @@ func LineageMembers(c Composition, lineage Lineage, all []Composition) []Composi
 	return out
 }
 
-// LiveOwner is another Composition of the lineage that exists: a live read found it without a
-// deletionTimestamp (any UID), or was refused it (Forbidden). Either way its history is not
-// ours to clean: a namespace-scoped grant must not let recovery delete what a Composition it
-// cannot see still manages.
+// LiveOwner is another Composition of the lineage that exists: a live read found it, not
+// deleting (any UID), or was refused it (Forbidden): a namespace-scoped grant must not let
+// recovery delete what a Composition it cannot see still manages.
 type LiveOwner struct {
 	Ref CompositionRef
 	// Forbidden: the read was refused, and the Composition counts as existing.
@@ -257,17 +242,10 @@ func (o LiveOwner) String() string {
 // sharedWith returns the live owners that are Compositions of the lineage other than c.
 func sharedWith(c Composition, snap Snapshot, members []CompositionRef, live []LiveOwner) []LiveOwner {
 	others := SharedLineageOwners(c, snap, members...)
-	var out []LiveOwner
-	for _, o := range live {
-		if slices.Contains(others, o.Ref) {
-			out = append(out, o)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(live), func(o LiveOwner) bool { return !slices.Contains(others, o.Ref) })
 }
 
-// PlanRecovery decides recovery for a synthesis from what was read. It is pure: it reads nothing
-// and writes nothing.
+// PlanRecovery decides recovery for a synthesis from what was read; it reads and writes nothing.
 func PlanRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	c := in.Composition
 	if c.Synthesis == nil {
@@ -281,8 +259,7 @@ func PlanRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	return plan, nil
 }
 
-// recoveredFrom is the decision's source when its outcome records one, else the value carried
-// by the decision it replaces on this Composition.
+// recoveredFrom is d's source when it records one, else what the decision it replaces carried.
 func recoveredFrom(c Composition, d Decision) string {
 	if d.SetsRecoveredFrom() {
 		return d.SourceSynthesisUUID
@@ -293,9 +270,8 @@ func recoveredFrom(c Composition, d Decision) string {
 	return ""
 }
 
-// planRecovery decides in order: the snapshot's reading (including SameIncarnation),
-// SharedLineage, AlreadyDecided, the absent entries, the checks at the moment of deletion, the
-// deletion guard. The first rule that decides ends the evaluation.
+// planRecovery decides in order, the first rule that decides ending it: the reading, SharedLineage,
+// AlreadyDecided, the absent entries, the checks at the moment of deletion, the deletion guard.
 func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	c := in.Composition
 	d := Decision{SynthesisUUID: c.Synthesis.UUID, DecidedAt: in.Now.UTC().Truncate(time.Second)}
@@ -313,12 +289,8 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	}
 	if shared := sharedWith(c, snap, in.LineageMembers, in.LiveOwners); len(shared) > 0 {
 		d.Outcome, d.Reason = OutcomeInventoryInvalid, ReasonSharedLineage.String()
-		names := make([]string, len(shared))
-		for i, o := range shared {
-			names[i] = o.String()
-		}
 		d.Message = fmt.Sprintf("the lineage's history is shared with composition %s: a lineage a living Composition shares is not ours to clean; give each Composition its own lineage (%s); no tombstones are generated",
-			strings.Join(names, ", "), AnnotationLineageOverride)
+			joinEach(shared, ", ", LiveOwner.String), AnnotationLineageOverride)
 		return RecoveryPlan{Decision: d}, nil
 	}
 	if prev, ok := c.Decision(); ok && prev.RecoveredFrom != "" && prev.RecoveredFrom == snap.meta.SynthesisUUID {
@@ -358,11 +330,7 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	dropped = append(append(append(disabled, dropped...), cascaded...), untaken...)
 	summary := DroppedSummary(dropped)
 	if len(cascaded) > 0 {
-		cmds := make([]string, len(cascaded))
-		for i, t := range cascaded {
-			cmds[i] = KubectlDelete(t.Tombstone.Entry.ID())
-		}
-		summary += "; never handed to Eno, delete after looking: " + strings.Join(cmds, "; ")
+		summary += "; never handed to Eno, delete after looking: " + joinEach(cascaded, "; ", func(t DroppedTombstone) string { return KubectlDelete(t.Tombstone.Entry.ID()) })
 	}
 	withDrops := func(msg string) string {
 		if summary == "" {
@@ -372,7 +340,7 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	}
 	if len(verified) == 0 {
 		d.Outcome, d.Reason = OutcomeNothingToRecover, ReasonNoOrphans
-		if !allVerifiable(dropped) {
+		if slices.ContainsFunc(dropped, func(dt DroppedTombstone) bool { return !dt.Reason.verifiable() }) {
 			d.Reason = ReasonUnverified
 		}
 		d.Message = withDrops(fmt.Sprintf("%d of %d resources of the previous incarnation are absent from the synthesis, but none can be handed to Eno", len(absent), total))
@@ -398,8 +366,7 @@ func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	return plan, nil
 }
 
-// planFromSnapshotErr decides when reading selected no snapshot: nothing to recover from, or a
-// history that is not trusted (design §5).
+// planFromSnapshotErr decides when reading selected no snapshot (design §5).
 func planFromSnapshotErr(d Decision, snap Snapshot, snapErr error) (RecoveryPlan, error) {
 	var invalid *InventoryInvalidError
 	var other *OtherNamespaceError
@@ -411,7 +378,10 @@ func planFromSnapshotErr(d Decision, snap Snapshot, snapErr error) (RecoveryPlan
 		d.Outcome, d.Reason = OutcomeNothingToRecover, ReasonOtherNamespace
 		d.Message = other.Error() + "; no tombstones are generated"
 	case errors.Is(snapErr, ErrSameIncarnation):
-		return sameIncarnation(d, snap.meta), nil
+		ts := snap.meta.SynthesisTime
+		d.SourceSynthesisUUID, d.SourceSynthesisTimestamp = snap.meta.SynthesisUUID, &ts
+		d.Outcome, d.Reason = OutcomeNothingToRecover, ReasonSameIncarnation
+		d.Message = "snapshot comes from this same composition incarnation; Eno's own synthesis diff owns cleanup"
 	case errors.As(snapErr, &invalid):
 		d.Outcome = OutcomeInventoryInvalid
 		d.Reason = invalid.Reason.String()
@@ -422,8 +392,7 @@ func planFromSnapshotErr(d Decision, snap Snapshot, snapErr error) (RecoveryPlan
 	return RecoveryPlan{Decision: d}, nil
 }
 
-// planOverTheGuard decides tombstones over the deletion guard: recovered once an operator approved this synthesis, nothing once rejected, otherwise
-// held for review (design §6.1).
+// planOverTheGuard decides over the deletion guard: approved, rejected, else held (design §6.1).
 func planOverTheGuard(plan RecoveryPlan, in RecoveryInput, verified []Tombstone, total int, withDrops func(string) string, guarded bool, overdue []CompositionRef) RecoveryPlan {
 	c := in.Composition
 	switch review := ReviewOf(c); {
@@ -460,14 +429,6 @@ func planOverTheGuard(plan RecoveryPlan, in RecoveryInput, verified []Tombstone,
 	return plan
 }
 
-func sameIncarnation(d Decision, m SnapshotMeta) RecoveryPlan {
-	ts := m.SynthesisTime
-	d.SourceSynthesisUUID, d.SourceSynthesisTimestamp = m.SynthesisUUID, &ts
-	d.Outcome, d.Reason = OutcomeNothingToRecover, ReasonSameIncarnation
-	d.Message = "snapshot comes from this same composition incarnation; Eno's own synthesis diff owns cleanup"
-	return RecoveryPlan{Decision: d}
-}
-
 // overDeletionGuard reports whether tombstones/total is strictly greater than fraction.
 // Dividing keeps the boundary exact (57/100 == 0.57, while 0.57*100 < 57 in float64),
 // and a NaN fraction holds everything rather than nothing.
@@ -477,16 +438,18 @@ func overDeletionGuard(tombstones, total int, fraction float64) bool {
 
 // FirstIDs lists the identities of the first n tombstones, for events and messages.
 func FirstIDs(ts []Tombstone, n int) string {
-	var b strings.Builder
-	for i, t := range ts {
-		if i == n {
-			fmt.Fprintf(&b, ", and %d more", len(ts)-n)
-			break
-		}
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(t.Entry.ID().String())
+	s := joinEach(ts[:min(n, len(ts))], ", ", func(t Tombstone) string { return t.Entry.ID().String() })
+	if len(ts) > n {
+		s += fmt.Sprintf(", and %d more", len(ts)-n)
 	}
-	return b.String()
+	return s
+}
+
+// joinEach joins f of each of xs with sep.
+func joinEach[T any](xs []T, sep string, f func(T) string) string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
+	}
+	return strings.Join(out, sep)
 }

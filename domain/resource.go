@@ -104,10 +104,6 @@ func (e Entry) validateRequired() error {
 	return nil
 }
 
-func (e Entry) invalidUTF8Error() error {
-	return fmt.Errorf("entry %q has a string that is not valid UTF-8", e.ID().String())
-}
-
 // splitAPIVersion splits "group/version" (or "version" for the core group).
 func splitAPIVersion(apiVersion string) (group, version string) {
 	if i := strings.LastIndex(apiVersion, "/"); i >= 0 {

@@ -11,10 +11,9 @@ import (
 	"time"
 )
 
-// AnnotationArmed is the Composition annotation that arms a hand-off: it holds the hand-off's
-// digest, set before the commit. Every tombstone of the hand-off is disabled unless, on Eno's
-// own live read, the Composition still carries this value, so removing or changing it disarms
-// them all at once, across eno-reconciler's reloads and the executor's carries (design §6.2).
+// AnnotationArmed arms a hand-off with its digest, set before the commit. Every tombstone of it
+// is disabled unless Eno's live read of the Composition still finds this value, so removing or
+// changing it disarms them all at once, across reloads and carries (design §6.2).
 const AnnotationArmed = "eno.azure.io/tombstone-recovery-armed"
 
 // ArmedOff is the value of AnnotationArmed that disarms for good: the watch writes it, and an
@@ -24,8 +23,7 @@ const ArmedOff = "disarmed"
 // HandoffDisarmed reports whether c carries ArmedOff.
 func (c Composition) HandoffDisarmed() bool { return c.Annotations[AnnotationArmed] == ArmedOff }
 
-// Armed reports whether c's AnnotationArmed holds a hand-off's digest: neither empty, ArmedOff
-// nor ArmedDone.
+// Armed reports whether c's AnnotationArmed holds a digest: neither empty, ArmedOff nor ArmedDone.
 func (c Composition) Armed() bool {
 	a := c.Annotations[AnnotationArmed]
 	return a != "" && a != ArmedOff && a != ArmedDone
@@ -64,10 +62,8 @@ var celLiteral = regexp.MustCompile(`^[A-Za-z0-9:.-]{1,64}$`)
 //   - the Composition carries AnnotationArmed with the hand-off's digest.
 //
 // A missing field is an evaluation error, and Eno then applies nothing: the tombstone stays
-// disabled. Eno keeps an override whose condition fails to compile and applies it
-// unconditionally, so the condition is built from one fixed template whose interpolated values
-// are checked against celLiteral; a value that fails the check is an error, and no tombstone
-// is written.
+// disabled. Eno applies an override whose condition fails to compile unconditionally, so the
+// condition is one fixed template whose values must match celLiteral, else nothing is written.
 func Precondition(uid string, eno EnoManagers, written time.Time, digest string) (string, error) {
 	at := written.UTC().Truncate(time.Second).Format(time.RFC3339)
 	for _, v := range []string{uid, at, digest} {
@@ -86,9 +82,8 @@ func Precondition(uid string, eno EnoManagers, written time.Time, digest string)
 	}, " && "), nil
 }
 
-// selfCheckingManifest is the tombstone's manifest: the recorded identity, labels and
-// annotations, without the recorded overrides, with reconciliation disabled, and one override
-// that enables it when Precondition holds.
+// selfCheckingManifest is the tombstone's manifest: the recorded entry with reconciliation
+// disabled, and overrides (not the recorded ones) that enable it when Precondition holds.
 func selfCheckingManifest(t Tombstone, eno EnoManagers, written time.Time, digest string) (string, error) {
 	cond, err := Precondition(t.UID, eno, written, digest)
 	if err != nil {
@@ -104,11 +99,7 @@ func selfCheckingManifest(t Tombstone, eno EnoManagers, written time.Time, diges
 	if err != nil {
 		return "", err
 	}
-	b, err := json.Marshal(tombstoneManifest{
-		APIVersion: t.Entry.APIVersion(),
-		Kind:       t.Entry.Kind,
-		Metadata:   tombstoneMeta{Name: t.Entry.Name, Namespace: t.Entry.Namespace, Labels: t.Entry.Labels, Annotations: TombstoneAnnotations(t.Entry.Annotations, string(overrides))},
-	})
+	b, err := tombstoneJSON(t.Entry, TombstoneAnnotations(t.Entry.Annotations, string(overrides)))
 	return string(b), err
 }
 
@@ -140,8 +131,7 @@ var (
 	selfCheckDigest = regexp.MustCompile(` && composition\.metadata\.annotations\["` + regexp.QuoteMeta(AnnotationArmed) + `"\] == "([A-Za-z0-9:.-]{1,64})"$`)
 )
 
-// readSelfCheck reads the precondition of a tombstone's annotations back: the UID and the
-// hand-off digest it names. ok is false when the annotations carry no self-check of ours.
+// readSelfCheck reads back the UID and hand-off digest a tombstone's self-check of ours names.
 func readSelfCheck(annotations map[string]string) (uid, digest string, ok bool) {
 	raw, has := annotations[AnnotationOverrides]
 	if !has || annotations[AnnotationDisableReconciliation] != "true" {

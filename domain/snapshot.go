@@ -56,8 +56,7 @@ type Snapshot struct {
 	meta      SnapshotMeta
 	chunks    []ChunkSecret // ordered by index
 	inventory Inventory
-	// readFor is the UID of the Composition whose candidates it was chosen from
-	// (ReadSnapshotFor); nil for a lineage-wide read.
+	// readFor is the UID of the reader it was chosen for (ReadSnapshotFor), nil lineage-wide.
 	readFor *string
 	// owners are the Compositions a well-formed Secret of the lineage was recorded for, sorted:
 	// the selected snapshot's and every other's, candidate or not, whatever its namespace.
@@ -103,16 +102,13 @@ type StoredChunk struct {
 
 var digestPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
-// ParseStoredChunk reads one Secret's snapshot annotations and data, refusing a Secret that is
-// not well formed. maxChunks <= 0 means DefaultMaxChunks.
+// ParseStoredChunk reads one well-formed Secret's snapshot; maxChunks <= 0 is DefaultMaxChunks.
 func ParseStoredChunk(s ChunkSecret, now time.Time, maxChunks int) (StoredChunk, error) {
 	sc, err := parseChunkMetadata(s, now, maxChunks)
 	if err != nil {
 		return sc, err
 	}
-	bad := func(format string, args ...any) (StoredChunk, error) {
-		return StoredChunk{}, &InventoryInvalidError{Reason: ReasonMalformed, Secret: s.Name, Detail: fmt.Sprintf(format, args...)}
-	}
+	bad := func(format string, args ...any) (StoredChunk, error) { return malformed(s, format, args...) }
 	if size := s.DataSize(); size > SecretDataLimit {
 		return bad("data holds %d bytes, over the %d-byte limit", size, SecretDataLimit)
 	}
@@ -125,12 +121,13 @@ func ParseStoredChunk(s ChunkSecret, now time.Time, maxChunks int) (StoredChunk,
 	return sc, nil
 }
 
-// parseChunkMetadata applies the checks that read the Secret's type, labels and annotations
-// only.
+func malformed(s ChunkSecret, format string, args ...any) (StoredChunk, error) {
+	return StoredChunk{}, &InventoryInvalidError{Reason: ReasonMalformed, Secret: s.Name, Detail: fmt.Sprintf(format, args...)}
+}
+
+// parseChunkMetadata applies the checks that read the Secret's type, labels and annotations only.
 func parseChunkMetadata(s ChunkSecret, now time.Time, maxChunks int) (StoredChunk, error) {
-	bad := func(format string, args ...any) (StoredChunk, error) {
-		return StoredChunk{}, &InventoryInvalidError{Reason: ReasonMalformed, Secret: s.Name, Detail: fmt.Sprintf(format, args...)}
-	}
+	bad := func(format string, args ...any) (StoredChunk, error) { return malformed(s, format, args...) }
 	if !s.Owned() {
 		return bad("not managed by %s or not of type %s; refusing to trust or touch it", ManagedByValue, SecretType)
 	}
@@ -190,27 +187,21 @@ func parseChunkMetadata(s ChunkSecret, now time.Time, maxChunks int) (StoredChun
 	}, nil
 }
 
-// ErrSameIncarnation stops reading when a candidate snapshot carries the reading Composition's
-// own UID, so Eno's own synthesis diff owns cleanup. ReadSnapshotFor returns it with a Snapshot
-// holding only that candidate's metadata; its chunks are not judged.
+// ErrSameIncarnation: a candidate carries the reader's own UID, so Eno's synthesis diff owns
+// cleanup. ReadSnapshotFor returns it with that candidate's metadata only, its chunks unjudged.
 var ErrSameIncarnation = errors.New("a snapshot of this composition incarnation exists")
 
-// ReadSnapshotFor reads the lineage's history for the Composition c: every Secret is judged
-// (steps 1–2); the candidates are the snapshots recorded for c's namespace/name, or, when there
-// is none, those recorded in c's namespace (a rename), or in any namespace when adoption allows
-// it (a move between namespaces); a lineage with snapshots but no candidate stops with an
-// *OtherNamespaceError, and a candidate with c's UID with ErrSameIncarnation; the newest
-// candidate is selected, a tie is AmbiguousTimestamp, and only the selected one is judged by
-// steps 4–5, stopping at the first decisive finding, which is the verdict. maxChunks <= 0 means
-// DefaultMaxChunks.
+// ReadSnapshotFor reads the lineage's history for c (design §5): every Secret is judged (steps
+// 1–2); of the candidates (candidatesFor) none is an *OtherNamespaceError, one with c's UID
+// ErrSameIncarnation; the newest is selected, a tie is AmbiguousTimestamp, and only it is judged
+// by steps 4–5. The first decisive finding is the verdict. maxChunks <= 0 means DefaultMaxChunks.
 func ReadSnapshotFor(c Composition, secrets []ChunkSecret, now time.Time, maxChunks int, adoption Adoption) (Snapshot, error) {
 	r := reader{now: now, maxChunks: maxChunks, self: &c, adoption: adoption}
 	r.read(secrets)
 	return r.verdict.derive(r.findings)
 }
 
-// SnapshotMatches reports whether snap is the complete snapshot for this composition incarnation
-// and synthesis: the recording fast path.
+// SnapshotMatches reports whether snap is c's incarnation's and synthesis's: the fast path.
 func SnapshotMatches(snap Snapshot, c Composition) bool {
 	return c.Synthesis != nil && snap.meta.CompositionUID == c.UID && snap.meta.SynthesisUUID == c.Synthesis.UUID &&
 		snap.meta.CompositionNamespace == c.Namespace && snap.meta.CompositionName == c.Name
@@ -227,10 +218,9 @@ func canonicalInt(s string) (int, error) {
 }
 
 // RecordedByMetadata reports whether secrets hold a complete, consistent snapshot of c's current
-// synthesis, judged on labels and annotations only, for the recording fast path: every listed
-// Secret ours and well formed, the chunks recorded for this incarnation and synthesis agreeing
-// on their metadata (one digest, one timestamp, one count), and holding the indexes 0..count-1
-// each once. No data is read, so a cache may hold metadata only (design §4, design §5 step 1).
+// synthesis, for the recording fast path: every Secret ours and well formed, the chunks of this
+// incarnation and synthesis agreeing on their metadata and holding 0..count-1 each once. No
+// data is read, so a cache may hold metadata only (design §4, §5 step 1).
 func RecordedByMetadata(secrets []ChunkSecret, c Composition, now time.Time, maxChunks int) (SnapshotMeta, bool) {
 	if c.Synthesis == nil || len(secrets) == 0 {
 		return SnapshotMeta{}, false

@@ -44,8 +44,7 @@ var (
 
 func (p SliceProblem) String() string { return p.name }
 
-// SliceError stops recording and recovery: the current synthesis cannot be read in full.
-// Nothing is written; the caller retries with backoff.
+// SliceError: the current synthesis cannot be read in full; nothing is written, and it retries.
 type SliceError struct {
 	Slice   string
 	Problem SliceProblem
@@ -87,30 +86,26 @@ type SynthesisContents struct {
 
 func (s SynthesisContents) Inventory() Inventory { return s.inventory }
 
-// Covers reports whether the synthesis produces, patches or already tombstones id. An id
-// without a namespace (recorded cluster-scoped) is covered by a manifest of its group, kind and
-// name in any namespace: the API server ignores a namespace on a cluster-scoped object, so that
-// manifest applies the very object (design §6.3).
+// Covers reports whether the synthesis produces, patches or already tombstones id. An id without
+// a namespace is covered in any namespace: the API server ignores a namespace on a cluster-scoped
+// object, so that manifest applies the very object (design §6.3).
 func (s SynthesisContents) Covers(id ResourceID) bool {
 	if id.Namespace == "" {
 		_, ok := s.anyNamespace[id]
 		return ok
 	}
-	if _, ok := s.patched[id]; ok {
-		return true
+	for _, set := range []map[ResourceID]struct{}{s.patched, s.tombstoned, s.produced} {
+		if _, ok := set[id]; ok {
+			return true
+		}
 	}
-	_, ok := s.tombstoned[id]
-	if !ok {
-		_, ok = s.produced[id]
-	}
-	return ok
+	return false
 }
 
-// ReadSynthesis builds the contents of the Composition's current synthesis from its slices,
-// given in the order status.currentSynthesis.resourceSlices names them. Any terminating or
-// malformed slice is an error. Membership is decided by that list alone: stock Eno stamps
-// spec.synthesisUUID with the synthesis current when its executor wrote the slice ("" on a
-// first synthesis, the previous UUID after that), so the stamp is not checked.
+// ReadSynthesis builds the contents of c's current synthesis from its slices, in the order
+// status.currentSynthesis.resourceSlices names them; a terminating or malformed one is an error.
+// That list alone decides membership: Eno stamps spec.synthesisUUID with whatever synthesis was
+// current when its executor wrote the slice, so the stamp is not checked.
 func ReadSynthesis(c Composition, slices []ResourceSlice) (SynthesisContents, error) {
 	if c.Synthesis == nil || c.Synthesis.UUID == "" {
 		return SynthesisContents{}, fmt.Errorf("composition %s has no current synthesis", c.Ref())
@@ -202,10 +197,9 @@ func entryFromManifest(group, version string, m *manifestMeta) Entry {
 	return e
 }
 
-// cascadeDisable records on e the Composition's eno.azure.io/disable-reconciliation when e has
-// none of its own, as Eno reads it: a resource's annotation first, else the Composition's. A
-// Composition paused this way is still marked Ready by Eno, with manifests it never applied; an
-// entry recorded while paused must never be tombstoned later (design §6.3, Disabled).
+// cascadeDisable records on e the Composition's disable-reconciliation when e has none, as Eno
+// reads it. Eno marks a paused Composition Ready with manifests it never applied; an entry
+// recorded while paused must never be tombstoned later (design §6.3, Disabled).
 func cascadeDisable(e *Entry, c Composition) {
 	// Only a pause is carried: an explicit "false" recorded into a tombstone would beat a pause
 	// an operator later puts on the recreated Composition, since Eno reads the resource's first.
@@ -216,9 +210,7 @@ func cascadeDisable(e *Entry, c Composition) {
 	if _, own := e.Annotations[AnnotationDisableReconciliation]; own {
 		return
 	}
-	annotations := map[string]string{AnnotationDisableReconciliation: v}
-	maps.Copy(annotations, e.Annotations)
-	e.Annotations = annotations
+	e.Annotations = merged(map[string]string{AnnotationDisableReconciliation: v}, e.Annotations)
 }
 
 // Production is what the fleet index keeps of one slice (design §6.3): its owner and a fixed-size
@@ -268,9 +260,8 @@ func ProductionOf(s ResourceSlice) Production {
 	return p
 }
 
-// Threatens reports whether p, a slice of another Composition than recovery slice r's and its
-// source, applies or patches an identity r tombstones: the event on which a pending hand-off's
-// watch looks again at once (design §6.2).
+// Threatens reports whether p, a slice of neither recovery slice r's Composition nor its source,
+// applies or patches what r tombstones: the pending hand-off's watch looks again (design §6.2).
 func (p Production) Threatens(r Production) bool {
 	if len(r.tombstones) == 0 || p.Owner == "" || p.Owner == r.Owner || p.Owner == r.source {
 		return false
@@ -286,9 +277,8 @@ func (p Production) Threatens(r Production) bool {
 	return false
 }
 
-// Threats finds the recovery slices a slice threatens (Production.Threatens) at the cost of that
-// slice's identities, not of the fleet's slices: it holds only recovery slices with tombstones,
-// each with what its caller keeps of it (V). Not safe for concurrent use.
+// Threats finds the recovery slices with tombstones a slice threatens at the cost of its own
+// identities, not the fleet's, each with what its caller keeps (V). Not safe for concurrent use.
 type Threats[V any] struct {
 	held map[string]threat[V]           // by Production.Slice
 	by   map[uint64]map[string]struct{} // tombstone fingerprint → slices
@@ -344,9 +334,8 @@ func (w *Threats[V]) Of(p Production) []V {
 	return out
 }
 
-// produces reports whether p applies or patches the identity of fingerprint fp. A manifest with a
-// namespace also applies the cluster-scoped object recorded without one: the API server ignores
-// a namespace on a cluster-scoped kind.
+// produces reports whether p applies or patches the identity of fingerprint fp, or, for one
+// without a namespace, in any namespace: the API server ignores it on a cluster-scoped kind.
 func (p Production) produces(fp uint64) bool {
 	if fp&nsBits != clusterScoped {
 		_, ok := slices.BinarySearch(p.ids, fp)
@@ -370,9 +359,8 @@ const nsBits = 1<<16 - 1
 // clusterScoped is the namespace bits of an identity without a namespace.
 var clusterScoped = fingerprint(ResourceID{}) & nsBits
 
-// ProducedElsewhere maps each of ids that a slice of all controlled by anything but the excluded
-// owners (by UID) applies or patches to that slice. Any such slice counts, a terminating one or
-// one of an older synthesis too: when in doubt, keep.
+// ProducedElsewhere maps each of ids that a slice of all not of the excluded owners (UIDs) applies
+// or patches to that slice; terminating or older ones count too: when in doubt, keep.
 func ProducedElsewhere(all []Production, ids []ResourceID, excluded ...string) map[ResourceID]string {
 	out := map[ResourceID]string{}
 	fps := make([]uint64, len(ids))

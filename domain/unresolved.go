@@ -7,15 +7,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 )
 
-// Unresolved is an object a recovery kept for a reason a person can resolve (a DropReason that
-// proves nothing, or Unverified): it stays listed in every later snapshot of the lineage until
-// the object is gone or its UID changed. It is a report only, never a deletion candidate: no
-// plan reads it (design §3, §6.3).
+// Unresolved is an object a recovery kept for a person: listed in every later snapshot until it
+// is gone or replaced. A report only: no plan reads it (design §3, §6.3).
 type Unresolved struct {
 	Group     string    `json:"group,omitempty"`
 	Version   string    `json:"version,omitempty"`
@@ -56,19 +53,9 @@ func UnresolvedOf(plan RecoveryPlan) []Unresolved {
 // MergeUnresolved is old and fresh as one sorted list, one entry per identity: the first
 // listed (old before fresh) is kept, so Since stays when it was first kept.
 func MergeUnresolved(old, fresh []Unresolved) []Unresolved {
-	var out []Unresolved
-	seen := map[ResourceID]bool{}
-	for _, u := range append(slices.Clone(old), fresh...) {
-		if id := u.Entry().ID(); !seen[id] {
-			seen[id] = true
-			out = append(out, u)
-		}
-	}
-	slices.SortFunc(out, func(a, b Unresolved) int {
-		ea, eb := a.Entry(), b.Entry()
-		return cmp.Or(compareEntries(&ea, &eb), cmp.Compare(a.Version, b.Version))
-	})
-	return out
+	out := slices.Concat(old, fresh)
+	slices.SortStableFunc(out, func(a, b Unresolved) int { return a.Entry().ID().Compare(b.Entry().ID()) })
+	return slices.CompactFunc(out, func(a, b Unresolved) bool { return a.Entry().ID() == b.Entry().ID() })
 }
 
 // StillUnresolved reports whether a read of u's object leaves it listed: anything but NotFound
@@ -83,10 +70,11 @@ func EncodeUnresolved(us []Unresolved) ([]byte, string) {
 	if err != nil {
 		panic(fmt.Sprintf("encoding unresolved entries: %v", err)) // plain values only
 	}
-	return data, unresolvedDigest(data)
+	return data, sha256Digest(data)
 }
 
-func unresolvedDigest(data []byte) string {
+// sha256Digest is "sha256:<hex>" of data.
+func sha256Digest(data []byte) string {
 	sum := sha256.Sum256(data)
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
@@ -104,7 +92,8 @@ func decodeUnresolved(s ChunkSecret, index int) ([]Unresolved, error) {
 	if !ok {
 		return nil, fmt.Errorf("data key %s is missing", UnresolvedDataKey)
 	}
-	if got, want := unresolvedDigest(data), s.Annotations[AnnotationUnresolvedDigest]; got != want {
+	if got, want := sha256Digest(data),
+		s.Annotations[AnnotationUnresolvedDigest]; got != want {
 		return nil, fmt.Errorf("unresolved entries hash to %s, annotation %s says %q", got, AnnotationUnresolvedDigest, truncate(want, 80))
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -117,8 +106,7 @@ func decodeUnresolved(s ChunkSecret, index int) ([]Unresolved, error) {
 	return slices.DeleteFunc(us, func(u Unresolved) bool { return slices.Contains(d.IDs, u.Entry().ID().String()) }), nil
 }
 
-// dismissal is AnnotationUnresolvedDismissed's value: an operator's dismissal of entries of one
-// snapshot.
+// dismissal is AnnotationUnresolvedDismissed's value: entries of one snapshot dismissed.
 type dismissal struct {
 	Snapshot string   `json:"snapshot"`
 	IDs      []string `json:"ids"`
@@ -143,13 +131,11 @@ func Dismiss(s ChunkSecret, us []Unresolved) ChunkSecret {
 		}
 	}
 	data, _ := json.Marshal(d) // plain values only
-	s.Annotations = maps.Clone(s.Annotations)
-	s.Annotations[AnnotationUnresolvedDismissed] = string(data)
+	s.Annotations = merged(s.Annotations, map[string]string{AnnotationUnresolvedDismissed: string(data)})
 	return s
 }
 
-// WithUnresolved returns chunk 0's Secret carrying us in format 3; a Secret without any is
-// left in format 2, as before.
+// WithUnresolved returns chunk 0's Secret carrying us in format 3; without any, in format 2.
 func WithUnresolved(s ChunkSecret, us []Unresolved) ChunkSecret {
 	if len(us) == 0 {
 		return s
@@ -161,8 +147,7 @@ func WithUnresolved(s ChunkSecret, us []Unresolved) ChunkSecret {
 	return s
 }
 
-// UnresolvedIn lists the unresolved entries of the lineage's chunk-0 Secrets recorded for c,
-// and the names of those whose entries cannot be read.
+// UnresolvedIn lists the unresolved entries of the chunk-0 Secrets recorded for c, or names them.
 func UnresolvedIn(secrets []ChunkSecret, c CompositionRef) (us []Unresolved, unreadable []string) {
 	for _, s := range secrets {
 		a := s.Annotations
@@ -198,8 +183,7 @@ func fitUnresolved(us []Unresolved, limit int) []Unresolved {
 	return us
 }
 
-// KeptIn lists what the Recovered plan kept for a person, from the recovery slices of its
-// hand-off; a slice whose list cannot be read is an error.
+// KeptIn lists what the Recovered plan kept for a person, from its hand-off's recovery slices.
 func KeptIn(slices []ResourceSlice) ([]Unresolved, error) {
 	var out []Unresolved
 	for _, s := range slices {
@@ -217,10 +201,9 @@ func KeptIn(slices []ResourceSlice) ([]Unresolved, error) {
 }
 
 // UnresolvedOfRefused lists, when c's decision on its current synthesis refused the history
-// (InventoryInvalid, OtherNamespace), what that history held and inv does not: nothing of it was
-// checked, so the recording replacing its Secrets (those recorded for c) carries, as far as each
-// one's data decodes and maxKeptBytes holds, every orphan it names (design §3). It also names
-// the Secrets whose data does not decode, and counts the entries past the bound.
+// (InventoryInvalid, OtherNamespace), what its Secrets recorded for c held and inv does not,
+// within maxKeptBytes: never checked, so the recording replacing them carries it (design §3).
+// It names the Secrets whose data does not decode, and counts the entries past the bound.
 func UnresolvedOfRefused(c Composition, secrets []ChunkSecret, inv Inventory, since time.Time) (us []Unresolved, unreadable []string, omitted int) {
 	d, ok := c.Decision()
 	if !ok || d.SynthesisUUID != c.SynthesisUUID() || d.Outcome != OutcomeInventoryInvalid && d.Reason != ReasonOtherNamespace {

@@ -16,8 +16,7 @@ var (
 	ObjectAbsent = ObjectState{"NotFound"}
 	// ObjectUnreadable: the object could not be read (Forbidden, an unknown kind).
 	ObjectUnreadable = ObjectState{"Unreadable"}
-	// ObjectProducedElsewhere: a slice of another Composition holds the object's identity as a
-	// resource Eno applies (ProducedElsewhere): it is that Composition's now (taken over by another Composition).
+	// ObjectProducedElsewhere: another Composition's slice applies it now (ProducedElsewhere).
 	ObjectProducedElsewhere = ObjectState{"ProducedElsewhere"}
 	// ObjectReadFailed: the read failed otherwise (a server error, a timeout): the object is
 	// kept as unreadable when another read of the plan was answered (ReadOutage).
@@ -47,28 +46,24 @@ type DropReason struct{ name string }
 var (
 	// DropNotFound: the object is gone; there is nothing to delete.
 	DropNotFound = DropReason{"NotFound"}
-	// DropNewer: the object was created after the history was written; it is not the object
-	// the history recorded.
+	// DropNewer: created after the history was written, it is not the object recorded.
 	DropNewer = DropReason{"CreatedAfterHistory"}
 	// DropUnreadable: the object could not be read; when in doubt, keep.
 	DropUnreadable = DropReason{"Unreadable"}
 	// DropUnknownWriteTime: the history's write time is unknown, so no object can be told apart
 	// from one re-created since; every tombstone is kept back.
 	DropUnknownWriteTime = DropReason{"UnknownWriteTime"}
-	// DropDisabled: the entry was recorded with reconciliation disabled, or with overrides that
-	// can disable it (Entry.Disabled). Eno would skip the tombstone anyway, or might act on an
+	// DropDisabled: Entry.Disabled. Eno would skip the tombstone anyway, or might act on an
 	// object another Composition now owns; no read is needed.
 	DropDisabled = DropReason{"Disabled"}
 	// DropChanged: the object was written after the history was (another manager took it
 	// over, an operator edited it): it may no longer be the orphan the history recorded.
 	DropChanged = DropReason{"ChangedAfterHistory"}
-	// DropManagedElsewhere: a field manager that is not Eno's manages the object's main
-	// resource (a GitOps tool that took it over, a person's edit): it is theirs too, whenever
-	// they wrote it, and an identical apply leaves no time to compare (design §6.3).
+	// DropManagedElsewhere: a manager not Eno's (a GitOps tool, a person) manages it: theirs too,
+	// whenever they wrote it; an identical apply leaves no time to compare (design §6.3).
 	DropManagedElsewhere = DropReason{"ManagedElsewhere"}
-	// DropProducedElsewhere: another Composition's synthesis produces the object. Eno applies
-	// every Composition with one field manager and an in-sync object gets no write, so a
-	// takeover shows in no managedFields time; the other Composition keeps it.
+	// DropProducedElsewhere: another Composition's synthesis produces it. Eno applies all with one
+	// field manager, an in-sync object gets no write: no managedFields time shows the takeover.
 	DropProducedElsewhere = DropReason{"ProducedElsewhere"}
 	// DropCascading: an orphan whose deletion deletes other objects (Cascades): never handed to
 	// Eno, approved or not; an operator deletes it after looking (design §6.3, R1).
@@ -93,35 +88,37 @@ type DroppedTombstone struct {
 	Detail    string
 }
 
-// SplitDisabled separates the tombstones of entries that Eno could skip (Entry.Disabled) from
-// the rest, keeping the order given: those are dropped before any downstream read.
-func SplitDisabled(tombstones []Tombstone) (rest []Tombstone, disabled []DroppedTombstone) {
+// splitOff drops, as reason, the tombstones for which detail says why, keeping the order given.
+func splitOff(tombstones []Tombstone, reason DropReason, detail func(Tombstone) string) (rest []Tombstone, dropped []DroppedTombstone) {
 	for _, t := range tombstones {
-		if t.Entry.Disabled() {
-			disabled = append(disabled, DroppedTombstone{Tombstone: t, Reason: DropDisabled, Detail: disabledDetail(t.Entry)})
-			continue
+		if why := detail(t); why != "" {
+			dropped = append(dropped, DroppedTombstone{Tombstone: t, Reason: reason, Detail: why})
+		} else {
+			rest = append(rest, t)
 		}
-		rest = append(rest, t)
 	}
-	return rest, disabled
+	return rest, dropped
 }
 
-func disabledDetail(e Entry) string {
-	if e.Annotations[AnnotationDisableReconciliation] == "true" {
-		return "recorded with " + AnnotationDisableReconciliation + "=true"
-	}
-	return "recorded with " + AnnotationOverrides + " that can disable reconciliation"
+// SplitDisabled drops, before any downstream read, what Eno could skip (Entry.Disabled).
+func SplitDisabled(tombstones []Tombstone) (rest []Tombstone, disabled []DroppedTombstone) {
+	return splitOff(tombstones, DropDisabled, func(t Tombstone) string {
+		switch {
+		case !t.Entry.Disabled():
+			return ""
+		case t.Entry.Annotations[AnnotationDisableReconciliation] == "true":
+			return "recorded with " + AnnotationDisableReconciliation + "=true"
+		}
+		return "recorded with " + AnnotationOverrides + " that can disable reconciliation"
+	})
 }
 
-// VerifyTombstones applies the checks at the moment of deletion to the tombstones of a plan:
-// given what a read of each object found just before publishing, Eno's field managers, and the time the
-// selected history was written (known false when it cannot be determined), it returns the
-// tombstones to publish and the ones dropped, in the order given. An object missing from
-// observed counts as unreadable. Both times are the downstream API server's, in whole seconds;
-// an object created in the very second the history was written counts as older.
-func VerifyTombstones(tombstones []Tombstone, observed map[ResourceID]Observation, eno EnoManagers, writeTime time.Time, known bool) ([]Tombstone, []DroppedTombstone) {
-	var keep []Tombstone
-	var dropped []DroppedTombstone
+// VerifyTombstones applies the checks at the moment of deletion (design §6.3) to a plan's
+// tombstones, given each object's read, Eno's field managers and the history's write time
+// (known false when unknown): the tombstones to publish and those dropped, in the order given.
+// An object not read is unreadable. Times are the downstream's, in whole seconds: one created
+// in the very second the history was written counts as older.
+func VerifyTombstones(tombstones []Tombstone, observed map[ResourceID]Observation, eno EnoManagers, writeTime time.Time, known bool) (keep []Tombstone, dropped []DroppedTombstone) {
 	for _, t := range tombstones {
 		o, ok := observed[t.Entry.ID()]
 		d := DroppedTombstone{Tombstone: t, Reason: DropUnreadable, Detail: o.Detail}
@@ -156,19 +153,8 @@ func VerifyTombstones(tombstones []Tombstone, observed map[ResourceID]Observatio
 	return keep, dropped
 }
 
-// allVerifiable reports whether every drop proves the object needs no deletion.
-func allVerifiable(dropped []DroppedTombstone) bool {
-	for _, d := range dropped {
-		if !d.Reason.verifiable() {
-			return false
-		}
-	}
-	return true
-}
-
-// DroppedSummary says how many tombstones were dropped for each reason, naming the first of
-// each in canonical order, e.g. "dropped 3: 2 NotFound (first ConfigMap/ns/a), 1 Unreadable
-// (first Role/ns/r: forbidden)". It is "" when nothing was dropped.
+// DroppedSummary counts the drops per reason, naming the first of each in canonical order, e.g.
+// "dropped 3: 2 NotFound (first ConfigMap/ns/a), 1 Unreadable (first Role/ns/r: forbidden)".
 func DroppedSummary(dropped []DroppedTombstone) string {
 	if len(dropped) == 0 {
 		return ""

@@ -22,13 +22,11 @@ type ManagedWrite struct {
 	Unreadable bool
 }
 
-// DataWrittenByUs is when this controller last wrote the Secret's data, by the API server's
-// clock: the newest time of a FieldManager entry owning the data (an unreadable entry of ours is
-// no write of the data; another's may be). It is unknown (false) when no such entry exists
-// (managedFields stripped, or the data rewritten by someone else, who took it over), when
-// another entry that may own the data is newer or has no time (someone else wrote the data after
-// us), or when the Secret was created after that time (re-created by a restore, our entry
-// copied). A restore, or another manager's write, never moves the time later (design §6.3, rewritten history).
+// DataWrittenByUs is when this controller last wrote the Secret's data: the newest time of a
+// FieldManager entry owning it (an unreadable entry of ours is no write of it; another's may be).
+// It is unknown when there is none (stripped, taken over), when another entry that may own the
+// data is newer or has no time, or when the Secret was created after it (a restore): neither
+// ever moves the time later (design §6.3, rewritten history).
 func DataWrittenByUs(created time.Time, writes []ManagedWrite) (time.Time, bool) {
 	var ours time.Time
 	for _, w := range writes {
