@@ -34,7 +34,6 @@ type reviewOptions struct {
 func parseReviewFlags(verb string, args []string, stderr io.Writer) (reviewOptions, error) {
 	var o reviewOptions
 	fs := flag.NewFlagSet(verb, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	fs.BoolVar(&o.yes, "yes", false, "write without asking")
 	o.clusterFlags.bind(fs, clusterFlagHelp{
 		kubeconfig:           "kubeconfig of the control plane, with your own credentials (default: in-cluster, then $KUBECONFIG)",
@@ -43,20 +42,14 @@ func parseReviewFlags(verb string, args []string, stderr io.Writer) (reviewOptio
 		maxTombstoneFraction: "deletion guard of the plan shown, as the controller's",
 	})
 	// NAMESPACE/NAME may stand before, between or after the flags.
+	help := reviewHelp
+	if verb == "dismiss" {
+		help = dismissHelp
+	}
+	help = fmt.Sprintf(help, verb, domain.AnnotationReview, domain.AnnotationUnresolvedDismissed)
 	var names []string
 	for {
-		err := fs.Parse(args)
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stderr)
-			help := reviewHelp
-			if verb == "dismiss" {
-				help = dismissHelp
-			}
-			fmt.Fprintf(stderr, help, verb, domain.AnnotationReview, domain.AnnotationUnresolvedDismissed)
-			fs.PrintDefaults()
-			return o, err
-		}
-		if err != nil {
+		if err := parseFlags(fs, args, stderr, help); err != nil {
 			return o, wrapIf(verb, err)
 		}
 		if fs.NArg() == 0 {
