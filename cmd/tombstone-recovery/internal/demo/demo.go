@@ -144,8 +144,13 @@ func (d *demo) reconcile(ctx context.Context, ref domain.CompositionRef) error {
 		for _, t := range r.Plan.Held {
 			d.say("     held for review: %s", t.Entry.ID())
 		}
-		if dec.TombstoneSlice != "" {
-			d.showHandoff(ctx, ref, dec)
+		if dec.TombstoneSlice != "" { // what the hand-off left on the Composition
+			live := must(d.cluster.LiveComposition(ctx, ref))
+			d.say("     handed to Eno: ResourceSlice %s/%s, named by status.currentSynthesis.resourceSlices: %t (Ready now %t)",
+				ref.Namespace, dec.TombstoneSlice, live.NamesSlice(dec.TombstoneSlice), live.Synthesis.Ready)
+			if v, ok := live.Annotations[domain.AnnotationForceResynthesis]; ok {
+				d.say("     %s=%s requested", domain.AnnotationForceResynthesis, short(v))
+			}
 		}
 	}
 	if r := res.Recording; r != nil {
@@ -163,19 +168,6 @@ func (d *demo) reconcile(ctx context.Context, ref domain.CompositionRef) error {
 		d.say("   reconcile %s stopped: %v", ref, err)
 	}
 	return err
-}
-
-// showHandoff shows what the hand-off left on the Composition.
-func (d *demo) showHandoff(ctx context.Context, ref domain.CompositionRef, dec domain.Decision) {
-	live, err := d.cluster.LiveComposition(ctx, ref)
-	if err != nil {
-		return
-	}
-	d.say("     handed to Eno: ResourceSlice %s/%s, named by status.currentSynthesis.resourceSlices: %t (Ready now %t)",
-		ref.Namespace, dec.TombstoneSlice, live.NamesSlice(dec.TombstoneSlice), live.Synthesis.Ready)
-	if v, ok := live.Annotations[domain.AnnotationForceResynthesis]; ok {
-		d.say("     %s=%s requested", domain.AnnotationForceResynthesis, short(v))
-	}
 }
 
 // enoFollows is Eno acting on a hand-off: the forced synthesis carrying the tombstones, the
@@ -230,18 +222,6 @@ func (d *demo) showDownstream(ref domain.CompositionRef) {
 	d.say("     downstream: %s", strings.Join(d.downstream(ref), ", "))
 }
 
-// stamp is the spec.synthesisUUID Eno wrote on the first slice of comp's current synthesis.
-func (d *demo) stamp(comp domain.Composition) string {
-	if len(comp.Synthesis.Slices) == 0 {
-		return ""
-	}
-	s, err := d.cluster.GetSlice(context.Background(), comp.Namespace, comp.Synthesis.Slices[0])
-	if err != nil {
-		return "?"
-	}
-	return s.SynthesisUUID
-}
-
 func orNone(s []string) string {
 	if len(s) == 0 {
 		return "none"
@@ -262,8 +242,9 @@ func (d *demo) recreate(ref domain.CompositionRef, annotations map[string]string
 	check(d.cluster.DeleteComposition(ref))
 	d.say("   %s deleted with an orphaning strategy; its resources stay in the downstream cluster", ref)
 	comp := d.synthesize(ref, annotations, names...)
+	first := must(d.cluster.GetSlice(context.Background(), comp.Namespace, comp.Synthesis.Slices[0]))
 	d.say("   %s recreated (new UID %s); Eno synthesized %d resources (synthesis %s, its slices stamped %q as on any first synthesis) and applied them",
-		ref, comp.UID[len(comp.UID)-4:], len(names), short(comp.SynthesisUUID()), d.stamp(comp))
+		ref, comp.UID[len(comp.UID)-4:], len(names), short(comp.SynthesisUUID()), first.SynthesisUUID)
 	d.showDownstream(ref)
 }
 
