@@ -103,22 +103,25 @@ func (r reviewer) run(ctx context.Context, verb string, args []string, stdout, s
 	if err != nil {
 		return unlessHelp(err)
 	}
-	if verb == "dismiss" {
-		return wrapIf(verb, r.dismiss(ctx, o, stdout))
-	}
-	return wrapIf(verb, r.review(ctx, verb, o, stdout))
-}
-
-func (r reviewer) review(ctx context.Context, verb string, o reviewOptions, stdout io.Writer) error {
-	asInspect := inspectOptions{clusterFlags: o.clusterFlags, target: app.InspectTarget{Composition: &o.ref}}
-	cp, remote, err := r.loadConfigs(asInspect)
+	cp, remote, err := r.loadConfigs(o.asInspect())
 	if err != nil {
-		return err
+		return wrapIf(verb, err)
 	}
 	comps, err := liveCompositions(cp)
-	if err != nil {
-		return err
+	if err == nil && verb == "dismiss" {
+		err = r.dismiss(ctx, o, cp, remote, comps, stdout)
+	} else if err == nil {
+		err = r.review(ctx, verb, o, cp, remote, comps, stdout)
 	}
+	return wrapIf(verb, err)
+}
+
+// asInspect is inspect --composition with o's cluster flags.
+func (o reviewOptions) asInspect() inspectOptions {
+	return inspectOptions{clusterFlags: o.clusterFlags, target: app.InspectTarget{Composition: &o.ref}}
+}
+
+func (r reviewer) review(ctx context.Context, verb string, o reviewOptions, cp, remote *rest.Config, comps *k8s.Compositions, stdout io.Writer) error {
 	// Read before the plan: its resourceVersion guards the write, so a change after it refuses.
 	comp, err := comps.LiveComposition(ctx, o.ref)
 	if err != nil {
@@ -131,11 +134,11 @@ func (r reviewer) review(ctx context.Context, verb string, o reviewOptions, stdo
 	ctx, cancel := context.WithCancel(ctx)
 	var running sync.WaitGroup // the fleet index
 	defer func() { cancel(); running.Wait() }()
-	ins, err := r.inspector.inspector(ctx, asInspect, cp, remote, &running)
+	ins, err := r.inspector.inspector(ctx, o.asInspect(), cp, remote, &running)
 	if err != nil {
 		return err
 	}
-	report, err := r.inspect(ctx, asInspect, ins)
+	report, err := r.inspect(ctx, o.asInspect(), ins)
 	if err != nil {
 		return err
 	}
@@ -178,15 +181,7 @@ func (r reviewer) confirm(yes bool, stdout io.Writer) error {
 
 // dismiss adds the unresolved entries of the Composition's lineage to the dismissal of each
 // chunk 0 listing them, guarded by the resourceVersion read (design §3).
-func (r reviewer) dismiss(ctx context.Context, o reviewOptions, stdout io.Writer) error {
-	cp, remote, err := r.loadConfigs(inspectOptions{clusterFlags: o.clusterFlags, target: app.InspectTarget{Composition: &o.ref}})
-	if err != nil {
-		return err
-	}
-	comps, err := liveCompositions(cp)
-	if err != nil {
-		return err
-	}
+func (r reviewer) dismiss(ctx context.Context, o reviewOptions, cp, remote *rest.Config, comps *k8s.Compositions, stdout io.Writer) error {
 	// The Composition's lineage; once it is gone, the default one of its name.
 	lineage := domain.DefaultLineage(o.ref.Namespace, o.ref.Name)
 	if comp, err := comps.LiveComposition(ctx, o.ref); err == nil {
