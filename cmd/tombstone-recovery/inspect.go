@@ -156,17 +156,11 @@ func (in inspector) run(ctx context.Context, args []string, stdout, stderr io.Wr
 	warnMissingNamespace(ctx, stderr, remote, "the downstream cluster", "--inventory-namespace", o.inventoryNamespace)
 	if o.all {
 		warnMissingNamespace(ctx, stderr, cp, "the control plane", "--composition-namespace", o.compositionNamespace)
-	}
-	if o.all {
 		fleet, err := inspector.InspectAll(ctx, o.pendingLong)
 		if err != nil {
 			return fmt.Errorf("inspect: %w", err)
 		}
-		if o.output == "json" {
-			err = writeInspectJSON(stdout, fleet)
-		} else {
-			err = writeFleetTable(stdout, fleet)
-		}
+		err = writeReport(stdout, o.output, fleet, writeFleetTable)
 		if n := needPerson(fleet); err == nil && n > 0 {
 			err = exitCode{exitNeedsPerson, fmt.Sprintf("inspect: %d of %d Compositions need a person", n, len(fleet.Rows))}
 		}
@@ -176,10 +170,7 @@ func (in inspector) run(ctx context.Context, args []string, stdout, stderr io.Wr
 	if err != nil {
 		return fmt.Errorf("inspect: %w", err)
 	}
-	if o.output == "json" {
-		return writeInspectJSON(stdout, report)
-	}
-	return writeInspectTable(stdout, report)
+	return writeReport(stdout, o.output, report, writeInspectTable)
 }
 
 // loadConfigs returns the control plane's config (nil when not given) and the downstream's.

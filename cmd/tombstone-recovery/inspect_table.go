@@ -25,6 +25,14 @@ func writeInspectJSON(w io.Writer, r any) error {
 	return wrapIf("inspect: writing the report", enc.Encode(r))
 }
 
+// writeReport writes r as JSON for -o json, else as table renders it for people.
+func writeReport[R any](w io.Writer, output string, r R, table func(io.Writer, R) error) error {
+	if output == "json" {
+		return writeInspectJSON(w, r)
+	}
+	return table(w, r)
+}
+
 // writeInspectTable renders the report for people. Every value read from the clusters passes
 // through clean, so annotations cannot break the layout or send terminal escapes.
 func writeInspectTable(w io.Writer, r *app.InspectReport) error {

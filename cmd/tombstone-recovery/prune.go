@@ -112,11 +112,7 @@ func (pr pruner) run(ctx context.Context, args []string, stdout, stderr io.Write
 		}
 		confirmErr = uc.Confirm(ctx, sel, report)
 	}
-	if o.output == "json" {
-		err = writeInspectJSON(stdout, report)
-	} else {
-		err = writePruneTable(stdout, report)
-	}
+	err = writeReport(stdout, o.output, report, writePruneTable)
 	if confirmErr != nil {
 		return fmt.Errorf("prune: %w%s", confirmErr, forbiddenHint(confirmErr, o.inventoryNamespace))
 	}
