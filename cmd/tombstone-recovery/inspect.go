@@ -161,7 +161,13 @@ func (in inspector) run(ctx context.Context, args []string, stdout, stderr io.Wr
 			return fmt.Errorf("inspect: %w", err)
 		}
 		err = writeReport(stdout, o.output, fleet, writeFleetTable)
-		if n := needPerson(fleet); err == nil && n > 0 {
+		n := 0 // the rows that need a person
+		for _, row := range fleet.Rows {
+			if len(row.Attention) > 0 {
+				n++
+			}
+		}
+		if err == nil && n > 0 {
 			err = exitCode{exitNeedsPerson, fmt.Sprintf("inspect: %d of %d Compositions need a person", n, len(fleet.Rows))}
 		}
 		return err

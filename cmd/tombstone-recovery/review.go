@@ -153,12 +153,8 @@ func (r reviewer) review(ctx context.Context, verb string, o reviewOptions, cp, 
 		then = "decides NothingToRecover (Rejected): nothing is deleted"
 	}
 	fmt.Fprintf(stdout, "\nHeld: %s\nSetting %s=%s on %s; the controller then %s.\n", clean(held.Message), domain.AnnotationReview, value, o.ref, then)
-	if err := r.confirm(o.yes, stdout); err != nil {
-		return err
-	}
-	if err := comps.WriteReview(ctx, comp, value); errors.Is(err, ports.ErrConflict) || errors.Is(err, ports.ErrNotFound) {
-		return fmt.Errorf("composition %s changed since it was read (resourceVersion %s); nothing written: run the command again to see the plan as it is now", o.ref, comp.ResourceVersion)
-	} else if err != nil {
+	if err := r.confirmWrite(o.yes, stdout, func() error { return comps.WriteReview(ctx, comp, value) },
+		fmt.Errorf("composition %s changed since it was read (resourceVersion %s); nothing written: run the command again to see the plan as it is now", o.ref, comp.ResourceVersion)); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "Written. Follow the decision: kubectl get composition %s -n %s -o jsonpath='{.metadata.annotations.%s}'\n",
@@ -166,17 +162,21 @@ func (r reviewer) review(ctx context.Context, verb string, o reviewOptions, cp, 
 	return nil
 }
 
-// confirm asks on stdout, unless yes, and reads the answer from in: only "yes" goes on.
-func (r reviewer) confirm(yes bool, stdout io.Writer) error {
-	if yes {
-		return nil
+// confirmWrite asks on stdout, unless yes, and reads the answer from in: only "yes" goes on to
+// write. A write refused because the object changed since it was read, or is gone, is changed.
+func (r reviewer) confirmWrite(yes bool, stdout io.Writer, write func() error, changed error) error {
+	if !yes {
+		fmt.Fprint(stdout, "Type yes to go on: ")
+		line, _ := bufio.NewReader(r.in).ReadString('\n')
+		if strings.TrimSpace(line) != "yes" {
+			return errors.New("not confirmed; nothing written")
+		}
 	}
-	fmt.Fprint(stdout, "Type yes to go on: ")
-	line, _ := bufio.NewReader(r.in).ReadString('\n')
-	if strings.TrimSpace(line) != "yes" {
-		return errors.New("not confirmed; nothing written")
+	err := write()
+	if errors.Is(err, ports.ErrConflict) || errors.Is(err, ports.ErrNotFound) {
+		return changed
 	}
-	return nil
+	return err
 }
 
 // dismiss adds the unresolved entries of the Composition's lineage to the dismissal of each
@@ -227,12 +227,12 @@ func (r reviewer) dismiss(ctx context.Context, o reviewOptions, cp, remote *rest
 		return err
 	}
 	fmt.Fprintf(stdout, "\nDismissing these: inspect no longer lists them and the next recording does not carry them; check each object is dealt with.\n")
-	if err := r.confirm(o.yes, stdout); err != nil {
+	mark := func() error {
+		_, err := store.MarkChunk(ctx, domain.Dismiss(chunk, us))
 		return err
 	}
-	if _, err := store.MarkChunk(ctx, domain.Dismiss(chunk, us)); errors.Is(err, ports.ErrConflict) || errors.Is(err, ports.ErrNotFound) {
-		return fmt.Errorf("secret %s/%s changed since it was read (resourceVersion %s); not written: run the command again to see the entries as they are now", o.inventoryNamespace, chunk.Name, chunk.ResourceVersion)
-	} else if err != nil {
+	if err := r.confirmWrite(o.yes, stdout, mark,
+		fmt.Errorf("secret %s/%s changed since it was read (resourceVersion %s); not written: run the command again to see the entries as they are now", o.inventoryNamespace, chunk.Name, chunk.ResourceVersion)); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "Dismissed %d entries on secret %s/%s.\n", len(us), o.inventoryNamespace, chunk.Name)
