@@ -47,8 +47,6 @@ type uniqueKeys struct {
 	values []any
 }
 
-var _ logr.LogSink = (*uniqueKeys)(nil)
-
 // Init does nothing: zapr.NewLogger initialised the sink, and no caller is logged.
 func (u *uniqueKeys) Init(logr.RuntimeInfo) {}
 
