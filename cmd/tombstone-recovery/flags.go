@@ -72,6 +72,19 @@ func (f *clusterFlags) bind(fs *flag.FlagSet, help clusterFlagHelp) {
 	bindControlPlaneID(fs, &f.controlPlaneID)
 }
 
+// parseFlags parses args into fs. Errors come back to main, which prints them as one line; only
+// -h prints, help and then the flags, on stderr.
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer, help string) error {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(stderr)
+		fmt.Fprint(stderr, help)
+		fs.PrintDefaults()
+	}
+	return err
+}
+
 // bindControlPlaneID binds --control-plane-id, for every command that reads or writes history.
 func bindControlPlaneID(fs *flag.FlagSet, dst *string) {
 	fs.StringVar(dst, "control-plane-id", "", "the name of this control plane's inventory history (default: the UID of its kube-system Namespace); set a rebuilt control plane's to its predecessor's")

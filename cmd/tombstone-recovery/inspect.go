@@ -45,14 +45,7 @@ type inspectOptions struct {
 	pendingLong                               time.Duration
 }
 
-func parseInspectFlags(args []string, stderr io.Writer) (inspectOptions, error) {
-	var o inspectOptions
-	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
-	// Errors come back to main, which prints them as one line; only -h prints the flags.
-	fs.SetOutput(io.Discard)
-	usage := func() {
-		fs.SetOutput(stderr)
-		fmt.Fprint(stderr, `usage: tombstone-recovery inspect (--composition NAMESPACE/NAME | --lineage L | --all) [flags]
+const inspectHelp = `usage: tombstone-recovery inspect (--composition NAMESPACE/NAME | --lineage L | --all) [flags]
 
 Prints every inventory snapshot of the lineage, its chunk Secrets and sizes against the limit,
 whether the history can be trusted and which snapshot recovery would read from, and, given the
@@ -63,9 +56,11 @@ Exit codes: 0 printed (with --all: no row needs a person); 3 with --all, the rep
 some row needs a person; 1 bad flags, an unreachable cluster or a failed read.
 
 flags:
-`)
-		fs.PrintDefaults()
-	}
+`
+
+func parseInspectFlags(args []string, stderr io.Writer) (inspectOptions, error) {
+	var o inspectOptions
+	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.StringVar(&o.composition, "composition", "", "inspect this Composition's lineage (resolves its lineage override on the control plane) and dry-run its recovery")
 	fs.StringVar(&o.lineage, "lineage", "", "inspect this lineage directly")
 	fs.BoolVar(&o.target.Entries, "entries", false, "list every entry the selected snapshot recorded (not with --all)")
@@ -80,11 +75,7 @@ flags:
 		maxTombstoneFraction: "deletion guard of the dry run (1 disables)",
 	})
 	fs.StringVar(&o.output, "o", "table", "output format: table or json")
-	err := fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		usage()
-		return o, err
-	}
+	err := parseFlags(fs, args, stderr, inspectHelp)
 	if err == nil {
 		err = o.validate(fs.Args())
 	}
@@ -165,18 +156,18 @@ func (in inspector) run(ctx context.Context, args []string, stdout, stderr io.Wr
 	warnMissingNamespace(ctx, stderr, remote, "the downstream cluster", "--inventory-namespace", o.inventoryNamespace)
 	if o.all {
 		warnMissingNamespace(ctx, stderr, cp, "the control plane", "--composition-namespace", o.compositionNamespace)
-	}
-	if o.all {
 		fleet, err := inspector.InspectAll(ctx, o.pendingLong)
 		if err != nil {
 			return fmt.Errorf("inspect: %w", err)
 		}
-		if o.output == "json" {
-			err = writeInspectJSON(stdout, fleet)
-		} else {
-			err = writeFleetTable(stdout, fleet)
+		err = writeReport(stdout, o.output, fleet, writeFleetTable)
+		n := 0 // the rows that need a person
+		for _, row := range fleet.Rows {
+			if len(row.Attention) > 0 {
+				n++
+			}
 		}
-		if n := needPerson(fleet); err == nil && n > 0 {
+		if err == nil && n > 0 {
 			err = exitCode{exitNeedsPerson, fmt.Sprintf("inspect: %d of %d Compositions need a person", n, len(fleet.Rows))}
 		}
 		return err
@@ -185,37 +176,43 @@ func (in inspector) run(ctx context.Context, args []string, stdout, stderr io.Wr
 	if err != nil {
 		return fmt.Errorf("inspect: %w", err)
 	}
-	if o.output == "json" {
-		return writeInspectJSON(stdout, report)
-	}
-	return writeInspectTable(stdout, report)
+	return writeReport(stdout, o.output, report, writeInspectTable)
 }
 
 // loadConfigs returns the control plane's config (nil when not given) and the downstream's.
 func (in inspector) loadConfigs(o inspectOptions) (cp, remote *rest.Config, err error) {
 	// --composition needs the control plane to resolve the lineage; --kubeconfig names it.
-	if o.target.Composition != nil || o.all || o.kubeconfig != "" {
-		if cp, err = loadRESTConfig(o.kubeconfig); err != nil {
-			return nil, nil, fmt.Errorf("inspect: loading the control plane kubeconfig: %w", err)
+	withCP := o.target.Composition != nil || o.all || o.kubeconfig != ""
+	cp, remote, err = loadConfigs(o.kubeconfig, o.remoteKubeconfig, withCP, inspectUserAgent, in.wrap)
+	return cp, remote, wrapIf("inspect", err)
+}
+
+// loadConfigs returns the control plane's config (nil unless withCP) and the downstream's: of
+// remoteKubeconfig, else the control plane's, else the default one. Requests carry agent, pass
+// through wrap when set, and end after inspectRequestTimeout unless a kubeconfig sets a timeout.
+func loadConfigs(kubeconfig, remoteKubeconfig string, withCP bool, agent string, wrap func(http.RoundTripper) http.RoundTripper) (cp, remote *rest.Config, err error) {
+	if withCP {
+		if cp, err = loadRESTConfig(kubeconfig); err != nil {
+			return nil, nil, fmt.Errorf("loading the control plane kubeconfig: %w", err)
 		}
 	}
 	switch {
-	case o.remoteKubeconfig != "":
-		if remote, err = loadRESTConfig(o.remoteKubeconfig); err != nil {
-			return nil, nil, fmt.Errorf("inspect: loading the downstream kubeconfig: %w", err)
+	case remoteKubeconfig != "":
+		if remote, err = loadRESTConfig(remoteKubeconfig); err != nil {
+			return nil, nil, fmt.Errorf("loading the downstream kubeconfig: %w", err)
 		}
 	case cp != nil:
 		remote = rest.CopyConfig(cp)
 	default:
 		if remote, err = loadRESTConfig(""); err != nil {
-			return nil, nil, fmt.Errorf("inspect: loading the downstream kubeconfig (pass --remote-kubeconfig): %w", err)
+			return nil, nil, fmt.Errorf("loading the downstream kubeconfig (pass --remote-kubeconfig): %w", err)
 		}
 	}
 	for _, c := range []*rest.Config{cp, remote} {
 		if c != nil {
-			c.UserAgent, c.Timeout = inspectUserAgent, cmp.Or(c.Timeout, inspectRequestTimeout)
-			if in.wrap != nil {
-				c.Wrap(in.wrap)
+			c.UserAgent, c.Timeout = agent, cmp.Or(c.Timeout, inspectRequestTimeout)
+			if wrap != nil {
+				c.Wrap(wrap)
 			}
 		}
 	}

@@ -25,6 +25,14 @@ func writeInspectJSON(w io.Writer, r any) error {
 	return wrapIf("inspect: writing the report", enc.Encode(r))
 }
 
+// writeReport writes r as JSON for -o json, else as table renders it for people.
+func writeReport[R any](w io.Writer, output string, r R, table func(io.Writer, R) error) error {
+	if output == "json" {
+		return writeInspectJSON(w, r)
+	}
+	return table(w, r)
+}
+
 // writeInspectTable renders the report for people. Every value read from the clusters passes
 // through clean, so annotations cannot break the layout or send terminal escapes.
 func writeInspectTable(w io.Writer, r *app.InspectReport) error {
@@ -51,7 +59,7 @@ func writeInspectTable(w io.Writer, r *app.InspectReport) error {
 	for _, s := range r.Snapshots {
 		snapshots = append(snapshots, []string{clean(s.SynthesisUUID), rfc(s.SynthesisTimestamp), clean(s.CompositionNamespace) + "/" + clean(s.CompositionName),
 			clean(s.CompositionUID), fmt.Sprintf("%d/%d", s.ChunksPresent, s.ChunksExpected), sizeOf(s.TotalBytes),
-			fmt.Sprintf("%s / %s (%s)", sizeOf(s.LargestChunkBytes), sizeOf(r.Limits.MaxChunkBytes), percent(s.LargestChunkBytes, r.Limits.MaxChunkBytes)),
+			fmt.Sprintf("%s / %s (%d%%)", sizeOf(s.LargestChunkBytes), sizeOf(r.Limits.MaxChunkBytes), s.LargestChunkBytes*100/r.Limits.MaxChunkBytes),
 			s.Digest.Check, snapshotState(s)})
 		for _, c := range s.Chunks {
 			secrets = append(secrets, []string{clean(c.Secret), clean(s.SynthesisUUID), strconv.Itoa(c.Index), sizeOf(c.Bytes), ""})
@@ -149,17 +157,6 @@ func writeFleetTable(w io.Writer, r *app.FleetReport) error {
 		p("\nWHY\n%s", strings.Join(why, "\n"))
 	}
 	return wrapIf("inspect: writing the report", tw.Flush())
-}
-
-// needPerson counts the rows of r that need a person.
-func needPerson(r *app.FleetReport) int {
-	n := 0
-	for _, row := range r.Rows {
-		if len(row.Attention) > 0 {
-			n++
-		}
-	}
-	return n
 }
 
 // ageOf words a duration to the largest two units: "3d4h", "5h12m", "7m", "40s".
@@ -294,8 +291,6 @@ func sizeOf(n int) string {
 	}
 	return fmt.Sprintf("%d KiB", int(math.Round(float64(n)/1024)))
 }
-
-func percent(n, limit int) string { return fmt.Sprintf("%d%%", n*100/limit) }
 
 func parens(s string) string { return around(" (", s, ")") }
 

@@ -861,8 +861,6 @@ func TestInspectSizes(t *testing.T) {
 	assert.Equal(t, "3.5 KiB", sizeOf(3584))
 	assert.Equal(t, "812 KiB", sizeOf(812*1024))
 	assert.Equal(t, "1024 KiB", sizeOf(domain.DefaultMaxChunkBytes))
-	assert.Equal(t, "79%", percent(812*1024, domain.DefaultMaxChunkBytes))
-	assert.Equal(t, "85%", percent(255, 300))
 	assert.Equal(t, "a b c  d", clean("a\tb\nc\x1b\u0085d"))
 }
 

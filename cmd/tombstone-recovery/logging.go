@@ -24,21 +24,16 @@ func (o *logOptions) bind(fs *flag.FlagSet) {
 }
 
 func (o *logOptions) build(w io.Writer) (logr.Logger, func(), error) {
-	var enc zapcore.Encoder
-	encCfg := zap.NewProductionEncoderConfig()
-	encCfg.EncodeTime = zapcore.ISO8601TimeEncoder
-	switch o.format {
-	case "json":
-		enc = zapcore.NewJSONEncoder(encCfg)
-	case "console":
-		enc = zapcore.NewConsoleEncoder(encCfg)
-	default:
+	newEncoder := map[string]func(zapcore.EncoderConfig) zapcore.Encoder{"json": zapcore.NewJSONEncoder, "console": zapcore.NewConsoleEncoder}[o.format]
+	if newEncoder == nil {
 		return logr.Discard(), nil, fmt.Errorf("--log-format must be json or console, got %q", o.format)
 	}
+	encCfg := zap.NewProductionEncoderConfig()
+	encCfg.EncodeTime = zapcore.ISO8601TimeEncoder
 	if o.verbosity < 0 {
 		return logr.Discard(), nil, fmt.Errorf("-v must not be negative")
 	}
-	core := zapcore.NewCore(enc, zapcore.AddSync(w), zap.NewAtomicLevelAt(zapcore.Level(-o.verbosity)))
+	core := zapcore.NewCore(newEncoder(encCfg), zapcore.AddSync(w), zap.NewAtomicLevelAt(zapcore.Level(-o.verbosity)))
 	z := zap.New(core)
 	return logr.New(&uniqueKeys{sink: zapr.NewLogger(z).GetSink()}), func() { _ = z.Sync() }, nil
 }
@@ -51,8 +46,6 @@ type uniqueKeys struct {
 	sink   logr.LogSink
 	values []any
 }
-
-var _ logr.LogSink = (*uniqueKeys)(nil)
 
 // Init does nothing: zapr.NewLogger initialised the sink, and no caller is logged.
 func (u *uniqueKeys) Init(logr.RuntimeInfo) {}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
 	"github.com/Azure/eno-tombstone-recovery/app"
@@ -36,7 +34,6 @@ type pruneOptions struct {
 func parsePruneFlags(args []string, stderr io.Writer) (pruneOptions, error) {
 	var o pruneOptions
 	fs := flag.NewFlagSet("prune", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the control plane whose Compositions decide what is gone (default: in-cluster, then $KUBECONFIG)")
 	fs.StringVar(&o.remoteKubeconfig, "remote-kubeconfig", "", "kubeconfig of the downstream cluster that holds the inventory (default: the control plane)")
 	fs.StringVar(&o.inventoryNamespace, "inventory-namespace", domain.DefaultInventoryNamespace, "downstream namespace of the inventory Secrets")
@@ -45,10 +42,14 @@ func parsePruneFlags(args []string, stderr io.Writer) (pruneOptions, error) {
 	fs.BoolVar(&o.confirm, "confirm", false, "delete what is listed (default: a dry run that deletes nothing)")
 	fs.StringVar(&o.output, "o", "table", "output format: table or json")
 	bindControlPlaneID(fs, &o.controlPlaneID)
-	err := fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fs.SetOutput(stderr)
-		fmt.Fprint(stderr, `usage: tombstone-recovery prune --kubeconfig CP --remote-kubeconfig DOWNSTREAM [--confirm] [flags]
+	err := parseFlags(fs, args, stderr, pruneHelp)
+	if err == nil {
+		err = o.validate(fs.Args())
+	}
+	return o, wrapIf("prune", err)
+}
+
+const pruneHelp = `usage: tombstone-recovery prune --kubeconfig CP --remote-kubeconfig DOWNSTREAM [--confirm] [flags]
 
 Lists the inventory Secrets nothing will read again: (a) chunks left over by a newer complete
 snapshot, (b) every Secret of a lineage none of whose Compositions exists (refused when no
@@ -63,15 +64,7 @@ Exit codes: 0 listed (and, with --confirm, deleted); 1 bad flags, an unreachable
 refusal or a failed read or delete (one line on stderr).
 
 flags:
-`)
-		fs.PrintDefaults()
-		return o, err
-	}
-	if err == nil {
-		err = o.validate(fs.Args())
-	}
-	return o, wrapIf("prune", err)
-}
+`
 
 func (o pruneOptions) validate(rest []string) error {
 	switch {
@@ -119,11 +112,7 @@ func (pr pruner) run(ctx context.Context, args []string, stdout, stderr io.Write
 		}
 		confirmErr = uc.Confirm(ctx, sel, report)
 	}
-	if o.output == "json" {
-		err = writeInspectJSON(stdout, report)
-	} else {
-		err = writePruneTable(stdout, report)
-	}
+	err = writeReport(stdout, o.output, report, writePruneTable)
 	if confirmErr != nil {
 		return fmt.Errorf("prune: %w%s", confirmErr, forbiddenHint(confirmErr, o.inventoryNamespace))
 	}
@@ -140,21 +129,9 @@ func forbiddenHint(err error, namespace string) string {
 
 // wire builds app.Pruner over the two clusters, each checked reachable first.
 func (pr pruner) wire(ctx context.Context, o pruneOptions, stderr io.Writer) (*app.Pruner, error) {
-	cp, err := loadRESTConfig(o.kubeconfig)
+	cp, remote, err := loadConfigs(o.kubeconfig, o.remoteKubeconfig, true, pruneUserAgent, pr.wrap)
 	if err != nil {
-		return nil, fmt.Errorf("loading the control plane kubeconfig: %w", err)
-	}
-	remote := rest.CopyConfig(cp)
-	if o.remoteKubeconfig != "" {
-		if remote, err = loadRESTConfig(o.remoteKubeconfig); err != nil {
-			return nil, fmt.Errorf("loading the downstream kubeconfig: %w", err)
-		}
-	}
-	for _, c := range []*rest.Config{cp, remote} {
-		c.UserAgent, c.Timeout = pruneUserAgent, cmp.Or(c.Timeout, inspectRequestTimeout)
-		if pr.wrap != nil {
-			c.Wrap(pr.wrap)
-		}
+		return nil, err
 	}
 	if err := checkReachable(ctx, "the control plane", cp); err != nil {
 		return nil, err

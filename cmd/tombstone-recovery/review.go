@@ -34,7 +34,6 @@ type reviewOptions struct {
 func parseReviewFlags(verb string, args []string, stderr io.Writer) (reviewOptions, error) {
 	var o reviewOptions
 	fs := flag.NewFlagSet(verb, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	fs.BoolVar(&o.yes, "yes", false, "write without asking")
 	o.clusterFlags.bind(fs, clusterFlagHelp{
 		kubeconfig:           "kubeconfig of the control plane, with your own credentials (default: in-cluster, then $KUBECONFIG)",
@@ -43,20 +42,14 @@ func parseReviewFlags(verb string, args []string, stderr io.Writer) (reviewOptio
 		maxTombstoneFraction: "deletion guard of the plan shown, as the controller's",
 	})
 	// NAMESPACE/NAME may stand before, between or after the flags.
+	help := reviewHelp
+	if verb == "dismiss" {
+		help = dismissHelp
+	}
+	help = fmt.Sprintf(help, verb, domain.AnnotationReview, domain.AnnotationUnresolvedDismissed)
 	var names []string
 	for {
-		err := fs.Parse(args)
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stderr)
-			help := reviewHelp
-			if verb == "dismiss" {
-				help = dismissHelp
-			}
-			fmt.Fprintf(stderr, help, verb, domain.AnnotationReview, domain.AnnotationUnresolvedDismissed)
-			fs.PrintDefaults()
-			return o, err
-		}
-		if err != nil {
+		if err := parseFlags(fs, args, stderr, help); err != nil {
 			return o, wrapIf(verb, err)
 		}
 		if fs.NArg() == 0 {
@@ -110,22 +103,25 @@ func (r reviewer) run(ctx context.Context, verb string, args []string, stdout, s
 	if err != nil {
 		return unlessHelp(err)
 	}
-	if verb == "dismiss" {
-		return wrapIf(verb, r.dismiss(ctx, o, stdout))
-	}
-	return wrapIf(verb, r.review(ctx, verb, o, stdout))
-}
-
-func (r reviewer) review(ctx context.Context, verb string, o reviewOptions, stdout io.Writer) error {
-	asInspect := inspectOptions{clusterFlags: o.clusterFlags, target: app.InspectTarget{Composition: &o.ref}}
-	cp, remote, err := r.loadConfigs(asInspect)
+	cp, remote, err := r.loadConfigs(o.asInspect())
 	if err != nil {
-		return err
+		return wrapIf(verb, err)
 	}
 	comps, err := liveCompositions(cp)
-	if err != nil {
-		return err
+	if err == nil && verb == "dismiss" {
+		err = r.dismiss(ctx, o, cp, remote, comps, stdout)
+	} else if err == nil {
+		err = r.review(ctx, verb, o, cp, remote, comps, stdout)
 	}
+	return wrapIf(verb, err)
+}
+
+// asInspect is inspect --composition with o's cluster flags.
+func (o reviewOptions) asInspect() inspectOptions {
+	return inspectOptions{clusterFlags: o.clusterFlags, target: app.InspectTarget{Composition: &o.ref}}
+}
+
+func (r reviewer) review(ctx context.Context, verb string, o reviewOptions, cp, remote *rest.Config, comps *k8s.Compositions, stdout io.Writer) error {
 	// Read before the plan: its resourceVersion guards the write, so a change after it refuses.
 	comp, err := comps.LiveComposition(ctx, o.ref)
 	if err != nil {
@@ -138,11 +134,11 @@ func (r reviewer) review(ctx context.Context, verb string, o reviewOptions, stdo
 	ctx, cancel := context.WithCancel(ctx)
 	var running sync.WaitGroup // the fleet index
 	defer func() { cancel(); running.Wait() }()
-	ins, err := r.inspector.inspector(ctx, asInspect, cp, remote, &running)
+	ins, err := r.inspector.inspector(ctx, o.asInspect(), cp, remote, &running)
 	if err != nil {
 		return err
 	}
-	report, err := r.inspect(ctx, asInspect, ins)
+	report, err := r.inspect(ctx, o.asInspect(), ins)
 	if err != nil {
 		return err
 	}
@@ -157,12 +153,8 @@ func (r reviewer) review(ctx context.Context, verb string, o reviewOptions, stdo
 		then = "decides NothingToRecover (Rejected): nothing is deleted"
 	}
 	fmt.Fprintf(stdout, "\nHeld: %s\nSetting %s=%s on %s; the controller then %s.\n", clean(held.Message), domain.AnnotationReview, value, o.ref, then)
-	if err := r.confirm(o.yes, stdout); err != nil {
-		return err
-	}
-	if err := comps.WriteReview(ctx, comp, value); errors.Is(err, ports.ErrConflict) || errors.Is(err, ports.ErrNotFound) {
-		return fmt.Errorf("composition %s changed since it was read (resourceVersion %s); nothing written: run the command again to see the plan as it is now", o.ref, comp.ResourceVersion)
-	} else if err != nil {
+	if err := r.confirmWrite(o.yes, stdout, func() error { return comps.WriteReview(ctx, comp, value) },
+		fmt.Errorf("composition %s changed since it was read (resourceVersion %s); nothing written: run the command again to see the plan as it is now", o.ref, comp.ResourceVersion)); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "Written. Follow the decision: kubectl get composition %s -n %s -o jsonpath='{.metadata.annotations.%s}'\n",
@@ -170,30 +162,26 @@ func (r reviewer) review(ctx context.Context, verb string, o reviewOptions, stdo
 	return nil
 }
 
-// confirm asks on stdout, unless yes, and reads the answer from in: only "yes" goes on.
-func (r reviewer) confirm(yes bool, stdout io.Writer) error {
-	if yes {
-		return nil
+// confirmWrite asks on stdout, unless yes, and reads the answer from in: only "yes" goes on to
+// write. A write refused because the object changed since it was read, or is gone, is changed.
+func (r reviewer) confirmWrite(yes bool, stdout io.Writer, write func() error, changed error) error {
+	if !yes {
+		fmt.Fprint(stdout, "Type yes to go on: ")
+		line, _ := bufio.NewReader(r.in).ReadString('\n')
+		if strings.TrimSpace(line) != "yes" {
+			return errors.New("not confirmed; nothing written")
+		}
 	}
-	fmt.Fprint(stdout, "Type yes to go on: ")
-	line, _ := bufio.NewReader(r.in).ReadString('\n')
-	if strings.TrimSpace(line) != "yes" {
-		return errors.New("not confirmed; nothing written")
+	err := write()
+	if errors.Is(err, ports.ErrConflict) || errors.Is(err, ports.ErrNotFound) {
+		return changed
 	}
-	return nil
+	return err
 }
 
 // dismiss adds the unresolved entries of the Composition's lineage to the dismissal of each
 // chunk 0 listing them, guarded by the resourceVersion read (design §3).
-func (r reviewer) dismiss(ctx context.Context, o reviewOptions, stdout io.Writer) error {
-	cp, remote, err := r.loadConfigs(inspectOptions{clusterFlags: o.clusterFlags, target: app.InspectTarget{Composition: &o.ref}})
-	if err != nil {
-		return err
-	}
-	comps, err := liveCompositions(cp)
-	if err != nil {
-		return err
-	}
+func (r reviewer) dismiss(ctx context.Context, o reviewOptions, cp, remote *rest.Config, comps *k8s.Compositions, stdout io.Writer) error {
 	// The Composition's lineage; once it is gone, the default one of its name.
 	lineage := domain.DefaultLineage(o.ref.Namespace, o.ref.Name)
 	if comp, err := comps.LiveComposition(ctx, o.ref); err == nil {
@@ -239,12 +227,12 @@ func (r reviewer) dismiss(ctx context.Context, o reviewOptions, stdout io.Writer
 		return err
 	}
 	fmt.Fprintf(stdout, "\nDismissing these: inspect no longer lists them and the next recording does not carry them; check each object is dealt with.\n")
-	if err := r.confirm(o.yes, stdout); err != nil {
+	mark := func() error {
+		_, err := store.MarkChunk(ctx, domain.Dismiss(chunk, us))
 		return err
 	}
-	if _, err := store.MarkChunk(ctx, domain.Dismiss(chunk, us)); errors.Is(err, ports.ErrConflict) || errors.Is(err, ports.ErrNotFound) {
-		return fmt.Errorf("secret %s/%s changed since it was read (resourceVersion %s); not written: run the command again to see the entries as they are now", o.inventoryNamespace, chunk.Name, chunk.ResourceVersion)
-	} else if err != nil {
+	if err := r.confirmWrite(o.yes, stdout, mark,
+		fmt.Errorf("secret %s/%s changed since it was read (resourceVersion %s); not written: run the command again to see the entries as they are now", o.inventoryNamespace, chunk.Name, chunk.ResourceVersion)); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "Dismissed %d entries on secret %s/%s.\n", len(us), o.inventoryNamespace, chunk.Name)

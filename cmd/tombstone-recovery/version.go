@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,16 +13,9 @@ import (
 // JSON object with the keys version, revision and goVersion.
 func runVersion(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	output := fs.String("o", "text", "output format: text or json")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stderr)
-			fmt.Fprintln(stderr, "usage: tombstone-recovery version [-o text|json]\n\nExit codes: 0 printed; 1 bad flags.\n\nflags:")
-			fs.PrintDefaults()
-			return nil
-		}
-		return fmt.Errorf("version: %w", err)
+	if err := parseFlags(fs, args, stderr, "usage: tombstone-recovery version [-o text|json]\n\nExit codes: 0 printed; 1 bad flags.\n\nflags:\n"); err != nil {
+		return unlessHelp(fmt.Errorf("version: %w", err))
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("version: unexpected argument %q", fs.Arg(0))
@@ -34,8 +26,7 @@ func runVersion(args []string, stdout, stderr io.Writer) error {
 		_, err := fmt.Fprintf(stdout, "tombstone-recovery %s (revision %s, %s)\n", info.Version, info.Revision, info.GoVersion)
 		return err
 	case "json":
-		enc := json.NewEncoder(stdout)
-		return enc.Encode(info)
+		return json.NewEncoder(stdout).Encode(info)
 	}
 	return fmt.Errorf("version: -o must be text or json, got %q", *output)
 }

@@ -35,12 +35,34 @@ type demo struct {
 	// deployed is every resource each Composition's syntheses produced, so the downstream
 	// objects shown for one Composition are its own.
 	deployed map[domain.CompositionRef][]domain.ResourceID
-	// err is the first step that failed; every step after it does nothing.
-	err error
+}
+
+// stop carries the error of a step that did not go as told: check panics with it, Run returns it,
+// and nothing after that step runs or prints.
+type stop struct{ err error }
+
+func check(err error) {
+	if err != nil {
+		panic(stop{err})
+	}
+}
+
+// must is v, or stops the demo with err.
+func must[T any](v T, err error) T {
+	check(err)
+	return v
 }
 
 // Run tells the whole story to out. Its output is the same on every run.
-func Run(ctx context.Context, out io.Writer) error {
+func Run(ctx context.Context, out io.Writer) (err error) {
+	defer func() {
+		r := recover()
+		if s, ok := r.(stop); ok {
+			err = s.err
+		} else if r != nil {
+			panic(r)
+		}
+	}()
 	d := &demo{out: out, cluster: memory.NewCluster(domain.DefaultInventoryNamespace),
 		clock: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC), deployed: map[domain.CompositionRef][]domain.ResourceID{}}
 	d.eno = memory.NewEno(d.cluster, func() time.Time { return d.clock })
@@ -49,44 +71,23 @@ func Run(ctx context.Context, out io.Writer) error {
 	cfg.Enabled, cfg.ControlPlane = true, "demo" // history naming no control plane is held for review (design §3)
 	cfg.MaxChunkBytes = demoChunkBytes
 	cfg.Now = func() time.Time { return d.clock }
-	svc, err := app.New(cfg, app.Deps{
+	d.svc = must(app.New(cfg, app.Deps{
 		Compositions: d.cluster, Live: d.cluster, Slices: d.cluster, Store: d.cluster,
 		Sink: d.cluster, Decisions: d.cluster, Downstream: d.cluster, Events: d.cluster, Fleet: d.cluster,
-	})
-	if err != nil {
-		return err
-	}
-	d.svc = svc
+	}))
 	for _, chapter := range []func(context.Context){d.recordAndRecover, d.halfWritten, d.siblings, d.heldForReview} {
-		if chapter(ctx); d.err != nil {
-			return d.err
-		}
+		chapter(ctx)
 	}
 	d.say("\nThe end: three recoveries Eno carried out, each deleting exactly the orphans; refusals that deleted nothing; and no recovery twice.")
 	return nil
 }
 
-func (d *demo) say(format string, args ...any) {
-	if d.err == nil {
-		fmt.Fprintf(d.out, format+"\n", args...)
-	}
-}
-
-// ok keeps err as the demo's error unless one came before; it reports whether the demo goes on.
-func (d *demo) ok(err error) bool {
-	if d.err == nil {
-		d.err = err
-	}
-	return d.err == nil
-}
+func (d *demo) say(format string, args ...any) { fmt.Fprintf(d.out, format+"\n", args...) }
 
 // synthesize creates the Composition if it does not exist (opted in, with annotations), then, a
 // minute after the previous synthesis, lets Eno synthesize it producing names and reconcile that
 // synthesis downstream.
 func (d *demo) synthesize(ref domain.CompositionRef, annotations map[string]string, names ...string) domain.Composition {
-	if d.err != nil {
-		return domain.Composition{}
-	}
 	d.clock = d.clock.Add(time.Minute)
 	if _, err := d.cluster.LiveComposition(context.Background(), ref); err != nil {
 		comp := domain.Composition{Namespace: ref.Namespace, Name: ref.Name, Annotations: map[string]string{domain.AnnotationOptIn: domain.OptInValue}}
@@ -101,12 +102,8 @@ func (d *demo) synthesize(ref domain.CompositionRef, annotations map[string]stri
 			d.deployed[ref] = append(d.deployed[ref], id)
 		}
 	}
-	if _, err := d.eno.Synthesize(ref, manifests...); !d.ok(err) {
-		return domain.Composition{}
-	}
-	comp, err := d.eno.Reconcile(ref)
-	d.ok(err)
-	return comp
+	must(d.eno.Synthesize(ref, manifests...))
+	return must(d.eno.Reconcile(ref))
 }
 
 // demoResource makes the manifest and identity of "Kind/name" (cluster-scoped kinds have no
@@ -129,19 +126,10 @@ func demoResource(namespace, kindName string) (string, domain.ResourceID) {
 func short(uuid string) string { return uuid[:min(8, len(uuid))] }
 
 // pass reconciles ref; its error stops the demo.
-func (d *demo) pass(ctx context.Context, ref domain.CompositionRef) {
-	if d.err == nil {
-		d.ok(d.reconcile(ctx, ref))
-	}
-}
+func (d *demo) pass(ctx context.Context, ref domain.CompositionRef) { check(d.reconcile(ctx, ref)) }
 
 func (d *demo) reconcile(ctx context.Context, ref domain.CompositionRef) error {
 	res, err := d.svc.Reconcile(ctx, ref)
-	defer func() {
-		if err != nil {
-			d.say("   reconcile %s stopped: %v", ref, err)
-		}
-	}()
 	if r := res.Recovery; r != nil {
 		dec := r.Plan.Decision
 		reason := ""
@@ -156,8 +144,13 @@ func (d *demo) reconcile(ctx context.Context, ref domain.CompositionRef) error {
 		for _, t := range r.Plan.Held {
 			d.say("     held for review: %s", t.Entry.ID())
 		}
-		if dec.TombstoneSlice != "" {
-			d.showHandoff(ctx, ref, dec)
+		if dec.TombstoneSlice != "" { // what the hand-off left on the Composition
+			live := must(d.cluster.LiveComposition(ctx, ref))
+			d.say("     handed to Eno: ResourceSlice %s/%s, named by status.currentSynthesis.resourceSlices: %t (Ready now %t)",
+				ref.Namespace, dec.TombstoneSlice, live.NamesSlice(dec.TombstoneSlice), live.Synthesis.Ready)
+			if v, ok := live.Annotations[domain.AnnotationForceResynthesis]; ok {
+				d.say("     %s=%s requested", domain.AnnotationForceResynthesis, short(v))
+			}
 		}
 	}
 	if r := res.Recording; r != nil {
@@ -171,43 +164,28 @@ func (d *demo) reconcile(ctx context.Context, ref domain.CompositionRef) error {
 	if s := res.Skipped; s != nil && res.Recovery != nil {
 		d.say("   recording waits: %s", s.Reason)
 	}
+	if err != nil {
+		d.say("   reconcile %s stopped: %v", ref, err)
+	}
 	return err
 }
 
-// showHandoff shows what the hand-off left on the Composition.
-func (d *demo) showHandoff(ctx context.Context, ref domain.CompositionRef, dec domain.Decision) {
-	live, err := d.cluster.LiveComposition(ctx, ref)
-	if err != nil {
-		return
-	}
-	d.say("     handed to Eno: ResourceSlice %s/%s, named by status.currentSynthesis.resourceSlices: %t (Ready now %t)",
-		ref.Namespace, dec.TombstoneSlice, live.NamesSlice(dec.TombstoneSlice), live.Synthesis.Ready)
-	if v, ok := live.Annotations[domain.AnnotationForceResynthesis]; ok {
-		d.say("     %s=%s requested", domain.AnnotationForceResynthesis, short(v))
-	}
-}
-
 // enoFollows is Eno acting on a hand-off: the forced synthesis carrying the tombstones, the
-// controller deciding on it, Eno's reconciliation deleting the orphans downstream, and the
-// controller recording that synthesis once it is Ready.
+// controller deciding on it, eno-reconciler applying it and deleting the orphans downstream
+// (shown before and after), and the controller recording that synthesis once it is Ready.
 func (d *demo) enoFollows(ctx context.Context, ref domain.CompositionRef) {
 	d.clock = d.clock.Add(time.Minute)
-	before := d.live(ctx, ref)
-	if d.err != nil {
-		return
-	}
+	before := must(d.cluster.LiveComposition(ctx, ref))
 	comp, forced, err := d.eno.ResynthesizeIfForced(ref)
-	if !d.ok(err) || !forced {
+	check(err)
+	if !forced {
 		d.say("   Eno: no resynthesis was requested")
 		return
 	}
 	d.say("   Eno: %s names the current synthesis %s, so Eno synthesizes %s", domain.AnnotationForceResynthesis,
 		short(before.SynthesisUUID()), short(comp.SynthesisUUID()))
 	for _, name := range comp.Synthesis.Slices {
-		s, err := d.cluster.GetSlice(ctx, ref.Namespace, name)
-		if !d.ok(err) {
-			return
-		}
+		s := must(d.cluster.GetSlice(ctx, ref.Namespace, name))
 		var tombstones []string
 		for _, r := range s.Resources {
 			if e, _, err := domain.ParseTombstone(r); err == nil {
@@ -218,29 +196,13 @@ func (d *demo) enoFollows(ctx context.Context, ref domain.CompositionRef) {
 			len(s.Resources), orNone(tombstones))
 	}
 	d.pass(ctx, ref)
-	d.enoReconciles(ctx, ref)
-}
-
-// enoReconciles lets eno-reconciler apply the current synthesis, shows what it deleted
-// downstream, and lets the controller pass once more.
-func (d *demo) enoReconciles(ctx context.Context, ref domain.CompositionRef) {
-	if d.err != nil {
-		return
-	}
-	before := d.downstream(ref)
-	if _, err := d.eno.Reconcile(ref); !d.ok(err) {
-		return
-	}
+	downBefore := d.downstream(ref)
+	must(d.eno.Reconcile(ref))
 	after := d.downstream(ref)
 	d.say("   eno-reconciler applies the synthesis, which is then Ready")
-	d.say("     downstream before: %s", strings.Join(before, ", "))
+	d.say("     downstream before: %s", strings.Join(downBefore, ", "))
 	d.say("     downstream after:  %s", strings.Join(after, ", "))
-	var gone []string
-	for _, id := range before {
-		if !slices.Contains(after, id) {
-			gone = append(gone, id)
-		}
-	}
+	gone := slices.DeleteFunc(downBefore, func(id string) bool { return slices.Contains(after, id) })
 	d.say("     deleted by Eno: %s", orNone(gone))
 	d.pass(ctx, ref)
 }
@@ -256,30 +218,8 @@ func (d *demo) downstream(ref domain.CompositionRef) []string {
 	return out
 }
 
-// live reads ref from the cluster; its error stops the demo.
-func (d *demo) live(ctx context.Context, ref domain.CompositionRef) domain.Composition {
-	if d.err != nil {
-		return domain.Composition{}
-	}
-	comp, err := d.cluster.LiveComposition(ctx, ref)
-	d.ok(err)
-	return comp
-}
-
 func (d *demo) showDownstream(ref domain.CompositionRef) {
 	d.say("     downstream: %s", strings.Join(d.downstream(ref), ", "))
-}
-
-// stamp is the spec.synthesisUUID Eno wrote on the first slice of comp's current synthesis.
-func (d *demo) stamp(comp domain.Composition) string {
-	if len(comp.Synthesis.Slices) == 0 {
-		return ""
-	}
-	s, err := d.cluster.GetSlice(context.Background(), comp.Namespace, comp.Synthesis.Slices[0])
-	if err != nil {
-		return "?"
-	}
-	return s.SynthesisUUID
 }
 
 func orNone(s []string) string {
@@ -299,14 +239,12 @@ func (d *demo) showSecrets(lineage domain.Lineage) {
 }
 
 func (d *demo) recreate(ref domain.CompositionRef, annotations map[string]string, names ...string) {
-	if d.err != nil || !d.ok(d.cluster.DeleteComposition(ref)) {
-		return
-	}
+	check(d.cluster.DeleteComposition(ref))
 	d.say("   %s deleted with an orphaning strategy; its resources stay in the downstream cluster", ref)
-	if comp := d.synthesize(ref, annotations, names...); d.err == nil {
-		d.say("   %s recreated (new UID %s); Eno synthesized %d resources (synthesis %s, its slices stamped %q as on any first synthesis) and applied them",
-			ref, comp.UID[len(comp.UID)-4:], len(names), short(comp.SynthesisUUID()), d.stamp(comp))
-	}
+	comp := d.synthesize(ref, annotations, names...)
+	first := must(d.cluster.GetSlice(context.Background(), comp.Namespace, comp.Synthesis.Slices[0]))
+	d.say("   %s recreated (new UID %s); Eno synthesized %d resources (synthesis %s, its slices stamped %q as on any first synthesis) and applied them",
+		ref, comp.UID[len(comp.UID)-4:], len(names), short(comp.SynthesisUUID()), first.SynthesisUUID)
 	d.showDownstream(ref)
 }
 
@@ -316,9 +254,6 @@ func (d *demo) recordAndRecover(ctx context.Context) {
 	d.say("\n== 1. Record, recreate, recover: Eno deletes the orphans ==")
 	ref := domain.CompositionRef{Namespace: "team-a", Name: "web"}
 	comp := d.synthesize(ref, nil, webV1...)
-	if d.err != nil {
-		return
-	}
 	d.say("   %s opted in (UID %s); Eno synthesized %d resources (synthesis %s) and applied them",
 		ref, comp.UID[len(comp.UID)-4:], len(webV1), short(comp.SynthesisUUID()))
 	d.showDownstream(ref)
@@ -336,10 +271,8 @@ func (d *demo) recordAndRecover(ctx context.Context) {
 
 	d.say("   later, an operator forces a resynthesis:")
 	d.clock = d.clock.Add(time.Minute)
-	if live := d.live(ctx, ref); d.err == nil {
-		_, err := d.cluster.SetAnnotation(ref, domain.AnnotationForceResynthesis, live.SynthesisUUID())
-		d.ok(err)
-	}
+	live := must(d.cluster.LiveComposition(ctx, ref))
+	must(d.cluster.SetAnnotation(ref, domain.AnnotationForceResynthesis, live.SynthesisUUID()))
 	d.enoFollows(ctx, ref)
 	d.showSecrets(lineage)
 }
@@ -351,9 +284,6 @@ func (d *demo) halfWritten(ctx context.Context) {
 	d.pass(ctx, ref)
 	d.say("   a new synthesis of %s with more resources starts replacing the snapshot; the controller crashes after one write", ref)
 	d.synthesize(ref, nil, "ConfigMap/api-a", "ConfigMap/api-b", "ConfigMap/api-c", "ConfigMap/api-d", "Deployment/api", "Service/api", "Service/api-internal")
-	if d.err != nil {
-		return
-	}
 	writes := 0
 	d.cluster.SetBeforeWrite(func(op, name string) error {
 		if op == memory.OpCreateChunk || op == memory.OpUpdateChunk {
@@ -383,9 +313,7 @@ func (d *demo) siblings(ctx context.Context) {
 	d.synthesize(east, shared, "Deployment/checkout-east", "ConfigMap/checkout-east")
 	d.pass(ctx, east)
 	d.say("   %s and %s share lineage override %q (copied from one template); %s recorded later", east, west, "checkout", east)
-	if d.err != nil || !d.ok(d.cluster.DeleteComposition(east)) {
-		return
-	}
+	check(d.cluster.DeleteComposition(east))
 	d.say("   %s is deleted with an orphaning strategy and not re-created", east)
 	d.recreate(west, shared, "Deployment/checkout-west")
 	d.say("   %s's own predecessor is the candidate, not %s's newer snapshot, and no other Composition of the lineage lives:", west, east)
@@ -413,10 +341,7 @@ func (d *demo) heldForReview(ctx context.Context) {
 	d.pass(ctx, ref)
 	d.recreate(ref, nil, "Service/db")
 	d.pass(ctx, ref)
-	comp := d.live(ctx, ref)
-	if d.err != nil {
-		return
-	}
+	comp := must(d.cluster.LiveComposition(ctx, ref))
 	for _, e := range d.cluster.Events() {
 		if e.Reason == "HeldForReview" && e.Composition == ref {
 			d.say("   event %s: %s", e.Reason, e.Message)
@@ -426,8 +351,7 @@ func (d *demo) heldForReview(ctx context.Context) {
 	d.showDownstream(ref)
 	review := "approve:" + comp.SynthesisUUID()
 	d.say("   an operator reviews the list and sets %s=%s", domain.AnnotationReview, review)
-	_, err := d.cluster.SetAnnotation(ref, domain.AnnotationReview, review)
-	d.ok(err)
+	must(d.cluster.SetAnnotation(ref, domain.AnnotationReview, review))
 	d.pass(ctx, ref)
 	d.enoFollows(ctx, ref)
 }
