@@ -19,10 +19,6 @@ type counts struct {
 	last map[domain.CompositionRef]int
 }
 
-func newCounts() *counts {
-	return &counts{last: map[domain.CompositionRef]int{}}
-}
-
 func (o *counts) set(ref domain.CompositionRef, n int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -87,10 +87,6 @@ type ignoredReviews struct {
 	seen map[domain.CompositionRef]domain.IgnoredReview
 }
 
-func newIgnoredReviews() *ignoredReviews {
-	return &ignoredReviews{seen: map[domain.CompositionRef]domain.IgnoredReview{}}
-}
-
 // firstSeen reports whether r is new for ref; !ignored forgets ref, so that the same bad value
 // set again later is announced again.
 func (m *ignoredReviews) firstSeen(ref domain.CompositionRef, r domain.IgnoredReview, ignored bool) bool {
