@@ -191,8 +191,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	deps.Metrics = cmp.Or[ports.Metrics](deps.Metrics, noMetrics{})
 	return &Service{cfg: cfg, policy: domain.Policy{Enabled: cfg.Enabled, Scope: cfg.Scope}, deps: deps, planner: planner{
 		cfg: cfg, secrets: deps.Store, slices: deps.Slices, fleet: deps.Fleet, live: deps.Live, downstream: deps.Downstream, failures: &readFailures{},
-	}, reviews: &ignoredReviews{seen: map[domain.CompositionRef]domain.IgnoredReview{}}, marks: &markedSyntheses{},
-		orphans: &counts{last: map[domain.CompositionRef]int{}}, kept: &counts{last: map[domain.CompositionRef]int{}}}, nil
+	}, reviews: &ignoredReviews{}, marks: &markedSyntheses{}, orphans: &counts{}, kept: &counts{}}, nil
 }
 
 type noEvents struct{}

@@ -114,15 +114,12 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 // either way, over the limits too.
 func (s *Service) splitInventory(ctx context.Context, comp domain.Composition, lineage domain.Lineage, prior *liveReads) (domain.Inventory, []domain.Chunk, error) {
 	var contents domain.SynthesisContents
+	var err error
 	if prior != nil {
 		contents = prior.contents
-	} else {
-		c, err := s.planner.readSynthesis(ctx, comp)
-		if err != nil {
-			s.refuse(comp, "Slice"+problemOf(err), err)
-			return domain.Inventory{}, nil, err
-		}
-		contents = c
+	} else if contents, err = s.planner.readSynthesis(ctx, comp); err != nil {
+		s.refuse(comp, "Slice"+problemOf(err), err)
+		return domain.Inventory{}, nil, err
 	}
 	inv := contents.Inventory()
 	s.deps.Metrics.LargestEntry(lineage, inv.LargestEntryBytes(), s.cfg.MaxChunkBytes)

@@ -82,25 +82,17 @@ func (s *Service) announceIgnoredReview(comp domain.Composition, d domain.Decisi
 }
 
 // ignoredReviews remembers, per Composition, the ignored review last announced.
-type ignoredReviews struct {
-	mu   sync.Mutex
-	seen map[domain.CompositionRef]domain.IgnoredReview
-}
+type ignoredReviews struct{ seen sync.Map } // domain.CompositionRef: domain.IgnoredReview
 
 // firstSeen reports whether r is new for ref; !ignored forgets ref, so that the same bad value
 // set again later is announced again.
 func (m *ignoredReviews) firstSeen(ref domain.CompositionRef, r domain.IgnoredReview, ignored bool) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	if !ignored {
-		delete(m.seen, ref)
+		m.seen.Delete(ref)
 		return false
 	}
-	if prev, ok := m.seen[ref]; ok && prev == r {
-		return false
-	}
-	m.seen[ref] = r
-	return true
+	prev, ok := m.seen.Swap(ref, r)
+	return !ok || prev != r
 }
 
 // liveReads is what recovery read live; recording in the same reconcile reuses it rather than

@@ -197,32 +197,40 @@ func (f *FleetIndex) ProducedElsewhere(ctx context.Context, ids []domain.Resourc
 
 // LineageMembers lists the Compositions the index holds, other than ref, that carry lineage.
 func (f *FleetIndex) LineageMembers(_ context.Context, ref domain.CompositionRef, l domain.Lineage) ([]domain.CompositionRef, error) {
-	if !f.compositions.HasSynced() {
-		return nil, fmt.Errorf("the fleet index has not listed every composition yet: %w", ports.ErrIndexBehind)
-	}
 	var out []domain.CompositionRef
-	for _, o := range f.compositions.GetStore().List() {
-		if c, ok := o.(*lineage); ok && c.lineage == l.String() && (c.Namespace != ref.Namespace || c.Name != ref.Name) {
+	err := f.eachComposition(func(c *lineage) {
+		if c.lineage == l.String() && (c.Namespace != ref.Namespace || c.Name != ref.Name) {
 			out = append(out, domain.CompositionRef{Namespace: c.Namespace, Name: c.Name})
 		}
-	}
+	})
 	slices.SortFunc(out, domain.CompositionRef.Compare)
-	return out, nil
+	return out, err
+}
+
+// eachComposition calls do with each Composition the index holds; ErrIndexBehind before the
+// informer holds a full list.
+func (f *FleetIndex) eachComposition(do func(*lineage)) error {
+	if !f.compositions.HasSynced() {
+		return fmt.Errorf("the fleet index has not listed every composition yet: %w", ports.ErrIndexBehind)
+	}
+	for _, o := range f.compositions.GetStore().List() {
+		if c, ok := o.(*lineage); ok {
+			do(c)
+		}
+	}
+	return nil
 }
 
 // Unsynthesized maps each Composition the index holds that Eno has not synthesized yet to its
 // creation time.
 func (f *FleetIndex) Unsynthesized(context.Context) (map[domain.CompositionRef]time.Time, error) {
-	if !f.compositions.HasSynced() {
-		return nil, fmt.Errorf("the fleet index has not listed every composition yet: %w", ports.ErrIndexBehind)
-	}
 	out := map[domain.CompositionRef]time.Time{}
-	for _, o := range f.compositions.GetStore().List() {
-		if c, ok := o.(*lineage); ok && c.unsynthesized {
+	err := f.eachComposition(func(c *lineage) {
+		if c.unsynthesized {
 			out[domain.CompositionRef{Namespace: c.Namespace, Name: c.Name}] = c.CreationTimestamp.Time
 		}
-	}
-	return out, nil
+	})
+	return out, err
 }
 
 // WaitForSlice polls the index until it holds the slice as it is live, by UID, at most fleetWait:
