@@ -20,14 +20,3 @@ func (s *Service) Recover(ctx context.Context, comp domain.Composition) (Recover
 	}
 	return res, nil
 }
-
-// Record is the recording Reconcile runs, for comp as given.
-func (s *Service) Record(ctx context.Context, comp domain.Composition) (RecordResult, error) {
-	return s.record(withComposition(ctx, comp.Ref()), comp, nil)
-}
-
-// Plan computes what recovery would decide now for comp as given, without writing anything.
-func (s *Service) Plan(ctx context.Context, comp domain.Composition) (domain.RecoveryPlan, error) {
-	plan, _, err := s.planner.plan(ctx, comp)
-	return plan, err
-}

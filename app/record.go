@@ -26,12 +26,17 @@ type RecordResult struct {
 	Digest    string
 }
 
-// record saves the inventory of the Composition's current synthesis, reusing prior, recovery's
-// live reads of this reconcile, when it is not nil. It returns an *domain.IneligibleError when
-// the Composition is not eligible. Nothing is written when the cache already shows the snapshot;
-// otherwise every target name is checked for an occupant that must not be replaced, then each
-// chunk that differs is written in index order, aborting with no further writes on the first
-// conflict, foreign Secret, or changed Composition (design §4).
+// Record saves the inventory of the Composition's current synthesis. It returns an
+// *domain.IneligibleError when the Composition is not eligible, and aborts with no further
+// writes on the first conflict, foreign Secret, or changed Composition (design §4).
+func (s *Service) Record(ctx context.Context, comp domain.Composition) (RecordResult, error) {
+	return s.record(withComposition(ctx, comp.Ref()), comp, nil)
+}
+
+// record reuses prior, recovery's live reads of this reconcile, when it is not nil. Nothing is
+// written when the cache already shows the snapshot; otherwise every target name is checked
+// for an occupant that must not be replaced, then each chunk that differs is written in index
+// order.
 func (s *Service) record(ctx context.Context, comp domain.Composition, prior *liveReads) (RecordResult, error) {
 	if err := s.policy.CheckRecording(comp); err != nil {
 		return RecordResult{}, err

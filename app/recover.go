@@ -95,6 +95,13 @@ func (m *ignoredReviews) firstSeen(ref domain.CompositionRef, r domain.IgnoredRe
 	return !ok || prev != r
 }
 
+// Plan computes what recovery would decide now for comp as given, without writing anything: a
+// dry run for a Composition that need not exist (inspect's dry run is Inspector.dryRun).
+func (s *Service) Plan(ctx context.Context, comp domain.Composition) (domain.RecoveryPlan, error) {
+	plan, _, err := s.planner.plan(ctx, comp)
+	return plan, err
+}
+
 // liveReads is what recovery read live; recording in the same reconcile reuses it rather than
 // reading the slices and listing the lineage's Secrets a second time. Every write still follows
 // its own live recheck, and creates and updates are guarded by the API server (AlreadyExists,

@@ -64,9 +64,6 @@ func LineageOf(m metav1.Object) []string {
 	return nil
 }
 
-// Namespace is the inventory namespace.
-func (st *SecretStore) Namespace() string { return st.namespace }
-
 // synced is true once the cache holds the initial list.
 func (st *SecretStore) synced() bool { return st.cached != nil && st.cached.Synced() }
 
