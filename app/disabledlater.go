@@ -104,11 +104,7 @@ func markKey(comp domain.Composition) string {
 // marksWhenIneligible reports whether recording's refusal leaves a synthesis unrecorded that
 // may have disabled entries: not Ready, awaiting its decision, deleting, or the hand-off's
 // synthesis, which is never recorded.
-func marksWhenIneligible(err error) bool {
-	var ie *domain.IneligibleError
-	if !errors.As(err, &ie) {
-		return false
-	}
+func marksWhenIneligible(ie *domain.IneligibleError) bool {
 	switch ie.Reason {
 	case domain.IneligibleNotReady, domain.IneligibleAwaitsDecision, domain.IneligibleDeleting, domain.IneligibleRecovered:
 		return true
