@@ -73,9 +73,7 @@ func (s *Service) recover(ctx context.Context, comp domain.Composition, state do
 // event, not one per resync.
 func (s *Service) announceIgnoredReview(comp domain.Composition, d domain.Decision) {
 	ignored, ok := domain.IgnoredReviewOf(comp)
-	if d.Outcome != domain.OutcomeHeldForReview {
-		ok = false // the annotation is read only when the guard trips
-	}
+	ok = ok && d.Outcome == domain.OutcomeHeldForReview // the annotation is read only when the guard trips
 	if s.reviews.firstSeen(comp.Ref(), ignored, ok) {
 		s.deps.Events.Warning(comp, "ReviewIgnored", ignored.Message())
 	}
