@@ -197,40 +197,32 @@ func (f *FleetIndex) ProducedElsewhere(ctx context.Context, ids []domain.Resourc
 
 // LineageMembers lists the Compositions the index holds, other than ref, that carry lineage.
 func (f *FleetIndex) LineageMembers(_ context.Context, ref domain.CompositionRef, l domain.Lineage) ([]domain.CompositionRef, error) {
+	if !f.compositions.HasSynced() {
+		return nil, fmt.Errorf("the fleet index has not listed every composition yet: %w", ports.ErrIndexBehind)
+	}
 	var out []domain.CompositionRef
-	err := f.eachComposition(func(c *lineage) {
-		if c.lineage == l.String() && (c.Namespace != ref.Namespace || c.Name != ref.Name) {
+	for _, o := range f.compositions.GetStore().List() {
+		if c, ok := o.(*lineage); ok && c.lineage == l.String() && (c.Namespace != ref.Namespace || c.Name != ref.Name) {
 			out = append(out, domain.CompositionRef{Namespace: c.Namespace, Name: c.Name})
 		}
-	})
+	}
 	slices.SortFunc(out, domain.CompositionRef.Compare)
-	return out, err
-}
-
-// eachComposition calls do with each Composition the index holds; ErrIndexBehind before the
-// informer holds a full list.
-func (f *FleetIndex) eachComposition(do func(*lineage)) error {
-	if !f.compositions.HasSynced() {
-		return fmt.Errorf("the fleet index has not listed every composition yet: %w", ports.ErrIndexBehind)
-	}
-	for _, o := range f.compositions.GetStore().List() {
-		if c, ok := o.(*lineage); ok {
-			do(c)
-		}
-	}
-	return nil
+	return out, nil
 }
 
 // Unsynthesized maps each Composition the index holds that Eno has not synthesized yet to its
 // creation time.
 func (f *FleetIndex) Unsynthesized(context.Context) (map[domain.CompositionRef]time.Time, error) {
+	if !f.compositions.HasSynced() {
+		return nil, fmt.Errorf("the fleet index has not listed every composition yet: %w", ports.ErrIndexBehind)
+	}
 	out := map[domain.CompositionRef]time.Time{}
-	err := f.eachComposition(func(c *lineage) {
-		if c.unsynthesized {
+	for _, o := range f.compositions.GetStore().List() {
+		if c, ok := o.(*lineage); ok && c.unsynthesized {
 			out[domain.CompositionRef{Namespace: c.Namespace, Name: c.Name}] = c.CreationTimestamp.Time
 		}
-	})
-	return out, err
+	}
+	return out, nil
 }
 
 // WaitForSlice polls the index until it holds the slice as it is live, by UID, at most fleetWait:
