@@ -191,7 +191,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	deps.Metrics = cmp.Or[ports.Metrics](deps.Metrics, noMetrics{})
 	return &Service{cfg: cfg, policy: domain.Policy{Enabled: cfg.Enabled, Scope: cfg.Scope}, deps: deps, planner: planner{
 		cfg: cfg, secrets: deps.Store, slices: deps.Slices, fleet: deps.Fleet, live: deps.Live, downstream: deps.Downstream, failures: &readFailures{},
-	}, reviews: newIgnoredReviews(), marks: &markedSyntheses{}, orphans: newCounts(), kept: newCounts()}, nil
+	}, reviews: &ignoredReviews{}, marks: &markedSyntheses{}, orphans: &counts{}, kept: &counts{}}, nil
 }
 
 type noEvents struct{}

@@ -78,6 +78,10 @@ func (s *Service) markDisabledLater(ctx context.Context, comp domain.Composition
 	}
 	ids := domain.NewlyDisabled(snap, contents)
 	if len(ids) > 0 {
+		ts := make([]domain.Tombstone, len(ids))
+		for i, id := range ids {
+			ts[i] = domain.Tombstone{Entry: domain.Entry{Group: id.Group, Kind: id.Kind, Namespace: id.Namespace, Name: id.Name}}
+		}
 		chunk := snap.Chunks()[0]
 		if _, err := s.deps.Store.MarkChunk(ctx, domain.MarkDisabledLater(chunk, snap, ids)); err != nil {
 			return fmt.Errorf("marking snapshot %s with the entries synthesis %s disabled: %w", snap.SynthesisUUID(), comp.Synthesis.UUID, err)
@@ -85,7 +89,7 @@ func (s *Service) markDisabledLater(ctx context.Context, comp domain.Composition
 		logr.FromContextOrDiscard(ctx).Info("marked the entries a synthesis not yet recorded disabled", "snapshot", snap.SynthesisUUID(),
 			"synthesisUUID", comp.Synthesis.UUID, "entries", len(ids))
 		s.deps.Events.Normal(comp, "InventoryMarked", fmt.Sprintf("synthesis %s disables %d resource(s) recorded in snapshot %s (%s); recovery keeps them",
-			comp.Synthesis.UUID, len(ids), snap.SynthesisUUID(), firstOf(ids, 5)))
+			comp.Synthesis.UUID, len(ids), snap.SynthesisUUID(), domain.FirstIDs(ts, 5)))
 	}
 	s.marks.done(comp.Ref(), markKey(comp))
 	return nil
@@ -97,22 +101,10 @@ func markKey(comp domain.Composition) string {
 	return comp.Synthesis.UUID + "/" + comp.Annotations[domain.AnnotationDisableReconciliation]
 }
 
-func firstOf(ids []domain.ResourceID, n int) string {
-	ts := make([]domain.Tombstone, len(ids))
-	for i, id := range ids {
-		ts[i] = domain.Tombstone{Entry: domain.Entry{Group: id.Group, Kind: id.Kind, Namespace: id.Namespace, Name: id.Name}}
-	}
-	return domain.FirstIDs(ts, n)
-}
-
 // marksWhenIneligible reports whether recording's refusal leaves a synthesis unrecorded that
 // may have disabled entries: not Ready, awaiting its decision, deleting, or the hand-off's
 // synthesis, which is never recorded.
-func marksWhenIneligible(err error) bool {
-	var ie *domain.IneligibleError
-	if !errors.As(err, &ie) {
-		return false
-	}
+func marksWhenIneligible(ie *domain.IneligibleError) bool {
 	switch ie.Reason {
 	case domain.IneligibleNotReady, domain.IneligibleAwaitsDecision, domain.IneligibleDeleting, domain.IneligibleRecovered:
 		return true

@@ -88,7 +88,10 @@ func (in *Inspector) Inspect(ctx context.Context, target InspectTarget) (*Inspec
 			return nil, fmt.Errorf("composition %s: %w; recording and recovery skip it", ref, err)
 		}
 		comp = &c
-		report.Composition = compositionReportOf(c)
+		report.Composition = &CompositionReport{Namespace: c.Namespace, Name: c.Name, UID: c.UID, SynthesisUUID: c.SynthesisUUID(), LineageSource: "default"}
+		if _, ok := c.Annotations[domain.AnnotationLineageOverride]; ok {
+			report.Composition.LineageSource = "override"
+		}
 	}
 	report.Lineage = lineage.String()
 	secrets, err := in.deps.Secrets.ListChunks(ctx, lineage)
@@ -336,14 +339,6 @@ func verdictReportOf(snap domain.Snapshot, err error) VerdictReport {
 	}
 	// Reading returns nothing else; say so rather than guess.
 	return VerdictReport{Outcome: domain.OutcomeInventoryInvalid.String(), Detail: err.Error()}
-}
-
-func compositionReportOf(c domain.Composition) *CompositionReport {
-	source := "default"
-	if _, ok := c.Annotations[domain.AnnotationLineageOverride]; ok {
-		source = "override"
-	}
-	return &CompositionReport{Namespace: c.Namespace, Name: c.Name, UID: c.UID, SynthesisUUID: c.SynthesisUUID(), LineageSource: source}
 }
 
 func tombstoneReportOf(t domain.Tombstone) TombstoneReport {

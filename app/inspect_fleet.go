@@ -139,19 +139,12 @@ func (in *Inspector) InspectAll(ctx context.Context, pendingLong time.Duration) 
 		row.fill(live, report, orphans, now, pendingLong)
 		fleet.Rows = append(fleet.Rows, row)
 	}
+	// The rows that need a person first (a reversed compare of min(len, 1)), then by name.
 	slices.SortStableFunc(fleet.Rows, func(a, b FleetRow) int {
-		return cmp.Or(cmp.Compare(quiet(a), quiet(b)),
+		return cmp.Or(cmp.Compare(min(len(b.Attention), 1), min(len(a.Attention), 1)),
 			domain.CompositionRef{Namespace: a.Namespace, Name: a.Name}.Compare(domain.CompositionRef{Namespace: b.Namespace, Name: b.Name}))
 	})
 	return fleet, nil
-}
-
-// quiet is 0 for a row that needs a person, 1 otherwise: the sort key that puts them first.
-func quiet(r FleetRow) int {
-	if len(r.Attention) > 0 {
-		return 0
-	}
-	return 1
 }
 
 func (r *FleetRow) attend(why, detail string) {
@@ -173,7 +166,11 @@ func (r *FleetRow) fill(comp domain.Composition, report *InspectReport, orphans 
 			at := d.DecidedAt
 			r.HeldForReviewSince = &at
 			r.attend(AttentionHeldForReview, fmt.Sprintf("recovery of synthesis %s is held for review: tombstone-recovery approve %s (or reject)", d.SynthesisUUID, comp.Ref()))
-		case current && refusedForAnOperator(d):
+		// Refused for a reason only an operator can clear: a history that cannot be trusted, or
+		// one recorded in another namespace while adoption across namespaces is off. NoInventory
+		// and the other NothingToRecover reasons are recovery working as designed.
+		case current && (d.Outcome == domain.OutcomeInventoryInvalid || d.Outcome == domain.OutcomeNothingToRecover &&
+			(d.Reason == domain.ReasonOtherNamespace || d.Reason == domain.ReasonUnverified)):
 			r.attend(AttentionRefused, fmt.Sprintf("recovery refused %s (%s): %s", d.Outcome, d.Reason, d.Message))
 		}
 	}
@@ -205,20 +202,6 @@ func (r *FleetRow) fill(comp domain.Composition, report *InspectReport, orphans 
 				AgeSeconds: int64(report.InspectedAt.Sub(s.SynthesisTimestamp) / time.Second), Chunks: s.ChunksExpected}
 		}
 	}
-}
-
-// refusedForAnOperator reports whether a decision refused recovery for a reason only an
-// operator can clear: a history that cannot be trusted, or one recorded in another namespace
-// while adoption across namespaces is off. NoInventory and the other NothingToRecover reasons
-// are recovery working as designed.
-func refusedForAnOperator(d domain.Decision) bool {
-	switch d.Outcome {
-	case domain.OutcomeInventoryInvalid:
-		return true
-	case domain.OutcomeNothingToRecover:
-		return d.Reason == domain.ReasonOtherNamespace || d.Reason == domain.ReasonUnverified
-	}
-	return false
 }
 
 // orphansRemaining is the "did Eno do it?" check, read-only: of the hand-off that

@@ -14,32 +14,14 @@ import (
 // count above zero is read again on every reconcile until it reaches zero, so a manual cleanup
 // or a dismissal shows; a count this process has not made yet (after a restart) is made once,
 // quietly. One deleted or out of scope is forgotten (design §6.2, "Did Eno do it?").
-type counts struct {
-	mu   sync.Mutex
-	last map[domain.CompositionRef]int
-}
+type counts struct{ last sync.Map } // domain.CompositionRef: int
 
-func newCounts() *counts {
-	return &counts{last: map[domain.CompositionRef]int{}}
-}
-
-func (o *counts) set(ref domain.CompositionRef, n int) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.last[ref] = n
-}
+func (o *counts) set(ref domain.CompositionRef, n int) { o.last.Store(ref, n) }
 
 func (o *counts) get(ref domain.CompositionRef) (int, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	n, ok := o.last[ref]
+	v, ok := o.last.Load(ref)
+	n, _ := v.(int)
 	return n, ok
-}
-
-func (o *counts) forget(ref domain.CompositionRef) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	delete(o.last, ref)
 }
 
 // refreshOrphans counts again, without an event or an alert, the orphans of a Composition whose

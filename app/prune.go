@@ -116,7 +116,7 @@ func (p *Pruner) Plan(ctx context.Context) (*PruneReport, *PruneSelection, error
 	if err != nil {
 		return nil, nil, err
 	}
-	rules := p.rules(now, !domain.PruneGoneAllowed(lineages))
+	rules := domain.PruneRules{Now: now, OlderThan: p.cfg.OlderThan, MaxChunks: p.cfg.MaxChunks, RefuseGone: !domain.PruneGoneAllowed(lineages)}
 	if rules.RefuseGone && len(lineages) > 0 {
 		report.GoneRefused = "no lineage of this cluster has a living Composition on the control plane given, which is more likely a rebuilt or wrong control plane than every Composition gone: no whole lineage is deleted; check --kubeconfig"
 	}
@@ -134,10 +134,6 @@ func (p *Pruner) Plan(ctx context.Context) (*PruneReport, *PruneSelection, error
 	}
 	report.Total = len(report.Secrets)
 	return report, sel, nil
-}
-
-func (p *Pruner) rules(now time.Time, refuseGone bool) domain.PruneRules {
-	return domain.PruneRules{Now: now, OlderThan: p.cfg.OlderThan, MaxChunks: p.cfg.MaxChunks, RefuseGone: refuseGone}
 }
 
 // readLineages lists the inventory and the Compositions, and reads each recorded Composition

@@ -43,7 +43,11 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 	}
 	lineage, _ := domain.LineageOf(comp) // validated by CheckRecording
 	res := RecordResult{Lineage: lineage}
-	if meta, cached, ok := s.recordedInCache(ctx, comp, lineage); ok {
+	// The fast path: the cache already holds this incarnation's snapshot of this synthesis,
+	// judged on labels and annotations only, so no data is read. A failed cache read is no
+	// answer, and the pass goes on live.
+	cached, err := s.deps.Store.ListCachedChunks(ctx, lineage)
+	if meta, ok := domain.RecordedByMetadata(cached, comp, s.cfg.Now(), s.cfg.MaxChunks); err == nil && ok {
 		s.deps.Metrics.SnapshotRecorded(false)
 		s.deps.Metrics.ChunksUsed(lineage, meta.ChunkCount, s.cfg.MaxChunks)
 		s.refreshOrphans(ctx, comp)
@@ -60,9 +64,16 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 		return res, fmt.Errorf("recording: %w", err)
 	}
 	res.Chunks, res.Digest = len(chunks), inv.Digest()
-	byName, err := s.existingChunks(ctx, lineage, prior)
-	if err != nil {
+	// The lineage's Secrets by name: listed live, or prior's list when recovery made it.
+	var existing []domain.ChunkSecret
+	if prior != nil {
+		existing = prior.secrets
+	} else if existing, err = s.deps.Store.ListChunks(ctx, lineage); err != nil {
 		return res, fmt.Errorf("recording: listing inventory secrets: %w", err)
+	}
+	byName := make(map[string]domain.ChunkSecret, len(existing))
+	for _, e := range existing {
+		byName[e.Name] = e
 	}
 	unresolved := s.unresolved(ctx, comp, byName, inv, prior, carried)
 	if len(unresolved) > 0 {
@@ -102,33 +113,18 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 	return res, nil
 }
 
-// recordedInCache reports whether the cache already holds this incarnation's snapshot of this
-// synthesis: the fast path. It is judged on labels and annotations only, so no data is read; a
-// failed cache read is no answer, and the pass goes on live.
-func (s *Service) recordedInCache(ctx context.Context, comp domain.Composition, lineage domain.Lineage) (domain.SnapshotMeta, []domain.ChunkSecret, bool) {
-	cached, err := s.deps.Store.ListCachedChunks(ctx, lineage)
-	if err != nil {
-		return domain.SnapshotMeta{}, nil, false
-	}
-	meta, ok := domain.RecordedByMetadata(cached, comp, s.cfg.Now(), s.cfg.MaxChunks)
-	return meta, cached, ok
-}
-
 // splitInventory builds the inventory of the current synthesis, from prior's slices when
 // recovery read them in this reconcile, and splits it into chunks. An unusable slice or an
 // inventory over the limits is refused with an event; the metrics of its size are reported
 // either way, over the limits too.
 func (s *Service) splitInventory(ctx context.Context, comp domain.Composition, lineage domain.Lineage, prior *liveReads) (domain.Inventory, []domain.Chunk, error) {
 	var contents domain.SynthesisContents
+	var err error
 	if prior != nil {
 		contents = prior.contents
-	} else {
-		c, err := s.planner.readSynthesis(ctx, comp)
-		if err != nil {
-			s.refuse(comp, "Slice"+problemOf(err), err)
-			return domain.Inventory{}, nil, err
-		}
-		contents = c
+	} else if contents, err = s.planner.readSynthesis(ctx, comp); err != nil {
+		s.refuse(comp, "Slice"+problemOf(err), err)
+		return domain.Inventory{}, nil, err
 	}
 	inv := contents.Inventory()
 	s.deps.Metrics.LargestEntry(lineage, inv.LargestEntryBytes(), s.cfg.MaxChunkBytes)
@@ -142,25 +138,6 @@ func (s *Service) splitInventory(ctx context.Context, comp domain.Composition, l
 		return domain.Inventory{}, nil, err
 	}
 	return inv, chunks, nil
-}
-
-// existingChunks lists the lineage's Secrets live, or takes prior's list when recovery made it
-// in this reconcile, by name.
-func (s *Service) existingChunks(ctx context.Context, lineage domain.Lineage, prior *liveReads) (map[string]domain.ChunkSecret, error) {
-	var existing []domain.ChunkSecret
-	if prior != nil {
-		existing = prior.secrets
-	} else {
-		var err error
-		if existing, err = s.deps.Store.ListChunks(ctx, lineage); err != nil {
-			return nil, err
-		}
-	}
-	byName := make(map[string]domain.ChunkSecret, len(existing))
-	for _, e := range existing {
-		byName[e.Name] = e
-	}
-	return byName, nil
 }
 
 // unresolved is what the new snapshot carries for a person to resolve: the entries of the

@@ -73,38 +73,24 @@ func (s *Service) recover(ctx context.Context, comp domain.Composition, state do
 // event, not one per resync.
 func (s *Service) announceIgnoredReview(comp domain.Composition, d domain.Decision) {
 	ignored, ok := domain.IgnoredReviewOf(comp)
-	if d.Outcome != domain.OutcomeHeldForReview {
-		ok = false // the annotation is read only when the guard trips
-	}
+	ok = ok && d.Outcome == domain.OutcomeHeldForReview // the annotation is read only when the guard trips
 	if s.reviews.firstSeen(comp.Ref(), ignored, ok) {
 		s.deps.Events.Warning(comp, "ReviewIgnored", ignored.Message())
 	}
 }
 
 // ignoredReviews remembers, per Composition, the ignored review last announced.
-type ignoredReviews struct {
-	mu   sync.Mutex
-	seen map[domain.CompositionRef]domain.IgnoredReview
-}
-
-func newIgnoredReviews() *ignoredReviews {
-	return &ignoredReviews{seen: map[domain.CompositionRef]domain.IgnoredReview{}}
-}
+type ignoredReviews struct{ seen sync.Map } // domain.CompositionRef: domain.IgnoredReview
 
 // firstSeen reports whether r is new for ref; !ignored forgets ref, so that the same bad value
 // set again later is announced again.
 func (m *ignoredReviews) firstSeen(ref domain.CompositionRef, r domain.IgnoredReview, ignored bool) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	if !ignored {
-		delete(m.seen, ref)
+		m.seen.Delete(ref)
 		return false
 	}
-	if prev, ok := m.seen[ref]; ok && prev == r {
-		return false
-	}
-	m.seen[ref] = r
-	return true
+	prev, ok := m.seen.Swap(ref, r)
+	return !ok || prev != r
 }
 
 // Plan computes what recovery would decide now for comp as given, without writing anything: a

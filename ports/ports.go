@@ -82,6 +82,15 @@ type SnapshotStore interface {
 	MarkChunk(ctx context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error)
 }
 
+// SnapshotLister is the read half of SnapshotStore, for a use case that must not be able to
+// write (inspect).
+//
+//counterfeiter:generate . SnapshotLister
+type SnapshotLister interface {
+	// ListChunks lists every Secret carrying the lineage label, live, as SnapshotStore does.
+	ListChunks(ctx context.Context, lineage domain.Lineage) ([]domain.ChunkSecret, error)
+}
+
 // TombstoneSink hands recovered tombstones to Eno in idempotent steps. The use case rechecks the
 // Composition live before each call and passes that live object.
 //

@@ -191,16 +191,12 @@ func currentSynthesis(obj map[string]any) (*domain.Synthesis, error) {
 // previousSynthesis reads the UUID and slice names of status.previousSynthesis, leniently: it
 // only serves the report after a hand-off, so anything unreadable reads as no previous synthesis.
 func previousSynthesis(u *unstructured.Unstructured) *domain.Synthesis {
-	obj, found, err := unstructured.NestedMap(u.Object, "status", "previousSynthesis")
-	if err != nil || !found {
-		return nil
-	}
-	uuid, _, _ := unstructured.NestedString(obj, "uuid")
+	uuid, _, _ := unstructured.NestedString(u.Object, "status", "previousSynthesis", "uuid")
 	if uuid == "" {
 		return nil
 	}
 	s := &domain.Synthesis{UUID: uuid}
-	refs, _, _ := unstructured.NestedSlice(obj, "resourceSlices")
+	refs, _, _ := unstructured.NestedSlice(u.Object, "status", "previousSynthesis", "resourceSlices")
 	for _, r := range refs {
 		if ref, ok := r.(map[string]any); ok {
 			if name, ok := ref["name"].(string); ok && name != "" {

@@ -38,34 +38,16 @@ func (p *InventoryPruner) ListInventory(ctx context.Context) ([]domain.ChunkSecr
 	if err != nil {
 		return nil, err
 	}
-	return p.list(ctx, "listing inventory secrets in namespace "+p.namespace, labels.NewSelector().Add(*req).String())
+	return listChunks(ctx, p.secrets, "listing inventory secrets in namespace "+p.namespace, labels.NewSelector().Add(*req).String(), pruneListPage)
 }
 
 // ListChunks lists the lineage's Secrets, ours or not.
 func (p *InventoryPruner) ListChunks(ctx context.Context, lineage domain.Lineage) ([]domain.ChunkSecret, error) {
-	selector := labels.Set{domain.LabelLineage: lineage.String()}.AsSelector().String()
-	return p.list(ctx, fmt.Sprintf("listing inventory secrets of lineage %s in namespace %s", lineage, p.namespace), selector)
+	return listLineage(ctx, p.secrets, p.namespace, lineage, labels.Set{}, pruneListPage)
 }
 
 // pruneListPage bounds one list response: a page holds up to this many Secrets of up to 1 MiB.
 const pruneListPage = 16
-
-func (p *InventoryPruner) list(ctx context.Context, what, selector string) ([]domain.ChunkSecret, error) {
-	var out []domain.ChunkSecret
-	opts := metav1.ListOptions{LabelSelector: selector, Limit: pruneListPage}
-	for {
-		list, err := p.secrets.List(ctx, opts)
-		if err != nil {
-			return nil, apiError(what, err)
-		}
-		for i := range list.Items {
-			out = append(out, chunkFromSecret(&list.Items[i]))
-		}
-		if opts.Continue = list.Continue; opts.Continue == "" {
-			return out, nil
-		}
-	}
-}
 
 // DeleteChunk deletes s if its UID and resourceVersion are still those read.
 func (p *InventoryPruner) DeleteChunk(ctx context.Context, s domain.ChunkSecret) error {

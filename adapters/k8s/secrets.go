@@ -64,37 +64,45 @@ func LineageOf(m metav1.Object) []string {
 	return nil
 }
 
-// Namespace is the inventory namespace.
-func (st *SecretStore) Namespace() string { return st.namespace }
-
 // synced is true once the cache holds the initial list.
 func (st *SecretStore) synced() bool { return st.cached != nil && st.cached.Synced() }
 
 // ListChunks lists every Secret of the inventory namespace with the lineage label, ours or not,
 // live from the API server: reading must see foreign Secrets to refuse them.
 func (st *SecretStore) ListChunks(ctx context.Context, lineage domain.Lineage) ([]domain.ChunkSecret, error) {
-	selector := labels.Set{domain.LabelLineage: lineage.String()}.AsSelector().String()
-	return st.list(ctx, lineage, selector)
+	return listLineage(ctx, st.secrets, st.namespace, lineage, labels.Set{}, 0)
 }
 
-func (st *SecretStore) list(ctx context.Context, lineage domain.Lineage, selector string) ([]domain.ChunkSecret, error) {
-	list, err := st.secrets.List(ctx, metav1.ListOptions{LabelSelector: selector})
-	if err != nil {
-		return nil, apiError(fmt.Sprintf("listing inventory secrets of lineage %s in namespace %s", lineage, st.namespace), err)
+// listLineage lists the lineage's Secrets in namespace that also carry the labels more, in pages
+// of limit Secrets (0: one page).
+func listLineage(ctx context.Context, secrets corev1client.SecretInterface, namespace string, lineage domain.Lineage, more labels.Set, limit int64) ([]domain.ChunkSecret, error) {
+	more[domain.LabelLineage] = lineage.String()
+	return listChunks(ctx, secrets, fmt.Sprintf("listing inventory secrets of lineage %s in namespace %s", lineage, namespace), more.AsSelector().String(), limit)
+}
+
+// listChunks lists the Secrets selector selects, in pages of limit Secrets (0: one page).
+func listChunks(ctx context.Context, secrets corev1client.SecretInterface, what, selector string, limit int64) ([]domain.ChunkSecret, error) {
+	out := []domain.ChunkSecret{}
+	opts := metav1.ListOptions{LabelSelector: selector, Limit: limit}
+	for {
+		list, err := secrets.List(ctx, opts)
+		if err != nil {
+			return nil, apiError(what, err)
+		}
+		for i := range list.Items {
+			out = append(out, chunkFromSecret(&list.Items[i]))
+		}
+		if opts.Continue = list.Continue; opts.Continue == "" {
+			return out, nil
+		}
 	}
-	out := make([]domain.ChunkSecret, 0, len(list.Items))
-	for i := range list.Items {
-		out = append(out, chunkFromSecret(&list.Items[i]))
-	}
-	return out, nil
 }
 
 // ListCachedChunks lists our Secrets of the lineage from the cache. Until the cache has synced
 // (or when there is none) it lists live instead: never staler than the cache would be.
 func (st *SecretStore) ListCachedChunks(ctx context.Context, lineage domain.Lineage) ([]domain.ChunkSecret, error) {
 	if !st.synced() {
-		selector := labels.Set{domain.LabelLineage: lineage.String(), domain.LabelManagedBy: domain.ManagedByValue}.AsSelector().String()
-		return st.list(ctx, lineage, selector)
+		return listLineage(ctx, st.secrets, st.namespace, lineage, labels.Set{domain.LabelManagedBy: domain.ManagedByValue}, 0)
 	}
 	objs, err := st.cached.ListLineage(lineage.String())
 	if err != nil {

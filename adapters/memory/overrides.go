@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/google/cel-go/cel"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -95,7 +96,7 @@ func ApplyOverrides(manifest, live, comp *unstructured.Unstructured) (*unstructu
 func applyOne(op override, path []string, prg cel.Program, out *unstructured.Unstructured, self map[string]any, comp *unstructured.Unstructured) OverrideOutcome {
 	if prg != nil {
 		// pathManagedByEno: the model does not track which fields Eno's field manager owns.
-		val, _, err := prg.Eval(map[string]any{"self": self, "composition": enocel.CompositionVar(comp), "pathManagedByEno": false})
+		val, _, err := prg.Eval(map[string]any{"self": self, "composition": compositionVar(comp), "pathManagedByEno": false})
 		if err != nil {
 			return OverrideInvalidCondition
 		}
@@ -159,4 +160,21 @@ func setPath(obj map[string]any, path []string, value any) bool {
 	}
 	cur[path[len(path)-1]] = value
 	return true
+}
+
+// compositionVar is what Eno hands a condition as `composition`: name, namespace, labels,
+// annotations and deletionTimestamp (RFC 3339, or null), under metadata.
+func compositionVar(comp *unstructured.Unstructured) map[string]any {
+	m := map[string]any{
+		"name":        comp.GetName(),
+		"namespace":   comp.GetNamespace(),
+		"labels":      comp.GetLabels(),
+		"annotations": comp.GetAnnotations(),
+	}
+	if ts := comp.GetDeletionTimestamp(); ts != nil {
+		m["deletionTimestamp"] = ts.Time.UTC().Format(time.RFC3339)
+	} else {
+		m["deletionTimestamp"] = nil
+	}
+	return map[string]any{"metadata": m}
 }

@@ -124,16 +124,19 @@ func (r *Recorder) CompositionObserved(ref domain.CompositionRef, state ports.Co
 	if known && before.Lineage != state.Lineage {
 		r.forgetLineage(before.Lineage)
 	}
-	var held, pending, failing, orphans int
+	var waiting [3]int // by waitingStates
+	orphans := 0
 	for _, s := range r.states {
-		held += count(s.HeldForReview)
-		pending += count(s.HandoffPending)
-		failing += count(s.RecordingFailing)
+		for i, on := range []bool{s.HeldForReview, s.HandoffPending, s.RecordingFailing} {
+			if on {
+				waiting[i]++
+			}
+		}
 		orphans += s.OrphansRemaining
 	}
-	r.waiting.WithLabelValues("HeldForReview").Set(float64(held))
-	r.waiting.WithLabelValues("HandoffPending").Set(float64(pending))
-	r.waiting.WithLabelValues("RecordingFailing").Set(float64(failing))
+	for i, state := range waitingStates {
+		r.waiting.WithLabelValues(state).Set(float64(waiting[i]))
+	}
 	r.orphans.Set(float64(orphans))
 	for _, l := range []domain.Lineage{before.Lineage, state.Lineage} {
 		kept, has := 0, false
@@ -161,13 +164,6 @@ func (r *Recorder) forgetLineage(l domain.Lineage) {
 	for _, g := range []*prometheus.GaugeVec{r.chunks, r.chunksUsed, r.entryBytes, r.entryRatio, r.unresolved} {
 		g.DeleteLabelValues(l.String())
 	}
-}
-
-func count(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 func (r *Recorder) Refusal(reason string) { r.refusals.WithLabelValues(reason).Inc() }

@@ -8,14 +8,12 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/ext"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // env declares what Eno v0.2.17's internal/cel declares, with cel-go v0.29.0, the version
@@ -53,23 +51,6 @@ func compareQuantities(lhs, rhs ref.Val) ref.Val {
 		return types.WrapErr(err)
 	}
 	return types.Int(l.Cmp(r))
-}
-
-// CompositionVar is what Eno hands a condition as `composition`: name, namespace, labels,
-// annotations and deletionTimestamp (RFC 3339, or null), under metadata.
-func CompositionVar(comp *unstructured.Unstructured) map[string]any {
-	m := map[string]any{
-		"name":        comp.GetName(),
-		"namespace":   comp.GetNamespace(),
-		"labels":      comp.GetLabels(),
-		"annotations": comp.GetAnnotations(),
-	}
-	if ts := comp.GetDeletionTimestamp(); ts != nil {
-		m["deletionTimestamp"] = ts.Time.UTC().Format(time.RFC3339)
-	} else {
-		m["deletionTimestamp"] = nil
-	}
-	return map[string]any{"metadata": m}
 }
 
 // Compile compiles a condition in Eno's environment, as Eno's cel.Parse does, once per
