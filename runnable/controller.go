@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -92,8 +91,12 @@ func (g *Guest) setup(ctx context.Context) (map[string]func() int, error) {
 	}
 	// The host's cache runs on every replica: its Composition informer is got on the leader only,
 	// or each follower would list and watch every Composition for nothing.
-	var compInf atomic.Pointer[cache.Informer]
 	compSize, compCount := counter()
+	secretSize, secretCount := counter()
+	if _, err := secrets.informer.AddEventHandler(secretCount); err != nil {
+		return nil, err
+	}
+	g.added = true
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		inf, err := comps.cache.GetInformer(ctx, comps.object(), cache.BlockUntilSynced(false))
 		if err != nil {
@@ -102,18 +105,8 @@ func (g *Guest) setup(ctx context.Context) (map[string]func() int, error) {
 		if _, err := inf.AddEventHandler(compCount); err != nil {
 			return err
 		}
-		compInf.Store(&inf)
-		return nil
-	})); err != nil {
-		return nil, err
-	}
-	g.synced = func() bool {
-		inf := compInf.Load()
-		return inf != nil && (*inf).HasSynced() && secrets.Synced() && fleet.HasSynced()
-	}
-	// The operator's sign that the leader's caches hold full lists.
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		if toolscache.WaitForCacheSync(ctx.Done(), g.synced) {
+		// The operator's sign that the leader's caches hold full lists.
+		if toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced, secrets.informer.HasSynced, fleet.HasSynced) {
 			g.log.Info("caches synced", "workers", g.s.Workers, "inventoryNamespace", g.s.InventoryNamespace)
 			g.ready.Store(true)
 		} else {
@@ -121,10 +114,6 @@ func (g *Guest) setup(ctx context.Context) (map[string]func() int, error) {
 		}
 		return nil
 	})); err != nil {
-		return nil, err
-	}
-	secretSize, secretCount := counter()
-	if _, err := secrets.informer.AddEventHandler(secretCount); err != nil {
 		return nil, err
 	}
 	return map[string]func() int{"compositions": compSize, "inventory-secrets": secretSize}, nil

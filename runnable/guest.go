@@ -26,9 +26,9 @@ type Guest struct {
 	clients clients
 	metrics ports.Metrics // nil when no Registerer was given
 
-	synced func() bool // the guest's caches hold their initial lists; nil when refused
+	added  bool        // the controller was added; false when refused
 	failed atomic.Bool // a runnable of the guest failed; it stays stopped until the process restarts
-	ready  atomic.Bool // synced, and said so in the log
+	ready  atomic.Bool // the leader's caches hold their initial lists, and said so in the log
 }
 
 // SetupWithManager adds the controller to mgr, which holds the Compositions (its config is the
@@ -98,7 +98,7 @@ func (g *Guest) ReadyzCheck(*http.Request) error {
 	if g.failed.Load() {
 		return errors.New("tombstone recovery: the controller failed (logged); restart the process")
 	}
-	if g.synced == nil || g.ready.Load() {
+	if !g.added || g.ready.Load() {
 		return nil // refused, or synced
 	}
 	if g.s.HostElects {

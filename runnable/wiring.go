@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/discovery"
@@ -87,15 +88,21 @@ func (g *Guest) ownCache(cfg *rest.Config, hc *http.Client, obj client.Object, r
 // unstructured (standalone).
 func (g *Guest) compositions(mgr isolated) (*cachedCompositions, error) {
 	c := &cachedCompositions{cache: mgr.GetCache(), scope: g.s.Scope.Namespace}
-	if mgr.GetScheme().Recognizes(compositionGVK) && mgr.GetScheme().Recognizes(compositionListGVK) {
-		c.scheme = mgr.GetScheme()
+	obj, objErr := mgr.GetScheme().New(compositionGV.WithKind("Composition"))
+	list, listErr := mgr.GetScheme().New(compositionGV.WithKind("CompositionList"))
+	if objErr == nil && listErr == nil {
+		c.obj, c.list = obj.(client.Object), list.(client.ObjectList)
 		return c, nil
 	}
+	u, ul := &unstructured.Unstructured{}, &unstructured.UnstructuredList{}
+	u.SetGroupVersionKind(compositionGV.WithKind("Composition"))
+	ul.SetGroupVersionKind(compositionGV.WithKind("CompositionList"))
+	c.obj, c.list = u, ul
 	by := cache.ByObject{Label: g.s.CompositionSelector}
 	if g.s.Scope.Namespace != "" {
 		by.Namespaces = map[string]cache.Config{g.s.Scope.Namespace: {}}
 	}
-	own, err := g.ownCache(g.clients.cpConfig, g.clients.cpHTTP, c.object(), k8s.CompositionGVR.Resource, g.s.ResyncPeriod, by)
+	own, err := g.ownCache(g.clients.cpConfig, g.clients.cpHTTP, u, k8s.CompositionGVR.Resource, g.s.ResyncPeriod, by)
 	if err == nil {
 		err = mgr.Add(own)
 	}
