@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
+	"github.com/Azure/eno-tombstone-recovery/adapters/metrics"
 	"github.com/Azure/eno-tombstone-recovery/app"
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
@@ -37,26 +39,34 @@ const queueName = "compositions"
 // controller whose caches time out returns an error, and it cannot be started again.
 const untilSynced = 100 * 365 * 24 * time.Hour
 
-// setup adds the caches, the fleet index and the controller to the manager, through isolated,
-// and returns the cache sizes for the metrics.
-func (g *Guest) setup(ctx context.Context) (map[string]func() int, error) {
+// setup builds the clients and the metrics, and adds the caches, the fleet index and the
+// controller to the manager, through isolated.
+func (g *Guest) setup(ctx context.Context, downstream *rest.Config) (err error) {
+	if g.clients, err = newClients(g.clientConfig(g.mgr.GetConfig()), g.clientConfig(downstream)); err != nil {
+		return fmt.Errorf("clients: %w", err)
+	}
+	if g.s.Registerer != nil {
+		if g.metrics, err = metrics.New(g.s.Registerer); err != nil {
+			return fmt.Errorf("registering metrics: %w", err)
+		}
+	}
 	mgr := isolated{Manager: g.mgr, g: g}
 	comps, err := g.compositions(mgr)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	ds, err := g.downstreamCache()
 	if err != nil {
-		return nil, fmt.Errorf("building the inventory secret cache: %w", err)
+		return fmt.Errorf("building the inventory secret cache: %w", err)
 	}
 	secrets, err := newCachedSecrets(ctx, ds, g.s.InventoryNamespace)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// The fleet index runs on the leader only (design §6.3).
 	fleet, err := k8s.NewFleetIndex(g.clients.dynamic)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	inScope := func(obj client.Object) (reconcile.Request, bool) {
 		req, ok := secretRequest(obj)
@@ -81,20 +91,20 @@ func (g *Guest) setup(ctx context.Context) (map[string]func() int, error) {
 		WatchesRawSource(fleetSource{fleet}).
 		Complete(g.reconciler(func(ctx context.Context) (*app.Service, error) { return g.service(ctx, comps, secrets, fleet) }))
 	if err != nil {
-		return nil, fmt.Errorf("building the controller: %w", err)
+		return fmt.Errorf("building the controller: %w", err)
 	}
 	if err := mgr.Add(ds); err != nil {
-		return nil, err
+		return err
 	}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { fleet.Run(ctx); return nil })); err != nil {
-		return nil, err
+		return err
 	}
 	// The host's cache runs on every replica: its Composition informer is got on the leader only,
 	// or each follower would list and watch every Composition for nothing.
 	compSize, compCount := counter()
 	secretSize, secretCount := counter()
 	if _, err := secrets.informer.AddEventHandler(secretCount); err != nil {
-		return nil, err
+		return err
 	}
 	g.added = true
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
@@ -113,10 +123,13 @@ func (g *Guest) setup(ctx context.Context) (map[string]func() int, error) {
 			g.log.Info("stopped before the caches synced")
 		}
 		return nil
-	})); err != nil {
-		return nil, err
+	})); err != nil || g.s.Registerer == nil {
+		return err
 	}
-	return map[string]func() int{"compositions": compSize, "inventory-secrets": secretSize}, nil
+	if err := metrics.RegisterCacheSizes(g.s.Registerer, map[string]func() int{"compositions": compSize, "inventory-secrets": secretSize}); err != nil {
+		return fmt.Errorf("registering cache metrics: %w", err)
+	}
+	return nil
 }
 
 // fleetSource enqueues a Composition whose hand-off a slice threatens, on the event itself

@@ -12,7 +12,6 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/Azure/eno-tombstone-recovery/adapters/metrics"
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
@@ -54,22 +53,8 @@ func SetupWithManager(mgr manager.Manager, downstream *rest.Config, opts Options
 	if downstream == nil {
 		downstream = mgr.GetConfig()
 	}
-	if g.clients, err = newClients(g.clientConfig(mgr.GetConfig()), g.clientConfig(downstream)); err != nil {
-		return nil, err
-	}
-	if s.Registerer != nil {
-		if g.metrics, err = metrics.New(s.Registerer); err != nil {
-			return nil, fmt.Errorf("tombstone recovery: registering metrics: %w", err)
-		}
-	}
-	sizes, err := g.setup(context.Background())
-	if err != nil {
+	if err := g.setup(context.Background(), downstream); err != nil {
 		return nil, fmt.Errorf("tombstone recovery: %w", err)
-	}
-	if s.Registerer != nil {
-		if err := metrics.RegisterCacheSizes(s.Registerer, sizes); err != nil {
-			return nil, fmt.Errorf("tombstone recovery: registering cache metrics: %w", err)
-		}
 	}
 	return g, nil
 }

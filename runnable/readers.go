@@ -62,10 +62,7 @@ func (l cachedCompositions) Get(name string) (runtime.Object, error) {
 		return nil, apierrors.NewNotFound(k8s.CompositionGVR.GroupResource(), name)
 	}
 	obj := l.object()
-	if err := l.cache.Get(context.Background(), client.ObjectKey{Namespace: l.namespace, Name: name}, obj); err != nil {
-		return nil, err
-	}
-	return obj, nil
+	return obj, l.cache.Get(context.Background(), client.ObjectKey{Namespace: l.namespace, Name: name}, obj)
 }
 
 func (l cachedCompositions) ByNamespace(namespace string) toolscache.GenericNamespaceLister {
@@ -120,8 +117,6 @@ func (s *cachedSecrets) ListLineage(lineage string) ([]*metav1.PartialObjectMeta
 
 func (s *cachedSecrets) Get(name string) (*metav1.PartialObjectMetadata, bool) {
 	m := secretObject()
-	if err := s.cache.Get(context.Background(), client.ObjectKey{Namespace: s.namespace, Name: name}, m); err != nil {
-		return nil, false
-	}
-	return m, true
+	err := s.cache.Get(context.Background(), client.ObjectKey{Namespace: s.namespace, Name: name}, m)
+	return m, err == nil
 }

@@ -47,7 +47,7 @@ func newClients(cp, ds *rest.Config) (c clients, err error) {
 		c.dsHTTP, err = rest.HTTPClientFor(ds)
 	}
 	if err != nil {
-		return c, fmt.Errorf("tombstone recovery: clients: %w", err)
+		return c, err
 	}
 	var errs [6]error
 	c.dynamic, errs[0] = dynamic.NewForConfigAndClient(cp, c.cpHTTP)
@@ -56,10 +56,7 @@ func newClients(cp, ds *rest.Config) (c clients, err error) {
 	c.meta, errs[3] = metadata.NewForConfigAndClient(ds, c.dsHTTP)
 	c.dsDynamic, errs[4] = dynamic.NewForConfigAndClient(ds, c.dsHTTP)
 	c.discovery, errs[5] = discovery.NewDiscoveryClientForConfigAndClient(ds, c.dsHTTP)
-	if err := errors.Join(errs[:]...); err != nil {
-		return c, fmt.Errorf("tombstone recovery: clients: %w", err)
-	}
-	return c, nil
+	return c, errors.Join(errs[:]...)
 }
 
 // secretObject is the metadata-only inventory Secret the downstream cache is keyed by.
@@ -138,24 +135,20 @@ func (g *Guest) downstreamCache() (cache.Cache, error) {
 // service builds app's Service over the adapters: reads of Compositions through the cached
 // informer (the seam the simulation makes stale), the guard, decisions and every write live.
 func (g *Guest) service(ctx context.Context, cached *cachedCompositions, secrets *cachedSecrets, fleet *k8s.FleetIndex) (*app.Service, error) {
-	c := g.clients
+	c, cfg := g.clients, g.s.Config
 	comps, err := k8s.NewCompositions(c.dynamic, cached)
 	deps := app.Deps{Compositions: comps, Live: comps, Decisions: comps, Fleet: fleet, Metrics: g.metrics}
 	errs := make([]error, 5)
-	errs[0] = err
-	deps.Store, errs[1] = k8s.NewSecretStore(c.core, secrets, g.s.InventoryNamespace)
-	deps.Slices, errs[2] = k8s.NewSlices(c.dynamic)
-	deps.Sink, errs[3] = k8s.NewTombstoneSink(c.dynamic)
-	deps.Downstream, errs[4] = k8s.NewDownstreamObjects(c.meta, c.dsDynamic, c.discovery)
-	deps.Events, err = k8s.NewRecorder(g.mgr.GetEventRecorderFor(k8s.DefaultEventSource))
-	if err := errors.Join(append(errs, err)...); err != nil {
-		return nil, err
+	deps.Store, errs[0] = k8s.NewSecretStore(c.core, secrets, g.s.InventoryNamespace)
+	deps.Slices, errs[1] = k8s.NewSlices(c.dynamic)
+	deps.Sink, errs[2] = k8s.NewTombstoneSink(c.dynamic)
+	deps.Downstream, errs[3] = k8s.NewDownstreamObjects(c.meta, c.dsDynamic, c.discovery)
+	deps.Events, errs[4] = k8s.NewRecorder(g.mgr.GetEventRecorderFor(k8s.DefaultEventSource))
+	if err = errors.Join(append(errs, err)...); err == nil && cfg.ControlPlane == "" {
+		cfg.ControlPlane, err = k8s.ControlPlaneID(ctx, c.cpMeta)
 	}
-	cfg := g.s.Config
-	if cfg.ControlPlane == "" {
-		if cfg.ControlPlane, err = k8s.ControlPlaneID(ctx, c.cpMeta); err != nil {
-			return nil, err
-		}
+	if err != nil {
+		return nil, err
 	}
 	return app.New(cfg, deps)
 }
