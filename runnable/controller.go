@@ -55,11 +55,7 @@ func (g *Guest) setup(ctx context.Context, downstream *rest.Config) (err error) 
 	if err != nil {
 		return err
 	}
-	ds, err := g.downstreamCache()
-	if err != nil {
-		return fmt.Errorf("building the inventory secret cache: %w", err)
-	}
-	secrets, err := newCachedSecrets(ctx, ds, g.s.InventoryNamespace)
+	secrets, err := g.downstreamCache(ctx)
 	if err != nil {
 		return err
 	}
@@ -87,27 +83,21 @@ func (g *Guest) setup(ctx context.Context, downstream *rest.Config) (err error) 
 			},
 		}).
 		WatchesRawSource(source.Kind(comps.cache, comps.object(), g.refHandler("composition", compositionRequest))).
-		WatchesRawSource(source.Kind[client.Object](ds, secretObject(), g.refHandler("inventory secret", inScope))).
+		WatchesRawSource(source.Kind[client.Object](secrets.cache, secretObject(), g.refHandler("inventory secret", inScope))).
 		WatchesRawSource(fleetSource{fleet}).
 		Complete(g.reconciler(func(ctx context.Context) (*app.Service, error) { return g.service(ctx, comps, secrets, fleet) }))
 	if err != nil {
 		return fmt.Errorf("building the controller: %w", err)
 	}
-	if err := mgr.Add(ds); err != nil {
-		return err
-	}
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { fleet.Run(ctx); return nil })); err != nil {
-		return err
-	}
-	// The host's cache runs on every replica: its Composition informer is got on the leader only,
-	// or each follower would list and watch every Composition for nothing.
 	compSize, compCount := counter()
 	secretSize, secretCount := counter()
 	if _, err := secrets.informer.AddEventHandler(secretCount); err != nil {
 		return err
 	}
 	g.added = true
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+	// The host's cache runs on every replica: its Composition informer is got on the leader only,
+	// or each follower would list and watch every Composition for nothing.
+	synced := manager.RunnableFunc(func(ctx context.Context) error {
 		inf, err := comps.cache.GetInformer(ctx, comps.object(), cache.BlockUntilSynced(false))
 		if err != nil {
 			return fmt.Errorf("building the composition informer: %w", err)
@@ -123,8 +113,14 @@ func (g *Guest) setup(ctx context.Context, downstream *rest.Config) (err error) 
 			g.log.Info("stopped before the caches synced")
 		}
 		return nil
-	})); err != nil || g.s.Registerer == nil {
-		return err
+	})
+	for _, r := range []manager.Runnable{secrets.cache, manager.RunnableFunc(func(ctx context.Context) error { fleet.Run(ctx); return nil }), synced} {
+		if err := mgr.Add(r); err != nil {
+			return err
+		}
+	}
+	if g.s.Registerer == nil {
+		return nil
 	}
 	if err := metrics.RegisterCacheSizes(g.s.Registerer, map[string]func() int{"compositions": compSize, "inventory-secrets": secretSize}); err != nil {
 		return fmt.Errorf("registering cache metrics: %w", err)

@@ -2,7 +2,6 @@ package runnable
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -86,18 +85,6 @@ type cachedSecrets struct {
 	cache     cache.Cache
 	informer  cache.Informer
 	namespace string
-}
-
-// newCachedSecrets indexes the downstream cache by lineage; call it before the cache starts.
-func newCachedSecrets(ctx context.Context, c cache.Cache, namespace string) (*cachedSecrets, error) {
-	if err := c.IndexField(ctx, secretObject(), lineageField, func(o client.Object) []string { return k8s.LineageOf(o) }); err != nil {
-		return nil, fmt.Errorf("indexing the inventory secrets by lineage: %w", err)
-	}
-	inf, err := c.GetInformer(ctx, secretObject(), cache.BlockUntilSynced(false))
-	if err != nil {
-		return nil, fmt.Errorf("building the inventory secret informer: %w", err)
-	}
-	return &cachedSecrets{cache: c, informer: inf, namespace: namespace}, nil
 }
 
 func (s *cachedSecrets) Synced() bool { return s.informer.HasSynced() }

@@ -123,13 +123,25 @@ func (g *Guest) watchError(resource string) toolscache.WatchErrorHandlerWithCont
 // selected by our label and type: the API server sends no data at all, so the cache, the initial
 // list and every watch event grow with the number of Secrets, not with the size of the
 // inventories. Downstream objects are read live through the metadata client, so no informer is
-// started per kind read. Nothing of a Secret is re-delivered on a timer.
-func (g *Guest) downstreamCache() (cache.Cache, error) {
-	return g.ownCache(g.clients.dsConfig, g.clients.dsHTTP, secretObject(), "secrets", 0, cache.ByObject{
+// started per kind read. Nothing of a Secret is re-delivered on a timer. The cache is indexed
+// by lineage.
+func (g *Guest) downstreamCache(ctx context.Context) (*cachedSecrets, error) {
+	c, err := g.ownCache(g.clients.dsConfig, g.clients.dsHTTP, secretObject(), "secrets", 0, cache.ByObject{
 		Namespaces: map[string]cache.Config{g.s.InventoryNamespace: {}},
 		Label:      labels.SelectorFromSet(labels.Set{domain.LabelManagedBy: domain.ManagedByValue}),
 		Field:      fields.OneTermEqualSelector("type", domain.SecretType),
 	})
+	if err != nil {
+		return nil, fmt.Errorf("building the inventory secret cache: %w", err)
+	}
+	if err := c.IndexField(ctx, secretObject(), lineageField, func(o client.Object) []string { return k8s.LineageOf(o) }); err != nil {
+		return nil, fmt.Errorf("indexing the inventory secrets by lineage: %w", err)
+	}
+	inf, err := c.GetInformer(ctx, secretObject(), cache.BlockUntilSynced(false))
+	if err != nil {
+		return nil, fmt.Errorf("building the inventory secret informer: %w", err)
+	}
+	return &cachedSecrets{cache: c, informer: inf, namespace: g.s.InventoryNamespace}, nil
 }
 
 // service builds app's Service over the adapters: reads of Compositions through the cached
