@@ -28,12 +28,6 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// controllerName names the controller in controller-runtime's logs and metrics.
-const controllerName = "tombstone-recovery"
-
-// queueName names the work queue in the workqueue_* metrics, as before controller-runtime.
-const queueName = "compositions"
-
 // untilSynced is the controller's CacheSyncTimeout: it waits for its caches as long as it takes
 // (an informer retries a forbidden or failed list with backoff, and logs it), because a
 // controller whose caches time out returns an error, and it cannot be started again.
@@ -70,7 +64,7 @@ func (g *Guest) setup(ctx context.Context, downstream *rest.Config) (err error) 
 	}
 	recoverPanic, skipNameCheck := true, true
 	err = builder.ControllerManagedBy(mgr).
-		Named(controllerName).
+		Named("tombstone-recovery"). // in controller-runtime's logs and metrics
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: g.s.Workers,
 			ReconciliationTimeout:   g.s.ReconcileTimeout,
@@ -79,7 +73,8 @@ func (g *Guest) setup(ctx context.Context, downstream *rest.Config) (err error) 
 			SkipNameValidation:      &skipNameCheck,                                        // a test process holds several managers
 			LogConstructor:          func(*reconcile.Request) logr.Logger { return g.log }, // app names the Composition
 			NewQueue: func(_ string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
-				return workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{Name: queueName})
+				// The queue's workqueue_* metrics are named "compositions", as before controller-runtime.
+				return workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{Name: "compositions"})
 			},
 		}).
 		WatchesRawSource(source.Kind(comps.cache, comps.object(), g.refHandler("composition", compositionRequest))).
