@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -23,41 +23,40 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
+	"github.com/Azure/eno-tombstone-recovery/adapters/metrics"
 	"github.com/Azure/eno-tombstone-recovery/app"
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
-
-// controllerName names the controller in controller-runtime's logs and metrics.
-const controllerName = "tombstone-recovery"
-
-// queueName names the work queue in the workqueue_* metrics, as before controller-runtime.
-const queueName = "compositions"
 
 // untilSynced is the controller's CacheSyncTimeout: it waits for its caches as long as it takes
 // (an informer retries a forbidden or failed list with backoff, and logs it), because a
 // controller whose caches time out returns an error, and it cannot be started again.
 const untilSynced = 100 * 365 * 24 * time.Hour
 
-// setup adds the caches, the fleet index and the controller to the manager, through isolated,
-// and returns the cache sizes for the metrics.
-func (g *Guest) setup(ctx context.Context) (map[string]func() int, error) {
+// setup builds the clients and the metrics, and adds the caches, the fleet index and the
+// controller to the manager, through isolated.
+func (g *Guest) setup(ctx context.Context, downstream *rest.Config) (err error) {
+	if g.clients, err = newClients(g.clientConfig(g.mgr.GetConfig()), g.clientConfig(downstream)); err != nil {
+		return fmt.Errorf("clients: %w", err)
+	}
+	if g.s.Registerer != nil {
+		if g.metrics, err = metrics.New(g.s.Registerer); err != nil {
+			return fmt.Errorf("registering metrics: %w", err)
+		}
+	}
 	mgr := isolated{Manager: g.mgr, g: g}
 	comps, err := g.compositions(mgr)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	ds, err := g.downstreamCache()
+	secrets, err := g.downstreamCache(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("building the inventory secret cache: %w", err)
-	}
-	secrets, err := newCachedSecrets(ctx, ds, g.s.InventoryNamespace)
-	if err != nil {
-		return nil, err
+		return err
 	}
 	// The fleet index runs on the leader only (design §6.3).
 	fleet, err := k8s.NewFleetIndex(g.clients.dynamic)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	inScope := func(obj client.Object) (reconcile.Request, bool) {
 		req, ok := secretRequest(obj)
@@ -65,7 +64,7 @@ func (g *Guest) setup(ctx context.Context) (map[string]func() int, error) {
 	}
 	recoverPanic, skipNameCheck := true, true
 	err = builder.ControllerManagedBy(mgr).
-		Named(controllerName).
+		Named("tombstone-recovery"). // in controller-runtime's logs and metrics
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: g.s.Workers,
 			ReconciliationTimeout:   g.s.ReconcileTimeout,
@@ -74,27 +73,26 @@ func (g *Guest) setup(ctx context.Context) (map[string]func() int, error) {
 			SkipNameValidation:      &skipNameCheck,                                        // a test process holds several managers
 			LogConstructor:          func(*reconcile.Request) logr.Logger { return g.log }, // app names the Composition
 			NewQueue: func(_ string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
-				return workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{Name: queueName})
+				// The queue's workqueue_* metrics are named "compositions", as before controller-runtime.
+				return workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{Name: "compositions"})
 			},
 		}).
 		WatchesRawSource(source.Kind(comps.cache, comps.object(), g.refHandler("composition", compositionRequest))).
-		WatchesRawSource(source.Kind[client.Object](ds, secretObject(), g.refHandler("inventory secret", inScope))).
+		WatchesRawSource(source.Kind[client.Object](secrets.cache, secretObject(), g.refHandler("inventory secret", inScope))).
 		WatchesRawSource(fleetSource{fleet}).
 		Complete(g.reconciler(func(ctx context.Context) (*app.Service, error) { return g.service(ctx, comps, secrets, fleet) }))
 	if err != nil {
-		return nil, fmt.Errorf("building the controller: %w", err)
+		return fmt.Errorf("building the controller: %w", err)
 	}
-	if err := mgr.Add(ds); err != nil {
-		return nil, err
+	compSize, compCount := counter()
+	secretSize, secretCount := counter()
+	if _, err := secrets.informer.AddEventHandler(secretCount); err != nil {
+		return err
 	}
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { fleet.Run(ctx); return nil })); err != nil {
-		return nil, err
-	}
+	g.added = true
 	// The host's cache runs on every replica: its Composition informer is got on the leader only,
 	// or each follower would list and watch every Composition for nothing.
-	var compInf atomic.Pointer[cache.Informer]
-	compSize, compCount := counter()
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+	synced := manager.RunnableFunc(func(ctx context.Context) error {
 		inf, err := comps.cache.GetInformer(ctx, comps.object(), cache.BlockUntilSynced(false))
 		if err != nil {
 			return fmt.Errorf("building the composition informer: %w", err)
@@ -102,32 +100,27 @@ func (g *Guest) setup(ctx context.Context) (map[string]func() int, error) {
 		if _, err := inf.AddEventHandler(compCount); err != nil {
 			return err
 		}
-		compInf.Store(&inf)
-		return nil
-	})); err != nil {
-		return nil, err
-	}
-	g.synced = func() bool {
-		inf := compInf.Load()
-		return inf != nil && (*inf).HasSynced() && secrets.Synced() && fleet.HasSynced()
-	}
-	// The operator's sign that the leader's caches hold full lists.
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		if toolscache.WaitForCacheSync(ctx.Done(), g.synced) {
+		// The operator's sign that the leader's caches hold full lists.
+		if toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced, secrets.informer.HasSynced, fleet.HasSynced) {
 			g.log.Info("caches synced", "workers", g.s.Workers, "inventoryNamespace", g.s.InventoryNamespace)
 			g.ready.Store(true)
 		} else {
 			g.log.Info("stopped before the caches synced")
 		}
 		return nil
-	})); err != nil {
-		return nil, err
+	})
+	for _, r := range []manager.Runnable{secrets.cache, manager.RunnableFunc(func(ctx context.Context) error { fleet.Run(ctx); return nil }), synced} {
+		if err := mgr.Add(r); err != nil {
+			return err
+		}
 	}
-	secretSize, secretCount := counter()
-	if _, err := secrets.informer.AddEventHandler(secretCount); err != nil {
-		return nil, err
+	if g.s.Registerer == nil {
+		return nil
 	}
-	return map[string]func() int{"compositions": compSize, "inventory-secrets": secretSize}, nil
+	if err := metrics.RegisterCacheSizes(g.s.Registerer, map[string]func() int{"compositions": compSize, "inventory-secrets": secretSize}); err != nil {
+		return fmt.Errorf("registering cache metrics: %w", err)
+	}
+	return nil
 }
 
 // fleetSource enqueues a Composition whose hand-off a slice threatens, on the event itself

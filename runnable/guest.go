@@ -12,7 +12,6 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/Azure/eno-tombstone-recovery/adapters/metrics"
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
@@ -26,9 +25,9 @@ type Guest struct {
 	clients clients
 	metrics ports.Metrics // nil when no Registerer was given
 
-	synced func() bool // the guest's caches hold their initial lists; nil when refused
+	added  bool        // the controller was added; false when refused
 	failed atomic.Bool // a runnable of the guest failed; it stays stopped until the process restarts
-	ready  atomic.Bool // synced, and said so in the log
+	ready  atomic.Bool // the leader's caches hold their initial lists, and said so in the log
 }
 
 // SetupWithManager adds the controller to mgr, which holds the Compositions (its config is the
@@ -54,22 +53,8 @@ func SetupWithManager(mgr manager.Manager, downstream *rest.Config, opts Options
 	if downstream == nil {
 		downstream = mgr.GetConfig()
 	}
-	if g.clients, err = newClients(g.clientConfig(mgr.GetConfig()), g.clientConfig(downstream)); err != nil {
-		return nil, err
-	}
-	if s.Registerer != nil {
-		if g.metrics, err = metrics.New(s.Registerer); err != nil {
-			return nil, fmt.Errorf("tombstone recovery: registering metrics: %w", err)
-		}
-	}
-	sizes, err := g.setup(context.Background())
-	if err != nil {
+	if err := g.setup(context.Background(), downstream); err != nil {
 		return nil, fmt.Errorf("tombstone recovery: %w", err)
-	}
-	if s.Registerer != nil {
-		if err := metrics.RegisterCacheSizes(s.Registerer, sizes); err != nil {
-			return nil, fmt.Errorf("tombstone recovery: registering cache metrics: %w", err)
-		}
 	}
 	return g, nil
 }
@@ -98,7 +83,7 @@ func (g *Guest) ReadyzCheck(*http.Request) error {
 	if g.failed.Load() {
 		return errors.New("tombstone recovery: the controller failed (logged); restart the process")
 	}
-	if g.synced == nil || g.ready.Load() {
+	if !g.added || g.ready.Load() {
 		return nil // refused, or synced
 	}
 	if g.s.HostElects {

@@ -304,6 +304,11 @@ func TestGuestFailuresLeaveTheHostRunning(t *testing.T) {
 				}, eventually, poll, "the guest retries: %s", &logs)
 			}
 			require.Eventually(t, func() bool { return strings.Contains(logs.String(), "Starting EventSource") }, eventually, poll, "the guest starts")
+			select { // the manager closes Elected once all its leader's runnables have started
+			case <-h.mgr.Elected():
+			case <-time.After(eventually):
+				t.Fatal("the host never led")
+			}
 			require.Error(t, g.ReadyzCheck(nil), "the leader's guest is not ready")
 			h.requireRunning(t)
 			h.requireHostReconciles(t, c, ns)

@@ -137,7 +137,7 @@ func TestGuestRunnableFailuresNeverReachTheHost(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			m := &portsfakes.FakeMetrics{}
 			var lines []string
-			g := &Guest{metrics: m, log: capture(&lines), synced: func() bool { return true }}
+			g := &Guest{metrics: m, log: capture(&lines), added: true}
 			g.ready.Store(true)
 			var r manager.Runnable
 			require.NoError(t, isolated{Manager: addOnly{add: func(added manager.Runnable) { r = added }}, g: g}.Add(manager.RunnableFunc(start)))

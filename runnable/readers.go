@@ -2,13 +2,11 @@ package runnable
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -21,45 +19,25 @@ import (
 // lineageField is the index of the cached inventory Secrets by lineage label.
 const lineageField = "tombstone-recovery.lineage"
 
-// compositionGVK is Eno's Composition, which this module reads without importing Eno.
-var (
-	compositionGVK     = k8s.CompositionGVR.GroupVersion().WithKind("Composition")
-	compositionListGVK = k8s.CompositionGVR.GroupVersion().WithKind("CompositionList")
-)
+// compositionGV is Eno's Composition's group and version, which this module reads without
+// importing Eno.
+var compositionGV = k8s.CompositionGVR.GroupVersion()
 
 // cachedCompositions is the lister adapters/k8s reads cached Compositions through. It stays a
 // client-go lister because only runnable and cmd may import controller-runtime (adapters/k8s
-// takes client-go's GenericLister). The objects are the host's typed Compositions when scheme
-// is set (adapters/k8s converts them), else unstructured; they are the cache's own: the adapter
-// copies what it keeps and never mutates them.
+// takes client-go's GenericLister). obj and list are empty prototypes: the host's typed
+// Compositions when its scheme knows them (adapters/k8s converts them), else unstructured. The
+// objects read are the cache's own: the adapter copies what it keeps and never mutates them.
 type cachedCompositions struct {
-	cache  cache.Cache
-	scheme *runtime.Scheme // the host's, which knows Eno's types; nil: unstructured
+	cache cache.Cache
+	obj   client.Object
+	list  client.ObjectList
 	// scope is the cache's namespace, "" for all; namespace is the one ByNamespace chose.
 	scope, namespace string
 }
 
-// object is an empty Composition of the cache's kind; list an empty list of them. The scheme
-// knows both kinds (Guest.compositions checked).
-func (l cachedCompositions) object() client.Object {
-	if l.scheme != nil {
-		obj, _ := l.scheme.New(compositionGVK)
-		return obj.(client.Object)
-	}
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(compositionGVK)
-	return u
-}
-
-func (l cachedCompositions) list() client.ObjectList {
-	if l.scheme != nil {
-		obj, _ := l.scheme.New(compositionListGVK)
-		return obj.(client.ObjectList)
-	}
-	u := &unstructured.UnstructuredList{}
-	u.SetGroupVersionKind(compositionListGVK)
-	return u
-}
+// object is a new empty Composition of the cache's kind.
+func (l cachedCompositions) object() client.Object { return l.obj.DeepCopyObject().(client.Object) }
 
 func (l cachedCompositions) List(selector labels.Selector) ([]runtime.Object, error) {
 	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: selector}}
@@ -69,7 +47,7 @@ func (l cachedCompositions) List(selector labels.Selector) ([]runtime.Object, er
 		}
 		opts = append(opts, client.InNamespace(l.namespace))
 	}
-	list := l.list()
+	list := l.list.DeepCopyObject().(client.ObjectList)
 	if err := l.cache.List(context.Background(), list, opts...); err != nil {
 		return nil, err
 	}
@@ -83,10 +61,7 @@ func (l cachedCompositions) Get(name string) (runtime.Object, error) {
 		return nil, apierrors.NewNotFound(k8s.CompositionGVR.GroupResource(), name)
 	}
 	obj := l.object()
-	if err := l.cache.Get(context.Background(), client.ObjectKey{Namespace: l.namespace, Name: name}, obj); err != nil {
-		return nil, err
-	}
-	return obj, nil
+	return obj, l.cache.Get(context.Background(), client.ObjectKey{Namespace: l.namespace, Name: name}, obj)
 }
 
 func (l cachedCompositions) ByNamespace(namespace string) toolscache.GenericNamespaceLister {
@@ -112,18 +87,6 @@ type cachedSecrets struct {
 	namespace string
 }
 
-// newCachedSecrets indexes the downstream cache by lineage; call it before the cache starts.
-func newCachedSecrets(ctx context.Context, c cache.Cache, namespace string) (*cachedSecrets, error) {
-	if err := c.IndexField(ctx, secretObject(), lineageField, func(o client.Object) []string { return k8s.LineageOf(o) }); err != nil {
-		return nil, fmt.Errorf("indexing the inventory secrets by lineage: %w", err)
-	}
-	inf, err := c.GetInformer(ctx, secretObject(), cache.BlockUntilSynced(false))
-	if err != nil {
-		return nil, fmt.Errorf("building the inventory secret informer: %w", err)
-	}
-	return &cachedSecrets{cache: c, informer: inf, namespace: namespace}, nil
-}
-
 func (s *cachedSecrets) Synced() bool { return s.informer.HasSynced() }
 
 func (s *cachedSecrets) ListLineage(lineage string) ([]*metav1.PartialObjectMetadata, error) {
@@ -141,8 +104,6 @@ func (s *cachedSecrets) ListLineage(lineage string) ([]*metav1.PartialObjectMeta
 
 func (s *cachedSecrets) Get(name string) (*metav1.PartialObjectMetadata, bool) {
 	m := secretObject()
-	if err := s.cache.Get(context.Background(), client.ObjectKey{Namespace: s.namespace, Name: name}, m); err != nil {
-		return nil, false
-	}
-	return m, true
+	err := s.cache.Get(context.Background(), client.ObjectKey{Namespace: s.namespace, Name: name}, m)
+	return m, err == nil
 }

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/discovery"
@@ -46,7 +47,7 @@ func newClients(cp, ds *rest.Config) (c clients, err error) {
 		c.dsHTTP, err = rest.HTTPClientFor(ds)
 	}
 	if err != nil {
-		return c, fmt.Errorf("tombstone recovery: clients: %w", err)
+		return c, err
 	}
 	var errs [6]error
 	c.dynamic, errs[0] = dynamic.NewForConfigAndClient(cp, c.cpHTTP)
@@ -55,10 +56,7 @@ func newClients(cp, ds *rest.Config) (c clients, err error) {
 	c.meta, errs[3] = metadata.NewForConfigAndClient(ds, c.dsHTTP)
 	c.dsDynamic, errs[4] = dynamic.NewForConfigAndClient(ds, c.dsHTTP)
 	c.discovery, errs[5] = discovery.NewDiscoveryClientForConfigAndClient(ds, c.dsHTTP)
-	if err := errors.Join(errs[:]...); err != nil {
-		return c, fmt.Errorf("tombstone recovery: clients: %w", err)
-	}
-	return c, nil
+	return c, errors.Join(errs[:]...)
 }
 
 // secretObject is the metadata-only inventory Secret the downstream cache is keyed by.
@@ -87,15 +85,21 @@ func (g *Guest) ownCache(cfg *rest.Config, hc *http.Client, obj client.Object, r
 // unstructured (standalone).
 func (g *Guest) compositions(mgr isolated) (*cachedCompositions, error) {
 	c := &cachedCompositions{cache: mgr.GetCache(), scope: g.s.Scope.Namespace}
-	if mgr.GetScheme().Recognizes(compositionGVK) && mgr.GetScheme().Recognizes(compositionListGVK) {
-		c.scheme = mgr.GetScheme()
+	obj, objErr := mgr.GetScheme().New(compositionGV.WithKind("Composition"))
+	list, listErr := mgr.GetScheme().New(compositionGV.WithKind("CompositionList"))
+	if objErr == nil && listErr == nil {
+		c.obj, c.list = obj.(client.Object), list.(client.ObjectList)
 		return c, nil
 	}
+	u, ul := &unstructured.Unstructured{}, &unstructured.UnstructuredList{}
+	u.SetGroupVersionKind(compositionGV.WithKind("Composition"))
+	ul.SetGroupVersionKind(compositionGV.WithKind("CompositionList"))
+	c.obj, c.list = u, ul
 	by := cache.ByObject{Label: g.s.CompositionSelector}
 	if g.s.Scope.Namespace != "" {
 		by.Namespaces = map[string]cache.Config{g.s.Scope.Namespace: {}}
 	}
-	own, err := g.ownCache(g.clients.cpConfig, g.clients.cpHTTP, c.object(), k8s.CompositionGVR.Resource, g.s.ResyncPeriod, by)
+	own, err := g.ownCache(g.clients.cpConfig, g.clients.cpHTTP, u, k8s.CompositionGVR.Resource, g.s.ResyncPeriod, by)
 	if err == nil {
 		err = mgr.Add(own)
 	}
@@ -119,36 +123,44 @@ func (g *Guest) watchError(resource string) toolscache.WatchErrorHandlerWithCont
 // selected by our label and type: the API server sends no data at all, so the cache, the initial
 // list and every watch event grow with the number of Secrets, not with the size of the
 // inventories. Downstream objects are read live through the metadata client, so no informer is
-// started per kind read. Nothing of a Secret is re-delivered on a timer.
-func (g *Guest) downstreamCache() (cache.Cache, error) {
-	return g.ownCache(g.clients.dsConfig, g.clients.dsHTTP, secretObject(), "secrets", 0, cache.ByObject{
+// started per kind read. Nothing of a Secret is re-delivered on a timer. The cache is indexed
+// by lineage.
+func (g *Guest) downstreamCache(ctx context.Context) (*cachedSecrets, error) {
+	c, err := g.ownCache(g.clients.dsConfig, g.clients.dsHTTP, secretObject(), "secrets", 0, cache.ByObject{
 		Namespaces: map[string]cache.Config{g.s.InventoryNamespace: {}},
 		Label:      labels.SelectorFromSet(labels.Set{domain.LabelManagedBy: domain.ManagedByValue}),
 		Field:      fields.OneTermEqualSelector("type", domain.SecretType),
 	})
+	if err != nil {
+		return nil, fmt.Errorf("building the inventory secret cache: %w", err)
+	}
+	if err := c.IndexField(ctx, secretObject(), lineageField, func(o client.Object) []string { return k8s.LineageOf(o) }); err != nil {
+		return nil, fmt.Errorf("indexing the inventory secrets by lineage: %w", err)
+	}
+	inf, err := c.GetInformer(ctx, secretObject(), cache.BlockUntilSynced(false))
+	if err != nil {
+		return nil, fmt.Errorf("building the inventory secret informer: %w", err)
+	}
+	return &cachedSecrets{cache: c, informer: inf, namespace: g.s.InventoryNamespace}, nil
 }
 
 // service builds app's Service over the adapters: reads of Compositions through the cached
 // informer (the seam the simulation makes stale), the guard, decisions and every write live.
 func (g *Guest) service(ctx context.Context, cached *cachedCompositions, secrets *cachedSecrets, fleet *k8s.FleetIndex) (*app.Service, error) {
-	c := g.clients
+	c, cfg := g.clients, g.s.Config
 	comps, err := k8s.NewCompositions(c.dynamic, cached)
 	deps := app.Deps{Compositions: comps, Live: comps, Decisions: comps, Fleet: fleet, Metrics: g.metrics}
 	errs := make([]error, 5)
-	errs[0] = err
-	deps.Store, errs[1] = k8s.NewSecretStore(c.core, secrets, g.s.InventoryNamespace)
-	deps.Slices, errs[2] = k8s.NewSlices(c.dynamic)
-	deps.Sink, errs[3] = k8s.NewTombstoneSink(c.dynamic)
-	deps.Downstream, errs[4] = k8s.NewDownstreamObjects(c.meta, c.dsDynamic, c.discovery)
-	deps.Events, err = k8s.NewRecorder(g.mgr.GetEventRecorderFor(k8s.DefaultEventSource))
-	if err := errors.Join(append(errs, err)...); err != nil {
-		return nil, err
+	deps.Store, errs[0] = k8s.NewSecretStore(c.core, secrets, g.s.InventoryNamespace)
+	deps.Slices, errs[1] = k8s.NewSlices(c.dynamic)
+	deps.Sink, errs[2] = k8s.NewTombstoneSink(c.dynamic)
+	deps.Downstream, errs[3] = k8s.NewDownstreamObjects(c.meta, c.dsDynamic, c.discovery)
+	deps.Events, errs[4] = k8s.NewRecorder(g.mgr.GetEventRecorderFor(k8s.DefaultEventSource))
+	if err = errors.Join(append(errs, err)...); err == nil && cfg.ControlPlane == "" {
+		cfg.ControlPlane, err = k8s.ControlPlaneID(ctx, c.cpMeta)
 	}
-	cfg := g.s.Config
-	if cfg.ControlPlane == "" {
-		if cfg.ControlPlane, err = k8s.ControlPlaneID(ctx, c.cpMeta); err != nil {
-			return nil, err
-		}
+	if err != nil {
+		return nil, err
 	}
 	return app.New(cfg, deps)
 }
