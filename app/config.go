@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
@@ -168,8 +169,10 @@ type Service struct {
 	policy  domain.Policy
 	deps    Deps
 	planner planner
-	reviews *ignoredReviews
-	marks   *markedSyntheses
+	// reviews holds, per Composition, the ignored review last announced (a domain.IgnoredReview);
+	// marks, the markKey of the last synthesis checked for disabled entries (markDisabledLater).
+	reviews *sync.Map
+	marks   *sync.Map
 	orphans *counts
 	// unresolved counts the unresolved entries of each Composition's snapshot.
 	kept *counts
@@ -191,7 +194,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	deps.Metrics = cmp.Or[ports.Metrics](deps.Metrics, noMetrics{})
 	return &Service{cfg: cfg, policy: domain.Policy{Enabled: cfg.Enabled, Scope: cfg.Scope}, deps: deps, planner: planner{
 		cfg: cfg, secrets: deps.Store, slices: deps.Slices, fleet: deps.Fleet, live: deps.Live, downstream: deps.Downstream, failures: &readFailures{},
-	}, reviews: &ignoredReviews{}, marks: &markedSyntheses{}, orphans: &counts{}, kept: &counts{}}, nil
+	}, reviews: &sync.Map{}, marks: &sync.Map{}, orphans: &counts{}, kept: &counts{}}, nil
 }
 
 type noEvents struct{}

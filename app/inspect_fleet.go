@@ -129,14 +129,20 @@ func (in *Inspector) InspectAll(ctx context.Context, pendingLong time.Duration) 
 			fleet.Rows = append(fleet.Rows, row)
 			continue
 		}
-		// The list is read live unless the lister is a cache; inspect is given a live one.
-		live := c
-		orphans, err := in.orphansRemaining(ctx, live)
-		if err != nil {
-			row.Error = "checking the carried hand-off: " + err.Error()
-			row.attend(AttentionUnreadable, row.Error)
+		// The "did Eno do it?" check, read-only, once the carrying synthesis is Ready: a carried
+		// slice that is gone or not this controller's counts nothing, as the controller's check
+		// skips it. The list is read live unless the lister is a cache; inspect is given a live one.
+		var orphans *int
+		if len(domain.CarriedRecoverySlices(c)) > 0 && c.Synthesis != nil && c.Synthesis.Ready {
+			check, err := checkCarried(ctx, in.deps.Slices, planner{cfg: in.cfg, downstream: in.deps.Downstream}, c)
+			if n := len(check.remaining); err == nil {
+				orphans = &n
+			} else {
+				row.Error = "checking the carried hand-off: " + err.Error()
+				row.attend(AttentionUnreadable, row.Error)
+			}
 		}
-		row.fill(live, report, orphans, now, pendingLong)
+		row.fill(c, report, orphans, now, pendingLong)
 		fleet.Rows = append(fleet.Rows, row)
 	}
 	// The rows that need a person first (a reversed compare of min(len, 1)), then by name.
@@ -202,20 +208,4 @@ func (r *FleetRow) fill(comp domain.Composition, report *InspectReport, orphans 
 				AgeSeconds: int64(report.InspectedAt.Sub(s.SynthesisTimestamp) / time.Second), Chunks: s.ChunksExpected}
 		}
 	}
-}
-
-// orphansRemaining is the "did Eno do it?" check, read-only: of the hand-off that
-// comp's current synthesis carried, the tombstoned objects still present. Nil when there is no
-// such hand-off or the carrying synthesis is not Ready yet; a carried slice that is gone or not
-// this controller's counts nothing, as the controller's check skips it.
-func (in *Inspector) orphansRemaining(ctx context.Context, comp domain.Composition) (*int, error) {
-	if len(domain.CarriedRecoverySlices(comp)) == 0 || comp.Synthesis == nil || !comp.Synthesis.Ready {
-		return nil, nil
-	}
-	check, err := checkCarried(ctx, in.deps.Slices, planner{cfg: in.cfg, downstream: in.deps.Downstream}, comp)
-	if err != nil {
-		return nil, err
-	}
-	n := len(check.remaining)
-	return &n, nil
 }

@@ -73,24 +73,13 @@ func (s *Service) recover(ctx context.Context, comp domain.Composition, state do
 // event, not one per resync.
 func (s *Service) announceIgnoredReview(comp domain.Composition, d domain.Decision) {
 	ignored, ok := domain.IgnoredReviewOf(comp)
-	ok = ok && d.Outcome == domain.OutcomeHeldForReview // the annotation is read only when the guard trips
-	if s.reviews.firstSeen(comp.Ref(), ignored, ok) {
+	if !ok || d.Outcome != domain.OutcomeHeldForReview { // the annotation is read only when the guard trips
+		s.reviews.Delete(comp.Ref()) // the same bad value set again later is announced again
+		return
+	}
+	if prev, seen := s.reviews.Swap(comp.Ref(), ignored); !seen || prev != ignored {
 		s.deps.Events.Warning(comp, "ReviewIgnored", ignored.Message())
 	}
-}
-
-// ignoredReviews remembers, per Composition, the ignored review last announced.
-type ignoredReviews struct{ seen sync.Map } // domain.CompositionRef: domain.IgnoredReview
-
-// firstSeen reports whether r is new for ref; !ignored forgets ref, so that the same bad value
-// set again later is announced again.
-func (m *ignoredReviews) firstSeen(ref domain.CompositionRef, r domain.IgnoredReview, ignored bool) bool {
-	if !ignored {
-		m.seen.Delete(ref)
-		return false
-	}
-	prev, ok := m.seen.Swap(ref, r)
-	return !ok || prev != r
 }
 
 // Plan computes what recovery would decide now for comp as given, without writing anything: a
