@@ -140,11 +140,9 @@ func (s *Service) splitInventory(ctx context.Context, comp domain.Composition, l
 	return inv, chunks, nil
 }
 
-// unresolved is what the new snapshot carries for a person to resolve: the entries of the
-// history it replaces (or, refused, what it names that inv does not), what this reconcile's
-// recovery kept, and what the carried hand-off's plan
-// kept and Eno left (OrphansRemain), less each object a read finds
-// gone or replaced (design §3). A read that fails keeps the entry.
+// unresolved is what the new snapshot carries for a person (design §3): the replaced history's
+// (or, refused, what it names that inv does not), what this reconcile's recovery and the carried
+// hand-off kept or Eno left, less each object a read finds gone or replaced; a failed read keeps it.
 func (s *Service) unresolved(ctx context.Context, comp domain.Composition, byName map[string]domain.ChunkSecret, inv domain.Inventory, prior *liveReads, carried []domain.Unresolved) []domain.Unresolved {
 	log := logr.FromContextOrDiscard(ctx)
 	old, unreadable := domain.UnresolvedIn(slices.Collect(maps.Values(byName)), comp.Ref())
