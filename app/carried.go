@@ -84,10 +84,8 @@ func checkCarried(ctx context.Context, slices ports.SliceReader, p planner, comp
 	return check, nil
 }
 
-// readCarried reads the carried recovery slices names: those that are this incarnation's hand-off
-// of the previous synthesis, with their pending tombstones, and the names of those that are
-// gone. A slice under such a name that is not ours is left out (logged): it is never checked,
-// nor written.
+// readCarried reads the carried recovery slices names with their pending tombstones, and the
+// names of those gone. One that is not this incarnation's hand-off is left out (logged).
 func readCarried(ctx context.Context, slices ports.SliceReader, comp domain.Composition, names []string) (read []domain.ResourceSlice, pending []domain.Tombstone, gone []string, err error) {
 	all, gone, err := readRecoverySlices(ctx, slices, comp, names)
 	for _, sl := range all {

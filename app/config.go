@@ -26,15 +26,13 @@ type Config struct {
 	MaxChunks int
 	// MaxTombstoneFraction is the deletion guard (design §6.1); 1.0 disables it.
 	MaxTombstoneFraction float64
-	// PendingRecheckInterval is how often a pending hand-off's tombstones are checked again
-	// against their objects, until Eno carries them (design §6.2).
+	// PendingRecheckInterval is how often a pending hand-off is watched again (design §6.2).
 	PendingRecheckInterval time.Duration
 	// ReconcileTimeout bounds one reconcile; a reconcile past it is cancelled and retried.
 	ReconcileTimeout time.Duration
-	// AllowCrossNamespaceLineage lets a Composition with no history of its own adopt a
-	// lineage's history recorded in another namespace, and recording replace another
-	// namespace's Secrets once their Composition is gone (design §4, design §5 step 3). Off by default:
-	// a lineage override is only an annotation.
+	// AllowCrossNamespaceLineage lets a Composition with no history of its own adopt one recorded
+	// in another namespace, and recording replace another namespace's Secrets once their
+	// Composition is gone (design §4, §5 step 3). Off by default: an override is only an annotation.
 	AllowCrossNamespaceLineage bool
 	// ControlPlane names this control plane in the inventory Secrets it writes, and selects the
 	// ones it reads (design §3): the UID of its kube-system Namespace unless an operator names it

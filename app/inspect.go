@@ -25,10 +25,8 @@ type InspectDeps struct {
 	Lister ports.CompositionLister
 }
 
-// Inspector is the inspect use case: a lineage's history as recovery reads it, with every
-// finding, and, given the control plane, what recovery would decide now. It is read-only by
-// construction: it holds only readers, and its dry run plans through the same read-only planner
-// as recovery.
+// Inspector is the inspect use case: a lineage's history as recovery reads it and, given the
+// control plane, a dry run through recovery's planner. It holds only readers.
 type Inspector struct {
 	cfg  Config
 	deps InspectDeps

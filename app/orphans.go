@@ -9,11 +9,9 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// counts holds each Composition's last count of one kind, for a gauge: the "did Eno do it?"
-// orphans (orphans_remaining), or the unresolved entries of its snapshot (unresolved_entries). A
-// count above zero is read again on every reconcile until it reaches zero, so a manual cleanup
-// or a dismissal shows; a count this process has not made yet (after a restart) is made once,
-// quietly. One deleted or out of scope is forgotten (design §6.2, "Did Eno do it?").
+// counts holds each Composition's last count for a gauge (orphans_remaining, unresolved_entries).
+// One above zero, or not made by this process, is made again on every reconcile, so a manual
+// cleanup or a dismissal shows (design §6.2, "Did Eno do it?").
 type counts struct{ last sync.Map } // domain.CompositionRef: int
 
 func (o *counts) set(ref domain.CompositionRef, n int) { o.last.Store(ref, n) }

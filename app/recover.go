@@ -25,10 +25,8 @@ type RecoverResult struct {
 	Composition domain.Composition
 }
 
-// recover decides a synthesis that needs a decision. Past the commit point of an earlier pass
-// (HandoffNamed) it only resumes that hand-off, from the named slices; otherwise it plans, then
-// hands the tombstones off or writes the decision after a live recheck. It returns what it read
-// live, for recording to reuse.
+// recover decides a synthesis: past the commit point (HandoffNamed) it only resumes that hand-off;
+// otherwise it plans, then hands off or decides after a live recheck, and returns its live reads.
 func (s *Service) recover(ctx context.Context, comp domain.Composition, state domain.HandoffState, names []string) (RecoverResult, liveReads, error) {
 	fault(ctx, faultRecover, comp.Ref())
 	ctx = logr.NewContext(ctx, logr.FromContextOrDiscard(ctx).WithValues("synthesisUUID", comp.SynthesisUUID()))
@@ -270,10 +268,9 @@ func (p planner) markProducedElsewhere(ctx context.Context, observed map[domain.
 	return nil
 }
 
-// observe reads each tombstone's object downstream (design §6.3). A read that fails (a server
-// error, a timeout) is an error, retried, until it has failed readFailuresToKeep plans in a row;
-// then it is ObjectReadFailed, for the plan to keep or retry (domain.ReadOutage). A canceled
-// pass is an error.
+// observe reads each tombstone's object downstream (design §6.3). A failed read is an error,
+// retried, until it has failed readFailuresToKeep plans in a row; then it is ObjectReadFailed,
+// for the plan to keep or retry (domain.ReadOutage).
 func (p planner) observe(ctx context.Context, tombstones []domain.Tombstone) (map[domain.ResourceID]domain.Observation, error) {
 	observed := make(map[domain.ResourceID]domain.Observation, len(tombstones))
 	for _, t := range tombstones {
