@@ -191,7 +191,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	deps.Events = cmp.Or[ports.EventRecorder](deps.Events, noEvents{})
 	deps.Metrics = cmp.Or[ports.Metrics](deps.Metrics, noMetrics{})
 	return &Service{cfg: cfg, policy: domain.Policy{Enabled: cfg.Enabled, Scope: cfg.Scope}, deps: deps, planner: planner{
-		cfg: cfg, secrets: deps.Store, slices: deps.Slices, fleet: deps.Fleet, live: deps.Live, downstream: deps.Downstream, failures: &readFailures{},
+		cfg: cfg, secrets: deps.Store, slices: deps.Slices, fleet: deps.Fleet, live: deps.Live, downstream: deps.Downstream, failures: &readFailures{n: map[domain.ResourceID]int{}},
 	}, reviews: &sync.Map{}, marks: &sync.Map{}, orphans: &counts{}, kept: &counts{}}, nil
 }
 

@@ -11,12 +11,10 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// markDisabledLater runs when recording cannot record comp's current synthesis (not Ready,
-// awaiting a decision, or the Composition deleting). When that synthesis disables an
-// entry that the snapshot a successor would read records enabled, it marks the snapshot, and a
-// successor's recovery keeps the entry as Disabled (design §4, disabled later). The synthesis's slices are
-// read once per synthesis and process; the Secrets only when it disables something; one write
-// only when it disables a recorded entry not marked yet.
+// markDisabledLater runs when recording cannot record comp's current synthesis. When that
+// synthesis disables an entry the snapshot a successor would read records enabled, it marks the
+// snapshot, and a successor's recovery keeps the entry as Disabled (design §4, disabled later).
+// The slices are read once per synthesis and process, the Secrets only when it disables any.
 func (s *Service) markDisabledLater(ctx context.Context, comp domain.Composition) error {
 	if comp.Synthesis == nil || comp.Synthesis.UUID == "" {
 		return nil

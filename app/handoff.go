@@ -215,9 +215,8 @@ func (s *Service) resumeNamed(ctx context.Context, comp domain.Composition, name
 			lost = append(lost, h.SliceName(comp, i))
 		}
 	}
-	// Time may have passed since the slices were named (a crash, a lost Lease, a decision
-	// write that kept failing): each tombstone checks itself when Eno acts, and the watch adds
-	// the rest.
+	// Time may have passed since the slices were named (a crash, a lost Lease): each tombstone
+	// checks itself when Eno acts, and the watch adds the rest.
 	if err := s.watchTakeovers(ctx, comp, read); err != nil {
 		return res, err
 	}

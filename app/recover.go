@@ -124,9 +124,6 @@ func (r *readFailures) failed(id domain.ResourceID) (int, bool) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.n == nil {
-		r.n = map[domain.ResourceID]int{}
-	}
 	r.n[id]++
 	return r.n[id], r.n[id] >= readFailuresToKeep
 }
