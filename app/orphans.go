@@ -37,9 +37,8 @@ func (s *Service) refreshOrphans(ctx context.Context, comp domain.Composition) {
 	s.orphans.set(comp.Ref(), len(check.remaining))
 }
 
-// refreshUnresolved counts again the unresolved entries of the snapshot the fast path found,
-// from cached, when the last count was above zero or not made by this process: chunk 0 is read
-// live only when it is in format 3. A failed read leaves the last count.
+// refreshUnresolved counts again, as refreshOrphans does, the unresolved entries of the snapshot
+// the fast path found in cached: chunk 0 is read live only in format 3.
 func (s *Service) refreshUnresolved(ctx context.Context, comp domain.Composition, cached []domain.ChunkSecret) {
 	if n, ok := s.kept.get(comp.Ref()); ok && n == 0 {
 		return

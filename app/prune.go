@@ -18,8 +18,7 @@ import (
 // deletes it.
 const DefaultPruneOlderThan = 720 * time.Hour
 
-// PruneDeps are what prune reads and deletes through: the control plane live, and the
-// downstream's inventory namespace.
+// PruneDeps are what prune reads (the control plane, live) and deletes through (the inventory).
 type PruneDeps struct {
 	Compositions ports.LiveReader
 	Lister       ports.CompositionLister
