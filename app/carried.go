@@ -16,16 +16,12 @@ import (
 // orphansEventLimit is how many remaining orphans one event names.
 const orphansEventLimit = 20
 
-// verifyCarried checks, before the first synthesis after a hand-off is recorded, that Eno did
-// delete what it was handed. The tombstones come from the recovery slices that the previous
-// synthesis names, and any tombstoned object still present is reported as OrphansRemain, and a
-// gone slice as RecoverySliceLost. Recording proceeds whatever it finds: a Composition must not
-// stay without history, and nothing is retried automatically. A read that fails is logged and
-// skips the report. The count is kept for the orphans_remaining gauge (design §6.2, "Did Eno do
-// it?").
-//
-// It returns what the recording lists as unresolved (design §3): the orphans that remain, and
-// what the Recovered plan kept for a person (domain.AnnotationKept).
+// verifyCarried checks, before the first synthesis after a hand-off is recorded, that Eno deleted
+// what the previous synthesis's recovery slices handed it: an object still present is
+// OrphansRemain, a gone slice RecoverySliceLost. Recording proceeds whatever it finds (a
+// Composition must not stay without history); a failed read is logged (design §6.2, "Did Eno do
+// it?"). It returns what the recording lists as unresolved (design §3): the orphans that
+// remain, and what the Recovered plan kept for a person.
 func (s *Service) verifyCarried(ctx context.Context, comp domain.Composition) []domain.Unresolved {
 	log := logr.FromContextOrDiscard(ctx)
 	check, err := checkCarried(ctx, s.deps.Slices, s.planner, comp)
@@ -71,8 +67,7 @@ type carriedCheck struct {
 }
 
 // checkCarried reads the hand-off comp's previous synthesis carried, and the objects its
-// tombstones name, through p. Nothing carried is an empty check. The controller and inspect both
-// check through it.
+// tombstones name, through p: the controller's check and inspect's.
 func checkCarried(ctx context.Context, slices ports.SliceReader, p planner, comp domain.Composition) (check carriedCheck, err error) {
 	var kerr error
 	read, tombstones, gone, err := readCarried(ctx, slices, comp, domain.CarriedRecoverySlices(comp))
@@ -89,10 +84,8 @@ func checkCarried(ctx context.Context, slices ports.SliceReader, p planner, comp
 	return check, nil
 }
 
-// readCarried reads the carried recovery slices names: those that are this incarnation's hand-off
-// of the previous synthesis, with their pending tombstones, and the names of those that are
-// gone. A slice under such a name that is not ours is left out (logged): it is never checked,
-// nor written.
+// readCarried reads the carried recovery slices names with their pending tombstones, and the
+// names of those gone. One that is not this incarnation's hand-off is left out (logged).
 func readCarried(ctx context.Context, slices ports.SliceReader, comp domain.Composition, names []string) (read []domain.ResourceSlice, pending []domain.Tombstone, gone []string, err error) {
 	all, gone, err := readRecoverySlices(ctx, slices, comp, names)
 	for _, sl := range all {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
@@ -25,15 +26,13 @@ type Config struct {
 	MaxChunks int
 	// MaxTombstoneFraction is the deletion guard (design §6.1); 1.0 disables it.
 	MaxTombstoneFraction float64
-	// PendingRecheckInterval is how often a pending hand-off's tombstones are checked again
-	// against their objects, until Eno carries them (design §6.2).
+	// PendingRecheckInterval is how often a pending hand-off is watched again (design §6.2).
 	PendingRecheckInterval time.Duration
 	// ReconcileTimeout bounds one reconcile; a reconcile past it is cancelled and retried.
 	ReconcileTimeout time.Duration
-	// AllowCrossNamespaceLineage lets a Composition with no history of its own adopt a
-	// lineage's history recorded in another namespace, and recording replace another
-	// namespace's Secrets once their Composition is gone (design §4, design §5 step 3). Off by default:
-	// a lineage override is only an annotation.
+	// AllowCrossNamespaceLineage lets a Composition with no history of its own adopt one recorded
+	// in another namespace, and recording replace another namespace's Secrets once their
+	// Composition is gone (design §4, §5 step 3). Off by default: an override is only an annotation.
 	AllowCrossNamespaceLineage bool
 	// ControlPlane names this control plane in the inventory Secrets it writes, and selects the
 	// ones it reads (design §3): the UID of its kube-system Namespace unless an operator names it
@@ -168,8 +167,10 @@ type Service struct {
 	policy  domain.Policy
 	deps    Deps
 	planner planner
-	reviews *ignoredReviews
-	marks   *markedSyntheses
+	// reviews holds, per Composition, the ignored review last announced (a domain.IgnoredReview);
+	// marks, the markKey of the last synthesis checked for disabled entries (markDisabledLater).
+	reviews *sync.Map
+	marks   *sync.Map
 	orphans *counts
 	// unresolved counts the unresolved entries of each Composition's snapshot.
 	kept *counts
@@ -190,8 +191,8 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	deps.Events = cmp.Or[ports.EventRecorder](deps.Events, noEvents{})
 	deps.Metrics = cmp.Or[ports.Metrics](deps.Metrics, noMetrics{})
 	return &Service{cfg: cfg, policy: domain.Policy{Enabled: cfg.Enabled, Scope: cfg.Scope}, deps: deps, planner: planner{
-		cfg: cfg, secrets: deps.Store, slices: deps.Slices, fleet: deps.Fleet, live: deps.Live, downstream: deps.Downstream, failures: &readFailures{},
-	}, reviews: &ignoredReviews{}, marks: &markedSyntheses{}, orphans: &counts{}, kept: &counts{}}, nil
+		cfg: cfg, secrets: deps.Store, slices: deps.Slices, fleet: deps.Fleet, live: deps.Live, downstream: deps.Downstream, failures: &readFailures{n: map[domain.ResourceID]int{}},
+	}, reviews: &sync.Map{}, marks: &sync.Map{}, orphans: &counts{}, kept: &counts{}}, nil
 }
 
 type noEvents struct{}

@@ -5,33 +5,22 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 
 	"github.com/go-logr/logr"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// markedSyntheses remembers, per Composition, the last synthesis whose disabled entries were
-// checked against the snapshot: once per synthesis and process.
-type markedSyntheses struct{ seen sync.Map } // domain.CompositionRef: its markKey
-
-func (m *markedSyntheses) checked(ref domain.CompositionRef, key string) bool {
-	v, _ := m.seen.Load(ref)
-	return v == key
-}
-
-func (m *markedSyntheses) done(ref domain.CompositionRef, key string) { m.seen.Store(ref, key) }
-
-// markDisabledLater runs when recording cannot record comp's current synthesis (not Ready,
-// awaiting a decision, or the Composition deleting). When that synthesis disables an
-// entry that the snapshot a successor would read records enabled, it marks the snapshot, and a
-// successor's recovery keeps the entry as Disabled (design §4, disabled later). The synthesis's slices are
-// read once per synthesis and process; the Secrets only when it disables something; one write
-// only when it disables a recorded entry not marked yet.
+// markDisabledLater runs when recording cannot record comp's current synthesis. When that
+// synthesis disables an entry the snapshot a successor would read records enabled, it marks the
+// snapshot, and a successor's recovery keeps the entry as Disabled (design §4, disabled later).
+// The slices are read once per synthesis and process, the Secrets only when it disables any.
 func (s *Service) markDisabledLater(ctx context.Context, comp domain.Composition) error {
-	if comp.Synthesis == nil || comp.Synthesis.UUID == "" || s.marks.checked(comp.Ref(), markKey(comp)) {
+	if comp.Synthesis == nil || comp.Synthesis.UUID == "" {
 		return nil
+	}
+	if last, _ := s.marks.Load(comp.Ref()); last == markKey(comp) {
+		return nil // once per synthesis and process
 	}
 	lineage, err := domain.LineageOf(comp)
 	if err != nil {
@@ -56,7 +45,7 @@ func (s *Service) markDisabledLater(ctx context.Context, comp domain.Composition
 		return fmt.Errorf("reading the current synthesis for the entries it disables: %w", err)
 	}
 	if !contents.DisablesAny() {
-		s.marks.done(comp.Ref(), markKey(comp))
+		s.marks.Store(comp.Ref(), markKey(comp))
 		return nil
 	}
 	secrets, err := s.deps.Store.ListChunks(ctx, lineage)
@@ -73,7 +62,7 @@ func (s *Service) markDisabledLater(ctx context.Context, comp domain.Composition
 	}
 	snap, err := domain.ReadSnapshotFor(successor, mine, s.cfg.Now(), s.cfg.MaxChunks, s.cfg.adoption())
 	if err != nil {
-		s.marks.done(comp.Ref(), markKey(comp)) // no history a successor would read
+		s.marks.Store(comp.Ref(), markKey(comp)) // no history a successor would read
 		return nil
 	}
 	ids := domain.NewlyDisabled(snap, contents)
@@ -91,7 +80,7 @@ func (s *Service) markDisabledLater(ctx context.Context, comp domain.Composition
 		s.deps.Events.Normal(comp, "InventoryMarked", fmt.Sprintf("synthesis %s disables %d resource(s) recorded in snapshot %s (%s); recovery keeps them",
 			comp.Synthesis.UUID, len(ids), snap.SynthesisUUID(), domain.FirstIDs(ts, 5)))
 	}
-	s.marks.done(comp.Ref(), markKey(comp))
+	s.marks.Store(comp.Ref(), markKey(comp))
 	return nil
 }
 

@@ -19,9 +19,8 @@ func (e *ForeignSecretError) Error() string {
 }
 
 // LineageCollisionError: a Secret of ours at a chunk's name holds the history of another
-// Composition, which exists, or which is in another namespace while adoption across namespaces
-// is off: two Compositions of one name in different namespaces share a lineage, or their names
-// collide after the 253-character cut. Nothing was written.
+// Composition that exists, or is in another namespace while adoption across namespaces is off
+// (one name in two namespaces, or names cut at 253 characters). Nothing was written.
 type LineageCollisionError struct {
 	Namespace string
 	Name      string

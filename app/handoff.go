@@ -23,10 +23,8 @@ type step struct {
 	record   bool // recording may run next
 }
 
-// advance moves comp's hand-off on by one step, from its state (domain.HandoffStateOf): it plans,
-// then arms, names and decides (recover, handOff); resumes a named hand-off (resumeNamed);
-// watches a decided or carried one (watch); retires a done or abandoned one (retire). A plan that
-// decides goes on from the state it leaves. It says whether recording may run next.
+// advance moves comp's hand-off on by one step from its state (domain.HandoffStateOf): plan and
+// hand off, resume, watch or retire; a plan that decides goes on from the state it leaves.
 func (s *Service) advance(ctx context.Context, comp domain.Composition) (step, error) {
 	st := step{comp: comp, observed: &ports.CompositionState{}}
 	for {
@@ -198,12 +196,9 @@ func (s *Service) nameRecoverySlice(ctx context.Context, written domain.Composit
 	}
 }
 
-// resumeNamed finishes a hand-off whose recovery slices the synthesis names but that was never
-// decided: the one resume path. It reads every named slice, never plans again, and finishes
-// with the parts it finds. A part that is gone, or was never named, is reported as
-// RecoverySliceLost: its tombstones are not handed to Eno. A slice of the family that is not
-// this controller's hand-off for this synthesis is never adopted: a RecoverySliceInvalid
-// refusal.
+// resumeNamed finishes a named hand-off never decided, the one resume path: it never plans again
+// and finishes with the parts it reads (readNamed). A part gone or never named is reported as
+// RecoverySliceLost: its tombstones are not handed to Eno.
 func (s *Service) resumeNamed(ctx context.Context, comp domain.Composition, names []string) (RecoverResult, error) {
 	res := RecoverResult{Composition: comp}
 	h, read, lost, err := s.readNamed(ctx, comp, names)
@@ -220,9 +215,8 @@ func (s *Service) resumeNamed(ctx context.Context, comp domain.Composition, name
 			lost = append(lost, h.SliceName(comp, i))
 		}
 	}
-	// Time may have passed since the slices were named (a crash, a lost Lease, a decision
-	// write that kept failing): each tombstone checks itself when Eno acts, and the watch adds
-	// the rest.
+	// Time may have passed since the slices were named (a crash, a lost Lease): each tombstone
+	// checks itself when Eno acts, and the watch adds the rest.
 	if err := s.watchTakeovers(ctx, comp, read); err != nil {
 		return res, err
 	}

@@ -25,10 +25,8 @@ type InspectDeps struct {
 	Lister ports.CompositionLister
 }
 
-// Inspector is the inspect use case: a lineage's history as recovery reads it, with every
-// finding, and, given the control plane, what recovery would decide now. It is read-only by
-// construction: it holds only readers, and its dry run plans through the same read-only planner
-// as recovery.
+// Inspector is the inspect use case: a lineage's history as recovery reads it and, given the
+// control plane, a dry run through recovery's planner. It holds only readers.
 type Inspector struct {
 	cfg  Config
 	deps InspectDeps
@@ -108,7 +106,17 @@ func (in *Inspector) Inspect(ctx context.Context, target InspectTarget) (*Inspec
 	if comp != nil {
 		h = domain.ReadHistoryFor(*comp, mine, now, in.cfg.MaxChunks, in.cfg.adoption())
 	}
-	report.addHistory(h, mine, in.cfg.MaxChunkBytes)
+	for _, s := range h.Snapshots {
+		report.Snapshots = append(report.Snapshots, snapshotReportOf(s, in.cfg.MaxChunkBytes))
+	}
+	sizes := make(map[string]int, len(mine))
+	for _, s := range mine {
+		sizes[s.Name] = s.DataSize()
+	}
+	for _, f := range h.Rejected() {
+		report.RejectedSecrets = append(report.RejectedSecrets, RejectedSecret{Secret: f.Secret, Bytes: sizes[f.Secret], Reason: f.Reason.String(), Detail: f.Detail})
+	}
+	report.Verdict = verdictReportOf(h.Verdict())
 	if inv, ok := refused.(*domain.InventoryInvalidError); ok {
 		report.Verdict = VerdictReport{Outcome: domain.OutcomeInventoryInvalid.String(), Reason: inv.Reason.String(), Secret: inv.Secret, Detail: inv.Detail}
 	}
@@ -130,9 +138,7 @@ func (in *Inspector) Inspect(ctx context.Context, target InspectTarget) (*Inspec
 		}
 		comp = c
 	}
-	if report.DryRun, err = in.dryRun(ctx, *comp, secrets, now); err != nil {
-		return nil, err
-	}
+	report.DryRun = in.dryRun(ctx, *comp, lineage, secrets, now)
 	return report, nil
 }
 
@@ -180,13 +186,9 @@ func (in *Inspector) lineageComposition(ctx context.Context, lineage domain.Line
 
 // dryRun computes what recovery would decide now through the planner recovery uses, fed the
 // Secrets already listed, so it judges what the report shows. The planner holds only readers.
-func (in *Inspector) dryRun(ctx context.Context, comp domain.Composition, secrets []domain.ChunkSecret, now time.Time) (*DryRunReport, error) {
+func (in *Inspector) dryRun(ctx context.Context, comp domain.Composition, lineage domain.Lineage, secrets []domain.ChunkSecret, now time.Time) *DryRunReport {
 	cfg := in.cfg
 	cfg.Now = func() time.Time { return now }
-	lineage, err := domain.LineageOf(comp)
-	if err != nil {
-		return nil, err
-	}
 	p := planner{cfg: cfg, secrets: in.deps.Secrets, slices: in.deps.Slices, fleet: in.deps.Fleet, live: in.deps.Compositions, downstream: in.deps.Downstream}
 	mine, _ := domain.OwnHistory(secrets, cfg.ControlPlane)
 	h := domain.ReadHistoryFor(comp, mine, now, cfg.MaxChunks, cfg.adoption())
@@ -211,12 +213,12 @@ func (in *Inspector) dryRun(ctx context.Context, comp domain.Composition, secret
 	}
 	if comp.SynthesisUUID() == "" {
 		r.Unavailable = "the composition has no current synthesis yet"
-		return r, nil
+		return r
 	}
 	plan, _, err := p.planListed(ctx, comp, lineage, slices.Clone(secrets))
 	if err != nil {
 		r.Unavailable = "recovery would stop before deciding: " + err.Error()
-		return r, nil
+		return r
 	}
 	r.Decision = &plan.Decision
 	r.Tombstones = tombstoneReports(plan.Tombstones)
@@ -224,22 +226,7 @@ func (in *Inspector) dryRun(ctx context.Context, comp domain.Composition, secret
 	for _, d := range plan.Dropped {
 		r.Dropped = append(r.Dropped, DroppedReport{TombstoneReport: tombstoneReportOf(d.Tombstone), Reason: d.Reason.String(), Detail: d.Detail})
 	}
-	return r, nil
-}
-
-// addHistory fills the snapshots, the rejected Secrets and the verdict from h.
-func (r *InspectReport) addHistory(h domain.History, secrets []domain.ChunkSecret, maxChunkBytes int) {
-	for _, s := range h.Snapshots {
-		r.Snapshots = append(r.Snapshots, snapshotReportOf(s, maxChunkBytes))
-	}
-	sizes := make(map[string]int, len(secrets))
-	for _, s := range secrets {
-		sizes[s.Name] = s.DataSize()
-	}
-	for _, f := range h.Rejected() {
-		r.RejectedSecrets = append(r.RejectedSecrets, RejectedSecret{Secret: f.Secret, Bytes: sizes[f.Secret], Reason: f.Reason.String(), Detail: f.Detail})
-	}
-	r.Verdict = verdictReportOf(h.Verdict())
+	return r
 }
 
 func snapshotReportOf(s domain.SnapshotReading, maxChunkBytes int) SnapshotReport {

@@ -26,9 +26,8 @@ const (
 	AttentionUnreadable     = "Unreadable"
 )
 
-// FleetReport is what Inspector.InspectAll found: one row per Composition in scope, those that
-// need a person first, then the rest by namespace/name. It is the document `inspect --all -o
-// json` prints. Fields are added over time, never renamed or removed; lists are [] when empty.
+// FleetReport is what Inspector.InspectAll found, the document `inspect --all -o json` prints.
+// Fields are added over time, never renamed or removed; lists are [] when empty.
 type FleetReport struct {
 	InventoryNamespace string        `json:"inventoryNamespace"`
 	InspectedAt        time.Time     `json:"inspectedAt"`
@@ -51,12 +50,10 @@ type FleetRow struct {
 	LastDecision *FleetDecision `json:"lastDecision,omitempty"`
 	// HeldForReviewSince is when the current synthesis's recovery was held by the deletion guard.
 	HeldForReviewSince *time.Time `json:"heldForReviewSince,omitempty"`
-	// HandoffPendingSince is when the current synthesis was decided Recovered, while Eno has not
-	// carried its tombstones yet.
+	// HandoffPendingSince is when the current synthesis was decided Recovered, not yet carried.
 	HandoffPendingSince *time.Time `json:"handoffPendingSince,omitempty"`
-	// OrphansRemaining is the "did Eno do it?" check of the hand-off the current synthesis
-	// carried, once that synthesis is Ready: the tombstoned objects still present,
-	// read now. Nil when the current synthesis carried no hand-off, or is not Ready yet.
+	// OrphansRemaining is the "did Eno do it?" check, read now, of the hand-off the current
+	// synthesis carried; nil when it carried none, or is not Ready yet.
 	OrphansRemaining *int `json:"orphansRemaining,omitempty"`
 	// LastRecorded is the newest snapshot of this incarnation (its UID) in the lineage.
 	LastRecorded *FleetRecorded `json:"lastRecorded,omitempty"`
@@ -84,10 +81,9 @@ type FleetRecorded struct {
 	Chunks int `json:"chunks"`
 }
 
-// InspectAll lists the Compositions in the configured scope and inspects each as Inspect does
-// for --composition, keeping one row of what an operator of many Compositions looks for. It
-// reads only; a Composition gone since the list is left out, one that cannot be read is a row
-// with its error.
+// InspectAll inspects each Composition in scope as Inspect does, keeping one row of what an
+// operator of many looks for: those that need a person first, then by namespace/name. One gone
+// since the list is left out, one that cannot be read is a row with its error.
 func (in *Inspector) InspectAll(ctx context.Context, pendingLong time.Duration) (*FleetReport, error) {
 	if in.deps.Lister == nil || in.deps.Compositions == nil {
 		return nil, errors.New("inspecting every composition needs the control plane")
@@ -129,14 +125,20 @@ func (in *Inspector) InspectAll(ctx context.Context, pendingLong time.Duration) 
 			fleet.Rows = append(fleet.Rows, row)
 			continue
 		}
-		// The list is read live unless the lister is a cache; inspect is given a live one.
-		live := c
-		orphans, err := in.orphansRemaining(ctx, live)
-		if err != nil {
-			row.Error = "checking the carried hand-off: " + err.Error()
-			row.attend(AttentionUnreadable, row.Error)
+		// The "did Eno do it?" check, read-only, once the carrying synthesis is Ready: a carried
+		// slice that is gone or not this controller's counts nothing, as the controller's check
+		// skips it. The list is read live unless the lister is a cache; inspect is given a live one.
+		var orphans *int
+		if len(domain.CarriedRecoverySlices(c)) > 0 && c.Synthesis != nil && c.Synthesis.Ready {
+			check, err := checkCarried(ctx, in.deps.Slices, planner{cfg: in.cfg, downstream: in.deps.Downstream}, c)
+			if n := len(check.remaining); err == nil {
+				orphans = &n
+			} else {
+				row.Error = "checking the carried hand-off: " + err.Error()
+				row.attend(AttentionUnreadable, row.Error)
+			}
 		}
-		row.fill(live, report, orphans, now, pendingLong)
+		row.fill(c, report, orphans, now, pendingLong)
 		fleet.Rows = append(fleet.Rows, row)
 	}
 	// The rows that need a person first (a reversed compare of min(len, 1)), then by name.
@@ -202,20 +204,4 @@ func (r *FleetRow) fill(comp domain.Composition, report *InspectReport, orphans 
 				AgeSeconds: int64(report.InspectedAt.Sub(s.SynthesisTimestamp) / time.Second), Chunks: s.ChunksExpected}
 		}
 	}
-}
-
-// orphansRemaining is the "did Eno do it?" check, read-only: of the hand-off that
-// comp's current synthesis carried, the tombstoned objects still present. Nil when there is no
-// such hand-off or the carrying synthesis is not Ready yet; a carried slice that is gone or not
-// this controller's counts nothing, as the controller's check skips it.
-func (in *Inspector) orphansRemaining(ctx context.Context, comp domain.Composition) (*int, error) {
-	if len(domain.CarriedRecoverySlices(comp)) == 0 || comp.Synthesis == nil || !comp.Synthesis.Ready {
-		return nil, nil
-	}
-	check, err := checkCarried(ctx, in.deps.Slices, planner{cfg: in.cfg, downstream: in.deps.Downstream}, comp)
-	if err != nil {
-		return nil, err
-	}
-	n := len(check.remaining)
-	return &n, nil
 }

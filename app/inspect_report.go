@@ -22,8 +22,7 @@ type InspectReport struct {
 	Snapshots []SnapshotReport `json:"snapshots"`
 	// RejectedSecrets fail the per-Secret check (each makes the verdict Malformed).
 	RejectedSecrets []RejectedSecret `json:"rejectedSecrets"`
-	// Verdict is reading's, for the Composition when one was inspected (its candidates), else for
-	// the whole lineage.
+	// Verdict is reading's, for the Composition's candidates if one was inspected, else the lineage's.
 	Verdict VerdictReport `json:"verdict"`
 	// DryRun is set when the control plane was given.
 	DryRun *DryRunReport `json:"dryRun,omitempty"`
@@ -66,11 +65,9 @@ type SnapshotReport struct {
 	Digest            DigestReport `json:"digest"`
 	// Entries is the number of inventory entries, when the chunks decoded.
 	Entries int `json:"entries"`
-	// Role is what choosing the candidates made of it: "selected", "newest" (the newest
-	// candidate, but the verdict is not a selection), "newest-tied", "older" (an older
-	// candidate), "same-incarnation" (a candidate with the Composition's own UID),
-	// "not-candidate" (another Composition's, while the Composition has snapshots of its own) or
-	// "other-namespace" (recorded in another namespace, while adoption across namespaces is off).
+	// Role is what choosing the candidates made of it: "selected", "newest" (but the verdict is no
+	// selection), "newest-tied", "older", "same-incarnation" (the Composition's own UID),
+	// "not-candidate" (another's, while it has its own) or "other-namespace" (adoption is off).
 	Role     string        `json:"role"`
 	Problems []string      `json:"problems"`
 	Chunks   []ChunkReport `json:"chunks"`
@@ -124,8 +121,7 @@ type DryRunReport struct {
 	Composition    string `json:"composition,omitempty"`
 	CompositionUID string `json:"compositionUID,omitempty"`
 	SynthesisUUID  string `json:"synthesisUUID,omitempty"`
-	// WouldRun: recovery evaluates this synthesis now (opted in, synthesized, not deleting,
-	// no finished decision). The controller's namespace and selector are not known.
+	// WouldRun: recovery evaluates this synthesis now; the controller's scope is not known.
 	WouldRun     bool   `json:"wouldRun"`
 	NotRunReason string `json:"notRunReason,omitempty"`
 	NotRunDetail string `json:"notRunDetail,omitempty"`
@@ -155,15 +151,14 @@ type TombstoneReport struct {
 
 // CandidatesReport is the set of snapshots recovery may read from for a Composition.
 type CandidatesReport struct {
-	// Own: the candidates are the snapshots recorded for the Composition's own
-	// namespace/name. Otherwise it has none, and the candidates are the lineage's snapshots of
-	// its namespace (a rename), or of every namespace when AcrossNamespaces.
+	// Own: the candidates were recorded for the Composition's own namespace/name; otherwise they
+	// are the lineage's of its namespace (a rename), or of every namespace when AcrossNamespaces.
 	Own            bool     `json:"own"`
 	SynthesisUUIDs []string `json:"synthesisUUIDs"`
 	// AcrossNamespaces: adoption across namespaces is allowed (--allow-cross-namespace-lineage).
 	AcrossNamespaces bool `json:"acrossNamespaces"`
-	// OtherNamespaces are the namespaces of the snapshots that are no candidates only because
-	// adoption across namespaces is off; with no candidate at all, the verdict is OtherNamespace.
+	// OtherNamespaces hold snapshots that are no candidates only because adoption across
+	// namespaces is off; with no candidate at all, the verdict is OtherNamespace.
 	OtherNamespaces []string `json:"otherNamespaces"`
 }
 

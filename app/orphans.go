@@ -9,11 +9,9 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// counts holds each Composition's last count of one kind, for a gauge: the "did Eno do it?"
-// orphans (orphans_remaining), or the unresolved entries of its snapshot (unresolved_entries). A
-// count above zero is read again on every reconcile until it reaches zero, so a manual cleanup
-// or a dismissal shows; a count this process has not made yet (after a restart) is made once,
-// quietly. One deleted or out of scope is forgotten (design §6.2, "Did Eno do it?").
+// counts holds each Composition's last count for a gauge (orphans_remaining, unresolved_entries).
+// One above zero, or not made by this process, is made again on every reconcile, so a manual
+// cleanup or a dismissal shows (design §6.2, "Did Eno do it?").
 type counts struct{ last sync.Map } // domain.CompositionRef: int
 
 func (o *counts) set(ref domain.CompositionRef, n int) { o.last.Store(ref, n) }
@@ -39,9 +37,8 @@ func (s *Service) refreshOrphans(ctx context.Context, comp domain.Composition) {
 	s.orphans.set(comp.Ref(), len(check.remaining))
 }
 
-// refreshUnresolved counts again the unresolved entries of the snapshot the fast path found,
-// from cached, when the last count was above zero or not made by this process: chunk 0 is read
-// live only when it is in format 3. A failed read leaves the last count.
+// refreshUnresolved counts again, as refreshOrphans does, the unresolved entries of the snapshot
+// the fast path found in cached: chunk 0 is read live only in format 3.
 func (s *Service) refreshUnresolved(ctx context.Context, comp domain.Composition, cached []domain.ChunkSecret) {
 	if n, ok := s.kept.get(comp.Ref()); ok && n == 0 {
 		return

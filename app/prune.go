@@ -18,8 +18,7 @@ import (
 // deletes it.
 const DefaultPruneOlderThan = 720 * time.Hour
 
-// PruneDeps are what prune reads and deletes through: the control plane live, and the
-// downstream's inventory namespace.
+// PruneDeps are what prune reads (the control plane, live) and deletes through (the inventory).
 type PruneDeps struct {
 	Compositions ports.LiveReader
 	Lister       ports.CompositionLister
@@ -166,7 +165,12 @@ func (p *Pruner) readLineages(ctx context.Context, report *PruneReport) ([]domai
 		if len(ls) == 0 {
 			continue // not this control plane's lineage: it protects nothing and is not pruned
 		}
-		pl := domain.PruneLineage{Lineage: l, Secrets: ls, Recorded: map[domain.CompositionRef]domain.Presence{}, Claimants: claimants(comps, l)}
+		pl := domain.PruneLineage{Lineage: l, Secrets: ls, Recorded: map[domain.CompositionRef]domain.Presence{}}
+		for _, c := range comps { // the claimants: whose lineage is l, by name or by override
+			if cl, err := domain.LineageOf(c); err == nil && cl == l {
+				pl.Claimants = append(pl.Claimants, c)
+			}
+		}
 		refs, _ := domain.RecordedCompositions(ls)
 		for _, ref := range refs {
 			if _, ok := presence[ref]; !ok {
@@ -190,17 +194,6 @@ func (p *Pruner) own(secrets []domain.ChunkSecret) ([]domain.ChunkSecret, string
 		return mine, fmt.Sprintf("%d Secret(s) written by another control plane, or naming none next to one, are not control plane %s's: kept", n, p.cfg.ControlPlane)
 	}
 	return mine, ""
-}
-
-// claimants are the Compositions whose lineage is l, by name or by override.
-func claimants(comps []domain.Composition, l domain.Lineage) []domain.Composition {
-	var out []domain.Composition
-	for _, c := range comps {
-		if cl, err := domain.LineageOf(c); err == nil && cl == l {
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 // presenceOf reads ref live: NotFound is gone, any other failure is unknown, which keeps the

@@ -25,8 +25,7 @@ type Result struct {
 }
 
 // Reconcile moves the Composition's hand-off on by one step (advance), then records it: the
-// entry point eno-reconciler and the controller loop call. A Composition that no longer exists
-// is not an error.
+// entry point eno-reconciler and the controller loop call. A Composition gone is no error.
 func (s *Service) Reconcile(ctx context.Context, ref domain.CompositionRef) (res Result, err error) {
 	start := time.Now()
 	var st step // its state is reported unless the reconcile stopped before it knew it
@@ -75,9 +74,8 @@ func (s *Service) skip(ctx context.Context, comp domain.Composition, ie *domain.
 	return nil
 }
 
-// observed reports what the reconcile found. A Composition gone or ineligible (out of scope,
-// opted out, deleting) is forgotten, with its orphan count; any other is reported with its
-// lineage and its last orphan count.
+// observed reports what the reconcile found; a Composition gone or ineligible is forgotten, with
+// its counts.
 func (s *Service) observed(ref domain.CompositionRef, comp domain.Composition, state ports.CompositionState) {
 	if s.policy.Ineligible(comp) != nil {
 		s.orphans.last.LoadAndDelete(ref) // not Delete: internal/archtest reserves that name
@@ -107,8 +105,7 @@ func (s *Service) skipped(ctx context.Context, comp domain.Composition, ie *doma
 	log.V(2).Info("skipping composition", "reason", ie.Reason.String())
 }
 
-// withComposition adds the Composition to the context's logger once, at the entry point, so
-// that every line below carries it exactly once.
+// withComposition adds the Composition to the context's logger once, at the entry point.
 func withComposition(ctx context.Context, ref domain.CompositionRef) context.Context {
 	return logr.NewContext(ctx, logr.FromContextOrDiscard(ctx).WithValues("composition", ref.String()))
 }

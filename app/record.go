@@ -33,10 +33,8 @@ func (s *Service) Record(ctx context.Context, comp domain.Composition) (RecordRe
 	return s.record(withComposition(ctx, comp.Ref()), comp, nil)
 }
 
-// record reuses prior, recovery's live reads of this reconcile, when it is not nil. Nothing is
-// written when the cache already shows the snapshot; otherwise every target name is checked
-// for an occupant that must not be replaced, then each chunk that differs is written in index
-// order.
+// record reuses prior, recovery's live reads of this reconcile, when not nil. Every target name
+// is checked for an occupant that must not be replaced before the first write.
 func (s *Service) record(ctx context.Context, comp domain.Composition, prior *liveReads) (RecordResult, error) {
 	if err := s.policy.CheckRecording(comp); err != nil {
 		return RecordResult{}, err
@@ -86,7 +84,12 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 		}
 		res.Chunks = len(chunks)
 	}
-	desired := desiredChunks(s.cfg, comp, lineage, inv, chunks)
+	meta := domain.SnapshotMeta{Lineage: lineage, CompositionNamespace: comp.Namespace, CompositionName: comp.Name, CompositionUID: comp.UID,
+		SynthesisUUID: comp.Synthesis.UUID, SynthesisTime: comp.Synthesis.Synthesized, ChunkCount: len(chunks), Digest: inv.Digest(), ControlPlane: s.cfg.ControlPlane}
+	desired := make([]domain.ChunkSecret, len(chunks))
+	for i, c := range chunks {
+		desired[i] = domain.DesiredChunkSecret(s.cfg.InventoryNamespace, meta, c)
+	}
 	desired[0] = domain.WithUnresolved(desired[0], unresolved)
 	occupants := occupantCheck{svc: s, comp: comp, gone: map[domain.CompositionRef]bool{}}
 	for _, want := range desired {
@@ -113,10 +116,8 @@ func (s *Service) record(ctx context.Context, comp domain.Composition, prior *li
 	return res, nil
 }
 
-// splitInventory builds the inventory of the current synthesis, from prior's slices when
-// recovery read them in this reconcile, and splits it into chunks. An unusable slice or an
-// inventory over the limits is refused with an event; the metrics of its size are reported
-// either way, over the limits too.
+// splitInventory builds the current synthesis's inventory (from prior's slices if not nil) and
+// splits it; an unusable slice or one over the limits is refused, its size metrics reported.
 func (s *Service) splitInventory(ctx context.Context, comp domain.Composition, lineage domain.Lineage, prior *liveReads) (domain.Inventory, []domain.Chunk, error) {
 	var contents domain.SynthesisContents
 	var err error
@@ -140,11 +141,9 @@ func (s *Service) splitInventory(ctx context.Context, comp domain.Composition, l
 	return inv, chunks, nil
 }
 
-// unresolved is what the new snapshot carries for a person to resolve: the entries of the
-// history it replaces (or, refused, what it names that inv does not), what this reconcile's
-// recovery kept, and what the carried hand-off's plan
-// kept and Eno left (OrphansRemain), less each object a read finds
-// gone or replaced (design §3). A read that fails keeps the entry.
+// unresolved is what the new snapshot carries for a person (design §3): the replaced history's
+// (or, refused, what it names that inv does not), what this reconcile's recovery and the carried
+// hand-off kept or Eno left, less each object a read finds gone or replaced; a failed read keeps it.
 func (s *Service) unresolved(ctx context.Context, comp domain.Composition, byName map[string]domain.ChunkSecret, inv domain.Inventory, prior *liveReads, carried []domain.Unresolved) []domain.Unresolved {
 	log := logr.FromContextOrDiscard(ctx)
 	old, unreadable := domain.UnresolvedIn(slices.Collect(maps.Values(byName)), comp.Ref())
@@ -179,30 +178,9 @@ func (s *Service) unresolved(ctx context.Context, comp domain.Composition, byNam
 	return out
 }
 
-// desiredChunks is the Secret each chunk of inv is stored in.
-func desiredChunks(cfg Config, comp domain.Composition, lineage domain.Lineage, inv domain.Inventory, chunks []domain.Chunk) []domain.ChunkSecret {
-	meta := domain.SnapshotMeta{
-		Lineage:              lineage,
-		CompositionNamespace: comp.Namespace,
-		CompositionName:      comp.Name,
-		CompositionUID:       comp.UID,
-		SynthesisUUID:        comp.Synthesis.UUID,
-		SynthesisTime:        comp.Synthesis.Synthesized,
-		ChunkCount:           len(chunks),
-		Digest:               inv.Digest(),
-		ControlPlane:         cfg.ControlPlane,
-	}
-	desired := make([]domain.ChunkSecret, len(chunks))
-	for i, c := range chunks {
-		desired[i] = domain.DesiredChunkSecret(cfg.InventoryNamespace, meta, c)
-	}
-	return desired
-}
-
-// writeChunks writes, in index order, each desired chunk that differs from the Secret of its
-// name, each after a live recheck: an update carries the read resourceVersion, a create meets
-// AlreadyExists when the name was taken since. The first failure aborts the pass with no
-// further writes.
+// writeChunks writes, in index order, each chunk that differs, each after a live recheck: an
+// update carries the read resourceVersion, a create meets AlreadyExists when the name was taken
+// since. The first failure aborts the pass.
 func (s *Service) writeChunks(ctx context.Context, log logr.Logger, comp domain.Composition, desired []domain.ChunkSecret, byName map[string]domain.ChunkSecret, occupants occupantCheck, res RecordResult) (RecordResult, error) {
 	var err error
 	for i, want := range desired {
@@ -244,11 +222,9 @@ func (s *Service) writeChunks(ctx context.Context, log logr.Logger, comp domain.
 	return res, nil
 }
 
-// occupantCheck decides whether an existing Secret at one of comp's chunk names may be
-// replaced. A foreign one is refused (ForeignSecret); one of ours recorded for another
-// Composition is refused while that Composition exists live, or, unless adoption across
-// namespaces is allowed, whenever it is in another namespace (LineageCollision); otherwise it
-// is a predecessor's history, replaced as usual, once that Composition is NotFound.
+// occupantCheck decides whether a Secret at one of comp's chunk names may be replaced: a
+// foreign one never (ForeignSecret); ours recorded for another Composition only once it is
+// NotFound, and in another namespace only with adoption across namespaces (LineageCollision).
 type occupantCheck struct {
 	svc  *Service
 	comp domain.Composition

@@ -25,10 +25,8 @@ type RecoverResult struct {
 	Composition domain.Composition
 }
 
-// recover decides a synthesis that needs a decision. Past the commit point of an earlier pass
-// (HandoffNamed) it only resumes that hand-off, from the named slices; otherwise it plans, then
-// hands the tombstones off or writes the decision after a live recheck. It returns what it read
-// live, for recording to reuse.
+// recover decides a synthesis: past the commit point (HandoffNamed) it only resumes that hand-off;
+// otherwise it plans, then hands off or decides after a live recheck, and returns its live reads.
 func (s *Service) recover(ctx context.Context, comp domain.Composition, state domain.HandoffState, names []string) (RecoverResult, liveReads, error) {
 	fault(ctx, faultRecover, comp.Ref())
 	ctx = logr.NewContext(ctx, logr.FromContextOrDiscard(ctx).WithValues("synthesisUUID", comp.SynthesisUUID()))
@@ -67,30 +65,17 @@ func (s *Service) recover(ctx context.Context, comp domain.Composition, state do
 	return res, reads, nil
 }
 
-// announceIgnoredReview warns when a held recovery's review annotation answers nothing (another
-// synthesis's UUID, or neither form), naming the values that would. It warns once
-// per value: a held recovery is planned again on every reconcile, and the operator needs one
-// event, not one per resync.
+// announceIgnoredReview warns, once per value, when a held recovery's review annotation answers
+// nothing: a held recovery is planned again on every reconcile, and one event is enough.
 func (s *Service) announceIgnoredReview(comp domain.Composition, d domain.Decision) {
 	ignored, ok := domain.IgnoredReviewOf(comp)
-	ok = ok && d.Outcome == domain.OutcomeHeldForReview // the annotation is read only when the guard trips
-	if s.reviews.firstSeen(comp.Ref(), ignored, ok) {
+	if !ok || d.Outcome != domain.OutcomeHeldForReview { // the annotation is read only when the guard trips
+		s.reviews.LoadAndDelete(comp.Ref()) // so the same bad value set later is announced again; not Delete: archtest reserves it
+		return
+	}
+	if prev, seen := s.reviews.Swap(comp.Ref(), ignored); !seen || prev != ignored {
 		s.deps.Events.Warning(comp, "ReviewIgnored", ignored.Message())
 	}
-}
-
-// ignoredReviews remembers, per Composition, the ignored review last announced.
-type ignoredReviews struct{ seen sync.Map } // domain.CompositionRef: domain.IgnoredReview
-
-// firstSeen reports whether r is new for ref; !ignored forgets ref, so that the same bad value
-// set again later is announced again.
-func (m *ignoredReviews) firstSeen(ref domain.CompositionRef, r domain.IgnoredReview, ignored bool) bool {
-	if !ignored {
-		m.seen.LoadAndDelete(ref) // not Delete: internal/archtest reserves that name for the API
-		return false
-	}
-	prev, ok := m.seen.Swap(ref, r)
-	return !ok || prev != r
 }
 
 // Plan computes what recovery would decide now for comp as given, without writing anything: a
@@ -100,10 +85,8 @@ func (s *Service) Plan(ctx context.Context, comp domain.Composition) (domain.Rec
 	return plan, err
 }
 
-// liveReads is what recovery read live; recording in the same reconcile reuses it rather than
-// reading the slices and listing the lineage's Secrets a second time. Every write still follows
-// its own live recheck, and creates and updates are guarded by the API server (AlreadyExists,
-// resourceVersion), so a Secret that changed since the list aborts the pass as before.
+// liveReads is what recovery read live, for recording in the same reconcile. Every write still
+// follows its own live recheck and the API server's guards (AlreadyExists, resourceVersion).
 type liveReads struct {
 	contents domain.SynthesisContents
 	secrets  []domain.ChunkSecret
@@ -111,9 +94,8 @@ type liveReads struct {
 	unresolved []domain.Unresolved
 }
 
-// planner computes what recovery would decide from reads alone. It holds only reader ports, so
-// the controller's recovery and inspect's dry run plan the same way and neither can write
-// through it.
+// planner computes what recovery would decide from reader ports only, so the controller's
+// recovery and inspect's dry run plan the same way and neither can write through it.
 type planner struct {
 	cfg        Config
 	secrets    ports.SnapshotLister
@@ -130,7 +112,6 @@ type planner struct {
 // kept as unreadable: a blip is retried, a persistent error does not stall recovery (read outage).
 const readFailuresToKeep = 3
 
-// readFailures counts consecutive failed reads per object, in this process.
 type readFailures struct {
 	mu sync.Mutex
 	n  map[domain.ResourceID]int
@@ -143,9 +124,6 @@ func (r *readFailures) failed(id domain.ResourceID) (int, bool) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.n == nil {
-		r.n = map[domain.ResourceID]int{}
-	}
 	r.n[id]++
 	return r.n[id], r.n[id] >= readFailuresToKeep
 }
@@ -172,9 +150,8 @@ func (p planner) plan(ctx context.Context, comp domain.Composition) (domain.Reco
 	return p.planListed(ctx, comp, lineage, secrets)
 }
 
-// planListed reads the snapshot from secrets, the lineage's Secrets already listed, and the
-// synthesis's slices, then decides. The other owners of the lineage are read live first, and the
-// downstream objects only when the plan asks for them.
+// planListed reads the snapshot from the listed secrets and the synthesis's slices, then
+// decides; the lineage's other owners are read live first, downstream objects only if asked.
 func (p planner) planListed(ctx context.Context, comp domain.Composition, lineage domain.Lineage, secrets []domain.ChunkSecret) (domain.RecoveryPlan, liveReads, error) {
 	now := p.cfg.Now()
 	own, snapErr := domain.OwnHistory(secrets, p.cfg.ControlPlane)
@@ -244,12 +221,10 @@ func (p planner) readSynthesis(ctx context.Context, comp domain.Composition) (do
 	return domain.ReadSynthesis(comp, slices)
 }
 
-// liveOwners reads live, once each, the other Compositions that recorded snapshots of the
-// lineage and returns those that exist: found without a deletionTimestamp (any UID), or
-// Forbidden, which counts as existing. NotFound is a predecessor (a rename). When none exists,
-// one being deleted, or any other failure, decides nothing and is retried with backoff; one that
-// exists decides whatever the others are, since SharedLineage is then the first rule that
-// decides.
+// liveOwners reads live the other Compositions that recorded snapshots of the lineage and
+// returns those that exist (not deleting, any UID), Forbidden counting as existing; NotFound is
+// a predecessor. When none exists, one deleting or any failure decides nothing (retried); one
+// that exists decides whatever the others are, SharedLineage being then the first rule.
 func (p planner) liveOwners(ctx context.Context, refs []domain.CompositionRef) ([]domain.LiveOwner, error) {
 	var live []domain.LiveOwner
 	var undecided []error
@@ -290,10 +265,9 @@ func (p planner) markProducedElsewhere(ctx context.Context, observed map[domain.
 	return nil
 }
 
-// observe reads each tombstone's object downstream (design §6.3). A read that fails (a server
-// error, a timeout) is an error, retried, until it has failed readFailuresToKeep plans in a row;
-// then it is ObjectReadFailed, for the plan to keep or retry (domain.ReadOutage). A canceled
-// pass is an error.
+// observe reads each tombstone's object downstream (design §6.3). A failed read is an error,
+// retried, until it has failed readFailuresToKeep plans in a row; then it is ObjectReadFailed,
+// for the plan to keep or retry (domain.ReadOutage).
 func (p planner) observe(ctx context.Context, tombstones []domain.Tombstone) (map[domain.ResourceID]domain.Observation, error) {
 	observed := make(map[domain.ResourceID]domain.Observation, len(tombstones))
 	for _, t := range tombstones {

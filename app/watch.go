@@ -15,11 +15,9 @@ import (
 // disarmedEventLimit is how many tombstones one HandoffDisarmed event names.
 const disarmedEventLimit = 20
 
-// watch reads the recovery slices of a decided or carried hand-off and looks at their pending
-// tombstones for what the tombstones' precondition cannot see (watchTakeovers), every
-// --pending-recheck-interval and at once when the fleet index sees a slice threaten it. A gone slice has
-// nothing left to watch. A decided slice that is not this controller's hand-off is refused
-// (readNamed); a carried one is left out (readCarried).
+// watch looks at the pending tombstones of a decided or carried hand-off (watchTakeovers), every
+// --pending-recheck-interval and when the fleet index sees a slice threaten it. A decided slice
+// not this controller's is refused (readNamed); a carried one is left out (readCarried).
 func (s *Service) watch(ctx context.Context, comp domain.Composition, state domain.HandoffState, names []string) error {
 	var read []domain.ResourceSlice
 	var err error
@@ -49,13 +47,10 @@ func (s *Service) watchFailed(ctx context.Context, comp domain.Composition, err 
 	return s.cfg.PendingRecheckInterval, nil
 }
 
-// watchTakeovers looks, while comp is armed, at the pending tombstones of the recovery slices
-// read for the evidence their precondition cannot see: an identity that a slice of another
-// Composition applies or patches (taken over by another Composition: Eno applies every Composition with one
-// field manager, so a takeover with an identical manifest writes nothing). The slices of the
-// incarnations the recovery slices name as their source do not count. Finding any, it disarms
-// the whole hand-off, its only write, with a HandoffDisarmed warning and metric: Eno then
-// deletes none of its tombstones, wherever it holds them.
+// watchTakeovers looks, while comp is armed, for what the pending tombstones' precondition cannot
+// see: an identity a slice of another Composition (not a source incarnation) applies or patches,
+// as Eno applies every Composition with one field manager, so an identical takeover writes
+// nothing. Finding any, it disarms the whole hand-off, its only write: Eno deletes none of them.
 func (s *Service) watchTakeovers(ctx context.Context, comp domain.Composition, read []domain.ResourceSlice) error {
 	var tombstones []domain.Tombstone
 	excluded := []string{comp.UID}
@@ -85,8 +80,8 @@ func (s *Service) watchTakeovers(ctx context.Context, comp domain.Composition, r
 		len(taken), domain.FirstIDs(taken, disarmedEventLimit), where[0]))
 }
 
-// producedElsewhere asks the fleet index which tombstones name an identity a slice of another
-// Composition than the excluded applies or patches (taken over by another Composition), and where.
+// producedElsewhere asks the fleet index which tombstones another Composition than the excluded
+// applies or patches, and where.
 func (s *Service) producedElsewhere(ctx context.Context, tombstones []domain.Tombstone, excluded ...string) (taken []domain.Tombstone, where []string, err error) {
 	ids := make([]domain.ResourceID, len(tombstones))
 	for i, t := range tombstones {

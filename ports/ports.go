@@ -14,16 +14,14 @@ type CompositionReader interface {
 	GetComposition(ctx context.Context, ref domain.CompositionRef) (domain.Composition, error)
 }
 
-// CompositionLister lists the Compositions in the controller's scope, possibly from a cache:
-// inspect's fleet report and prune's living lineages. Recovery asks the fleet index instead.
+// CompositionLister lists the Compositions in the controller's scope, possibly from a cache.
 //
 //counterfeiter:generate . CompositionLister
 type CompositionLister interface {
 	ListCompositions(ctx context.Context) ([]domain.Composition, error)
 }
 
-// LiveReader reads a Composition live from the API server, never from a cache.
-// The use cases call it immediately before every write.
+// LiveReader reads a Composition live from the API server, never from a cache, before every write.
 //
 //counterfeiter:generate . LiveReader
 type LiveReader interface {
@@ -48,11 +46,9 @@ type FleetIndex interface {
 	ProducedElsewhere(ctx context.Context, ids []domain.ResourceID, excluded ...string) (map[domain.ResourceID]string, error)
 	// LineageMembers lists, sorted, the Compositions other than ref that carry lineage (lineage in another shard).
 	LineageMembers(ctx context.Context, ref domain.CompositionRef, lineage domain.Lineage) ([]domain.CompositionRef, error)
-	// WaitForSlice waits, for a bounded time, until the index holds the slice namespace/name;
-	// ErrIndexBehind when it does not by then.
+	// WaitForSlice waits, bounded, until the index holds slice namespace/name; else ErrIndexBehind.
 	WaitForSlice(ctx context.Context, namespace, name string) error
-	// Unsynthesized maps each Composition the index holds that Eno has not synthesized yet
-	// (domain.Composition.Unsynthesized) to its creation time.
+	// Unsynthesized maps each Composition Eno has not synthesized yet to its creation time.
 	Unsynthesized(ctx context.Context) (map[domain.CompositionRef]time.Time, error)
 }
 
@@ -64,13 +60,11 @@ type SnapshotStore interface {
 	// ListChunks lists every Secret carrying the lineage label, live from the API, with the time
 	// this controller last wrote each one's data (ChunkSecret.DataWrittenAt, design §6.3).
 	ListChunks(ctx context.Context, lineage domain.Lineage) ([]domain.ChunkSecret, error)
-	// ListCachedChunks lists our Secrets of the lineage from a cache that may be stale, with
-	// their type, labels and annotations but no data (the cache holds metadata only). Only the
-	// recording fast path uses it.
+	// ListCachedChunks lists our Secrets of the lineage from a metadata-only cache that may be
+	// stale: no data. Only the recording fast path uses it.
 	ListCachedChunks(ctx context.Context, lineage domain.Lineage) ([]domain.ChunkSecret, error)
-	// GetChunk reads the Secret of that name in the inventory namespace live, whoever wrote it
-	// and whatever its labels; ErrNotFound when there is none. Recording reads a name that
-	// CreateChunk found taken, to tell a foreign Secret from a race.
+	// GetChunk reads the Secret of that name live, whoever wrote it; ErrNotFound when there is
+	// none. Recording reads a name CreateChunk found taken, to tell a foreign Secret from a race.
 	GetChunk(ctx context.Context, name string) (domain.ChunkSecret, error)
 	// CreateChunk creates the Secret; ErrAlreadyExists when the name is taken.
 	CreateChunk(ctx context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error)
@@ -107,14 +101,12 @@ type TombstoneSink interface {
 	// unnamed slices never takes one, and a named prefix is a whole hand-off.
 	AppendRecoverySlice(ctx context.Context, comp domain.Composition, slice string) (domain.Composition, error)
 	// ArmTombstones sets domain.AnnotationArmed on comp to digest, guarded by comp's UID and
-	// resourceVersion (ErrConflict otherwise), and returns the Composition as written. Every
-	// tombstone of the hand-off named digest checks for it on Eno's live read.
-	// Already armed with digest: no write, comp is returned as it is.
+	// resourceVersion (ErrConflict otherwise), and returns the Composition as written (no write
+	// when already armed so). Every tombstone of the hand-off checks for it on Eno's live read.
 	ArmTombstones(ctx context.Context, comp domain.Composition, digest string) (domain.Composition, error)
-	// DisarmTombstones sets domain.AnnotationArmed on comp to domain.ArmedOff, guarded by its
-	// UID and resourceVersion (ErrConflict otherwise): every tombstone of its hand-off stays
-	// disabled, wherever Eno holds it, and recovery never arms comp again. Disarmed already: no
-	// write.
+	// DisarmTombstones sets domain.AnnotationArmed on comp to domain.ArmedOff (no write when it
+	// is), guarded by its UID and resourceVersion (ErrConflict otherwise): every tombstone of its
+	// hand-off stays disabled, wherever Eno holds it, and recovery never arms comp again.
 	DisarmTombstones(ctx context.Context, comp domain.Composition) error
 	// RequestResynthesis sets Eno's force-resynthesis annotation to comp's current
 	// synthesis UUID, with comp.ResourceVersion as precondition (ErrConflict otherwise).
@@ -161,28 +153,18 @@ type Metrics interface {
 	DecisionMade(outcome domain.Outcome, reason string)
 	// Refusal counts a refusal: an InventoryInvalid reason, a slice problem, a foreign Secret, an ineligibility.
 	Refusal(reason string)
-	// ChunksUsed reports how many chunks a lineage's recorded snapshot uses against the cap
-	// (--max-chunks), on every recording pass, the fast path included. Chunks are filled close to
-	// the byte limit by design, so this, not a chunk's size, is how near the inventory is to
-	// InventoryTooLarge.
+	// ChunksUsed reports a lineage's snapshot's chunks against --max-chunks, on every recording pass.
 	ChunksUsed(lineage domain.Lineage, chunks, maxChunks int)
-	// LargestEntry reports the largest entry of a lineage's inventory, alone in a chunk, against
-	// the chunk limit (--max-chunk-bytes), whenever recording built the inventory: one entry
-	// over the limit cannot be recorded at all.
+	// LargestEntry reports a lineage's largest entry, alone in a chunk, against --max-chunk-bytes.
 	LargestEntry(lineage domain.Lineage, entryBytes, maxChunkBytes int)
 	// ReconcileDone observes one reconcile.
 	ReconcileDone(d time.Duration, err error)
-	// Panicked counts a panic recovered where it would have reached the host process: in a
-	// reconcile ("reconcile"), an informer event handler ("event-handler") or the start of the
-	// controller's caches and controller ("start").
+	// Panicked counts a panic recovered before the host process: "reconcile", "event-handler" or "start".
 	Panicked(where string)
-	// TombstoneAlert counts orphans reported to an operator, by reason: CascadingKind (at a
-	// decision), HandoffDisarmed, OrphansRemain (after the hand-off).
+	// TombstoneAlert counts orphans reported to an operator: CascadingKind, HandoffDisarmed, OrphansRemain.
 	TombstoneAlert(reason string, n int)
-	// CompositionObserved reports what one reconcile found a Composition waiting on, for the
-	// gauges of held reviews, pending hand-offs, failing recordings and remaining orphans; the
-	// zero state (deleted, out of scope, ineligible) forgets it, and its lineage's series with the
-	// last Composition of the lineage.
+	// CompositionObserved reports what one reconcile found a Composition waiting on; the zero
+	// state (deleted, out of scope, ineligible) forgets it, and its lineage's series with the last.
 	CompositionObserved(ref domain.CompositionRef, state CompositionState)
 }
 
@@ -196,10 +178,8 @@ type CompositionState struct {
 	RecordingFailing bool
 	// Lineage is the Composition's; its per-lineage series go when no Composition has it.
 	Lineage domain.Lineage
-	// OrphansRemaining is the last "did Eno do it?" count: objects handed to Eno as tombstones
-	// still present after its carrying synthesis was Ready (design §6.2).
+	// OrphansRemaining is the last "did Eno do it?" count (design §6.2).
 	OrphansRemaining int
-	// Unresolved counts the entries its snapshot carries for a person (design §3), as the last
-	// recording wrote them or the fast path read them, dismissed ones left out.
+	// Unresolved counts the entries its snapshot carries for a person (design §3), dismissed ones left out.
 	Unresolved int
 }

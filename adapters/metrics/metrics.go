@@ -115,14 +115,11 @@ func (r *Recorder) DecisionMade(o domain.Outcome, reason string) {
 func (r *Recorder) CompositionObserved(ref domain.CompositionRef, state ports.CompositionState) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	before, known := r.states[ref]
+	before := r.states[ref]
 	if state == (ports.CompositionState{}) {
 		delete(r.states, ref)
 	} else {
 		r.states[ref] = state
-	}
-	if known && before.Lineage != state.Lineage {
-		r.forgetLineage(before.Lineage)
 	}
 	var waiting [3]int // by waitingStates
 	orphans := 0
@@ -145,24 +142,14 @@ func (r *Recorder) CompositionObserved(ref domain.CompositionRef, state ports.Co
 				kept, has = kept+s.Unresolved, true
 			}
 		}
-		if has {
+		switch {
+		case has:
 			r.unresolved.WithLabelValues(l.String()).Set(float64(kept))
+		case !l.IsZero(): // no Composition has l any more
+			for _, g := range []*prometheus.GaugeVec{r.chunks, r.chunksUsed, r.entryBytes, r.entryRatio, r.unresolved} {
+				g.DeleteLabelValues(l.String())
+			}
 		}
-	}
-}
-
-// forgetLineage deletes the per-lineage series of l unless a Composition still has it.
-func (r *Recorder) forgetLineage(l domain.Lineage) {
-	if l == (domain.Lineage{}) {
-		return
-	}
-	for _, s := range r.states {
-		if s.Lineage == l {
-			return
-		}
-	}
-	for _, g := range []*prometheus.GaugeVec{r.chunks, r.chunksUsed, r.entryBytes, r.entryRatio, r.unresolved} {
-		g.DeleteLabelValues(l.String())
 	}
 }
 
