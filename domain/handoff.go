@@ -45,7 +45,7 @@ type Handoff struct {
 }
 
 // NewHandoff turns a Recovered plan into the content of its recovery slices. A tombstone larger
-// than a whole slice's budget is a *TombstoneTooLargeError: nothing can be handed over.
+// than a whole slice's budget is an error: nothing can be handed over.
 func NewHandoff(plan RecoveryPlan) (Handoff, error) {
 	d := plan.Decision
 	if d.Outcome != OutcomeRecovered || len(plan.Tombstones) == 0 {
@@ -101,7 +101,7 @@ func cutRecoverySlices(rs []SliceResource) ([]int, error) {
 	for i, r := range rs {
 		size := len(r.Manifest)
 		if size > MaxSliceManifestBytes {
-			return nil, &TombstoneTooLargeError{Tombstone: describeResource(r, i), Bytes: size, Limit: MaxSliceManifestBytes}
+			return nil, fmt.Errorf("the tombstone of %s is %d bytes of manifest JSON, over the %d a recovery slice holds (Eno's slice budget); nothing was handed to Eno", describeResource(r, i), size, MaxSliceManifestBytes)
 		}
 		if len(lens) == 0 || used+size > MaxSliceManifestBytes {
 			lens = append(lens, 0)
@@ -119,18 +119,6 @@ func describeResource(r SliceResource, i int) string {
 		return e.ID().String()
 	}
 	return fmt.Sprintf("resource %d", i)
-}
-
-// TombstoneTooLargeError: one tombstone's manifest alone is larger than a recovery slice may
-// hold (Eno's slice budget), so no cut hands it to Eno. Nothing is written.
-type TombstoneTooLargeError struct {
-	Tombstone string
-	Bytes     int
-	Limit     int
-}
-
-func (e *TombstoneTooLargeError) Error() string {
-	return fmt.Sprintf("the tombstone of %s is %d bytes of manifest JSON, over the %d a recovery slice holds (Eno's slice budget); nothing was handed to Eno", e.Tombstone, e.Bytes, e.Limit)
 }
 
 // maxParts is how many recovery slices one hand-off may have: maxPartDigits digits.
