@@ -211,7 +211,7 @@ func HandoffFromSlice(c Composition, s ResourceSlice) (Handoff, error) {
 			return Handoff{}, fmt.Errorf("resource slice %s: resource %d: %w", s.Name, i, err)
 		}
 	}
-	written, _ := HistoryWrittenAt(s)
+	written, _ := time.Parse(time.RFC3339, s.Annotations[AnnotationHistoryWritten]) // unknown (zero) fails every pending recheck
 	return Handoff{Decision: d, Resources: s.Resources, HistoryWritten: written, SourceUID: s.Annotations[AnnotationSourceUID], Digest: digest}, nil
 }
 
