@@ -19,9 +19,7 @@ type Chunk struct {
 }
 
 func (c Chunk) Index() int   { return c.index }
-func (c Chunk) Count() int   { return c.count }
 func (c Chunk) Data() []byte { return c.data }
-func (c Chunk) Size() int    { return len(c.data) }
 
 // EntryTooLargeError reports an entry that alone exceeds the chunk limit.
 type EntryTooLargeError struct {

@@ -3,6 +3,7 @@ package domain
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -19,16 +20,6 @@ var (
 
 var outcomes = []Outcome{OutcomeNoInventory, OutcomeInventoryInvalid, OutcomeNothingToRecover, OutcomeRecovered, OutcomeHeldForReview}
 
-// ParseOutcome parses an outcome name.
-func ParseOutcome(s string) (Outcome, error) {
-	for _, o := range outcomes {
-		if o.name == s {
-			return o, nil
-		}
-	}
-	return Outcome{}, fmt.Errorf("unknown recovery outcome %q", s)
-}
-
 func (o Outcome) String() string { return o.name }
 func (o Outcome) IsZero() bool   { return o.name == "" }
 
@@ -38,11 +29,12 @@ func (o Outcome) Finished() bool { return o.name != "" && o != OutcomeHeldForRev
 func (o Outcome) MarshalText() ([]byte, error) { return []byte(o.name), nil }
 
 func (o *Outcome) UnmarshalText(b []byte) error {
-	v, err := ParseOutcome(string(b))
-	if err == nil {
-		*o = v
+	i := slices.IndexFunc(outcomes, func(v Outcome) bool { return v.name == string(b) })
+	if i < 0 {
+		return fmt.Errorf("unknown recovery outcome %q", b)
 	}
-	return err
+	*o = outcomes[i]
+	return nil
 }
 
 // Reasons carried by decisions besides the InventoryInvalid ones.

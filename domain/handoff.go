@@ -45,7 +45,7 @@ type Handoff struct {
 }
 
 // NewHandoff turns a Recovered plan into the content of its recovery slices. A tombstone larger
-// than a whole slice's budget is a *TombstoneTooLargeError: nothing can be handed over.
+// than a whole slice's budget is an error: nothing can be handed over.
 func NewHandoff(plan RecoveryPlan) (Handoff, error) {
 	d := plan.Decision
 	if d.Outcome != OutcomeRecovered || len(plan.Tombstones) == 0 {
@@ -71,46 +71,31 @@ func NewHandoff(plan RecoveryPlan) (Handoff, error) {
 	return h, nil
 }
 
-// Parts are the tombstones of each recovery slice of the hand-off, in part order, cut by the
-// budget. A hand-off without tombstones has no slice to create and is an error.
+// Parts are the tombstones of each recovery slice of the hand-off, in part order, cut in order
+// into slices of at most MaxSliceManifestBytes. The cut depends on the tombstones alone, so a
+// retry publishes the same slices. A hand-off without tombstones has no slice and is an error.
 func (h Handoff) Parts() ([][]SliceResource, error) {
 	if len(h.Resources) == 0 {
 		return nil, fmt.Errorf("the hand-off holds no tombstones")
 	}
-	lens, err := cutRecoverySlices(h.Resources)
-	if err != nil {
-		return nil, err
-	}
-	if len(lens) > maxParts {
-		return nil, fmt.Errorf("the hand-off needs %d recovery slices, over the %d a name has room for", len(lens), maxParts)
-	}
-	parts := make([][]SliceResource, len(lens))
-	from := 0
-	for i, n := range lens { // they add up to every resource
-		parts[i] = h.Resources[from : from+n : from+n]
-		from += n
-	}
-	return parts, nil
-}
-
-// cutRecoverySlices cuts rs in order into recovery slices of at most MaxSliceManifestBytes, and
-// returns how many each holds. The cut depends on rs alone, so a retry publishes the same slices.
-func cutRecoverySlices(rs []SliceResource) ([]int, error) {
-	var lens []int
-	used := 0
-	for i, r := range rs {
+	var parts [][]SliceResource
+	from, used := 0, 0
+	for i, r := range h.Resources {
 		size := len(r.Manifest)
 		if size > MaxSliceManifestBytes {
-			return nil, &TombstoneTooLargeError{Tombstone: describeResource(r, i), Bytes: size, Limit: MaxSliceManifestBytes}
+			return nil, fmt.Errorf("the tombstone of %s is %d bytes of manifest JSON, over the %d a recovery slice holds (Eno's slice budget); nothing was handed to Eno", describeResource(r, i), size, MaxSliceManifestBytes)
 		}
-		if len(lens) == 0 || used+size > MaxSliceManifestBytes {
-			lens = append(lens, 0)
-			used = 0
+		if used+size > MaxSliceManifestBytes {
+			parts = append(parts, h.Resources[from:i:i])
+			from, used = i, 0
 		}
-		lens[len(lens)-1]++
 		used += size
 	}
-	return lens, nil
+	parts = append(parts, h.Resources[from:len(h.Resources):len(h.Resources)])
+	if len(parts) > maxParts {
+		return nil, fmt.Errorf("the hand-off needs %d recovery slices, over the %d a name has room for", len(parts), maxParts)
+	}
+	return parts, nil
 }
 
 // describeResource names a slice resource in an error: its identity, else its position.
@@ -119,18 +104,6 @@ func describeResource(r SliceResource, i int) string {
 		return e.ID().String()
 	}
 	return fmt.Sprintf("resource %d", i)
-}
-
-// TombstoneTooLargeError: one tombstone's manifest alone is larger than a recovery slice may
-// hold (Eno's slice budget), so no cut hands it to Eno. Nothing is written.
-type TombstoneTooLargeError struct {
-	Tombstone string
-	Bytes     int
-	Limit     int
-}
-
-func (e *TombstoneTooLargeError) Error() string {
-	return fmt.Sprintf("the tombstone of %s is %d bytes of manifest JSON, over the %d a recovery slice holds (Eno's slice budget); nothing was handed to Eno", e.Tombstone, e.Bytes, e.Limit)
 }
 
 // maxParts is how many recovery slices one hand-off may have: maxPartDigits digits.
@@ -223,7 +196,7 @@ func HandoffFromSlice(c Composition, s ResourceSlice) (Handoff, error) {
 			return Handoff{}, fmt.Errorf("resource slice %s: resource %d: %w", s.Name, i, err)
 		}
 	}
-	written, _ := HistoryWrittenAt(s)
+	written, _ := time.Parse(time.RFC3339, s.Annotations[AnnotationHistoryWritten]) // unknown (zero) fails every pending recheck
 	return Handoff{Decision: d, Resources: s.Resources, HistoryWritten: written, SourceUID: s.Annotations[AnnotationSourceUID], Digest: digest}, nil
 }
 

@@ -1,9 +1,6 @@
 package domain
 
-import (
-	"fmt"
-	"time"
-)
+import "fmt"
 
 // AnnotationHistoryWritten, on a recovery slice, is its history's write time (RFC 3339): the
 // pending hand-off's recheck compares creationTimestamps with it, as the plan did (design §6.2).
@@ -57,10 +54,4 @@ func PendingTombstones(s ResourceSlice) ([]Tombstone, error) {
 		}
 	}
 	return out, nil
-}
-
-// HistoryWrittenAt reads a recovery slice's write time; unknown fails every pending recheck.
-func HistoryWrittenAt(s ResourceSlice) (t time.Time, known bool) {
-	t, err := time.Parse(time.RFC3339, s.Annotations[AnnotationHistoryWritten])
-	return t, err == nil
 }

@@ -21,16 +21,5 @@ func ReadOutage(observed map[ResourceID]Observation) error {
 		return nil
 	}
 	first := slices.MinFunc(failed, ResourceID.Compare)
-	return &ReadOutageError{Reads: len(failed), First: first, Detail: observed[first].Detail}
-}
-
-// ReadOutageError: every downstream read of a plan failed; nothing is decided, it is retried.
-type ReadOutageError struct {
-	Reads  int
-	First  ResourceID
-	Detail string
-}
-
-func (e *ReadOutageError) Error() string {
-	return fmt.Sprintf("every one of the %d downstream reads of the plan failed, so none is kept as unreadable and the plan is retried; the first, %s: %s", e.Reads, e.First, e.Detail)
+	return fmt.Errorf("every one of the %d downstream reads of the plan failed, so none is kept as unreadable and the plan is retried; the first, %s: %s", len(failed), first, observed[first].Detail)
 }

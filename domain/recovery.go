@@ -45,26 +45,14 @@ func (t Tombstone) Manifest() string {
 	return string(b)
 }
 
-// Review is an operator's answer to a held recovery (design §6.1).
-type Review int
-
-const (
-	ReviewNone Review = iota
-	ReviewApprove
-	ReviewReject
-)
-
-// ReviewOf reads the review annotation; a value naming another synthesis, or of neither form, is
-// ignored (IgnoredReviewOf says which).
-func ReviewOf(c Composition) Review {
+// reviewOf is the verb of the review annotation when it names c's current synthesis; "" when it
+// names another, or is of neither form (IgnoredReviewOf says which).
+func reviewOf(c Composition) string {
 	verb, uuid, ok := parseReview(c.Annotations[AnnotationReview])
-	switch {
-	case !ok || c.SynthesisUUID() == "" || uuid != c.SynthesisUUID():
-		return ReviewNone
-	case verb == reviewApprove:
-		return ReviewApprove
+	if !ok || c.SynthesisUUID() == "" || uuid != c.SynthesisUUID() {
+		return ""
 	}
-	return ReviewReject
+	return verb
 }
 
 const (
@@ -95,7 +83,7 @@ func ReviewValue(c Composition, approve bool) (string, error) {
 			c.Ref(), d.Outcome, d.SynthesisUUID, cmp.Or(current, "none"))
 	case d.Outcome != OutcomeHeldForReview:
 		return "", fmt.Errorf("composition %s has no recovery held for review: synthesis %s was decided %s", c.Ref(), current, strings.TrimSpace(d.Outcome.String()+" "+d.Reason))
-	case ReviewOf(c) != ReviewNone:
+	case reviewOf(c) != "":
 		return "", fmt.Errorf("composition %s: synthesis %s is already reviewed (%s=%s)", c.Ref(), current, AnnotationReview, c.Annotations[AnnotationReview])
 	}
 	if approve {
@@ -395,13 +383,13 @@ func planFromSnapshotErr(d Decision, snap Snapshot, snapErr error) (RecoveryPlan
 // planOverTheGuard decides over the deletion guard: approved, rejected, else held (design §6.1).
 func planOverTheGuard(plan RecoveryPlan, in RecoveryInput, verified []Tombstone, total int, withDrops func(string) string, guarded bool, overdue []CompositionRef) RecoveryPlan {
 	c := in.Composition
-	switch review := ReviewOf(c); {
-	case review == ReviewApprove && len(overdue) == 0: // an approval never passes a Composition Eno has not synthesized
+	switch review := reviewOf(c); {
+	case review == reviewApprove && len(overdue) == 0: // an approval never passes a Composition Eno has not synthesized
 		plan.Decision.Outcome, plan.Decision.Reason = OutcomeRecovered, ReasonApproved
 		plan.Decision.Message = withDrops(fmt.Sprintf("%d of %d resources tombstoned after approval: %s", len(verified), total, FirstIDs(verified, 5)))
 		plan.Tombstones = verified
 		return plan
-	case review == ReviewReject:
+	case review == reviewReject:
 		plan.Decision.Outcome, plan.Decision.Reason, plan.Decision.Tombstones = OutcomeNothingToRecover, ReasonRejected, 0
 		plan.Decision.Message = withDrops(fmt.Sprintf("operator rejected %d tombstones held for review", len(verified)))
 		return plan

@@ -300,14 +300,14 @@ func TestReviewOf(t *testing.T) {
 	tests := []struct {
 		value string
 		uuid  string
-		want  domain.Review
+		want  string
 	}{
-		{"approve:" + synUUID, synUUID, domain.ReviewApprove},
-		{"reject:" + synUUID, synUUID, domain.ReviewReject},
-		{"approve:" + oldSynUUID, synUUID, domain.ReviewNone},
-		{"", synUUID, domain.ReviewNone},
-		{"approve:", "", domain.ReviewNone},
-		{"APPROVE:" + synUUID, synUUID, domain.ReviewNone},
+		{"approve:" + synUUID, synUUID, "approve:"},
+		{"reject:" + synUUID, synUUID, "reject:"},
+		{"approve:" + oldSynUUID, synUUID, ""},
+		{"", synUUID, ""},
+		{"approve:", "", ""},
+		{"APPROVE:" + synUUID, synUUID, ""},
 	}
 	for _, tt := range tests {
 		c := composition()
@@ -318,7 +318,7 @@ func TestReviewOf(t *testing.T) {
 	c := composition()
 	c.Synthesis = nil
 	c.Annotations[domain.AnnotationReview] = "approve:"
-	assert.Equal(t, domain.ReviewNone, domain.ReviewOf(c))
+	assert.Equal(t, "", domain.ReviewOf(c))
 }
 
 func TestIgnoredReviewOf(t *testing.T) {
@@ -361,7 +361,7 @@ func TestIgnoredReviewOf(t *testing.T) {
 			assert.Equal(t, *tt.value, got.Value)
 			assert.Equal(t, tt.stale, got.Stale)
 			assert.Equal(t, synUUID, got.Current)
-			assert.Equal(t, domain.ReviewNone, domain.ReviewOf(c), "an ignored value answers nothing")
+			assert.Equal(t, "", domain.ReviewOf(c), "an ignored value answers nothing")
 			assert.Contains(t, got.Message(), want, "names the values expected")
 			if tt.message != "" {
 				assert.Equal(t, tt.message, got.Message())
@@ -605,7 +605,7 @@ func TestReviewValue(t *testing.T) {
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, got)
-			assert.Equal(t, map[bool]domain.Review{true: domain.ReviewApprove, false: domain.ReviewReject}[tc.approve], domain.ReviewOf(domain.Composition{Synthesis: tc.c.Synthesis, Annotations: map[string]string{domain.AnnotationReview: got}}))
+			assert.Equal(t, map[bool]string{true: "approve:", false: "reject:"}[tc.approve], domain.ReviewOf(domain.Composition{Synthesis: tc.c.Synthesis, Annotations: map[string]string{domain.AnnotationReview: got}}))
 		})
 	}
 }

@@ -73,10 +73,9 @@ func IsSliceError(err error) bool {
 
 // SynthesisContents is what the current synthesis produces, patches and tombstones.
 type SynthesisContents struct {
-	inventory  Inventory
-	produced   map[ResourceID]struct{}
-	patched    map[ResourceID]struct{}
-	tombstoned map[ResourceID]struct{}
+	inventory Inventory
+	// covered holds what it produces, patches (the Patch's target) or already tombstones.
+	covered map[ResourceID]struct{}
 	// keptTombstones are the tombstones Eno skips for good: disabled on the manifest, and not
 	// by this controller's precondition, which may enable them.
 	keptTombstones map[ResourceID]struct{}
@@ -90,16 +89,12 @@ func (s SynthesisContents) Inventory() Inventory { return s.inventory }
 // a namespace is covered in any namespace: the API server ignores a namespace on a cluster-scoped
 // object, so that manifest applies the very object (design §6.3).
 func (s SynthesisContents) Covers(id ResourceID) bool {
+	set := s.covered
 	if id.Namespace == "" {
-		_, ok := s.anyNamespace[id]
-		return ok
+		set = s.anyNamespace
 	}
-	for _, set := range []map[ResourceID]struct{}{s.patched, s.tombstoned, s.produced} {
-		if _, ok := set[id]; ok {
-			return true
-		}
-	}
-	return false
+	_, ok := set[id]
+	return ok
 }
 
 // ReadSynthesis builds the contents of c's current synthesis from its slices, in the order
@@ -120,8 +115,7 @@ func ReadSynthesis(c Composition, slices []ResourceSlice) (SynthesisContents, er
 			return SynthesisContents{}, &SliceError{Slice: name, Problem: SliceMissing, Detail: "named by status.currentSynthesis.resourceSlices but not read"}
 		}
 	}
-	contents := SynthesisContents{patched: map[ResourceID]struct{}{}, tombstoned: map[ResourceID]struct{}{},
-		keptTombstones: map[ResourceID]struct{}{}}
+	contents := SynthesisContents{covered: map[ResourceID]struct{}{}, keptTombstones: map[ResourceID]struct{}{}}
 	var entries []Entry
 	for _, s := range slices {
 		if s.Deleting {
@@ -151,10 +145,10 @@ func ReadSynthesis(c Composition, slices []ResourceSlice) (SynthesisContents, er
 					return SynthesisContents{}, &SliceError{Slice: s.Name, Problem: SliceMalformed, Detail: fmt.Sprintf("resource %d: Patch lacks patch.apiVersion or patch.kind", i)}
 				}
 				tg, _ := splitAPIVersion(targetVersion)
-				contents.patched[ResourceID{Group: tg, Kind: targetKind, Namespace: m.Namespace, Name: m.Name}] = struct{}{}
+				contents.covered[ResourceID{Group: tg, Kind: targetKind, Namespace: m.Namespace, Name: m.Name}] = struct{}{}
 			case r.Deleted:
 				id := ResourceID{Group: group, Kind: m.Kind, Namespace: m.Namespace, Name: m.Name}
-				contents.tombstoned[id] = struct{}{}
+				contents.covered[id] = struct{}{}
 				if _, _, ours := readSelfCheck(m.Annotations); !ours && m.Annotations[AnnotationDisableReconciliation] == "true" {
 					contents.keptTombstones[id] = struct{}{}
 				}
@@ -170,16 +164,13 @@ func ReadSynthesis(c Composition, slices []ResourceSlice) (SynthesisContents, er
 		return SynthesisContents{}, &SliceError{Slice: "(synthesis " + c.Synthesis.UUID + ")", Problem: SliceMalformed, Err: err}
 	}
 	contents.inventory = inv
-	contents.produced = make(map[ResourceID]struct{}, len(inv.entries))
 	for _, e := range inv.entries {
-		contents.produced[e.ID()] = struct{}{}
+		contents.covered[e.ID()] = struct{}{}
 	}
 	contents.anyNamespace = map[ResourceID]struct{}{}
-	for _, set := range []map[ResourceID]struct{}{contents.produced, contents.patched, contents.tombstoned} {
-		for id := range set {
-			id.Namespace = ""
-			contents.anyNamespace[id] = struct{}{}
-		}
+	for id := range contents.covered {
+		id.Namespace = ""
+		contents.anyNamespace[id] = struct{}{}
 	}
 	return contents, nil
 }
