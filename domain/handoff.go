@@ -32,7 +32,7 @@ type Handoff struct {
 	Decision Decision
 	// Resources are every tombstone of the hand-off, in canonical order, across its slices.
 	Resources []SliceResource
-	// HistoryWritten is its history's write time, which the pending hand-off's recheck uses.
+	// HistoryWritten is its history's write time, which each tombstone's precondition pins.
 	HistoryWritten time.Time
 	// SourceUID is the recorded incarnation's UID (RecoveryPlan.SourceUID); empty when unknown.
 	SourceUID string
@@ -196,7 +196,7 @@ func HandoffFromSlice(c Composition, s ResourceSlice) (Handoff, error) {
 			return Handoff{}, fmt.Errorf("resource slice %s: resource %d: %w", s.Name, i, err)
 		}
 	}
-	written, _ := time.Parse(time.RFC3339, s.Annotations[AnnotationHistoryWritten]) // unknown (zero) fails every pending recheck
+	written, _ := time.Parse(time.RFC3339, s.Annotations[AnnotationHistoryWritten]) // a report: each tombstone's precondition carries its own
 	return Handoff{Decision: d, Resources: s.Resources, HistoryWritten: written, SourceUID: s.Annotations[AnnotationSourceUID], Digest: digest}, nil
 }
 
