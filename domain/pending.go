@@ -2,8 +2,8 @@ package domain
 
 import "fmt"
 
-// AnnotationHistoryWritten, on a recovery slice, is its history's write time (RFC 3339): the
-// pending hand-off's recheck compares creationTimestamps with it, as the plan did (design §6.2).
+// AnnotationHistoryWritten, on a recovery slice, is its history's write time (RFC 3339), for
+// readers; each tombstone's precondition carries the time Eno checks (design §6.2).
 const AnnotationHistoryWritten = "eno.azure.io/tombstone-recovery-history-written"
 
 // ParseTombstone reads back a recovery slice's tombstone: its entry, and whether it was withdrawn
