@@ -47,8 +47,6 @@ func parseRunFlags(args []string, stderr io.Writer) (runOptions, error) {
 	o := runOptions{controller: runnable.DefaultOptions()}
 	c := &o.controller
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	// Errors come back to main, which prints them as one line; only -h prints the flags.
-	fs.SetOutput(io.Discard)
 	o.clusterFlags.bind(fs, clusterFlagHelp{
 		kubeconfig:           "kubeconfig of the control plane (default: in-cluster, then $KUBECONFIG)",
 		maxChunkBytes:        "largest inventory.json of one chunk Secret",
@@ -72,14 +70,8 @@ func parseRunFlags(args []string, stderr io.Writer) (runOptions, error) {
 	fs.DurationVar(&c.PendingRecheckInterval, "pending-recheck-interval", c.PendingRecheckInterval,
 		"check a hand-off that Eno has not carried yet this often, disarming it when another Composition produces one of its tombstones (at least 1s)")
 	o.logging.bind(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stderr)
-			fmt.Fprintln(stderr, "usage: tombstone-recovery run [flags]\n\nExit codes: 0 on SIGTERM or SIGINT once drained; 1 bad flags, an unreachable cluster or lost leadership (one line on stderr).\n\nflags:")
-			fs.PrintDefaults()
-			return o, err
-		}
-		return o, fmt.Errorf("run: %w", err)
+	if err := parseFlags(fs, args, stderr, "usage: tombstone-recovery run [flags]\n\nExit codes: 0 on SIGTERM or SIGINT once drained; 1 bad flags, an unreachable cluster or lost leadership (one line on stderr).\n\nflags:\n"); err != nil {
+		return o, fmt.Errorf("run: %w", err) // -h: main's unlessHelp sees flag.ErrHelp through the wrap
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("run: unexpected arguments %q", fs.Args())
@@ -162,8 +154,25 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 	ctrllog.SetLogger(log)
 	ctx = logr.NewContext(ctx, log)
 
-	cpConfig, remoteConfig, err := reachableClusters(ctx, o)
+	// The control plane's and the downstream cluster's configuration (the control plane's when
+	// no downstream kubeconfig is given); each must answer.
+	cpConfig, err := loadRESTConfig(o.kubeconfig)
 	if err != nil {
+		return fmt.Errorf("loading the control plane kubeconfig: %w", err)
+	}
+	remoteConfig := cpConfig
+	if o.remoteKubeconfig != "" {
+		if _, err := os.Stat(o.remoteKubeconfig); errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("the downstream kubeconfig %s does not exist: create the Secret it is mounted from (README, Install), or drop --remote-kubeconfig for one cluster", o.remoteKubeconfig)
+		}
+		if remoteConfig, err = loadRESTConfig(o.remoteKubeconfig); err != nil {
+			return fmt.Errorf("loading the downstream kubeconfig: %w", err)
+		}
+	}
+	if err := checkReachable(ctx, "the control plane", cpConfig); err != nil {
+		return err
+	}
+	if err := checkReachable(ctx, "the downstream cluster", remoteConfig); err != nil {
 		return err
 	}
 	if namespaceMissing(ctx, remoteConfig, o.inventoryNamespace) {
@@ -207,7 +216,16 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := mgr.AddReadyzCheck("tombstone-recovery", guest.ReadyzCheck); err != nil {
 		return err
 	}
-	return runManager(ctx, mgr)
+	// A lost Lease ends the manager with an error, so that the process exits and restarts clean
+	// while a new leader takes over.
+	if err := mgr.Start(ctx); err != nil {
+		if ctx.Err() == nil && strings.Contains(err.Error(), "leader election lost") {
+			return errors.New("lost leadership; exiting so a new leader takes over")
+		}
+		return err
+	}
+	log.Info("stopped after draining")
+	return nil
 }
 
 // gcPercent is run's GOGC when the environment sets none. The heap a fleet keeps is small next
@@ -251,39 +269,4 @@ func checkListen(addr string) error {
 		return err
 	}
 	return ln.Close()
-}
-
-// runManager runs the manager until ctx is cancelled. A lost Lease ends it with an error, so
-// that the process exits and restarts clean while a new leader takes over.
-func runManager(ctx context.Context, mgr ctrl.Manager) error {
-	if err := mgr.Start(ctx); err != nil {
-		if ctx.Err() == nil && strings.Contains(err.Error(), "leader election lost") {
-			return errors.New("lost leadership; exiting so a new leader takes over")
-		}
-		return err
-	}
-	logr.FromContextOrDiscard(ctx).Info("stopped after draining")
-	return nil
-}
-
-// reachableClusters loads the control plane's and the downstream cluster's configuration (the
-// control plane's when no downstream kubeconfig is given) and checks that each answers.
-func reachableClusters(ctx context.Context, o runOptions) (cpConfig, remoteConfig *rest.Config, err error) {
-	cpConfig, err = loadRESTConfig(o.kubeconfig)
-	if err != nil {
-		return nil, nil, fmt.Errorf("loading the control plane kubeconfig: %w", err)
-	}
-	remoteConfig = cpConfig
-	if o.remoteKubeconfig != "" {
-		if _, err := os.Stat(o.remoteKubeconfig); errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, fmt.Errorf("the downstream kubeconfig %s does not exist: create the Secret it is mounted from (README, Install), or drop --remote-kubeconfig for one cluster", o.remoteKubeconfig)
-		}
-		if remoteConfig, err = loadRESTConfig(o.remoteKubeconfig); err != nil {
-			return nil, nil, fmt.Errorf("loading the downstream kubeconfig: %w", err)
-		}
-	}
-	if err := checkReachable(ctx, "the control plane", cpConfig); err != nil {
-		return nil, nil, err
-	}
-	return cpConfig, remoteConfig, checkReachable(ctx, "the downstream cluster", remoteConfig)
 }
