@@ -178,15 +178,17 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 	if namespaceMissing(ctx, remoteConfig, o.inventoryNamespace) {
 		return fmt.Errorf("run: --inventory-namespace %s does not exist in the downstream cluster: create it, or pass the namespace of the inventory", o.inventoryNamespace)
 	}
-	selector, err := labels.Parse(o.compositionSelector)
-	if err != nil {
-		return fmt.Errorf("run: --composition-label-selector: %w", err)
-	}
+	selector, _ := labels.Parse(o.compositionSelector) // validate refused one that does not parse
 	// controller-runtime would fail a busy port only once the manager starts, among other logs.
 	for _, s := range []struct{ what, addr string }{{"metrics", o.metricsAddr}, {"probes", o.healthAddr}} {
-		if err := checkListen(s.addr); err != nil {
+		if s.addr == "" || s.addr == "0" { // no server
+			continue
+		}
+		ln, err := net.Listen("tcp", s.addr)
+		if err != nil {
 			return fmt.Errorf("listening for %s on %s: %w", s.what, s.addr, err)
 		}
+		ln.Close()
 	}
 	leaseName := cmp.Or(o.leaderElectionID, runnable.DefaultLeaseName(o.controller.Scope.Namespace, selector))
 	log.Info("starting", o.startupValues(leaseName)...)
@@ -257,16 +259,4 @@ func (o runOptions) startupValues(leaseName string) []any {
 		"pendingRecheckInterval", c.PendingRecheckInterval.String(), "leaderElect", o.leaderElect,
 		"leaderElectionNamespace", o.leaderElectionNamespace, "leaderElectionID", leaseName,
 		"remoteKubeconfig", o.remoteKubeconfig != ""}
-}
-
-// checkListen fails when addr ("" or "0": no server) cannot be listened on now.
-func checkListen(addr string) error {
-	if addr == "" || addr == "0" {
-		return nil
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	return ln.Close()
 }
