@@ -1,6 +1,7 @@
 package runnable
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -65,12 +66,7 @@ func (g *Guest) clientConfig(cfg *rest.Config) *rest.Config {
 	if g.s.Impersonate != "" {
 		out.Impersonate = rest.ImpersonationConfig{UserName: g.s.Impersonate}
 	}
-	if g.s.QPS > 0 {
-		out.QPS = g.s.QPS
-	}
-	if g.s.Burst > 0 {
-		out.Burst = g.s.Burst
-	}
+	out.QPS, out.Burst = cmp.Or(g.s.QPS, out.QPS), cmp.Or(g.s.Burst, out.Burst) // resolve refused negatives
 	return out
 }
 
