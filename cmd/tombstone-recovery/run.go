@@ -212,10 +212,7 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return err
-	}
-	if err := mgr.AddReadyzCheck("tombstone-recovery", guest.ReadyzCheck); err != nil {
+	if err := errors.Join(mgr.AddHealthzCheck("ping", healthz.Ping), mgr.AddReadyzCheck("tombstone-recovery", guest.ReadyzCheck)); err != nil {
 		return err
 	}
 	// A lost Lease ends the manager with an error, so that the process exits and restarts clean
