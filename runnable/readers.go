@@ -19,8 +19,7 @@ import (
 // lineageField is the index of the cached inventory Secrets by lineage label.
 const lineageField = "tombstone-recovery.lineage"
 
-// compositionGV is Eno's Composition's group and version, which this module reads without
-// importing Eno.
+// compositionGV is Eno's Composition's group and version, read without importing Eno.
 var compositionGV = k8s.CompositionGVR.GroupVersion()
 
 // cachedCompositions is the client-go lister adapters/k8s reads cached Compositions through
@@ -101,6 +100,5 @@ func (s *cachedSecrets) ListLineage(lineage string) ([]*metav1.PartialObjectMeta
 
 func (s *cachedSecrets) Get(name string) (*metav1.PartialObjectMetadata, bool) {
 	m := secretObject()
-	err := s.cache.Get(context.Background(), client.ObjectKey{Namespace: s.namespace, Name: name}, m)
-	return m, err == nil
+	return m, s.cache.Get(context.Background(), client.ObjectKey{Namespace: s.namespace, Name: name}, m) == nil
 }

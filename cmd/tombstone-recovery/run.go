@@ -227,15 +227,13 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 	return nil
 }
 
-// gcPercent is run's GOGC when the environment sets none. The heap a fleet keeps is small next
-// to what a recording allocates on its way, so GOGC=100's headroom (the live heap again) is
-// much of the peak; at 50 the collector runs about twice as often (BENCHMARKS.md, Scale).
+// gcPercent is run's GOGC when the environment sets none: the heap a fleet keeps is small next to
+// what a recording allocates, so GOGC=100's headroom is much of the peak (BENCHMARKS.md, Scale).
 const gcPercent = 50
 
-// defaultMemory sets gcPercent unless GOGC is set, and stops the runtime's heap profile unless
-// GODEBUG sets memprofilerate: an operator's value wins. run serves no profile (the manager's
-// pprof endpoint stays off), so no sample was ever read, yet each unwound its goroutine's stack
-// through the binary's tables and kept that stack for the life of the process.
+// defaultMemory sets gcPercent unless GOGC is set, and stops the heap profile unless GODEBUG sets
+// memprofilerate. run serves no profile (pprof stays off), yet each sample unwound its
+// goroutine's stack and kept it for the life of the process.
 func defaultMemory(lookupEnv func(string) (string, bool)) {
 	if _, set := lookupEnv("GOGC"); !set {
 		debug.SetGCPercent(gcPercent)
