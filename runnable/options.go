@@ -30,8 +30,7 @@ type Options struct {
 	// QPS and Burst limit each client of this controller; 0 keeps the rest.Config's.
 	QPS   float32
 	Burst int
-	// Workers is the number of concurrent reconciles (MaxConcurrentReconciles).
-	Workers int
+	Workers int // concurrent reconciles (MaxConcurrentReconciles)
 	// ResyncPeriod re-delivers every cached Composition this often (0: never); standalone only.
 	ResyncPeriod time.Duration
 
@@ -63,8 +62,7 @@ func DefaultOptions() Options {
 	return Options{Config: app.DefaultConfig(), Workers: 2, ResyncPeriod: 10 * time.Minute}
 }
 
-// ErrNoLeaderElection is why the controller refuses to start in a manager that does not elect
-// a leader, unless Options.EveryReplica says every replica may run it.
+// ErrNoLeaderElection is why the controller refuses a manager that does not elect (see EveryReplica).
 var ErrNoLeaderElection = errors.New("eno-reconciler runs without --leader-election: every replica would run the tombstone recovery controller; " +
 	"run eno-reconciler with --leader-election to enable it (the rest of eno-reconciler is unaffected)")
 

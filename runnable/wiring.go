@@ -63,8 +63,7 @@ func secretObject() *metav1.PartialObjectMetadata {
 	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}}
 }
 
-// unsafeShared lets the caches hand out their own objects, without a deep copy per read: the
-// adapters copy what they keep and never mutate them.
+// unsafeShared: the caches hand out their own objects uncopied; the adapters copy what they keep, never mutate.
 var unsafeShared = true
 
 // ownCache caches obj's one kind as by selects it, without managedFields, resynced every sync (0:
