@@ -28,8 +28,8 @@ type Options struct {
 	ResourceFilters []string
 
 	// QPS and Burst limit each client of this controller; 0 keeps the rest.Config's.
-	QPS   float32
-	Burst int
+	QPS     float32
+	Burst   int
 	Workers int // concurrent reconciles (MaxConcurrentReconciles)
 	// ResyncPeriod re-delivers every cached Composition this often (0: never); standalone only.
 	ResyncPeriod time.Duration
