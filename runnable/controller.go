@@ -28,19 +28,22 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// untilSynced is the controller's CacheSyncTimeout: it waits for its caches as long as it takes
-// (an informer retries a forbidden or failed list with backoff, and logs it), because a
-// controller whose caches time out returns an error, and it cannot be started again.
+// untilSynced is the controller's CacheSyncTimeout: as long as it takes (informers retry a failed
+// list with backoff, and log it), because a controller whose caches time out cannot start again.
 const untilSynced = 100 * 365 * 24 * time.Hour
 
-// setup builds the clients and the metrics, and adds the caches, the fleet index and the
-// controller to the manager, through isolated.
+// setup builds the clients and metrics, and adds the caches, fleet index and controller through isolated.
 func (g *Guest) setup(ctx context.Context, downstream *rest.Config) (err error) {
 	if g.clients, err = newClients(g.clientConfig(g.mgr.GetConfig()), g.clientConfig(downstream)); err != nil {
 		return fmt.Errorf("clients: %w", err)
 	}
+	compSize, compCount := counter()
+	secretSize, secretCount := counter()
 	if g.s.Registerer != nil {
-		if g.metrics, err = metrics.New(g.s.Registerer); err != nil {
+		if g.metrics, err = metrics.New(g.s.Registerer); err == nil {
+			err = metrics.RegisterCacheSizes(g.s.Registerer, map[string]func() int{"compositions": compSize, "inventory-secrets": secretSize})
+		}
+		if err != nil {
 			return fmt.Errorf("registering metrics: %w", err)
 		}
 	}
@@ -84,8 +87,6 @@ func (g *Guest) setup(ctx context.Context, downstream *rest.Config) (err error) 
 	if err != nil {
 		return fmt.Errorf("building the controller: %w", err)
 	}
-	compSize, compCount := counter()
-	secretSize, secretCount := counter()
 	if _, err := secrets.informer.AddEventHandler(secretCount); err != nil {
 		return err
 	}
@@ -114,12 +115,6 @@ func (g *Guest) setup(ctx context.Context, downstream *rest.Config) (err error) 
 			return err
 		}
 	}
-	if g.s.Registerer == nil {
-		return nil
-	}
-	if err := metrics.RegisterCacheSizes(g.s.Registerer, map[string]func() int{"compositions": compSize, "inventory-secrets": secretSize}); err != nil {
-		return fmt.Errorf("registering cache metrics: %w", err)
-	}
 	return nil
 }
 
@@ -141,11 +136,9 @@ func (s fleetSource) WaitForSync(ctx context.Context) error {
 }
 
 // reconciler calls app's Reconcile for a request. A panic in it (ours or a library's) becomes
-// an error, logged with its stack and counted, and the request is retried with backoff: a
-// guest inside eno-reconciler must never take its host down.
-//
-// The Service is built at the first reconcile, on the leader only, as it may read the control
-// plane's name (design §3): a follower sends nothing, and a failed read is retried with backoff.
+// an error, logged with its stack and counted, and retried with backoff: a guest must never take
+// its host down. The Service is built at the first reconcile, on the leader only, as it may read
+// the control plane's name (design §3): a follower sends nothing; a failed read is retried.
 func (g *Guest) reconciler(build func(context.Context) (*app.Service, error)) reconcile.Func {
 	var mu sync.Mutex
 	var svc *app.Service
@@ -178,6 +171,11 @@ func (g *Guest) reconciler(build func(context.Context) (*app.Service, error)) re
 	}
 }
 
+// compositionRequest is the request for a Composition's event.
+func compositionRequest(obj client.Object) (reconcile.Request, bool) {
+	return reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)}, true
+}
+
 // PanicError is a panic recovered from a reconcile.
 type PanicError struct {
 	Value any
@@ -185,11 +183,6 @@ type PanicError struct {
 }
 
 func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
-
-// compositionRequest is the request for a Composition's event.
-func compositionRequest(obj client.Object) (reconcile.Request, bool) {
-	return reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)}, true
-}
 
 // secretRequest is the request for the Composition an inventory Secret names in its
 // annotations, so that a changed or removed chunk is re-recorded promptly.
@@ -200,10 +193,9 @@ func secretRequest(obj client.Object) (reconcile.Request, bool) {
 	return req, req.Namespace != "" && req.Name != ""
 }
 
-// refHandler enqueues requestFor(obj) on every add, update, delete and generic event. A panic
-// in it is recovered, logged and counted: client-go would re-panic it in the informer's
-// goroutine and take the host process down. The event is then dropped; the next resync or
-// change delivers the object again.
+// refHandler enqueues requestFor(obj) on every event. A panic in it is recovered, logged and
+// counted (client-go would re-panic it in the informer's goroutine, taking the host down); the
+// event is dropped, and the next resync or change delivers the object again.
 func (g *Guest) refHandler(what string, requestFor func(client.Object) (reconcile.Request, bool)) handler.Funcs {
 	enqueue := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		defer func() {

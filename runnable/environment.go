@@ -8,15 +8,13 @@ import (
 	"strings"
 )
 
-// envName is the variable of a setting: ENO_TOMBSTONE_RECOVERY_ and its flag's name in capitals,
-// e.g. ENO_TOMBSTONE_RECOVERY_MAX_CHUNKS. A process that embeds the controller keeps its own
-// flags; these let an operator change the controller's settings without a rebuild.
+// envName is a setting's variable, e.g. ENO_TOMBSTONE_RECOVERY_MAX_CHUNKS: a process that embeds
+// the controller keeps its own flags; these let an operator change its settings without a rebuild.
 func envName(flag string) string {
 	return "ENO_TOMBSTONE_RECOVERY_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 }
 
-// fromEnvironment returns o with every variable that getenv reports set (non-empty) applied
-// over the setting it names.
+// fromEnvironment returns o with each variable getenv reports non-empty applied over its setting.
 func (o Options) fromEnvironment(getenv func(string) string) (Options, error) {
 	fs := flag.NewFlagSet("environment", flag.ContinueOnError)
 	fs.BoolVar(&o.Enabled, "enabled", o.Enabled, "true or false")

@@ -1,6 +1,7 @@
 package runnable
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,9 +16,8 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
-// Guest is the tombstone recovery controller in a controller-runtime manager: its host,
-// eno-reconciler's manager or the standalone binary's. Everything it adds to the manager runs
-// on the elected leader only, and nothing of it stops or delays its host (design §8.2).
+// Guest is the tombstone recovery controller in its host's manager (eno-reconciler's or the
+// standalone binary's): all it adds runs on the leader only, and never stops or delays the host (§8.2).
 type Guest struct {
 	s       Options // resolved
 	log     logr.Logger
@@ -30,10 +30,10 @@ type Guest struct {
 	ready  atomic.Bool // the leader's caches hold their initial lists, and said so in the log
 }
 
-// SetupWithManager adds the controller to mgr, which holds the Compositions (its config is the
-// control plane's); downstream is the cluster of the inventory Secrets (nil: the control
-// plane). It contacts no cluster and starts nothing; it fails on bad options only. In a manager
-// that does not elect a leader it adds nothing, unless EveryReplica, and logs why.
+// SetupWithManager adds the controller to mgr, whose config is the control plane's; downstream
+// holds the inventory Secrets (nil: the control plane). It contacts no cluster, starts nothing and
+// fails on bad options only. In a manager that does not elect it adds nothing (unless
+// EveryReplica) and logs why.
 func SetupWithManager(mgr manager.Manager, downstream *rest.Config, opts Options) (*Guest, error) {
 	if mgr == nil {
 		return nil, errors.New("tombstone recovery: a manager is required")
@@ -66,19 +66,13 @@ func (g *Guest) clientConfig(cfg *rest.Config) *rest.Config {
 	if g.s.Impersonate != "" {
 		out.Impersonate = rest.ImpersonationConfig{UserName: g.s.Impersonate}
 	}
-	if g.s.QPS > 0 {
-		out.QPS = g.s.QPS
-	}
-	if g.s.Burst > 0 {
-		out.Burst = g.s.Burst
-	}
+	out.QPS, out.Burst = cmp.Or(g.s.QPS, out.QPS), cmp.Or(g.s.Burst, out.Burst) // resolve refused negatives
 	return out
 }
 
-// ReadyzCheck fails while the controller runs on this replica and its caches have not synced,
-// and after it failed; a replica that does not lead is ready. It is a healthz.Checker, for the
-// standalone binary's /readyz: inside eno-reconciler the guest adds no check, so it never holds
-// its host unready.
+// ReadyzCheck, the standalone binary's /readyz, fails while the controller runs on this replica
+// and its caches have not synced, and after it failed; a follower is ready. Inside eno-reconciler
+// the guest adds no check, so it never holds its host unready.
 func (g *Guest) ReadyzCheck(*http.Request) error {
 	if g.failed.Load() {
 		return errors.New("tombstone recovery: the controller failed (logged); restart the process")
@@ -97,9 +91,8 @@ func (g *Guest) ReadyzCheck(*http.Request) error {
 }
 
 // isolated is the host's manager as the guest's builder sees it: each runnable the guest adds
-// (its caches, the fleet index, the controller) runs on the leader only, after the host's own
-// caches, and a failure or panic of it is logged and counted, never returned to the host: a
-// manager stops when a runnable returns an error.
+// runs on the leader only, after the host's caches, and its failure or panic is logged and
+// counted, never returned to the host (a manager stops when a runnable returns an error).
 type isolated struct {
 	manager.Manager
 	g *Guest
@@ -131,7 +124,6 @@ func (r guestRunnable) Start(ctx context.Context) (err error) {
 	return r.r.Start(logr.NewContext(ctx, r.g.log))
 }
 
-// panicked counts a panic recovered where it would have reached the host.
 func (g *Guest) panicked(where string) {
 	if g.metrics != nil {
 		g.metrics.Panicked(where)

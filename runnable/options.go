@@ -19,49 +19,41 @@ import (
 // Options configures the controller SetupWithManager adds; start from DefaultOptions.
 type Options struct {
 	// Config holds the use cases' settings, each documented there; Scope.Selector is set from
-	// CompositionSelector. app.DefaultConfig is off: a caller that wants recording and recovery
-	// sets Enabled (design §4).
+	// CompositionSelector. app.DefaultConfig is off: set Enabled to record and recover (design §4).
 	app.Config
-	// CompositionSelector limits the controller to matching Compositions; nil selects everything.
-	// Pass eno-reconciler's, so that both work on the same shard.
+	// CompositionSelector limits the controller to matching Compositions (nil: all); pass eno-reconciler's.
 	CompositionSelector labels.Selector
-	// ResourceFilters, when not nil, are compiled into Config.ResourceFilter: the
-	// --resource-filter of each eno-reconciler in use ("" for one without).
+	// ResourceFilters, when not nil, are compiled into Config.ResourceFilter: each eno-reconciler's
+	// --resource-filter ("" for one without).
 	ResourceFilters []string
 
 	// QPS and Burst limit each client of this controller; 0 keeps the rest.Config's.
-	QPS   float32
-	Burst int
-	// Workers is the number of concurrent reconciles (MaxConcurrentReconciles).
-	Workers int
-	// ResyncPeriod re-delivers every cached Composition this often; 0 never. Standalone only:
-	// inside eno-reconciler the guest reads the host's cache.
+	QPS     float32
+	Burst   int
+	Workers int // concurrent reconciles (MaxConcurrentReconciles)
+	// ResyncPeriod re-delivers every cached Composition this often (0: never); standalone only.
 	ResyncPeriod time.Duration
 
-	// HostElects says that the manager elects a leader and starts leader-election runnables on
-	// its leader only (eno-reconciler --leader-election: pass mgrOpts.LeaderElection; the
-	// standalone binary with --leader-elect). The controller then runs on the leader only.
+	// HostElects says that the manager elects a leader (eno-reconciler's mgrOpts.LeaderElection,
+	// run's --leader-elect): the controller then runs on the leader only.
 	HostElects bool
-	// EveryReplica runs the controller on every replica of a manager that does not elect (the
-	// standalone binary with --leader-elect=false): safe (resourceVersion preconditions, and
-	// recovery slices sealed before their commit), but every replica then does the work. Without
-	// it or HostElects the controller refuses to start, logging why, and the host carries on.
+	// EveryReplica runs the controller on every replica of a manager that does not elect (run
+	// --leader-elect=false): safe (resourceVersion preconditions, recovery slices sealed before
+	// their commit), but duplicated work. Without it or HostElects the controller refuses to
+	// start, logging why, and the host carries on.
 	EveryReplica bool
 
-	// Impersonate is the user every client acts as, on both clusters; "" is the host's identity.
+	// Impersonate is the user every client acts as, on both clusters ("": the host's identity);
 	// eno-reconciler passes ReleaseServiceAccount, which the release's RBAC and policies confine.
 	Impersonate string
-	// Logger receives the controller's logs; it is also put in the context of every reconcile.
-	// The zero Logger is the manager's, named tombstone-recovery.
+	// Logger receives the controller's logs, also via every reconcile's context; zero: the manager's.
 	Logger logr.Logger
 	// Registerer receives the controller's metrics (eno_tombstone_recovery_*); nil exports none.
-	// eno-reconciler and the binary pass controller-runtime's metrics.Registry. The work queue's
-	// metrics are controller-runtime's (workqueue_*, name "compositions") in either case.
+	// The work queue's are controller-runtime's (workqueue_*, name "compositions") in either case.
 	Registerer prometheus.Registerer
 
-	// Getenv, when set (to os.Getenv, say), lets the ENO_TOMBSTONE_RECOVERY_* variables
-	// override the settings they name (environment.go): settings for an operator of a process
-	// whose flags are not ours. nil reads no environment.
+	// Getenv, when set (to os.Getenv, say), lets the ENO_TOMBSTONE_RECOVERY_* variables override
+	// the settings they name (environment.go), in a process whose flags are not ours; nil: none.
 	Getenv func(string) string
 }
 
@@ -70,23 +62,19 @@ func DefaultOptions() Options {
 	return Options{Config: app.DefaultConfig(), Workers: 2, ResyncPeriod: 10 * time.Minute}
 }
 
-// ErrNoLeaderElection is why the controller refuses to start in a manager that does not elect
-// a leader, unless Options.EveryReplica says every replica may run it.
+// ErrNoLeaderElection is why the controller refuses a manager that does not elect (see EveryReplica).
 var ErrNoLeaderElection = errors.New("eno-reconciler runs without --leader-election: every replica would run the tombstone recovery controller; " +
 	"run eno-reconciler with --leader-election to enable it (the rest of eno-reconciler is unaffected)")
 
 const (
 	// ReleaseServiceAccount is deploy/control-plane/release.yaml's ServiceAccount, as a user name.
 	ReleaseServiceAccount = "system:serviceaccount:eno-system:eno-tombstone-recovery"
-	// UserAgent identifies the controller's requests to both API servers.
-	UserAgent = "eno-tombstone-recovery"
-	// leaseBaseName is the Lease of the whole Composition space.
-	leaseBaseName = "eno-tombstone-recovery"
+	UserAgent             = "eno-tombstone-recovery" // of the controller's requests to both API servers
+	leaseBaseName         = "eno-tombstone-recovery" // the Lease of the whole Composition space
 )
 
-// DefaultLeaseName is the standalone binary's Lease for a Composition scope:
-// eno-tombstone-recovery for all Compositions, with a suffix from the namespace and selector
-// otherwise. Replicas of one shard share a Lease; different shards each elect their own leader.
+// DefaultLeaseName is the standalone binary's Lease for a Composition scope: leaseBaseName for
+// all Compositions, else with a suffix from the namespace and selector, one per shard.
 func DefaultLeaseName(namespace string, selector labels.Selector) string {
 	sel := selectorString(selector)
 	if namespace == "" && sel == "" {

@@ -19,15 +19,13 @@ import (
 // lineageField is the index of the cached inventory Secrets by lineage label.
 const lineageField = "tombstone-recovery.lineage"
 
-// compositionGV is Eno's Composition's group and version, which this module reads without
-// importing Eno.
+// compositionGV is Eno's Composition's group and version, read without importing Eno.
 var compositionGV = k8s.CompositionGVR.GroupVersion()
 
-// cachedCompositions is the lister adapters/k8s reads cached Compositions through. It stays a
-// client-go lister because only runnable and cmd may import controller-runtime (adapters/k8s
-// takes client-go's GenericLister). obj and list are empty prototypes: the host's typed
-// Compositions when its scheme knows them (adapters/k8s converts them), else unstructured. The
-// objects read are the cache's own: the adapter copies what it keeps and never mutates them.
+// cachedCompositions is the client-go lister adapters/k8s reads cached Compositions through
+// (only runnable and cmd may import controller-runtime). obj and list are empty prototypes: the
+// host's typed Compositions (adapters/k8s converts them), else unstructured. The objects read are
+// the cache's own: the adapter copies what it keeps and never mutates them.
 type cachedCompositions struct {
 	cache cache.Cache
 	obj   client.Object
@@ -69,8 +67,7 @@ func (l cachedCompositions) ByNamespace(namespace string) toolscache.GenericName
 	return l
 }
 
-// counter counts the objects an informer holds from the events of the handler it returns:
-// nothing is listed or copied.
+// counter counts an informer's objects from the events of the handler it returns: no list, no copy.
 func counter() (func() int, toolscache.ResourceEventHandler) {
 	var n atomic.Int64
 	return func() int { return int(n.Load()) }, toolscache.ResourceEventHandlerFuncs{
@@ -79,8 +76,7 @@ func counter() (func() int, toolscache.ResourceEventHandler) {
 	}
 }
 
-// cachedSecrets is the cache of our inventory Secrets' metadata the SecretStore reads, over the
-// downstream cluster's cache.
+// cachedSecrets is the downstream cache of our inventory Secrets' metadata the SecretStore reads.
 type cachedSecrets struct {
 	cache     cache.Cache
 	informer  cache.Informer
@@ -104,6 +100,5 @@ func (s *cachedSecrets) ListLineage(lineage string) ([]*metav1.PartialObjectMeta
 
 func (s *cachedSecrets) Get(name string) (*metav1.PartialObjectMetadata, bool) {
 	m := secretObject()
-	err := s.cache.Get(context.Background(), client.ObjectKey{Namespace: s.namespace, Name: name}, m)
-	return m, err == nil
+	return m, s.cache.Get(context.Background(), client.ObjectKey{Namespace: s.namespace, Name: name}, m) == nil
 }

@@ -28,8 +28,7 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// clients are the controller's clients of both clusters: each cluster's clients share one HTTP
-// client and one rate limiter.
+// clients are the controller's clients of both clusters; each cluster's share one HTTP client and rate limiter.
 type clients struct {
 	cpConfig, dsConfig *rest.Config
 	cpHTTP, dsHTTP     *http.Client
@@ -64,13 +63,11 @@ func secretObject() *metav1.PartialObjectMetadata {
 	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}}
 }
 
-// unsafeShared lets the caches hand out their own objects, without a deep copy per read: the
-// adapters copy what they keep and never mutate them.
+// unsafeShared: the caches hand out their own objects uncopied; the adapters copy what they keep, never mutate.
 var unsafeShared = true
 
-// ownCache is a cache of the one kind of obj, as by selects it, without managedFields, resynced
-// every sync (0: never), on the cluster of cfg. It maps the kind to its resource itself, so that
-// it never asks for discovery.
+// ownCache caches obj's one kind as by selects it, without managedFields, resynced every sync (0:
+// never), on the cluster of cfg. It maps the kind to its resource itself: no discovery.
 func (g *Guest) ownCache(cfg *rest.Config, hc *http.Client, obj client.Object, resource string, sync time.Duration, by cache.ByObject) (cache.Cache, error) {
 	gvk := obj.GetObjectKind().GroupVersionKind()
 	m := meta.NewDefaultRESTMapper(nil)
@@ -80,9 +77,8 @@ func (g *Guest) ownCache(cfg *rest.Config, hc *http.Client, obj client.Object, r
 		ByObject: map[client.Object]cache.ByObject{obj: by}, DefaultWatchErrorHandler: g.watchError(resource)})
 }
 
-// compositions is the cache the controller reads Compositions from: the host's when its scheme
-// knows Eno's Composition (eno-reconciler caches them already, typed), else one of its own,
-// unstructured (standalone).
+// compositions is the cache of Compositions: the host's when its scheme knows Eno's type
+// (eno-reconciler's, typed), else one of its own, unstructured (standalone).
 func (g *Guest) compositions(mgr isolated) (*cachedCompositions, error) {
 	c := &cachedCompositions{cache: mgr.GetCache(), scope: g.s.Scope.Namespace}
 	obj, objErr := mgr.GetScheme().New(compositionGV.WithKind("Composition"))
@@ -119,12 +115,9 @@ func (g *Guest) watchError(resource string) toolscache.WatchErrorHandlerWithCont
 	}
 }
 
-// downstreamCache holds our inventory Secrets only, metadata only, in the inventory namespace,
-// selected by our label and type: the API server sends no data at all, so the cache, the initial
-// list and every watch event grow with the number of Secrets, not with the size of the
-// inventories. Downstream objects are read live through the metadata client, so no informer is
-// started per kind read. Nothing of a Secret is re-delivered on a timer. The cache is indexed
-// by lineage.
+// downstreamCache holds our inventory Secrets' metadata (no data: the cache, list and watch grow
+// with the number of Secrets, not the inventories' size), selected by namespace, label and type,
+// never resynced, indexed by lineage. Other downstream objects are read live: no informer per kind.
 func (g *Guest) downstreamCache(ctx context.Context) (*cachedSecrets, error) {
 	c, err := g.ownCache(g.clients.dsConfig, g.clients.dsHTTP, secretObject(), "secrets", 0, cache.ByObject{
 		Namespaces: map[string]cache.Config{g.s.InventoryNamespace: {}},
@@ -144,8 +137,8 @@ func (g *Guest) downstreamCache(ctx context.Context) (*cachedSecrets, error) {
 	return &cachedSecrets{cache: c, informer: inf, namespace: g.s.InventoryNamespace}, nil
 }
 
-// service builds app's Service over the adapters: reads of Compositions through the cached
-// informer (the seam the simulation makes stale), the guard, decisions and every write live.
+// service builds app's Service: Compositions read from the cache (the seam the simulation makes
+// stale), the guard, decisions and every write live.
 func (g *Guest) service(ctx context.Context, cached *cachedCompositions, secrets *cachedSecrets, fleet *k8s.FleetIndex) (*app.Service, error) {
 	c, cfg := g.clients, g.s.Config
 	comps, err := k8s.NewCompositions(c.dynamic, cached)

@@ -47,8 +47,6 @@ func parseRunFlags(args []string, stderr io.Writer) (runOptions, error) {
 	o := runOptions{controller: runnable.DefaultOptions()}
 	c := &o.controller
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	// Errors come back to main, which prints them as one line; only -h prints the flags.
-	fs.SetOutput(io.Discard)
 	o.clusterFlags.bind(fs, clusterFlagHelp{
 		kubeconfig:           "kubeconfig of the control plane (default: in-cluster, then $KUBECONFIG)",
 		maxChunkBytes:        "largest inventory.json of one chunk Secret",
@@ -72,14 +70,8 @@ func parseRunFlags(args []string, stderr io.Writer) (runOptions, error) {
 	fs.DurationVar(&c.PendingRecheckInterval, "pending-recheck-interval", c.PendingRecheckInterval,
 		"check a hand-off that Eno has not carried yet this often, disarming it when another Composition produces one of its tombstones (at least 1s)")
 	o.logging.bind(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stderr)
-			fmt.Fprintln(stderr, "usage: tombstone-recovery run [flags]\n\nExit codes: 0 on SIGTERM or SIGINT once drained; 1 bad flags, an unreachable cluster or lost leadership (one line on stderr).\n\nflags:")
-			fs.PrintDefaults()
-			return o, err
-		}
-		return o, fmt.Errorf("run: %w", err)
+	if err := parseFlags(fs, args, stderr, "usage: tombstone-recovery run [flags]\n\nExit codes: 0 on SIGTERM or SIGINT once drained; 1 bad flags, an unreachable cluster or lost leadership (one line on stderr).\n\nflags:\n"); err != nil {
+		return o, fmt.Errorf("run: %w", err) // -h: main's unlessHelp sees flag.ErrHelp through the wrap
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("run: unexpected arguments %q", fs.Args())
@@ -162,22 +154,41 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 	ctrllog.SetLogger(log)
 	ctx = logr.NewContext(ctx, log)
 
-	cpConfig, remoteConfig, err := reachableClusters(ctx, o)
+	// The control plane's and the downstream cluster's configuration (the control plane's when
+	// no downstream kubeconfig is given); each must answer.
+	cpConfig, err := loadRESTConfig(o.kubeconfig)
 	if err != nil {
+		return fmt.Errorf("loading the control plane kubeconfig: %w", err)
+	}
+	remoteConfig := cpConfig
+	if o.remoteKubeconfig != "" {
+		if _, err := os.Stat(o.remoteKubeconfig); errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("the downstream kubeconfig %s does not exist: create the Secret it is mounted from (README, Install), or drop --remote-kubeconfig for one cluster", o.remoteKubeconfig)
+		}
+		if remoteConfig, err = loadRESTConfig(o.remoteKubeconfig); err != nil {
+			return fmt.Errorf("loading the downstream kubeconfig: %w", err)
+		}
+	}
+	if err := checkReachable(ctx, "the control plane", cpConfig); err != nil {
+		return err
+	}
+	if err := checkReachable(ctx, "the downstream cluster", remoteConfig); err != nil {
 		return err
 	}
 	if namespaceMissing(ctx, remoteConfig, o.inventoryNamespace) {
 		return fmt.Errorf("run: --inventory-namespace %s does not exist in the downstream cluster: create it, or pass the namespace of the inventory", o.inventoryNamespace)
 	}
-	selector, err := labels.Parse(o.compositionSelector)
-	if err != nil {
-		return fmt.Errorf("run: --composition-label-selector: %w", err)
-	}
+	selector, _ := labels.Parse(o.compositionSelector) // validate refused one that does not parse
 	// controller-runtime would fail a busy port only once the manager starts, among other logs.
 	for _, s := range []struct{ what, addr string }{{"metrics", o.metricsAddr}, {"probes", o.healthAddr}} {
-		if err := checkListen(s.addr); err != nil {
+		if s.addr == "" || s.addr == "0" { // no server
+			continue
+		}
+		ln, err := net.Listen("tcp", s.addr)
+		if err != nil {
 			return fmt.Errorf("listening for %s on %s: %w", s.what, s.addr, err)
 		}
+		ln.Close()
 	}
 	leaseName := cmp.Or(o.leaderElectionID, runnable.DefaultLeaseName(o.controller.Scope.Namespace, selector))
 	log.Info("starting", o.startupValues(leaseName)...)
@@ -201,24 +212,28 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+	if err := errors.Join(mgr.AddHealthzCheck("ping", healthz.Ping), mgr.AddReadyzCheck("tombstone-recovery", guest.ReadyzCheck)); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("tombstone-recovery", guest.ReadyzCheck); err != nil {
+	// A lost Lease ends the manager with an error, so that the process exits and restarts clean
+	// while a new leader takes over.
+	if err := mgr.Start(ctx); err != nil {
+		if ctx.Err() == nil && strings.Contains(err.Error(), "leader election lost") {
+			return errors.New("lost leadership; exiting so a new leader takes over")
+		}
 		return err
 	}
-	return runManager(ctx, mgr)
+	log.Info("stopped after draining")
+	return nil
 }
 
-// gcPercent is run's GOGC when the environment sets none. The heap a fleet keeps is small next
-// to what a recording allocates on its way, so GOGC=100's headroom (the live heap again) is
-// much of the peak; at 50 the collector runs about twice as often (BENCHMARKS.md, Scale).
+// gcPercent is run's GOGC when the environment sets none: the heap a fleet keeps is small next to
+// what a recording allocates, so GOGC=100's headroom is much of the peak (BENCHMARKS.md, Scale).
 const gcPercent = 50
 
-// defaultMemory sets gcPercent unless GOGC is set, and stops the runtime's heap profile unless
-// GODEBUG sets memprofilerate: an operator's value wins. run serves no profile (the manager's
-// pprof endpoint stays off), so no sample was ever read, yet each unwound its goroutine's stack
-// through the binary's tables and kept that stack for the life of the process.
+// defaultMemory sets gcPercent unless GOGC is set, and stops the heap profile unless GODEBUG sets
+// memprofilerate. run serves no profile (pprof stays off), yet each sample unwound its
+// goroutine's stack and kept it for the life of the process.
 func defaultMemory(lookupEnv func(string) (string, bool)) {
 	if _, set := lookupEnv("GOGC"); !set {
 		debug.SetGCPercent(gcPercent)
@@ -239,51 +254,4 @@ func (o runOptions) startupValues(leaseName string) []any {
 		"pendingRecheckInterval", c.PendingRecheckInterval.String(), "leaderElect", o.leaderElect,
 		"leaderElectionNamespace", o.leaderElectionNamespace, "leaderElectionID", leaseName,
 		"remoteKubeconfig", o.remoteKubeconfig != ""}
-}
-
-// checkListen fails when addr ("" or "0": no server) cannot be listened on now.
-func checkListen(addr string) error {
-	if addr == "" || addr == "0" {
-		return nil
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	return ln.Close()
-}
-
-// runManager runs the manager until ctx is cancelled. A lost Lease ends it with an error, so
-// that the process exits and restarts clean while a new leader takes over.
-func runManager(ctx context.Context, mgr ctrl.Manager) error {
-	if err := mgr.Start(ctx); err != nil {
-		if ctx.Err() == nil && strings.Contains(err.Error(), "leader election lost") {
-			return errors.New("lost leadership; exiting so a new leader takes over")
-		}
-		return err
-	}
-	logr.FromContextOrDiscard(ctx).Info("stopped after draining")
-	return nil
-}
-
-// reachableClusters loads the control plane's and the downstream cluster's configuration (the
-// control plane's when no downstream kubeconfig is given) and checks that each answers.
-func reachableClusters(ctx context.Context, o runOptions) (cpConfig, remoteConfig *rest.Config, err error) {
-	cpConfig, err = loadRESTConfig(o.kubeconfig)
-	if err != nil {
-		return nil, nil, fmt.Errorf("loading the control plane kubeconfig: %w", err)
-	}
-	remoteConfig = cpConfig
-	if o.remoteKubeconfig != "" {
-		if _, err := os.Stat(o.remoteKubeconfig); errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, fmt.Errorf("the downstream kubeconfig %s does not exist: create the Secret it is mounted from (README, Install), or drop --remote-kubeconfig for one cluster", o.remoteKubeconfig)
-		}
-		if remoteConfig, err = loadRESTConfig(o.remoteKubeconfig); err != nil {
-			return nil, nil, fmt.Errorf("loading the downstream kubeconfig: %w", err)
-		}
-	}
-	if err := checkReachable(ctx, "the control plane", cpConfig); err != nil {
-		return nil, nil, err
-	}
-	return cpConfig, remoteConfig, checkReachable(ctx, "the downstream cluster", remoteConfig)
 }

@@ -4,8 +4,10 @@
 package buildinfo
 
 import (
+	"cmp"
 	"runtime"
 	"runtime/debug"
+	"slices"
 )
 
 // Module is this module's path, looked up among the dependencies when another binary (the
@@ -52,29 +54,21 @@ func resolve(embeddedVersion, embeddedRevision string, bi *debug.BuildInfo) Info
 	if bi == nil {
 		return info
 	}
-	if bi.Main.Path == Module {
-		if bi.Main.Version != "" {
-			info.Version = bi.Main.Version
+	m := &bi.Main
+	if m.Path != Module {
+		// A dependency: the host's vcs.revision is the host's commit, not ours, so it is not reported.
+		i := slices.IndexFunc(bi.Deps, func(d *debug.Module) bool { return d.Path == Module })
+		if i < 0 {
+			return info
 		}
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && s.Value != "" {
-				info.Revision = s.Value
-			}
-		}
-		return info
+		m = cmp.Or(bi.Deps[i].Replace, bi.Deps[i]) // a local replacement has no version: (devel)
 	}
-	// A dependency: the host's vcs.revision is the host's commit, not ours, so it is not reported.
-	for _, dep := range bi.Deps {
-		if dep.Path != Module {
-			continue
-		}
-		switch {
-		case dep.Replace != nil && dep.Replace.Version != "":
-			info.Version = dep.Replace.Version
-		case dep.Replace != nil:
-			info.Version = "(devel)"
-		case dep.Version != "":
-			info.Version = dep.Version
+	if m.Version != "" {
+		info.Version = m.Version
+	}
+	for _, s := range bi.Settings {
+		if m == &bi.Main && s.Key == "vcs.revision" && s.Value != "" {
+			info.Revision = s.Value
 		}
 	}
 	return info
