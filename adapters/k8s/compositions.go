@@ -21,13 +21,6 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
-var (
-	_ ports.CompositionReader = (*Compositions)(nil)
-	_ ports.CompositionLister = (*Compositions)(nil)
-	_ ports.LiveReader        = (*Compositions)(nil)
-	_ ports.DecisionWriter    = (*Compositions)(nil)
-)
-
 // Compositions reads Eno Compositions and writes recovery decisions on them.
 type Compositions struct {
 	client dynamic.Interface
@@ -136,12 +129,7 @@ func (c *Compositions) WriteDecision(ctx context.Context, comp domain.Compositio
 		return fmt.Errorf("writing the recovery decision on composition %s: resourceVersion is %s, the decision was made on %s: %w",
 			ref, rv, comp.ResourceVersion, ports.ErrConflict)
 	}
-	annotations := u.GetAnnotations()
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	annotations[domain.AnnotationDecision] = d.Encode()
-	u.SetAnnotations(annotations)
+	u.SetAnnotations(labels.Merge(u.GetAnnotations(), labels.Set{domain.AnnotationDecision: d.Encode()}))
 	if _, err := c.client.Resource(CompositionGVR).Namespace(ref.Namespace).Update(ctx, u, metav1.UpdateOptions{}); err != nil {
 		return apiError(fmt.Sprintf("writing the recovery decision on composition %s", ref), err)
 	}

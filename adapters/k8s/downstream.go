@@ -16,10 +16,7 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
-	"github.com/Azure/eno-tombstone-recovery/ports"
 )
-
-var _ ports.DownstreamReader = (*DownstreamObjects)(nil)
 
 // DownstreamObjects reads downstream objects' metadata through the metadata client, mapping each
 // kind to its resource with a RESTMapper over discovery. Discovery is cached and refreshed once

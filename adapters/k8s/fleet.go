@@ -21,8 +21,6 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
-var _ ports.FleetIndex = (*FleetIndex)(nil)
-
 // fleetWait bounds the wait for one slice; a variable so that the contract suite waits less for a
 // slice that never comes. The first list of every slice may take longer: fleetSyncWait.
 var fleetWait = 10 * time.Second

@@ -19,8 +19,6 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
-var _ ports.SnapshotStore = (*SecretStore)(nil)
-
 // SecretStore keeps inventory chunk Secrets in one namespace of the downstream cluster.
 // It creates and updates, never deletes, and refuses Secrets outside its namespace or
 // without our managed-by label.

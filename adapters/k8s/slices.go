@@ -17,11 +17,6 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
-var (
-	_ ports.SliceReader   = (*Slices)(nil)
-	_ ports.TombstoneSink = (*TombstoneSink)(nil)
-)
-
 // Slices reads Eno ResourceSlices live from the API server.
 type Slices struct {
 	client dynamic.Interface

@@ -48,10 +48,7 @@ func writeInspectTable(w io.Writer, r *app.InspectReport) error {
 		}
 		p("Composition %s/%s  uid %s  current synthesis %s  (lineage from %s)", clean(c.Namespace), clean(c.Name), clean(c.UID), cmp.Or(clean(c.SynthesisUUID), "-"), clean(from))
 	}
-	adoption := "off"
-	if r.Limits.AllowCrossNamespaceLineage {
-		adoption = "on"
-	}
+	adoption := map[bool]string{false: "off", true: "on"}[r.Limits.AllowCrossNamespaceLineage]
 	p("Limits: %s per chunk, %d chunks per snapshot, deletion guard %g, adoption across namespaces %s", sizeOf(r.Limits.MaxChunkBytes), r.Limits.MaxChunks, r.Limits.MaxTombstoneFraction, adoption)
 
 	var snapshots, secrets, unresolved [][]string

@@ -173,8 +173,7 @@ func writePruneTable(w io.Writer, r *app.PruneReport) error {
 	if r.GoneRefused != "" {
 		p("(b) REFUSED: %s", r.GoneRefused)
 	}
-	p("")
-	p("SECRETS (%d)", r.Total)
+	p("\nSECRETS (%d)", r.Total)
 	p("SECRET\tLINEAGE\tREASON\tRESULT\tWHY")
 	for _, s := range r.Secrets {
 		result := s.Result
@@ -184,17 +183,15 @@ func writePruneTable(w io.Writer, r *app.PruneReport) error {
 		p("%s\t%s\t%s\t%s\t%s", clean(s.Name), clean(s.Lineage), s.Reason, result, clean(s.Detail))
 	}
 	if len(r.Kept) > 0 {
-		p("")
-		p("KEPT (%d)", len(r.Kept))
+		p("\nKEPT (%d)", len(r.Kept))
 		for _, k := range r.Kept {
 			p("%s\t%s", clean(k.Lineage), clean(k.Why))
 		}
 	}
-	p("")
 	if r.Confirmed {
-		p("TOTAL: %d selected, %d deleted, %d skipped", r.Total, r.Deleted, r.Skipped)
+		p("\nTOTAL: %d selected, %d deleted, %d skipped", r.Total, r.Deleted, r.Skipped)
 	} else {
-		p("TOTAL: %d Secret(s) would be deleted", r.Total)
+		p("\nTOTAL: %d Secret(s) would be deleted", r.Total)
 	}
 	return wrapIf("prune: writing the report", tw.Flush())
 }

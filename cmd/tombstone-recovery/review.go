@@ -103,9 +103,9 @@ func (r reviewer) run(ctx context.Context, verb string, args []string, stdout, s
 	if err != nil {
 		return unlessHelp(err)
 	}
-	cp, remote, err := r.loadConfigs(o.asInspect())
+	cp, remote, err := loadConfigs(o.kubeconfig, o.remoteKubeconfig, true, inspectUserAgent, r.wrap)
 	if err != nil {
-		return wrapIf(verb, err)
+		return fmt.Errorf("%s: inspect: %w", verb, err)
 	}
 	comps, err := liveCompositions(cp)
 	if err == nil && verb == "dismiss" {
