@@ -138,9 +138,8 @@ func (c *Compositions) WriteDecision(ctx context.Context, comp domain.Compositio
 	return nil
 }
 
-// WriteReview sets the review annotation (domain.ReviewValue) on comp, guarded by its UID and
-// resourceVersion: ports.ErrConflict when the Composition changed since it was read. Only an
-// operator's approve and reject write it, with their own credentials.
+// WriteReview sets the review annotation (domain.ReviewValue) on comp (annotate: ports.ErrConflict
+// when it changed since it was read). Only approve and reject write it, with an operator's credentials.
 func (c *Compositions) WriteReview(ctx context.Context, comp domain.Composition, value string) error {
 	_, err := annotate(ctx, c.client, comp, domain.AnnotationReview, value, fmt.Sprintf("writing %s on composition %s", domain.AnnotationReview, comp.Ref()))
 	return err
@@ -168,11 +167,9 @@ func annotate(ctx context.Context, client dynamic.Interface, comp domain.Composi
 	return u, nil
 }
 
-// atVersion returns the Composition to modify: a copy of the cached object when the cache
-// holds exactly resourceVersion rv (a resourceVersion names one version of one object, so
-// this saves a GET the live recheck before the write has just made), else the live object. The
-// update carries that resourceVersion and UID, so the API server still rejects it if anything
-// changed since.
+// atVersion returns the Composition to modify: a copy of the cached object when it is exactly at
+// resourceVersion rv (one version of one object: this saves a GET the live recheck has just
+// made), else the live object. The update carries rv, so the API server still refuses a change.
 func (c *Compositions) atVersion(ctx context.Context, ref domain.CompositionRef, rv string) (*unstructured.Unstructured, error) {
 	if c.lister != nil {
 		if obj, err := c.lister.ByNamespace(ref.Namespace).Get(ref.Name); err == nil {

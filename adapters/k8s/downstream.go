@@ -26,7 +26,6 @@ import (
 type DownstreamObjects struct {
 	client metadata.Interface
 	full   dynamic.Interface
-	cache  discovery.CachedDiscoveryInterface
 	mapper *restmapper.DeferredDiscoveryRESTMapper
 }
 
@@ -35,8 +34,7 @@ func NewDownstreamObjects(client metadata.Interface, full dynamic.Interface, dis
 	if client == nil || full == nil || disc == nil {
 		return nil, errors.New("downstream objects: a metadata client, a dynamic client and a discovery client are required")
 	}
-	cache := memory.NewMemCacheClient(disc)
-	return &DownstreamObjects{client: client, full: full, cache: cache, mapper: restmapper.NewDeferredDiscoveryRESTMapper(cache)}, nil
+	return &DownstreamObjects{client: client, full: full, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))}, nil
 }
 
 // ObserveObject reads e's object. NotFound is absent; Forbidden, or a kind the server does not
