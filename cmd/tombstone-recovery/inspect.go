@@ -233,19 +233,14 @@ func (in inspector) inspector(ctx context.Context, o inspectOptions, cpConfig, r
 		if err != nil {
 			return nil, fmt.Errorf("control plane dynamic client: %w", err)
 		}
-		comps, err := k8s.NewCompositions(dyn, nil)
-		if err != nil {
+		comps, err1 := k8s.NewCompositions(dyn, nil)
+		slices, err2 := k8s.NewSlices(dyn)
+		fleet, err3 := k8s.NewFleetIndex(dyn)
+		if err := cmp.Or(err1, err2, err3); err != nil {
 			return nil, err
 		}
-		deps.Compositions, deps.Lister = comps, comps
-		if deps.Slices, err = k8s.NewSlices(dyn); err != nil {
-			return nil, err
-		}
+		deps.Compositions, deps.Lister, deps.Slices = comps, comps, slices
 		// The fleet index runs until ctx ends, once it has listed every slice and Composition.
-		fleet, err := k8s.NewFleetIndex(dyn)
-		if err != nil {
-			return nil, err
-		}
 		running.Go(func() { fleet.Run(ctx) })
 		if !fleet.WaitForCacheSync(ctx) {
 			return nil, fmt.Errorf("listing every resource slice and composition: %w", context.Cause(ctx))
