@@ -116,11 +116,8 @@ func (o *inspectOptions) validate(rest []string) error {
 		return wrapIf("--lineage", err)
 	}
 	ref, err := domain.ParseCompositionRef(o.composition)
-	if err != nil {
-		return wrapIf("--composition", err)
-	}
 	o.target.Composition = &ref
-	return nil
+	return wrapIf("--composition", err)
 }
 
 // wrapIf prefixes a non-nil err with what.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -148,12 +149,9 @@ func (pr pruner) wire(ctx context.Context, o pruneOptions, stderr io.Writer) (*a
 	if err != nil {
 		return nil, fmt.Errorf("downstream client: %w", err)
 	}
-	inventory, err := k8s.NewInventoryPruner(core, o.inventoryNamespace)
-	if err != nil {
-		return nil, err
-	}
-	id, err := controlPlaneID(ctx, cp, o.controlPlaneID)
-	if err != nil {
+	inventory, err1 := k8s.NewInventoryPruner(core, o.inventoryNamespace)
+	id, err2 := controlPlaneID(ctx, cp, o.controlPlaneID)
+	if err := cmp.Or(err1, err2); err != nil {
 		return nil, err
 	}
 	return app.NewPruner(app.PruneConfig{InventoryNamespace: o.inventoryNamespace, ControlPlane: id, OlderThan: o.olderThan, MaxChunks: o.maxChunks, Now: pr.now},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -195,12 +196,9 @@ func (r reviewer) dismiss(ctx context.Context, o reviewOptions, cp, remote *rest
 	if err != nil {
 		return fmt.Errorf("downstream client: %w", err)
 	}
-	store, err := k8s.NewSecretStore(core, nil, o.inventoryNamespace)
-	if err != nil {
-		return err
-	}
-	id, err := controlPlaneID(ctx, cp, o.controlPlaneID)
-	if err != nil {
+	store, err1 := k8s.NewSecretStore(core, nil, o.inventoryNamespace)
+	id, err2 := controlPlaneID(ctx, cp, o.controlPlaneID)
+	if err := cmp.Or(err1, err2); err != nil {
 		return err
 	}
 	// Chunk 0 of the Composition's snapshot in the lineage, if this control plane's.
