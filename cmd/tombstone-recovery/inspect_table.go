@@ -84,11 +84,7 @@ func writeInspectTable(w io.Writer, r *app.InspectReport) error {
 	case app.VerdictSelected:
 		p("\nVERDICT ON THE HISTORY: snapshot %s selected: %s, %d entries, digest %s verified", clean(v.SynthesisUUID), rfc(*v.SynthesisTimestamp), v.Entries, clean(v.Digest))
 		if v.RecordedEntries != nil {
-			var rows [][]string
-			for _, e := range v.RecordedEntries {
-				rows = append(rows, entryRow(e))
-			}
-			section(p, "RECORDED ENTRIES", "KIND\tAPI VERSION\tNAMESPACE\tNAME", rows)
+			section(p, "RECORDED ENTRIES", "KIND\tAPI VERSION\tNAMESPACE\tNAME", rowsOf(v.RecordedEntries, entryRow))
 		}
 	case domain.OutcomeNoInventory.String():
 		p("\nVERDICT ON THE HISTORY: NoInventory: no Secret in %s carries %s=%s", clean(r.InventoryNamespace), domain.LabelLineage, clean(r.Lineage))
@@ -217,24 +213,26 @@ func writeDryRun(p func(string, ...any), d *app.DryRunReport) {
 	if d.Decision.SourceSynthesisUUID != "" {
 		p("  from snapshot\t%s (%s)", clean(d.Decision.SourceSynthesisUUID), d.Decision.SourceSynthesisTimestamp.Format(time.RFC3339))
 	}
-	row := func(t app.TombstoneReport, more ...string) []string {
-		return append(entryRow(domain.Entry{Group: t.Group, Version: t.Version, Kind: t.Kind, Namespace: t.Namespace, Name: t.Name}), more...)
+	row := func(t app.TombstoneReport) []string {
+		return entryRow(domain.Entry{Group: t.Group, Version: t.Version, Kind: t.Kind, Namespace: t.Namespace, Name: t.Name})
 	}
 	title, listed := "TOMBSTONES", d.Tombstones
 	if d.Decision.Outcome == domain.OutcomeHeldForReview {
 		title, listed = "HELD FOR REVIEW", d.HeldForReview
 	}
-	var rows, dropped [][]string
-	for _, t := range listed {
-		rows = append(rows, row(t))
-	}
-	section(p, title, "KIND\tAPI VERSION\tNAMESPACE\tNAME", rows)
-	for _, t := range d.Dropped {
-		dropped = append(dropped, row(t.TombstoneReport, clean(t.Reason)+parens(t.Detail)))
-	}
+	section(p, title, "KIND\tAPI VERSION\tNAMESPACE\tNAME", rowsOf(listed, row))
+	dropped := rowsOf(d.Dropped, func(t app.DroppedReport) []string { return append(row(t.TombstoneReport), clean(t.Reason)+parens(t.Detail)) })
 	if len(dropped) > 0 {
 		section(p, "DROPPED AFTER READING THE OBJECTS DOWNSTREAM", "KIND\tAPI VERSION\tNAMESPACE\tNAME\tREASON", dropped)
 	}
+}
+
+// rowsOf is one table row per item.
+func rowsOf[T any](items []T, row func(T) []string) (rows [][]string) {
+	for _, it := range items {
+		rows = append(rows, row(it))
+	}
+	return rows
 }
 
 // entryRow is an object's identity in four cells: kind, API version, namespace, name.
