@@ -221,7 +221,9 @@ func writeDryRun(p func(string, ...any), d *app.DryRunReport) {
 		title, listed = "HELD FOR REVIEW", d.HeldForReview
 	}
 	section(p, title, "KIND\tAPI VERSION\tNAMESPACE\tNAME", rowsOf(listed, row))
-	dropped := rowsOf(d.Dropped, func(t app.DroppedReport) []string { return append(row(t.TombstoneReport), clean(t.Reason)+parens(t.Detail)) })
+	dropped := rowsOf(d.Dropped, func(t app.DroppedReport) []string {
+		return append(row(t.TombstoneReport), clean(t.Reason)+parens(t.Detail))
+	})
 	if len(dropped) > 0 {
 		section(p, "DROPPED AFTER READING THE OBJECTS DOWNSTREAM", "KIND\tAPI VERSION\tNAMESPACE\tNAME\tREASON", dropped)
 	}
