@@ -152,14 +152,11 @@ func annotate(ctx context.Context, client dynamic.Interface, comp domain.Composi
 	if comp.ResourceVersion == "" {
 		return nil, fmt.Errorf("%s: a resourceVersion is required", what)
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{ // strings only: cannot fail
 		"resourceVersion": comp.ResourceVersion,
 		"uid":             comp.UID,
 		"annotations":     map[string]any{key: value},
 	}})
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
 	u, err := client.Resource(CompositionGVR).Namespace(comp.Namespace).Patch(ctx, comp.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
 		return nil, apiError(what, err)

@@ -61,9 +61,7 @@ func writeInspectTable(w io.Writer, r *app.InspectReport) error {
 		for _, c := range s.Chunks {
 			secrets = append(secrets, []string{clean(c.Secret), clean(s.SynthesisUUID), strconv.Itoa(c.Index), sizeOf(c.Bytes), ""})
 		}
-		for _, u := range s.Unresolved {
-			unresolved = append(unresolved, unresolvedRow(u))
-		}
+		unresolved = append(unresolved, rowsOf(s.Unresolved, unresolvedRow)...)
 		for _, pr := range s.Problems {
 			problems = append(problems, "  "+clean(fmt.Sprintf("snapshot %s: %s", s.SynthesisUUID, pr)))
 		}
