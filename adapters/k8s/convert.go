@@ -107,24 +107,17 @@ func compositionFromUnstructured(u *unstructured.Unstructured) (domain.Compositi
 	if inFlight, found, err := nested(u.Object, "status", "inFlightSynthesis"); err != nil {
 		return bad(err)
 	} else if found {
-		c.InFlightSynthesis = "(unnamed)"
-		if obj, ok := inFlight.(map[string]any); ok {
-			if uuid, _ := opt[string](obj, "a string", "uuid"); uuid != "" {
-				c.InFlightSynthesis = uuid
-			}
-		}
+		obj, _ := inFlight.(map[string]any)
+		uuid, _ := opt[string](obj, "a string", "uuid")
+		c.InFlightSynthesis = cmp.Or(uuid, "(unnamed)")
 	}
 	c.PreviousSynthesis = previousSynthesis(u)
-	syn, found, err := nested(u.Object, "status", "currentSynthesis")
+	obj, err := opt[map[string]any](u.Object, "an object", "status", "currentSynthesis")
 	if err != nil {
 		return bad(err)
 	}
-	if !found {
+	if obj == nil {
 		return c, nil
-	}
-	obj, ok := syn.(map[string]any)
-	if !ok {
-		return bad(fieldError([]string{"status", "currentSynthesis"}, syn, "an object"))
 	}
 	s, err := currentSynthesis(obj)
 	if err != nil {
