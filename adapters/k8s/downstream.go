@@ -18,11 +18,10 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// DownstreamObjects reads downstream objects' metadata through the metadata client, mapping each
-// kind to its resource with a RESTMapper over discovery. Discovery is cached and refreshed once
-// when a kind is not found, so a CRD installed since is still seen. An object with no
-// managedFields entry of its main resource is read whole, to tell a bare object from one whose
-// history was stripped (domain.IsBare).
+// DownstreamObjects reads downstream objects' metadata, mapping each kind to its resource with a
+// RESTMapper over cached discovery, refreshed once when a kind is not found (a CRD installed
+// since is still seen). An object with no managedFields entry of its main resource is read
+// whole, to tell a bare object from one whose history was stripped (domain.IsBare).
 type DownstreamObjects struct {
 	client metadata.Interface
 	full   dynamic.Interface

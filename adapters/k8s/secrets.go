@@ -218,10 +218,9 @@ func (st *SecretStore) writeChunk(ctx context.Context, secret *corev1.Secret, da
 	return out, nil
 }
 
-// atVersion returns the Secret to modify: built from the cached metadata when the cache holds
-// exactly resourceVersion rv (a resourceVersion names one version of one object, so this saves
-// a GET; the caller replaces the data anyway), else the live object. The update carries that
-// resourceVersion, so the API server still rejects it if anything changed since.
+// atVersion returns the Secret to modify: built from the cached metadata when it is exactly at
+// resourceVersion rv (one version of one object: this saves a GET; the caller replaces the data
+// anyway), else the live object. The update carries rv, so the API server still refuses a change.
 func (st *SecretStore) atVersion(ctx context.Context, name, rv string) (*corev1.Secret, error) {
 	if st.synced() {
 		if cached, ok := st.cached.Get(name); ok && cached.ResourceVersion == rv {
