@@ -25,11 +25,10 @@ import (
 const pruneUserAgent = "eno-tombstone-recovery-prune"
 
 type pruneOptions struct {
-	kubeconfig, remoteKubeconfig, inventoryNamespace, output string
-	controlPlaneID                                           string
-	olderThan                                                time.Duration
-	maxChunks                                                int
-	confirm                                                  bool
+	kubeconfig, remoteKubeconfig, inventoryNamespace, output, controlPlaneID string
+	olderThan                                                                time.Duration
+	maxChunks                                                                int
+	confirm                                                                  bool
 }
 
 func parsePruneFlags(args []string, stderr io.Writer) (pruneOptions, error) {
