@@ -21,13 +21,6 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
-var (
-	_ ports.CompositionReader = (*Compositions)(nil)
-	_ ports.CompositionLister = (*Compositions)(nil)
-	_ ports.LiveReader        = (*Compositions)(nil)
-	_ ports.DecisionWriter    = (*Compositions)(nil)
-)
-
 // Compositions reads Eno Compositions and writes recovery decisions on them.
 type Compositions struct {
 	client dynamic.Interface
@@ -136,12 +129,7 @@ func (c *Compositions) WriteDecision(ctx context.Context, comp domain.Compositio
 		return fmt.Errorf("writing the recovery decision on composition %s: resourceVersion is %s, the decision was made on %s: %w",
 			ref, rv, comp.ResourceVersion, ports.ErrConflict)
 	}
-	annotations := u.GetAnnotations()
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	annotations[domain.AnnotationDecision] = d.Encode()
-	u.SetAnnotations(annotations)
+	u.SetAnnotations(labels.Merge(u.GetAnnotations(), labels.Set{domain.AnnotationDecision: d.Encode()}))
 	if _, err := c.client.Resource(CompositionGVR).Namespace(ref.Namespace).Update(ctx, u, metav1.UpdateOptions{}); err != nil {
 		return apiError(fmt.Sprintf("writing the recovery decision on composition %s", ref), err)
 	}
@@ -150,9 +138,8 @@ func (c *Compositions) WriteDecision(ctx context.Context, comp domain.Compositio
 	return nil
 }
 
-// WriteReview sets the review annotation (domain.ReviewValue) on comp, guarded by its UID and
-// resourceVersion: ports.ErrConflict when the Composition changed since it was read. Only an
-// operator's approve and reject write it, with their own credentials.
+// WriteReview sets the review annotation (domain.ReviewValue) on comp (annotate: ports.ErrConflict
+// when it changed since it was read). Only approve and reject write it, with an operator's credentials.
 func (c *Compositions) WriteReview(ctx context.Context, comp domain.Composition, value string) error {
 	_, err := annotate(ctx, c.client, comp, domain.AnnotationReview, value, fmt.Sprintf("writing %s on composition %s", domain.AnnotationReview, comp.Ref()))
 	return err
@@ -165,14 +152,11 @@ func annotate(ctx context.Context, client dynamic.Interface, comp domain.Composi
 	if comp.ResourceVersion == "" {
 		return nil, fmt.Errorf("%s: a resourceVersion is required", what)
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{ // strings only: cannot fail
 		"resourceVersion": comp.ResourceVersion,
 		"uid":             comp.UID,
 		"annotations":     map[string]any{key: value},
 	}})
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
 	u, err := client.Resource(CompositionGVR).Namespace(comp.Namespace).Patch(ctx, comp.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
 		return nil, apiError(what, err)
@@ -180,11 +164,9 @@ func annotate(ctx context.Context, client dynamic.Interface, comp domain.Composi
 	return u, nil
 }
 
-// atVersion returns the Composition to modify: a copy of the cached object when the cache
-// holds exactly resourceVersion rv (a resourceVersion names one version of one object, so
-// this saves a GET the live recheck before the write has just made), else the live object. The
-// update carries that resourceVersion and UID, so the API server still rejects it if anything
-// changed since.
+// atVersion returns the Composition to modify: a copy of the cached object when it is exactly at
+// resourceVersion rv (one version of one object: this saves a GET the live recheck has just
+// made), else the live object. The update carries rv, so the API server still refuses a change.
 func (c *Compositions) atVersion(ctx context.Context, ref domain.CompositionRef, rv string) (*unstructured.Unstructured, error) {
 	if c.lister != nil {
 		if obj, err := c.lister.ByNamespace(ref.Namespace).Get(ref.Name); err == nil {

@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -106,24 +107,17 @@ func compositionFromUnstructured(u *unstructured.Unstructured) (domain.Compositi
 	if inFlight, found, err := nested(u.Object, "status", "inFlightSynthesis"); err != nil {
 		return bad(err)
 	} else if found {
-		c.InFlightSynthesis = "(unnamed)"
-		if obj, ok := inFlight.(map[string]any); ok {
-			if uuid, _ := opt[string](obj, "a string", "uuid"); uuid != "" {
-				c.InFlightSynthesis = uuid
-			}
-		}
+		obj, _ := inFlight.(map[string]any)
+		uuid, _ := opt[string](obj, "a string", "uuid")
+		c.InFlightSynthesis = cmp.Or(uuid, "(unnamed)")
 	}
 	c.PreviousSynthesis = previousSynthesis(u)
-	syn, found, err := nested(u.Object, "status", "currentSynthesis")
+	obj, err := opt[map[string]any](u.Object, "an object", "status", "currentSynthesis")
 	if err != nil {
 		return bad(err)
 	}
-	if !found {
+	if obj == nil {
 		return c, nil
-	}
-	obj, ok := syn.(map[string]any)
-	if !ok {
-		return bad(fieldError([]string{"status", "currentSynthesis"}, syn, "an object"))
 	}
 	s, err := currentSynthesis(obj)
 	if err != nil {
@@ -136,15 +130,12 @@ func compositionFromUnstructured(u *unstructured.Unstructured) (domain.Compositi
 // currentSynthesis reads status.currentSynthesis: its UUID, when it was synthesized, whether it
 // is Ready, and the names of its slices. Its errors name fields relative to it.
 func currentSynthesis(obj map[string]any) (*domain.Synthesis, error) {
-	s := &domain.Synthesis{}
-	var err error
-	if s.UUID, err = opt[string](obj, "a string", "uuid"); err != nil {
+	uuid, err1 := opt[string](obj, "a string", "uuid")
+	synthesized, err2 := opt[string](obj, "a string", "synthesized")
+	if err := cmp.Or(err1, err2); err != nil {
 		return nil, err
 	}
-	synthesized, err := opt[string](obj, "a string", "synthesized")
-	if err != nil {
-		return nil, err
-	}
+	s := &domain.Synthesis{UUID: uuid}
 	if synthesized != "" {
 		t, err := time.Parse(time.RFC3339, synthesized)
 		if err != nil {
@@ -226,26 +217,21 @@ func sliceFromUnstructured(u *unstructured.Unstructured) (domain.ResourceSlice, 
 	bad := func(err error) (domain.ResourceSlice, error) {
 		return domain.ResourceSlice{}, &domain.SliceError{Slice: s.Name, Problem: domain.SliceMalformed, Err: err}
 	}
-	var err error
-	if s.SynthesisUUID, err = opt[string](u.Object, "a string", "spec", "synthesisUUID"); err != nil {
+	uuid, err1 := opt[string](u.Object, "a string", "spec", "synthesisUUID")
+	resources, err2 := opt[[]any](u.Object, "a list", "spec", "resources")
+	if err := cmp.Or(err1, err2); err != nil {
 		return bad(err)
 	}
-	resources, err := opt[[]any](u.Object, "a list", "spec", "resources")
-	if err != nil {
-		return bad(err)
-	}
+	s.SynthesisUUID = uuid
 	for i, r := range resources {
 		path := fmt.Sprintf("spec.resources[%d]", i)
 		obj, ok := r.(map[string]any)
 		if !ok {
 			return bad(fieldError([]string{path}, r, "an object"))
 		}
-		manifest, err := opt[string](obj, "a string", "manifest")
-		if err != nil {
-			return bad(fmt.Errorf("%s: %w", path, err))
-		}
-		deleted, err := opt[bool](obj, "a bool", "deleted")
-		if err != nil {
+		manifest, err1 := opt[string](obj, "a string", "manifest")
+		deleted, err2 := opt[bool](obj, "a bool", "deleted")
+		if err := cmp.Or(err1, err2); err != nil {
 			return bad(fmt.Errorf("%s: %w", path, err))
 		}
 		s.Resources = append(s.Resources, domain.SliceResource{Manifest: manifest, Deleted: deleted})

@@ -16,20 +16,15 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
-	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
-var _ ports.DownstreamReader = (*DownstreamObjects)(nil)
-
-// DownstreamObjects reads downstream objects' metadata through the metadata client, mapping each
-// kind to its resource with a RESTMapper over discovery. Discovery is cached and refreshed once
-// when a kind is not found, so a CRD installed since is still seen. An object with no
-// managedFields entry of its main resource is read whole, to tell a bare object from one whose
-// history was stripped (domain.IsBare).
+// DownstreamObjects reads downstream objects' metadata, mapping each kind to its resource with a
+// RESTMapper over cached discovery, refreshed once when a kind is not found (a CRD installed
+// since is still seen). An object with no managedFields entry of its main resource is read
+// whole, to tell a bare object from one whose history was stripped (domain.IsBare).
 type DownstreamObjects struct {
 	client metadata.Interface
 	full   dynamic.Interface
-	cache  discovery.CachedDiscoveryInterface
 	mapper *restmapper.DeferredDiscoveryRESTMapper
 }
 
@@ -38,8 +33,7 @@ func NewDownstreamObjects(client metadata.Interface, full dynamic.Interface, dis
 	if client == nil || full == nil || disc == nil {
 		return nil, errors.New("downstream objects: a metadata client, a dynamic client and a discovery client are required")
 	}
-	cache := memory.NewMemCacheClient(disc)
-	return &DownstreamObjects{client: client, full: full, cache: cache, mapper: restmapper.NewDeferredDiscoveryRESTMapper(cache)}, nil
+	return &DownstreamObjects{client: client, full: full, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))}, nil
 }
 
 // ObserveObject reads e's object. NotFound is absent; Forbidden, or a kind the server does not

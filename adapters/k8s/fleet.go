@@ -21,8 +21,6 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
-var _ ports.FleetIndex = (*FleetIndex)(nil)
-
 // fleetWait bounds the wait for one slice; a variable so that the contract suite waits less for a
 // slice that never comes. The first list of every slice may take longer: fleetSyncWait.
 var fleetWait = 10 * time.Second
@@ -34,10 +32,9 @@ const fleetSyncWait = time.Minute
 var fleetIdle = 5 * time.Minute
 
 // FleetIndex is ports.FleetIndex over two informers of every namespace: the Compositions, each
-// kept as its lineage and whether Eno synthesized it, for as long as Run; and the ResourceSlices, each kept as
-// its domain.Production (the transform drops the manifests as each object arrives), only while
-// a plan or a hand-off asks: started on the first question, stopped after fleetIdle without one
-// (design §6.3).
+// kept as its lineage and whether Eno synthesized it, for as long as Run; and the ResourceSlices,
+// each kept as its domain.Production (the transform drops the manifests as each object arrives),
+// only while a plan or a hand-off asks: from the first question to fleetIdle without one (design §6.3).
 type FleetIndex struct {
 	client       dynamic.Interface
 	compositions cache.SharedIndexInformer

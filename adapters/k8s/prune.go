@@ -15,8 +15,6 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
-var _ ports.InventoryPruner = (*InventoryPruner)(nil)
-
 // InventoryPruner is the only adapter that deletes an inventory Secret. Only the prune command,
 // run by an operator with their own credentials, builds one (design §7, internal/archtest).
 type InventoryPruner struct {

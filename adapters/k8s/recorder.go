@@ -8,10 +8,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
-	"github.com/Azure/eno-tombstone-recovery/ports"
 )
-
-var _ ports.EventRecorder = (*Recorder)(nil)
 
 // DefaultEventSource is the component events are reported from.
 const DefaultEventSource = "eno-tombstone-recovery"

@@ -19,8 +19,6 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
-var _ ports.SnapshotStore = (*SecretStore)(nil)
-
 // SecretStore keeps inventory chunk Secrets in one namespace of the downstream cluster.
 // It creates and updates, never deletes, and refuses Secrets outside its namespace or
 // without our managed-by label.
@@ -134,7 +132,7 @@ func (st *SecretStore) CreateChunk(ctx context.Context, s domain.ChunkSecret) (d
 	// A resourceVersion on s is passed on: the API server rejects it, as it should a create
 	// prepared from a Secret the caller believed existed. The field manager is named, whatever
 	// the user agent: the history's write time is read from its entries only (design §6.3).
-	created, err := st.writeChunk(ctx, withData(secretFromChunk(withoutData(s)), s.Data), false, domain.FieldManager)
+	created, err := st.writeChunk(ctx, secretFromChunk(withoutData(s)), s.Data, false, domain.FieldManager)
 	if err != nil {
 		return domain.ChunkSecret{}, apiError(fmt.Sprintf("creating inventory secret %s/%s", st.namespace, s.Name), err)
 	}
@@ -176,7 +174,7 @@ func (st *SecretStore) update(ctx context.Context, s domain.ChunkSecret, manager
 			what, domain.LabelManagedBy, domain.ManagedByValue, domain.SecretType)
 	}
 	applyChunk(live, withoutData(s))
-	updated, err := st.writeChunk(ctx, withData(live, s.Data), true, manager)
+	updated, err := st.writeChunk(ctx, live, s.Data, true, manager)
 	if err != nil {
 		return domain.ChunkSecret{}, apiError(what, err)
 	}
@@ -184,27 +182,23 @@ func (st *SecretStore) update(ctx context.Context, s domain.ChunkSecret, manager
 	return updated, nil
 }
 
-// withoutData is c without its data, and withData secret with data itself, not a copy: a
-// Secret about to be written is encoded into the request and dropped, so the chunk, up to
-// 1 MiB, need not be copied first.
+// withoutData is c without its data: writeChunk sends the data itself, not a copy (a Secret
+// about to be written is encoded into the request and dropped), so the chunk, up to 1 MiB,
+// need not be copied first.
 func withoutData(c domain.ChunkSecret) domain.ChunkSecret {
 	c.Data = nil
 	return c
 }
 
-func withData(secret *corev1.Secret, data map[string][]byte) *corev1.Secret {
-	secret.Data = data
-	return secret
-}
-
 // metadataOnly asks the API server to answer with the object's metadata alone.
 const metadataOnly = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 
-// writeChunk creates (or, with update, replaces) secret and returns it as stored. The API
-// server answers with its metadata only, so a chunk of up to 1 MiB is not read back and
-// decoded once more; the data returned is the data written, shared with secret (the API server
+// writeChunk creates (or, with update, replaces) secret with data and returns it as stored. The
+// API server answers with its metadata only, so a chunk of up to 1 MiB is not read back and
+// decoded once more; the data returned is the data written, shared with it (the API server
 // stores a Secret's data as given).
-func (st *SecretStore) writeChunk(ctx context.Context, secret *corev1.Secret, update bool, manager string) (domain.ChunkSecret, error) {
+func (st *SecretStore) writeChunk(ctx context.Context, secret *corev1.Secret, data map[string][]byte, update bool, manager string) (domain.ChunkSecret, error) {
+	secret.Data = data
 	req := st.rest.Post().Namespace(st.namespace).Resource("secrets")
 	if update {
 		req = st.rest.Put().Namespace(st.namespace).Resource("secrets").Name(secret.Name)
@@ -220,14 +214,13 @@ func (st *SecretStore) writeChunk(ctx context.Context, secret *corev1.Secret, up
 		return domain.ChunkSecret{}, fmt.Errorf("reading the API server's answer: %w", err)
 	}
 	out := chunkFromSecret(&corev1.Secret{ObjectMeta: stored.ObjectMeta, Type: secret.Type})
-	out.Data = maps.Clone(secret.Data)
+	out.Data = maps.Clone(data)
 	return out, nil
 }
 
-// atVersion returns the Secret to modify: built from the cached metadata when the cache holds
-// exactly resourceVersion rv (a resourceVersion names one version of one object, so this saves
-// a GET; the caller replaces the data anyway), else the live object. The update carries that
-// resourceVersion, so the API server still rejects it if anything changed since.
+// atVersion returns the Secret to modify: built from the cached metadata when it is exactly at
+// resourceVersion rv (one version of one object: this saves a GET; the caller replaces the data
+// anyway), else the live object. The update carries rv, so the API server still refuses a change.
 func (st *SecretStore) atVersion(ctx context.Context, name, rv string) (*corev1.Secret, error) {
 	if st.synced() {
 		if cached, ok := st.cached.Get(name); ok && cached.ResourceVersion == rv {

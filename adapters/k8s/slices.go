@@ -17,11 +17,6 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
-var (
-	_ ports.SliceReader   = (*Slices)(nil)
-	_ ports.TombstoneSink = (*TombstoneSink)(nil)
-)
-
 // Slices reads Eno ResourceSlices live from the API server.
 type Slices struct {
 	client dynamic.Interface
@@ -173,9 +168,8 @@ func commitPatch(pre domain.CommitPrecondition, slice string) ([]byte, error) {
 	return json.Marshal(append(ops, map[string]any{"op": "add", "path": "/status/currentSynthesis/resourceSlices/-", "value": ref}))
 }
 
-// RequestResynthesis sets eno.azure.io/force-resynthesis to comp's current synthesis UUID with
-// a merge patch carrying comp.ResourceVersion, so the API server refuses it (ports.ErrConflict)
-// if the Composition changed since the recheck.
+// RequestResynthesis sets eno.azure.io/force-resynthesis to comp's current synthesis UUID
+// (annotate: ports.ErrConflict if the Composition changed since the recheck).
 func (t *TombstoneSink) RequestResynthesis(ctx context.Context, comp domain.Composition) error {
 	what := fmt.Sprintf("setting %s on composition %s", domain.AnnotationForceResynthesis, comp.Ref())
 	if comp.SynthesisUUID() == "" {
@@ -185,9 +179,8 @@ func (t *TombstoneSink) RequestResynthesis(ctx context.Context, comp domain.Comp
 	return err
 }
 
-// ArmTombstones sets domain.AnnotationArmed to digest with a merge patch carrying comp's UID
-// and resourceVersion, so the API server refuses it (ports.ErrConflict) if the Composition
-// changed since the recheck.
+// ArmTombstones sets domain.AnnotationArmed to digest (annotate: ports.ErrConflict if the
+// Composition changed since the recheck).
 func (t *TombstoneSink) ArmTombstones(ctx context.Context, comp domain.Composition, digest string) (domain.Composition, error) {
 	what := fmt.Sprintf("arming the tombstones of composition %s", comp.Ref())
 	if comp.Annotations[domain.AnnotationArmed] == digest {
@@ -207,8 +200,8 @@ func (t *TombstoneSink) ArmTombstones(ctx context.Context, comp domain.Compositi
 	return armed, nil
 }
 
-// DisarmTombstones sets domain.AnnotationArmed to domain.ArmedOff with a merge patch carrying
-// comp's UID and resourceVersion (ports.ErrConflict if the Composition changed since it was read).
+// DisarmTombstones sets domain.AnnotationArmed to domain.ArmedOff (annotate: ports.ErrConflict
+// if the Composition changed since it was read).
 func (t *TombstoneSink) DisarmTombstones(ctx context.Context, comp domain.Composition) error {
 	if comp.HandoffDisarmed() {
 		return nil

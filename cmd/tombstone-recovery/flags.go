@@ -22,9 +22,8 @@ import (
 )
 
 // clusterFlags are the flags run and inspect share: the two clusters, the inventory limits and
-// whether history may cross namespaces.
-// Both commands bind them under the same names and defaults and refuse bad values with the
-// same one-line errors, before any cluster is contacted.
+// whether history may cross namespaces. Both bind them under the same names and defaults and
+// refuse bad values with the same one-line errors, before any cluster is contacted.
 type clusterFlags struct {
 	kubeconfig, remoteKubeconfig string
 	inventoryNamespace           string

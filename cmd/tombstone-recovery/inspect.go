@@ -116,11 +116,8 @@ func (o *inspectOptions) validate(rest []string) error {
 		return wrapIf("--lineage", err)
 	}
 	ref, err := domain.ParseCompositionRef(o.composition)
-	if err != nil {
-		return wrapIf("--composition", err)
-	}
 	o.target.Composition = &ref
-	return nil
+	return wrapIf("--composition", err)
 }
 
 // wrapIf prefixes a non-nil err with what.
@@ -142,9 +139,11 @@ func (in inspector) run(ctx context.Context, args []string, stdout, stderr io.Wr
 	if err != nil {
 		return unlessHelp(err)
 	}
-	cp, remote, err := in.loadConfigs(o)
+	// --composition needs the control plane to resolve the lineage; --kubeconfig names it.
+	withCP := o.target.Composition != nil || o.all || o.kubeconfig != ""
+	cp, remote, err := loadConfigs(o.kubeconfig, o.remoteKubeconfig, withCP, inspectUserAgent, in.wrap)
 	if err != nil {
-		return err
+		return fmt.Errorf("inspect: %w", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	var running sync.WaitGroup // the fleet index
@@ -177,14 +176,6 @@ func (in inspector) run(ctx context.Context, args []string, stdout, stderr io.Wr
 		return fmt.Errorf("inspect: %w", err)
 	}
 	return writeReport(stdout, o.output, report, writeInspectTable)
-}
-
-// loadConfigs returns the control plane's config (nil when not given) and the downstream's.
-func (in inspector) loadConfigs(o inspectOptions) (cp, remote *rest.Config, err error) {
-	// --composition needs the control plane to resolve the lineage; --kubeconfig names it.
-	withCP := o.target.Composition != nil || o.all || o.kubeconfig != ""
-	cp, remote, err = loadConfigs(o.kubeconfig, o.remoteKubeconfig, withCP, inspectUserAgent, in.wrap)
-	return cp, remote, wrapIf("inspect", err)
 }
 
 // loadConfigs returns the control plane's config (nil unless withCP) and the downstream's: of
@@ -222,13 +213,13 @@ func loadConfigs(kubeconfig, remoteKubeconfig string, withCP bool, agent string,
 // inspector builds app.Inspector over the clusters. Every read but the fleet index's goes to
 // the API server: no cache, no lister.
 func (in inspector) inspector(ctx context.Context, o inspectOptions, cpConfig, remoteConfig *rest.Config, running *sync.WaitGroup) (*app.Inspector, error) {
-	remoteCore, err := corev1client.NewForConfig(remoteConfig)
-	if err != nil {
+	// The four clients share one config: the first to fail (the core one) says why.
+	remoteCore, err1 := corev1client.NewForConfig(remoteConfig)
+	remoteDiscovery, err2 := discovery.NewDiscoveryClientForConfig(remoteConfig)
+	meta, err3 := metadata.NewForConfig(remoteConfig)
+	full, err4 := dynamic.NewForConfig(remoteConfig)
+	if err := cmp.Or(err1, err2, err3, err4); err != nil {
 		return nil, fmt.Errorf("downstream client: %w", err)
-	}
-	remoteDiscovery, err := discovery.NewDiscoveryClientForConfig(remoteConfig)
-	if err != nil {
-		return nil, fmt.Errorf("downstream discovery client: %w", err)
 	}
 	var deps app.InspectDeps
 	if cpConfig != nil {
@@ -239,19 +230,14 @@ func (in inspector) inspector(ctx context.Context, o inspectOptions, cpConfig, r
 		if err != nil {
 			return nil, fmt.Errorf("control plane dynamic client: %w", err)
 		}
-		comps, err := k8s.NewCompositions(dyn, nil)
-		if err != nil {
+		comps, err1 := k8s.NewCompositions(dyn, nil)
+		slices, err2 := k8s.NewSlices(dyn)
+		fleet, err3 := k8s.NewFleetIndex(dyn)
+		if err := cmp.Or(err1, err2, err3); err != nil {
 			return nil, err
 		}
-		deps.Compositions, deps.Lister = comps, comps
-		if deps.Slices, err = k8s.NewSlices(dyn); err != nil {
-			return nil, err
-		}
+		deps.Compositions, deps.Lister, deps.Slices = comps, comps, slices
 		// The fleet index runs until ctx ends, once it has listed every slice and Composition.
-		fleet, err := k8s.NewFleetIndex(dyn)
-		if err != nil {
-			return nil, err
-		}
 		running.Go(func() { fleet.Run(ctx) })
 		if !fleet.WaitForCacheSync(ctx) {
 			return nil, fmt.Errorf("listing every resource slice and composition: %w", context.Cause(ctx))
@@ -263,14 +249,7 @@ func (in inspector) inspector(ctx context.Context, o inspectOptions, cpConfig, r
 			return nil, err
 		}
 	}
-	meta, err := metadata.NewForConfig(remoteConfig)
-	if err != nil {
-		return nil, fmt.Errorf("downstream metadata client: %w", err)
-	}
-	full, err := dynamic.NewForConfig(remoteConfig)
-	if err != nil {
-		return nil, fmt.Errorf("downstream dynamic client: %w", err)
-	}
+	var err error
 	if deps.Secrets, err = k8s.NewSecretStore(remoteCore, nil, o.inventoryNamespace); err != nil {
 		return nil, err
 	}

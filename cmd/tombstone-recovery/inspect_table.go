@@ -48,10 +48,7 @@ func writeInspectTable(w io.Writer, r *app.InspectReport) error {
 		}
 		p("Composition %s/%s  uid %s  current synthesis %s  (lineage from %s)", clean(c.Namespace), clean(c.Name), clean(c.UID), cmp.Or(clean(c.SynthesisUUID), "-"), clean(from))
 	}
-	adoption := "off"
-	if r.Limits.AllowCrossNamespaceLineage {
-		adoption = "on"
-	}
+	adoption := map[bool]string{false: "off", true: "on"}[r.Limits.AllowCrossNamespaceLineage]
 	p("Limits: %s per chunk, %d chunks per snapshot, deletion guard %g, adoption across namespaces %s", sizeOf(r.Limits.MaxChunkBytes), r.Limits.MaxChunks, r.Limits.MaxTombstoneFraction, adoption)
 
 	var snapshots, secrets, unresolved [][]string
@@ -64,9 +61,7 @@ func writeInspectTable(w io.Writer, r *app.InspectReport) error {
 		for _, c := range s.Chunks {
 			secrets = append(secrets, []string{clean(c.Secret), clean(s.SynthesisUUID), strconv.Itoa(c.Index), sizeOf(c.Bytes), ""})
 		}
-		for _, u := range s.Unresolved {
-			unresolved = append(unresolved, unresolvedRow(u))
-		}
+		unresolved = append(unresolved, rowsOf(s.Unresolved, unresolvedRow)...)
 		for _, pr := range s.Problems {
 			problems = append(problems, "  "+clean(fmt.Sprintf("snapshot %s: %s", s.SynthesisUUID, pr)))
 		}
@@ -87,11 +82,7 @@ func writeInspectTable(w io.Writer, r *app.InspectReport) error {
 	case app.VerdictSelected:
 		p("\nVERDICT ON THE HISTORY: snapshot %s selected: %s, %d entries, digest %s verified", clean(v.SynthesisUUID), rfc(*v.SynthesisTimestamp), v.Entries, clean(v.Digest))
 		if v.RecordedEntries != nil {
-			var rows [][]string
-			for _, e := range v.RecordedEntries {
-				rows = append(rows, entryRow(e))
-			}
-			section(p, "RECORDED ENTRIES", "KIND\tAPI VERSION\tNAMESPACE\tNAME", rows)
+			section(p, "RECORDED ENTRIES", "KIND\tAPI VERSION\tNAMESPACE\tNAME", rowsOf(v.RecordedEntries, entryRow))
 		}
 	case domain.OutcomeNoInventory.String():
 		p("\nVERDICT ON THE HISTORY: NoInventory: no Secret in %s carries %s=%s", clean(r.InventoryNamespace), domain.LabelLineage, clean(r.Lineage))
@@ -220,24 +211,28 @@ func writeDryRun(p func(string, ...any), d *app.DryRunReport) {
 	if d.Decision.SourceSynthesisUUID != "" {
 		p("  from snapshot\t%s (%s)", clean(d.Decision.SourceSynthesisUUID), d.Decision.SourceSynthesisTimestamp.Format(time.RFC3339))
 	}
-	row := func(t app.TombstoneReport, more ...string) []string {
-		return append(entryRow(domain.Entry{Group: t.Group, Version: t.Version, Kind: t.Kind, Namespace: t.Namespace, Name: t.Name}), more...)
+	row := func(t app.TombstoneReport) []string {
+		return entryRow(domain.Entry{Group: t.Group, Version: t.Version, Kind: t.Kind, Namespace: t.Namespace, Name: t.Name})
 	}
 	title, listed := "TOMBSTONES", d.Tombstones
 	if d.Decision.Outcome == domain.OutcomeHeldForReview {
 		title, listed = "HELD FOR REVIEW", d.HeldForReview
 	}
-	var rows, dropped [][]string
-	for _, t := range listed {
-		rows = append(rows, row(t))
-	}
-	section(p, title, "KIND\tAPI VERSION\tNAMESPACE\tNAME", rows)
-	for _, t := range d.Dropped {
-		dropped = append(dropped, row(t.TombstoneReport, clean(t.Reason)+parens(t.Detail)))
-	}
+	section(p, title, "KIND\tAPI VERSION\tNAMESPACE\tNAME", rowsOf(listed, row))
+	dropped := rowsOf(d.Dropped, func(t app.DroppedReport) []string {
+		return append(row(t.TombstoneReport), clean(t.Reason)+parens(t.Detail))
+	})
 	if len(dropped) > 0 {
 		section(p, "DROPPED AFTER READING THE OBJECTS DOWNSTREAM", "KIND\tAPI VERSION\tNAMESPACE\tNAME\tREASON", dropped)
 	}
+}
+
+// rowsOf is one table row per item.
+func rowsOf[T any](items []T, row func(T) []string) (rows [][]string) {
+	for _, it := range items {
+		rows = append(rows, row(it))
+	}
+	return rows
 }
 
 // entryRow is an object's identity in four cells: kind, API version, namespace, name.

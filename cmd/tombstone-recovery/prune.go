@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -24,11 +25,10 @@ import (
 const pruneUserAgent = "eno-tombstone-recovery-prune"
 
 type pruneOptions struct {
-	kubeconfig, remoteKubeconfig, inventoryNamespace, output string
-	controlPlaneID                                           string
-	olderThan                                                time.Duration
-	maxChunks                                                int
-	confirm                                                  bool
+	kubeconfig, remoteKubeconfig, inventoryNamespace, output, controlPlaneID string
+	olderThan                                                                time.Duration
+	maxChunks                                                                int
+	confirm                                                                  bool
 }
 
 func parsePruneFlags(args []string, stderr io.Writer) (pruneOptions, error) {
@@ -148,12 +148,9 @@ func (pr pruner) wire(ctx context.Context, o pruneOptions, stderr io.Writer) (*a
 	if err != nil {
 		return nil, fmt.Errorf("downstream client: %w", err)
 	}
-	inventory, err := k8s.NewInventoryPruner(core, o.inventoryNamespace)
-	if err != nil {
-		return nil, err
-	}
-	id, err := controlPlaneID(ctx, cp, o.controlPlaneID)
-	if err != nil {
+	inventory, err1 := k8s.NewInventoryPruner(core, o.inventoryNamespace)
+	id, err2 := controlPlaneID(ctx, cp, o.controlPlaneID)
+	if err := cmp.Or(err1, err2); err != nil {
 		return nil, err
 	}
 	return app.NewPruner(app.PruneConfig{InventoryNamespace: o.inventoryNamespace, ControlPlane: id, OlderThan: o.olderThan, MaxChunks: o.maxChunks, Now: pr.now},
@@ -173,8 +170,7 @@ func writePruneTable(w io.Writer, r *app.PruneReport) error {
 	if r.GoneRefused != "" {
 		p("(b) REFUSED: %s", r.GoneRefused)
 	}
-	p("")
-	p("SECRETS (%d)", r.Total)
+	p("\nSECRETS (%d)", r.Total)
 	p("SECRET\tLINEAGE\tREASON\tRESULT\tWHY")
 	for _, s := range r.Secrets {
 		result := s.Result
@@ -184,17 +180,15 @@ func writePruneTable(w io.Writer, r *app.PruneReport) error {
 		p("%s\t%s\t%s\t%s\t%s", clean(s.Name), clean(s.Lineage), s.Reason, result, clean(s.Detail))
 	}
 	if len(r.Kept) > 0 {
-		p("")
-		p("KEPT (%d)", len(r.Kept))
+		p("\nKEPT (%d)", len(r.Kept))
 		for _, k := range r.Kept {
 			p("%s\t%s", clean(k.Lineage), clean(k.Why))
 		}
 	}
-	p("")
 	if r.Confirmed {
-		p("TOTAL: %d selected, %d deleted, %d skipped", r.Total, r.Deleted, r.Skipped)
+		p("\nTOTAL: %d selected, %d deleted, %d skipped", r.Total, r.Deleted, r.Skipped)
 	} else {
-		p("TOTAL: %d Secret(s) would be deleted", r.Total)
+		p("\nTOTAL: %d Secret(s) would be deleted", r.Total)
 	}
 	return wrapIf("prune: writing the report", tw.Flush())
 }

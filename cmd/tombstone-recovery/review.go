@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -103,9 +104,9 @@ func (r reviewer) run(ctx context.Context, verb string, args []string, stdout, s
 	if err != nil {
 		return unlessHelp(err)
 	}
-	cp, remote, err := r.loadConfigs(o.asInspect())
+	cp, remote, err := loadConfigs(o.kubeconfig, o.remoteKubeconfig, true, inspectUserAgent, r.wrap)
 	if err != nil {
-		return wrapIf(verb, err)
+		return fmt.Errorf("%s: inspect: %w", verb, err)
 	}
 	comps, err := liveCompositions(cp)
 	if err == nil && verb == "dismiss" {
@@ -195,12 +196,9 @@ func (r reviewer) dismiss(ctx context.Context, o reviewOptions, cp, remote *rest
 	if err != nil {
 		return fmt.Errorf("downstream client: %w", err)
 	}
-	store, err := k8s.NewSecretStore(core, nil, o.inventoryNamespace)
-	if err != nil {
-		return err
-	}
-	id, err := controlPlaneID(ctx, cp, o.controlPlaneID)
-	if err != nil {
+	store, err1 := k8s.NewSecretStore(core, nil, o.inventoryNamespace)
+	id, err2 := controlPlaneID(ctx, cp, o.controlPlaneID)
+	if err := cmp.Or(err1, err2); err != nil {
 		return err
 	}
 	// Chunk 0 of the Composition's snapshot in the lineage, if this control plane's.
