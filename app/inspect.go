@@ -260,23 +260,19 @@ func snapshotReportOf(s domain.SnapshotReading, maxChunkBytes int) SnapshotRepor
 			r.LargestChunkBytes, largest = size, c.Secret.Name
 		}
 	}
+	// A chunk over the configured size is no finding of reading: it still reads, but recording would not write it so today.
 	oversize := r.LargestChunkBytes > maxChunkBytes
+	tooBig := fmt.Sprintf("secret %s holds %d bytes, over --max-chunk-bytes %d", largest, r.LargestChunkBytes, maxChunkBytes)
 	for _, f := range s.Findings {
 		if f.Step == 5 && oversize {
-			r.Problems, oversize = append(r.Problems, oversizeProblem(largest, r.LargestChunkBytes, maxChunkBytes)), false
+			r.Problems, oversize = append(r.Problems, tooBig), false
 		}
 		r.Problems = append(r.Problems, findingText(f, m.ChunkCount))
 	}
 	if oversize {
-		r.Problems = append(r.Problems, oversizeProblem(largest, r.LargestChunkBytes, maxChunkBytes))
+		r.Problems = append(r.Problems, tooBig)
 	}
 	return r
-}
-
-// oversizeProblem says a chunk is over the configured size. It is no finding of reading: such
-// chunks still read, but recording would not write them so today.
-func oversizeProblem(secret string, size, limit int) string {
-	return fmt.Sprintf("secret %s holds %d bytes, over --max-chunk-bytes %d", secret, size, limit)
 }
 
 // findingText words a finding about one snapshot of chunkCount chunks, as inspect has always

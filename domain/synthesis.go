@@ -153,7 +153,15 @@ func ReadSynthesis(c Composition, slices []ResourceSlice) (SynthesisContents, er
 					contents.keptTombstones[id] = struct{}{}
 				}
 			default:
-				e := entryFromManifest(group, version, &m)
+				e := Entry{Group: group, Version: version, Kind: m.Kind, Namespace: m.Namespace, Name: m.Name}
+				if len(m.Labels) > 0 {
+					e.Labels = m.Labels
+				}
+				// Only the group annotations were kept; an empty one is omitted. The map is m's own.
+				maps.DeleteFunc(m.Annotations, func(_, v string) bool { return v == "" })
+				if len(m.Annotations) > 0 {
+					e.Annotations = m.Annotations
+				}
 				cascadeDisable(&e, c)
 				entries = append(entries, e)
 			}
@@ -173,19 +181,6 @@ func ReadSynthesis(c Composition, slices []ResourceSlice) (SynthesisContents, er
 		contents.anyNamespace[id] = struct{}{}
 	}
 	return contents, nil
-}
-
-func entryFromManifest(group, version string, m *manifestMeta) Entry {
-	e := Entry{Group: group, Version: version, Kind: m.Kind, Namespace: m.Namespace, Name: m.Name}
-	if len(m.Labels) > 0 {
-		e.Labels = m.Labels
-	}
-	// Only the group annotations were kept; an empty one is omitted. The map is m's own.
-	maps.DeleteFunc(m.Annotations, func(_, v string) bool { return v == "" })
-	if len(m.Annotations) > 0 {
-		e.Annotations = m.Annotations
-	}
-	return e
 }
 
 // cascadeDisable records on e the Composition's disable-reconciliation when e has none, as Eno
