@@ -70,7 +70,6 @@ func (c Config) firstSynthesisWait() time.Duration { return 15 * c.PendingRechec
 const DefaultReconcileTimeout = 2 * time.Minute
 
 // Setting names one field of Config, so that callers report a refusal in their own terms (a flag).
-
 type Setting struct{ name string }
 
 var (

@@ -256,7 +256,6 @@ func (s *Service) finish(ctx context.Context, comp domain.Composition, plan doma
 }
 
 // requestResynthesis asks Eno for a new synthesis carrying the tombstones, unless the force annotation names this one.
-
 func (s *Service) requestResynthesis(ctx context.Context, comp domain.Composition, slices []string) error {
 	live, err := s.recheck(ctx, comp, s.policy.CheckHandoff)
 	if err != nil {

@@ -272,7 +272,6 @@ func (o *occupantCheck) collide(cur domain.ChunkSecret, other domain.Composition
 
 // taken returns check's refusal of the Secret at a name CreateChunk found taken; nil when ours to replace, or
 // unreadable: the pass then aborts as on any AlreadyExists and the next one lists the Secret.
-
 func (o *occupantCheck) taken(ctx context.Context, name string) error {
 	cur, err := o.svc.deps.Store.GetChunk(ctx, name)
 	if err != nil {

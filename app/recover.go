@@ -320,7 +320,6 @@ func (s *Service) announce(comp domain.Composition, plan domain.RecoveryPlan, d 
 }
 
 // announceCascading warns of and counts each orphan of a cascading kind, never handed to Eno (design §6.3).
-
 func (s *Service) announceCascading(comp domain.Composition, plan domain.RecoveryPlan) {
 	n := 0
 	for _, dr := range plan.Dropped {

@@ -73,7 +73,6 @@ type PruneItem struct {
 }
 
 // PrunePlan is the Secrets prune deletes of one lineage, by name, and why it keeps what one might expect deleted.
-
 type PrunePlan struct {
 	Lineage  Lineage
 	Selected []PruneItem
@@ -240,7 +239,6 @@ func selectLeftovers(h History) []PruneItem {
 }
 
 // selectFormat1 is (c): format 1 is refused by reading (design §3), so it only makes the lineage unreadable.
-
 func selectFormat1(secrets []ChunkSecret, h History, r PruneRules) []PruneItem {
 	var out []PruneItem
 	for _, s := range ours(secrets) {
