@@ -63,15 +63,13 @@ func DefaultConfig() Config {
 // DefaultPendingRecheckInterval is how often a pending hand-off is checked by default.
 const DefaultPendingRecheckInterval = time.Minute
 
-// firstSynthesisWait is how long a hand-off waits for the fleet's first syntheses before it is
-// held for review (design §6.3): fifteen watch intervals.
+// firstSynthesisWait: a hand-off waits fifteen watch intervals for first syntheses, then is held (design §6.3).
 func (c Config) firstSynthesisWait() time.Duration { return 15 * c.PendingRecheckInterval }
 
 // DefaultReconcileTimeout bounds one reconcile by default.
 const DefaultReconcileTimeout = 2 * time.Minute
 
-// Setting names one field of Config, so that callers can report a refusal in their own terms
-// (the binary names its flag).
+// Setting names one field of Config, so that callers report a refusal in their own terms (a flag).
 type Setting struct{ name string }
 
 var (

@@ -176,12 +176,9 @@ func (s *Service) fence(ctx context.Context, comp domain.Composition, slice stri
 // nameAttempts bounds how often one part's append meets a Composition written since.
 const nameAttempts = 5
 
-// nameRecoverySlice appends name to the synthesis of written, the Composition as this pass last
-// wrote it. Eno writes the status as it notices an append (it clears Ready at once), so the next
-// append's resourceVersion test fails on a real Eno: the live Composition is then read again and
-// the append retried from it, but only while nothing the hand-off rests on has changed: the same
-// synthesis and slice list, no synthesis in flight, the run conditions and plan inputs, and the
-// arming annotation still this hand-off's digest.
+// nameRecoverySlice appends name to the synthesis of written, as this pass last wrote it. Eno's status write
+// on an append (it clears Ready) fails the next append's resourceVersion test: it is retried from the live
+// Composition, only while nothing the hand-off rests on has changed (readyToCommit with its digest).
 func (s *Service) nameRecoverySlice(ctx context.Context, written domain.Composition, name, digest string) (domain.Composition, error) {
 	for attempt := 1; ; attempt++ {
 		named, err := s.deps.Sink.AppendRecoverySlice(ctx, written, name)
@@ -196,9 +193,8 @@ func (s *Service) nameRecoverySlice(ctx context.Context, written domain.Composit
 	}
 }
 
-// resumeNamed finishes a named hand-off never decided, the one resume path: it never plans again
-// and finishes with the parts it reads (readNamed). A part gone or never named is reported as
-// RecoverySliceLost: its tombstones are not handed to Eno.
+// resumeNamed finishes a named hand-off never decided, never planning again, with the parts it reads;
+// a part gone or never named is reported as RecoverySliceLost: its tombstones are not handed to Eno.
 func (s *Service) resumeNamed(ctx context.Context, comp domain.Composition, names []string) (RecoverResult, error) {
 	res := RecoverResult{Composition: comp}
 	h, read, lost, err := s.readNamed(ctx, comp, names)
@@ -227,9 +223,8 @@ func (s *Service) resumeNamed(ctx context.Context, comp domain.Composition, name
 	return s.finish(ctx, comp, domain.RecoveryPlan{}, h, names)
 }
 
-// readNamed reads the recovery slices names of comp's current synthesis, in order, the names of
-// those that are gone, and the hand-off the others carry. A slice that is not this controller's
-// hand-off of that synthesis is never adopted: a RecoverySliceInvalid refusal.
+// readNamed reads the named recovery slices, the names of those gone, and the hand-off the others carry;
+// a slice not this controller's hand-off of the synthesis is never adopted: a RecoverySliceInvalid refusal.
 func (s *Service) readNamed(ctx context.Context, comp domain.Composition, names []string) (h domain.Handoff, read []domain.ResourceSlice, gone []string, err error) {
 	if read, gone, err = readRecoverySlices(ctx, s.deps.Slices, comp, names); err != nil || len(read) == 0 {
 		return h, read, gone, err
@@ -242,9 +237,8 @@ func (s *Service) readNamed(ctx context.Context, comp domain.Composition, names 
 	return h, read, gone, err
 }
 
-// finish writes the Recovered decision, naming the first recovery slice and counting every
-// tombstone, then asks Eno for a new synthesis. The plan is fixed once a slice is named: the
-// recheck asks only for the same incarnation, synthesis and run conditions.
+// finish writes the Recovered decision, then asks Eno for a new synthesis. The plan is fixed once a
+// slice is named: the recheck asks only for the same incarnation, synthesis and run conditions.
 func (s *Service) finish(ctx context.Context, comp domain.Composition, plan domain.RecoveryPlan, h domain.Handoff, names []string) (RecoverResult, error) {
 	d := h.DecisionFor(names[0])
 	res := RecoverResult{Plan: plan, Composition: comp}
@@ -261,8 +255,7 @@ func (s *Service) finish(ctx context.Context, comp domain.Composition, plan doma
 	return res, s.requestResynthesis(ctx, res.Composition, names)
 }
 
-// requestResynthesis asks Eno for a new synthesis, which carries the tombstones into Eno's own
-// state. Once the force annotation names this synthesis there is nothing to do.
+// requestResynthesis asks Eno for a new synthesis carrying the tombstones, unless the force annotation names this one.
 func (s *Service) requestResynthesis(ctx context.Context, comp domain.Composition, slices []string) error {
 	live, err := s.recheck(ctx, comp, s.policy.CheckHandoff)
 	if err != nil {

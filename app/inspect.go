@@ -25,15 +25,13 @@ type InspectDeps struct {
 	Lister ports.CompositionLister
 }
 
-// Inspector is the inspect use case: a lineage's history as recovery reads it and, given the
-// control plane, a dry run through recovery's planner. It holds only readers.
+// Inspector is the inspect use case: a lineage's history as recovery reads it, and a dry run; only readers.
 type Inspector struct {
 	cfg  Config
 	deps InspectDeps
 }
 
-// InspectTarget is what to inspect: a Composition (its lineage, its candidates and its dry
-// run), or a lineage.
+// InspectTarget is what to inspect: a Composition (its lineage, candidates and dry run), or a lineage.
 type InspectTarget struct {
 	Composition *domain.CompositionRef
 	Lineage     domain.Lineage
@@ -41,8 +39,7 @@ type InspectTarget struct {
 	Entries bool
 }
 
-// NewInspector validates the configuration and the readers. Its Enabled and Scope are not
-// used: the dry run judges only the Composition's own state.
+// NewInspector validates the configuration (not Enabled and Scope: the dry run judges the Composition) and readers.
 func NewInspector(cfg Config, deps InspectDeps) (*Inspector, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("app: %w", err)
@@ -61,8 +58,7 @@ func NewInspector(cfg Config, deps InspectDeps) (*Inspector, error) {
 	return &Inspector{cfg: cfg, deps: deps}, nil
 }
 
-// Inspect reads everything and builds the report. It fails only when it cannot read; what it
-// reads, however broken, is reported. A Composition that does not exist wraps ErrNotFound.
+// Inspect reports what it reads, however broken; it fails only when it cannot read (ErrNotFound: no Composition).
 func (in *Inspector) Inspect(ctx context.Context, target InspectTarget) (*InspectReport, error) {
 	now := in.cfg.Now().UTC()
 	report := &InspectReport{
@@ -147,8 +143,7 @@ func (in *Inspector) limits() InspectLimits {
 	return InspectLimits{MaxChunkBytes: c.MaxChunkBytes, MaxChunks: c.MaxChunks, MaxTombstoneFraction: c.MaxTombstoneFraction, AllowCrossNamespaceLineage: c.AllowCrossNamespaceLineage}
 }
 
-// lineageComposition picks, for a lineage, the Composition the newest snapshot names, if it
-// still exists and still resolves to the lineage. It says why not otherwise.
+// lineageComposition picks the Composition the newest snapshot names that exists with the lineage, or says why none.
 func (in *Inspector) lineageComposition(ctx context.Context, lineage domain.Lineage, h domain.History) (*domain.Composition, string, error) {
 	var refs []domain.CompositionRef
 	for _, s := range h.Snapshots {
@@ -184,8 +179,7 @@ func (in *Inspector) lineageComposition(ctx context.Context, lineage domain.Line
 		lineage, strings.Join(why, "; ")), nil
 }
 
-// dryRun computes what recovery would decide now through the planner recovery uses, fed the
-// Secrets already listed, so it judges what the report shows. The planner holds only readers.
+// dryRun is what recovery's planner would decide now from the Secrets already listed, which the report shows.
 func (in *Inspector) dryRun(ctx context.Context, comp domain.Composition, lineage domain.Lineage, secrets []domain.ChunkSecret, now time.Time) *DryRunReport {
 	cfg := in.cfg
 	cfg.Now = func() time.Time { return now }
@@ -260,27 +254,22 @@ func snapshotReportOf(s domain.SnapshotReading, maxChunkBytes int) SnapshotRepor
 			r.LargestChunkBytes, largest = size, c.Secret.Name
 		}
 	}
+	// A chunk over the configured size is no finding of reading: it still reads, but recording would not write it so today.
 	oversize := r.LargestChunkBytes > maxChunkBytes
+	tooBig := fmt.Sprintf("secret %s holds %d bytes, over --max-chunk-bytes %d", largest, r.LargestChunkBytes, maxChunkBytes)
 	for _, f := range s.Findings {
 		if f.Step == 5 && oversize {
-			r.Problems, oversize = append(r.Problems, oversizeProblem(largest, r.LargestChunkBytes, maxChunkBytes)), false
+			r.Problems, oversize = append(r.Problems, tooBig), false
 		}
 		r.Problems = append(r.Problems, findingText(f, m.ChunkCount))
 	}
 	if oversize {
-		r.Problems = append(r.Problems, oversizeProblem(largest, r.LargestChunkBytes, maxChunkBytes))
+		r.Problems = append(r.Problems, tooBig)
 	}
 	return r
 }
 
-// oversizeProblem says a chunk is over the configured size. It is no finding of reading: such
-// chunks still read, but recording would not write them so today.
-func oversizeProblem(secret string, size, limit int) string {
-	return fmt.Sprintf("secret %s holds %d bytes, over --max-chunk-bytes %d", secret, size, limit)
-}
-
-// findingText words a finding about one snapshot of chunkCount chunks, as inspect has always
-// listed them; the verdict keeps domain's detail.
+// findingText words a finding about a snapshot of chunkCount chunks; the verdict keeps domain's detail.
 func findingText(f domain.Finding, chunkCount int) string {
 	switch {
 	case f.HeldBy != "":

@@ -26,24 +26,21 @@ type RecordResult struct {
 	Digest    string
 }
 
-// Record saves the inventory of the Composition's current synthesis. It returns an
-// *domain.IneligibleError when the Composition is not eligible, and aborts with no further
-// writes on the first conflict, foreign Secret, or changed Composition (design §4).
+// Record saves the inventory of the Composition's current synthesis, or returns an *domain.IneligibleError;
+// it aborts with no further writes on the first conflict, foreign Secret, or changed Composition (design §4).
 func (s *Service) Record(ctx context.Context, comp domain.Composition) (RecordResult, error) {
 	return s.record(withComposition(ctx, comp.Ref()), comp, nil)
 }
 
-// record reuses prior, recovery's live reads of this reconcile, when not nil. Every target name
-// is checked for an occupant that must not be replaced before the first write.
+// record reuses prior, recovery's live reads of this reconcile, when not nil.
 func (s *Service) record(ctx context.Context, comp domain.Composition, prior *liveReads) (RecordResult, error) {
 	if err := s.policy.CheckRecording(comp); err != nil {
 		return RecordResult{}, err
 	}
 	lineage, _ := domain.LineageOf(comp) // validated by CheckRecording
 	res := RecordResult{Lineage: lineage}
-	// The fast path: the cache already holds this incarnation's snapshot of this synthesis,
-	// judged on labels and annotations only, so no data is read. A failed cache read is no
-	// answer, and the pass goes on live.
+	// The fast path: the cache holds this incarnation's snapshot of this synthesis, judged on
+	// metadata only. A failed cache read is no answer, and the pass goes on live.
 	cached, err := s.deps.Store.ListCachedChunks(ctx, lineage)
 	if meta, ok := domain.RecordedByMetadata(cached, comp, s.cfg.Now(), s.cfg.MaxChunks); err == nil && ok {
 		s.deps.Metrics.SnapshotRecorded(false)
@@ -178,9 +175,7 @@ func (s *Service) unresolved(ctx context.Context, comp domain.Composition, byNam
 	return out
 }
 
-// writeChunks writes, in index order, each chunk that differs, each after a live recheck: an
-// update carries the read resourceVersion, a create meets AlreadyExists when the name was taken
-// since. The first failure aborts the pass.
+// writeChunks writes, in index order, each chunk that differs, each after a live recheck; the first failure aborts.
 func (s *Service) writeChunks(ctx context.Context, log logr.Logger, comp domain.Composition, desired []domain.ChunkSecret, byName map[string]domain.ChunkSecret, occupants occupantCheck, res RecordResult) (RecordResult, error) {
 	var err error
 	for i, want := range desired {
@@ -266,8 +261,7 @@ func (o *occupantCheck) check(ctx context.Context, cur domain.ChunkSecret) error
 	return o.collide(cur, other, false, "")
 }
 
-// collide refuses cur, recorded for other, as LineageCollision (counted and announced):
-// otherNamespace, or written by otherControlPlane when that is not "".
+// collide refuses cur, recorded for other, as LineageCollision (counted and announced).
 func (o *occupantCheck) collide(cur domain.ChunkSecret, other domain.CompositionRef, otherNamespace bool, otherControlPlane string) error {
 	o.svc.deps.Metrics.ChunkWrite("refused")
 	lc := &LineageCollisionError{Namespace: cur.Namespace, Name: cur.Name, Other: other, Lineage: cur.Labels[domain.LabelLineage],
@@ -276,9 +270,8 @@ func (o *occupantCheck) collide(cur domain.ChunkSecret, other domain.Composition
 	return lc
 }
 
-// taken reads a name CreateChunk found taken and returns check's refusal, if any. It returns
-// nil when the Secret is ours to replace, or cannot be read: the pass then aborts as on any
-// AlreadyExists and the next one lists the Secret.
+// taken returns check's refusal of the Secret at a name CreateChunk found taken; nil when ours to replace, or
+// unreadable: the pass then aborts as on any AlreadyExists and the next one lists the Secret.
 func (o *occupantCheck) taken(ctx context.Context, name string) error {
 	cur, err := o.svc.deps.Store.GetChunk(ctx, name)
 	if err != nil {

@@ -78,15 +78,13 @@ func (s *Service) announceIgnoredReview(comp domain.Composition, d domain.Decisi
 	}
 }
 
-// Plan computes what recovery would decide now for comp as given, without writing anything: a
-// dry run for a Composition that need not exist (inspect's dry run is Inspector.dryRun).
+// Plan is what recovery would decide now for comp as given, writing nothing (inspect's dry run).
 func (s *Service) Plan(ctx context.Context, comp domain.Composition) (domain.RecoveryPlan, error) {
 	plan, _, err := s.planner.plan(ctx, comp)
 	return plan, err
 }
 
-// liveReads is what recovery read live, for recording in the same reconcile. Every write still
-// follows its own live recheck and the API server's guards (AlreadyExists, resourceVersion).
+// liveReads is what recovery read live, for recording in the same reconcile; each write still rechecks live.
 type liveReads struct {
 	contents domain.SynthesisContents
 	secrets  []domain.ChunkSecret
@@ -103,8 +101,7 @@ type planner struct {
 	fleet      ports.FleetIndex
 	live       ports.LiveReader
 	downstream ports.DownstreamReader
-	// failures counts each object's consecutive failed reads; nil keeps a failure at once (a
-	// dry run).
+	// failures counts each object's consecutive failed reads; nil (a dry run) keeps a failure at once.
 	failures *readFailures
 }
 
@@ -249,9 +246,8 @@ func (p planner) liveOwners(ctx context.Context, refs []domain.CompositionRef) (
 	return nil, undecided[0]
 }
 
-// markProducedElsewhere turns each present object whose identity a slice of another
-// Composition applies or patches into ObjectProducedElsewhere: it is kept (taken over by another Composition). The slices of
-// the owners excluded (this Composition, the incarnation the history recorded) do not count.
+// markProducedElsewhere keeps each present object another Composition's slice applies or patches
+// (ObjectProducedElsewhere); the slices of the owners excluded (this one, the recorded incarnation) do not count.
 func (p planner) markProducedElsewhere(ctx context.Context, observed map[domain.ResourceID]domain.Observation, excluded ...string) error {
 	elsewhere, err := p.fleet.ProducedElsewhere(ctx, slices.Collect(maps.Keys(observed)), excluded...)
 	if err != nil {
@@ -323,8 +319,7 @@ func (s *Service) announce(comp domain.Composition, plan domain.RecoveryPlan, d 
 	s.deps.Events.Warning(comp, d.Outcome.String(), warning)
 }
 
-// announceCascading names each orphan of a cascading kind, never handed to Eno, in a Warning
-// with the command an operator may run after looking, and counts them (design §6.3).
+// announceCascading warns of and counts each orphan of a cascading kind, never handed to Eno (design §6.3).
 func (s *Service) announceCascading(comp domain.Composition, plan domain.RecoveryPlan) {
 	n := 0
 	for _, dr := range plan.Dropped {

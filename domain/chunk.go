@@ -98,7 +98,11 @@ func effectiveMaxChunks(n int) int { return cmp.Or(max(n, 0), DefaultMaxChunks) 
 
 // ChunkName is "<comp-name>-<lineage>-<index>", cut to 253 characters (design §3).
 func ChunkName(compName string, lineage Lineage, index int) string {
-	return boundedName(compName, "-"+lineage.String()+"-"+strconv.Itoa(index))
+	suffix := "-" + lineage.String() + "-" + strconv.Itoa(index)
+	if len(compName)+len(suffix) > maxObjectName {
+		compName = strings.TrimRight(compName[:maxObjectName-len(suffix)], "-.")
+	}
+	return compName + suffix
 }
 
 const (
@@ -129,13 +133,6 @@ func RecoverySliceName(compName, synthesisUUID, digest string, part int) string 
 func inRecoveryFamily(compName, synthesisUUID, name string) bool {
 	family := RecoverySliceFamily(compName, synthesisUUID)
 	return name == family || strings.HasPrefix(name, family+"-")
-}
-
-func boundedName(prefix, suffix string) string {
-	if len(prefix)+len(suffix) > maxObjectName {
-		prefix = strings.TrimRight(prefix[:maxObjectName-len(suffix)], "-.")
-	}
-	return prefix + suffix
 }
 
 // ChunkSecret is the storage view of one inventory Secret, free of Kubernetes types.

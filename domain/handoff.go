@@ -11,8 +11,7 @@ import (
 const (
 	// AnnotationForceResynthesis starts a new synthesis when it names the current one.
 	AnnotationForceResynthesis = "eno.azure.io/force-resynthesis"
-	// SliceFinalizer is Eno's ResourceSlice finalizer. Eno removes it once the slice is no
-	// longer needed; it keeps a recovery slice alive through eno-controller's cleanup race.
+	// SliceFinalizer is Eno's; it keeps a recovery slice alive through eno-controller's cleanup race.
 	SliceFinalizer = "eno.azure.io/cleanup"
 )
 
@@ -44,8 +43,7 @@ type Handoff struct {
 	Kept []Unresolved
 }
 
-// NewHandoff turns a Recovered plan into the content of its recovery slices. A tombstone larger
-// than a whole slice's budget is an error: nothing can be handed over.
+// NewHandoff turns a Recovered plan into its recovery slices' content; a tombstone over a slice's budget is an error.
 func NewHandoff(plan RecoveryPlan) (Handoff, error) {
 	d := plan.Decision
 	if d.Outcome != OutcomeRecovered || len(plan.Tombstones) == 0 {
@@ -83,7 +81,11 @@ func (h Handoff) Parts() ([][]SliceResource, error) {
 	for i, r := range h.Resources {
 		size := len(r.Manifest)
 		if size > MaxSliceManifestBytes {
-			return nil, fmt.Errorf("the tombstone of %s is %d bytes of manifest JSON, over the %d a recovery slice holds (Eno's slice budget); nothing was handed to Eno", describeResource(r, i), size, MaxSliceManifestBytes)
+			what := fmt.Sprintf("resource %d", i)
+			if e, _, err := ParseTombstone(r); err == nil {
+				what = e.ID().String()
+			}
+			return nil, fmt.Errorf("the tombstone of %s is %d bytes of manifest JSON, over the %d a recovery slice holds (Eno's slice budget); nothing was handed to Eno", what, size, MaxSliceManifestBytes)
 		}
 		if used+size > MaxSliceManifestBytes {
 			parts = append(parts, h.Resources[from:i:i])
@@ -98,23 +100,13 @@ func (h Handoff) Parts() ([][]SliceResource, error) {
 	return parts, nil
 }
 
-// describeResource names a slice resource in an error: its identity, else its position.
-func describeResource(r SliceResource, i int) string {
-	if e, _, err := ParseTombstone(r); err == nil {
-		return e.ID().String()
-	}
-	return fmt.Sprintf("resource %d", i)
-}
-
 // maxParts is how many recovery slices one hand-off may have: maxPartDigits digits.
 const maxParts = 9999
 
-// AnnotationRecoveryPart, on a recovery slice, is "<part>/<parts>": its place in the hand-off,
-// so that a pass that resumes it knows which parts were never named.
+// AnnotationRecoveryPart is a recovery slice's "<part>/<parts>": a resuming pass knows which parts were never named.
 const AnnotationRecoveryPart = "eno.azure.io/tombstone-recovery-part"
 
-// SliceAnnotations are the annotations recovery slice part of parts carries: the decision, the
-// write time of the history, its place, and the recorded incarnation's UID when known.
+// SliceAnnotations are recovery slice part of parts' annotations: decision, history write time, place, source UID.
 func (h Handoff) SliceAnnotations(part, parts int) map[string]string {
 	a := map[string]string{
 		AnnotationDecision:       h.Decision.Encode(),
@@ -150,8 +142,7 @@ func (h Handoff) SliceName(comp Composition, part int) string {
 	return RecoverySliceName(comp.Name, h.SynthesisUUID(), h.Digest, part)
 }
 
-// NamedRecoverySlices are the current synthesis's slices of its recovery slice family, in its
-// order, which is the part order: each part is named as soon as it is created.
+// NamedRecoverySlices are the current synthesis's recovery slices in part order: each is named once created.
 func (c Composition) NamedRecoverySlices() []string {
 	if c.Synthesis == nil || c.Synthesis.UUID == "" {
 		return nil
@@ -319,8 +310,7 @@ func sameDecisionBut(a, b string) bool {
 	return erra == nil && errb == nil && da.SameAs(db)
 }
 
-// RecoverySlice is recovery slice part of the hand-off as it is created for comp: its name,
-// synthesis, controller, annotations and tombstones. It is never updated.
+// RecoverySlice is recovery slice part of the hand-off as it is created, never updated, for comp.
 func (h Handoff) RecoverySlice(comp Composition, part int) (ResourceSlice, error) {
 	parts, err := h.Parts()
 	if err != nil {
@@ -408,8 +398,7 @@ func HandoffStateOf(c Composition, ineligible *IneligibleError) (HandoffState, [
 	return HandoffNone, nil
 }
 
-// Unsynthesized reports whether Eno has yet to synthesize c (its scheduler's initial synthesis):
-// none current, or one not synthesized; never for a Composition being deleted.
+// Unsynthesized: Eno has yet to synthesize c (its scheduler's initial synthesis); never when c is deleting.
 func (c Composition) Unsynthesized() bool {
 	return !c.Deleting && (c.Synthesis == nil || c.Synthesis.Synthesized.IsZero())
 }

@@ -75,8 +75,7 @@ var (
 
 func (d DigestCheck) String() string { return d.name }
 
-// SnapshotReading is one snapshot of a History: the chunks whose Secrets passed step 1,
-// grouped by source synthesis UUID, and what steps 2–5 found in them.
+// SnapshotReading is one snapshot of a History: its chunks that passed step 1, and what steps 2–5 found.
 type SnapshotReading struct {
 	// Meta is the metadata of its first chunk by Secret name.
 	Meta SnapshotMeta
@@ -168,8 +167,7 @@ func (v verdict) derive(findings []Finding) (Snapshot, error) {
 	return s, nil
 }
 
-// reader reads a lineage's Secrets step by step: it stops at the first decisive finding, the
-// verdict (ReadSnapshotFor), unless all is set (ReadHistory).
+// reader reads a lineage's Secrets step by step, stopping at the first decisive finding unless all is set.
 type reader struct {
 	now       time.Time
 	maxChunks int
@@ -265,8 +263,7 @@ func (r *reader) agree() bool {
 	return true
 }
 
-// choose is step 3: no candidate (another namespace's history) or one of the reader's
-// incarnation stops; the newest is selected, and a tie is ambiguous.
+// choose is step 3: no candidate, or one of the reader's incarnation, stops; the newest is selected, a tie ambiguous.
 func (r *reader) choose() bool {
 	if len(r.order) == 0 {
 		return true // every Secret was rejected: step 1 decided

@@ -8,8 +8,7 @@ import (
 	"time"
 )
 
-// Inventory retention (design §7): which inventory Secrets an operator's prune deletes. The
-// rule is pure; the prune command reads the clusters and deletes what it selects.
+// Inventory retention (design §7): which inventory Secrets an operator's prune deletes; the rule is pure.
 
 // PruneReason says why prune selects a Secret.
 type PruneReason struct{ name string }
@@ -20,8 +19,7 @@ var (
 	PruneLeftoverChunk = PruneReason{"LeftoverChunk"}
 	// PruneLineageGone (b): every Secret of a lineage none of whose Compositions exists.
 	PruneLineageGone = PruneReason{"LineageGone"}
-	// PruneSupersededFormat1 (c): a format-1 chunk, which reading never trusts, of a lineage
-	// holding a newer complete snapshot.
+	// PruneSupersededFormat1 (c): a format-1 chunk, never trusted, of a lineage with a newer complete snapshot.
 	PruneSupersededFormat1 = PruneReason{"SupersededFormat1"}
 )
 
@@ -51,8 +49,7 @@ type PruneLineage struct {
 	Lineage Lineage
 	// Secrets are every Secret labelled with the lineage, ours or not.
 	Secrets []ChunkSecret
-	// Recorded is the control plane's answer for each Composition the Secrets name
-	// (RecordedCompositions); a name missing from it is Unknown.
+	// Recorded is the control plane's answer for each Composition the Secrets name; one missing is Unknown.
 	Recorded map[CompositionRef]Presence
 	// Claimants are living Compositions whose lineage this is, recorded or not (an override).
 	Claimants []Composition
@@ -75,8 +72,7 @@ type PruneItem struct {
 	Detail string
 }
 
-// PrunePlan is what prune does with one lineage: the Secrets it deletes, by name, and why it
-// keeps what an operator might expect it to delete.
+// PrunePlan is the Secrets prune deletes of one lineage, by name, and why it keeps what one might expect deleted.
 type PrunePlan struct {
 	Lineage  Lineage
 	Selected []PruneItem
@@ -156,16 +152,15 @@ func SelectPrune(l PruneLineage, r PruneRules) PrunePlan {
 	return plan
 }
 
-// guarded keeps, of the items the rules selected, what prune may delete whatever the rules
-// say: a Secret of ours, not of a protected snapshot; once each, by name.
+// guarded keeps, of the items the rules selected, what prune may delete whatever they say: a
+// Secret of ours, not of a protected snapshot; once each, by name.
 func guarded(items []PruneItem, protected map[string]bool) []PruneItem {
 	out := slices.DeleteFunc(slices.Clone(items), func(it PruneItem) bool { return !it.Secret.Owned() || protected[it.Secret.Name] })
 	slices.SortStableFunc(out, func(a, b PruneItem) int { return strings.Compare(a.Secret.Name, b.Secret.Name) })
 	return slices.CompactFunc(out, func(a, b PruneItem) bool { return a.Secret.Name == b.Secret.Name })
 }
 
-// busyLineage says why nothing of the lineage may go: a living Composition's hand-off is
-// pending (recovery slices named or decided) or its recovery is held for review.
+// busyLineage says why nothing of the lineage may go: a living one's hand-off is pending or held for review.
 func busyLineage(living []Composition) (string, bool) {
 	for _, c := range living {
 		if state, _ := HandoffStateOf(c, nil); state == HandoffNamed || state == HandoffDecided {
@@ -222,8 +217,7 @@ func selectGone(l PruneLineage, r PruneRules) ([]PruneItem, []string) {
 	return items, nil
 }
 
-// selectLeftovers is (a): a chunk of an incomplete snapshot at or above the count of a newer
-// complete one of the same Composition name, whose chunks took the names below it.
+// selectLeftovers is (a), PruneLeftoverChunk.
 func selectLeftovers(h History) []PruneItem {
 	var out []PruneItem
 	for _, old := range h.Snapshots {
@@ -244,8 +238,7 @@ func selectLeftovers(h History) []PruneItem {
 	return out
 }
 
-// selectFormat1 is (c): a format-1 chunk older than a complete snapshot of the lineage. Format 1
-// is refused by reading (design §3), so it only makes the lineage unreadable.
+// selectFormat1 is (c): format 1 is refused by reading (design §3), so it only makes the lineage unreadable.
 func selectFormat1(secrets []ChunkSecret, h History, r PruneRules) []PruneItem {
 	var out []PruneItem
 	for _, s := range ours(secrets) {

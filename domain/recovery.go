@@ -166,8 +166,7 @@ type RecoveryInput struct {
 	Now                time.Time
 }
 
-// RecoveryPlan is the decision, the tombstones to publish, those held and those dropped. With
-// Verify set it decides nothing yet: read those objects, plan again with RecoveryInput.Observed.
+// RecoveryPlan is a decision and its tombstones; with Verify set, read those and plan again with them Observed.
 type RecoveryPlan struct {
 	Decision   Decision
 	Tombstones []Tombstone
@@ -258,8 +257,7 @@ func recoveredFrom(c Composition, d Decision) string {
 	return ""
 }
 
-// planRecovery decides in order, the first rule that decides ending it: the reading, SharedLineage,
-// AlreadyDecided, the absent entries, the checks at the moment of deletion, the deletion guard.
+// planRecovery: the first to decide of reading, SharedLineage, AlreadyDecided, absent entries, deletion checks, guard.
 func planRecovery(in RecoveryInput) (RecoveryPlan, error) {
 	c := in.Composition
 	d := Decision{SynthesisUUID: c.Synthesis.UUID, DecidedAt: in.Now.UTC().Truncate(time.Second)}

@@ -78,8 +78,7 @@ func (s Snapshot) Unresolved() []Unresolved {
 	return us
 }
 
-// WriteTime is when the snapshot was written, by the downstream API server's clock: the newest
-// data write of its chunks. It is unknown when any chunk's is (design §6.3).
+// WriteTime is its chunks' newest data write, by the downstream API server's clock; unknown if any is (§6.3).
 func (s Snapshot) WriteTime() (time.Time, bool) {
 	var newest time.Time
 	for _, c := range s.chunks {

@@ -153,7 +153,15 @@ func ReadSynthesis(c Composition, slices []ResourceSlice) (SynthesisContents, er
 					contents.keptTombstones[id] = struct{}{}
 				}
 			default:
-				e := entryFromManifest(group, version, &m)
+				e := Entry{Group: group, Version: version, Kind: m.Kind, Namespace: m.Namespace, Name: m.Name}
+				if len(m.Labels) > 0 {
+					e.Labels = m.Labels
+				}
+				// Only the group annotations were kept; an empty one is omitted. The map is m's own.
+				maps.DeleteFunc(m.Annotations, func(_, v string) bool { return v == "" })
+				if len(m.Annotations) > 0 {
+					e.Annotations = m.Annotations
+				}
 				cascadeDisable(&e, c)
 				entries = append(entries, e)
 			}
@@ -175,19 +183,6 @@ func ReadSynthesis(c Composition, slices []ResourceSlice) (SynthesisContents, er
 	return contents, nil
 }
 
-func entryFromManifest(group, version string, m *manifestMeta) Entry {
-	e := Entry{Group: group, Version: version, Kind: m.Kind, Namespace: m.Namespace, Name: m.Name}
-	if len(m.Labels) > 0 {
-		e.Labels = m.Labels
-	}
-	// Only the group annotations were kept; an empty one is omitted. The map is m's own.
-	maps.DeleteFunc(m.Annotations, func(_, v string) bool { return v == "" })
-	if len(m.Annotations) > 0 {
-		e.Annotations = m.Annotations
-	}
-	return e
-}
-
 // cascadeDisable records on e the Composition's disable-reconciliation when e has none, as Eno
 // reads it. Eno marks a paused Composition Ready with manifests it never applied; an entry
 // recorded while paused must never be tombstoned later (design §6.3, Disabled).
@@ -204,8 +199,7 @@ func cascadeDisable(e *Entry, c Composition) {
 	e.Annotations = merged(map[string]string{AnnotationDisableReconciliation: v}, e.Annotations)
 }
 
-// Production is what the fleet index keeps of one slice (design §6.3): its owner and a fixed-size
-// fingerprint of each identity it applies or patches (not a tombstone). Never a manifest.
+// Production is what the fleet index keeps of one slice (design §6.3): its owner and fingerprints, never a manifest.
 type Production struct {
 	// Slice is the slice's "namespace/name"; Owner its controller's UID.
 	Slice, Owner string
@@ -216,8 +210,7 @@ type Production struct {
 	source     string
 }
 
-// ProductionOf reads what s applies or patches. A Patch counts as its target; a manifest that
-// cannot be read names nothing: Eno cannot apply it either.
+// ProductionOf reads what s applies or patches; an unreadable manifest names nothing: Eno cannot apply it either.
 func ProductionOf(s ResourceSlice) Production {
 	p := Production{Slice: s.Namespace + "/" + s.Name, Owner: s.ControllerUID, source: s.Annotations[AnnotationSourceUID]}
 	ids := make([]uint64, 0, len(s.Resources))
@@ -325,8 +318,7 @@ func (w *Threats[V]) Of(p Production) []V {
 	return out
 }
 
-// produces reports whether p applies or patches the identity of fingerprint fp, or, for one
-// without a namespace, in any namespace: the API server ignores it on a cluster-scoped kind.
+// produces: p applies or patches fp's identity, one without a namespace in any (as on a cluster-scoped kind).
 func (p Production) produces(fp uint64) bool {
 	if fp&nsBits != clusterScoped {
 		_, ok := slices.BinarySearch(p.ids, fp)

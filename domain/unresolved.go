@@ -50,16 +50,14 @@ func UnresolvedOf(plan RecoveryPlan) []Unresolved {
 	return out
 }
 
-// MergeUnresolved is old and fresh as one sorted list, one entry per identity: the first
-// listed (old before fresh) is kept, so Since stays when it was first kept.
+// MergeUnresolved is old and fresh sorted, the first (old before fresh) per identity kept, so Since stays.
 func MergeUnresolved(old, fresh []Unresolved) []Unresolved {
 	out := slices.Concat(old, fresh)
 	slices.SortStableFunc(out, func(a, b Unresolved) int { return a.Entry().ID().Compare(b.Entry().ID()) })
 	return slices.CompactFunc(out, func(a, b Unresolved) bool { return a.Entry().ID() == b.Entry().ID() })
 }
 
-// StillUnresolved reports whether a read of u's object leaves it listed: anything but NotFound
-// or another UID (a read that failed keeps it).
+// StillUnresolved: a read of u's object leaves it listed unless NotFound or another UID (a failed read keeps it).
 func StillUnresolved(u Unresolved, o Observation) bool {
 	return o.State != ObjectAbsent && (u.UID == "" || o.UID == "" || o.UID == u.UID)
 }
@@ -79,8 +77,7 @@ func sha256Digest(data []byte) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// decodeUnresolved reads chunk s's unresolved entries: none before format 3, and in format 3
-// chunk 0 only, matching their digest annotation.
+// decodeUnresolved reads chunk s's unresolved entries: from format 3, chunk 0 only, matching their digest.
 func decodeUnresolved(s ChunkSecret, index int) ([]Unresolved, error) {
 	data, ok := s.Data[UnresolvedDataKey]
 	if s.Annotations[AnnotationFormat] != FormatUnresolved || index != 0 {

@@ -52,8 +52,7 @@ type FleetIndex interface {
 	Unsynthesized(ctx context.Context) (map[domain.CompositionRef]time.Time, error)
 }
 
-// SnapshotStore holds inventory chunk Secrets in the downstream cluster's inventory namespace.
-// It never deletes.
+// SnapshotStore holds inventory chunk Secrets in the downstream cluster's inventory namespace; it never deletes.
 //
 //counterfeiter:generate . SnapshotStore
 type SnapshotStore interface {
@@ -76,8 +75,7 @@ type SnapshotStore interface {
 	MarkChunk(ctx context.Context, s domain.ChunkSecret) (domain.ChunkSecret, error)
 }
 
-// SnapshotLister is the read half of SnapshotStore, for a use case that must not be able to
-// write (inspect).
+// SnapshotLister is the read half of SnapshotStore, for a use case that must not write (inspect).
 //
 //counterfeiter:generate . SnapshotLister
 type SnapshotLister interface {
@@ -113,8 +111,7 @@ type TombstoneSink interface {
 	RequestResynthesis(ctx context.Context, comp domain.Composition) error
 }
 
-// DownstreamReader reads the metadata of objects in the downstream cluster, by identity, just
-// before their tombstones are published.
+// DownstreamReader reads downstream objects' metadata, by identity, just before their tombstones are published.
 //
 //counterfeiter:generate . DownstreamReader
 type DownstreamReader interface {
@@ -123,8 +120,7 @@ type DownstreamReader interface {
 	ObserveObject(ctx context.Context, e domain.Entry) (domain.Observation, error)
 }
 
-// DecisionWriter records a decision on the Composition with comp.ResourceVersion as a
-// precondition; ErrConflict when the Composition changed since.
+// DecisionWriter records a decision with comp.ResourceVersion as a precondition; ErrConflict when it changed since.
 //
 //counterfeiter:generate . DecisionWriter
 type DecisionWriter interface {

@@ -37,8 +37,7 @@ type Recorder struct {
 	states map[domain.CompositionRef]ports.CompositionState
 }
 
-// The label values every counter and gauge starts with, so that alerts and dashboards see a
-// series (at 0) before the first event.
+// The label values every series starts with, so that alerts and dashboards see it (at 0) before the first event.
 var (
 	reconcileResults = []string{"success", "error"}
 	panicSites       = []string{"reconcile", "event-handler"}
@@ -110,8 +109,7 @@ func (r *Recorder) DecisionMade(o domain.Outcome, reason string) {
 	r.decisions.WithLabelValues(o.String(), reason).Inc()
 }
 
-// CompositionObserved keeps each Composition's last state and sets the gauges to the counts. A
-// lineage no Composition has any more loses its series.
+// CompositionObserved keeps each Composition's last state and sets the gauges; a lineage no one has loses its series.
 func (r *Recorder) CompositionObserved(ref domain.CompositionRef, state ports.CompositionState) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -183,8 +181,7 @@ func (r *Recorder) ReconcileDone(d time.Duration, err error) {
 	r.reconciles.WithLabelValues(result).Observe(d.Seconds())
 }
 
-// RegisterCacheSizes exports the number of objects each informer cache holds, read at scrape
-// time, as eno_tombstone_recovery_cached_objects{cache}.
+// RegisterCacheSizes exports each informer cache's size at scrape time: eno_tombstone_recovery_cached_objects{cache}.
 func RegisterCacheSizes(reg prometheus.Registerer, sizes map[string]func() int) error {
 	for name, size := range sizes {
 		g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -16,12 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// env declares what Eno v0.2.17's internal/cel declares, with cel-go v0.29.0, the version
-// Eno builds with: the encoders, lists and strings extensions, `self` and `composition` of
-// dynamic type, the boolean `pathManagedByEno` and compareResourceQuantities. Conditions are
-// compiled and evaluated by cel-go itself; nothing of CEL is reimplemented here. It is built on
-// first use: `run` without --eno-resource-filter never compiles a condition, and building it at
-// init kept its declarations in every process's heap and paged in the cel-go code that builds them.
+// env declares what Eno v0.2.17's internal/cel declares, with cel-go v0.29.0 as Eno builds with; cel-go
+// compiles and evaluates, nothing of CEL is reimplemented. Built on first use: `run` without
+// --eno-resource-filter never compiles a condition, and building it at init cost every process heap.
 var env = sync.OnceValue(func() *cel.Env {
 	env, err := cel.NewEnv(
 		ext.Encoders(),
