@@ -74,8 +74,8 @@ func (st *SecretStore) ListChunks(ctx context.Context, lineage domain.Lineage) (
 // listLineage lists the lineage's Secrets in namespace that also carry the labels more, in pages
 // of limit Secrets (0: one page).
 func listLineage(ctx context.Context, secrets corev1client.SecretInterface, namespace string, lineage domain.Lineage, more labels.Set, limit int64) ([]domain.ChunkSecret, error) {
-	more[domain.LabelLineage] = lineage.String()
-	return listChunks(ctx, secrets, fmt.Sprintf("listing inventory secrets of lineage %s in namespace %s", lineage, namespace), more.AsSelector().String(), limit)
+	selector := labels.Merge(more, labels.Set{domain.LabelLineage: lineage.String()}).AsSelector().String() // more stays the caller's
+	return listChunks(ctx, secrets, fmt.Sprintf("listing inventory secrets of lineage %s in namespace %s", lineage, namespace), selector, limit)
 }
 
 // listChunks lists the Secrets selector selects, in pages of limit Secrets (0: one page).
