@@ -66,13 +66,13 @@ func secretObject() *metav1.PartialObjectMetadata {
 // unsafeShared: the caches hand out their own objects uncopied; the adapters copy what they keep, never mutate.
 var unsafeShared = true
 
-// ownCache caches obj's one kind as by selects it, without managedFields, resynced every sync (0:
-// never), on the cluster of cfg. It maps the kind to its resource itself: no discovery.
+// ownCache caches obj's one kind as by selects and transforms it, resynced every sync (0: never),
+// on the cluster of cfg. It maps the kind to its resource itself: no discovery.
 func (g *Guest) ownCache(cfg *rest.Config, hc *http.Client, obj client.Object, resource string, sync time.Duration, by cache.ByObject) (cache.Cache, error) {
 	gvk := obj.GetObjectKind().GroupVersionKind()
 	m := meta.NewDefaultRESTMapper(nil)
 	m.AddSpecific(gvk, gvk.GroupVersion().WithResource(resource), gvk.GroupVersion().WithResource(resource), meta.RESTScopeNamespace)
-	by.Transform, by.UnsafeDisableDeepCopy = k8s.DropManagedFields, &unsafeShared
+	by.UnsafeDisableDeepCopy = &unsafeShared
 	return cache.New(cfg, cache.Options{HTTPClient: hc, Mapper: m, SyncPeriod: &sync,
 		ByObject: map[client.Object]cache.ByObject{obj: by}, DefaultWatchErrorHandler: g.watchError(resource)})
 }
@@ -91,7 +91,7 @@ func (g *Guest) compositions(mgr isolated) (*cachedCompositions, error) {
 	u.SetGroupVersionKind(compositionGV.WithKind("Composition"))
 	ul.SetGroupVersionKind(compositionGV.WithKind("CompositionList"))
 	c.obj, c.list = u, ul
-	by := cache.ByObject{Label: g.s.CompositionSelector}
+	by := cache.ByObject{Label: g.s.CompositionSelector, Transform: k8s.CompositionAsRead}
 	if g.s.Scope.Namespace != "" {
 		by.Namespaces = map[string]cache.Config{g.s.Scope.Namespace: {}}
 	}
@@ -123,6 +123,7 @@ func (g *Guest) downstreamCache(ctx context.Context) (*cachedSecrets, error) {
 		Namespaces: map[string]cache.Config{g.s.InventoryNamespace: {}},
 		Label:      labels.SelectorFromSet(labels.Set{domain.LabelManagedBy: domain.ManagedByValue}),
 		Field:      fields.OneTermEqualSelector("type", domain.SecretType),
+		Transform:  k8s.DropManagedFields,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("building the inventory secret cache: %w", err)

@@ -343,7 +343,7 @@ func TestWriteDecision(t *testing.T) {
 		current, err := comps.LiveComposition(ctx, comp.Ref())
 		require.NoError(t, err)
 		// Another writer slips in between the adapter's read and its update.
-		racing, err := NewCompositions(racingDynamic{Interface: c.Dynamic, beforeUpdate: func() {
+		racing, err := NewCompositions(racingDynamic{Interface: c.Dynamic, beforeWrite: func() {
 			u, err := c.Dynamic.Resource(CompositionGVR).Namespace(ns).Get(ctx, comp.Name, metav1.GetOptions{})
 			require.NoError(t, err)
 			u.SetLabels(map[string]string{"example.com/shard": "b"})
@@ -357,11 +357,13 @@ func TestWriteDecision(t *testing.T) {
 	})
 
 	t.Run("a decision made for another incarnation is ErrConflict", func(t *testing.T) {
-		current, err := comps.LiveComposition(ctx, comp.Ref())
-		require.NoError(t, err)
-		previous := current
-		previous.UID = "00000000-0000-0000-0000-000000000001"
+		previous := mustCreateComposition(t, c, sampleComposition(ns, "recreated"))
+		require.NoError(t, c.Dynamic.Resource(CompositionGVR).Namespace(ns).Delete(ctx, previous.Name, metav1.DeleteOptions{}))
+		current := mustCreateComposition(t, c, sampleComposition(ns, "recreated"))
 		require.ErrorIs(t, comps.WriteDecision(ctx, previous, sampleDecision(previous)), ports.ErrConflict)
+		got, err := comps.LiveComposition(ctx, current.Ref())
+		require.NoError(t, err)
+		assert.Equal(t, current.ResourceVersion, got.ResourceVersion, "the new incarnation is untouched")
 	})
 
 	t.Run("a missing Composition is ErrNotFound", func(t *testing.T) {
@@ -874,33 +876,33 @@ func TestSecretStoreNeedsOnlyNamespacedRights(t *testing.T) {
 	}, eventually, 20*time.Millisecond)
 }
 
-// racingDynamic runs beforeUpdate just before every Update, as another writer would.
+// racingDynamic runs beforeWrite just before every Patch, as another writer would.
 type racingDynamic struct {
 	dynamic.Interface
-	beforeUpdate func()
+	beforeWrite func()
 }
 
 func (r racingDynamic) Resource(gvr schema.GroupVersionResource) dynamic.NamespaceableResourceInterface {
-	return racingNamespaceable{r.Interface.Resource(gvr), r.beforeUpdate}
+	return racingNamespaceable{r.Interface.Resource(gvr), r.beforeWrite}
 }
 
 type racingNamespaceable struct {
 	dynamic.NamespaceableResourceInterface
-	beforeUpdate func()
+	beforeWrite func()
 }
 
 func (r racingNamespaceable) Namespace(ns string) dynamic.ResourceInterface {
-	return racingResource{r.NamespaceableResourceInterface.Namespace(ns), r.beforeUpdate}
+	return racingResource{r.NamespaceableResourceInterface.Namespace(ns), r.beforeWrite}
 }
 
 type racingResource struct {
 	dynamic.ResourceInterface
-	beforeUpdate func()
+	beforeWrite func()
 }
 
-func (r racingResource) Update(ctx context.Context, obj *unstructured.Unstructured, opts metav1.UpdateOptions, sub ...string) (*unstructured.Unstructured, error) {
-	r.beforeUpdate()
-	return r.ResourceInterface.Update(ctx, obj, opts, sub...)
+func (r racingResource) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*unstructured.Unstructured, error) {
+	r.beforeWrite()
+	return r.ResourceInterface.Patch(ctx, name, pt, data, opts, sub...)
 }
 
 // racingKube runs beforeUpdate just before every Secret update.

@@ -19,14 +19,14 @@ import (
 )
 
 // The caches the tests read through, as runnable configures controller-runtime's: Compositions
-// without managedFields; our Secrets' metadata only, selected by our label and type.
+// as read (CompositionAsRead); our Secrets' metadata only, selected by our label and type.
 
 // startCompositionInformer runs a Composition informer over namespace until the returned stop
 // is called or the test ends, and waits for it to sync.
 func startCompositionInformer(t *testing.T, dyn dynamic.Interface, namespace string) (cache.SharedIndexInformer, func()) {
 	t.Helper()
 	inf := dynamicinformer.NewFilteredDynamicInformer(dyn, CompositionGVR, namespace, 0, cache.Indexers{}, nil).Informer()
-	require.NoError(t, inf.SetTransform(DropManagedFields))
+	require.NoError(t, inf.SetTransform(CompositionAsRead))
 	return inf, run(t, inf)
 }
 

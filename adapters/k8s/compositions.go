@@ -109,29 +109,15 @@ func (c *Compositions) get(ctx context.Context, ref domain.CompositionRef) (*uns
 	return u, nil
 }
 
-// WriteDecision sets the decision annotation if the Composition still has comp.ResourceVersion.
-// The update carries that resourceVersion, so the API server rejects it with a Conflict if
-// anything changed after the check.
+// WriteDecision sets the decision annotation if the Composition still has comp's UID and
+// resourceVersion (annotate: ports.ErrConflict otherwise, refused by the API server itself).
 func (c *Compositions) WriteDecision(ctx context.Context, comp domain.Composition, d domain.Decision) error {
 	ref := comp.Ref()
 	if comp.ResourceVersion == "" {
 		return fmt.Errorf("writing the recovery decision on composition %s: %w: no resourceVersion to use as precondition; read the composition and retry", ref, ports.ErrConflict)
 	}
-	u, err := c.atVersion(ctx, ref, comp.ResourceVersion)
-	if err != nil {
-		return fmt.Errorf("writing the recovery decision: %w", err)
-	}
-	if uid := string(u.GetUID()); comp.UID != "" && uid != comp.UID {
-		return fmt.Errorf("writing the recovery decision on composition %s: it was recreated (UID %s, the decision was made for %s): %w",
-			ref, uid, comp.UID, ports.ErrConflict)
-	}
-	if rv := u.GetResourceVersion(); rv != comp.ResourceVersion {
-		return fmt.Errorf("writing the recovery decision on composition %s: resourceVersion is %s, the decision was made on %s: %w",
-			ref, rv, comp.ResourceVersion, ports.ErrConflict)
-	}
-	u.SetAnnotations(labels.Merge(u.GetAnnotations(), labels.Set{domain.AnnotationDecision: d.Encode()}))
-	if _, err := c.client.Resource(CompositionGVR).Namespace(ref.Namespace).Update(ctx, u, metav1.UpdateOptions{}); err != nil {
-		return apiError(fmt.Sprintf("writing the recovery decision on composition %s", ref), err)
+	if _, err := annotate(ctx, c.client, comp, domain.AnnotationDecision, d.Encode(), "writing the recovery decision on composition "+ref.String()); err != nil {
+		return err
 	}
 	logr.FromContextOrDiscard(ctx).V(1).Info("wrote recovery decision", "composition", ref.String(),
 		"synthesisUUID", d.SynthesisUUID, "outcome", d.Outcome.String())
@@ -164,23 +150,8 @@ func annotate(ctx context.Context, client dynamic.Interface, comp domain.Composi
 	return u, nil
 }
 
-// atVersion returns the Composition to modify: a copy of the cached object when it is exactly at
-// resourceVersion rv (one version of one object: this saves a GET the live recheck has just
-// made), else the live object. The update carries rv, so the API server still refuses a change.
-func (c *Compositions) atVersion(ctx context.Context, ref domain.CompositionRef, rv string) (*unstructured.Unstructured, error) {
-	if c.lister != nil {
-		if obj, err := c.lister.ByNamespace(ref.Namespace).Get(ref.Name); err == nil {
-			if u, err := asUnstructured(obj); err == nil && u.GetResourceVersion() == rv {
-				return u.DeepCopy(), nil
-			}
-		}
-	}
-	return c.get(ctx, ref)
-}
-
 // asUnstructured is a cached Composition as unstructured: the controller's own cache holds
-// them so, a host's (eno-reconciler's) holds Eno's typed ones, converted here without importing
-// Eno. A typed object carries no apiVersion and kind; the conversion sets them.
+// them so, a host's (eno-reconciler's) holds Eno's typed ones, converted here without importing Eno.
 func asUnstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
 	if u, ok := obj.(*unstructured.Unstructured); ok {
 		return u, nil
@@ -189,15 +160,12 @@ func asUnstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, fmt.Errorf("converting a cached %T: %w", obj, err)
 	}
-	u := &unstructured.Unstructured{Object: m}
-	u.SetGroupVersionKind(CompositionGVR.GroupVersion().WithKind("Composition"))
-	return u, nil
+	return &unstructured.Unstructured{Object: m}, nil
 }
 
-// DropManagedFields is a cache transform that removes metadata.managedFields. Nothing reads a
-// cached object's managedFields, and they are two thirds of what a Composition costs on the
-// heap. A write that starts from a cached object sends none, which the API server takes as
-// "keep the stored ones".
+// DropManagedFields is a cache transform that removes metadata.managedFields, which nothing reads
+// from a cache. A write that starts from a cached object sends none, which the API server takes
+// as "keep the stored ones".
 func DropManagedFields(obj any) (any, error) {
 	if o, ok := obj.(metav1.Object); ok {
 		o.SetManagedFields(nil)

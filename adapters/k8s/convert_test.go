@@ -87,6 +87,25 @@ func TestCompositionFromUnstructured(t *testing.T) {
 			status: map[string]any{"currentSynthesis": map[string]any{"uuid": "u", "synthesized": "2025-03-14T15:09:26Z", "ready": ""}},
 			want:   with(&domain.Synthesis{UUID: "u", Synthesized: synthesized}),
 		},
+		{
+			name: "in flight, with a previous synthesis and fields nothing reads",
+			status: map[string]any{
+				"inFlightSynthesis": map[string]any{"uuid": "n", "inputRevisions": []any{map[string]any{"key": "k"}}},
+				"previousSynthesis": map[string]any{"uuid": "p", "resourceSlices": []any{map[string]any{"name": "web-old"}}, "reconciled": "2025-03-14T15:10:00Z"},
+				"currentSynthesis":  map[string]any{"uuid": "u", "observedCompositionGeneration": int64(3)},
+				"simplified":        map[string]any{"status": "Ready"},
+			},
+			want: func() domain.Composition {
+				c := with(&domain.Synthesis{UUID: "u"})
+				c.InFlightSynthesis, c.PreviousSynthesis = "n", &domain.Synthesis{UUID: "p", Slices: []string{"web-old"}}
+				return c
+			}(),
+		},
+		{
+			name:   "in flight without a UUID",
+			status: map[string]any{"inFlightSynthesis": map[string]any{}},
+			want:   func() domain.Composition { c := base; c.InFlightSynthesis = "(unnamed)"; return c }(),
+		},
 		{name: "status not an object", status: "broken", wantErr: "field status is \"broken\", want an object"},
 		{name: "current synthesis not an object", status: map[string]any{"currentSynthesis": []any{}}, wantErr: "status.currentSynthesis is a []interface {}, want an object"},
 		{name: "uuid not a string", status: map[string]any{"currentSynthesis": map[string]any{"uuid": int64(7)}}, wantErr: "field uuid is a int64, want a string"},
@@ -101,6 +120,16 @@ func TestCompositionFromUnstructured(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := compositionFromUnstructured(compositionObject(tc.status))
+			// The standalone cache's transform keeps every field read, malformed ones included.
+			u := compositionObject(tc.status)
+			u.Object["spec"] = map[string]any{"synthesizer": map[string]any{"name": "s"}}
+			u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "m"}})
+			kept, _ := CompositionAsRead(u)
+			keptGot, keptErr := compositionFromUnstructured(kept.(*unstructured.Unstructured))
+			assert.Equal(t, got, keptGot)
+			assert.Equal(t, err, keptErr)
+			assert.NotContains(t, u.Object, "spec")
+			assert.Nil(t, u.GetManagedFields())
 			if tc.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tc.wantErr)
@@ -120,6 +149,10 @@ func TestCompositionFromUnstructuredDeletingAndIsolated(t *testing.T) {
 	got, err := compositionFromUnstructured(u)
 	require.NoError(t, err)
 	assert.True(t, got.Deleting)
+	kept, _ := CompositionAsRead(u.DeepCopy())
+	keptGot, err := compositionFromUnstructured(kept.(*unstructured.Unstructured))
+	require.NoError(t, err)
+	assert.Equal(t, got, keptGot)
 
 	// The result shares no map with the (possibly cached) object.
 	got.Labels["shard"] = "b"
