@@ -24,7 +24,7 @@ type view interface {
 var secretsGVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 
 // staleLister is a replica's Composition cache: the informer's lister as it serves a view some
-// writes old, managedFields dropped as the real cache's transform does.
+// writes old, through the standalone cache's transform (k8s.CompositionAsRead).
 type staleLister struct {
 	view func() view
 	ns   string
@@ -49,9 +49,8 @@ func (l *staleLister) List(selector labels.Selector) ([]runtime.Object, error) {
 	var out []runtime.Object
 	for _, u := range items {
 		if selector.Matches(labels.Set(u.GetLabels())) {
-			c := u.DeepCopy()
-			c.SetManagedFields(nil)
-			out = append(out, c)
+			c, _ := k8s.CompositionAsRead(u.DeepCopy())
+			out = append(out, c.(runtime.Object))
 		}
 	}
 	return out, nil
@@ -65,9 +64,8 @@ func (l *staleLister) Get(name string) (runtime.Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := u.DeepCopy()
-	c.SetManagedFields(nil)
-	return c, nil
+	c, _ := k8s.CompositionAsRead(u.DeepCopy())
+	return c.(runtime.Object), nil
 }
 
 func (l *staleLister) ByNamespace(ns string) cache.GenericNamespaceLister {
