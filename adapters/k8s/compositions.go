@@ -109,8 +109,8 @@ func (c *Compositions) get(ctx context.Context, ref domain.CompositionRef) (*uns
 	return u, nil
 }
 
-// WriteDecision sets the decision annotation if the Composition still has comp's UID and
-// resourceVersion (annotate: ports.ErrConflict otherwise, refused by the API server itself).
+// WriteDecision sets the decision annotation if the Composition still has comp's resourceVersion
+// and UID (annotate), as the API server itself checks.
 func (c *Compositions) WriteDecision(ctx context.Context, comp domain.Composition, d domain.Decision) error {
 	ref := comp.Ref()
 	if comp.ResourceVersion == "" {
@@ -132,8 +132,8 @@ func (c *Compositions) WriteReview(ctx context.Context, comp domain.Composition,
 }
 
 // annotate sets one annotation on comp with a merge patch carrying comp's UID and
-// resourceVersion, so the API server refuses it (ports.ErrConflict) if the Composition changed
-// since it was read.
+// resourceVersion, so the API server refuses it if the Composition changed since it was read:
+// ports.ErrConflict, or Invalid for another UID at the same resourceVersion (never issued twice).
 func annotate(ctx context.Context, client dynamic.Interface, comp domain.Composition, key, value, what string) (*unstructured.Unstructured, error) {
 	if comp.ResourceVersion == "" {
 		return nil, fmt.Errorf("%s: a resourceVersion is required", what)

@@ -1,18 +1,21 @@
 package perf
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"maps"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"k8s.io/client-go/rest"
 
+	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 )
 
@@ -107,6 +110,48 @@ func classify(method string, u *url.URL) string {
 	return r.VerbResource()
 }
 
+// decisionWrite is the kind of a PATCH of a Composition that writes the recovery decision: the
+// runs wait for and time the decisions. A baseline's build may write them as "update compositions".
+const decisionWrite = "patch compositions (decision)"
+
+// classifyRequest is classify, with decisionWrite told apart by the request's body: a client's
+// copy (GetBody), else the server's, read and put back.
+func classifyRequest(r *http.Request) string {
+	key := classify(r.Method, r.URL)
+	if key != "patch compositions" || r.Body == nil {
+		return key
+	}
+	var body []byte
+	var err error
+	if r.GetBody != nil {
+		var rc io.ReadCloser
+		if rc, err = r.GetBody(); err == nil {
+			body, err = io.ReadAll(rc)
+		}
+	} else {
+		body, err = io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	if err == nil && bytes.Contains(body, []byte(strconv.Quote(domain.AnnotationDecision))) {
+		return decisionWrite
+	}
+	return key
+}
+
+// Decisions is how many decision writes succeeded, and when the last was answered.
+func (c *Counter) Decisions() (int, time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, last := 0, time.Time{}
+	for _, k := range []string{decisionWrite, "update compositions"} {
+		n += c.all[k] - c.failed[k]
+		if c.last[k].After(last) {
+			last = c.last[k]
+		}
+	}
+	return n, last
+}
+
 // Counter counts requests by verb and resource. Safe for concurrent use.
 type Counter struct {
 	mu     sync.Mutex
@@ -199,7 +244,7 @@ type countingTransport struct {
 // RoundTrip counts a request once its response body is closed, so that a caller who waits
 // for a count also knows the client is done with that request.
 func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	key := classify(req.Method, req.URL)
+	key := classifyRequest(req)
 	resp, err := t.next.RoundTrip(req)
 	if err != nil {
 		t.counter.record(key, 0, time.Now())

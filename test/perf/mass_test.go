@@ -305,7 +305,8 @@ func runMassRecovery(t *testing.T, a admin, name, bin, objects string, n int, di
 
 	// Recorded: a decision and every chunk each, then quiet for 3 s.
 	waitFor("recording", func() bool {
-		return counter.Succeeded("update compositions") >= n && counter.Succeeded("create secrets") >= chunks
+		d, _ := counter.Decisions()
+		return d >= n && counter.Succeeded("create secrets") >= chunks
 	})
 	out.recordedTook = time.Since(started)
 	waitQuiet(counter, 3*time.Second)
@@ -318,7 +319,7 @@ func runMassRecovery(t *testing.T, a admin, name, bin, objects string, n int, di
 		return createMassComposition(ctx, a, ns, comp(i), uuidFor(1_000_000+i+1), objects, massObjects-massDropped)
 	})
 	decided := func() bool {
-		if counter.Succeeded("update compositions") < 2*n {
+		if d, _ := counter.Decisions(); d < 2*n {
 			return false
 		}
 		list, err := a.Dynamic.Resource(k8s.CompositionGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
@@ -342,7 +343,7 @@ func runMassRecovery(t *testing.T, a admin, name, bin, objects string, n int, di
 		return got == n
 	}
 	waitFor("the decisions", decided)
-	last := counter.LastSuccess("update compositions")
+	_, last := counter.Decisions()
 	out.toLast = last.Sub(recreated)
 	waitQuiet(counter, 3*time.Second) // the force annotation follows each decision (design §6.2)
 	out.peakKB, out.cpu = procStatusKB(t, cmd.Process.Pid, "VmHWM"), procCPU(t, cmd.Process.Pid)
@@ -395,7 +396,7 @@ func assertMassDesign(t *testing.T, r massRun) {
 	assert.Empty(t, r.failed, "%s at %d: no request fails", r.binary, n)
 	assert.Equal(t, n, r.requests["create resourceslices"], "one recovery slice each")
 	assert.Equal(t, n, r.requests["patch compositions/status"], "each names its slice once")
-	assert.Equal(t, n, r.requests["update compositions"], "one decision each")
+	assert.Equal(t, n, r.requests[decisionWrite], "one decision each")
 	assert.Equal(t, 2*n, r.requests["patch compositions"], "arming and the forced resynthesis")
 	assert.GreaterOrEqual(t, r.requests["get configmaps"], massDropped*n, "one downstream read per tombstone, again after a wait")
 	// A plan that waits for another Composition's first synthesis reads again after the wait
@@ -405,7 +406,7 @@ func assertMassDesign(t *testing.T, r massRun) {
 	assert.Zero(t, r.requests["list compositions"], "the fleet index answers K6a")
 	expected := []string{
 		"list secrets", "get resourceslices", "get compositions", "get configmaps", "get /api", "get /apis",
-		"create resourceslices", "patch compositions/status", "update compositions", "patch compositions",
+		"create resourceslices", "patch compositions/status", decisionWrite, "patch compositions",
 		"create events", "patch events", "watch resourceslices", "watch compositions", "watch secrets",
 	}
 	for k := range r.requests {

@@ -58,7 +58,7 @@ func startProxy(t testing.TB, target *rest.Config, counter *Counter) *countingPr
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			p.serving.Add(1)
 			defer p.serving.Done()
-			key := classify(r.Method, r.URL)
+			key := classifyRequest(r)
 			sw := &statusWriter{ResponseWriter: w, wrote: func(n int) { counter.addBytes(key, n) }}
 			// Deferred: ReverseProxy panics with http.ErrAbortHandler when a client goes away
 			// mid-stream, which is how every watch ends.

@@ -182,22 +182,23 @@ func TestScale(t *testing.T) {
 	deadline := time.After(timeout)
 	progress := time.NewTicker(15 * time.Second)
 	defer progress.Stop()
-	for counter.Succeeded("update compositions") < n || counter.Succeeded("create secrets") < sumChunks {
+	decisions := func() int { d, _ := counter.Decisions(); return d }
+	for decisions() < n || counter.Succeeded("create secrets") < sumChunks {
 		select {
 		case err := <-exited:
 			stopped = true
 			t.Fatalf("the controller exited early (%v); log:\n%s", err, tail(logPath, 30))
 		case <-deadline:
 			t.Fatalf("not done after %s: %d/%d decisions, %d/%d chunks; requests %s; failed %s; log:\n%s",
-				timeout, counter.Succeeded("update compositions"), n, counter.Succeeded("create secrets"), sumChunks,
+				timeout, decisions(), n, counter.Succeeded("create secrets"), sumChunks,
 				counter.Snapshot(), counter.Failed(), tail(logPath, 30))
 		case <-progress.C:
 			t.Logf("%s: %d/%d decisions, %d/%d chunks, %d requests", time.Since(started).Round(time.Second),
-				counter.Succeeded("update compositions"), n, counter.Succeeded("create secrets"), sumChunks, counter.Snapshot().Total())
+				decisions(), n, counter.Succeeded("create secrets"), sumChunks, counter.Snapshot().Total())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	done := counter.LastSuccess("update compositions")
+	_, done := counter.Decisions()
 	if last := counter.LastSuccess("create secrets"); last.After(done) {
 		done = last
 	}

@@ -253,13 +253,12 @@ func TestPoliciesAllowTheDesignsWrites(t *testing.T) {
 		_, err = secrets.Update(ctx, updated, metav1.UpdateOptions{FieldManager: domain.MarkFieldManager})
 		require.NoError(t, err)
 	})
-	t.Run("the decision annotation, by update", func(t *testing.T) {
+	t.Run("the decision annotation, by merge patch guarded by the resourceVersion", func(t *testing.T) {
 		live, err := f.compositions().Get(ctx, "web", metav1.GetOptions{})
 		require.NoError(t, err)
-		ann := live.GetAnnotations()
-		ann[domain.AnnotationDecision] = `{"outcome":"Recovered"}`
-		live.SetAnnotations(ann)
-		_, err = f.compositions().Update(ctx, live, metav1.UpdateOptions{})
+		patch := mergePatch(t, map[string]any{"metadata": map[string]any{"resourceVersion": live.GetResourceVersion(), "uid": live.GetUID(),
+			"annotations": map[string]any{domain.AnnotationDecision: `{"outcome":"Recovered"}`}}})
+		_, err = f.compositions().Patch(ctx, "web", types.MergePatchType, patch, metav1.PatchOptions{})
 		require.NoError(t, err)
 	})
 	t.Run("the arming and force-resynthesis annotations, by merge patch", func(t *testing.T) {
@@ -272,12 +271,8 @@ func TestPoliciesAllowTheDesignsWrites(t *testing.T) {
 		patch := mergePatch(t, map[string]any{"metadata": map[string]any{"annotations": map[string]any{domain.AnnotationArmed: domain.ArmedOff}}})
 		_, err := f.compositions().Patch(ctx, "web", types.MergePatchType, patch, metav1.PatchOptions{})
 		require.NoError(t, err)
-		live, err := f.compositions().Get(ctx, "disarmed", metav1.GetOptions{})
-		require.NoError(t, err)
-		ann := live.GetAnnotations()
-		ann[domain.AnnotationDecision] = `{"outcome":"Held"}`
-		live.SetAnnotations(ann)
-		_, err = f.compositions().Update(ctx, live, metav1.UpdateOptions{})
+		patch = mergePatch(t, map[string]any{"metadata": map[string]any{"annotations": map[string]any{domain.AnnotationDecision: `{"outcome":"Held"}`}}})
+		_, err = f.compositions().Patch(ctx, "disarmed", types.MergePatchType, patch, metav1.PatchOptions{})
 		require.NoError(t, err)
 	})
 	t.Run("a recovery slice of Eno's full size, of tombstones with long names and many labels", func(t *testing.T) {
@@ -494,14 +489,14 @@ func TestPoliciesDenyEverythingElse(t *testing.T) {
 			requireDenied(t, err, msgDisarmed)
 		})
 	}
-	t.Run("re-arming a disarmed Composition by update", func(t *testing.T) {
+	t.Run("re-arming a disarmed Composition by update is denied by RBAC, before admission", func(t *testing.T) {
 		live, err := f.compositions().Get(ctx, "disarmed", metav1.GetOptions{})
 		require.NoError(t, err)
 		ann := live.GetAnnotations()
 		ann[domain.AnnotationArmed] = "0123456789abcdef"
 		live.SetAnnotations(ann)
 		_, err = f.compositions().Update(ctx, live, metav1.UpdateOptions{})
-		requireDenied(t, err, msgDisarmed)
+		requireDeniedByRBAC(t, err, "update", "compositions")
 	})
 	t.Run("creating a recovery slice no Composition controls", func(t *testing.T) {
 		s := recoverySlice(f.comp, f.synthesis, tombstone(f.ns, "gone"))
@@ -514,7 +509,7 @@ func TestPoliciesDenyEverythingElse(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, unstructured.SetNestedSlice(live.Object, []any{tombstone(f.ns, "kept")}, "spec", "resources"))
 		_, err = f.slices().Update(ctx, live, metav1.UpdateOptions{})
-		requireDeniedByRBAC(t, err, "update")
+		requireDeniedByRBAC(t, err, "update", "resourceslices")
 	})
 	t.Run("rewriting a recovery slice to apply a resource", func(t *testing.T) {
 		created, err := f.admin.Dynamic.Resource(kubetest.ResourceSliceResource).Namespace(f.ns).Create(ctx, recoverySlice(f.comp, f.synthesis, tombstone(f.ns, "gone")), metav1.CreateOptions{})
@@ -523,18 +518,18 @@ func TestPoliciesDenyEverythingElse(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, unstructured.SetNestedSlice(live.Object, []any{map[string]any{"manifest": configMap(f.ns, "applied")}}, "spec", "resources"))
 		_, err = f.slices().Update(ctx, live, metav1.UpdateOptions{})
-		requireDeniedByRBAC(t, err, "update")
+		requireDeniedByRBAC(t, err, "update", "resourceslices")
 	})
 	t.Run("deleting a slice is denied by RBAC, before admission", func(t *testing.T) {
-		requireDeniedByRBAC(t, f.slices().Delete(ctx, "web-enoslice-0", metav1.DeleteOptions{}), "delete")
+		requireDeniedByRBAC(t, f.slices().Delete(ctx, "web-enoslice-0", metav1.DeleteOptions{}), "delete", "resourceslices")
 	})
 }
 
 // requireDeniedByRBAC: the write was refused by RBAC, before admission saw it.
-func requireDeniedByRBAC(t *testing.T, err error, verb string) {
+func requireDeniedByRBAC(t *testing.T, err error, verb, resource string) {
 	t.Helper()
 	require.Error(t, err, "the %s was allowed", verb)
 	assert.True(t, apierrors.IsForbidden(err), "%v", err)
-	assert.Contains(t, err.Error(), `cannot `+verb+` resource "resourceslices"`)
+	assert.Contains(t, err.Error(), `cannot `+verb+` resource "`+resource+`"`)
 	assert.NotContains(t, err.Error(), "ValidatingAdmissionPolicy")
 }

@@ -27,7 +27,7 @@ var grantedByRelease = map[string][]string{
 	// Any namespace: Compositions and slices are cluster-wide grants.
 	"default": {
 		"compositions.eno.azure.io get list watch",                                // the Composition cache and the live guard (§6)
-		"compositions.eno.azure.io patch update",                                  // §6.2 steps 1, 3, 4: arming, decision (update), force-resynthesis
+		"compositions.eno.azure.io patch",                                         // §6.2 steps 1, 3, 4: arming, decision, force-resynthesis
 		"compositions.eno.azure.io/status patch",                                  // §6.2 step 2: name a recovery slice
 		"resourceslices.eno.azure.io get list watch",                              // §4 and §6 read the synthesis's slices; §6.3's fleet index lists and watches them
 		"resourceslices.eno.azure.io create",                                      // §6.2 step 2: create a recovery slice, never updated
