@@ -13,7 +13,6 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -48,7 +47,7 @@ func (g *Guest) setup(ctx context.Context, downstream *rest.Config) (err error) 
 		}
 	}
 	mgr := isolated{Manager: g.mgr, g: g}
-	comps, err := g.compositions(mgr)
+	comps, err := g.compositions(mgr, g.refHandler("composition", compositionRequest))
 	if err != nil {
 		return err
 	}
@@ -80,10 +79,10 @@ func (g *Guest) setup(ctx context.Context, downstream *rest.Config) (err error) 
 				return workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{Name: "compositions"})
 			},
 		}).
-		WatchesRawSource(source.Kind(comps.cache, comps.object(), g.refHandler("composition", compositionRequest))).
+		WatchesRawSource(comps.source).
 		WatchesRawSource(source.Kind[client.Object](secrets.cache, secretObject(), g.refHandler("inventory secret", inScope))).
 		WatchesRawSource(fleetSource{fleet}).
-		Complete(g.reconciler(func(ctx context.Context) (*app.Service, error) { return g.service(ctx, comps, secrets, fleet) }))
+		Complete(g.reconciler(func(ctx context.Context) (*app.Service, error) { return g.service(ctx, comps.lister, secrets, fleet) }))
 	if err != nil {
 		return fmt.Errorf("building the controller: %w", err)
 	}
@@ -94,7 +93,7 @@ func (g *Guest) setup(ctx context.Context, downstream *rest.Config) (err error) 
 	// The host's cache runs on every replica: its Composition informer is got on the leader only,
 	// or each follower would list and watch every Composition for nothing.
 	synced := manager.RunnableFunc(func(ctx context.Context) error {
-		inf, err := comps.cache.GetInformer(ctx, comps.object(), cache.BlockUntilSynced(false))
+		inf, err := comps.informer(ctx)
 		if err != nil {
 			return fmt.Errorf("building the composition informer: %w", err)
 		}

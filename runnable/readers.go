@@ -22,10 +22,10 @@ const lineageField = "tombstone-recovery.lineage"
 // compositionGV is Eno's Composition's group and version, read without importing Eno.
 var compositionGV = k8s.CompositionGVR.GroupVersion()
 
-// cachedCompositions is the client-go lister adapters/k8s reads cached Compositions through
-// (only runnable and cmd may import controller-runtime). obj and list are empty prototypes: the
-// host's typed Compositions (adapters/k8s converts them), else unstructured. The objects read are
-// the cache's own: the adapter copies what it keeps and never mutates them.
+// cachedCompositions is the client-go lister adapters/k8s reads the host's cached Compositions
+// through (only runnable and cmd may import controller-runtime). obj and list are empty prototypes
+// of the host's typed Compositions (adapters/k8s converts them). The objects read are the cache's
+// own: the adapter copies what it keeps and never mutates them.
 type cachedCompositions struct {
 	cache cache.Cache
 	obj   client.Object

@@ -11,17 +11,20 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
 	"github.com/Azure/eno-tombstone-recovery/app"
@@ -77,33 +80,49 @@ func (g *Guest) ownCache(cfg *rest.Config, hc *http.Client, obj client.Object, r
 		ByObject: map[client.Object]cache.ByObject{obj: by}, DefaultWatchErrorHandler: g.watchError(resource)})
 }
 
+// compositionCache is where the controller reads Compositions, and the source of their events.
+type compositionCache struct {
+	lister   toolscache.GenericLister
+	source   source.Source
+	informer func(context.Context) (cache.Informer, error) // got on the leader only
+}
+
 // compositions is the cache of Compositions: the host's when its scheme knows Eno's type
-// (eno-reconciler's, typed), else one of its own, unstructured (standalone).
-func (g *Guest) compositions(mgr isolated) (*cachedCompositions, error) {
-	c := &cachedCompositions{cache: mgr.GetCache(), scope: g.s.Scope.Namespace}
+// (eno-reconciler's, typed), else, standalone, an informer of its own that keeps each Composition
+// as read at its event (k8s.CompositionAsRead), run through mgr on the leader.
+func (g *Guest) compositions(mgr isolated, h handler.EventHandler) (compositionCache, error) {
 	obj, objErr := mgr.GetScheme().New(compositionGV.WithKind("Composition"))
 	list, listErr := mgr.GetScheme().New(compositionGV.WithKind("CompositionList"))
 	if objErr == nil && listErr == nil {
-		c.obj, c.list = obj.(client.Object), list.(client.ObjectList)
-		return c, nil
+		l := cachedCompositions{cache: mgr.GetCache(), obj: obj.(client.Object), list: list.(client.ObjectList), scope: g.s.Scope.Namespace}
+		return compositionCache{lister: l, source: source.Kind(l.cache, l.object(), h), informer: func(ctx context.Context) (cache.Informer, error) {
+			return l.cache.GetInformer(ctx, l.object(), cache.BlockUntilSynced(false))
+		}}, nil
 	}
-	u, ul := &unstructured.Unstructured{}, &unstructured.UnstructuredList{}
-	u.SetGroupVersionKind(compositionGV.WithKind("Composition"))
-	ul.SetGroupVersionKind(compositionGV.WithKind("CompositionList"))
-	c.obj, c.list = u, ul
-	by := cache.ByObject{Label: g.s.CompositionSelector, Transform: k8s.CompositionAsRead}
-	if g.s.Scope.Namespace != "" {
-		by.Namespaces = map[string]cache.Config{g.s.Scope.Namespace: {}}
-	}
-	own, err := g.ownCache(g.clients.cpConfig, g.clients.cpHTTP, u, k8s.CompositionGVR.Resource, g.s.ResyncPeriod, by)
+	sel := selectorString(g.s.CompositionSelector)
+	inf := dynamicinformer.NewFilteredDynamicInformer(g.clients.dynamic, k8s.CompositionGVR, g.s.Scope.Namespace, g.s.ResyncPeriod,
+		toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc}, func(o *metav1.ListOptions) { o.LabelSelector = sel }).Informer()
+	err := errors.Join(inf.SetTransform(k8s.CompositionAsRead), inf.SetWatchErrorHandlerWithContext(g.watchError(k8s.CompositionGVR.Resource)))
 	if err == nil {
-		err = mgr.Add(own)
+		err = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { inf.RunWithContext(ctx); return nil }))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("building the composition cache: %w", err)
+		return compositionCache{}, fmt.Errorf("building the composition cache: %w", err)
 	}
-	c.cache = own
-	return c, nil
+	return compositionCache{lister: toolscache.NewGenericLister(inf.GetIndexer(), k8s.CompositionGVR.GroupResource()),
+		source:   syncedInformer{&source.Informer{Informer: inf, Handler: h}},
+		informer: func(context.Context) (cache.Informer, error) { return inf, nil }}, nil
+}
+
+// syncedInformer is source.Informer that holds the controller's workers until the informer has
+// synced, as source.Kind does.
+type syncedInformer struct{ *source.Informer }
+
+func (s syncedInformer) WaitForSync(ctx context.Context) error {
+	if !toolscache.WaitForCacheSync(ctx.Done(), s.Informer.Informer.HasSynced) {
+		return fmt.Errorf("the composition cache did not sync: %w", ctx.Err())
+	}
+	return nil
 }
 
 // watchError logs a cache's failed list or watch, which its informer retries with backoff.
@@ -140,7 +159,7 @@ func (g *Guest) downstreamCache(ctx context.Context) (*cachedSecrets, error) {
 
 // service builds app's Service: Compositions read from the cache (the seam the simulation makes
 // stale), the guard, decisions and every write live.
-func (g *Guest) service(ctx context.Context, cached *cachedCompositions, secrets *cachedSecrets, fleet *k8s.FleetIndex) (*app.Service, error) {
+func (g *Guest) service(ctx context.Context, cached toolscache.GenericLister, secrets *cachedSecrets, fleet *k8s.FleetIndex) (*app.Service, error) {
 	c, cfg := g.clients, g.s.Config
 	comps, err := k8s.NewCompositions(c.dynamic, cached)
 	deps := app.Deps{Compositions: comps, Live: comps, Decisions: comps, Fleet: fleet, Metrics: g.metrics}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -47,17 +46,19 @@ func (c *Compositions) GetComposition(ctx context.Context, ref domain.Compositio
 	if err != nil {
 		return domain.Composition{}, apiError(fmt.Sprintf("reading composition %s from the cache", ref), err)
 	}
-	u, err := asUnstructured(obj)
+	r, err := asRead(obj)
 	if err != nil {
 		return domain.Composition{}, fmt.Errorf("reading composition %s from the cache: %w", ref, err)
 	}
-	// The conversion copies what it keeps, so the cached object is never mutated.
-	return compositionFromUnstructured(u)
+	if r.err != nil {
+		return domain.Composition{}, r.err
+	}
+	return r.composition(), nil
 }
 
 // ListCompositions lists the Compositions in the cache, or live when there is none. One whose
-// status cannot be read is listed with its metadata only: the caller looks for those that share
-// a lineage, which the annotations decide.
+// status cannot be read is listed with its metadata only (read): the caller looks for those that
+// share a lineage, which the annotations decide.
 func (c *Compositions) ListCompositions(ctx context.Context) ([]domain.Composition, error) {
 	var objs []runtime.Object
 	if c.lister != nil {
@@ -76,18 +77,11 @@ func (c *Compositions) ListCompositions(ctx context.Context) ([]domain.Compositi
 	}
 	out := make([]domain.Composition, 0, len(objs))
 	for _, obj := range objs {
-		u, err := asUnstructured(obj)
+		r, err := asRead(obj)
 		if err != nil {
 			return nil, fmt.Errorf("listing compositions from the cache: %w", err)
 		}
-		comp, err := compositionFromUnstructured(u)
-		if err != nil {
-			// A status this adapter cannot read says nothing about the lineage: keep the
-			// identity and annotations, so that a Composition sharing it is never missed.
-			comp = domain.Composition{Namespace: u.GetNamespace(), Name: u.GetName(), UID: string(u.GetUID()),
-				Labels: maps.Clone(u.GetLabels()), Annotations: maps.Clone(u.GetAnnotations())}
-		}
-		out = append(out, comp)
+		out = append(out, r.composition())
 	}
 	return out, nil
 }
@@ -150,17 +144,22 @@ func annotate(ctx context.Context, client dynamic.Interface, comp domain.Composi
 	return u, nil
 }
 
-// asUnstructured is a cached Composition as unstructured: the controller's own cache holds
-// them so, a host's (eno-reconciler's) holds Eno's typed ones, converted here without importing Eno.
-func asUnstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		return u, nil
+// asRead is a cached Composition as read: the standalone cache's own (CompositionAsRead), else
+// read here from an unstructured one or a host's (eno-reconciler's) typed one, converted without
+// importing Eno.
+func asRead(obj runtime.Object) (*readComposition, error) {
+	if r, ok := obj.(*readComposition); ok {
+		return r, nil
 	}
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return nil, fmt.Errorf("converting a cached %T: %w", obj, err)
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			return nil, fmt.Errorf("converting a cached %T: %w", obj, err)
+		}
+		u = &unstructured.Unstructured{Object: m}
 	}
-	return &unstructured.Unstructured{Object: m}, nil
+	return read(u), nil
 }
 
 // DropManagedFields is a cache transform that removes metadata.managedFields, which nothing reads

@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -198,38 +200,51 @@ func previousSynthesis(u *unstructured.Unstructured) *domain.Synthesis {
 	return s
 }
 
-// readFields are the fields of a Composition that compositionFromUnstructured reads.
-var readFields = map[string][]string{
-	"metadata":          {"namespace", "name", "uid", "resourceVersion", "labels", "annotations", "deletionTimestamp"},
-	"status":            {"currentSynthesis", "inFlightSynthesis", "previousSynthesis"},
-	"currentSynthesis":  {"uuid", "synthesized", "ready", "resourceSlices"},
-	"inFlightSynthesis": {"uuid"},
-	"previousSynthesis": {"uuid", "resourceSlices"},
+// readComposition is a Composition as read once, at its event, by the standalone cache's
+// transform (CompositionAsRead), which keeps it in place of the decoded object (a fifth of it on
+// the heap). It never changes after; each reader gets a copy.
+type readComposition struct {
+	metav1.ObjectMeta // the informer's key, resourceVersion and labels
+	comp              domain.Composition
+	// err is why the status cannot be read; comp then holds the identity and annotations only,
+	// which ListCompositions keeps: a Composition sharing a lineage is never missed for its status.
+	err error
 }
 
-// CompositionAsRead is the standalone Composition cache's transform: it keeps readFields only,
-// about a third of a Composition on the heap, as nothing writes from a cached Composition. A
-// field that is not an object where one is read is kept as it is, for the read to refuse.
+func (r *readComposition) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+func (r *readComposition) DeepCopyObject() runtime.Object   { c := *r; return &c }
+
+// composition is a copy of what was read, sharing nothing with the cache.
+func (r *readComposition) composition() domain.Composition {
+	c := r.comp
+	c.Labels, c.Annotations = maps.Clone(c.Labels), maps.Clone(c.Annotations)
+	for _, s := range []**domain.Synthesis{&c.Synthesis, &c.PreviousSynthesis} {
+		if *s != nil {
+			cp := **s
+			cp.Slices = slices.Clone(cp.Slices)
+			*s = &cp
+		}
+	}
+	return c
+}
+
+// read reads u (compositionFromUnstructured) into a readComposition.
+func read(u *unstructured.Unstructured) *readComposition {
+	comp, err := compositionFromUnstructured(u)
+	if err != nil {
+		comp = domain.Composition{Namespace: u.GetNamespace(), Name: u.GetName(), UID: string(u.GetUID()),
+			Labels: maps.Clone(u.GetLabels()), Annotations: maps.Clone(u.GetAnnotations())}
+	}
+	meta := metav1.ObjectMeta{Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion(), Labels: comp.Labels}
+	return &readComposition{ObjectMeta: meta, comp: comp, err: err}
+}
+
+// CompositionAsRead is the standalone Composition cache's transform: read, at the event.
 func CompositionAsRead(obj any) (any, error) {
 	if u, ok := obj.(*unstructured.Unstructured); ok {
-		u.Object = keepRead(u.Object, "apiVersion", "kind", "metadata", "status")
+		return read(u), nil
 	}
 	return obj, nil
-}
-
-// keepRead is m with only the keys given, each object among them pruned to its readFields.
-func keepRead(m map[string]any, keys ...string) map[string]any {
-	out := make(map[string]any, len(keys))
-	for _, k := range keys {
-		v, found := m[k]
-		if sub, ok := v.(map[string]any); ok && readFields[k] != nil {
-			v = keepRead(sub, readFields[k]...)
-		}
-		if found {
-			out[k] = v
-		}
-	}
-	return out
 }
 
 // sliceFromUnstructured reads the ResourceSlice's fields the controller uses. A malformed slice

@@ -120,16 +120,15 @@ func TestCompositionFromUnstructured(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := compositionFromUnstructured(compositionObject(tc.status))
-			// The standalone cache's transform keeps every field read, malformed ones included.
-			u := compositionObject(tc.status)
-			u.Object["spec"] = map[string]any{"synthesizer": map[string]any{"name": "s"}}
-			u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "m"}})
-			kept, _ := CompositionAsRead(u)
-			keptGot, keptErr := compositionFromUnstructured(kept.(*unstructured.Unstructured))
-			assert.Equal(t, got, keptGot)
-			assert.Equal(t, err, keptErr)
-			assert.NotContains(t, u.Object, "spec")
-			assert.Nil(t, u.GetManagedFields())
+			// The standalone cache keeps what its transform read: the same Composition, or error.
+			kept, _ := CompositionAsRead(compositionObject(tc.status))
+			r, convErr := asRead(kept.(runtime.Object))
+			require.NoError(t, convErr)
+			assert.Same(t, kept, r, "read once, at the event")
+			assert.Equal(t, err, r.err)
+			if err == nil {
+				assert.Equal(t, got, r.composition())
+			}
 			if tc.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tc.wantErr)
@@ -150,15 +149,22 @@ func TestCompositionFromUnstructuredDeletingAndIsolated(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, got.Deleting)
 	kept, _ := CompositionAsRead(u.DeepCopy())
-	keptGot, err := compositionFromUnstructured(kept.(*unstructured.Unstructured))
-	require.NoError(t, err)
-	assert.Equal(t, got, keptGot)
+	assert.Equal(t, got, kept.(*readComposition).composition())
 
 	// The result shares no map with the (possibly cached) object.
 	got.Labels["shard"] = "b"
 	got.Annotations["x"] = "y"
 	assert.Equal(t, map[string]string{"shard": "a"}, u.GetLabels())
 	assert.NotContains(t, u.GetAnnotations(), "x")
+
+	// So does each read of the standalone cache's.
+	r := read(compositionObject(map[string]any{"currentSynthesis": map[string]any{"uuid": "u", "resourceSlices": []any{map[string]any{"name": "web-abc"}}},
+		"previousSynthesis": map[string]any{"uuid": "p", "resourceSlices": []any{map[string]any{"name": "web-old"}}}}))
+	first := r.composition()
+	first.Labels["shard"], first.Annotations["x"] = "b", "y"
+	first.Synthesis.Slices[0], first.PreviousSynthesis.Slices[0] = "changed", "changed"
+	assert.Equal(t, r.comp, read(compositionObject(map[string]any{"currentSynthesis": map[string]any{"uuid": "u", "resourceSlices": []any{map[string]any{"name": "web-abc"}}},
+		"previousSynthesis": map[string]any{"uuid": "p", "resourceSlices": []any{map[string]any{"name": "web-old"}}}})).comp)
 }
 
 func sliceObject(spec any) *unstructured.Unstructured {
