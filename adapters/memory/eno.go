@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/Azure/eno-tombstone-recovery/adapters/memory/enomodel"
 	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/ports"
 )
@@ -279,8 +280,8 @@ func (c *Cluster) disabledLocked(cur domain.Composition, ch sliceResource) (bool
 	if cur.Deleting {
 		comp.SetDeletionTimestamp(ptr(metav1.NewTime(c.now())))
 	}
-	snap, outcomes := ApplyOverrides(m, live, comp)
-	if slices.Contains(outcomes, OverridePanics) {
+	snap, outcomes := enomodel.ApplyOverrides(m, live, comp)
+	if slices.Contains(outcomes, enomodel.OverridePanics) {
 		return false, fmt.Errorf("reconciling %s: an override has no path", ch.m.id)
 	}
 	if v, ok := snap.GetAnnotations()[domain.AnnotationDisableReconciliation]; ok {

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
-	"github.com/Azure/eno-tombstone-recovery/test/sim/enomodel"
+	"github.com/Azure/eno-tombstone-recovery/adapters/memory/enomodel"
 )
 
 // The sequences of issue 36, as scripts. Each is an open sequence until issue 37 fixes it.

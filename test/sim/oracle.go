@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
-	"github.com/Azure/eno-tombstone-recovery/test/sim/enomodel"
+	"github.com/Azure/eno-tombstone-recovery/adapters/memory/enomodel"
 )
 
 // Violation is a deletion that breaks the promise (recovery made Eno delete what Eno, left

@@ -21,7 +21,7 @@ import (
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
 	"github.com/Azure/eno-tombstone-recovery/app"
 	"github.com/Azure/eno-tombstone-recovery/domain"
-	"github.com/Azure/eno-tombstone-recovery/test/sim/enomodel"
+	"github.com/Azure/eno-tombstone-recovery/adapters/memory/enomodel"
 )
 
 // Request is one API request a replica is about to make, as the scheduler sees it.
