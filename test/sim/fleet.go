@@ -8,9 +8,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/Azure/eno-tombstone-recovery/adapters/memory/enomodel"
 	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/ports"
-	"github.com/Azure/eno-tombstone-recovery/adapters/memory/enomodel"
 )
 
 // staleFleet is a replica's fleet index: what informers of every slice and Composition hold at

@@ -19,9 +19,9 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
+	"github.com/Azure/eno-tombstone-recovery/adapters/memory/enomodel"
 	"github.com/Azure/eno-tombstone-recovery/app"
 	"github.com/Azure/eno-tombstone-recovery/domain"
-	"github.com/Azure/eno-tombstone-recovery/adapters/memory/enomodel"
 )
 
 // Request is one API request a replica is about to make, as the scheduler sees it.
