@@ -20,8 +20,7 @@ import (
 // Env is one in-memory API server serving both Eno's control plane and the downstream cluster,
 // with Eno on it: one eno-reconciler process and a Composition cache that never lags. Each
 // method runs one of Eno's moves to its end (a synthesis, a reconcile, a deletion), for a story
-// told step by step, where the simulation schedules Eno's steps one at a time. Slice cleanup
-// is not run: a story's old slices stay.
+// told step by step, where the simulation schedules Eno's steps one at a time.
 type Env struct {
 	Server     *apiserver.Server
 	Eno        *Eno
@@ -134,10 +133,11 @@ func (e *Env) Follow(ctx context.Context, ref domain.CompositionRef) (bool, erro
 }
 
 // Reconcile runs eno-reconciler, the slice status and composition controllers on the
-// Composition, and the garbage collector, until nothing changes: each synthesis loaded, each
-// resource of the current one applied or deleted, its slices' statuses aggregated (an applied
-// synthesis is Ready); a deleting Composition's deletion reconciled, its finalizer released and
-// its slices collected.
+// Composition, slice cleanup on its namespace and the garbage collector, until nothing changes:
+// each synthesis loaded, each resource of the current one applied or deleted, its slices'
+// statuses aggregated (an applied synthesis is Ready); a deleting Composition's deletion
+// reconciled, its finalizer released and its slices collected; slices no synthesis names, 5 s
+// old, deleted.
 func (e *Env) Reconcile(ctx context.Context, ref domain.CompositionRef) error {
 	ns, name := ref.Namespace, ref.Name
 	for range 100 {
@@ -158,6 +158,15 @@ func (e *Env) Reconcile(ctx context.Context, ref domain.CompositionRef) error {
 				return err
 			}
 			changed = changed || did
+		}
+		for _, s := range e.Server.Names(apiserver.ResourceSlices) {
+			for _, step := range []func(context.Context, string, string) (bool, error){e.Eno.CleanupCheck, e.Eno.CleanupConfirm, e.Eno.CleanupDelete} {
+				did, err := step(ctx, s.Namespace, s.Name)
+				if err != nil {
+					return err
+				}
+				changed = changed || did
+			}
 		}
 		if len(e.Server.CollectGarbage()) == 0 && !changed {
 			return nil
