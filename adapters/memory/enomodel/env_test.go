@@ -212,15 +212,15 @@ func TestSynthesisCarriesAndWritesTombstones(t *testing.T) {
 				_, err := w.env.Server.Delete("kubectl", apiserver.ConfigMaps, ref.Namespace, "orphan", metav1.DeleteOptions{})
 				require.NoError(t, err)
 			},
-			next:  []*unstructured.Unstructured{cm("a"), cm("b"), patchOf("p")},
-			want:  content{produced: []string{"a", "b", "patch:p"}, tombstones: []string{"orphan"}}},
+			next: []*unstructured.Unstructured{cm("a"), cm("b"), patchOf("p")},
+			want: content{produced: []string{"a", "b", "patch:p"}, tombstones: []string{"orphan"}}},
 		{name: "the new output wins over a tombstone of the same identity",
 			setup: func(t *testing.T, w *world) {
 				w.create(t, "orphan")
 				w.handOff(t, "orphan")
 			},
-			next:  []*unstructured.Unstructured{cm("a"), cm("b"), cm("orphan")},
-			want:  content{produced: []string{"a", "b", "orphan"}}},
+			next: []*unstructured.Unstructured{cm("a"), cm("b"), cm("orphan")},
+			want: content{produced: []string{"a", "b", "orphan"}}},
 		{name: "an empty synthesis tombstones everything",
 			want: content{tombstones: []string{"a", "b"}}},
 	} {
