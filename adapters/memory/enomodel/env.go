@@ -47,13 +47,6 @@ func NewEnv(now func() time.Time) *Env {
 		}
 		return apiserver.Proceed
 	}})
-	client := func(manager string) dynamic.Interface {
-		c, err := dynamic.NewForConfig(s.RESTConfig(manager))
-		if err != nil {
-			panic(err) // a static config: never
-		}
-		return c
-	}
 	mapper := func(gvk schema.GroupVersionKind) (schema.GroupVersionResource, bool, bool) {
 		for _, r := range downstream {
 			if r.GroupVersionKind() == gvk {
@@ -65,7 +58,7 @@ func NewEnv(now func() time.Time) *Env {
 	cache := func(ns, name string) (*unstructured.Unstructured, error) {
 		return s.Get(apiserver.Compositions, ns, name)
 	}
-	e.Server, e.Eno, e.admin = s, NewEno(client("eno"), client("eno"), cache, mapper, now), client("kubectl")
+	e.Server, e.Eno, e.admin = s, NewEno(s.Client("eno"), s.Client("eno"), cache, mapper, now), s.Client("kubectl")
 	e.Reconciler = e.Eno.NewReconciler("eno-reconciler")
 	return e
 }
@@ -136,8 +129,8 @@ func (e *Env) Follow(ctx context.Context, ref domain.CompositionRef) (bool, erro
 // Composition, slice cleanup on its namespace and the garbage collector, until nothing changes:
 // each synthesis loaded, each resource of the current one applied or deleted, its slices'
 // statuses aggregated (an applied synthesis is Ready); a deleting Composition's deletion
-// reconciled, its finalizer released and its slices collected; slices no synthesis names, 5 s
-// old, deleted.
+// reconciled, its finalizer released and its slices collected; slices of the namespace that no
+// synthesis names, 5 s old, deleted. Eno's requests are served in process (Server.Client).
 func (e *Env) Reconcile(ctx context.Context, ref domain.CompositionRef) error {
 	ns, name := ref.Namespace, ref.Name
 	for range 100 {
@@ -160,6 +153,9 @@ func (e *Env) Reconcile(ctx context.Context, ref domain.CompositionRef) error {
 			changed = changed || did
 		}
 		for _, s := range e.Server.Names(apiserver.ResourceSlices) {
+			if s.Namespace != ns {
+				continue
+			}
 			for _, step := range []func(context.Context, string, string) (bool, error){e.Eno.CleanupCheck, e.Eno.CleanupConfirm, e.Eno.CleanupDelete} {
 				did, err := step(ctx, s.Namespace, s.Name)
 				if err != nil {
