@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/Azure/eno-tombstone-recovery/adapters/memory"
+	"github.com/Azure/eno-tombstone-recovery/adapters/memory/enomodel"
 	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/internal/kubetest"
 )
@@ -208,7 +208,7 @@ func TestOwnershipEvidenceOnTheAPIServer(t *testing.T) {
 			require.NoError(t, m.UnmarshalJSON([]byte(h.Resources[0].Manifest)))
 			comp := &unstructured.Unstructured{Object: map[string]any{}}
 			comp.SetAnnotations(map[string]string{domain.AnnotationArmed: h.Digest})
-			snap, _ := memory.ApplyOverrides(m, live, comp)
+			snap, _ := enomodel.ApplyOverrides(m, live, comp)
 			want := "true" // kept
 			if tt.reason == (domain.DropReason{}) {
 				want = "false"

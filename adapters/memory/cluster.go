@@ -56,9 +56,9 @@ type Cluster struct {
 	secrets      map[objectKey]domain.ChunkSecret
 	downstream   map[domain.ResourceID]downstreamObject // the downstream cluster's objects
 	unreadable   map[domain.ResourceID]string           // objects reads of which fail, and why
-	events       []Event
-	beforeWrite  BeforeWrite
-	clock        func() time.Time // the downstream API server's clock
+	EventLog
+	beforeWrite BeforeWrite
+	clock       func() time.Time // the downstream API server's clock
 	// fleet is what the fleet index holds while frozen (FreezeFleetIndex); nil: every write.
 	fleet *fleetView
 }

@@ -4,28 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
 
-// The downstream cluster's objects other than the inventory Secrets: what Eno applied, or
-// what a test put there by hand. Each is kept as its manifest, by identity.
-
-// DownstreamObjects lists the identities of every downstream object in canonical order
-// (group, kind, namespace, name).
-func (c *Cluster) DownstreamObjects() []domain.ResourceID {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]domain.ResourceID, 0, len(c.downstream))
-	for id := range c.downstream {
-		out = append(out, id)
-	}
-	slices.SortFunc(out, domain.ResourceID.Compare)
-	return out
-}
+// The downstream cluster's objects other than the inventory Secrets, as a test put them there.
+// Each is kept as its manifest, by identity.
 
 // downstreamObject is one object as the downstream API server stores it.
 type downstreamObject struct {
@@ -87,22 +73,6 @@ func (c *Cluster) MarkUnreadable(id domain.ResourceID, why string) {
 	c.unreadable[id] = why
 }
 
-// DownstreamCreated is the object's creation time; false when it does not exist.
-func (c *Cluster) DownstreamCreated(id domain.ResourceID) (time.Time, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	obj, ok := c.downstream[id]
-	return obj.created, ok
-}
-
-// DownstreamExists reports whether the downstream object exists.
-func (c *Cluster) DownstreamExists(id domain.ResourceID) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, ok := c.downstream[id]
-	return ok
-}
-
 // PutDownstream creates or replaces a downstream object, as a user applying manifest would.
 func (c *Cluster) PutDownstream(manifest string) (domain.ResourceID, error) {
 	m, err := parseManifest(manifest)
@@ -124,10 +94,7 @@ func (c *Cluster) DeleteDownstream(id domain.ResourceID) {
 
 // manifest is the identity of one Eno manifest.
 type manifest struct {
-	id    domain.ResourceID
-	patch bool // an eno.azure.io/v1 Patch: it patches an object Eno does not own
-	// disabled: eno.azure.io/disable-reconciliation is "true"; Eno neither applies nor deletes it.
-	disabled bool
+	id domain.ResourceID
 }
 
 func parseManifest(raw string) (manifest, error) {
@@ -135,9 +102,8 @@ func parseManifest(raw string) (manifest, error) {
 		APIVersion string `json:"apiVersion"`
 		Kind       string `json:"kind"`
 		Metadata   struct {
-			Name        string            `json:"name"`
-			Namespace   string            `json:"namespace"`
-			Annotations map[string]string `json:"annotations"`
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
 		} `json:"metadata"`
 	}
 	if err := json.Unmarshal([]byte(raw), &m); err != nil {
@@ -150,10 +116,5 @@ func parseManifest(raw string) (manifest, error) {
 	if i := strings.LastIndex(m.APIVersion, "/"); i >= 0 {
 		group = m.APIVersion[:i]
 	}
-	return manifest{
-		id:    domain.ResourceID{Group: group, Kind: m.Kind, Namespace: m.Metadata.Namespace, Name: m.Metadata.Name},
-		patch: m.APIVersion == "eno.azure.io/v1" && m.Kind == "Patch",
-		// Stock Eno skips a resource whose reconciliation is disabled, even a tombstone.
-		disabled: m.Metadata.Annotations[domain.AnnotationDisableReconciliation] == "true",
-	}, nil
+	return manifest{id: domain.ResourceID{Group: group, Kind: m.Kind, Namespace: m.Metadata.Namespace, Name: m.Metadata.Name}}, nil
 }

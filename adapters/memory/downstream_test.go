@@ -167,3 +167,12 @@ func TestSecretDataWrittenAt(t *testing.T) {
 		})
 	}
 }
+
+// A manifest without an identity is refused; a cluster-scoped one has no namespace.
+func TestPutDownstream(t *testing.T) {
+	c := memory.NewCluster(domain.DefaultInventoryNamespace)
+	_, err := c.PutDownstream(`{"kind":"ConfigMap"}`)
+	require.Error(t, err)
+	assert.Equal(t, domain.ResourceID{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "r"},
+		put(t, c, `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"r"}}`))
+}

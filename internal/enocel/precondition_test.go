@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/Azure/eno-tombstone-recovery/adapters/memory"
+	"github.com/Azure/eno-tombstone-recovery/adapters/memory/enomodel"
 	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/internal/enocel"
 )
@@ -182,17 +182,17 @@ func TestPreconditionOnEnosLiveRead(t *testing.T) {
 			if tt.comp != nil {
 				c = tt.comp(d)
 			}
-			snap, outcomes := memory.ApplyOverrides(m, l, c)
+			snap, outcomes := enomodel.ApplyOverrides(m, l, c)
 			require.Len(t, outcomes, 2)
 			want := "true"
 			if tt.enable {
 				want = "false"
-				assert.Equal(t, memory.OverrideActive, outcomes[1])
+				assert.Equal(t, enomodel.OverrideActive, outcomes[1])
 			} else {
-				assert.NotEqual(t, memory.OverrideActive, outcomes[1])
+				assert.NotEqual(t, enomodel.OverrideActive, outcomes[1])
 			}
 			if tt.decided {
-				assert.Equal(t, memory.OverrideInactive, outcomes[1], "unknown on purpose, not by an evaluation error")
+				assert.Equal(t, enomodel.OverrideInactive, outcomes[1], "unknown on purpose, not by an evaluation error")
 			}
 			assert.Equal(t, want, snap.GetAnnotations()[domain.AnnotationDisableReconciliation])
 		})
@@ -213,8 +213,8 @@ func TestPreconditionThatDoesNotCompileKeepsTheObject(t *testing.T) {
 	annotations := m.GetAnnotations()
 	annotations[domain.AnnotationOverrides] = broken
 	m.SetAnnotations(annotations)
-	snap, outcomes := memory.ApplyOverrides(m, live(write("eno", written.Add(-time.Hour), "")), armedComposition(d))
-	assert.Equal(t, []memory.OverrideOutcome{memory.OverrideActive}, outcomes, "decoding stopped at the first, applied without a condition")
+	snap, outcomes := enomodel.ApplyOverrides(m, live(write("eno", written.Add(-time.Hour), "")), armedComposition(d))
+	assert.Equal(t, []enomodel.OverrideOutcome{enomodel.OverrideActive}, outcomes, "decoding stopped at the first, applied without a condition")
 	assert.Equal(t, "true", snap.GetAnnotations()[domain.AnnotationDisableReconciliation])
 }
 

@@ -330,8 +330,11 @@ func TestCrashDuringSnapshotReplacement(t *testing.T) {
 						assert.True(t, live.NamesSlice(d.TombstoneSlice), "the synthesis names the slice its decision points at")
 					}
 				}
-				// Once a recovery slice is named the synthesis is not Ready until Eno's next one is.
+				// Once a recovery slice is named the synthesis is not Ready, as soon as Eno's slice
+				// status sees it, until Eno's next one is.
 				if len(live.NamedRecoverySlices()) > 0 {
+					c.w.enoSliceStatus(crashRef)
+					live = c.w.live(crashRef)
 					assert.False(t, live.Synthesis.Ready, "naming a slice cleared Ready, as Eno does")
 				}
 				assert.Empty(t, c.w.audit.recordedRecovered(), "a synthesis decided Recovered is never recorded")
@@ -372,7 +375,10 @@ func recoverRecreated(t *testing.T, c crashed, after verdict) {
 			published = append(published, s)
 		}
 	}
-	assert.Len(t, w.recoverySlices(), len(slicesBefore)+len(published), "no other recovery slice was touched")
+	for _, s := range slicesBefore {
+		assert.Equal(t, s.ControllerUID, c.second.UID, "the recovery slices left were the recreated incarnation's")
+	}
+	assert.Len(t, w.recoverySlices(), len(published), "those were collected with it; no other recovery slice was written")
 
 	var from domain.Composition
 	var fromNames []string

@@ -38,7 +38,7 @@ type objects struct {
 	Downstream   []domain.ResourceID
 }
 
-func stored(c *memory.Cluster) objects {
+func stored(c *cluster) objects {
 	return objects{Compositions: c.Compositions(), Slices: c.Slices(""), Secrets: c.Secrets(), Downstream: c.DownstreamObjects()}
 }
 
@@ -271,7 +271,7 @@ func TestHostileSlices(t *testing.T) {
 					d, decided := w.live(hostileRef).FinishedDecision()
 					require.True(t, decided)
 					require.Equal(t, domain.OutcomeRecovered, d.Outcome, d.Message)
-					_, forced, err := w.eno.ResynthesizeIfForced(hostileRef)
+					forced, err := w.enoFollowsOnly(hostileRef)
 					require.NoError(t, err)
 					require.True(t, forced, "the hand-off asked Eno for a new synthesis")
 					res, err := w.service().Reconcile(ctx, hostileRef)

@@ -57,8 +57,11 @@ func TestRecoverySliceDeletedUnderTheHandoff(t *testing.T) {
 			_, err = w.cluster.GetSlice(ctx, crashRef.Namespace, slice)
 			assert.Error(t, err, "a recovery slice is never written again")
 			assert.Len(t, w.recoverySlices(), 0)
-			_, _ = w.enoFollows(crashRef) // Eno's model stops at the missing slice; the simulation models what it then does
+			did, err := w.enoFollows(crashRef)
+			require.NoError(t, err)
+			require.True(t, did, "Eno synthesizes again, and skips the missing slice")
 			assert.Subset(t, w.downstream(crashRef.Namespace), cmIDs(crashRef.Namespace, kept...), "what the new synthesis keeps stays")
+			assert.Subset(t, w.downstream(crashRef.Namespace), cmIDs(crashRef.Namespace, orphans...), "the gone slice's tombstones were not carried: a skipped cleanup")
 			assert.Empty(t, w.badDeletions())
 		})
 	}

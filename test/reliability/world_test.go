@@ -11,15 +11,14 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/Azure/eno-tombstone-recovery/adapters/memory"
 	"github.com/Azure/eno-tombstone-recovery/app"
 	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/ports"
@@ -35,17 +34,14 @@ var (
 	synthBase = now.Add(-2 * time.Hour)
 )
 
-// world is one in-memory cluster plus what the scenarios need to drive it: the memory adapter's
-// model of stock Eno (synthesis, forced resynthesis, reconciliation downstream), the
+// world is one in-memory cluster with Eno on it plus what the scenarios need to drive it: the
 // controllers' configuration, an audit of every write the controllers made, and a check of
 // every object Eno deleted downstream.
 type world struct {
 	t       *testing.T
-	cluster *memory.Cluster
-	eno     *memory.Eno
+	cluster *cluster
 	cfg     app.Config
 	audit   *audit
-	synths  atomic.Int64
 	// yield makes every audited read and write yield the processor first, so that racing
 	// instances interleave inside a pass rather than between passes.
 	yield bool
@@ -60,8 +56,9 @@ type world struct {
 	wrongDeletions []string // deletions of an object some Composition still produces, or never produced
 }
 
-// worldResourcesPerSlice spreads a synthesis over several slices, as Eno does for large ones.
-const worldResourcesPerSlice = 3
+// worldSliceBytes spreads a synthesis over several slices, 3 resources each, as Eno does for
+// large ones.
+var worldSliceBytes = len(configMap("team-a", "name")) * 5 / 2
 
 func newWorld(t *testing.T, maxChunkBytes int, maxTombstoneFraction float64) *world {
 	cfg := app.DefaultConfig()
@@ -69,29 +66,29 @@ func newWorld(t *testing.T, maxChunkBytes int, maxTombstoneFraction float64) *wo
 	cfg.MaxChunkBytes = maxChunkBytes
 	cfg.MaxTombstoneFraction = maxTombstoneFraction
 	cfg.Now = func() time.Time { return now }
-	w := &world{t: t, cluster: memory.NewCluster(inventoryNamespace), cfg: cfg, audit: &audit{},
+	// Each synthesis finishes one second after the previous one, all before the controllers' clock.
+	c := newCluster()
+	c.env.Eno.SliceBytes = worldSliceBytes
+	return &world{t: t, cluster: c, cfg: cfg, audit: &audit{},
 		last: map[domain.CompositionRef]string{}, output: map[domain.CompositionRef][]domain.ResourceID{},
 		ever: map[domain.CompositionRef]map[domain.ResourceID]bool{}}
-	// Each synthesis finishes one second after the previous one, all before the controllers' clock.
-	w.eno = memory.NewEno(w.cluster, func() time.Time { return synthBase.Add(time.Duration(w.synths.Add(1)) * time.Second) })
-	w.eno.ResourcesPerSlice = worldResourcesPerSlice
-	return w
 }
 
 // service is one controller instance over the shared cluster, its writes audited; each
 // option may replace a dependency, to intercept it.
 func (w *world) service(options ...func(*app.Deps)) *app.Service {
 	w.t.Helper()
+	c := w.cluster
 	deps := app.Deps{
-		Compositions: w.cluster,
-		Live:         w.cluster,
-		Slices:       w.cluster,
-		Fleet:        w.cluster,
-		Store:        &auditedStore{SnapshotStore: w.cluster, cluster: w.cluster, audit: w.audit, read: map[string]string{}, yield: w.yield},
-		Sink:         &auditedSink{TombstoneSink: w.cluster, audit: w.audit, yield: w.yield},
-		Decisions:    &auditedDecisions{DecisionWriter: w.cluster, audit: w.audit, yield: w.yield},
-		Downstream:   w.cluster,
-		Events:       w.cluster,
+		Compositions: c.comps,
+		Live:         c.comps,
+		Slices:       c.slices,
+		Fleet:        c.env.Fleet(),
+		Store:        &auditedStore{SnapshotStore: c.store, cluster: c, audit: w.audit, read: map[string]string{}, yield: w.yield},
+		Sink:         &auditedSink{TombstoneSink: c.sink, audit: w.audit, yield: w.yield},
+		Decisions:    &auditedDecisions{DecisionWriter: c.comps, audit: w.audit, yield: w.yield},
+		Downstream:   c.downstream,
+		Events:       &c.EventLog,
 	}
 	for _, o := range options {
 		o(&deps)
@@ -104,13 +101,23 @@ func (w *world) service(options ...func(*app.Deps)) *app.Service {
 // synthesize lets Eno synthesize ref producing ConfigMaps of the given names, and, when ready,
 // reconcile that synthesis downstream (which makes it Ready).
 func (w *world) synthesize(ref domain.CompositionRef, ready bool, names ...string) (domain.Composition, error) {
-	manifests := make([]string, len(names))
+	outputs := make([]*unstructured.Unstructured, len(names))
 	ids := make([]domain.ResourceID, len(names))
 	for i, n := range names {
-		manifests[i] = configMap(ref.Namespace, n)
+		outputs[i] = &unstructured.Unstructured{}
+		if err := outputs[i].UnmarshalJSON([]byte(configMap(ref.Namespace, n))); err != nil {
+			return domain.Composition{}, err
+		}
 		ids[i] = domain.ResourceID{Kind: "ConfigMap", Namespace: ref.Namespace, Name: n}
 	}
-	comp, err := w.eno.Synthesize(ref, manifests...)
+	w.cluster.eno.Lock()
+	w.cluster.syntheses.Add(1)
+	err := w.cluster.env.Synthesize(context.Background(), ref, outputs...)
+	w.cluster.eno.Unlock()
+	if err != nil {
+		return domain.Composition{}, err
+	}
+	comp, err := w.cluster.LiveComposition(context.Background(), ref)
 	if err != nil {
 		return domain.Composition{}, err
 	}
@@ -135,9 +142,15 @@ func (w *world) enoReconcile(ref domain.CompositionRef) (domain.Composition, err
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	before := w.cluster.DownstreamObjects()
-	comp, err := w.eno.Reconcile(ref)
+	w.cluster.eno.Lock()
+	err := w.cluster.env.Reconcile(context.Background(), ref)
+	w.cluster.eno.Unlock()
 	if err != nil {
-		return comp, err
+		return domain.Composition{}, err
+	}
+	comp, err := w.cluster.LiveComposition(context.Background(), ref)
+	if err != nil {
+		return domain.Composition{}, err
 	}
 	after := w.cluster.DownstreamObjects()
 	for _, id := range minusIDs(before, after) {
@@ -157,8 +170,15 @@ func (w *world) enoReconcile(ref domain.CompositionRef) (domain.Composition, err
 // output (carrying the tombstones handed to it), reconciled downstream. It reports whether
 // Eno did anything.
 func (w *world) enoFollows(ref domain.CompositionRef) (bool, error) {
-	comp, did, err := w.eno.ResynthesizeIfForced(ref)
+	w.cluster.eno.Lock()
+	w.cluster.syntheses.Add(1)
+	did, err := w.cluster.env.Follow(context.Background(), ref)
+	w.cluster.eno.Unlock()
 	if err != nil || !did {
+		return false, err
+	}
+	comp, err := w.cluster.LiveComposition(context.Background(), ref)
+	if err != nil {
 		return false, err
 	}
 	w.mu.Lock()
@@ -166,6 +186,22 @@ func (w *world) enoFollows(ref domain.CompositionRef) (bool, error) {
 	w.mu.Unlock()
 	_, err = w.enoReconcile(ref)
 	return true, err
+}
+
+// enoSliceStatus is Eno's slice status controller looking at ref's current synthesis once.
+func (w *world) enoSliceStatus(ref domain.CompositionRef) {
+	w.cluster.eno.Lock()
+	defer w.cluster.eno.Unlock()
+	_, err := w.cluster.env.Eno.SliceStatus(context.Background(), ref.Namespace, ref.Name)
+	require.NoError(w.t, err)
+}
+
+// enoFollowsOnly is enoFollows without the reconcile: the carrying synthesis is not Ready yet.
+func (w *world) enoFollowsOnly(ref domain.CompositionRef) (bool, error) {
+	w.cluster.eno.Lock()
+	defer w.cluster.eno.Unlock()
+	w.cluster.syntheses.Add(1)
+	return w.cluster.env.Follow(context.Background(), ref)
 }
 
 // settle runs controller passes and Eno's reactions to them until a round changes nothing:
@@ -427,7 +463,7 @@ func (a *audit) noteRecorded(c domain.ChunkSecret) {
 // differed from the stored version before the call must come back as a conflict.
 type auditedStore struct {
 	ports.SnapshotStore
-	cluster *memory.Cluster
+	cluster *cluster
 	audit   *audit
 	yield   bool
 	mu      sync.Mutex

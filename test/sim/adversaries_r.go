@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/Azure/eno-tombstone-recovery/adapters/memory/enomodel"
 	"github.com/Azure/eno-tombstone-recovery/domain"
-	"github.com/Azure/eno-tombstone-recovery/test/sim/enomodel"
 )
 
 // The adversaries of issue 36: tools that co-manage an orphan, a cluster controller, a later

@@ -11,8 +11,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
+	"github.com/Azure/eno-tombstone-recovery/adapters/memory/enomodel"
 	"github.com/Azure/eno-tombstone-recovery/domain"
-	"github.com/Azure/eno-tombstone-recovery/test/sim/enomodel"
 )
 
 // view is the API as it was at one revision.

@@ -2,7 +2,7 @@ package sim
 
 import (
 	"errors"
-	"github.com/Azure/eno-tombstone-recovery/test/sim/enomodel"
+	"github.com/Azure/eno-tombstone-recovery/adapters/memory/enomodel"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"testing"

@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/Azure/eno-tombstone-recovery/adapters/memory/enomodel"
 	"github.com/Azure/eno-tombstone-recovery/app"
-	"github.com/Azure/eno-tombstone-recovery/test/sim/enomodel"
 )
 
 func init() { cases = append(cases, fleetCases...) }

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/Azure/eno-tombstone-recovery/adapters/memory/enomodel"
 	"github.com/Azure/eno-tombstone-recovery/domain"
-	"github.com/Azure/eno-tombstone-recovery/test/sim/enomodel"
 )
 
 // The sequences of issue 36, as scripts. Each is an open sequence until issue 37 fixes it.

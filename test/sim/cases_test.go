@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/Azure/eno-tombstone-recovery/adapters/memory/enomodel"
 	"github.com/Azure/eno-tombstone-recovery/domain"
-	"github.com/Azure/eno-tombstone-recovery/test/sim/enomodel"
 )
 
 // A case is a script: a schedule pinned to semantic points of the hand-off, not a seed, so it

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"github.com/Azure/eno-tombstone-recovery/test/sim/apiserver"
+	"github.com/Azure/eno-tombstone-recovery/adapters/memory/apiserver"
 )
 
 // Widgets are a custom resource served downstream, for stories with a CRD among the tombstones.

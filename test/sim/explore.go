@@ -7,8 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/Azure/eno-tombstone-recovery/adapters/memory/enomodel"
 	"github.com/Azure/eno-tombstone-recovery/domain"
-	"github.com/Azure/eno-tombstone-recovery/test/sim/enomodel"
 )
 
 // choice is one step the scheduler may take, with its weight.

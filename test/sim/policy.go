@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/Azure/eno-tombstone-recovery/test/sim/apiserver"
+	"github.com/Azure/eno-tombstone-recovery/adapters/memory/apiserver"
 )
 
 // admissionPolicy models what the release's admission policy on ResourceSlices

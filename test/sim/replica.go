@@ -19,9 +19,10 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
+	"github.com/Azure/eno-tombstone-recovery/adapters/memory/apiserver"
+	"github.com/Azure/eno-tombstone-recovery/adapters/memory/enomodel"
 	"github.com/Azure/eno-tombstone-recovery/app"
 	"github.com/Azure/eno-tombstone-recovery/domain"
-	"github.com/Azure/eno-tombstone-recovery/test/sim/enomodel"
 )
 
 // Request is one API request a replica is about to make, as the scheduler sees it.
@@ -240,10 +241,18 @@ func (r *replica) boot() {
 	cfg.PendingRecheckInterval = w.opts.RecheckInterval
 	cfg.MaxTombstoneFraction = 1
 	r.svc = must(app.New(cfg, app.Deps{
-		Compositions: comps, Live: comps, Decisions: comps, Fleet: staleFleet{w: w, r: r},
+		Compositions: comps, Live: comps, Decisions: comps, Fleet: r.fleet(),
 		Slices: must(k8s.NewSlices(cpDyn)), Sink: must(k8s.NewTombstoneSink(cpDyn)),
 		Store: store, Downstream: must(k8s.NewDownstreamObjects(dsMeta, must(dynamic.NewForConfig(dsCfg)), disc)), Events: &r.w.events,
 	}))
+}
+
+// fleet is the replica's fleet index: what informers of every slice and Composition hold at the
+// replica's cache revision, some writes old. WaitForSlice catches the index up to the present,
+// as a watch does while the hand-off waits.
+func (r *replica) fleet() enomodel.Fleet {
+	return enomodel.Fleet{View: func() apiserver.View { return r.w.cp.Server.ViewAt(r.compRev) },
+		CatchUp: func() { r.compRev = max(r.compRev, r.w.cp.Revision()) }}
 }
 
 func must[T any](v T, err error) T {

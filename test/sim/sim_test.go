@@ -17,7 +17,7 @@ import (
 	"go.uber.org/goleak"
 	"k8s.io/klog/v2"
 
-	"github.com/Azure/eno-tombstone-recovery/test/sim/enomodel"
+	"github.com/Azure/eno-tombstone-recovery/adapters/memory/enomodel"
 )
 
 func TestMain(m *testing.M) {

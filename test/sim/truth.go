@@ -13,8 +13,8 @@ import (
 
 	"github.com/Azure/eno-tombstone-recovery/domain"
 
-	"github.com/Azure/eno-tombstone-recovery/test/sim/apiserver"
-	"github.com/Azure/eno-tombstone-recovery/test/sim/enomodel"
+	"github.com/Azure/eno-tombstone-recovery/adapters/memory/apiserver"
+	"github.com/Azure/eno-tombstone-recovery/adapters/memory/enomodel"
 )
 
 // The simulation's ground truth: who wrote what downstream. The simulated API server reports

@@ -17,9 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/Azure/eno-tombstone-recovery/adapters/memory/apiserver"
+	"github.com/Azure/eno-tombstone-recovery/adapters/memory/enomodel"
 	"github.com/Azure/eno-tombstone-recovery/domain"
-	"github.com/Azure/eno-tombstone-recovery/test/sim/apiserver"
-	"github.com/Azure/eno-tombstone-recovery/test/sim/enomodel"
 )
 
 // controllerManager is the field manager of every replica: one binary, one name.

@@ -1,4 +1,4 @@
-// Package fidelity proves the simulation's in-memory API server (test/sim/apiserver)
+// Package fidelity proves the simulation's in-memory API server (adapters/memory/apiserver)
 // differentially: the same request sequences are replayed against it and against a real
 // kube-apiserver (internal/kubetest, with the minimal Eno CRDs), and every response is compared
 // after normalisation: status codes, reasons, messages and bodies, with UIDs, resourceVersions

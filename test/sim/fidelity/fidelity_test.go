@@ -3,7 +3,7 @@ package fidelity_test
 import (
 	"testing"
 
-	"github.com/Azure/eno-tombstone-recovery/test/sim/apiserver"
+	"github.com/Azure/eno-tombstone-recovery/adapters/memory/apiserver"
 )
 
 // Widgets are a custom resource of a CRD the sequences create, as the simulation serves one

@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/rest"
 
-	"github.com/Azure/eno-tombstone-recovery/test/sim/apiserver"
+	"github.com/Azure/eno-tombstone-recovery/adapters/memory/apiserver"
 )
 
 // A step is one request of a sequence, or one of the few steps that are not a request. Its

@@ -1,4 +1,4 @@
-// Package demo tells the controller's story on the in-memory adapters, for the binary's demo
+// Package demo tells the controller's story on an in-memory API server, for the binary's demo
 // command: record, recreate, recover and hand the tombstones to Eno, which deletes the
 // orphans; and the refusals.
 package demo
@@ -6,8 +6,6 @@ package demo
 import (
 	"cmp"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -15,23 +13,37 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+
+	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
 	"github.com/Azure/eno-tombstone-recovery/adapters/memory"
+	"github.com/Azure/eno-tombstone-recovery/adapters/memory/apiserver"
+	"github.com/Azure/eno-tombstone-recovery/adapters/memory/enomodel"
 	"github.com/Azure/eno-tombstone-recovery/app"
 	"github.com/Azure/eno-tombstone-recovery/domain"
+	"github.com/Azure/eno-tombstone-recovery/ports"
 )
 
 // demoChunkBytes is small so the demo's snapshots span several Secrets.
 const demoChunkBytes = 300
 
-// demo tells the whole story on the in-memory adapters: record, recreate, recover and hand the
-// tombstones to Eno, which deletes the orphans; and the refusals. Eno is the memory adapter's
-// model of stock Eno v0.2.17 (synthesis, forced resynthesis, reconciliation).
+// demo tells the whole story on the controller's own adapters (adapters/k8s) over an in-memory
+// API server: record, recreate, recover and hand the tombstones to Eno, which deletes the
+// orphans; and the refusals. Eno is the model of stock Eno v0.2.17 the simulation checks
+// recovery against (adapters/memory/enomodel).
 type demo struct {
-	out     io.Writer
-	cluster *memory.Cluster
-	eno     *memory.Eno
-	svc     *app.Service
-	clock   time.Time
+	out    io.Writer
+	env    *enomodel.Env
+	comps  *k8s.Compositions
+	slices *k8s.Slices
+	store  ports.SnapshotStore
+	events memory.EventLog
+	svc    *app.Service
+	clock  time.Time
 	// deployed is every resource each Composition's syntheses produced, so the downstream
 	// objects shown for one Composition are its own.
 	deployed map[domain.CompositionRef][]domain.ResourceID
@@ -63,17 +75,20 @@ func Run(ctx context.Context, out io.Writer) (err error) {
 			panic(r)
 		}
 	}()
-	d := &demo{out: out, cluster: memory.NewCluster(domain.DefaultInventoryNamespace),
-		clock: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC), deployed: map[domain.CompositionRef][]domain.ResourceID{}}
-	d.eno = memory.NewEno(d.cluster, func() time.Time { return d.clock })
-	d.cluster.SetClock(func() time.Time { return d.clock })
+	d := &demo{out: out, clock: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC), deployed: map[domain.CompositionRef][]domain.ResourceID{}}
+	d.env = enomodel.NewEnv(func() time.Time { return d.clock })
+	rest := d.env.Server.RESTConfig("tombstone-recovery")
+	dyn := must(dynamic.NewForConfig(rest))
+	d.comps, d.slices = must(k8s.NewCompositions(dyn, nil)), must(k8s.NewSlices(dyn))
+	d.store = must(k8s.NewSecretStore(must(kubernetes.NewForConfig(rest)).CoreV1(), nil, domain.DefaultInventoryNamespace))
+	downstream := must(k8s.NewDownstreamObjects(must(metadata.NewForConfig(rest)), dyn, must(discovery.NewDiscoveryClientForConfig(rest))))
 	cfg := app.DefaultConfig()
 	cfg.Enabled, cfg.ControlPlane = true, "demo" // history naming no control plane is held for review (design §3)
 	cfg.MaxChunkBytes = demoChunkBytes
 	cfg.Now = func() time.Time { return d.clock }
 	d.svc = must(app.New(cfg, app.Deps{
-		Compositions: d.cluster, Live: d.cluster, Slices: d.cluster, Store: d.cluster,
-		Sink: d.cluster, Decisions: d.cluster, Downstream: d.cluster, Events: d.cluster, Fleet: d.cluster,
+		Compositions: d.comps, Live: d.comps, Slices: d.slices, Store: d.store, Sink: must(k8s.NewTombstoneSink(dyn)),
+		Decisions: d.comps, Downstream: downstream, Events: &d.events, Fleet: d.env.Fleet(),
 	}))
 	for _, chapter := range []func(context.Context){d.recordAndRecover, d.halfWritten, d.siblings, d.heldForReview} {
 		chapter(ctx)
@@ -88,39 +103,41 @@ func (d *demo) say(format string, args ...any) { fmt.Fprintf(d.out, format+"\n",
 // minute after the previous synthesis, lets Eno synthesize it producing names and reconcile that
 // synthesis downstream.
 func (d *demo) synthesize(ref domain.CompositionRef, annotations map[string]string, names ...string) domain.Composition {
+	ctx := context.Background()
 	d.clock = d.clock.Add(time.Minute)
-	if _, err := d.cluster.LiveComposition(context.Background(), ref); err != nil {
-		comp := domain.Composition{Namespace: ref.Namespace, Name: ref.Name, Annotations: map[string]string{domain.AnnotationOptIn: domain.OptInValue}}
-		maps.Copy(comp.Annotations, annotations)
-		d.cluster.PutComposition(comp)
+	if _, err := d.comps.LiveComposition(ctx, ref); err != nil {
+		all := map[string]string{domain.AnnotationOptIn: domain.OptInValue}
+		maps.Copy(all, annotations)
+		check(d.env.CreateComposition(ctx, ref, all))
 	}
-	manifests := make([]string, len(names))
+	outputs := make([]*unstructured.Unstructured, len(names))
 	for i, n := range names {
 		var id domain.ResourceID
-		manifests[i], id = demoResource(ref.Namespace, n)
+		outputs[i], id = demoResource(ref.Namespace, n)
 		if !slices.Contains(d.deployed[ref], id) {
 			d.deployed[ref] = append(d.deployed[ref], id)
 		}
 	}
-	must(d.eno.Synthesize(ref, manifests...))
-	return must(d.eno.Reconcile(ref))
+	check(d.env.Synthesize(ctx, ref, outputs...))
+	check(d.env.Reconcile(ctx, ref))
+	return must(d.comps.LiveComposition(ctx, ref))
 }
 
 // demoResource makes the manifest and identity of "Kind/name" (cluster-scoped kinds have no
 // namespace).
-func demoResource(namespace, kindName string) (string, domain.ResourceID) {
+func demoResource(namespace, kindName string) (*unstructured.Unstructured, domain.ResourceID) {
 	kind, name, _ := strings.Cut(kindName, "/")
 	apiVersion := map[string]string{"Deployment": "apps/v1", "ClusterRole": "rbac.authorization.k8s.io/v1", "CronJob": "batch/v1"}[kind]
 	group, _, _ := strings.Cut(apiVersion, "/")
 	apiVersion = cmp.Or(apiVersion, "v1")
-	meta := map[string]any{"name": name, "labels": map[string]string{"app": "web"}}
+	meta := map[string]any{"name": name, "labels": map[string]any{"app": "web"}}
 	if kind == "ClusterRole" {
 		namespace = ""
 	} else {
 		meta["namespace"] = namespace
 	}
-	b, _ := json.Marshal(map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": meta})
-	return string(b), domain.ResourceID{Group: group, Kind: kind, Namespace: namespace, Name: name}
+	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": meta}},
+		domain.ResourceID{Group: group, Kind: kind, Namespace: namespace, Name: name}
 }
 
 func short(uuid string) string { return uuid[:min(8, len(uuid))] }
@@ -144,8 +161,10 @@ func (d *demo) reconcile(ctx context.Context, ref domain.CompositionRef) error {
 		for _, t := range r.Plan.Held {
 			d.say("     held for review: %s", t.Entry.ID())
 		}
-		if dec.TombstoneSlice != "" { // what the hand-off left on the Composition
-			live := must(d.cluster.LiveComposition(ctx, ref))
+		if dec.TombstoneSlice != "" { // what the hand-off left on the Composition, once Eno's slice status saw it
+			_, statusErr := d.env.Eno.SliceStatus(ctx, ref.Namespace, ref.Name)
+			check(statusErr)
+			live := must(d.comps.LiveComposition(ctx, ref))
 			d.say("     handed to Eno: ResourceSlice %s/%s, named by status.currentSynthesis.resourceSlices: %t (Ready now %t)",
 				ref.Namespace, dec.TombstoneSlice, live.NamesSlice(dec.TombstoneSlice), live.Synthesis.Ready)
 			if v, ok := live.Annotations[domain.AnnotationForceResynthesis]; ok {
@@ -175,17 +194,16 @@ func (d *demo) reconcile(ctx context.Context, ref domain.CompositionRef) error {
 // (shown before and after), and the controller recording that synthesis once it is Ready.
 func (d *demo) enoFollows(ctx context.Context, ref domain.CompositionRef) {
 	d.clock = d.clock.Add(time.Minute)
-	before := must(d.cluster.LiveComposition(ctx, ref))
-	comp, forced, err := d.eno.ResynthesizeIfForced(ref)
-	check(err)
-	if !forced {
+	before := must(d.comps.LiveComposition(ctx, ref))
+	if !must(d.env.Follow(ctx, ref)) {
 		d.say("   Eno: no resynthesis was requested")
 		return
 	}
+	comp := must(d.comps.LiveComposition(ctx, ref))
 	d.say("   Eno: %s names the current synthesis %s, so Eno synthesizes %s", domain.AnnotationForceResynthesis,
 		short(before.SynthesisUUID()), short(comp.SynthesisUUID()))
 	for _, name := range comp.Synthesis.Slices {
-		s := must(d.cluster.GetSlice(ctx, ref.Namespace, name))
+		s := must(d.slices.GetSlice(ctx, ref.Namespace, name))
 		var tombstones []string
 		for _, r := range s.Resources {
 			if e, _, err := domain.ParseTombstone(r); err == nil {
@@ -197,7 +215,7 @@ func (d *demo) enoFollows(ctx context.Context, ref domain.CompositionRef) {
 	}
 	d.pass(ctx, ref)
 	downBefore := d.downstream(ref)
-	must(d.eno.Reconcile(ref))
+	check(d.env.Reconcile(ctx, ref))
 	after := d.downstream(ref)
 	d.say("   eno-reconciler applies the synthesis, which is then Ready")
 	d.say("     downstream before: %s", strings.Join(downBefore, ", "))
@@ -210,7 +228,7 @@ func (d *demo) enoFollows(ctx context.Context, ref domain.CompositionRef) {
 // downstream lists the downstream objects any synthesis of ref produced, in canonical order.
 func (d *demo) downstream(ref domain.CompositionRef) []string {
 	var out []string
-	for _, id := range d.cluster.DownstreamObjects() {
+	for _, id := range d.env.Objects() {
 		if slices.Contains(d.deployed[ref], id) {
 			out = append(out, id.String())
 		}
@@ -230,7 +248,7 @@ func orNone(s []string) string {
 }
 
 func (d *demo) showSecrets(lineage domain.Lineage) {
-	secrets, _ := d.cluster.ListChunks(context.Background(), lineage)
+	secrets, _ := d.store.ListChunks(context.Background(), lineage)
 	for _, s := range secrets {
 		d.say("     secret %s/%s  synthesis %s  chunk %s/%s  %d bytes", s.Namespace, s.Name,
 			short(s.Annotations[domain.AnnotationSourceSynthesisUUID]), s.Annotations[domain.AnnotationChunkIndex],
@@ -239,10 +257,10 @@ func (d *demo) showSecrets(lineage domain.Lineage) {
 }
 
 func (d *demo) recreate(ref domain.CompositionRef, annotations map[string]string, names ...string) {
-	check(d.cluster.DeleteComposition(ref))
+	check(d.env.DeleteOrphaning(context.Background(), ref))
 	d.say("   %s deleted with an orphaning strategy; its resources stay in the downstream cluster", ref)
 	comp := d.synthesize(ref, annotations, names...)
-	first := must(d.cluster.GetSlice(context.Background(), comp.Namespace, comp.Synthesis.Slices[0]))
+	first := must(d.slices.GetSlice(context.Background(), comp.Namespace, comp.Synthesis.Slices[0]))
 	d.say("   %s recreated (new UID %s); Eno synthesized %d resources (synthesis %s, its slices stamped %q as on any first synthesis) and applied them",
 		ref, comp.UID[len(comp.UID)-4:], len(names), short(comp.SynthesisUUID()), first.SynthesisUUID)
 	d.showDownstream(ref)
@@ -271,8 +289,8 @@ func (d *demo) recordAndRecover(ctx context.Context) {
 
 	d.say("   later, an operator forces a resynthesis:")
 	d.clock = d.clock.Add(time.Minute)
-	live := must(d.cluster.LiveComposition(ctx, ref))
-	must(d.cluster.SetAnnotation(ref, domain.AnnotationForceResynthesis, live.SynthesisUUID()))
+	live := must(d.comps.LiveComposition(ctx, ref))
+	check(d.env.Annotate(ctx, ref, domain.AnnotationForceResynthesis, live.SynthesisUUID()))
 	d.enoFollows(ctx, ref)
 	d.showSecrets(lineage)
 }
@@ -285,17 +303,16 @@ func (d *demo) halfWritten(ctx context.Context) {
 	d.say("   a new synthesis of %s with more resources starts replacing the snapshot; the controller crashes after one write", ref)
 	d.synthesize(ref, nil, "ConfigMap/api-a", "ConfigMap/api-b", "ConfigMap/api-c", "ConfigMap/api-d", "Deployment/api", "Service/api", "Service/api-internal")
 	writes := 0
-	d.cluster.SetBeforeWrite(func(op, name string) error {
-		if op == memory.OpCreateChunk || op == memory.OpUpdateChunk {
-			writes++
-			if writes > 1 {
-				return errors.New("controller crashed")
+	d.env.Intercept = func(r apiserver.Request) apiserver.Verdict {
+		if r.Resource == "secrets" && (r.Verb == "create" || r.Verb == "update") {
+			if writes++; writes > 1 {
+				return apiserver.LoseRequest // the controller crashed
 			}
 		}
-		return nil
-	})
+		return apiserver.Proceed
+	}
 	_ = d.reconcile(ctx, ref) // the crash is the point
-	d.cluster.SetBeforeWrite(nil)
+	d.env.Intercept = nil
 	d.showSecrets(domain.DefaultLineage(ref.Namespace, ref.Name))
 	d.recreate(ref, nil, "Deployment/api")
 	d.pass(ctx, ref)
@@ -313,7 +330,7 @@ func (d *demo) siblings(ctx context.Context) {
 	d.synthesize(east, shared, "Deployment/checkout-east", "ConfigMap/checkout-east")
 	d.pass(ctx, east)
 	d.say("   %s and %s share lineage override %q (copied from one template); %s recorded later", east, west, "checkout", east)
-	check(d.cluster.DeleteComposition(east))
+	check(d.env.DeleteOrphaning(ctx, east))
 	d.say("   %s is deleted with an orphaning strategy and not re-created", east)
 	d.recreate(west, shared, "Deployment/checkout-west")
 	d.say("   %s's own predecessor is the candidate, not %s's newer snapshot, and no other Composition of the lineage lives:", west, east)
@@ -341,8 +358,8 @@ func (d *demo) heldForReview(ctx context.Context) {
 	d.pass(ctx, ref)
 	d.recreate(ref, nil, "Service/db")
 	d.pass(ctx, ref)
-	comp := must(d.cluster.LiveComposition(ctx, ref))
-	for _, e := range d.cluster.Events() {
+	comp := must(d.comps.LiveComposition(ctx, ref))
+	for _, e := range d.events.Events() {
 		if e.Reason == "HeldForReview" && e.Composition == ref {
 			d.say("   event %s: %s", e.Reason, e.Message)
 		}
@@ -351,7 +368,7 @@ func (d *demo) heldForReview(ctx context.Context) {
 	d.showDownstream(ref)
 	review := "approve:" + comp.SynthesisUUID()
 	d.say("   an operator reviews the list and sets %s=%s", domain.AnnotationReview, review)
-	must(d.cluster.SetAnnotation(ref, domain.AnnotationReview, review))
+	check(d.env.Annotate(ctx, ref, domain.AnnotationReview, review))
 	d.pass(ctx, ref)
 	d.enoFollows(ctx, ref)
 }

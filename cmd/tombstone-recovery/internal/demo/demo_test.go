@@ -23,30 +23,30 @@ func TestDemoTellsTheWholeStory(t *testing.T) {
 	story := out.String()
 	for _, want := range []string{
 		// Chapter 1: the hand-off to Eno, Eno deleting the orphans, then no recovery twice.
-		"recovery decision for team-a/web synthesis 00000002: Recovered",
+		"recovery decision for team-a/web synthesis 00000004: Recovered",
 		"tombstone: ConfigMap/team-a/web-feature-flags",
 		"tombstone: CronJob.batch/team-a/web-cleanup",
-		"handed to Eno: ResourceSlice team-a/web-recovery-00000002-fe2079835d216087-0, named by status.currentSynthesis.resourceSlices: true (Ready now false)",
-		"eno.azure.io/force-resynthesis=00000002 requested",
+		"handed to Eno: ResourceSlice team-a/web-recovery-00000004-653252e70b83badb-0, named by status.currentSynthesis.resourceSlices: true (Ready now false)",
+		"eno.azure.io/force-resynthesis=00000004 requested",
 		"a synthesis decided Recovered is never recorded",
-		`ResourceSlice web-00000003-0 (stamped "00000002"): 6 resources, tombstones carried forward: ConfigMap/web-feature-flags, CronJob/web-cleanup`,
-		"recovery decision for team-a/web synthesis 00000003: NothingToRecover (AlreadyDecided)",
+		`ResourceSlice web-00000007-0000-4000-8000-000000000007 (stamped "00000004"): 6 resources, tombstones carried forward: ConfigMap/web-feature-flags, CronJob/web-cleanup`,
+		"recovery decision for team-a/web synthesis 00000006: NothingToRecover (AlreadyDecided)",
 		"deleted by Eno: ConfigMap/team-a/web-feature-flags, CronJob.batch/team-a/web-cleanup\n",
-		"secret kube-system/web-a6d6889313c2-0  synthesis 00000003  chunk 0/2",
+		"secret kube-system/web-a6d6889313c2-0  synthesis 00000006  chunk 0/2",
 		"inventory of lineage a6d6889313c2 unchanged",
-		"recovery decision for team-a/web synthesis 00000004: NothingToRecover (SameIncarnation)",
+		"recovery decision for team-a/web synthesis 00000008: NothingToRecover (SameIncarnation)",
 		"deleted by Eno: none",
 		// The refusals.
-		"recovery decision for team-b/api synthesis 00000007: InventoryInvalid (MissingChunk)",
+		"recovery decision for team-b/api synthesis 0000000f: InventoryInvalid (MissingChunk)",
 		// Siblings: a living sibling's history is refused; once it is gone, each recovers from its
 		// own predecessor; another namespace's history is none of a Composition's.
-		"recovery decision for shop/checkout-east synthesis 00000009: InventoryInvalid (SharedLineage)",
-		"recovery decision for shop/checkout-west synthesis 0000000a: Recovered",
+		"recovery decision for shop/checkout-east synthesis 00000013: InventoryInvalid (SharedLineage)",
+		"recovery decision for shop/checkout-west synthesis 00000017: Recovered",
 		"deleted by Eno: ConfigMap/shop/checkout-west\n",
-		"recovery decision for shop/checkout-north synthesis 0000000c: InventoryInvalid (SharedLineage)",
-		"recovery decision for shop-eu/checkout synthesis 0000000d: NothingToRecover (OtherNamespace)",
-		"recovery decision for team-c/db synthesis 0000000f: HeldForReview (OverDeletionGuard)",
-		"recovery decision for team-c/db synthesis 0000000f: Recovered (Approved)",
+		"recovery decision for shop/checkout-north synthesis 0000001b: InventoryInvalid (SharedLineage)",
+		"recovery decision for shop-eu/checkout synthesis 0000001d: NothingToRecover (OtherNamespace)",
+		"recovery decision for team-c/db synthesis 00000022: HeldForReview (OverDeletionGuard)",
+		"recovery decision for team-c/db synthesis 00000022: Recovered (Approved)",
 		"deleted by Eno: ConfigMap/team-c/db-config, ConfigMap/team-c/db-init, Secret/team-c/db-credentials-ref, Service/team-c/db-headless\n",
 	} {
 		assert.Contains(t, story, want)

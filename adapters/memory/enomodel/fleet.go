@@ -1,4 +1,4 @@
-package sim
+package enomodel
 
 import (
 	"context"
@@ -8,33 +8,38 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/Azure/eno-tombstone-recovery/adapters/memory/apiserver"
 	"github.com/Azure/eno-tombstone-recovery/domain"
 	"github.com/Azure/eno-tombstone-recovery/ports"
-	"github.com/Azure/eno-tombstone-recovery/test/sim/enomodel"
 )
 
-// staleFleet is a replica's fleet index: what informers of every slice and Composition hold at
-// the replica's cache revision, some writes old. A view is a prefix of the writes, as a watch
-// delivers them in order. WaitForSlice catches the index up to the present, as a watch does
-// while the hand-off waits.
-type staleFleet struct {
-	w *World
-	r *replica
+// Fleet is ports.FleetIndex over a view of the API server: what informers of every slice and
+// Composition hold at that revision. A view is a prefix of the writes, as a watch delivers them
+// in order. WaitForSlice calls CatchUp first, as a watch follows while the hand-off waits.
+type Fleet struct {
+	View    func() apiserver.View
+	CatchUp func()
 }
 
-var _ ports.FleetIndex = staleFleet{}
+var _ ports.FleetIndex = Fleet{}
 
-func (f staleFleet) view() view { return f.w.cp.ViewAt(f.r.compRev) }
+func (f Fleet) list(res apiserver.Resource) ([]unstructured.Unstructured, error) {
+	l, err := f.View().List(res, "", metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
 
-func (f staleFleet) ProducedElsewhere(_ context.Context, ids []domain.ResourceID, excluded ...string) (map[domain.ResourceID]string, error) {
-	items, err := f.view().List(enomodel.ResourceSliceGVR, "")
+func (f Fleet) ProducedElsewhere(_ context.Context, ids []domain.ResourceID, excluded ...string) (map[domain.ResourceID]string, error) {
+	items, err := f.list(apiserver.ResourceSlices)
 	if err != nil {
 		return nil, err
 	}
 	all := make([]domain.Production, 0, len(items))
 	for _, u := range items {
 		s := domain.ResourceSlice{Namespace: u.GetNamespace(), Name: u.GetName()}
-		if o := metav1.GetControllerOfNoCopy(u); o != nil {
+		if o := metav1.GetControllerOfNoCopy(&u); o != nil {
 			s.ControllerUID = string(o.UID)
 		}
 		resources, _, _ := unstructured.NestedSlice(u.Object, "spec", "resources")
@@ -49,8 +54,8 @@ func (f staleFleet) ProducedElsewhere(_ context.Context, ids []domain.ResourceID
 	return domain.ProducedElsewhere(all, ids, excluded...), nil
 }
 
-func (f staleFleet) LineageMembers(_ context.Context, ref domain.CompositionRef, l domain.Lineage) ([]domain.CompositionRef, error) {
-	items, err := f.view().List(enomodel.CompositionGVR, "")
+func (f Fleet) LineageMembers(_ context.Context, ref domain.CompositionRef, l domain.Lineage) ([]domain.CompositionRef, error) {
+	items, err := f.list(apiserver.Compositions)
 	if err != nil {
 		return nil, err
 	}
@@ -61,9 +66,11 @@ func (f staleFleet) LineageMembers(_ context.Context, ref domain.CompositionRef,
 	return domain.LineageMembers(domain.Composition{Namespace: ref.Namespace, Name: ref.Name}, l, all), nil
 }
 
-func (f staleFleet) WaitForSlice(_ context.Context, namespace, name string) error {
-	f.r.compRev = max(f.r.compRev, f.w.cp.Revision())
-	if _, err := f.view().Get(enomodel.ResourceSliceGVR, namespace, name); err != nil {
+func (f Fleet) WaitForSlice(_ context.Context, namespace, name string) error {
+	if f.CatchUp != nil {
+		f.CatchUp()
+	}
+	if _, err := f.View().Get(apiserver.ResourceSlices, namespace, name); err != nil {
 		return fmt.Errorf("resource slice %s/%s at the index's view: %w (%w)", namespace, name, ports.ErrIndexBehind, err)
 	}
 	return nil
@@ -71,8 +78,8 @@ func (f staleFleet) WaitForSlice(_ context.Context, namespace, name string) erro
 
 // Unsynthesized reads, as Eno's scheduler does, a Composition with no synthesized current
 // synthesis and no deletionTimestamp as one Eno has yet to synthesize.
-func (f staleFleet) Unsynthesized(context.Context) (map[domain.CompositionRef]time.Time, error) {
-	items, err := f.view().List(enomodel.CompositionGVR, "")
+func (f Fleet) Unsynthesized(context.Context) (map[domain.CompositionRef]time.Time, error) {
+	items, err := f.list(apiserver.Compositions)
 	if err != nil {
 		return nil, err
 	}

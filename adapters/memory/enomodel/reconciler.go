@@ -10,8 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/Azure/eno-tombstone-recovery/adapters/memory"
 )
 
 // Reconciler is one eno-reconciler process: the syntheses it has loaded, by UUID, each loaded
@@ -176,8 +174,8 @@ func (r *Reconciler) ReconcileResource(ctx context.Context, ns, name string, ref
 	if err != nil {
 		return ActionNone, err
 	}
-	snap, outcomes := memory.ApplyOverrides(res.manifest, current, comp)
-	if slices.Contains(outcomes, memory.OverridePanics) {
+	snap, outcomes := ApplyOverrides(res.manifest, current, comp)
+	if slices.Contains(outcomes, OverridePanics) {
 		return ActionNone, fmt.Errorf("reconciling %s: the override has no path", ref)
 	}
 	disable := cascade(comp, snap, annoDisable) == "true"

@@ -83,3 +83,11 @@ func (r Resource) fieldLabels() []string {
 var verbs = []string{"create", "delete", "get", "list", "patch", "update"}
 
 func singular(kind string) string { return strings.ToLower(kind) }
+
+// Built-in kinds a story deploys downstream, beside DefaultResources.
+var (
+	Services     = Resource{Version: "v1", Resource: "services", Kind: "Service", Namespaced: true, Status: true, builtin: true}
+	Deployments  = Resource{Group: "apps", Version: "v1", Resource: "deployments", Kind: "Deployment", Namespaced: true, Status: true, builtin: true}
+	CronJobs     = Resource{Group: "batch", Version: "v1", Resource: "cronjobs", Kind: "CronJob", Namespaced: true, Status: true, builtin: true}
+	ClusterRoles = Resource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles", Kind: "ClusterRole", builtin: true}
+)

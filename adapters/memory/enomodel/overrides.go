@@ -1,4 +1,4 @@
-package memory
+package enomodel
 
 import (
 	"encoding/json"

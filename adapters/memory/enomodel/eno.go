@@ -1,6 +1,7 @@
 package enomodel
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -54,6 +55,9 @@ type Eno struct {
 	Now          func() time.Time
 	// Outputs are the synthesizers' outputs, by Composition UID.
 	Outputs map[types.UID][]*unstructured.Unstructured
+	// SliceBytes is the executor's slice budget; 0 is Eno's, MaxSliceJSONBytes. A story may set
+	// a smaller one to spread a small synthesis over several slices.
+	SliceBytes int
 	// InSync, when set, is told of each object a reconcile found in sync and left unwritten:
 	// Eno takes it for the Composition all the same.
 	InSync func(ref Ref, uid types.UID)
@@ -173,7 +177,7 @@ func (e *Eno) Execute(ctx context.Context, ns, name string) (bool, error) {
 		}
 		previous = append(previous, s)
 	}
-	built, err := buildSlices(comp, previous, e.Outputs[comp.GetUID()])
+	built, err := buildSlices(comp, previous, e.Outputs[comp.GetUID()], cmp.Or(e.SliceBytes, MaxSliceJSONBytes))
 	if err != nil {
 		return false, err
 	}
@@ -220,7 +224,7 @@ func (e *Eno) Execute(ctx context.Context, ns, name string) (bool, error) {
 // resource of a terminating slice, whose status says reconciled) as a tombstone; cut at the
 // slice budget, each slice owned by the Composition with Eno's finalizer and stamped with the
 // current synthesis's UUID.
-func buildSlices(comp *unstructured.Unstructured, previous []*unstructured.Unstructured, outputs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+func buildSlices(comp *unstructured.Unstructured, previous []*unstructured.Unstructured, outputs []*unstructured.Unstructured, budget int) ([]*unstructured.Unstructured, error) {
 	produced := map[Ref]bool{}
 	var resources []map[string]any
 	for _, o := range outputs {
@@ -260,7 +264,7 @@ func buildSlices(comp *unstructured.Unstructured, previous []*unstructured.Unstr
 	bytes := 0
 	uuid := str(synthesis(comp, "currentSynthesis"), "uuid")
 	for _, r := range resources {
-		if cur == nil || bytes >= MaxSliceJSONBytes {
+		if cur == nil || bytes >= budget {
 			bytes = 0
 			cur = &unstructured.Unstructured{Object: map[string]any{
 				"apiVersion": "eno.azure.io/v1", "kind": "ResourceSlice",
