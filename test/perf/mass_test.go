@@ -357,7 +357,9 @@ func runMassRecovery(t *testing.T, a admin, name, bin, objects string, n int, di
 	// The floor: each client of the binary has its own limiter, so the busiest one's requests at QPS.
 	byLimiter := map[string]int{}
 	for k, v := range out.requests {
-		switch _, r, _ := strings.Cut(k, " "); strings.SplitN(r, "/", 2)[0] {
+		_, r, _ := strings.Cut(k, " ")
+		r, _, _ = strings.Cut(r, " ") // "compositions (decision)" is a composition's
+		switch strings.SplitN(r, "/", 2)[0] {
 		case "compositions", "resourceslices":
 			byLimiter["control plane (dynamic)"] += v
 		case "secrets":

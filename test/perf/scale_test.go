@@ -230,7 +230,9 @@ func TestScale(t *testing.T) {
 	reconciling := done.Sub(firstSlice)
 	byLimiter := map[string]int{}
 	for k, v := range total {
-		switch _, r, _ := strings.Cut(k, " "); strings.SplitN(r, "/", 2)[0] {
+		_, r, _ := strings.Cut(k, " ")
+		r, _, _ = strings.Cut(r, " ") // "compositions (decision)" is a composition's
+		switch strings.SplitN(r, "/", 2)[0] {
 		case "compositions", "resourceslices":
 			byLimiter["dynamic"] += v
 		case "secrets":

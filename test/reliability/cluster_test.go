@@ -136,9 +136,10 @@ func writeOp(req *http.Request, body []byte) (op, name string) {
 		return memory.OpCreateRecoverySlice, name
 	case res == "compositions" && status:
 		return memory.OpAppendRecoverySlice, name
-	case res == "compositions" && m == http.MethodPut:
-		return memory.OpWriteDecision, name
 	case res == "compositions" && m == http.MethodPatch:
+		if _, ok := obj.Metadata.Annotations[domain.AnnotationDecision]; ok {
+			return memory.OpWriteDecision, name
+		}
 		if _, ok := obj.Metadata.Annotations[domain.AnnotationForceResynthesis]; ok {
 			return memory.OpRequestResynthesis, name
 		}
