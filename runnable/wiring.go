@@ -79,10 +79,10 @@ func (g *Guest) ownCache(cfg *rest.Config, hc *http.Client, obj client.Object, r
 
 // compositions is the cache of Compositions: the host's when its scheme knows Eno's type
 // (eno-reconciler's, typed), else one of its own, unstructured (standalone).
-func (g *Guest) compositions(mgr isolated) (*cachedCompositions, error) {
-	c := &cachedCompositions{cache: mgr.GetCache(), scope: g.s.Scope.Namespace}
-	obj, objErr := mgr.GetScheme().New(compositionGV.WithKind("Composition"))
-	list, listErr := mgr.GetScheme().New(compositionGV.WithKind("CompositionList"))
+func (g *Guest) compositions() (*cachedCompositions, error) {
+	c := &cachedCompositions{cache: g.mgr.GetCache(), scope: g.s.Scope.Namespace}
+	obj, objErr := g.mgr.GetScheme().New(compositionGV.WithKind("Composition"))
+	list, listErr := g.mgr.GetScheme().New(compositionGV.WithKind("CompositionList"))
 	if objErr == nil && listErr == nil {
 		c.obj, c.list = obj.(client.Object), list.(client.ObjectList)
 		return c, nil
@@ -96,9 +96,6 @@ func (g *Guest) compositions(mgr isolated) (*cachedCompositions, error) {
 		by.Namespaces = map[string]cache.Config{g.s.Scope.Namespace: {}}
 	}
 	own, err := g.ownCache(g.clients.cpConfig, g.clients.cpHTTP, u, k8s.CompositionGVR.Resource, g.s.ResyncPeriod, by)
-	if err == nil {
-		err = mgr.Add(own)
-	}
 	if err != nil {
 		return nil, fmt.Errorf("building the composition cache: %w", err)
 	}
