@@ -55,16 +55,15 @@ func SetupWithManager(mgr manager.Manager, downstream *rest.Config, opts Options
 		g.log.Error(ErrNoLeaderElection, "not starting the tombstone recovery controller")
 		return g, nil
 	}
-	if downstream == nil {
-		downstream = mgr.GetConfig()
-	}
-	if g.clients, err = newClients(g.clientConfig(mgr.GetConfig()), g.clientConfig(downstream)); err != nil {
+	if g.clients, err = newClients(g.clientConfig(mgr.GetConfig()), g.clientConfig(cmp.Or(downstream, mgr.GetConfig()))); err != nil {
 		return nil, fmt.Errorf("tombstone recovery: clients: %w", err)
 	}
-	if s.Registerer != nil { // on every replica, as its series say which replica runs what
+	if s.Registerer != nil { // on every replica, as before: a follower exports its build_info and zeroes
 		if g.metrics, err = metrics.New(s.Registerer); err == nil {
 			err = metrics.RegisterCacheSizes(s.Registerer, map[string]func() int{
-				"compositions": func() int { return int(g.cachedComps.Load()) }, "inventory-secrets": func() int { return int(g.cachedSecrets.Load()) }})
+				"compositions":      func() int { return int(g.cachedComps.Load()) },
+				"inventory-secrets": func() int { return int(g.cachedSecrets.Load()) },
+			})
 		}
 		if err != nil {
 			return nil, fmt.Errorf("tombstone recovery: registering metrics: %w", err)
