@@ -3,13 +3,20 @@ package domain
 import (
 	"fmt"
 	"regexp"
+	"sync"
 )
 
-var controlPlanePattern = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`)
+// lazyRegexp compiles expr on first use, not at the process's start: a replica that never leads
+// (inside eno-reconciler) never compiles it.
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
+
+var controlPlanePattern = lazyRegexp(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`)
 
 // ValidControlPlane checks a control plane's name: a kube-system UID or --control-plane-id (§3).
 func ValidControlPlane(id string) error {
-	if !controlPlanePattern.MatchString(id) {
+	if !controlPlanePattern().MatchString(id) {
 		return fmt.Errorf("control plane %q is not 1-63 letters, digits, '.', '_' or '-', starting and ending alphanumeric", truncate(id, 80))
 	}
 	return nil

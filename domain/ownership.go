@@ -3,7 +3,6 @@ package domain
 import (
 	"fmt"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -22,7 +21,7 @@ type ObjectWrite struct {
 var DefaultEnoManagers = []string{"eno", "eno-reconciler"}
 
 // fieldManagerName passes no manager name that could end a CEL string literal.
-var fieldManagerName = regexp.MustCompile(`^[A-Za-z0-9:._/-]{1,128}$`)
+var fieldManagerName = lazyRegexp(`^[A-Za-z0-9:._/-]{1,128}$`)
 
 // EnoManagers are the field managers whose writes are Eno's; every other manager of an object's
 // main resource makes it co-managed (design §6.3). The zero value is DefaultEnoManagers.
@@ -34,7 +33,7 @@ func NewEnoManagers(names []string) (EnoManagers, error) {
 		return EnoManagers{}, fmt.Errorf("at least one field manager of Eno is needed")
 	}
 	for _, n := range names {
-		if !fieldManagerName.MatchString(n) {
+		if !fieldManagerName().MatchString(n) {
 			return EnoManagers{}, fmt.Errorf("%q is not a field manager name (letters, digits, and any of :._/-; at most 128)", n)
 		}
 	}

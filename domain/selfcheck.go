@@ -49,7 +49,7 @@ func handoffDigest(uuid string, written time.Time, tombstones []Tombstone) strin
 
 // celLiteral is what a value interpolated into a precondition may hold: a UID, a digest or an
 // RFC 3339 time. Nothing that could end a CEL string literal passes.
-var celLiteral = regexp.MustCompile(`^[A-Za-z0-9:.-]{1,64}$`)
+var celLiteral = lazyRegexp(`^[A-Za-z0-9:.-]{1,64}$`)
 
 // Precondition is the CEL condition under which one tombstone stops being disabled, evaluated
 // by Eno against its own live read of the object (`self`) and the Composition it acts for.
@@ -67,7 +67,7 @@ var celLiteral = regexp.MustCompile(`^[A-Za-z0-9:.-]{1,64}$`)
 func Precondition(uid string, eno EnoManagers, written time.Time, digest string) (string, error) {
 	at := written.UTC().Truncate(time.Second).Format(time.RFC3339)
 	for _, v := range []string{uid, at, digest} {
-		if !celLiteral.MatchString(v) {
+		if !celLiteral().MatchString(v) {
 			return "", fmt.Errorf("%q cannot be written into a tombstone's precondition", v)
 		}
 	}
@@ -127,8 +127,8 @@ type selfCheckOverride struct {
 
 var (
 	selfCheckPath   = "self.metadata.annotations['" + AnnotationDisableReconciliation + "']"
-	selfCheckUID    = regexp.MustCompile(`^self\.metadata\.uid == "([A-Za-z0-9:.-]{1,64})" && `)
-	selfCheckDigest = regexp.MustCompile(` && composition\.metadata\.annotations\["` + regexp.QuoteMeta(AnnotationArmed) + `"\] == "([A-Za-z0-9:.-]{1,64})"$`)
+	selfCheckUID    = lazyRegexp(`^self\.metadata\.uid == "([A-Za-z0-9:.-]{1,64})" && `)
+	selfCheckDigest = lazyRegexp(` && composition\.metadata\.annotations\["` + regexp.QuoteMeta(AnnotationArmed) + `"\] == "([A-Za-z0-9:.-]{1,64})"$`)
 )
 
 // readSelfCheck reads back the UID and hand-off digest a tombstone's self-check of ours names.
@@ -143,8 +143,8 @@ func readSelfCheck(annotations map[string]string) (uid, digest string, ok bool) 
 		ops[1].Path != selfCheckPath || ops[1].Value != "false" {
 		return "", "", false
 	}
-	u := selfCheckUID.FindStringSubmatch(ops[1].Condition)
-	d := selfCheckDigest.FindStringSubmatch(ops[1].Condition)
+	u := selfCheckUID().FindStringSubmatch(ops[1].Condition)
+	d := selfCheckDigest().FindStringSubmatch(ops[1].Condition)
 	if u == nil || d == nil {
 		return "", "", false
 	}

@@ -3,7 +3,6 @@ package domain
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"time"
@@ -99,7 +98,7 @@ type StoredChunk struct {
 	Index  int
 }
 
-var digestPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+var digestPattern = lazyRegexp(`^sha256:[0-9a-f]{64}$`)
 
 // ParseStoredChunk reads one well-formed Secret's snapshot; maxChunks <= 0 is DefaultMaxChunks.
 func ParseStoredChunk(s ChunkSecret, now time.Time, maxChunks int) (StoredChunk, error) {
@@ -166,7 +165,7 @@ func parseChunkMetadata(s ChunkSecret, now time.Time, maxChunks int) (StoredChun
 	if err != nil || index < 0 {
 		return bad("chunk index %q is not a non-negative integer", truncate(a[AnnotationChunkIndex], 32))
 	}
-	if !digestPattern.MatchString(a[AnnotationDigest]) {
+	if !digestPattern().MatchString(a[AnnotationDigest]) {
 		return bad("digest %q is not sha256:<64 hex>", truncate(a[AnnotationDigest], 80))
 	}
 	return StoredChunk{

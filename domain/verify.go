@@ -138,7 +138,7 @@ func VerifyTombstones(tombstones []Tombstone, observed map[ResourceID]Observatio
 			d.Detail = "it reports no creationTimestamp"
 		case o.Created.Truncate(time.Second).After(writeTime.Truncate(time.Second)):
 			d.Reason, d.Detail = DropNewer, fmt.Sprintf("created %s, history written %s", o.Created.UTC().Format(time.RFC3339), writeTime.UTC().Format(time.RFC3339))
-		case o.UID == "" || !celLiteral.MatchString(o.UID):
+		case o.UID == "" || !celLiteral().MatchString(o.UID):
 			d.Detail = fmt.Sprintf("its UID %q cannot be checked by its precondition", o.UID)
 		default:
 			var owned bool

@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -22,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/Azure/eno-tombstone-recovery/adapters/k8s"
-	"github.com/Azure/eno-tombstone-recovery/adapters/metrics"
 	"github.com/Azure/eno-tombstone-recovery/app"
 	"github.com/Azure/eno-tombstone-recovery/domain"
 )
@@ -31,74 +29,55 @@ import (
 // list with backoff, and log it), because a controller whose caches time out cannot start again.
 const untilSynced = 100 * 365 * 24 * time.Hour
 
-// setup builds the clients and metrics, and adds the caches, fleet index and controller through isolated.
-func (g *Guest) setup(ctx context.Context, downstream *rest.Config) (err error) {
-	if g.clients, err = newClients(g.clientConfig(g.mgr.GetConfig()), g.clientConfig(downstream)); err != nil {
-		return fmt.Errorf("clients: %w", err)
-	}
-	compSize, compCount := counter()
-	secretSize, secretCount := counter()
-	if g.s.Registerer != nil {
-		if g.metrics, err = metrics.New(g.s.Registerer); err == nil {
-			err = metrics.RegisterCacheSizes(g.s.Registerer, map[string]func() int{"compositions": compSize, "inventory-secrets": secretSize})
-		}
-		if err != nil {
-			return fmt.Errorf("registering metrics: %w", err)
-		}
-	}
-	mgr := isolated{Manager: g.mgr, g: g}
-	comps, err := g.compositions(mgr, g.refHandler("composition", compositionRequest))
+// setup builds, on the leader, the caches, the fleet index and the controller: what guestRunnable runs.
+func (g *Guest) setup(ctx context.Context) ([]manager.Runnable, error) {
+	comps, err := g.compositions(g.refHandler("composition", compositionRequest, &g.cachedComps))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	secrets, err := g.downstreamCache(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// The fleet index runs on the leader only (design §6.3).
 	fleet, err := k8s.NewFleetIndex(g.clients.dynamic)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	inScope := func(obj client.Object) (reconcile.Request, bool) {
 		req, ok := secretRequest(obj)
 		return req, ok && (g.s.Scope.Namespace == "" || req.Namespace == g.s.Scope.Namespace)
 	}
 	recoverPanic, skipNameCheck := true, true
-	err = builder.ControllerManagedBy(mgr).
-		Named("tombstone-recovery"). // in controller-runtime's logs and metrics
-		WithOptions(controller.Options{
-			MaxConcurrentReconciles: g.s.Workers,
-			ReconciliationTimeout:   g.s.ReconcileTimeout,
-			CacheSyncTimeout:        untilSynced,
-			RecoverPanic:            &recoverPanic,                                         // a backstop: reconciler recovers and counts its own
-			SkipNameValidation:      &skipNameCheck,                                        // a test process holds several managers
-			LogConstructor:          func(*reconcile.Request) logr.Logger { return g.log }, // app names the Composition
-			NewQueue: func(_ string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
-				// The queue's workqueue_* metrics are named "compositions", as before controller-runtime.
-				return workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{Name: "compositions"})
-			},
-		}).
-		WatchesRawSource(comps.source).
-		WatchesRawSource(source.Kind[client.Object](secrets.cache, secretObject(), g.refHandler("inventory secret", inScope))).
-		WatchesRawSource(fleetSource{fleet}).
-		Complete(g.reconciler(func(ctx context.Context) (*app.Service, error) { return g.service(ctx, comps.lister, secrets, fleet) }))
+	c, err := controller.NewUnmanaged("tombstone-recovery", controller.Options{ // in controller-runtime's logs and metrics
+		Reconciler:              g.reconciler(func(ctx context.Context) (*app.Service, error) { return g.service(ctx, comps.lister, secrets, fleet) }),
+		MaxConcurrentReconciles: g.s.Workers,
+		ReconciliationTimeout:   g.s.ReconcileTimeout,
+		CacheSyncTimeout:        untilSynced,
+		RecoverPanic:            &recoverPanic,                                         // a backstop: reconciler recovers and counts its own
+		SkipNameValidation:      &skipNameCheck,                                        // a test process holds several managers
+		LogConstructor:          func(*reconcile.Request) logr.Logger { return g.log }, // app names the Composition
+		NewQueue: func(_ string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+			// The queue's workqueue_* metrics are named "compositions", as before controller-runtime.
+			return workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{Name: "compositions"})
+		},
+	})
 	if err != nil {
-		return fmt.Errorf("building the controller: %w", err)
+		return nil, fmt.Errorf("building the controller: %w", err)
 	}
-	if _, err := secrets.informer.AddEventHandler(secretCount); err != nil {
-		return err
+	for _, src := range []source.Source{
+		comps.source,
+		source.Kind[client.Object](secrets.cache, secretObject(), g.refHandler("inventory secret", inScope, &g.cachedSecrets)),
+		fleetSource{fleet},
+	} {
+		if err := c.Watch(src); err != nil {
+			return nil, err
+		}
 	}
-	g.added = true
-	// The host's cache runs on every replica: its Composition informer is got on the leader only,
-	// or each follower would list and watch every Composition for nothing.
 	synced := manager.RunnableFunc(func(ctx context.Context) error {
 		inf, err := comps.informer(ctx)
 		if err != nil {
 			return fmt.Errorf("building the composition informer: %w", err)
-		}
-		if _, err := inf.AddEventHandler(compCount); err != nil {
-			return err
 		}
 		// The operator's sign that the leader's caches hold full lists.
 		if toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced, secrets.informer.HasSynced, fleet.HasSynced) {
@@ -109,12 +88,11 @@ func (g *Guest) setup(ctx context.Context, downstream *rest.Config) (err error) 
 		}
 		return nil
 	})
-	for _, r := range []manager.Runnable{secrets.cache, manager.RunnableFunc(func(ctx context.Context) error { fleet.Run(ctx); return nil }), synced} {
-		if err := mgr.Add(r); err != nil {
-			return err
-		}
+	parts := []manager.Runnable{secrets.cache, manager.RunnableFunc(func(ctx context.Context) error { fleet.Run(ctx); return nil }), synced, c}
+	if comps.run != nil { // standalone: an informer of its own
+		parts = append(parts, comps.run)
 	}
-	return nil
+	return parts, nil
 }
 
 // fleetSource enqueues a Composition whose hand-off a slice threatens, on the event itself
@@ -192,11 +170,12 @@ func secretRequest(obj client.Object) (reconcile.Request, bool) {
 	return req, req.Namespace != "" && req.Name != ""
 }
 
-// refHandler enqueues requestFor(obj) on every event. A panic in it is recovered, logged and
-// counted (client-go would re-panic it in the informer's goroutine, taking the host down); the
-// event is dropped, and the next resync or change delivers the object again.
-func (g *Guest) refHandler(what string, requestFor func(client.Object) (reconcile.Request, bool)) handler.Funcs {
-	enqueue := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+// refHandler enqueues requestFor(obj) on every event, and counts the cache's objects in n. A panic
+// in it is recovered, logged and counted (client-go would re-panic it in the informer's goroutine,
+// taking the host down); the event is dropped, and the next resync or change delivers the object again.
+func (g *Guest) refHandler(what string, requestFor func(client.Object) (reconcile.Request, bool), n *atomic.Int64) handler.Funcs {
+	enqueue := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], added int64) {
+		n.Add(added)
 		defer func() {
 			if p := recover(); p != nil {
 				g.panicked("event-handler")
@@ -210,9 +189,9 @@ func (g *Guest) refHandler(what string, requestFor func(client.Object) (reconcil
 	}
 	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 	return handler.Funcs{
-		CreateFunc:  func(_ context.Context, e event.CreateEvent, q queue) { enqueue(e.Object, q) },
-		UpdateFunc:  func(_ context.Context, e event.UpdateEvent, q queue) { enqueue(e.ObjectNew, q) },
-		DeleteFunc:  func(_ context.Context, e event.DeleteEvent, q queue) { enqueue(e.Object, q) },
-		GenericFunc: func(_ context.Context, e event.GenericEvent, q queue) { enqueue(e.Object, q) },
+		CreateFunc:  func(_ context.Context, e event.CreateEvent, q queue) { enqueue(e.Object, q, 1) },
+		UpdateFunc:  func(_ context.Context, e event.UpdateEvent, q queue) { enqueue(e.ObjectNew, q, 0) },
+		DeleteFunc:  func(_ context.Context, e event.DeleteEvent, q queue) { enqueue(e.Object, q, -1) },
+		GenericFunc: func(_ context.Context, e event.GenericEvent, q queue) { enqueue(e.Object, q, 0) },
 	}
 }

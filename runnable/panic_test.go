@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,7 +68,7 @@ func TestEventHandlerPanicIsRecovered(t *testing.T) {
 	m := &portsfakes.FakeMetrics{}
 	var lines []string
 	g := &Guest{metrics: m, log: capture(&lines)}
-	h := g.refHandler("composition", func(client.Object) (reconcile.Request, bool) { panic("handler boom") })
+	h := g.refHandler("composition", func(client.Object) (reconcile.Request, bool) { panic("handler boom") }, new(atomic.Int64))
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 	defer q.ShutDown()
 	obj := &unstructured.Unstructured{}
@@ -87,7 +88,8 @@ func TestEventHandlerPanicIsRecovered(t *testing.T) {
 }
 
 // TestHandlersMapEventsToCompositions: a Composition's event enqueues it; an inventory Secret's
-// enqueues the Composition its annotations name, and one without them nothing.
+// enqueues the Composition its annotations name, and one without them nothing. The handlers
+// count each cache's objects.
 func TestHandlersMapEventsToCompositions(t *testing.T) {
 	g := &Guest{log: logr.Discard()}
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
@@ -95,16 +97,21 @@ func TestHandlersMapEventsToCompositions(t *testing.T) {
 	comp := &unstructured.Unstructured{}
 	comp.SetNamespace("ns")
 	comp.SetName("c")
-	g.refHandler("composition", compositionRequest).Create(t.Context(), event.CreateEvent{Object: comp}, q)
+	g.refHandler("composition", compositionRequest, &g.cachedComps).Create(t.Context(), event.CreateEvent{Object: comp}, q)
 
 	secret := &unstructured.Unstructured{}
 	secret.SetNamespace("kube-system")
 	secret.SetName("chunk")
-	g.refHandler("inventory secret", secretRequest).Create(t.Context(), event.CreateEvent{Object: secret}, q)
+	secrets := g.refHandler("inventory secret", secretRequest, &g.cachedSecrets)
+	secrets.Create(t.Context(), event.CreateEvent{Object: secret}, q)
+	secrets.Create(t.Context(), event.CreateEvent{Object: secret.DeepCopy()}, q)
 	secret.SetAnnotations(map[string]string{domain.AnnotationCompositionNamespace: "ns2", domain.AnnotationCompositionName: "c2"})
-	g.refHandler("inventory secret", secretRequest).Delete(t.Context(), event.DeleteEvent{Object: secret}, q)
+	secrets.Update(t.Context(), event.UpdateEvent{ObjectOld: secret, ObjectNew: secret}, q)
+	secrets.Delete(t.Context(), event.DeleteEvent{Object: secret}, q)
+	assert.Equal(t, int64(1), g.cachedComps.Load())
+	assert.Equal(t, int64(1), g.cachedSecrets.Load())
 
-	require.Equal(t, 2, q.Len())
+	require.Equal(t, 2, q.Len(), "the update and delete of the same Secret are one request")
 	first, _ := q.Get()
 	second, _ := q.Get()
 	assert.Equal(t, types.NamespacedName{Namespace: "ns", Name: "c"}, first.NamespacedName)
@@ -126,39 +133,45 @@ func TestCompositionOutsideTheScopeIsNotFound(t *testing.T) {
 	assert.False(t, ok, "a Secret naming no Composition enqueues nothing: %v", req)
 }
 
-// TestGuestRunnableFailuresNeverReachTheHost: a manager stops when a runnable's Start returns an
-// error, so each runnable the guest adds (caches, fleet index, controller) logs and counts its
-// error or panic, marks the guest unready, and returns nil to the host.
-func TestGuestRunnableFailuresNeverReachTheHost(t *testing.T) {
-	for name, start := range map[string]func(context.Context) error{
+// TestGuestFailuresNeverReachTheHost: a manager stops when a runnable's Start returns an error,
+// so the guest's one runnable logs and counts an error or panic of its setup or of any part it
+// runs, stops the other parts, marks the guest unready, and returns nil to the host.
+func TestGuestFailuresNeverReachTheHost(t *testing.T) {
+	for name, fail := range map[string]func(context.Context) error{
 		"error": func(context.Context) error { return errors.New("cache failed") },
 		"panic": func(context.Context) error { panic("cache boom") },
 	} {
-		t.Run(name, func(t *testing.T) {
-			m := &portsfakes.FakeMetrics{}
-			var lines []string
-			g := &Guest{metrics: m, log: capture(&lines), added: true}
-			g.ready.Store(true)
-			var r manager.Runnable
-			require.NoError(t, isolated{Manager: addOnly{add: func(added manager.Runnable) { r = added }}, g: g}.Add(manager.RunnableFunc(start)))
-			require.True(t, r.(manager.LeaderElectionRunnable).NeedLeaderElection(), "the guest runs on the leader only")
-			require.NoError(t, g.ReadyzCheck(nil))
+		for _, in := range []string{"setup", "a part"} {
+			t.Run(name+" in "+in, func(t *testing.T) {
+				m := &portsfakes.FakeMetrics{}
+				var lines []string
+				g := &Guest{metrics: m, log: capture(&lines), added: true}
+				g.ready.Store(true)
+				r := guestRunnable{g: g, setup: func(ctx context.Context) ([]manager.Runnable, error) {
+					if in == "setup" {
+						return nil, fail(ctx)
+					}
+					waits := manager.RunnableFunc(func(ctx context.Context) error { <-ctx.Done(); return nil })
+					return []manager.Runnable{waits, manager.RunnableFunc(fail)}, nil
+				}}
+				require.True(t, r.NeedLeaderElection(), "the guest runs on the leader only")
+				require.NoError(t, g.ReadyzCheck(nil))
 
-			assert.NoError(t, r.Start(t.Context()), "nothing of the guest returns an error to the host")
-			assert.Error(t, g.ReadyzCheck(nil), "a failed guest is not ready")
-			assert.Contains(t, strings.Join(lines, "\n"), "the tombstone recovery controller stopped until the process restarts")
-			assert.Equal(t, name == "panic", m.PanickedCallCount() == 1)
-		})
+				done := make(chan error, 1)
+				go func() { done <- r.Start(t.Context()) }()
+				select {
+				case err := <-done:
+					assert.NoError(t, err, "nothing of the guest returns an error to the host")
+				case <-time.After(10 * time.Second):
+					t.Fatal("a failed part did not stop the others")
+				}
+				assert.Error(t, g.ReadyzCheck(nil), "a failed guest is not ready")
+				assert.Contains(t, strings.Join(lines, "\n"), "the tombstone recovery controller stopped until the process restarts")
+				assert.Equal(t, name == "panic", m.PanickedCallCount() == 1)
+			})
+		}
 	}
 }
-
-// addOnly is a manager that records what is added to it.
-type addOnly struct {
-	manager.Manager
-	add func(manager.Runnable)
-}
-
-func (m addOnly) Add(r manager.Runnable) error { m.add(r); return nil }
 
 // TestBuildPanicReleasesTheLock: a panic while building the Service becomes an error, and the
 // next reconcile still runs (builds again) instead of blocking on a lock left held.

@@ -2,7 +2,6 @@ package runnable
 
 import (
 	"context"
-	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -65,15 +64,6 @@ func (l cachedCompositions) Get(name string) (runtime.Object, error) {
 func (l cachedCompositions) ByNamespace(namespace string) toolscache.GenericNamespaceLister {
 	l.namespace = namespace
 	return l
-}
-
-// counter counts an informer's objects from the events of the handler it returns: no list, no copy.
-func counter() (func() int, toolscache.ResourceEventHandler) {
-	var n atomic.Int64
-	return func() int { return int(n.Load()) }, toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { n.Add(1) },
-		DeleteFunc: func(any) { n.Add(-1) },
-	}
 }
 
 // cachedSecrets is the downstream cache of our inventory Secrets' metadata the SecretStore reads.

@@ -85,16 +85,17 @@ type compositionCache struct {
 	lister   toolscache.GenericLister
 	source   source.Source
 	informer func(context.Context) (cache.Informer, error) // got on the leader only
+	run      manager.Runnable                              // standalone: the informer; nil: the host runs its cache
 }
 
 // compositions is the cache of Compositions: the host's when its scheme knows Eno's type
 // (eno-reconciler's, typed), else, standalone, an informer of its own that keeps each Composition
-// as read at its event (k8s.CompositionAsRead), run through mgr on the leader.
-func (g *Guest) compositions(mgr isolated, h handler.EventHandler) (compositionCache, error) {
-	obj, objErr := mgr.GetScheme().New(compositionGV.WithKind("Composition"))
-	list, listErr := mgr.GetScheme().New(compositionGV.WithKind("CompositionList"))
+// as read at its event (k8s.CompositionAsRead), run on the leader with the guest's parts.
+func (g *Guest) compositions(h handler.EventHandler) (compositionCache, error) {
+	obj, objErr := g.mgr.GetScheme().New(compositionGV.WithKind("Composition"))
+	list, listErr := g.mgr.GetScheme().New(compositionGV.WithKind("CompositionList"))
 	if objErr == nil && listErr == nil {
-		l := cachedCompositions{cache: mgr.GetCache(), obj: obj.(client.Object), list: list.(client.ObjectList), scope: g.s.Scope.Namespace}
+		l := cachedCompositions{cache: g.mgr.GetCache(), obj: obj.(client.Object), list: list.(client.ObjectList), scope: g.s.Scope.Namespace}
 		return compositionCache{lister: l, source: source.Kind(l.cache, l.object(), h), informer: func(ctx context.Context) (cache.Informer, error) {
 			return l.cache.GetInformer(ctx, l.object(), cache.BlockUntilSynced(false))
 		}}, nil
@@ -103,15 +104,13 @@ func (g *Guest) compositions(mgr isolated, h handler.EventHandler) (compositionC
 	inf := dynamicinformer.NewFilteredDynamicInformer(g.clients.dynamic, k8s.CompositionGVR, g.s.Scope.Namespace, g.s.ResyncPeriod,
 		toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc}, func(o *metav1.ListOptions) { o.LabelSelector = sel }).Informer()
 	err := errors.Join(inf.SetTransform(k8s.CompositionAsRead), inf.SetWatchErrorHandlerWithContext(g.watchError(k8s.CompositionGVR.Resource)))
-	if err == nil {
-		err = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { inf.RunWithContext(ctx); return nil }))
-	}
 	if err != nil {
 		return compositionCache{}, fmt.Errorf("building the composition cache: %w", err)
 	}
 	return compositionCache{lister: toolscache.NewGenericLister(inf.GetIndexer(), k8s.CompositionGVR.GroupResource()),
 		source:   syncedInformer{&source.Informer{Informer: inf, Handler: h}},
-		informer: func(context.Context) (cache.Informer, error) { return inf, nil }}, nil
+		informer: func(context.Context) (cache.Informer, error) { return inf, nil },
+		run:      manager.RunnableFunc(func(ctx context.Context) error { inf.RunWithContext(ctx); return nil })}, nil
 }
 
 // syncedInformer is source.Informer that holds the controller's workers until the informer has

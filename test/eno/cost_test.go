@@ -310,6 +310,11 @@ func (ph *costPhase) run(t *testing.T, n int) []replicaCost {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Stock and wired start with no page of their binary cached: the wired one is just built, and
+	// its cached pages, mapped in large folios around each fault, added MiBs of RssFile.
+	if err := kubetest.DropPageCache(ph.binary); err != nil {
+		t.Fatal(err)
+	}
 	for i := range ph.replicas {
 		name := "eno-reconciler"
 		if ph.replicas > 1 {
