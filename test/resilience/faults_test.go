@@ -397,9 +397,8 @@ func TestAPIFaultsAtEveryCallSite(t *testing.T) {
 		"create secrets",
 		"update secrets",
 		"create resourceslices.eno.azure.io",
-		"update compositions.eno.azure.io",
 		"patch compositions/status.eno.azure.io", // the hand-off's commit point
-		"patch compositions.eno.azure.io",        // the forced resynthesis
+		"patch compositions.eno.azure.io",        // arming, the decision, the forced resynthesis
 	} {
 		assert.Contains(t, sites, want, "the reconcile no longer visits %s; the fault table would miss it", want)
 	}

@@ -460,9 +460,9 @@ func TestSecurityOfAFullLifecycle(t *testing.T) {
 				list.Verb = "list"
 				used[list.key()] = true
 			}
-			if c.Verb == "update" && (c.Resource == "secrets" || c.Resource == "compositions") {
+			if c.Verb == "update" && c.Resource == "secrets" {
 				// Updates start from the cached object and GET it live only when the cache lags
-				// (adapters/k8s UpdateChunk, WriteDecision), so the get grant is needed either way.
+				// (adapters/k8s UpdateChunk), so the get grant is needed either way.
 				get := c
 				get.Verb = "get"
 				used[get.key()] = true
