@@ -108,10 +108,14 @@ func (e *Env) Synthesize(ctx context.Context, ref domain.CompositionRef, outputs
 			return err
 		}
 	}
-	if did, err := e.Follow(ctx, ref); err != nil || !did {
-		return fmt.Errorf("synthesizing %s: Eno did not (%v)", ref, err)
+	// Eno's scheduler requeues a dispatch whose status write conflicts with another writer's (the
+	// controllers' annotations): Follow reports that as nothing done, so it is tried again.
+	for range 10 {
+		if did, err := e.Follow(ctx, ref); err != nil || did {
+			return err
+		}
 	}
-	return nil
+	return fmt.Errorf("synthesizing %s: Eno did not", ref)
 }
 
 // Follow is Eno's scheduler and executor on the Composition: a synthesis is dispatched if one is
