@@ -119,11 +119,11 @@ func (e *Env) Synthesize(ctx context.Context, ref domain.CompositionRef, outputs
 }
 
 // Follow is Eno's scheduler and executor on the Composition: a synthesis is dispatched if one is
-// due (none yet, a new generation, or force-resynthesis naming the latest synthesis) and
-// executed, carrying the current synthesis's unreconciled tombstones. It reports whether there
-// was one.
+// due (none yet, a new generation, or force-resynthesis naming the latest synthesis), and the
+// synthesis in flight (one an earlier conflict left there too) executed, carrying the current
+// synthesis's unreconciled tombstones. It reports whether one was executed.
 func (e *Env) Follow(ctx context.Context, ref domain.CompositionRef) (bool, error) {
-	if dispatched, err := e.Eno.Dispatch(ctx, ref.Namespace, ref.Name); err != nil || !dispatched {
+	if _, err := e.Eno.Dispatch(ctx, ref.Namespace, ref.Name); err != nil {
 		return false, err
 	}
 	return e.Eno.Execute(ctx, ref.Namespace, ref.Name)
