@@ -66,20 +66,6 @@ func secretObject() *metav1.PartialObjectMetadata {
 	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}}
 }
 
-// unsafeShared: the caches hand out their own objects uncopied; the adapters copy what they keep, never mutate.
-var unsafeShared = true
-
-// ownCache caches obj's one kind as by selects and transforms it, resynced every sync (0: never),
-// on the cluster of cfg. It maps the kind to its resource itself: no discovery.
-func (g *Guest) ownCache(cfg *rest.Config, hc *http.Client, obj client.Object, resource string, sync time.Duration, by cache.ByObject) (cache.Cache, error) {
-	gvk := obj.GetObjectKind().GroupVersionKind()
-	m := meta.NewDefaultRESTMapper(nil)
-	m.AddSpecific(gvk, gvk.GroupVersion().WithResource(resource), gvk.GroupVersion().WithResource(resource), meta.RESTScopeNamespace)
-	by.UnsafeDisableDeepCopy = &unsafeShared
-	return cache.New(cfg, cache.Options{HTTPClient: hc, Mapper: m, SyncPeriod: &sync,
-		ByObject: map[client.Object]cache.ByObject{obj: by}, DefaultWatchErrorHandler: g.watchError(resource)})
-}
-
 // compositionCache is where the controller reads Compositions, and the source of their events.
 type compositionCache struct {
 	lister   toolscache.GenericLister
@@ -137,12 +123,19 @@ func (g *Guest) watchError(resource string) toolscache.WatchErrorHandlerWithCont
 // with the number of Secrets, not the inventories' size), selected by namespace, label and type,
 // never resynced, indexed by lineage. Other downstream objects are read live: no informer per kind.
 func (g *Guest) downstreamCache(ctx context.Context) (*cachedSecrets, error) {
-	c, err := g.ownCache(g.clients.dsConfig, g.clients.dsHTTP, secretObject(), "secrets", 0, cache.ByObject{
-		Namespaces: map[string]cache.Config{g.s.InventoryNamespace: {}},
-		Label:      labels.SelectorFromSet(labels.Set{domain.LabelManagedBy: domain.ManagedByValue}),
-		Field:      fields.OneTermEqualSelector("type", domain.SecretType),
-		Transform:  k8s.DropManagedFields,
-	})
+	// It maps Secrets to their resource itself (no discovery), and hands out its own objects
+	// uncopied: the adapter copies what it keeps and never mutates them.
+	m := meta.NewDefaultRESTMapper(nil)
+	m.Add(secretObject().GroupVersionKind(), meta.RESTScopeNamespace)
+	unsafeShared, never := true, time.Duration(0)
+	c, err := cache.New(g.clients.dsConfig, cache.Options{HTTPClient: g.clients.dsHTTP, Mapper: m, SyncPeriod: &never, DefaultWatchErrorHandler: g.watchError("secrets"),
+		ByObject: map[client.Object]cache.ByObject{secretObject(): {
+			Namespaces:            map[string]cache.Config{g.s.InventoryNamespace: {}},
+			Label:                 labels.SelectorFromSet(labels.Set{domain.LabelManagedBy: domain.ManagedByValue}),
+			Field:                 fields.OneTermEqualSelector("type", domain.SecretType),
+			Transform:             k8s.DropManagedFields,
+			UnsafeDisableDeepCopy: &unsafeShared,
+		}}})
 	if err != nil {
 		return nil, fmt.Errorf("building the inventory secret cache: %w", err)
 	}
